@@ -1,0 +1,38 @@
+#include "rawfloat.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_util.h"
+
+nb_status nb_rawfloat_write(const char *path, const float *pixels, size_t count)
+{
+    nb_outfile *of;
+    nb_status st = nb_outfile_open(&of, path, 0);
+    if (st) return st;
+    /* the stream and this file are both little-endian float32 */
+    if (fwrite(pixels, sizeof(float), count, nb_outfile_fp(of)) != count) {
+        st = nb_outfile_commit(of); /* reports the write error and removes the file */
+        return st ? st : nb_error_set(NB_ERR_IO, "cannot write '%s'", path);
+    }
+    return nb_outfile_commit(of);
+}
+
+nb_status nb_rawfloat_read(const char *path, float **pixels, size_t *count)
+{
+    char *data;
+    size_t len;
+    nb_status st = nb_read_file(path, &data, &len);
+    *pixels = NULL;
+    if (st) return st;
+    if (len % sizeof(float) != 0 || len == 0 || (*count && len != *count * sizeof(float))) {
+        free(data);
+        if (*count)
+            return nb_error_set(NB_ERR_DATA, "'%s' has %zu bytes; %zu float32 pixels need %zu", path, len, *count,
+                                *count * sizeof(float));
+        return nb_error_set(NB_ERR_DATA, "'%s' has %zu bytes, not a whole number of float32 pixels", path, len);
+    }
+    *count = len / sizeof(float);
+    *pixels = (float *)data; /* nb_read_file's buffer is malloc'ed and suitably aligned */
+    return NB_OK;
+}

@@ -1,0 +1,47 @@
+/* nb_cli.h - the standard options every tool shares, and --help from the
+ * flag registry (one source for --help and the man pages). */
+#ifndef NB_CLI_H
+#define NB_CLI_H
+
+#include <stdio.h>
+
+#include "nb_error.h"
+
+#ifndef NB_VERSION
+#define NB_VERSION "0.1.0"
+#endif
+
+typedef struct nb_std_opts {
+    const char *output;   /* -o FILE, default "-" */
+    const char *input;    /* positional input stream, default "-" */
+    int quiet, verbose;
+    int threads;          /* 0 = default (OpenMP's choice) */
+} nb_std_opts;
+
+typedef struct nb_tool_info {
+    const char *name;        /* "nb-sim" */
+    unsigned owner;          /* its enum nb_owner bit */
+    const char *synopsis;    /* "[OPTIONS] [STREAM]" */
+    const char *summary;     /* one line */
+    const char *description; /* paragraphs, may be NULL */
+    const char *extra_options; /* tool-specific options not in the registry, "  -x  help\n" lines */
+    const char *examples;    /* may be NULL */
+} nb_tool_info;
+
+void nb_std_opts_init(nb_std_opts *o);
+/* If argv[*i] is a standard option (-h/--help, --version, -o FILE, -q, -v,
+ * --threads N), handle it (printing help/version and exiting for those) and
+ * return 1, advancing *i past its value.  Returns 0 otherwise; on a standard
+ * option with a bad value sets *st. */
+int nb_std_option(const nb_tool_info *tool, nb_std_opts *o, int argc, char **argv, int *i, nb_status *st);
+/* Apply verbosity and --threads. */
+void nb_std_apply(const nb_std_opts *o);
+
+void nb_print_help(const nb_tool_info *tool, FILE *fp);
+/* The same content as a man page (roff), for man/ (make man). */
+void nb_print_man(const nb_tool_info *tool, FILE *fp);
+
+/* The command line as one shell-quoted string (provenance). */
+char *nb_join_args(int argc, char **argv);
+
+#endif

@@ -1,0 +1,77 @@
+#include "nb_error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *tool_name = "nb";
+static char message[4096];
+static int verbosity = 0;
+
+void nb_set_tool_name(const char *name) { tool_name = name; }
+const char *nb_tool_name(void) { return tool_name; }
+
+nb_status nb_error_set(nb_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+nb_status nb_error_prefix(nb_status status, const char *fmt, ...)
+{
+    char old[sizeof message];
+    char prefix[1024];
+    va_list ap;
+    memcpy(old, message, sizeof old);
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    snprintf(message, sizeof message, "%s: %s", prefix, old);
+    return status;
+}
+
+const char *nb_error_message(void) { return message; }
+
+int nb_exit_code(nb_status status)
+{
+    if (status == NB_OK) return 0;
+    if (status == NB_ERR_USAGE) return 2;
+    return 1;
+}
+
+void nb_exit_on_error(nb_status status)
+{
+    if (status == NB_OK) return;
+    fflush(stdout);
+    fprintf(stderr, "%s: %s\n", tool_name, message[0] ? message : "unknown error");
+    if (status == NB_ERR_USAGE)
+        fprintf(stderr, "Try '%s --help' for more information.\n", tool_name);
+    exit(nb_exit_code(status));
+}
+
+void nb_set_verbosity(int level) { verbosity = level; }
+int nb_verbosity(void) { return verbosity; }
+
+void nb_warn(const char *fmt, ...)
+{
+    va_list ap;
+    if (verbosity < 0) return;
+    fprintf(stderr, "%s: warning: ", tool_name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+void nb_info(const char *fmt, ...)
+{
+    va_list ap;
+    if (verbosity < 1) return;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}

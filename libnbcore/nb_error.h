@@ -1,0 +1,49 @@
+/* nb_error.h - the error idiom shared by every library function.
+ *
+ * A library function that can fail returns an nb_status and, before it returns
+ * a failure, records a message with nb_error_set().  Only main() decides to
+ * exit: it calls nb_exit_on_error(), which prints "<tool>: <message>" on stderr
+ * and exits with the status' exit code (2 for usage errors, 1 otherwise).
+ */
+#ifndef NB_ERROR_H
+#define NB_ERROR_H
+
+#include <stdarg.h>
+
+typedef enum nb_status {
+    NB_OK = 0,
+    NB_ERR_USAGE = 1,   /* bad command line: exit 2 */
+    NB_ERR_IO = 2,      /* open/read/write failed: exit 1 */
+    NB_ERR_DATA = 3,    /* malformed or inconsistent input data: exit 1 */
+    NB_ERR_NOMEM = 4,   /* allocation failed or would be absurd: exit 1 */
+    NB_ERR_UNSUPPORTED = 5 /* a valid request this build cannot do: exit 1 */
+} nb_status;
+
+/* Name printed in front of every message ("nb-sim"); set once by main(). */
+void nb_set_tool_name(const char *name);
+const char *nb_tool_name(void);
+
+/* Record the message of the failure being returned; returns `status` so that
+ * `return nb_error_set(NB_ERR_IO, "cannot open '%s': %s", p, strerror(errno));`
+ * reads naturally. */
+nb_status nb_error_set(nb_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Prefix the current message with more context: "reading plan: <old>". */
+nb_status nb_error_prefix(nb_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+const char *nb_error_message(void);
+
+/* Exit code for a status: 0, 2 for usage, 1 otherwise. */
+int nb_exit_code(nb_status status);
+
+/* For main(): if status is not NB_OK, print "<tool>: <message>" and exit. */
+void nb_exit_on_error(nb_status status);
+
+/* Logging to stderr, "<tool>: warning: ..." and plain info lines.
+ * nb_set_verbosity(-1) silences warnings (-q); 1 enables nb_info (-v). */
+void nb_set_verbosity(int level);
+int nb_verbosity(void);
+void nb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void nb_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

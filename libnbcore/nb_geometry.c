@@ -1,0 +1,1292 @@
+/* From nanoBragg requests to an explicit plan.  The order of the steps and of
+ * the arithmetic follows the reference program (behaviour.md sections 2-13);
+ * section numbers below refer to that document. */
+#include "nb_geometry.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nb_options.h"
+#include "nb_physics.h"
+#include "nb_vec.h"
+#include "smv.h"
+
+#define RTD (180.0 * M_1_PI)
+
+static void set3(double v[3], double x, double y, double z)
+{
+    v[0] = x;
+    v[1] = y;
+    v[2] = z;
+}
+
+void nb_request_defaults(nb_request *rq)
+{
+    memset(rq, 0, sizeof *rq);
+    rq->pixel_size = 0.1e-3;
+    rq->distance = 100.0e-3;
+    rq->close_distance = NAN;
+    rq->detsize_f = rq->detsize_s = 102.4e-3;
+    rq->Xbeam = rq->Ybeam = rq->Xclose = rq->Yclose = rq->ORGX = rq->ORGY = NAN;
+    /* the pre-convention vectors, which a custom setup starts from */
+    set3(rq->beam, 1, 0, 0);
+    set3(rq->fdet, 0, 0, 1);
+    set3(rq->sdet, 0, -1, 0);
+    set3(rq->odet, 1, 0, 0);
+    set3(rq->twotheta_axis, 0, 1, 0);
+    set3(rq->polar, 0, 0, 1);
+    set3(rq->spindle, 0, 0, 1);
+    rq->pivot = NB_PIVOT_BEAM;
+    rq->convention = NB_MOSFLM;
+    rq->detector_mu = -1.0;
+    rq->detector_thickstep = -1.0;
+    rq->detector_thicksteps = -1;
+    rq->oversample = -1;
+    rq->roi_xmin = rq->roi_xmax = rq->roi_ymin = rq->roi_ymax = -1;
+    rq->lambda0 = 1.0e-10;
+    rq->dispstep = -1;
+    rq->dispsteps = -1;
+    rq->hdivrange = rq->hdivstep = rq->vdivrange = rq->vdivstep = -1.0;
+    rq->hdivsteps = rq->vdivsteps = -1;
+    rq->round_div = 1;
+    rq->fluence = NB_DEFAULT_FLUENCE;
+    rq->exposure = 1.0;
+    rq->beamsize = 1e-4;
+    rq->Na = rq->Nb = rq->Nc = 1.0;
+    rq->shape = NB_SHAPE_SQUARE;
+    rq->fudge = 1;
+    rq->mosaic_spread = -1.0;
+    rq->mosaic_domains = -1;
+    rq->osc = rq->phistep = -1.0;
+    rq->phisteps = -1;
+    rq->interpolate = 2;
+    rq->seed = -(int64_t)time(NULL);
+    rq->mosaic_seed = -12345678;
+    rq->misset_seed = rq->seed;
+    rq->adc = 40.0;
+    rq->calculate_noise = 1;
+    rq->write_pgm = 1;
+    rq->precision_double = -1;
+    rq->printout_fpixel = rq->printout_spixel = -1;
+    rq->progress = 1;
+}
+
+void nb_request_free(nb_request *rq)
+{
+    char **strs[] = {&rq->sourcefile, &rq->matfile, &rq->imgfile, &rq->maskfile, &rq->stolfile,
+                     &rq->hklfile, &rq->dumpfile, &rq->floatfile, &rq->intfile, &rq->noisefile,
+                     &rq->pgmfile, &rq->command_line};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        free(*strs[i]);
+        *strs[i] = NULL;
+    }
+    free(rq->mask);
+    rq->mask = NULL;
+}
+
+static void set_str(char **dst, const char *v)
+{
+    free(*dst);
+    *dst = nb_xstrdup(v);
+}
+
+/* ---- parsing ------------------------------------------------------------ */
+
+nb_status nb_request_read_header(nb_request *rq, const char *path, int is_mask)
+{
+    nb_smv smv;
+    nb_status st = nb_smv_read(path, is_mask, &smv);
+    double v;
+    if (st) return st;
+    /* behaviour.md 6: SIZE1/2 always; the other keys when present */
+    rq->fpixels = smv.width;
+    rq->spixels = smv.height;
+    if (!isnan(v = nb_smv_value(&smv, "PIXEL_SIZE"))) rq->pixel_size = v / 1000.0;
+    rq->detsize_f = rq->pixel_size * rq->fpixels;
+    rq->detsize_s = rq->pixel_size * rq->spixels;
+    if (!isnan(v = nb_smv_value(&smv, "DISTANCE"))) rq->distance = v / 1000.0;
+    if (!isnan(v = nb_smv_value(&smv, "CLOSE_DISTANCE"))) rq->close_distance = v / 1000.0;
+    if (!isnan(v = nb_smv_value(&smv, "WAVELENGTH"))) rq->lambda0 = v / 1e10;
+    if (!isnan(v = nb_smv_value(&smv, "BEAM_CENTER_X"))) rq->Xbeam = v / 1000.0;
+    if (!isnan(v = nb_smv_value(&smv, "BEAM_CENTER_Y")))
+        rq->Ybeam = is_mask ? rq->detsize_s - v / 1000.0 : v / 1000.0;
+    if (!isnan(v = nb_smv_value(&smv, "ORGX"))) rq->ORGX = v;
+    if (!isnan(v = nb_smv_value(&smv, "ORGY"))) rq->ORGY = v;
+    if (!isnan(v = nb_smv_value(&smv, "PHI"))) rq->phi0 = v / RTD;
+    if (!isnan(v = nb_smv_value(&smv, "OSC_RANGE"))) rq->osc = v / RTD;
+    if (!isnan(nb_smv_value(&smv, "TWOTHETA")))
+        nb_warn("'%s': header TWOTHETA is ignored, as the reference does; use -twotheta", path);
+    if (is_mask) {
+        size_t n = (size_t)smv.width * (size_t)smv.height;
+        free(rq->mask);
+        st = nb_calloc((void **)&rq->mask, n, 1, "mask");
+        if (st) {
+            nb_smv_free(&smv);
+            return st;
+        }
+        for (size_t i = 0; i < n; i++) rq->mask[i] = smv.pixels[i] != 0;
+        rq->mask_w = smv.width;
+        rq->mask_h = smv.height;
+        set_str(&rq->maskfile, path);
+    } else {
+        set_str(&rq->imgfile, path);
+    }
+    nb_smv_free(&smv);
+    return NB_OK;
+}
+
+static nb_status num(const char *name, const char *s, double *out)
+{
+    char what[80];
+    snprintf(what, sizeof what, "option %s", name);
+    return nb_parse_double(s, out, what);
+}
+
+static nb_status inum(const char *name, const char *s, int *out)
+{
+    char what[80];
+    snprintf(what, sizeof what, "option %s", name);
+    return nb_parse_int(s, out, what);
+}
+
+static nb_status lnum(const char *name, const char *s, int64_t *out)
+{
+    char what[80];
+    long v;
+    snprintf(what, sizeof what, "option %s", name);
+    nb_status st = nb_parse_long(s, &v, what);
+    if (!st) *out = v;
+    return st;
+}
+
+static nb_status vec3(const char *name, char **vals, double out[3])
+{
+    nb_status st;
+    for (int i = 0; i < 3; i++)
+        if ((st = num(name, vals[i], &out[i]))) return st;
+    return NB_OK;
+}
+
+nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals, int nvals)
+{
+    double x;
+    int n;
+    nb_status st = NB_OK;
+#define NUM(dst, expr)                                          \
+    do {                                                        \
+        if ((st = num(name, vals[0], &x))) return st;           \
+        dst = (expr);                                           \
+    } while (0)
+#define INT(dst)                                                \
+    do {                                                        \
+        if ((st = inum(name, vals[0], &n))) return st;          \
+        dst = n;                                                \
+    } while (0)
+
+    switch (id) {
+    case FL_IMG:
+    case FL_MASK:
+        break; /* read before everything else, see nb-geom */
+    case FL_MAT: set_str(&rq->matfile, vals[0]); break;
+    case FL_CELL:
+        rq->user_cell = 1;
+        for (int i = 0; i < nvals; i++) {
+            if ((st = num(name, vals[i], &x))) return st;
+            rq->cell[i] = i < 3 ? x : x / RTD;
+        }
+        break;
+    case FL_MISSET:
+        if (nvals == 1) {
+            if (strcmp(vals[0], "random") != 0 && strcmp(vals[0], "rand") != 0)
+                return nb_error_set(NB_ERR_USAGE, "option -misset: expected three angles or 'random', got '%s'",
+                                    vals[0]);
+            rq->misset_mode = -1;
+        } else {
+            double m[3];
+            if ((st = vec3(name, vals, m))) return st;
+            for (int i = 0; i < 3; i++) rq->misset[i] = m[i] / RTD;
+            rq->misset_mode = 1;
+        }
+        break;
+    case FL_MISSET_SEED:
+        if ((st = lnum(name, vals[0], &rq->misset_seed))) return st;
+        rq->misset_seed = -rq->misset_seed;
+        break;
+    case FL_MOSAIC_SEED:
+        if ((st = lnum(name, vals[0], &rq->mosaic_seed))) return st;
+        rq->mosaic_seed = -rq->mosaic_seed;
+        break;
+    case FL_SEED:
+        if ((st = lnum(name, vals[0], &rq->seed))) return st;
+        rq->seed = -rq->seed;
+        rq->seed_given = 1;
+        break;
+    case FL_NA: INT(rq->Na); break;
+    case FL_NB: INT(rq->Nb); break;
+    case FL_NC: INT(rq->Nc); break;
+    case FL_N:
+        INT(rq->Na);
+        rq->Nb = rq->Nc = rq->Na;
+        break;
+    case FL_SAMPLE_SIZE:
+        NUM(rq->sample_x, x / 1000);
+        rq->sample_y = rq->sample_z = rq->sample_x;
+        break;
+    case FL_SAMPLE_X: NUM(rq->sample_x, x / 1000); break;
+    case FL_SAMPLE_Y: NUM(rq->sample_y, x / 1000); break;
+    case FL_SAMPLE_Z: NUM(rq->sample_z, x / 1000); break;
+    case FL_DENSITY:
+    case FL_MW:
+    case FL_COHERENT:
+        if (nvals && (st = num(name, vals[0], &x))) return st;
+        nb_warn("%s has no effect on the image (as in the reference)", name);
+        break;
+    case FL_XBEAM:
+        NUM(rq->Xbeam, x / 1000.0);
+        rq->pivot = NB_PIVOT_BEAM;
+        break;
+    case FL_YBEAM:
+        NUM(rq->Ybeam, x / 1000.0);
+        rq->pivot = NB_PIVOT_BEAM;
+        break;
+    case FL_XCLOSE:
+        NUM(rq->Xclose, x / 1000.0);
+        rq->pivot = NB_PIVOT_SAMPLE;
+        break;
+    case FL_YCLOSE:
+        NUM(rq->Yclose, x / 1000.0);
+        rq->pivot = NB_PIVOT_SAMPLE;
+        break;
+    case FL_ORGX:
+        NUM(rq->ORGX, x);
+        rq->pivot = NB_PIVOT_SAMPLE;
+        break;
+    case FL_ORGY:
+        NUM(rq->ORGY, x);
+        rq->pivot = NB_PIVOT_SAMPLE;
+        break;
+    case FL_PIVOT:
+        if (strcmp(vals[0], "sample") == 0) rq->pivot = NB_PIVOT_SAMPLE;
+        else if (strcmp(vals[0], "beam") == 0) rq->pivot = NB_PIVOT_BEAM;
+        else return nb_error_set(NB_ERR_USAGE, "option -pivot: expected 'beam' or 'sample', got '%s'", vals[0]);
+        break;
+    case FL_MOSFLM: rq->convention = NB_MOSFLM, rq->pivot = NB_PIVOT_BEAM; break;
+    case FL_XDS: rq->convention = NB_XDS, rq->pivot = NB_PIVOT_SAMPLE; break;
+    case FL_ADXV: rq->convention = NB_ADXV, rq->pivot = NB_PIVOT_BEAM; break;
+    case FL_DENZO: rq->convention = NB_DENZO, rq->pivot = NB_PIVOT_BEAM; break;
+    case FL_DIALS: rq->convention = NB_DIALS, rq->pivot = NB_PIVOT_BEAM; break;
+    case FL_FDET_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->fdet);
+    case FL_SDET_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->sdet);
+    case FL_ODET_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->odet);
+    case FL_BEAM_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->beam);
+    case FL_POLAR_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->polar);
+    case FL_SPINDLE_AXIS: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->spindle);
+    case FL_TWOTHETA_AXIS:
+        rq->convention = NB_CUSTOM;
+        if ((st = vec3(name, vals, rq->twotheta_axis))) return st;
+        /* the reference's -twotheta clause matches this flag too: the angle
+         * becomes the axis' x component in degrees and the pivot SAMPLE */
+        if (rq->twotheta != rq->twotheta_axis[0] / RTD)
+            nb_warn("-twotheta_axis also sets the two-theta angle to %g degrees (its first value), as the "
+                    "reference does; give -twotheta after it to choose the angle",
+                    rq->twotheta_axis[0]);
+        rq->twotheta = rq->twotheta_axis[0] / RTD;
+        rq->pivot = NB_PIVOT_SAMPLE;
+        break;
+    case FL_PIX0_VECTOR: {
+        double ignored[3];
+        if ((st = vec3(name, vals, ignored))) return st;
+        rq->convention = NB_CUSTOM;
+        nb_warn("%s selects the custom convention but its values are ignored, as in the reference", name);
+        break;
+    }
+    case FL_DISTANCE:
+        NUM(rq->distance, x / 1000.0);
+        rq->pivot = NB_PIVOT_BEAM;
+        break;
+    case FL_CLOSE_DISTANCE:
+        NUM(rq->close_distance, x / 1000.0);
+        rq->pivot = NB_PIVOT_SAMPLE;
+        break;
+    case FL_DETECTOR_ABS: {
+        char what[80];
+        snprintf(what, sizeof what, "option %s", name);
+        if ((st = nb_parse_double_any(vals[0], &x, what))) return st;
+        if (isnan(x) || x < 0)
+            return nb_error_set(NB_ERR_USAGE, "option %s: attenuation depth must be >= 0 microns or inf", name);
+        if (isinf(x) || x == 0.0) {
+            /* no absorption: the reference also drops any thickness given before */
+            rq->detector_thick = 0.0;
+            rq->detector_mu = 0.0;
+        } else {
+            rq->detector_mu = 1.0 / (x * 1e-6);
+        }
+        break;
+    }
+    case FL_DETECTOR_THICK: NUM(rq->detector_thick, x * 1e-6); break;
+    case FL_THICKSTEPS: INT(rq->detector_thicksteps); break;
+    case FL_TWOTHETA:
+        NUM(rq->twotheta, x / RTD);
+        rq->pivot = NB_PIVOT_SAMPLE;
+        break;
+    case FL_ROTX: NUM(rq->rotx, x / RTD); break;
+    case FL_ROTY: NUM(rq->roty, x / RTD); break;
+    case FL_ROTZ: NUM(rq->rotz, x / RTD); break;
+    case FL_DETSIZE:
+        NUM(rq->detsize_f, x / 1000.0);
+        rq->detsize_s = rq->detsize_f;
+        break;
+    case FL_DETSIZE_F: NUM(rq->detsize_f, x / 1000.0); break;
+    case FL_DETSIZE_S: NUM(rq->detsize_s, x / 1000.0); break;
+    case FL_DETPIXELS:
+        INT(rq->fpixels);
+        rq->spixels = rq->fpixels;
+        break;
+    case FL_DETPIXELS_F: INT(rq->fpixels); break;
+    case FL_DETPIXELS_S: INT(rq->spixels); break;
+    case FL_CURVED_DET: rq->curved_detector = 1; break;
+    case FL_PIXEL: NUM(rq->pixel_size, x / 1000.0); break;
+    case FL_POINT_PIXEL: rq->point_pixel = 1; break;
+    case FL_POLAR:
+        NUM(rq->polarization, x);
+        rq->nopolar = 0;
+        break;
+    case FL_NOPOLAR: rq->nopolar = 1; break;
+    case FL_OVERSAMPLE: INT(rq->oversample); break;
+    case FL_OVERSAMPLE_THICK: rq->oversample_thick = 1; break;
+    case FL_OVERSAMPLE_POLAR: rq->oversample_polar = 1; break;
+    case FL_OVERSAMPLE_OMEGA: rq->oversample_omega = 1; break;
+    case FL_ROI: {
+        int r[4];
+        for (int i = 0; i < 4; i++)
+            if ((st = inum(name, vals[i], &r[i]))) return st;
+        rq->roi_xmin = r[0], rq->roi_xmax = r[1], rq->roi_ymin = r[2], rq->roi_ymax = r[3];
+        break;
+    }
+    case FL_LAMBDA: NUM(rq->lambda0, x / 1.0e10); break;
+    case FL_ENERGY: NUM(rq->lambda0, (12398.42 / x) / 1.0e10); break;
+    case FL_FLUENCE: NUM(rq->fluence, x); break;
+    case FL_FLUX: NUM(rq->flux, x); break;
+    case FL_EXPOSURE: NUM(rq->exposure, x); break;
+    case FL_BEAMSIZE: NUM(rq->beamsize, x / 1000); break;
+    case FL_MOSAIC: NUM(rq->mosaic_spread, x / RTD); break;
+    case FL_MOSAIC_DOMAINS: INT(rq->mosaic_domains); break;
+    case FL_DISPERSION: NUM(rq->dispersion, x / 100.0); break;
+    case FL_DISPSTEPS: INT(rq->dispsteps); break;
+    case FL_DIVERGENCE:
+        NUM(rq->hdivrange, x / 1000.0);
+        rq->vdivrange = rq->hdivrange;
+        break;
+    case FL_HDIVRANGE: NUM(rq->hdivrange, x / 1000.0); break;
+    case FL_VDIVRANGE: NUM(rq->vdivrange, x / 1000.0); break;
+    case FL_HDIVSTEP: NUM(rq->hdivstep, x / 1000.0); break;
+    case FL_VDIVSTEP: NUM(rq->vdivstep, x / 1000.0); break;
+    case FL_HDIVSTEPS: INT(rq->hdivsteps); break;
+    case FL_VDIVSTEPS: INT(rq->vdivsteps); break;
+    case FL_DIVSTEPS:
+        INT(rq->hdivsteps);
+        rq->vdivsteps = rq->hdivsteps;
+        break;
+    case FL_ROUND_DIV: rq->round_div = 1; break;
+    case FL_SQUARE_DIV: rq->round_div = 0; break;
+    case FL_SOURCEFILE: set_str(&rq->sourcefile, vals[0]); break;
+    case FL_PHI: NUM(rq->phi0, x / RTD); break;
+    case FL_OSC: NUM(rq->osc, x / RTD); break;
+    case FL_PHISTEP: NUM(rq->phistep, x / RTD); break;
+    case FL_PHISTEPS: INT(rq->phisteps); break;
+    case FL_DMIN: NUM(rq->dmin, x * 1e-10); break;
+    case FL_INTERPOLATE: rq->interpolate = 1; break;
+    case FL_NOINTERPOLATE: rq->interpolate = 0; break;
+    case FL_ROUND_XTAL: rq->shape = NB_SHAPE_ROUND; break;
+    case FL_SQUARE_XTAL: rq->shape = NB_SHAPE_SQUARE; break;
+    case FL_GAUSS_XTAL: rq->shape = NB_SHAPE_GAUSS; break;
+    case FL_TOPHAT_SPOTS: rq->shape = NB_SHAPE_TOPHAT; break;
+    case FL_FUDGE: NUM(rq->fudge, x); break;
+    case FL_WATER: NUM(rq->water_size, x / 1e6); break;
+    case FL_STOL:
+    case FL_4STOL:
+    case FL_Q: set_str(&rq->stolfile, vals[0]); break;
+    case FL_STOLOUT: nb_warn("%s: nothing is written (as in the reference)", name); break;
+    case FL_HKL: set_str(&rq->hklfile, vals[0]); break;
+    case FL_DEFAULT_F: NUM(rq->default_F, x); break;
+    case FL_DUMP: set_str(&rq->dumpfile, vals[0]); break;
+    case FL_PRINTOUT: rq->printout = 1; break;
+    case FL_PRINTOUT_PIXEL:
+        rq->printout = 1;
+        if ((st = inum(name, vals[0], &rq->printout_fpixel))) return st;
+        if ((st = inum(name, vals[1], &rq->printout_spixel))) return st;
+        break;
+    case FL_PROGRESS: rq->progress = 1; break;
+    case FL_NOPROGRESS: rq->progress = 0; break;
+    case FL_PRECISION:
+        if (strcmp(vals[0], "double") == 0) rq->precision_double = 1;
+        else if (strcmp(vals[0], "single") == 0) rq->precision_double = 0;
+        else return nb_error_set(NB_ERR_USAGE, "option -precision: expected 'single' or 'double', got '%s'", vals[0]);
+        break;
+    case FL_ADC: NUM(rq->adc, x); break;
+    case FL_NONOISE: rq->calculate_noise = 0; break;
+    case FL_NOISEFILE:
+        set_str(&rq->noisefile, vals[0]);
+        rq->calculate_noise = 1;
+        break;
+    case FL_FLOATFILE: set_str(&rq->floatfile, vals[0]); break;
+    case FL_INTFILE: set_str(&rq->intfile, vals[0]); break;
+    case FL_PGMFILE:
+        set_str(&rq->pgmfile, vals[0]);
+        rq->write_pgm = 1;
+        break;
+    case FL_PGMSCALE:
+        NUM(rq->pgm_scale, x);
+        rq->write_pgm = 1;
+        break;
+    case FL_NOPGM: rq->write_pgm = 0; break;
+    case FL_SCALE: NUM(rq->intfile_scale, x); break;
+    default: return nb_error_set(NB_ERR_USAGE, "option %s is not handled by nb-geom", name);
+    }
+#undef NUM
+#undef INT
+    return st;
+}
+
+/* ---- sources ------------------------------------------------------------ */
+
+/* Columns X Y Z weight lambda, separated by blanks, tabs or , ; : !  Missing
+ * columns take their defaults; blank lines and '#' comments are skipped. */
+static nb_status read_source_file(const char *path, double rows[][5], int max_rows, int *nrows)
+{
+    char *text;
+    size_t len;
+    nb_status st = nb_read_file(path, &text, &len);
+    int n = 0, lineno = 0;
+    if (st) return st;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        lineno++;
+        char *p = line + strspn(line, " \t,;:!\r");
+        if (*p == '\0' || *p == '#') continue;
+        if (n >= max_rows) {
+            free(text);
+            return nb_error_set(NB_ERR_DATA, "'%s': more than %d sources", path, max_rows);
+        }
+        for (int c = 0; c < 5; c++) rows[n][c] = NAN;
+        for (int c = 0; c < 5 && *p; c++) {
+            char *end;
+            errno = 0;
+            double v = strtod(p, &end);
+            if (end == p || !isfinite(v)) {
+                free(text);
+                return nb_error_set(NB_ERR_DATA, "'%s' line %d: column %d is not a number", path, lineno, c + 1);
+            }
+            rows[n][c] = v;
+            p = end + strspn(end, " \t,;:!\r");
+        }
+        if (*p && *p != '#') {
+            free(text);
+            return nb_error_set(NB_ERR_DATA, "'%s' line %d: more than 5 columns (X Y Z weight lambda)", path, lineno);
+        }
+        n++;
+    }
+    free(text);
+    if (n == 0) return nb_error_set(NB_ERR_DATA, "'%s': no sources in the file", path);
+    *nrows = n;
+    return NB_OK;
+}
+
+/* ---- cell --------------------------------------------------------------- */
+
+static double vmag(const double v[3]) { return nb_norm(v); }
+
+static void vscale(const double v[3], double out[3], double s)
+{
+    out[0] = s * v[0];
+    out[1] = s * v[1];
+    out[2] = s * v[2];
+}
+
+/* force |v| = mag (reference's vector_rescale) */
+static void vrescale(const double v[3], double out[3], double mag)
+{
+    double oldmag = vmag(v);
+    if (oldmag <= 0.0) oldmag = 1.0;
+    out[0] = mag / oldmag * v[0];
+    out[1] = mag / oldmag * v[1];
+    out[2] = mag / oldmag * v[2];
+}
+
+static int oddball(double sa, double ca, double sb, double cb, double sg, double cg)
+{
+    double v[6] = {sa, ca, sb, cb, sg, cg};
+    for (int i = 0; i < 6; i++)
+        if (v[i] > 1.0000001 || v[i] < -1.0000001) return 1;
+    return 0;
+}
+
+static void clamp_trig(double *s, double *c)
+{
+    if (*s > 1.0) *s = 1.0;
+    if (*s < -1.0) *s = -1.0;
+    if (*c * *c > 1.0) *c = 1.0;
+}
+
+double nb_cell_reciprocal(const double cell_in[6], double a_star[3], double b_star[3], double c_star[3])
+{
+    double a = cell_in[0], b = cell_in[1], c = cell_in[2];
+    double alpha = cell_in[3], beta = cell_in[4], gamma = cell_in[5];
+    double aavg = (alpha + beta + gamma) / 2;
+    double skew = sin(aavg) * sin(aavg - alpha) * sin(aavg - beta) * sin(aavg - gamma);
+    if (skew < 0.0) skew = -skew;
+    double V_cell = 2.0 * a * b * c * sqrt(skew);
+    if (V_cell <= 0.0) {
+        nb_warn("impossible unit cell volume: %g", V_cell);
+        V_cell = DBL_MIN;
+    }
+    double V_star = 1.0 / V_cell;
+    double as = b * c * sin(alpha) * V_star;
+    double bs = c * a * sin(beta) * V_star;
+    double cs = a * b * sin(gamma) * V_star;
+    if (as <= 0.0 || bs <= 0.0 || cs <= 0.0) {
+        nb_warn("impossible reciprocal cell lengths: %g %g %g", as, bs, cs);
+        as = fabs(as), bs = fabs(bs), cs = fabs(cs);
+        if (as <= 0.0) as = DBL_MIN;
+        if (bs <= 0.0) bs = DBL_MIN;
+        if (cs <= 0.0) cs = DBL_MIN;
+    }
+    double sin_as = a * V_star / bs / cs;
+    double sin_bs = b * V_star / as / cs;
+    double sin_gs = c * V_star / as / bs;
+    double cos_as = (cos(beta) * cos(gamma) - cos(alpha)) / (sin(beta) * sin(gamma));
+    double cos_bs = (cos(gamma) * cos(alpha) - cos(beta)) / (sin(gamma) * sin(alpha));
+    double cos_gs = (cos(alpha) * cos(beta) - cos(gamma)) / (sin(alpha) * sin(beta));
+    if (oddball(sin_as, cos_as, sin_bs, cos_bs, sin_gs, cos_gs))
+        nb_warn("oddball reciprocal cell angles: sin/cos(alpha*) %.17g %.17g, (beta*) %.17g %.17g, "
+                "(gamma*) %.17g %.17g",
+                sin_as, cos_as, sin_bs, cos_bs, sin_gs, cos_gs);
+    clamp_trig(&sin_as, &cos_as);
+    clamp_trig(&sin_bs, &cos_bs);
+    clamp_trig(&sin_gs, &cos_gs);
+    set3(a_star, as, 0.0, 0.0);
+    set3(b_star, bs * cos_gs, bs * sin_gs, 0.0);
+    set3(c_star, cs * cos_bs, cs * (cos_as - cos_bs * cos_gs) / sin_gs, cs * V_cell / (a * b * c * sin_gs));
+    return V_cell;
+}
+
+static nb_status read_matrix(const char *path, double lambda0, double a_star[3], double b_star[3],
+                             double c_star[3])
+{
+    char *text;
+    size_t len;
+    double m[9];
+    nb_status st = nb_read_file(path, &text, &len);
+    if (st) return st;
+    char *p = text;
+    for (int i = 0; i < 9; i++) {
+        char *end;
+        m[i] = strtod(p, &end);
+        if (end == p || !isfinite(m[i])) {
+            free(text);
+            return nb_error_set(NB_ERR_DATA, "'%s': expected 9 numbers (three reciprocal vectors), found %d", path,
+                                i);
+        }
+        p = end;
+    }
+    free(text);
+    /* rows are x, y, z components; columns are a*, b*, c* */
+    set3(a_star, m[0], m[3], m[6]);
+    set3(b_star, m[1], m[4], m[7]);
+    set3(c_star, m[2], m[5], m[8]);
+    /* a MOSFLM matrix includes the wavelength: remove it */
+    vscale(a_star, a_star, 1e-10 / lambda0);
+    vscale(b_star, b_star, 1e-10 / lambda0);
+    vscale(c_star, c_star, 1e-10 / lambda0);
+    return NB_OK;
+}
+
+/* Sampling auto-selection (behaviour.md 11.1): count n, range R, step d;
+ * "unset" is negative.  `count_only_range` is the range used when only the
+ * count is given; `thickness` selects the thickness variant (d = R/2). */
+static void auto_steps(int *n, double *R, double *d, double count_only_range, int thickness)
+{
+    if (*n <= 0) {
+        if (*R < 0.0) {
+            if (*d <= 0.0) {
+                *n = 1, *R = 0.0, *d = 0.0;
+            } else {
+                *R = *d;
+                *n = 2;
+            }
+        } else {
+            if (*d <= 0.0) {
+                *n = 2;
+                *d = thickness ? *R / *n : *R;
+            } else {
+                *n = (int)ceil(*R / *d);
+            }
+        }
+    } else {
+        if (*R < 0.0) {
+            if (*d <= 0.0) {
+                *R = count_only_range;
+                *d = *R / *n;
+            } else {
+                *R = *d;
+                *n = 2;
+            }
+        } else {
+            if (*d <= 0.0) {
+                if (*n <= 1) *n = 2;
+                *d = *R / (*n - 1);
+            }
+        }
+    }
+}
+
+static const char *convention_name(int c)
+{
+    switch (c) {
+    case NB_ADXV: return "adxv";
+    case NB_MOSFLM: return "mosflm";
+    case NB_XDS: return "xds";
+    case NB_DIALS: return "dials";
+    case NB_DENZO: return "denzo";
+    default: return "custom";
+    }
+}
+
+#define LOG(...) nb_strbuf_printf(log, __VA_ARGS__)
+
+nb_status nb_resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
+{
+    nb_request w = *rq; /* working copy: the reference updates its variables in place */
+    nb_status st = NB_OK;
+    double vector[3], newvector[3];
+    nb_plan_init(plan);
+
+    /* ---- 5: detector size, fluence, beam-centre defaults ---- */
+    if (w.pixel_size <= 0 || !isfinite(w.pixel_size))
+        return nb_error_set(NB_ERR_USAGE, "pixel size must be positive (got %g mm)", w.pixel_size * 1000);
+    if (w.fpixels < 0 || w.spixels < 0)
+        return nb_error_set(NB_ERR_USAGE, "detector pixel counts must be positive");
+    if (w.fpixels) w.detsize_f = w.pixel_size * w.fpixels;
+    if (w.spixels) w.detsize_s = w.pixel_size * w.spixels;
+    if (!(w.detsize_f / w.pixel_size < 2e9) || !(w.detsize_s / w.pixel_size < 2e9))
+        return nb_error_set(NB_ERR_USAGE, "detector of %g x %g mm with %g mm pixels is too large",
+                            w.detsize_f * 1000, w.detsize_s * 1000, w.pixel_size * 1000);
+    w.fpixels = (int)ceil(w.detsize_f / w.pixel_size - 0.5);
+    w.spixels = (int)ceil(w.detsize_s / w.pixel_size - 0.5);
+    plan->fpixels = w.fpixels;
+    plan->spixels = w.spixels;
+    if ((st = nb_plan_check_size(plan))) return st;
+    if (w.mask && (w.mask_w != w.fpixels || w.mask_h != w.spixels))
+        return nb_error_set(NB_ERR_USAGE, "mask '%s' is %d x %d pixels but the detector is %d x %d", w.maskfile,
+                            w.mask_w, w.mask_h, w.fpixels, w.spixels);
+
+    if (w.flux != 0.0 && w.exposure > 0.0 && w.beamsize >= 0) w.fluence = w.flux * w.exposure / w.beamsize / w.beamsize;
+    if (w.beamsize >= 0) {
+        if (w.beamsize < w.sample_y) {
+            nb_warn("clipping sample (%g m high) with beam (%g m)", w.sample_y, w.beamsize);
+            w.sample_y = w.beamsize;
+        }
+        if (w.beamsize < w.sample_z) {
+            nb_warn("clipping sample (%g m wide) with beam (%g m)", w.sample_z, w.beamsize);
+            w.sample_z = w.beamsize;
+        }
+    }
+    if (w.exposure > 0.0) w.flux = w.fluence / w.exposure * w.beamsize * w.beamsize;
+
+    double Fclose = NAN, Sclose = NAN, Fbeam, Sbeam;
+    if (!isnan(w.ORGX)) Fclose = (w.ORGX - 0.5) * w.pixel_size;
+    if (!isnan(w.ORGY)) Sclose = (w.ORGY - 0.5) * w.pixel_size;
+    if (isnan(Fclose)) Fclose = w.detsize_f / 2.0;
+    if (isnan(Sclose)) Sclose = w.detsize_s / 2.0;
+    if (isnan(w.Xclose)) w.Xclose = Fclose;
+    if (isnan(w.Yclose)) w.Yclose = Sclose;
+    Fbeam = Fclose;
+    Sbeam = Sclose;
+    if (w.roi_xmin < 0) w.roi_xmin = 0;
+    if (w.roi_xmax < 0) w.roi_xmax = w.fpixels;
+    if (w.roi_ymin < 0) w.roi_ymin = 0;
+    if (w.roi_ymax < 0) w.roi_ymax = w.spixels;
+
+    /* ---- 7: the convention block (forces the pivot) ---- */
+    switch (w.convention) {
+    case NB_ADXV:
+        if (isnan(w.Xbeam)) w.Xbeam = (w.detsize_f + w.pixel_size) / 2.0;
+        if (isnan(w.Ybeam)) w.Ybeam = (w.detsize_s - w.pixel_size) / 2.0;
+        set3(w.beam, 0, 0, 1), set3(w.fdet, 1, 0, 0), set3(w.sdet, 0, -1, 0), set3(w.odet, 0, 0, 1);
+        set3(w.twotheta_axis, -1, 0, 0), set3(w.polar, 1, 0, 0), set3(w.spindle, 1, 0, 0);
+        Fbeam = w.Xbeam;
+        Sbeam = w.detsize_s - w.Ybeam;
+        break;
+    case NB_MOSFLM:
+    case NB_DENZO:
+        if (isnan(w.Xbeam)) w.Xbeam = (w.detsize_s + w.pixel_size) / 2.0;
+        if (isnan(w.Ybeam)) w.Ybeam = (w.detsize_f + w.pixel_size) / 2.0;
+        set3(w.beam, 1, 0, 0), set3(w.odet, 1, 0, 0), set3(w.fdet, 0, 0, 1), set3(w.sdet, 0, -1, 0);
+        set3(w.twotheta_axis, 0, 0, -1), set3(w.polar, 0, 0, 1), set3(w.spindle, 0, 0, 1);
+        /* MOSFLM's first pixel centre sits half a pixel in; DENZO's does not */
+        Fbeam = w.Ybeam + (w.convention == NB_MOSFLM ? 0.5 : 0.0) * w.pixel_size;
+        Sbeam = w.Xbeam + (w.convention == NB_MOSFLM ? 0.5 : 0.0) * w.pixel_size;
+        break;
+    case NB_XDS:
+    case NB_DIALS:
+        if (isnan(w.Xbeam)) w.Xbeam = w.Xclose;
+        if (isnan(w.Ybeam)) w.Ybeam = w.Yclose;
+        set3(w.beam, 0, 0, 1), set3(w.fdet, 1, 0, 0), set3(w.sdet, 0, 1, 0), set3(w.odet, 0, 0, 1);
+        if (w.convention == NB_XDS)
+            set3(w.twotheta_axis, 1, 0, 0), set3(w.polar, 1, 0, 0), set3(w.spindle, 1, 0, 0);
+        else
+            set3(w.twotheta_axis, 0, 1, 0), set3(w.polar, 0, 1, 0), set3(w.spindle, 0, 1, 0);
+        Fbeam = w.Xbeam;
+        Sbeam = w.Ybeam;
+        break;
+    default: /* CUSTOM keeps the vectors and the parse-time pivot */
+        if (isnan(w.Xbeam)) w.Xbeam = w.Xclose;
+        if (isnan(w.Ybeam)) w.Ybeam = w.Yclose;
+        Fbeam = w.Xbeam;
+        Sbeam = w.Ybeam;
+        Fclose = w.Xbeam;
+        Sclose = w.Ybeam;
+        break;
+    }
+    int forced_pivot = w.pivot;
+    if (w.convention == NB_ADXV || w.convention == NB_MOSFLM || w.convention == NB_DENZO) forced_pivot = NB_PIVOT_BEAM;
+    if (w.convention == NB_XDS || w.convention == NB_DIALS) forced_pivot = NB_PIVOT_SAMPLE;
+    if (forced_pivot != rq->pivot)
+        nb_warn("the %s convention pivots the detector about the %s, whatever -pivot, -distance or beam-centre "
+                "options asked (as in the reference)",
+                convention_name(w.convention), forced_pivot == NB_PIVOT_BEAM ? "direct-beam spot" : "sample");
+    w.pivot = forced_pivot;
+
+    /* ---- 6: unit vectors ---- */
+    nb_unitize(w.beam, w.beam);
+    nb_unitize(w.fdet, w.fdet);
+    nb_unitize(w.sdet, w.sdet);
+    if (nb_unitize(w.odet, w.odet) != 1.0) {
+        nb_warn("auto-generating odet_vector");
+        nb_cross(w.fdet, w.sdet, w.odet);
+        nb_unitize(w.odet, w.odet);
+    }
+    nb_unitize(w.polar, w.polar);
+    nb_unitize(w.spindle, w.spindle);
+    double vert[3];
+    nb_cross(w.beam, w.polar, vert);
+    nb_unitize(vert, vert);
+
+    if (!w.matfile && !(w.user_cell && w.cell[0] != 0.0))
+        return nb_error_set(NB_ERR_USAGE, "no crystal: give -cell A B C AL BE GA or -mat FILE");
+
+    /* ---- 8: sampling auto-selection ---- */
+    if (w.phisteps < 0) {
+        if (w.osc < 0.0) {
+            if (w.phistep <= 0.0) {
+                w.phisteps = 1, w.osc = 0.0, w.phistep = 0.0;
+            } else {
+                w.osc = w.phistep;
+                w.phisteps = 2;
+            }
+        } else {
+            if (w.phistep <= 0.0) {
+                w.phisteps = 2;
+                w.phistep = w.osc / 2.0;
+            } else {
+                w.phisteps = (int)ceil(w.osc / w.phistep);
+            }
+        }
+    } else {
+        if (w.phisteps == 0) w.phisteps = 1;
+        if (w.osc < 0.0) {
+            if (w.phistep <= 0.0) {
+                w.osc = 1.0 / RTD;
+                w.phistep = w.osc / w.phisteps;
+            } else {
+                w.osc = w.phistep;
+                w.phisteps = 2;
+            }
+        } else if (w.phistep < 0.0) {
+            w.phistep = w.osc / w.phisteps;
+        }
+    }
+    auto_steps(&w.hdivsteps, &w.hdivrange, &w.hdivstep, 1.0, 0);
+    auto_steps(&w.vdivsteps, &w.vdivrange, &w.vdivstep, 1.0, 0);
+    auto_steps(&w.dispsteps, &w.dispersion, &w.dispstep, 1.0, 0);
+    auto_steps(&w.detector_thicksteps, &w.detector_thick, &w.detector_thickstep, 0.5e-6, 1);
+    if (w.detector_thick > 0.0 && w.detector_mu < 0.0) {
+        w.detector_mu = 1.0 / w.detector_thick;
+        nb_warn("setting detector attenuation coefficient to %g /m (1/thickness)", w.detector_mu);
+    }
+    if (w.mosaic_domains <= 0) {
+        if (w.mosaic_spread < 0.0) {
+            w.mosaic_domains = 1;
+            w.mosaic_spread = 0.0;
+        } else if (w.mosaic_spread == 0.0) {
+            w.mosaic_domains = 1;
+        } else {
+            nb_warn("finite mosaicity with only one domain! upping to 10 mosaic domains");
+            w.mosaic_domains = 10;
+        }
+    } else {
+        if (w.mosaic_spread < 0.0) {
+            nb_warn("no mosaic spread specified.  setting mosaic_domains = 1");
+            w.mosaic_spread = 0.0;
+            w.mosaic_domains = 1;
+        } else if (w.mosaic_spread == 0.0) {
+            nb_warn("zero mosaic spread specified.  setting mosaic_domains = 1");
+            w.mosaic_domains = 1;
+        }
+    }
+    if (w.hdivrange <= 0.0 || w.hdivstep <= 0.0 || w.hdivsteps <= 0) w.hdivsteps = 1, w.hdivrange = 0.0, w.hdivstep = 0.0;
+    if (w.vdivrange <= 0.0 || w.vdivstep <= 0.0 || w.vdivsteps <= 0) w.vdivsteps = 1, w.vdivrange = 0.0, w.vdivstep = 0.0;
+    if (w.dispersion <= 0.0 || w.dispstep <= 0.0 || w.dispsteps <= 0) w.dispsteps = 1, w.dispersion = 0.0, w.dispstep = 0.0;
+    if (w.detector_thick <= 0.0 || w.detector_thickstep <= 0.0 || w.detector_thicksteps <= 0)
+        w.detector_thicksteps = 1, w.detector_thick = 0.0, w.detector_thickstep = 0.0;
+
+    /* limits on work the reference would happily start and never finish */
+    if (w.phisteps > 1000000 || w.mosaic_domains > 1000000 || w.hdivsteps > 100000 || w.vdivsteps > 100000 ||
+        w.dispsteps > 100000 || w.detector_thicksteps > 100000)
+        return nb_error_set(NB_ERR_USAGE, "absurd sampling: %d phi steps, %d mosaic domains, %dx%d divergence, "
+                                          "%d wavelengths, %d layers",
+                            w.phisteps, w.mosaic_domains, w.hdivsteps, w.vdivsteps, w.dispsteps,
+                            w.detector_thicksteps);
+
+    /* ---- 9: detector geometry ---- */
+    LOG("%s convention selected.\n", convention_name(w.convention));
+    double pix0[3] = {0, 0, 0};
+    nb_rotate_xyz(w.odet, vector, w.rotx, w.roty, w.rotz);
+    double ratio = nb_dot(w.beam, vector);
+    if (ratio == 0.0) ratio = DBL_MIN;
+    if (isnan(w.close_distance)) w.close_distance = fabs(ratio * w.distance);
+    w.distance = w.close_distance / ratio;
+    if (w.pivot == NB_PIVOT_SAMPLE) {
+        LOG("pivoting detector around sample\n");
+        for (int i = 0; i < 3; i++) pix0[i] = -Fclose * w.fdet[i] - Sclose * w.sdet[i] + w.close_distance * w.odet[i];
+        nb_rotate_xyz(pix0, pix0, w.rotx, w.roty, w.rotz);
+        nb_rotate_axis(pix0, pix0, w.twotheta_axis, w.twotheta);
+    }
+    nb_rotate_xyz(w.fdet, w.fdet, w.rotx, w.roty, w.rotz);
+    nb_rotate_xyz(w.sdet, w.sdet, w.rotx, w.roty, w.rotz);
+    nb_rotate_xyz(w.odet, w.odet, w.rotx, w.roty, w.rotz);
+    nb_rotate_axis(w.fdet, w.fdet, w.twotheta_axis, w.twotheta);
+    nb_rotate_axis(w.sdet, w.sdet, w.twotheta_axis, w.twotheta);
+    nb_rotate_axis(w.odet, w.odet, w.twotheta_axis, w.twotheta);
+    if (w.pivot == NB_PIVOT_BEAM) {
+        LOG("pivoting detector around direct beam spot\n");
+        for (int i = 0; i < 3; i++) pix0[i] = -Fbeam * w.fdet[i] - Sbeam * w.sdet[i] + w.distance * w.beam[i];
+    }
+    Fclose = -nb_dot(pix0, w.fdet);
+    Sclose = -nb_dot(pix0, w.sdet);
+    w.close_distance = nb_dot(pix0, w.odet);
+    for (int i = 0; i < 3; i++) newvector[i] = w.close_distance / ratio * w.beam[i] - pix0[i];
+    Fbeam = nb_dot(w.fdet, newvector);
+    Sbeam = nb_dot(w.sdet, newvector);
+    w.distance = w.close_distance / ratio;
+    double ORGX = Fclose / w.pixel_size + 0.5;
+    double ORGY = Sclose / w.pixel_size + 0.5;
+    double dials_origin[3];
+    set3(newvector, 0, 0, 1);
+    dials_origin[0] = 1000.0 * nb_dot(pix0, newvector);
+    set3(newvector, 0, 1, 0);
+    dials_origin[1] = 1000.0 * nb_dot(pix0, newvector);
+    set3(newvector, -1, 0, 0);
+    dials_origin[2] = 1000.0 * nb_dot(pix0, newvector);
+    LOG("XDS incident beam: %g %g %g\n", nb_dot(w.beam, w.fdet), nb_dot(w.beam, w.sdet), nb_dot(w.beam, w.odet));
+    if (!isfinite(w.distance) || !isfinite(pix0[0]) || !isfinite(pix0[1]) || !isfinite(pix0[2]))
+        return nb_error_set(NB_ERR_USAGE, "the detector geometry is degenerate (beam parallel to the detector plane?)");
+
+    /* ---- 10: interpolation choice, on N as parsed ---- */
+    if (w.interpolate > 1) {
+        if (w.Na <= 2 || w.Nb <= 2 || w.Nc <= 2) {
+            LOG("auto-selected tricubic interpolation of structure factors\n");
+            w.interpolate = 1;
+        } else {
+            LOG("auto-selected no interpolation\n");
+            w.interpolate = 0;
+        }
+    }
+
+    /* ---- 11: the cell ---- */
+    double a[3] = {0, 0, 0}, b[3] = {0, 0, 0}, c[3] = {0, 0, 0};
+    double a_star[3] = {0, 0, 0}, b_star[3] = {0, 0, 0}, c_star[3] = {0, 0, 0};
+    double cell[6], V_cell = 0;
+    memcpy(cell, w.cell, sizeof cell);
+    if (w.user_cell) {
+        if (cell[1] <= 0.0) cell[1] = cell[0];
+        if (cell[2] <= 0.0) cell[2] = cell[0];
+        for (int i = 3; i < 6; i++)
+            if (cell[i] <= 0.0) cell[i] = M_PI / 2;
+        V_cell = nb_cell_reciprocal(cell, a_star, b_star, c_star);
+    }
+    if (w.matfile) {
+        LOG("reading %s\n", w.matfile);
+        if ((st = read_matrix(w.matfile, w.lambda0, a_star, b_star, c_star))) return st;
+    }
+    double misset[3] = {0, 0, 0};
+    int misset_mode = w.misset_mode;
+    memcpy(misset, w.misset, sizeof misset);
+    plan->rng = (nb_rng){0};
+    nb_rng_init(&plan->rng);
+    int64_t misset_seed = w.misset_seed, mosaic_seed = w.mosaic_seed;
+    if (misset_mode == -1) {
+        double umat[9];
+        /* the reference passes 90 meaning degrees, but the function takes
+         * radians: keep it for identical orientations (behaviour.md 9.3) */
+        nb_mosaic_rotation_umat(&plan->rng, 90.0f, umat, &misset_seed);
+        nb_umat2misset(umat, misset);
+        LOG("random orientation misset angles: %f %f %f deg\n", misset[0] * RTD, misset[1] * RTD, misset[2] * RTD);
+        misset_mode = 1;
+    }
+    if (misset_mode > 0) {
+        nb_rotate_xyz(a_star, a_star, misset[0], misset[1], misset[2]);
+        nb_rotate_xyz(b_star, b_star, misset[0], misset[1], misset[2]);
+        nb_rotate_xyz(c_star, c_star, misset[0], misset[1], misset[2]);
+    }
+    double axb_s[3], bxc_s[3], cxa_s[3];
+    nb_cross(a_star, b_star, axb_s);
+    nb_cross(b_star, c_star, bxc_s);
+    nb_cross(c_star, a_star, cxa_s);
+    double V_star = nb_dot(a_star, bxc_s);
+    if (w.user_cell) {
+        /* keep the user's edge lengths exact */
+        vrescale(bxc_s, bxc_s, cell[0] / V_cell);
+        vrescale(cxa_s, cxa_s, cell[1] / V_cell);
+        vrescale(axb_s, axb_s, cell[2] / V_cell);
+        V_star = 1.0 / V_cell;
+    }
+    V_cell = 1.0 / V_star;
+    if (!isfinite(V_cell) || V_cell == 0.0)
+        return nb_error_set(NB_ERR_DATA, "the unit cell is degenerate (zero or infinite volume)");
+    vscale(bxc_s, a, V_cell);
+    vscale(cxa_s, b, V_cell);
+    vscale(axb_s, c, V_cell);
+    double axb[3], bxc[3], cxa[3];
+    nb_cross(a, b, axb);
+    nb_cross(b, c, bxc);
+    nb_cross(c, a, cxa);
+    vscale(bxc, a_star, V_star);
+    vscale(cxa, b_star, V_star);
+    vscale(axb, c_star, V_star);
+    double am = vmag(a), bm = vmag(b), cm = vmag(c);
+    double asm_ = vmag(a_star), bsm = vmag(b_star), csm = vmag(c_star);
+    double sin_a = asm_ * V_cell / bm / cm, sin_b = bsm * V_cell / am / cm, sin_g = csm * V_cell / am / bm;
+    double cos_a = nb_dot(b, c) / bm / cm, cos_b = nb_dot(a, c) / am / cm, cos_g = nb_dot(a, b) / am / bm;
+    if (oddball(sin_a, cos_a, sin_b, cos_b, sin_g, cos_g))
+        nb_warn("oddball cell angles: sin/cos(alpha) %.17g %.17g, (beta) %.17g %.17g, (gamma) %.17g %.17g", sin_a,
+                cos_a, sin_b, cos_b, sin_g, cos_g);
+    clamp_trig(&sin_a, &cos_a);
+    clamp_trig(&sin_b, &cos_b);
+    clamp_trig(&sin_g, &cos_g);
+    double alpha = atan2(sin_a, cos_a), beta = atan2(sin_b, cos_b), gamma = atan2(sin_g, cos_g);
+    double sin_as = am * V_star / bsm / csm, sin_bs = bm * V_star / asm_ / csm, sin_gs = cm * V_star / asm_ / bsm;
+    double cos_as = nb_dot(b_star, c_star) / bsm / csm, cos_bs = nb_dot(a_star, c_star) / asm_ / csm,
+           cos_gs = nb_dot(a_star, b_star) / asm_ / bsm;
+    if (oddball(sin_as, cos_as, sin_bs, cos_bs, sin_gs, cos_gs))
+        nb_warn("oddball reciprocal cell angles: sin/cos(alpha*) %.17g %.17g, (beta*) %.17g %.17g, "
+                "(gamma*) %.17g %.17g",
+                sin_as, cos_as, sin_bs, cos_bs, sin_gs, cos_gs);
+    clamp_trig(&sin_as, &cos_as);
+    clamp_trig(&sin_bs, &cos_bs);
+    clamp_trig(&sin_gs, &cos_gs);
+    LOG("Unit Cell: %g %g %g %g %g %g\n", am, bm, cm, alpha * RTD, beta * RTD, gamma * RTD);
+    LOG("Recp Cell: %g %g %g %g %g %g\n", asm_, bsm, csm, atan2(sin_as, cos_as) * RTD, atan2(sin_bs, cos_bs) * RTD,
+        atan2(sin_gs, cos_gs) * RTD);
+    LOG("volume = %g A^3\n", V_cell);
+    LOG("real-space cell vectors (Angstrom):\n");
+    LOG("     %-10s  %-10s  %-10s\n", "a", "b", "c");
+    LOG("X: %11.8f %11.8f %11.8f\n", a[0], b[0], c[0]);
+    LOG("Y: %11.8f %11.8f %11.8f\n", a[1], b[1], c[1]);
+    LOG("Z: %11.8f %11.8f %11.8f\n", a[2], b[2], c[2]);
+    LOG("reciprocal-space cell vectors (Angstrom^-1):\n");
+    LOG("     %-10s  %-10s  %-10s\n", "a_star", "b_star", "c_star");
+    LOG("X: %11.8f %11.8f %11.8f\n", a_star[0], b_star[0], c_star[0]);
+    LOG("Y: %11.8f %11.8f %11.8f\n", a_star[1], b_star[1], c_star[1]);
+    LOG("Z: %11.8f %11.8f %11.8f\n", a_star[2], b_star[2], c_star[2]);
+    plan->unit_cell[0] = am, plan->unit_cell[1] = bm, plan->unit_cell[2] = cm;
+    plan->unit_cell[3] = alpha * RTD, plan->unit_cell[4] = beta * RTD, plan->unit_cell[5] = gamma * RTD;
+    vscale(a, a, 1e-10);
+    vscale(b, b, 1e-10);
+    vscale(c, c, 1e-10);
+
+    /* ---- 12: crystal size to N, oversampling ---- */
+    if (w.sample_x > 0) w.Na = ceil(w.sample_x / vmag(a));
+    if (w.sample_y > 0) w.Nb = ceil(w.sample_y / vmag(b));
+    if (w.sample_z > 0) w.Nc = ceil(w.sample_z / vmag(c));
+    if (w.Na <= 1.0) w.Na = 1.0;
+    if (w.Nb <= 1.0) w.Nb = 1.0;
+    if (w.Nc <= 1.0) w.Nc = 1.0;
+    if (w.Na > 1e6 || w.Nb > 1e6 || w.Nc > 1e6)
+        return nb_error_set(NB_ERR_USAGE, "absurd crystal: %g x %g x %g unit cells", w.Na, w.Nb, w.Nc);
+    double xa = vmag(a) * w.Na, xb = vmag(b) * w.Nb, xc = vmag(c) * w.Nc;
+    LOG("crystal is %g x %g x %g microns\n", xa * 1e6, xb * 1e6, xc * 1e6);
+    double xmax = xa;
+    if (xmax < xb) xmax = xb;
+    if (xmax < xc) xmax = xc;
+    double reciprocal_pixel_size = w.lambda0 * w.distance / w.pixel_size;
+    double rec = ceil(3.0 * xmax / reciprocal_pixel_size);
+    int recommended = rec > 1e6 ? 1000000 : (int)rec;
+    if (recommended <= 0) recommended = 1;
+    if (w.oversample <= 0) {
+        w.oversample = recommended;
+        LOG("auto-selected %d-fold oversampling\n", w.oversample);
+    }
+    if (w.oversample < recommended)
+        nb_warn("maximum dimension of sample is %g A but reciprocal pixel size is %g A: intensity may vary "
+                "significantly across a pixel! recommend -oversample %d to work around this",
+                xmax * 1e10, reciprocal_pixel_size * 1e10, recommended);
+    if (w.oversample > 1000)
+        return nb_error_set(NB_ERR_USAGE, "oversampling of %d x %d sub-pixels per pixel is absurd (give -oversample)",
+                            w.oversample, w.oversample);
+    LOG("approximate MW = %g\n", xa * xb * xc * 1.2e6 * NB_AVOGADRO / (w.Na * w.Nb * w.Nc));
+
+    /* ---- 14: an amorphous table is read and checked, then never used ---- */
+    if (w.stolfile) {
+        char *text;
+        size_t len;
+        if ((st = nb_read_file(w.stolfile, &text, &len))) return st;
+        int any = 0;
+        for (size_t i = 0; i < len; i++)
+            if (!isspace((unsigned char)text[i])) any = 1;
+        free(text);
+        if (!any) return nb_error_set(NB_ERR_DATA, "'%s': no data in the file", w.stolfile);
+        nb_warn("'%s' is read but not used for the image (as in the reference)", w.stolfile);
+    }
+
+    for (int t = 0; t < w.detector_thicksteps; ++t) LOG("thick%d = %g um\n", t, w.detector_thickstep * t * 1e6);
+    for (int t = 0; t < w.phisteps; ++t) LOG("phi%d = %g\n", t, (w.phi0 + w.phistep * t) * RTD);
+
+    /* ---- 15: sources ---- */
+    int divsteps = -1, nsources = 0;
+    double (*rows)[5] = NULL;
+    if (w.sourcefile) {
+        const int max_rows = 1000000;
+        if ((st = nb_calloc((void **)&rows, (size_t)max_rows, sizeof *rows, "source list"))) return st;
+        if ((st = read_source_file(w.sourcefile, rows, max_rows, &nsources))) {
+            free(rows);
+            return st;
+        }
+        for (int i = 0; i < nsources; i++) {
+            for (int k = 0; k < 3; k++)
+                if (isnan(rows[i][k])) rows[i][k] = -10.0 * w.beam[k];
+            if (isnan(rows[i][3])) rows[i][3] = 1.0;
+            if (isnan(rows[i][4])) rows[i][4] = w.lambda0;
+        }
+    } else {
+        divsteps = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            int count = 0;
+            for (int ih = 0; ih < w.hdivsteps; ++ih) {
+                for (int iv = 0; iv < w.vdivsteps; ++iv) {
+                    double hdiv = w.hdivstep * ih - w.hdivrange / 2.0;
+                    double vdiv = w.vdivstep * iv - w.vdivrange / 2.0;
+                    /* elliptical trim; a zero range gives NaN and keeps the point */
+                    double test = (hdiv * hdiv - w.hdivstep * w.hdivstep / 4.0 * (1 - w.hdivsteps % 2)) / w.hdivrange /
+                                  w.hdivrange;
+                    test += (vdiv * vdiv - w.vdivstep * w.vdivstep / 4.0 * (1 - w.vdivsteps % 2)) / w.vdivrange /
+                            w.vdivrange;
+                    if (w.round_div && test * 4.0 > 1.1) continue;
+                    if (pass == 0) {
+                        ++divsteps;
+                        LOG("divergence deviation: %g %g\n", hdiv, vdiv);
+                        continue;
+                    }
+                    double v[3], nv[3];
+                    for (int k = 0; k < 3; k++) v[k] = -10.0 * w.beam[k];
+                    nb_rotate_axis(v, nv, w.polar, vdiv);
+                    nb_rotate_axis(nv, v, vert, hdiv);
+                    for (int id = 0; id < w.dispsteps; ++id) {
+                        double lambda = w.lambda0 * (1.0 + w.dispstep * id - w.dispersion / 2.0);
+                        rows[count][0] = v[0];
+                        rows[count][1] = v[1];
+                        rows[count][2] = v[2];
+                        rows[count][3] = 1.0 / nsources;
+                        rows[count][4] = lambda;
+                        count++;
+                    }
+                }
+            }
+            if (pass == 0) {
+                for (int id = 0; id < w.dispsteps; ++id)
+                    LOG("lambda%d = %.15g\n", id, w.lambda0 * (1.0 + w.dispstep * id - w.dispersion / 2.0));
+                nsources = divsteps * w.dispsteps;
+                if (nsources <= 0) return nb_error_set(NB_ERR_USAGE, "the divergence settings leave no source");
+                if ((st = nb_calloc((void **)&rows, (size_t)nsources, sizeof *rows, "source list"))) return st;
+            }
+        }
+    }
+    LOG("  created a total of %d sources:\n", nsources);
+    if ((st = nb_calloc((void **)&plan->sources, (size_t)nsources, sizeof *plan->sources, "sources"))) {
+        free(rows);
+        return st;
+    }
+    for (int i = 0; i < nsources; i++) {
+        double v[3] = {rows[i][0], rows[i][1], rows[i][2]};
+        nb_unitize(v, plan->sources[i].dir);
+        plan->sources[i].weight = rows[i][3];
+        plan->sources[i].lambda = rows[i][4];
+        LOG("%g %g %g   %g %g\n", rows[i][0], rows[i][1], rows[i][2], rows[i][3], rows[i][4]);
+        if (!(rows[i][4] > 0) || nb_norm(v) == 0.0) {
+            free(rows);
+            return nb_error_set(NB_ERR_DATA, "source %d has a zero direction or a non-positive wavelength", i + 1);
+        }
+    }
+    free(rows);
+    plan->nsources = nsources;
+
+    /* ---- 16: mosaic domains (domain 0 is forced to the identity) ---- */
+    if ((st = nb_calloc((void **)&plan->mosaic_umats, (size_t)w.mosaic_domains, 9 * sizeof(double), "mosaic matrices")))
+        return st;
+    for (int d = 0; d < w.mosaic_domains; ++d) {
+        double *U = plan->mosaic_umats + 9 * d;
+        nb_mosaic_rotation_umat(&plan->rng, (float)w.mosaic_spread, U, &mosaic_seed);
+        if (d == 0) {
+            memset(U, 0, 9 * sizeof(double));
+            U[0] = U[4] = U[8] = 1.0;
+        }
+    }
+    LOG("  created a total of %d mosaic domains\n", w.mosaic_domains);
+
+    /* ---- the summary block ---- */
+    static const char *shape_words[] = {"parallelpiped", "ellipsoidal", "gaussian", "tophat-spot"};
+    LOG("  %s xtal: %.0fx%.0fx%.0f cells\n", shape_words[w.shape], w.Na, w.Nb, w.Nc);
+    LOG("  wave=%g meters +/- %g%% in %d steps\n", w.lambda0, w.dispersion * 100, w.dispsteps);
+    if (w.nopolar) LOG("  polarization effect disabled\n");
+    else LOG("  Kahn polarization factor: %f\n", w.polarization);
+    if (w.curved_detector) LOG("  curved detector: all pixels same distance from origin\n");
+    if (w.point_pixel) LOG("  pixel obliquity effect disabled\n");
+    LOG("  incident fluence: %g photons/m^2\n", w.fluence);
+    LOG("  distance=%g detsize=%gx%g  pixel=%g meters (%dx%d pixels)\n", w.distance, w.detsize_f, w.detsize_s,
+        w.pixel_size, w.fpixels, w.spixels);
+    LOG("  sensor is %g m thick in %d layers with mu= %g\n", w.detector_thick, w.detector_thicksteps, w.detector_mu);
+    LOG("  Xbeam=%g Ybeam=%g\n", w.Xbeam, w.Ybeam);
+    LOG("  Fbeam=%g Sbeam=%g\n", Fbeam, Sbeam);
+    LOG("  Xclose=%g Yclose=%g\n", w.Xclose, w.Yclose);
+    LOG("  Fclose=%g Sclose=%g\n", Fclose, Sclose);
+    LOG("  DIRECTION_OF_DETECTOR_X-AXIS= %g %g %g\n", w.fdet[0], w.fdet[1], w.fdet[2]);
+    LOG("  DIRECTION_OF_DETECTOR_Y-AXIS= %g %g %g\n", w.sdet[0], w.sdet[1], w.sdet[2]);
+    LOG("  DIRECTION_OF_DETECTOR_Z-AXIS= %g %g %g\n", w.odet[0], w.odet[1], w.odet[2]);
+    LOG("  INCIDENT_BEAM_DIRECTION= %g %g %g\n", w.beam[0], w.beam[1], w.beam[2]);
+    LOG("  spindle ROTATION_AXIS= %g %g %g\n", w.spindle[0], w.spindle[1], w.spindle[2]);
+    nb_cross(w.beam, w.polar, vector);
+    LOG("  POLARIZATION_PLANE_NORMAL= %g %g %g\n", vector[0], vector[1], vector[2]);
+    LOG("  dials origin= %g %g %g\n", dials_origin[0], dials_origin[1], dials_origin[2]);
+    LOG("  roi: %d < x < %d && %d < y < %d\n", w.roi_xmin, w.roi_xmax, w.roi_ymin, w.roi_ymax);
+    LOG("  hdivrange=%g hdivstep=%g  radians\n", w.hdivrange, w.hdivstep);
+    LOG("  vdivrange=%g vdivstep=%g  radians\n", w.vdivrange, w.vdivstep);
+    LOG("  %d divergence steps\n", divsteps);
+    LOG("  %d sources\n", nsources);
+    LOG("  %d mosaic domains over mosaic spread of %g degrees\n", w.mosaic_domains, w.mosaic_spread * RTD);
+    LOG("  %d phi steps from %g to %g degrees\n", w.phisteps, w.phi0 * RTD, (w.phi0 + w.osc) * RTD);
+    LOG("  %dx%d pixel oversample steps%s%s%s\n", w.oversample, w.oversample, w.oversample_thick ? " +thick" : "",
+        w.oversample_polar ? " +polar" : "", w.oversample_omega ? " +omega" : "");
+    if (w.mask) LOG("  skipping zero-flagged pixels in %s\n", w.maskfile);
+    if (w.calculate_noise) {
+        LOG("\n  noise image paramters:\n");
+        LOG("  seed: %lld\n", (long long)w.seed);
+        LOG("  water droplet size: %g m\n", w.water_size);
+    }
+    /* extras the reference does not print */
+    LOG("  pix0_vector= %.10g %.10g %.10g\n", pix0[0], pix0[1], pix0[2]);
+    LOG("  ORGX=%g ORGY=%g\n", ORGX, ORGY);
+    LOG("  distance=%g close_distance=%g (mm)\n", w.distance * 1000, w.close_distance * 1000);
+
+    /* ---- into the plan ---- */
+    plan->command_line = nb_xstrdup(rq->command_line ? rq->command_line : "");
+    plan->pixel_size = w.pixel_size;
+    plan->detsize_f = w.detsize_f;
+    plan->detsize_s = w.detsize_s;
+    plan->distance = w.distance;
+    plan->close_distance = w.close_distance;
+    memcpy(plan->fdet, w.fdet, sizeof plan->fdet);
+    memcpy(plan->sdet, w.sdet, sizeof plan->sdet);
+    memcpy(plan->odet, w.odet, sizeof plan->odet);
+    memcpy(plan->pix0, pix0, sizeof plan->pix0);
+    memcpy(plan->beam, w.beam, sizeof plan->beam);
+    memcpy(plan->polar_vector, w.polar, sizeof plan->polar_vector);
+    memcpy(plan->spindle, w.spindle, sizeof plan->spindle);
+    memcpy(plan->twotheta_axis, w.twotheta_axis, sizeof plan->twotheta_axis);
+    plan->Xbeam = w.Xbeam, plan->Ybeam = w.Ybeam, plan->Fbeam = Fbeam, plan->Sbeam = Sbeam;
+    plan->Xclose = w.Xclose, plan->Yclose = w.Yclose, plan->Fclose = Fclose, plan->Sclose = Sclose;
+    plan->ORGX = ORGX, plan->ORGY = ORGY;
+    memcpy(plan->dials_origin, dials_origin, sizeof dials_origin);
+    snprintf(plan->convention, sizeof plan->convention, "%s", convention_name(w.convention));
+    snprintf(plan->pivot, sizeof plan->pivot, "%s", w.pivot == NB_PIVOT_BEAM ? "beam" : "sample");
+    plan->rotx = w.rotx, plan->roty = w.roty, plan->rotz = w.rotz, plan->twotheta = w.twotheta;
+    plan->curved_detector = w.curved_detector;
+    plan->point_pixel = w.point_pixel;
+    plan->detector_thick = w.detector_thick;
+    plan->detector_thickstep = w.detector_thickstep;
+    plan->detector_thicksteps = w.detector_thicksteps;
+    plan->detector_mu = w.detector_mu;
+    plan->roi_xmin = w.roi_xmin, plan->roi_xmax = w.roi_xmax;
+    plan->roi_ymin = w.roi_ymin, plan->roi_ymax = w.roi_ymax;
+    plan->oversample = w.oversample;
+    plan->oversample_thick = w.oversample_thick;
+    plan->oversample_polar = w.oversample_polar;
+    plan->oversample_omega = w.oversample_omega;
+    if (w.mask) {
+        size_t n = (size_t)w.fpixels * (size_t)w.spixels;
+        if ((st = nb_calloc((void **)&plan->mask, n, 1, "mask"))) return st;
+        memcpy(plan->mask, w.mask, n);
+    }
+    plan->lambda0 = w.lambda0;
+    plan->dispersion = w.dispersion, plan->dispstep = w.dispstep, plan->dispsteps = w.dispsteps;
+    plan->hdivrange = w.hdivrange, plan->hdivstep = w.hdivstep, plan->hdivsteps = w.hdivsteps;
+    plan->vdivrange = w.vdivrange, plan->vdivstep = w.vdivstep, plan->vdivsteps = w.vdivsteps;
+    plan->divsteps = divsteps;
+    plan->round_div = w.round_div;
+    plan->kahn_factor = w.polarization;
+    plan->nopolar = w.nopolar;
+    plan->fluence = w.fluence, plan->flux = w.flux, plan->exposure = w.exposure, plan->beamsize = w.beamsize;
+    memcpy(plan->cell_a, a, sizeof a);
+    memcpy(plan->cell_b, b, sizeof b);
+    memcpy(plan->cell_c, c, sizeof c);
+    memcpy(plan->recip_a, a_star, sizeof a_star);
+    memcpy(plan->recip_b, b_star, sizeof b_star);
+    memcpy(plan->recip_c, c_star, sizeof c_star);
+    memcpy(plan->misset, misset_mode > 0 ? misset : (double[3]){0, 0, 0}, sizeof plan->misset);
+    plan->Na = w.Na, plan->Nb = w.Nb, plan->Nc = w.Nc;
+    plan->shape = w.shape;
+    plan->fudge = w.fudge;
+    plan->mosaic_spread = w.mosaic_spread;
+    plan->mosaic_domains = w.mosaic_domains;
+    plan->phi0 = w.phi0, plan->phistep = w.phistep, plan->osc = w.osc, plan->phisteps = w.phisteps;
+    plan->water_size = w.water_size;
+    plan->dmin = w.dmin;
+    plan->interpolate = w.interpolate;
+    plan->seed = w.seed;
+    plan->mosaic_seed = w.mosaic_seed;
+    plan->misset_seed = w.misset_seed;
+    plan->hkl_file = nb_xstrdup(w.hklfile);
+    plan->default_F = w.default_F;
+    plan->dump_file = nb_xstrdup(w.dumpfile);
+    plan->floatfile = nb_xstrdup(w.floatfile);
+    plan->intfile = nb_xstrdup(w.intfile);
+    plan->noisefile = nb_xstrdup(w.noisefile);
+    plan->pgmfile = nb_xstrdup(w.pgmfile);
+    if (w.reference_defaults) {
+        /* the reference always writes these, under these names */
+        if (!plan->dump_file) {
+            plan->dump_file = nb_xstrdup("Fdump.bin");
+            plan->dump_implicit = 1;
+        }
+        if (!plan->floatfile) plan->floatfile = nb_xstrdup("floatimage.bin");
+        if (!plan->intfile) plan->intfile = nb_xstrdup("intimage.img");
+        if (!plan->noisefile) plan->noisefile = nb_xstrdup("noiseimage.img");
+        if (!plan->pgmfile) plan->pgmfile = nb_xstrdup("image.pgm");
+    }
+    plan->intfile_scale = w.intfile_scale;
+    plan->pgm_scale = w.pgm_scale;
+    plan->adc = w.adc;
+    plan->calculate_noise = w.calculate_noise;
+    plan->write_pgm = w.write_pgm;
+    plan->precision_double = w.precision_double;
+    plan->printout = w.printout;
+    plan->printout_fpixel = w.printout_fpixel;
+    plan->printout_spixel = w.printout_spixel;
+    plan->progress = w.progress;
+    return NB_OK;
+}

@@ -1,0 +1,102 @@
+/* nb_geometry.h - from nanoBragg's command-line requests to an explicit plan.
+ *
+ * nb_request holds the requests exactly as the reference keeps them after
+ * parsing (its units, its "unset" sentinels: NaN or -1).  nb_resolve() then
+ * runs the reference's resolution in its order (behaviour.md section 2):
+ * detector size, fluence, beam-centre defaults, the convention block, vector
+ * normalisation, sampling auto-selection, pivot and rotations, interpolation
+ * choice, the cell and missetting, crystal size to N and oversampling,
+ * sources, mosaic domains.
+ */
+#ifndef NB_GEOMETRY_H
+#define NB_GEOMETRY_H
+
+#include <stdint.h>
+
+#include "nb_error.h"
+#include "nb_plan.h"
+#include "nb_util.h"
+
+enum nb_convention { NB_CUSTOM, NB_ADXV, NB_MOSFLM, NB_XDS, NB_DIALS, NB_DENZO };
+enum nb_pivot { NB_PIVOT_SAMPLE, NB_PIVOT_BEAM };
+
+typedef struct nb_request {
+    /* detector (metres, radians as the reference converts at parse time) */
+    double pixel_size, distance, close_distance, detsize_f, detsize_s;
+    int fpixels, spixels;
+    double Xbeam, Ybeam, Xclose, Yclose, ORGX, ORGY; /* NaN = unset */
+    double fdet[3], sdet[3], odet[3], beam[3], polar[3], spindle[3], twotheta_axis[3];
+    int pivot, convention;
+    double rotx, roty, rotz, twotheta;
+    int curved_detector, point_pixel;
+    double detector_mu, detector_thick, detector_thickstep;
+    int detector_thicksteps;
+    int oversample, oversample_thick, oversample_polar, oversample_omega;
+    int roi_xmin, roi_xmax, roi_ymin, roi_ymax; /* -1 = unset */
+    /* beam */
+    double lambda0, dispersion, dispstep;
+    int dispsteps;
+    double hdivrange, hdivstep, vdivrange, vdivstep;
+    int hdivsteps, vdivsteps, round_div;
+    double polarization;
+    int nopolar;
+    double fluence, flux, exposure, beamsize;
+    char *sourcefile;
+    /* crystal */
+    int user_cell;
+    double cell[6];             /* a b c (Angstrom), angles (rad); 0 = unset */
+    char *matfile;
+    int misset_mode;            /* 0 none, 1 fixed, -1 random */
+    double misset[3];           /* rad */
+    double Na, Nb, Nc;
+    double sample_x, sample_y, sample_z; /* m */
+    int shape;
+    double fudge;
+    double mosaic_spread;       /* rad, -1 unset */
+    int mosaic_domains;
+    double phi0, osc, phistep;  /* rad, -1 unset for osc/phistep */
+    int phisteps;
+    double water_size, dmin;
+    int interpolate;            /* 0, 1, or 2 = auto */
+    int64_t seed, mosaic_seed, misset_seed;
+    int seed_given;
+    /* files */
+    char *imgfile, *maskfile, *stolfile;
+    unsigned char *mask;        /* from -mask: 1 = render, 0 = skip */
+    int mask_w, mask_h;
+    /* requests for later stages */
+    char *hklfile, *dumpfile;
+    double default_F;
+    char *floatfile, *intfile, *noisefile, *pgmfile;
+    double intfile_scale, pgm_scale, adc;
+    int calculate_noise, write_pgm;
+    int precision_double;
+    int printout, printout_fpixel, printout_spixel, progress;
+    /* the drop-in's implicit reference outputs (floatimage.bin, ...) */
+    int reference_defaults;
+    char *command_line;
+} nb_request;
+
+/* The reference's defaults; the seeds default to -time(NULL). */
+void nb_request_defaults(nb_request *rq);
+void nb_request_free(nb_request *rq);
+
+/* Apply one flag (from nb_options) with its values.  -img/-mask headers must
+ * be applied first (nb_request_read_header) - nb-geom does that. */
+nb_status nb_request_apply(nb_request *rq, int flag_id, const char *name, char **vals, int nvals);
+
+/* Read an SMV header for -img (is_mask = 0) or -mask (1) into the request, as
+ * the reference does before parsing the rest of the command line. */
+nb_status nb_request_read_header(nb_request *rq, const char *path, int is_mask);
+
+/* Resolve into a plan.  `log` receives the reference's console lines for the
+ * resolved geometry (printed by nb-geom -v); warnings go to nb_warn(). */
+nb_status nb_resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log);
+
+/* ---- cell math (also unit-tested on its own) ---------------------------- */
+/* Reciprocal vectors (1/Angstrom) of a cell given as a b c (Angstrom) and
+ * alpha beta gamma (radians) in the reference's default orientation:
+ * a* along x, b* in the xy plane.  Returns the volume (Angstrom^3). */
+double nb_cell_reciprocal(const double cell[6], double a_star[3], double b_star[3], double c_star[3]);
+
+#endif

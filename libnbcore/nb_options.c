@@ -1,0 +1,305 @@
+#include "nb_options.h"
+
+#include <string.h>
+
+#define G NB_GEOM
+#define H NB_HKL
+#define SM NB_SIM
+#define NZ NB_NOISE
+#define CV NB_CONVERT
+
+/* name, id, min args, max args, owners, metavar, help (NULL = alias of the
+ * previous spelling with the same id) */
+static const nb_flag table[] = {
+    /* inputs and crystal */
+    {"-img", FL_IMG, 1, 1, G, "FILE", "take detector size, pixel, distance, wavelength, beam centre, phi from an SMV header"},
+    {"-mask", FL_MASK, 1, 1, G, "FILE", "SMV image whose zero pixels are not rendered (its header sets geometry as -img)"},
+    {"-mat", FL_MAT, 1, 1, G, "FILE", "MOSFLM orientation matrix (3 lines of reciprocal-vector components, includes lambda)"},
+    {"-matrix", FL_MAT, 1, 1, G, "FILE", NULL},
+    {"-cell", FL_CELL, 1, 6, G, "A B C AL BE GA", "unit cell in Angstrom and degrees (missing b, c = a; angles default 90)"},
+    {"-misset", FL_MISSET, 1, 3, G, "RX RY RZ|random", "crystal missetting rotations about x, y, z (degrees), or a random orientation"},
+    {"-misset_seed", FL_MISSET_SEED, 1, 1, G, "N", "seed for -misset random (default: the time-based noise seed)"},
+    {"-mosaic_seed", FL_MOSAIC_SEED, 1, 1, G, "N", "seed for the mosaic domain orientations (default 12345678)"},
+    {"-Na", FL_NA, 1, 1, G, "N", "unit cells along a"},
+    {"-Nb", FL_NB, 1, 1, G, "N", "unit cells along b"},
+    {"-Nc", FL_NC, 1, 1, G, "N", "unit cells along c"},
+    {"-N", FL_N, 1, 1, G, "N", "unit cells along a, b and c"},
+    {"-xtalsize", FL_SAMPLE_SIZE, 1, 1, G, "MM", "crystal full width in every direction (sets N from the cell)"},
+    {"-xtal_size", FL_SAMPLE_SIZE, 1, 1, G, "MM", NULL},
+    {"-samplesize", FL_SAMPLE_SIZE, 1, 1, G, "MM", NULL},
+    {"-sample_size", FL_SAMPLE_SIZE, 1, 1, G, "MM", NULL},
+    {"-xtal_x", FL_SAMPLE_X, 1, 1, G, "MM", "crystal size along x (sets Na)"},
+    {"-xtal_thick", FL_SAMPLE_X, 1, 1, G, "MM", NULL},
+    {"-sample_x", FL_SAMPLE_X, 1, 1, G, "MM", NULL},
+    {"-sample_thick", FL_SAMPLE_X, 1, 1, G, "MM", NULL},
+    {"-xtal_y", FL_SAMPLE_Y, 1, 1, G, "MM", "crystal size along y (sets Nb; clipped to the beam size)"},
+    {"-xtal_width", FL_SAMPLE_Y, 1, 1, G, "MM", NULL},
+    {"-sample_y", FL_SAMPLE_Y, 1, 1, G, "MM", NULL},
+    {"-sample_width", FL_SAMPLE_Y, 1, 1, G, "MM", NULL},
+    {"-width", FL_SAMPLE_Y, 1, 1, G, "MM", NULL},
+    {"-xtal_z", FL_SAMPLE_Z, 1, 1, G, "MM", "crystal size along z (sets Nc; clipped to the beam size)"},
+    {"-xtal_height", FL_SAMPLE_Z, 1, 1, G, "MM", NULL},
+    {"-sample_z", FL_SAMPLE_Z, 1, 1, G, "MM", NULL},
+    {"-sample_height", FL_SAMPLE_Z, 1, 1, G, "MM", NULL},
+    {"-height", FL_SAMPLE_Z, 1, 1, G, "MM", NULL},
+    {"-density", FL_DENSITY, 1, 1, G, "G/CM3", "accepted for compatibility; has no effect (as in the reference)"},
+    {"-sample_density", FL_DENSITY, 1, 1, G, "G/CM3", NULL},
+    {"-MW", FL_MW, 1, 1, G, "G/MOL", "accepted for compatibility; has no effect (as in the reference)"},
+    {"-molecular_weight", FL_MW, 1, 1, G, "G/MOL", NULL},
+    {"-round_xtal", FL_ROUND_XTAL, 0, 0, G, "", "ellipsoidal crystal (sinc3 spot shape)"},
+    {"-square_xtal", FL_SQUARE_XTAL, 0, 0, G, "", "parallelepiped crystal (sincg spot shape, default)"},
+    {"-gauss_xtal", FL_GAUSS_XTAL, 0, 0, G, "", "Gaussian spots, no inter-Bragg maxima"},
+    {"-tophat_spots", FL_TOPHAT_SPOTS, 0, 0, G, "", "flat-top spots clipped at the FWHM"},
+    {"-binary_spots", FL_TOPHAT_SPOTS, 0, 0, G, "", NULL},
+    {"-fudge", FL_FUDGE, 1, 1, G, "X", "shape-transform width fudge factor (default 1)"},
+    {"-mosaic", FL_MOSAIC, 1, 1, G, "DEG", "isotropic mosaic spread (90 for powder)"},
+    {"-mosaic_spread", FL_MOSAIC, 1, 1, G, "DEG", NULL},
+    {"-mosaicity", FL_MOSAIC, 1, 1, G, "DEG", NULL},
+    {"-mosaic_domains", FL_MOSAIC_DOMAINS, 1, 1, G, "N", "number of mosaic domains (default 10 when a spread is given)"},
+    {"-mosaic_dom", FL_MOSAIC_DOMAINS, 1, 1, G, "N", NULL},
+    {"-water", FL_WATER, 1, 1, G, "UM", "thickness of water around the crystal, for a background"},
+    /* detector */
+    {"-pixel", FL_PIXEL, 1, 1, G, "MM", "pixel size (default 0.1)"},
+    {"-detpixels", FL_DETPIXELS, 1, 1, G, "N", "detector size in pixels, both axes"},
+    {"-detpixels_f", FL_DETPIXELS_F, 1, 1, G, "N", "fast-axis pixel count"},
+    {"-detpixels_x", FL_DETPIXELS_F, 1, 1, G, "N", NULL},
+    {"-detpixels_s", FL_DETPIXELS_S, 1, 1, G, "N", "slow-axis pixel count"},
+    {"-detpixels_y", FL_DETPIXELS_S, 1, 1, G, "N", NULL},
+    {"-detsize", FL_DETSIZE, 1, 1, G, "MM", "detector size, both axes (default 102.4; ignored when pixel counts are given)"},
+    {"-detsize_f", FL_DETSIZE_F, 1, 1, G, "MM", "fast-axis detector size"},
+    {"-detsize_s", FL_DETSIZE_S, 1, 1, G, "MM", "slow-axis detector size"},
+    {"-distance", FL_DISTANCE, 1, 1, G, "MM", "sample to beam spot distance (default 100)"},
+    {"-close_distance", FL_CLOSE_DISTANCE, 1, 1, G, "MM", "sample to detector-plane (perpendicular) distance"},
+    {"-Xbeam", FL_XBEAM, 1, 1, G, "MM", "direct-beam position, image fast/X coordinate"},
+    {"-Ybeam", FL_YBEAM, 1, 1, G, "MM", "direct-beam position, image slow/Y coordinate"},
+    {"-Xclose", FL_XCLOSE, 1, 1, G, "MM", "near point, fast coordinate (default beam centre in XDS/DIALS/CUSTOM)"},
+    {"-Yclose", FL_YCLOSE, 1, 1, G, "MM", "near point, slow coordinate"},
+    {"-ORGX", FL_ORGX, 1, 1, G, "PIXELS", "XDS detector origin, fast"},
+    {"-ORGY", FL_ORGY, 1, 1, G, "PIXELS", "XDS detector origin, slow"},
+    {"-pivot", FL_PIVOT, 1, 1, G, "beam|sample", "detector pivot (only honoured with custom vectors, as in the reference)"},
+    {"-mosflm", FL_MOSFLM, 0, 0, G, "", "MOSFLM beam-centre convention (default)"},
+    {"-xds", FL_XDS, 0, 0, G, "", "XDS convention"},
+    {"-adxv", FL_ADXV, 0, 0, G, "", "ADXV convention"},
+    {"-denzo", FL_DENZO, 0, 0, G, "", "DENZO convention"},
+    {"-dials", FL_DIALS, 0, 0, G, "", "DIALS convention"},
+    {"-fdet_vector", FL_FDET_VECTOR, 3, 3, G, "X Y Z", "fast-axis unit vector (selects the custom convention)"},
+    {"-sdet_vector", FL_SDET_VECTOR, 3, 3, G, "X Y Z", "slow-axis unit vector (custom)"},
+    {"-odet_vector", FL_ODET_VECTOR, 3, 3, G, "X Y Z", "detector normal (custom)"},
+    {"-beam_vector", FL_BEAM_VECTOR, 3, 3, G, "X Y Z", "beam direction (custom)"},
+    {"-polar_vector", FL_POLAR_VECTOR, 3, 3, G, "X Y Z", "E-vector of the incident beam (custom)"},
+    {"-spindle_axis", FL_SPINDLE_AXIS, 3, 3, G, "X Y Z", "phi rotation axis (custom)"},
+    {"-twotheta_axis", FL_TWOTHETA_AXIS, 3, 3, G, "X Y Z", "detector two-theta axis (custom; also sets -twotheta to X degrees, as the reference does)"},
+    {"-pix0_vector", FL_PIX0_VECTOR, 3, 3, G, "X Y Z", "accepted for compatibility: selects the custom convention, values ignored (as in the reference)"},
+    {"-pix0_vector_mm", FL_PIX0_VECTOR, 3, 3, G, "X Y Z", NULL},
+    {"-detector_rotx", FL_ROTX, 1, 1, G, "DEG", "detector rotation about x"},
+    {"-detector_roty", FL_ROTY, 1, 1, G, "DEG", "detector rotation about y"},
+    {"-detector_rotz", FL_ROTZ, 1, 1, G, "DEG", "detector rotation about z"},
+    {"-twotheta", FL_TWOTHETA, 1, 1, G, "DEG", "detector two-theta swing"},
+    {"-curved_det", FL_CURVED_DET, 0, 1, G, "", "curved detector: every pixel at the same distance"},
+    {"-point_pixel", FL_POINT_PIXEL, 0, 0, G, "", "solid angle 1/R^2, no obliquity"},
+    {"-detector_abs", FL_DETECTOR_ABS, 1, 1, G, "UM|inf", "sensor attenuation depth (inf or 0: no absorption)"},
+    {"-detector_absorb", FL_DETECTOR_ABS, 1, 1, G, "UM|inf", NULL},
+    {"-detector_thick", FL_DETECTOR_THICK, 1, 1, G, "UM", "sensor thickness"},
+    {"-detector_thicksteps", FL_THICKSTEPS, 1, 1, G, "N", "sensor layers"},
+    {"-thicksteps", FL_THICKSTEPS, 1, 1, G, "N", NULL},
+    {"-oversample", FL_OVERSAMPLE, 1, 1, G, "N", "sub-pixels per pixel edge (default: auto from crystal size)"},
+    {"-oversample_thick", FL_OVERSAMPLE_THICK, 0, 0, G, "", "recompute absorption per sub-pixel"},
+    {"-oversample_polar", FL_OVERSAMPLE_POLAR, 0, 0, G, "", "recompute polarization per sub-pixel"},
+    {"-oversample_omega", FL_OVERSAMPLE_OMEGA, 0, 0, G, "", "recompute solid angle per sub-pixel"},
+    {"-roi", FL_ROI, 4, 4, G, "XMIN XMAX YMIN YMAX", "render only this pixel rectangle (inclusive)"},
+    /* beam */
+    {"-lambda", FL_LAMBDA, 1, 1, G, "A", "wavelength (default 1)"},
+    {"-wavelength", FL_LAMBDA, 1, 1, G, "A", NULL},
+    {"-wave", FL_LAMBDA, 1, 1, G, "A", NULL},
+    {"-energy", FL_ENERGY, 1, 1, G, "EV", "photon energy instead of -lambda"},
+    {"-dispersion", FL_DISPERSION, 1, 1, G, "PERCENT", "spectral width delta-lambda/lambda"},
+    {"-dispsteps", FL_DISPSTEPS, 1, 1, G, "N", "wavelengths across the dispersion"},
+    {"-divergence", FL_DIVERGENCE, 1, 1, G, "MRAD", "beam divergence, both directions"},
+    {"-hdivrange", FL_HDIVRANGE, 1, 1, G, "MRAD", "horizontal divergence"},
+    {"-vdivrange", FL_VDIVRANGE, 1, 1, G, "MRAD", "vertical divergence"},
+    {"-hdivstep", FL_HDIVSTEP, 1, 1, G, "MRAD", "horizontal divergence step"},
+    {"-vdivstep", FL_VDIVSTEP, 1, 1, G, "MRAD", "vertical divergence step"},
+    {"-hdivsteps", FL_HDIVSTEPS, 1, 1, G, "N", "horizontal divergence points"},
+    {"-vdivsteps", FL_VDIVSTEPS, 1, 1, G, "N", "vertical divergence points"},
+    {"-divsteps", FL_DIVSTEPS, 1, 1, G, "N", "divergence points, both directions"},
+    {"-round_div", FL_ROUND_DIV, 0, 0, G, "", "trim the divergence grid to an ellipse (default)"},
+    {"-square_div", FL_SQUARE_DIV, 0, 0, G, "", "full rectangular divergence grid"},
+    {"-sourcefile", FL_SOURCEFILE, 1, 1, G, "FILE", "sources as text columns X Y Z weight lambda"},
+    {"-polar", FL_POLAR, 1, 1, G, "K", "Kahn polarization factor (default 0)"},
+    {"-nopolar", FL_NOPOLAR, 0, 0, G, "", "no polarization correction"},
+    {"-fluence", FL_FLUENCE, 1, 1, G, "PH/M2", "integrated incident photons per m^2 (default 1.2593e29)"},
+    {"-flux", FL_FLUX, 1, 1, G, "PH/S", "flux; with -exposure and -beamsize sets the fluence"},
+    {"-exposure", FL_EXPOSURE, 1, 1, G, "S", "exposure time (default 1)"},
+    {"-beamsize", FL_BEAMSIZE, 1, 1, G, "MM", "beam size (default 0.1)"},
+    {"-coherent", FL_COHERENT, 0, 0, G, "", "accepted for compatibility; has no effect (as in the reference)"},
+    /* sampling */
+    {"-phi", FL_PHI, 1, 1, G, "DEG", "starting spindle angle"},
+    {"-osc", FL_OSC, 1, 1, G, "DEG", "oscillation range"},
+    {"-phistep", FL_PHISTEP, 1, 1, G, "DEG", "spindle step"},
+    {"-phisteps", FL_PHISTEPS, 1, 1, G, "N", "spindle steps across the oscillation"},
+    {"-dmin", FL_DMIN, 1, 1, G, "A", "skip scattering beyond this resolution"},
+    {"-interpolate", FL_INTERPOLATE, 0, 0, G, "", "tricubic interpolation of F between Bragg points"},
+    {"-nointerpolate", FL_NOINTERPOLATE, 0, 0, G, "", "nearest-neighbour F only"},
+    {"-stol", FL_STOL, 1, 1, G, "FILE", "accepted for compatibility: the table is checked, then unused (as in the reference)"},
+    {"-4stol", FL_4STOL, 1, 1, G, "FILE", NULL},
+    {"-Q", FL_Q, 1, 1, G, "FILE", NULL},
+    {"-stolout", FL_STOLOUT, 1, 1, G, "FILE", "accepted for compatibility; nothing is written (as in the reference)"},
+    /* structure factors: nb-hkl */
+    {"-hkl", FL_HKL, 1, 1, G | H, "FILE", "structure factors as text lines 'h k l F'"},
+    {"-default_F", FL_DEFAULT_F, 1, 1, G | H, "F", "F for reflections not in the table (default 0)"},
+    {"-dump", FL_DUMP, 1, 1, G | H, "FILE", "binary F cache (Fdump.bin layout): written with -hkl, read without"},
+    {"-dumpfile", FL_DUMP, 1, 1, G | H, "FILE", NULL},
+    /* kernel: nb-sim */
+    {"-printout", FL_PRINTOUT, 0, 0, G | SM, "", "print per-pixel diagnostics on stderr"},
+    {"-printout_pixel", FL_PRINTOUT_PIXEL, 2, 2, G | SM, "F S", "print diagnostics for this pixel only"},
+    {"-progress", FL_PROGRESS, 0, 0, G | SM, "", "progress bar on a terminal (default)"},
+    {"-noprogress", FL_NOPROGRESS, 0, 0, G | SM, "", "no progress bar"},
+    {"-precision", FL_PRECISION, 1, 1, G | SM, "single|double", "kernel arithmetic: fast single, or reference-faithful double"},
+    /* noise: nb-noise */
+    {"-seed", FL_SEED, 1, 1, G | NZ, "N", "noise seed (default: from the time)"},
+    {"-nonoise", FL_NONOISE, 0, 0, G | NZ, "", "do not make a noise image"},
+    {"-noisefile", FL_NOISEFILE, 1, 1, G | NZ, "FILE", "Poisson-noise SMV image (default noiseimage.img in the drop-in)"},
+    {"-noiseimage", FL_NOISEFILE, 1, 1, G | NZ, "FILE", NULL},
+    {"-adc", FL_ADC, 1, 1, G | NZ | CV, "COUNTS", "offset added to integer images (default 40)"},
+    /* outputs: nb-convert */
+    {"-floatfile", FL_FLOATFILE, 1, 1, G | CV, "FILE", "raw float32 image of photons/pixel"},
+    {"-floatimage", FL_FLOATFILE, 1, 1, G | CV, "FILE", NULL},
+    {"-intfile", FL_INTFILE, 1, 1, G | CV, "FILE", "noiseless SMV image"},
+    {"-intimage", FL_INTFILE, 1, 1, G | CV, "FILE", NULL},
+    {"-pgmfile", FL_PGMFILE, 1, 1, G | CV, "FILE", "8-bit PGM preview"},
+    {"-pgmimage", FL_PGMFILE, 1, 1, G | CV, "FILE", NULL},
+    {"-pgmscale", FL_PGMSCALE, 1, 1, G | CV, "X", "PGM scale (default: auto)"},
+    {"-nopgm", FL_NOPGM, 0, 0, G | CV, "", "do not write the PGM preview"},
+    {"-scale", FL_SCALE, 1, 1, G | CV, "X", "int-image scale (default: 55000/max)"},
+};
+
+static const int table_len = (int)(sizeof table / sizeof table[0]);
+
+const nb_flag *nb_flag_lookup(const char *arg)
+{
+    for (int i = 0; i < table_len; i++)
+        if (strcmp(arg, table[i].name) == 0) return &table[i];
+    return NULL;
+}
+
+const nb_flag *nb_flag_table(int *n)
+{
+    *n = table_len;
+    return table;
+}
+
+const char *nb_flag_canonical(int id)
+{
+    for (int i = 0; i < table_len; i++)
+        if (table[i].id == id) return table[i].name;
+    return "?";
+}
+
+const char *nb_owner_tool(unsigned owner_bit)
+{
+    switch (owner_bit) {
+    case NB_GEOM: return "nb-geom";
+    case NB_HKL: return "nb-hkl";
+    case NB_SIM: return "nb-sim";
+    case NB_NOISE: return "nb-noise";
+    case NB_CONVERT: return "nb-convert";
+    case NB_BENCH: return "nb-bench";
+    }
+    return "?";
+}
+
+/* Levenshtein distance, for "did you mean" (short strings only). */
+static int edit_distance(const char *a, const char *b)
+{
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 40 || lb > 40) return 99;
+    int d[41][41];
+    for (int i = 0; i <= la; i++) d[i][0] = i;
+    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+            d[i][j] = c;
+        }
+    return d[la][lb];
+}
+
+nb_status nb_flag_reject(const char *arg, unsigned this_tool)
+{
+    const nb_flag *f = nb_flag_lookup(arg);
+    if (f) {
+        /* name the downstream owner (nb-geom accepts nearly everything) */
+        unsigned owners = f->owners & ~(unsigned)this_tool;
+        unsigned pick = owners & ~(unsigned)NB_GEOM ? owners & ~(unsigned)NB_GEOM : owners;
+        char tools[128] = "";
+        for (unsigned bit = 1; bit <= NB_BENCH; bit <<= 1)
+            if (pick & bit) {
+                if (tools[0]) strcat(tools, " or ");
+                strcat(tools, nb_owner_tool(bit));
+            }
+        return nb_error_set(NB_ERR_USAGE, "option '%s' belongs to %s, not %s", arg, tools, nb_tool_name());
+    }
+    if (arg[0] != '-') return nb_error_set(NB_ERR_USAGE, "unexpected argument '%s'", arg);
+    /* suggest the closest spelling this tool accepts */
+    const char *best = NULL;
+    int bestd = 99;
+    for (int i = 0; i < table_len; i++) {
+        if (!(table[i].owners & this_tool)) continue;
+        int d = edit_distance(arg, table[i].name);
+        size_t la = strlen(arg);
+        if (strncmp(table[i].name, arg, la) == 0 && la >= 3) d = 1; /* a prefix of a real flag */
+        if (d < bestd) {
+            bestd = d;
+            best = table[i].name;
+        }
+    }
+    if (best && bestd <= 2)
+        return nb_error_set(NB_ERR_USAGE, "unknown option '%s' (did you mean %s?)", arg, best);
+    return nb_error_set(NB_ERR_USAGE, "unknown option '%s'", arg);
+}
+
+static int looks_like_value(const char *s)
+{
+    /* a following argument is a value unless it is a flag; negative numbers
+     * are values */
+    if (s[0] != '-') return 1;
+    return (s[1] >= '0' && s[1] <= '9') || s[1] == '.';
+}
+
+nb_status nb_flag_collect(const nb_flag *f, int argc, char **argv, int i, int *nargs)
+{
+    int avail = argc - i - 1;
+    *nargs = 0;
+    switch (f->id) {
+    case FL_CELL: {
+        /* up to six values, stopping at the next argument starting with '-' */
+        int n = 0;
+        while (n < 6 && n < avail && argv[i + 1 + n][0] != '-') n++;
+        if (n == 0) return nb_error_set(NB_ERR_USAGE, "option %s needs at least one value (A [B C AL BE GA])", f->name);
+        *nargs = n;
+        return NB_OK;
+    }
+    case FL_MISSET:
+        if (avail >= 1 && strstr(argv[i + 1], "rand")) {
+            *nargs = 1;
+            return NB_OK;
+        }
+        if (avail < 3) return nb_error_set(NB_ERR_USAGE, "option %s needs three angles or 'random'", f->name);
+        *nargs = 3;
+        return NB_OK;
+    case FL_CURVED_DET:
+        /* the reference wants (and ignores) one following argument */
+        if (avail >= 1 && looks_like_value(argv[i + 1])) *nargs = 1;
+        return NB_OK;
+    default:
+        if (avail < f->min_args) {
+            if (f->min_args == 1)
+                return nb_error_set(NB_ERR_USAGE, "option %s needs a value (%s)", f->name, f->metavar);
+            return nb_error_set(NB_ERR_USAGE, "option %s needs %d values (%s)", f->name, f->min_args, f->metavar);
+        }
+        *nargs = f->min_args;
+        return NB_OK;
+    }
+}

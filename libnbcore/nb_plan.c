@@ -1,0 +1,305 @@
+#include "nb_plan.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_physics.h"
+#include "nb_util.h"
+
+enum ftype { F_INT, F_I64, F_DBL, F_VEC3, F_STR, F_CHARS };
+
+typedef struct field {
+    const char *key;
+    enum ftype type;
+    size_t off;
+    size_t size; /* for F_CHARS */
+} field;
+
+#define I(k, m) {k, F_INT, offsetof(nb_plan, m), 0}
+#define L(k, m) {k, F_I64, offsetof(nb_plan, m), 0}
+#define D(k, m) {k, F_DBL, offsetof(nb_plan, m), 0}
+#define V(k, m) {k, F_VEC3, offsetof(nb_plan, m), 0}
+#define S(k, m) {k, F_STR, offsetof(nb_plan, m), 0}
+#define C(k, m) {k, F_CHARS, offsetof(nb_plan, m), sizeof(((nb_plan *)0)->m)}
+
+/* The PLAN header keys.  Units are SI unless noted in docs/stream-format.md. */
+static const field fields[] = {
+    S("COMMAND", command_line),
+    I("FPIXELS", fpixels), I("SPIXELS", spixels), D("PIXEL_SIZE", pixel_size),
+    D("DETSIZE_F", detsize_f), D("DETSIZE_S", detsize_s),
+    D("DISTANCE", distance), D("CLOSE_DISTANCE", close_distance),
+    V("FDET", fdet), V("SDET", sdet), V("ODET", odet), V("PIX0", pix0),
+    V("BEAM", beam), V("POLAR_VECTOR", polar_vector), V("SPINDLE", spindle), V("TWOTHETA_AXIS", twotheta_axis),
+    D("XBEAM", Xbeam), D("YBEAM", Ybeam), D("FBEAM", Fbeam), D("SBEAM", Sbeam),
+    D("XCLOSE", Xclose), D("YCLOSE", Yclose), D("FCLOSE", Fclose), D("SCLOSE", Sclose),
+    D("ORGX", ORGX), D("ORGY", ORGY), V("DIALS_ORIGIN_MM", dials_origin),
+    C("CONVENTION", convention), C("PIVOT", pivot),
+    D("DETECTOR_ROTX", rotx), D("DETECTOR_ROTY", roty), D("DETECTOR_ROTZ", rotz), D("TWOTHETA", twotheta),
+    I("CURVED_DETECTOR", curved_detector), I("POINT_PIXEL", point_pixel),
+    D("DETECTOR_THICK", detector_thick), D("DETECTOR_THICKSTEP", detector_thickstep),
+    I("DETECTOR_THICKSTEPS", detector_thicksteps), D("DETECTOR_MU", detector_mu),
+    I("ROI_XMIN", roi_xmin), I("ROI_XMAX", roi_xmax), I("ROI_YMIN", roi_ymin), I("ROI_YMAX", roi_ymax),
+    I("OVERSAMPLE", oversample), I("OVERSAMPLE_THICK", oversample_thick),
+    I("OVERSAMPLE_POLAR", oversample_polar), I("OVERSAMPLE_OMEGA", oversample_omega),
+    D("LAMBDA0", lambda0), D("DISPERSION", dispersion), D("DISPSTEP", dispstep), I("DISPSTEPS", dispsteps),
+    D("HDIVRANGE", hdivrange), D("HDIVSTEP", hdivstep), I("HDIVSTEPS", hdivsteps),
+    D("VDIVRANGE", vdivrange), D("VDIVSTEP", vdivstep), I("VDIVSTEPS", vdivsteps),
+    I("DIVSTEPS", divsteps), I("ROUND_DIV", round_div),
+    D("KAHN_FACTOR", kahn_factor), I("NOPOLAR", nopolar),
+    D("FLUENCE", fluence), D("FLUX", flux), D("EXPOSURE", exposure), D("BEAMSIZE", beamsize),
+    I("SOURCES", nsources),
+    V("CELL_A", cell_a), V("CELL_B", cell_b), V("CELL_C", cell_c),
+    V("RECIP_A", recip_a), V("RECIP_B", recip_b), V("RECIP_C", recip_c),
+    V("MISSET", misset),
+    D("NA", Na), D("NB", Nb), D("NC", Nc), D("FUDGE", fudge),
+    D("MOSAIC_SPREAD", mosaic_spread), I("MOSAIC_DOMAINS", mosaic_domains),
+    D("PHI0", phi0), D("PHISTEP", phistep), D("OSC", osc), I("PHISTEPS", phisteps),
+    D("WATER_SIZE", water_size), D("DMIN", dmin), I("INTERPOLATE", interpolate),
+    L("SEED", seed), L("MOSAIC_SEED", mosaic_seed), L("MISSET_SEED", misset_seed),
+    S("HKL_FILE", hkl_file), S("DUMP_FILE", dump_file), I("DUMP_IMPLICIT", dump_implicit),
+    D("DEFAULT_F", default_F),
+    S("FLOATFILE", floatfile), S("INTFILE", intfile), S("NOISEFILE", noisefile), S("PGMFILE", pgmfile),
+    D("INTFILE_SCALE", intfile_scale), D("PGM_SCALE", pgm_scale), D("ADC", adc),
+    I("CALCULATE_NOISE", calculate_noise), I("WRITE_PGM", write_pgm),
+    I("PRECISION_DOUBLE", precision_double),
+    I("PRINTOUT", printout), I("PRINTOUT_FPIXEL", printout_fpixel), I("PRINTOUT_SPIXEL", printout_spixel),
+    I("PROGRESS", progress),
+};
+
+static const char *shape_names[] = {"square", "round", "gauss", "tophat"};
+
+const char *nb_shape_name(int shape)
+{
+    return shape >= 0 && shape < 4 ? shape_names[shape] : "?";
+}
+
+int nb_shape_from_name(const char *name)
+{
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, shape_names[i]) == 0) return i;
+    return -1;
+}
+
+void nb_plan_init(nb_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    nb_rng_init(&p->rng);
+}
+
+void nb_plan_free(nb_plan *p)
+{
+    free(p->command_line);
+    free(p->mask);
+    free(p->sources);
+    free(p->mosaic_umats);
+    free(p->hkl_file);
+    free(p->dump_file);
+    free(p->floatfile);
+    free(p->intfile);
+    free(p->noisefile);
+    free(p->pgmfile);
+    nb_plan_init(p);
+}
+
+nb_status nb_plan_to_record(const nb_plan *p, nb_record *rec)
+{
+    nb_status st;
+    nb_record_init(rec, "PLAN");
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        const field *f = &fields[i];
+        const char *base = (const char *)p + f->off;
+        switch (f->type) {
+        case F_INT: nb_hdr_set_long(rec, f->key, *(const int *)base); break;
+        case F_I64: nb_hdr_setf(rec, f->key, "%lld", (long long)*(const int64_t *)base); break;
+        case F_DBL: nb_hdr_set_double(rec, f->key, *(const double *)base); break;
+        case F_VEC3: nb_hdr_set_vec3(rec, f->key, (const double *)base); break;
+        case F_CHARS: nb_hdr_set(rec, f->key, base); break;
+        case F_STR: {
+            const char *s = *(char *const *)base;
+            if (s) {
+                /* header values are single lines */
+                if (strchr(s, '\n'))
+                    return nb_error_set(NB_ERR_DATA, "value of %s contains a newline", f->key);
+                nb_hdr_set(rec, f->key, s);
+            }
+            break;
+        }
+        }
+    }
+    nb_hdr_set(rec, "SHAPE", nb_shape_name(p->shape));
+    nb_hdr_setf(rec, "UNIT_CELL", "%.10g %.10g %.10g %.10g %.10g %.10g", p->unit_cell[0], p->unit_cell[1],
+                p->unit_cell[2], p->unit_cell[3], p->unit_cell[4], p->unit_cell[5]);
+    /* the shared ran1 shuffle table, so nb-noise continues the reference's
+     * generator state when a seed does not re-initialise it */
+    nb_strbuf sb;
+    nb_strbuf_init(&sb);
+    nb_strbuf_printf(&sb, "%lld", (long long)p->rng.iy);
+    for (int i = 0; i < NB_RNG_NTAB; i++) nb_strbuf_printf(&sb, " %lld", (long long)p->rng.iv[i]);
+    nb_hdr_set(rec, "RAN1_STATE", sb.data);
+    nb_strbuf_free(&sb);
+
+    double *src;
+    st = nb_record_add_array(rec, "sources", NB_F64, (size_t)p->nsources * 5, NULL, (void **)&src);
+    if (st) return st;
+    for (int i = 0; i < p->nsources; i++) {
+        src[5 * i + 0] = p->sources[i].dir[0];
+        src[5 * i + 1] = p->sources[i].dir[1];
+        src[5 * i + 2] = p->sources[i].dir[2];
+        src[5 * i + 3] = p->sources[i].weight;
+        src[5 * i + 4] = p->sources[i].lambda;
+    }
+    st = nb_record_add_array(rec, "mosaic_umats", NB_F64, (size_t)p->mosaic_domains * 9, p->mosaic_umats, NULL);
+    if (st) return st;
+    if (p->mask) {
+        st = nb_record_add_array(rec, "mask", NB_U8, (size_t)p->fpixels * (size_t)p->spixels, p->mask, NULL);
+        if (st) return st;
+    }
+    return NB_OK;
+}
+
+static nb_status bad(const char *key, const char *why)
+{
+    return nb_error_set(NB_ERR_DATA, "PLAN record: %s %s", key, why);
+}
+
+nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
+{
+    nb_status st;
+    nb_plan_init(p);
+    if (!nb_record_is(rec, "PLAN")) return nb_error_set(NB_ERR_DATA, "expected a PLAN record, got %s", rec->type);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        const field *f = &fields[i];
+        char *base = (char *)p + f->off;
+        switch (f->type) {
+        case F_INT: st = nb_hdr_get_int(rec, f->key, (int *)base); break;
+        case F_I64: {
+            long v;
+            st = nb_hdr_get_long(rec, f->key, &v);
+            *(int64_t *)base = v;
+            break;
+        }
+        case F_DBL: st = nb_hdr_get_double(rec, f->key, (double *)base); break;
+        case F_VEC3: st = nb_hdr_get_vec3(rec, f->key, (double *)base); break;
+        case F_CHARS: {
+            size_t len;
+            const char *v = nb_hdr_find(rec, f->key, &len);
+            if (!v) {
+                st = nb_error_set(NB_ERR_DATA, "PLAN record: missing key %s", f->key);
+                break;
+            }
+            if (len >= f->size) {
+                st = bad(f->key, "is too long");
+                break;
+            }
+            memcpy(base, v, len);
+            base[len] = '\0';
+            st = NB_OK;
+            break;
+        }
+        case F_STR:
+            st = NB_OK;
+            if (nb_hdr_has(rec, f->key)) st = nb_hdr_get_str(rec, f->key, (char **)base);
+            break;
+        }
+        if (st) {
+            nb_plan_free(p);
+            return st;
+        }
+    }
+    char *shape = NULL;
+    if ((st = nb_hdr_get_str(rec, "SHAPE", &shape))) goto fail;
+    p->shape = nb_shape_from_name(shape);
+    free(shape);
+    if (p->shape < 0) {
+        st = bad("SHAPE", "is not one of square, round, gauss, tophat");
+        goto fail;
+    }
+    {
+        size_t len;
+        const char *v = nb_hdr_find(rec, "UNIT_CELL", &len);
+        if (!v || sscanf(v, "%lf %lf %lf %lf %lf %lf", &p->unit_cell[0], &p->unit_cell[1], &p->unit_cell[2],
+                         &p->unit_cell[3], &p->unit_cell[4], &p->unit_cell[5]) != 6) {
+            st = bad("UNIT_CELL", "is missing or malformed");
+            goto fail;
+        }
+        v = nb_hdr_find(rec, "RAN1_STATE", &len);
+        char buf[1024];
+        if (!v || len >= sizeof buf) {
+            st = bad("RAN1_STATE", "is missing or malformed");
+            goto fail;
+        }
+        memcpy(buf, v, len);
+        buf[len] = '\0';
+        char *q = buf, *end;
+        p->rng.iy = strtoll(q, &end, 10);
+        for (int i = 0; i < NB_RNG_NTAB && end != q; i++) {
+            q = end;
+            p->rng.iv[i] = strtoll(q, &end, 10);
+        }
+        if (end == q || *end) {
+            st = bad("RAN1_STATE", "is malformed");
+            goto fail;
+        }
+    }
+
+    /* sanity: sizes and counts that the kernel will trust */
+    if (p->fpixels <= 0 || p->spixels <= 0) { st = bad("FPIXELS/SPIXELS", "must be positive"); goto fail; }
+    if ((st = nb_plan_check_size(p))) goto fail;
+    if (!(p->pixel_size > 0) || !isfinite(p->pixel_size)) { st = bad("PIXEL_SIZE", "must be positive"); goto fail; }
+    if (p->oversample < 1 || p->oversample > 1000) { st = bad("OVERSAMPLE", "must be 1..1000"); goto fail; }
+    if (p->detector_thicksteps < 1) { st = bad("DETECTOR_THICKSTEPS", "must be >= 1"); goto fail; }
+    if (p->phisteps < 1) { st = bad("PHISTEPS", "must be >= 1"); goto fail; }
+    if (p->mosaic_domains < 1) { st = bad("MOSAIC_DOMAINS", "must be >= 1"); goto fail; }
+    if (p->nsources < 1) { st = bad("SOURCES", "must be >= 1"); goto fail; }
+
+    const void *data;
+    size_t count;
+    if ((st = nb_record_get_array(rec, "sources", NB_F64, &data, &count))) goto fail;
+    if (count != (size_t)p->nsources * 5) { st = bad("sources array", "does not match SOURCES"); goto fail; }
+    if ((st = nb_calloc((void **)&p->sources, (size_t)p->nsources, sizeof *p->sources, "sources"))) goto fail;
+    for (int i = 0; i < p->nsources; i++) {
+        const double *s = (const double *)data + 5 * i;
+        memcpy(p->sources[i].dir, s, 3 * sizeof(double));
+        p->sources[i].weight = s[3];
+        p->sources[i].lambda = s[4];
+    }
+    if ((st = nb_record_get_array(rec, "mosaic_umats", NB_F64, &data, &count))) goto fail;
+    if (count != (size_t)p->mosaic_domains * 9) {
+        st = bad("mosaic_umats array", "does not match MOSAIC_DOMAINS");
+        goto fail;
+    }
+    if ((st = nb_calloc((void **)&p->mosaic_umats, count, sizeof(double), "mosaic matrices"))) goto fail;
+    memcpy(p->mosaic_umats, data, count * sizeof(double));
+    if (nb_record_has_array(rec, "mask")) {
+        if ((st = nb_record_get_array(rec, "mask", NB_U8, &data, &count))) goto fail;
+        if (count != (size_t)p->fpixels * (size_t)p->spixels) {
+            st = bad("mask array", "does not match the detector size");
+            goto fail;
+        }
+        if ((st = nb_calloc((void **)&p->mask, count, 1, "mask"))) goto fail;
+        memcpy(p->mask, data, count);
+    }
+    return NB_OK;
+fail:
+    nb_plan_free(p);
+    return st;
+}
+
+nb_status nb_plan_check_size(const nb_plan *p)
+{
+    /* the float image alone: refuse what cannot be addressed or held */
+    double pixels = (double)p->fpixels * (double)p->spixels;
+    if (p->fpixels <= 0 || p->spixels <= 0)
+        return nb_error_set(NB_ERR_USAGE, "detector of %d x %d pixels is empty", p->fpixels, p->spixels);
+    if (pixels > 2147483647.0 || p->fpixels > 1000000 || p->spixels > 1000000) {
+        char b[64];
+        nb_format_bytes(pixels * 4.0, b, sizeof b);
+        return nb_error_set(NB_ERR_USAGE,
+                            "detector of %d x %d pixels is too large (its float image alone would need %s)",
+                            p->fpixels, p->spixels, b);
+    }
+    return NB_OK;
+}

@@ -1,0 +1,118 @@
+/* nb_plan.h - the resolved experiment, as nb-geom hands it down the pipeline.
+ *
+ * Everything here is explicit: no convention, pivot or auto-selection is left
+ * for a later stage to interpret.  All values are SI (metres, radians,
+ * photons/m^2) unless a comment says otherwise.  The PLAN record carries each
+ * field as a header key (the table in nb_plan.c, documented in
+ * docs/stream-format.md) and the sources, mosaic matrices and mask as arrays.
+ */
+#ifndef NB_PLAN_H
+#define NB_PLAN_H
+
+#include <stdint.h>
+
+#include "nb_error.h"
+#include "nb_rng.h"
+#include "nb_stream.h"
+
+#define NB_PATH_MAX 4096
+
+typedef struct nb_source {
+    double dir[3];  /* unit vector from the sample towards the source */
+    double weight;  /* stored, not used in the intensity (as in the reference) */
+    double lambda;  /* m */
+} nb_source;
+
+typedef struct nb_plan {
+    /* provenance */
+    char *command_line;
+
+    /* detector */
+    int fpixels, spixels;
+    double pixel_size;
+    double detsize_f, detsize_s;
+    double distance, close_distance;    /* after the pivot/rotation update */
+    double fdet[3], sdet[3], odet[3], pix0[3];
+    double beam[3], polar_vector[3], spindle[3], twotheta_axis[3];
+    double Xbeam, Ybeam, Fbeam, Sbeam;  /* header values, m (see behaviour.md 8) */
+    double Xclose, Yclose, Fclose, Sclose;
+    double ORGX, ORGY;                  /* pixels */
+    double dials_origin[3];             /* mm */
+    char convention[8];                 /* mosflm xds adxv denzo dials custom */
+    char pivot[8];                      /* beam sample */
+    double rotx, roty, rotz, twotheta;
+    int curved_detector, point_pixel;
+    double detector_thick, detector_thickstep, detector_mu;
+    int detector_thicksteps;
+    int roi_xmin, roi_xmax, roi_ymin, roi_ymax; /* inclusive pixel indices */
+    int oversample, oversample_thick, oversample_polar, oversample_omega;
+    unsigned char *mask;                /* NULL or fpixels*spixels, 0 = skip */
+
+    /* beam */
+    double lambda0;
+    double dispersion, dispstep;
+    int dispsteps;
+    double hdivrange, hdivstep, vdivrange, vdivstep;
+    int hdivsteps, vdivsteps, divsteps, round_div;
+    double kahn_factor;
+    int nopolar;
+    double fluence, flux, exposure, beamsize;
+    int nsources;
+    nb_source *sources;
+
+    /* crystal */
+    double cell_a[3], cell_b[3], cell_c[3]; /* phi = 0, no mosaic, m */
+    double recip_a[3], recip_b[3], recip_c[3]; /* 1/Angstrom */
+    double unit_cell[6];                /* a b c (Angstrom) alpha beta gamma (deg), for headers */
+    double misset[3];                   /* applied missetting angles, rad */
+    double Na, Nb, Nc;
+    int shape;                          /* enum nb_shape */
+    double fudge;
+    double mosaic_spread;
+    int mosaic_domains;
+    double *mosaic_umats;               /* 9 per domain, row-major */
+    double phi0, phistep, osc;
+    int phisteps;
+    double water_size;
+    double dmin;
+    int interpolate;                    /* resolved: 0 or 1 */
+
+    /* random numbers: seeds as the reference stores them (negated) and the
+     * shared ran1 table left by nb-geom's draws */
+    int64_t seed, mosaic_seed, misset_seed;
+    nb_rng rng;
+
+    /* structure-factor requests (for nb-hkl) */
+    char *hkl_file;                     /* NULL: none */
+    char *dump_file;                    /* NULL: none */
+    int dump_implicit;                  /* reference mode: read the dump if it exists */
+    double default_F;
+
+    /* output requests (for nb-convert / nb-noise) */
+    char *floatfile, *intfile, *noisefile, *pgmfile; /* NULL: not requested */
+    double intfile_scale, pgm_scale, adc;
+    int calculate_noise, write_pgm;
+
+    /* kernel requests (for nb-sim) */
+    int precision_double;               /* 1: reference-faithful double path */
+    int printout, printout_fpixel, printout_spixel;
+    int progress;
+} nb_plan;
+
+void nb_plan_init(nb_plan *p);          /* zero, pointers NULL */
+void nb_plan_free(nb_plan *p);
+
+/* Write the plan into a fresh PLAN record / read it back.  Reading checks that
+ * every key is present and sane (sizes, counts, array lengths) and fails with
+ * a message naming the key. */
+nb_status nb_plan_to_record(const nb_plan *p, nb_record *rec);
+nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p);
+
+/* Shape names: "square" "round" "gauss" "tophat" */
+const char *nb_shape_name(int shape);
+int nb_shape_from_name(const char *name);
+
+/* Pixels in the image; fails on absurd sizes with the memory they would need. */
+nb_status nb_plan_check_size(const nb_plan *p);
+
+#endif

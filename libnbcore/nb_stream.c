@@ -1,0 +1,651 @@
+#include "nb_stream.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "nb_util.h"
+
+/* ---- little-endian helpers --------------------------------------------- */
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const unsigned char *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static uint64_t get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static int host_is_little_endian(void)
+{
+    const uint16_t one = 1;
+    return *(const unsigned char *)&one == 1;
+}
+
+/* ---- records ----------------------------------------------------------- */
+
+void nb_record_init(nb_record *rec, const char *type)
+{
+    memset(rec, 0, sizeof *rec);
+    snprintf(rec->type, sizeof rec->type, "%s", type ? type : "");
+    rec->header = nb_xstrdup("");
+}
+
+void nb_record_free(nb_record *rec)
+{
+    free(rec->header);
+    free(rec->payload);
+    memset(rec, 0, sizeof *rec);
+}
+
+int nb_record_is(const nb_record *rec, const char *type) { return strcmp(rec->type, type) == 0; }
+
+/* Locate "KEY=" at the start of a line; returns the line start or NULL. */
+static const char *find_line(const char *hdr, const char *key)
+{
+    size_t klen = strlen(key);
+    const char *p = hdr;
+    while (p && *p) {
+        if (strncmp(p, key, klen) == 0 && p[klen] == '=') return p;
+        p = strchr(p, '\n');
+        if (p) p++;
+    }
+    return NULL;
+}
+
+const char *nb_hdr_find(const nb_record *rec, const char *key, size_t *len)
+{
+    const char *line = rec->header ? find_line(rec->header, key) : NULL;
+    if (!line) return NULL;
+    const char *v = line + strlen(key) + 1;
+    const char *e = strchr(v, '\n');
+    if (len) *len = e ? (size_t)(e - v) : strlen(v);
+    return v;
+}
+
+int nb_hdr_has(const nb_record *rec, const char *key) { return nb_hdr_find(rec, key, NULL) != NULL; }
+
+void nb_hdr_set(nb_record *rec, const char *key, const char *value)
+{
+    nb_strbuf sb;
+    const char *line = find_line(rec->header, key);
+    nb_strbuf_init(&sb);
+    if (line) {
+        const char *end = strchr(line, '\n');
+        nb_strbuf_appendn(&sb, rec->header, (size_t)(line - rec->header));
+        nb_strbuf_printf(&sb, "%s=%s\n", key, value);
+        if (end) nb_strbuf_append(&sb, end + 1);
+    } else {
+        nb_strbuf_append(&sb, rec->header);
+        nb_strbuf_printf(&sb, "%s=%s\n", key, value);
+    }
+    free(rec->header);
+    rec->header_len = sb.len;
+    rec->header = nb_strbuf_take(&sb);
+}
+
+void nb_hdr_setf(nb_record *rec, const char *key, const char *fmt, ...)
+{
+    char buf[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    nb_hdr_set(rec, key, buf);
+}
+
+void nb_hdr_set_double(nb_record *rec, const char *key, double v)
+{
+    char b[64];
+    nb_format_double(v, b, sizeof b);
+    nb_hdr_set(rec, key, b);
+}
+
+void nb_hdr_set_long(nb_record *rec, const char *key, long v) { nb_hdr_setf(rec, key, "%ld", v); }
+
+void nb_hdr_set_vec3(nb_record *rec, const char *key, const double v[3])
+{
+    char a[64], b[64], c[64];
+    nb_format_double(v[0], a, sizeof a);
+    nb_format_double(v[1], b, sizeof b);
+    nb_format_double(v[2], c, sizeof c);
+    nb_hdr_setf(rec, key, "%s %s %s", a, b, c);
+}
+
+nb_status nb_hdr_get_str(const nb_record *rec, const char *key, char **out)
+{
+    size_t len;
+    const char *v = nb_hdr_find(rec, key, &len);
+    *out = NULL;
+    if (!v) return nb_error_set(NB_ERR_DATA, "%s record: missing key %s", rec->type, key);
+    char *s = malloc(len + 1);
+    if (!s) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    memcpy(s, v, len);
+    s[len] = '\0';
+    *out = s;
+    return NB_OK;
+}
+
+/* Parse up to n whitespace-separated doubles from a header value. */
+static nb_status get_doubles(const nb_record *rec, const char *key, double *out, int n)
+{
+    size_t len;
+    const char *v = nb_hdr_find(rec, key, &len);
+    if (!v) return nb_error_set(NB_ERR_DATA, "%s record: missing key %s", rec->type, key);
+    char buf[512];
+    if (len >= sizeof buf) return nb_error_set(NB_ERR_DATA, "%s record: value of %s is too long", rec->type, key);
+    memcpy(buf, v, len);
+    buf[len] = '\0';
+    char *p = buf;
+    for (int i = 0; i < n; i++) {
+        char *end;
+        errno = 0;
+        out[i] = strtod(p, &end);
+        if (end == p) return nb_error_set(NB_ERR_DATA, "%s record: bad value '%s' for %s", rec->type, buf, key);
+        p = end;
+    }
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p) return nb_error_set(NB_ERR_DATA, "%s record: bad value '%s' for %s", rec->type, buf, key);
+    return NB_OK;
+}
+
+nb_status nb_hdr_get_double(const nb_record *rec, const char *key, double *out)
+{
+    return get_doubles(rec, key, out, 1);
+}
+
+nb_status nb_hdr_get_vec3(const nb_record *rec, const char *key, double out[3])
+{
+    return get_doubles(rec, key, out, 3);
+}
+
+nb_status nb_hdr_get_long(const nb_record *rec, const char *key, long *out)
+{
+    size_t len;
+    const char *v = nb_hdr_find(rec, key, &len);
+    if (!v) return nb_error_set(NB_ERR_DATA, "%s record: missing key %s", rec->type, key);
+    char buf[64];
+    if (len >= sizeof buf || len == 0)
+        return nb_error_set(NB_ERR_DATA, "%s record: bad value for %s", rec->type, key);
+    memcpy(buf, v, len);
+    buf[len] = '\0';
+    char *end;
+    errno = 0;
+    long x = strtol(buf, &end, 10);
+    if (*end || errno) return nb_error_set(NB_ERR_DATA, "%s record: bad value '%s' for %s", rec->type, buf, key);
+    *out = x;
+    return NB_OK;
+}
+
+nb_status nb_hdr_get_int(const nb_record *rec, const char *key, int *out)
+{
+    long v;
+    nb_status st = nb_hdr_get_long(rec, key, &v);
+    if (st) return st;
+    if (v < -2147483647L - 1 || v > 2147483647L)
+        return nb_error_set(NB_ERR_DATA, "%s record: value of %s out of range", rec->type, key);
+    *out = (int)v;
+    return NB_OK;
+}
+
+/* ---- arrays ------------------------------------------------------------ */
+
+static const char *dtype_names[] = {"f32", "f64", "u8", "u16", "u32", "i32"};
+static const size_t dtype_sizes[] = {4, 8, 1, 2, 4, 4};
+
+size_t nb_dtype_size(nb_dtype t) { return dtype_sizes[t]; }
+const char *nb_dtype_name(nb_dtype t) { return dtype_names[t]; }
+
+nb_status nb_record_add_array(nb_record *rec, const char *name, nb_dtype type, size_t count,
+                              const void *data, void **stored)
+{
+    size_t es = nb_dtype_size(type);
+    if (count > (SIZE_MAX - 64) / es) return nb_error_set(NB_ERR_NOMEM, "array %s is too large", name);
+    size_t offset = (size_t)((rec->payload_len + 7) & ~(uint64_t)7);
+    size_t bytes = count * es;
+    size_t need = offset + bytes;
+    if (need > rec->payload_cap) {
+        size_t cap = rec->payload_cap ? rec->payload_cap : 64;
+        while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+        unsigned char *p = realloc(rec->payload, cap);
+        if (!p) {
+            char b[64];
+            nb_format_bytes((double)cap, b, sizeof b);
+            return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for array %s", b, name);
+        }
+        rec->payload = p;
+        rec->payload_cap = cap;
+    }
+    memset(rec->payload + rec->payload_len, 0, offset - rec->payload_len);
+    if (data) memcpy(rec->payload + offset, data, bytes);
+    else memset(rec->payload + offset, 0, bytes);
+    rec->payload_len = need;
+    char key[256];
+    snprintf(key, sizeof key, "ARRAY.%s", name);
+    nb_hdr_setf(rec, key, "%s %zu %zu", nb_dtype_name(type), count, offset);
+    if (stored) *stored = rec->payload + offset;
+    return NB_OK;
+}
+
+int nb_record_has_array(const nb_record *rec, const char *name)
+{
+    char key[256];
+    snprintf(key, sizeof key, "ARRAY.%s", name);
+    return nb_hdr_has(rec, key);
+}
+
+nb_status nb_record_get_array(const nb_record *rec, const char *name, nb_dtype type,
+                              const void **data, size_t *count)
+{
+    char key[256], buf[128], tname[16];
+    size_t len;
+    unsigned long long n, off;
+    snprintf(key, sizeof key, "ARRAY.%s", name);
+    const char *v = nb_hdr_find(rec, key, &len);
+    if (!v) return nb_error_set(NB_ERR_DATA, "%s record: missing array %s", rec->type, name);
+    if (len >= sizeof buf) return nb_error_set(NB_ERR_DATA, "%s record: bad array entry %s", rec->type, key);
+    memcpy(buf, v, len);
+    buf[len] = '\0';
+    char extra;
+    if (sscanf(buf, "%15s %llu %llu %c", tname, &n, &off, &extra) != 3)
+        return nb_error_set(NB_ERR_DATA, "%s record: bad array entry %s=%s", rec->type, key, buf);
+    if (strcmp(tname, nb_dtype_name(type)) != 0)
+        return nb_error_set(NB_ERR_DATA, "%s record: array %s is %s, expected %s", rec->type, name, tname,
+                            nb_dtype_name(type));
+    size_t es = nb_dtype_size(type);
+    if (off % 8 != 0 || off > rec->payload_len || n > (rec->payload_len - off) / es)
+        return nb_error_set(NB_ERR_DATA, "%s record: array %s (%llu x %s at %llu) lies outside the %llu-byte payload",
+                            rec->type, name, n, tname, off, (unsigned long long)rec->payload_len);
+    *data = rec->payload + off;
+    *count = (size_t)n;
+    return NB_OK;
+}
+
+/* ---- serialisation ----------------------------------------------------- */
+
+static void make_preamble(const nb_record *rec, unsigned char pre[NB_PREAMBLE_SIZE])
+{
+    memcpy(pre, NB_STREAM_MAGIC, 8);
+    put_u32(pre + 8, NB_STREAM_VERSION);
+    memset(pre + 12, 0, NB_TYPE_LEN);
+    memcpy(pre + 12, rec->type, strnlen(rec->type, NB_TYPE_LEN));
+    put_u32(pre + 20, (uint32_t)rec->header_len);
+    put_u64(pre + 24, rec->payload_len);
+}
+
+/* zlib's crc32 takes uInt lengths: feed large payloads in pieces. */
+static uint32_t crc_update(uint32_t crc, const unsigned char *p, uint64_t n)
+{
+    while (n > 0) {
+        uInt piece = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        crc = (uint32_t)crc32(crc, p, piece);
+        p += piece;
+        n -= piece;
+    }
+    return crc;
+}
+
+static uint32_t record_crc(const nb_record *rec, const unsigned char pre[NB_PREAMBLE_SIZE])
+{
+    uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    crc = crc_update(crc, pre, NB_PREAMBLE_SIZE);
+    crc = crc_update(crc, (const unsigned char *)rec->header, rec->header_len);
+    crc = crc_update(crc, rec->payload, rec->payload_len);
+    return crc;
+}
+
+static nb_status check_writable(const nb_record *rec)
+{
+    if (!host_is_little_endian())
+        return nb_error_set(NB_ERR_UNSUPPORTED, "the nb stream is little-endian; this host is big-endian");
+    if (rec->header_len > NB_MAX_HEADER)
+        return nb_error_set(NB_ERR_DATA, "%s record header is too large (%zu bytes)", rec->type, rec->header_len);
+    if (!rec->type[0]) return nb_error_set(NB_ERR_DATA, "record without a type");
+    return NB_OK;
+}
+
+nb_status nb_record_serialize(const nb_record *rec, unsigned char **buf, size_t *len)
+{
+    unsigned char pre[NB_PREAMBLE_SIZE], crcb[4];
+    nb_status st = check_writable(rec);
+    *buf = NULL;
+    *len = 0;
+    if (st) return st;
+    size_t total = NB_PREAMBLE_SIZE + rec->header_len + (size_t)rec->payload_len + 4;
+    unsigned char *p = malloc(total);
+    if (!p) return nb_error_set(NB_ERR_NOMEM, "out of memory serialising a %s record", rec->type);
+    make_preamble(rec, pre);
+    put_u32(crcb, record_crc(rec, pre));
+    memcpy(p, pre, NB_PREAMBLE_SIZE);
+    memcpy(p + NB_PREAMBLE_SIZE, rec->header, rec->header_len);
+    if (rec->payload_len) memcpy(p + NB_PREAMBLE_SIZE + rec->header_len, rec->payload, (size_t)rec->payload_len);
+    memcpy(p + total - 4, crcb, 4);
+    *buf = p;
+    *len = total;
+    return NB_OK;
+}
+
+/* ---- reader ------------------------------------------------------------ */
+
+struct nb_reader {
+    FILE *fp;               /* NULL for memory readers */
+    const unsigned char *mem;
+    size_t mem_len, mem_pos;
+    char *name;
+    long records_in_segment;
+    long records_total;     /* including END records */
+    uint64_t offset;        /* bytes consumed */
+    int last_was_end;
+};
+
+nb_status nb_reader_open(nb_reader **out, const char *path)
+{
+    nb_reader *r = calloc(1, sizeof *r);
+    *out = NULL;
+    if (!r) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    if (!path || strcmp(path, "-") == 0) {
+        if (isatty(STDIN_FILENO)) {
+            free(r);
+            return nb_error_set(NB_ERR_USAGE,
+                                "standard input is a terminal; pipe an nb stream in or name a stream file");
+        }
+        r->fp = stdin;
+        r->name = nb_xstrdup("standard input");
+    } else {
+        r->fp = fopen(path, "rb");
+        if (!r->fp) {
+            int e = errno;
+            free(r);
+            return nb_error_set(NB_ERR_IO, "cannot open '%s': %s", path, strerror(e));
+        }
+        r->name = nb_xstrdup(path);
+    }
+    *out = r;
+    return NB_OK;
+}
+
+nb_status nb_reader_open_mem(nb_reader **out, const unsigned char *buf, size_t len, const char *name)
+{
+    nb_reader *r = calloc(1, sizeof *r);
+    *out = NULL;
+    if (!r) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    r->mem = buf;
+    r->mem_len = len;
+    r->name = nb_xstrdup(name ? name : "memory");
+    *out = r;
+    return NB_OK;
+}
+
+const char *nb_reader_name(const nb_reader *r) { return r->name; }
+
+void nb_reader_close(nb_reader *r)
+{
+    if (!r) return;
+    if (r->fp && r->fp != stdin) fclose(r->fp);
+    free(r->name);
+    free(r);
+}
+
+/* Read up to n bytes; returns the number read (short only at end of input). */
+static size_t read_bytes(nb_reader *r, void *dst, size_t n, int *ioerr)
+{
+    size_t got;
+    *ioerr = 0;
+    if (r->fp) {
+        got = fread(dst, 1, n, r->fp);
+        if (got < n && ferror(r->fp)) *ioerr = errno ? errno : EIO;
+    } else {
+        size_t avail = r->mem_len - r->mem_pos;
+        got = n < avail ? n : avail;
+        memcpy(dst, r->mem + r->mem_pos, got);
+        r->mem_pos += got;
+    }
+    r->offset += got;
+    return got;
+}
+
+/* Largest payload we are willing to allocate: a sanity bound so that a
+ * corrupted length is reported, not attempted.  Physical memory when known. */
+static uint64_t payload_limit(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long psize = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psize > 0) return (uint64_t)pages * (uint64_t)psize;
+    return (uint64_t)1 << 36;
+}
+
+static nb_status truncated(nb_reader *r, const char *what, long idx, const char *type, uint64_t got,
+                           uint64_t want)
+{
+    if (type)
+        return nb_error_set(NB_ERR_DATA,
+                            "%s: truncated stream: %s of record %ld (%s) has %llu of %llu bytes",
+                            r->name, what, idx, type, (unsigned long long)got, (unsigned long long)want);
+    return nb_error_set(NB_ERR_DATA, "%s: truncated stream: record %ld preamble has %llu of %llu bytes",
+                        r->name, idx, (unsigned long long)got, (unsigned long long)want);
+}
+
+nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
+{
+    unsigned char pre[NB_PREAMBLE_SIZE], crcb[4];
+    int ioerr;
+    long idx = r->records_total + 1;
+    *eof = 0;
+    nb_record_free(rec);
+
+    size_t got = read_bytes(r, pre, NB_PREAMBLE_SIZE, &ioerr);
+    if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
+    if (got == 0) {
+        if (r->records_total == 0) return nb_error_set(NB_ERR_DATA, "%s: empty stream (no records)", r->name);
+        if (!r->last_was_end)
+            return nb_error_set(NB_ERR_DATA, "%s: truncated stream: it ends after record %ld without an END record",
+                                r->name, r->records_total);
+        *eof = 1;
+        return NB_OK;
+    }
+    /* check the magic before complaining about length: garbage is not truncation */
+    if (memcmp(pre, NB_STREAM_MAGIC, got < 8 ? got : 8) != 0) {
+        if (r->records_total == 0)
+            return nb_error_set(NB_ERR_DATA, "%s: not an nb stream (bad magic at byte 0)", r->name);
+        return nb_error_set(NB_ERR_DATA, "%s: corrupt stream: bad magic at byte %llu (record %ld)", r->name,
+                            (unsigned long long)(r->offset - got), idx);
+    }
+    if (got < NB_PREAMBLE_SIZE) return truncated(r, "preamble", idx, NULL, got, NB_PREAMBLE_SIZE);
+    uint32_t version = get_u32(pre + 8);
+    if (version != NB_STREAM_VERSION)
+        return nb_error_set(NB_ERR_DATA, "%s: record %ld has stream version %u; this program reads version %u",
+                            r->name, idx, version, NB_STREAM_VERSION);
+    if (!host_is_little_endian())
+        return nb_error_set(NB_ERR_UNSUPPORTED, "the nb stream is little-endian; this host is big-endian");
+
+    /* type: printable ASCII then NUL padding */
+    int ended = 0;
+    for (int i = 0; i < NB_TYPE_LEN; i++) {
+        unsigned char c = pre[12 + i];
+        if (c == 0) ended = 1;
+        else if (ended || c < 0x21 || c > 0x7e)
+            return nb_error_set(NB_ERR_DATA, "%s: corrupt stream: record %ld has an invalid type field", r->name, idx);
+    }
+    if (pre[12] == 0) return nb_error_set(NB_ERR_DATA, "%s: corrupt stream: record %ld has an empty type", r->name, idx);
+    memcpy(rec->type, pre + 12, NB_TYPE_LEN);
+    rec->type[NB_TYPE_LEN] = '\0';
+
+    uint32_t hlen = get_u32(pre + 20);
+    uint64_t plen = get_u64(pre + 24);
+    if (hlen > NB_MAX_HEADER)
+        return nb_error_set(NB_ERR_DATA, "%s: corrupt stream: record %ld (%s) claims a %u-byte header", r->name, idx,
+                            rec->type, hlen);
+    uint64_t limit = payload_limit();
+    if (plen > limit) {
+        char b[64], m[64];
+        nb_format_bytes((double)plen, b, sizeof b);
+        nb_format_bytes((double)limit, m, sizeof m);
+        return nb_error_set(NB_ERR_DATA,
+                            "%s: record %ld (%s) claims a %s payload, more than this machine's %s of memory "
+                            "(corrupt stream?)",
+                            r->name, idx, rec->type, b, m);
+    }
+
+    rec->header = malloc((size_t)hlen + 1);
+    if (!rec->header) return nb_error_set(NB_ERR_NOMEM, "out of memory reading record %ld", idx);
+    got = read_bytes(r, rec->header, hlen, &ioerr);
+    if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
+    if (got < hlen) return truncated(r, "header", idx, rec->type, got, hlen);
+    rec->header[hlen] = '\0';
+    rec->header_len = hlen;
+
+    if (plen) {
+        rec->payload = malloc((size_t)plen);
+        if (!rec->payload) {
+            char b[64];
+            nb_format_bytes((double)plen, b, sizeof b);
+            return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for record %ld (%s)", b, idx, rec->type);
+        }
+        rec->payload_cap = (size_t)plen;
+        got = read_bytes(r, rec->payload, (size_t)plen, &ioerr);
+        if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
+        if (got < plen) return truncated(r, "payload", idx, rec->type, got, plen);
+    }
+    rec->payload_len = plen;
+
+    got = read_bytes(r, crcb, 4, &ioerr);
+    if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
+    if (got < 4) return truncated(r, "checksum", idx, rec->type, got, 4);
+    uint32_t want = get_u32(crcb), have = record_crc(rec, pre);
+    if (want != have)
+        return nb_error_set(NB_ERR_DATA, "%s: corrupt stream: record %ld (%s) fails its CRC-32 check", r->name, idx,
+                            rec->type);
+    if (memchr(rec->header, '\0', hlen))
+        return nb_error_set(NB_ERR_DATA, "%s: corrupt stream: record %ld (%s) has a NUL byte in its header", r->name,
+                            idx, rec->type);
+
+    r->records_total++;
+    if (nb_record_is(rec, "END")) {
+        long n;
+        nb_status st = nb_hdr_get_long(rec, "RECORDS", &n);
+        if (st) return nb_error_prefix(st, "%s", r->name);
+        if (n != r->records_in_segment)
+            return nb_error_set(NB_ERR_DATA,
+                                "%s: stream damaged: END record says %ld records but its segment has %ld "
+                                "(records lost or spliced?)",
+                                r->name, n, r->records_in_segment);
+        r->records_in_segment = 0;
+        r->last_was_end = 1;
+    } else {
+        r->records_in_segment++;
+        r->last_was_end = 0;
+    }
+    return NB_OK;
+}
+
+/* ---- writer ------------------------------------------------------------ */
+
+struct nb_writer {
+    nb_outfile *of;
+    long records_in_segment;
+};
+
+nb_status nb_writer_open(nb_writer **out, const char *path)
+{
+    nb_writer *w = calloc(1, sizeof *w);
+    *out = NULL;
+    if (!w) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    nb_status st = nb_outfile_open(&w->of, path ? path : "-", 0);
+    if (st) {
+        free(w);
+        return st;
+    }
+    *out = w;
+    return NB_OK;
+}
+
+static nb_status write_all(nb_writer *w, const void *p, size_t n)
+{
+    FILE *fp = nb_outfile_fp(w->of);
+    if (n && fwrite(p, 1, n, fp) != n) {
+        int e = errno ? errno : EIO;
+        if (e == EPIPE) return nb_error_set(NB_ERR_IO, "cannot write %s: the reader closed the pipe",
+                                            strcmp(nb_outfile_path(w->of), "-") ? nb_outfile_path(w->of)
+                                                                                 : "standard output");
+        return nb_error_set(NB_ERR_IO, "cannot write %s: %s",
+                            strcmp(nb_outfile_path(w->of), "-") ? nb_outfile_path(w->of) : "standard output",
+                            strerror(e));
+    }
+    return NB_OK;
+}
+
+nb_status nb_writer_put(nb_writer *w, const nb_record *rec)
+{
+    unsigned char pre[NB_PREAMBLE_SIZE], crcb[4];
+    nb_status st = check_writable(rec);
+    if (st) return st;
+    if (nb_record_is(rec, "END")) return nb_writer_end(w);
+    make_preamble(rec, pre);
+    put_u32(crcb, record_crc(rec, pre));
+    if ((st = write_all(w, pre, sizeof pre))) return st;
+    if ((st = write_all(w, rec->header, rec->header_len))) return st;
+    if ((st = write_all(w, rec->payload, (size_t)rec->payload_len))) return st;
+    if ((st = write_all(w, crcb, 4))) return st;
+    w->records_in_segment++;
+    return NB_OK;
+}
+
+nb_status nb_writer_end(nb_writer *w)
+{
+    nb_record end;
+    unsigned char pre[NB_PREAMBLE_SIZE], crcb[4];
+    nb_status st;
+    nb_record_init(&end, "END");
+    nb_hdr_set_long(&end, "RECORDS", w->records_in_segment);
+    make_preamble(&end, pre);
+    put_u32(crcb, record_crc(&end, pre));
+    st = write_all(w, pre, sizeof pre);
+    if (!st) st = write_all(w, end.header, end.header_len);
+    if (!st) st = write_all(w, crcb, 4);
+    nb_record_free(&end);
+    if (!st) {
+        w->records_in_segment = 0;
+        /* hand each finished segment on at once, so pipelines stream */
+        if (fflush(nb_outfile_fp(w->of)) != 0) {
+            int e = errno ? errno : EIO;
+            const char *p = nb_outfile_path(w->of);
+            st = nb_error_set(NB_ERR_IO, "cannot write %s: %s", strcmp(p, "-") ? p : "standard output",
+                              e == EPIPE ? "the reader closed the pipe" : strerror(e));
+        }
+    }
+    return st;
+}
+
+nb_status nb_writer_close(nb_writer *w)
+{
+    nb_status st = nb_outfile_commit(w->of);
+    free(w);
+    return st;
+}
+
+void nb_writer_abort(nb_writer *w)
+{
+    if (!w) return;
+    nb_outfile_abort(w->of);
+    free(w);
+}

@@ -1,0 +1,118 @@
+/* nb_stream.h - the nb stream: the one format every pipeline arrow carries.
+ *
+ * A stream is a sequence of records.  Each record is
+ *
+ *   offset  size  field
+ *   0       8     magic  "\x89NBS\r\n\x1a\n"  (catches 7-bit, CRLF and ^Z mangling)
+ *   8       4     version, u32 little-endian (NB_STREAM_VERSION)
+ *   12      8     record type, ASCII, NUL-padded ("PLAN", "HKL", "IMAGE", "END")
+ *   20      4     header length in bytes, u32 LE
+ *   24      8     payload length in bytes, u64 LE
+ *   32      H     header: text lines "KEY=VALUE\n"
+ *   32+H    P     payload: binary arrays, little-endian, each 8-byte aligned
+ *   32+H+P  4     CRC-32 (zlib) of bytes 0 .. 32+H+P-1, u32 LE
+ *
+ * A segment ends with an END record whose header says RECORDS=<n>, the number
+ * of records before it in that segment.  Streams may be concatenated (cat):
+ * every segment carries its own END.  Unknown record types are passed through
+ * untouched by every tool.  Full description: docs/stream-format.md.
+ */
+#ifndef NB_STREAM_H
+#define NB_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nb_error.h"
+
+#define NB_STREAM_VERSION 1u
+#define NB_STREAM_MAGIC "\x89NBS\r\n\x1a\n"
+#define NB_PREAMBLE_SIZE 32
+#define NB_TYPE_LEN 8
+/* Refuse headers above this size: a header is a few KiB of text. */
+#define NB_MAX_HEADER (16u << 20)
+
+typedef struct nb_record {
+    char type[NB_TYPE_LEN + 1]; /* NUL-terminated */
+    char *header;               /* NUL-terminated text, header_len bytes */
+    size_t header_len;
+    unsigned char *payload;
+    uint64_t payload_len;
+    size_t payload_cap;
+} nb_record;
+
+/* ---- building and inspecting records ----------------------------------- */
+void nb_record_init(nb_record *rec, const char *type);
+void nb_record_free(nb_record *rec);
+int nb_record_is(const nb_record *rec, const char *type);
+
+/* Header values.  Setting an existing key replaces its value in place. */
+void nb_hdr_set(nb_record *rec, const char *key, const char *value);
+void nb_hdr_setf(nb_record *rec, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void nb_hdr_set_double(nb_record *rec, const char *key, double v); /* round-trips exactly */
+void nb_hdr_set_long(nb_record *rec, const char *key, long v);
+void nb_hdr_set_vec3(nb_record *rec, const char *key, const double v[3]);
+
+/* Returns a pointer to the value (up to, not including, '\n') and its length,
+ * or NULL when the key is absent. */
+const char *nb_hdr_find(const nb_record *rec, const char *key, size_t *len);
+int nb_hdr_has(const nb_record *rec, const char *key);
+/* Getters fail with NB_ERR_DATA ("IMAGE record: missing key FPIXELS") when the
+ * key is absent or its value does not parse. */
+nb_status nb_hdr_get_str(const nb_record *rec, const char *key, char **out); /* malloc'ed */
+nb_status nb_hdr_get_double(const nb_record *rec, const char *key, double *out);
+nb_status nb_hdr_get_long(const nb_record *rec, const char *key, long *out);
+nb_status nb_hdr_get_int(const nb_record *rec, const char *key, int *out);
+nb_status nb_hdr_get_vec3(const nb_record *rec, const char *key, double out[3]);
+
+/* Arrays in the payload, described in the header as
+ *   ARRAY.<name>=<dtype> <count> <offset>
+ * dtype is one of f32 f64 u8 u16 u32 i32 (little-endian). */
+typedef enum nb_dtype { NB_F32, NB_F64, NB_U8, NB_U16, NB_U32, NB_I32 } nb_dtype;
+size_t nb_dtype_size(nb_dtype t);
+const char *nb_dtype_name(nb_dtype t);
+
+/* Append an array (copied) to the payload; returns a pointer to the copy so
+ * the caller can fill it in place when data is NULL (then zero-filled). */
+nb_status nb_record_add_array(nb_record *rec, const char *name, nb_dtype type, size_t count,
+                              const void *data, void **stored);
+/* Find an array; checks dtype, bounds and alignment.  *data points into the
+ * payload (valid while rec lives). */
+nb_status nb_record_get_array(const nb_record *rec, const char *name, nb_dtype type,
+                              const void **data, size_t *count);
+int nb_record_has_array(const nb_record *rec, const char *name);
+
+/* ---- reading ------------------------------------------------------------ */
+typedef struct nb_reader nb_reader;
+/* path "-" (or NULL) reads standard input. */
+nb_status nb_reader_open(nb_reader **r, const char *path);
+/* Next record into rec (rec is freed and overwritten).  At the clean end of
+ * the stream sets *eof = 1 and returns NB_OK.  END records are returned too
+ * (after their count was checked), so tools can mirror segment ends.
+ * Errors: truncation, bad magic/version, CRC mismatch, absurd sizes, missing
+ * END, wrong END count - all NB_ERR_DATA with a message naming the record. */
+nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof);
+const char *nb_reader_name(const nb_reader *r);
+void nb_reader_close(nb_reader *r);
+
+/* ---- writing ------------------------------------------------------------ */
+typedef struct nb_writer nb_writer;
+/* path "-" (or NULL) writes standard output, refusing a terminal; a file is
+ * written under a temporary name and renamed by nb_writer_close(). */
+nb_status nb_writer_open(nb_writer **w, const char *path);
+nb_status nb_writer_put(nb_writer *w, const nb_record *rec);
+/* Write the END record of the current segment (count of records since the
+ * last END). */
+nb_status nb_writer_end(nb_writer *w);
+/* Flush and commit; a failure removes the temporary file. */
+nb_status nb_writer_close(nb_writer *w);
+/* Discard: remove the temporary file (no-op on stdout). */
+void nb_writer_abort(nb_writer *w);
+
+/* Serialise one record into a memory buffer (for tests and fuzzing). */
+nb_status nb_record_serialize(const nb_record *rec, unsigned char **buf, size_t *len);
+/* Reader over a memory buffer (not copied). */
+nb_status nb_reader_open_mem(nb_reader **r, const unsigned char *buf, size_t len, const char *name);
+
+#endif

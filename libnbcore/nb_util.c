@@ -1,0 +1,428 @@
+#include "nb_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- growing string ---------------------------------------------------- */
+
+static void oom(void)
+{
+    fprintf(stderr, "%s: out of memory\n", nb_tool_name());
+    exit(1);
+}
+
+void nb_strbuf_init(nb_strbuf *sb)
+{
+    sb->data = NULL;
+    sb->len = sb->cap = 0;
+}
+
+void nb_strbuf_free(nb_strbuf *sb)
+{
+    free(sb->data);
+    nb_strbuf_init(sb);
+}
+
+static void reserve(nb_strbuf *sb, size_t extra)
+{
+    size_t need = sb->len + extra + 1;
+    if (need <= sb->cap) return;
+    size_t cap = sb->cap ? sb->cap : 256;
+    while (cap < need) cap *= 2;
+    char *p = realloc(sb->data, cap);
+    if (!p) oom();
+    sb->data = p;
+    sb->cap = cap;
+}
+
+void nb_strbuf_appendn(nb_strbuf *sb, const char *s, size_t n)
+{
+    reserve(sb, n);
+    memcpy(sb->data + sb->len, s, n);
+    sb->len += n;
+    sb->data[sb->len] = '\0';
+}
+
+void nb_strbuf_append(nb_strbuf *sb, const char *s) { nb_strbuf_appendn(sb, s, strlen(s)); }
+
+void nb_strbuf_printf(nb_strbuf *sb, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    reserve(sb, (size_t)n);
+    va_start(ap, fmt);
+    vsnprintf(sb->data + sb->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sb->len += (size_t)n;
+}
+
+char *nb_strbuf_take(nb_strbuf *sb)
+{
+    if (!sb->data) nb_strbuf_appendn(sb, "", 0);
+    char *p = sb->data;
+    nb_strbuf_init(sb);
+    return p;
+}
+
+/* ---- allocation -------------------------------------------------------- */
+
+void nb_format_bytes(double bytes, char *buf, size_t size)
+{
+    static const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int u = 0;
+    while (bytes >= 1024.0 && u < 6) {
+        bytes /= 1024.0;
+        u++;
+    }
+    if (u == 0) snprintf(buf, size, "%.0f bytes", bytes);
+    else snprintf(buf, size, "%.1f %s", bytes, units[u]);
+}
+
+nb_status nb_calloc(void **out, size_t count, size_t size, const char *what)
+{
+    *out = NULL;
+    if (count == 0 || size == 0) count = size = 1;
+    if (count > SIZE_MAX / size) {
+        return nb_error_set(NB_ERR_NOMEM, "cannot allocate %zu x %zu bytes for %s: size overflows",
+                            count, size, what);
+    }
+    void *p = calloc(count, size);
+    if (!p) {
+        char b[64];
+        nb_format_bytes((double)count * (double)size, b, sizeof b);
+        return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for %s: %s", b, what, strerror(ENOMEM));
+    }
+    *out = p;
+    return NB_OK;
+}
+
+char *nb_xstrdup(const char *s)
+{
+    if (!s) return NULL;
+    char *p = strdup(s);
+    if (!p) oom();
+    return p;
+}
+
+/* ---- strict number parsing --------------------------------------------- */
+
+static nb_status parse_double_impl(const char *s, double *out, const char *what, int allow_nonfinite)
+{
+    char *end;
+    if (!s || !*s) return nb_error_set(NB_ERR_USAGE, "%s: expected a number, got an empty string", what);
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0')
+        return nb_error_set(NB_ERR_USAGE, "%s: '%s' is not a number", what, s);
+    if (!allow_nonfinite && !isfinite(v))
+        return nb_error_set(NB_ERR_USAGE, "%s: '%s' is not a finite number", what, s);
+    if (errno == ERANGE && isinf(v) && !allow_nonfinite)
+        return nb_error_set(NB_ERR_USAGE, "%s: '%s' is out of range", what, s);
+    *out = v;
+    return NB_OK;
+}
+
+nb_status nb_parse_double(const char *s, double *out, const char *what)
+{
+    return parse_double_impl(s, out, what, 0);
+}
+
+nb_status nb_parse_double_any(const char *s, double *out, const char *what)
+{
+    return parse_double_impl(s, out, what, 1);
+}
+
+nb_status nb_parse_long(const char *s, long *out, const char *what)
+{
+    char *end;
+    if (!s || !*s) return nb_error_set(NB_ERR_USAGE, "%s: expected an integer, got an empty string", what);
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0')
+        return nb_error_set(NB_ERR_USAGE, "%s: '%s' is not an integer", what, s);
+    if (errno == ERANGE) return nb_error_set(NB_ERR_USAGE, "%s: '%s' is out of range", what, s);
+    *out = v;
+    return NB_OK;
+}
+
+nb_status nb_parse_int(const char *s, int *out, const char *what)
+{
+    long v;
+    nb_status st = nb_parse_long(s, &v, what);
+    if (st) return st;
+    if (v < INT_MIN || v > INT_MAX) return nb_error_set(NB_ERR_USAGE, "%s: '%s' is out of range", what, s);
+    *out = (int)v;
+    return NB_OK;
+}
+
+void nb_format_double(double v, char *buf, size_t size)
+{
+    /* %.17g always round-trips; try shorter first for readability */
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, size, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v || isnan(v)) return;
+    }
+}
+
+/* ---- files ------------------------------------------------------------- */
+
+nb_status nb_read_file(const char *path, char **data, size_t *len)
+{
+    FILE *fp = (strcmp(path, "-") == 0) ? stdin : fopen(path, "rb");
+    nb_strbuf sb;
+    char chunk[65536];
+    size_t n;
+
+    *data = NULL;
+    *len = 0;
+    if (!fp) return nb_error_set(NB_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    nb_strbuf_init(&sb);
+    while ((n = fread(chunk, 1, sizeof chunk, fp)) > 0) nb_strbuf_appendn(&sb, chunk, n);
+    if (ferror(fp)) {
+        int e = errno;
+        if (fp != stdin) fclose(fp);
+        nb_strbuf_free(&sb);
+        return nb_error_set(NB_ERR_IO, "cannot read '%s': %s", path, strerror(e ? e : EIO));
+    }
+    if (fp != stdin) fclose(fp);
+    *len = sb.len;
+    *data = nb_strbuf_take(&sb);
+    return NB_OK;
+}
+
+/* Temporary files not yet committed, removed on exit or fatal signal. */
+#define MAX_PENDING 64
+static char *pending[MAX_PENDING];
+static int cleanup_installed;
+
+static void remove_pending(void)
+{
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (pending[i]) {
+            unlink(pending[i]);
+            pending[i] = NULL;
+        }
+}
+
+static void on_fatal_signal(int sig)
+{
+    /* unlink() is async-signal-safe; the strings are not freed here */
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (pending[i]) unlink(pending[i]);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void install_cleanup(void)
+{
+    if (cleanup_installed) return;
+    cleanup_installed = 1;
+    atexit(remove_pending);
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_fatal_signal;
+        sigemptyset(&sa.sa_mask);
+        /* keep SIGPIPE's default if it was ignored by the parent */
+        struct sigaction old;
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+static void track(char *tmp)
+{
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (!pending[i]) {
+            pending[i] = tmp;
+            return;
+        }
+}
+
+static void untrack(const char *tmp)
+{
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (pending[i] == tmp) pending[i] = NULL;
+}
+
+struct nb_outfile {
+    FILE *fp;
+    char *path;
+    char *tmp;      /* NULL when writing to stdout */
+};
+
+nb_status nb_outfile_open(nb_outfile **out, const char *path, int binary_ok_on_tty)
+{
+    nb_outfile *of = calloc(1, sizeof *of);
+    *out = NULL;
+    if (!of) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    of->path = nb_xstrdup(path);
+    if (strcmp(path, "-") == 0) {
+        if (!binary_ok_on_tty && isatty(STDOUT_FILENO)) {
+            free(of->path);
+            free(of);
+            return nb_error_set(NB_ERR_USAGE,
+                                "refusing to write binary data to a terminal; redirect stdout or use -o FILE");
+        }
+        of->fp = stdout;
+        *out = of;
+        return NB_OK;
+    }
+    /* a directory or an unwritable location fails here, before any work */
+    struct stat stt;
+    if (stat(path, &stt) == 0 && S_ISDIR(stt.st_mode)) {
+        free(of->path);
+        free(of);
+        return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", path, strerror(EISDIR));
+    }
+    /* special files (/dev/null, /dev/full, FIFOs) are written in place */
+    if (stat(path, &stt) == 0 && !S_ISREG(stt.st_mode)) {
+        of->fp = fopen(path, "wb");
+        if (!of->fp) {
+            int e = errno;
+            free(of->path);
+            free(of);
+            return nb_error_set(NB_ERR_IO, "cannot open '%s': %s", path, strerror(e));
+        }
+        *out = of;
+        return NB_OK;
+    }
+    install_cleanup();
+    size_t n = strlen(path) + 32;
+    of->tmp = malloc(n);
+    if (!of->tmp) oom();
+    /* same directory, so that rename() is atomic */
+    const char *slash = strrchr(path, '/');
+    if (slash)
+        snprintf(of->tmp, n, "%.*s/.%s.XXXXXX", (int)(slash - path), path, slash + 1);
+    else
+        snprintf(of->tmp, n, ".%s.XXXXXX", path);
+    int fd = mkstemp(of->tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(of->tmp);
+        free(of->path);
+        free(of);
+        return nb_error_set(NB_ERR_IO, "cannot open '%s': %s", path, strerror(e));
+    }
+    track(of->tmp);
+    /* mkstemp makes 0600; give the file the usual umask-based mode */
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    of->fp = fdopen(fd, "wb");
+    if (!of->fp) {
+        int e = errno;
+        close(fd);
+        unlink(of->tmp);
+        untrack(of->tmp);
+        free(of->tmp);
+        free(of->path);
+        free(of);
+        return nb_error_set(NB_ERR_IO, "cannot open '%s': %s", path, strerror(e));
+    }
+    *out = of;
+    return NB_OK;
+}
+
+FILE *nb_outfile_fp(nb_outfile *of) { return of->fp; }
+const char *nb_outfile_path(const nb_outfile *of) { return of->path; }
+
+static void outfile_free(nb_outfile *of)
+{
+    if (of->tmp) {
+        untrack(of->tmp);
+        free(of->tmp);
+    }
+    free(of->path);
+    free(of);
+}
+
+nb_status nb_outfile_commit(nb_outfile *of)
+{
+    nb_status st = NB_OK;
+    int e = 0;
+    if (!of) return NB_OK;
+    if (fflush(of->fp) != 0 || ferror(of->fp)) e = errno ? errno : EIO;
+    if (of->fp == stdout) {
+        if (e) st = nb_error_set(NB_ERR_IO, "cannot write to standard output: %s", strerror(e));
+        outfile_free(of);
+        return st;
+    }
+    if (fclose(of->fp) != 0 && !e) e = errno ? errno : EIO;
+    of->fp = NULL;
+    if (e) {
+        st = nb_error_set(NB_ERR_IO, "cannot write '%s': %s", of->path, strerror(e));
+        if (of->tmp) unlink(of->tmp);
+    } else if (of->tmp && rename(of->tmp, of->path) != 0) {
+        e = errno;
+        unlink(of->tmp);
+        st = nb_error_set(NB_ERR_IO, "cannot write '%s': %s", of->path, strerror(e));
+    }
+    outfile_free(of);
+    return st;
+}
+
+void nb_outfile_abort(nb_outfile *of)
+{
+    if (!of) return;
+    if (of->fp && of->fp != stdout) fclose(of->fp);
+    if (of->tmp) unlink(of->tmp);
+    outfile_free(of);
+}
+
+/* ---- progress ---------------------------------------------------------- */
+
+void nb_progress_start(nb_progress *p, const char *label, long total, int allowed)
+{
+    p->enabled = allowed && total > 0 && nb_verbosity() >= 0 && isatty(STDERR_FILENO);
+    p->total = total;
+    p->done = 0;
+    p->last_percent = -1;
+    p->label = label;
+}
+
+void nb_progress_add(nb_progress *p, long n)
+{
+    if (!p->enabled) return;
+    long done = __atomic_add_fetch(&p->done, n, __ATOMIC_RELAXED);
+    int pct = (int)(100.0 * (double)done / (double)p->total);
+    int last = __atomic_load_n(&p->last_percent, __ATOMIC_RELAXED);
+    if (pct == last) return;
+    if (!__atomic_compare_exchange_n(&p->last_percent, &last, pct, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;
+    char bar[41];
+    int filled = pct * 40 / 100;
+    for (int i = 0; i < 40; i++) bar[i] = i < filled ? '#' : '.';
+    bar[40] = '\0';
+    fprintf(stderr, "\r%s: %s [%s] %3d%%", nb_tool_name(), p->label, bar, pct);
+    fflush(stderr);
+}
+
+void nb_progress_finish(nb_progress *p)
+{
+    if (!p->enabled) return;
+    fprintf(stderr, "\r\033[K");
+    fflush(stderr);
+    p->enabled = 0;
+}
+
+double nb_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

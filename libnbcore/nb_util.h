@@ -1,0 +1,83 @@
+/* nb_util.h - small shared helpers: growing strings, strict number parsing,
+ * atomic output files, whole-file reading, progress bar. */
+#ifndef NB_UTIL_H
+#define NB_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "nb_error.h"
+
+/* ---- growing string ---------------------------------------------------- */
+typedef struct nb_strbuf {
+    char *data;     /* always NUL-terminated once anything was appended */
+    size_t len;
+    size_t cap;
+} nb_strbuf;
+
+void nb_strbuf_init(nb_strbuf *sb);
+void nb_strbuf_free(nb_strbuf *sb);
+/* These abort the program on allocation failure (a few bytes of text). */
+void nb_strbuf_append(nb_strbuf *sb, const char *s);
+void nb_strbuf_appendn(nb_strbuf *sb, const char *s, size_t n);
+void nb_strbuf_printf(nb_strbuf *sb, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Hand the buffer over to the caller (never NULL); sb is left empty. */
+char *nb_strbuf_take(nb_strbuf *sb);
+
+/* ---- allocation -------------------------------------------------------- */
+/* Allocate with a readable error instead of NULL ("cannot allocate 4.0 GiB for
+ * the image: Cannot allocate memory").  `what` names the purpose. */
+nb_status nb_calloc(void **out, size_t count, size_t size, const char *what);
+/* strdup that aborts on failure (tiny strings only). */
+char *nb_xstrdup(const char *s);
+/* "12.0 MiB" */
+void nb_format_bytes(double bytes, char *buf, size_t size);
+
+/* ---- strict number parsing --------------------------------------------- */
+/* Whole string must be a finite number; on failure the message names `what`. */
+nb_status nb_parse_double(const char *s, double *out, const char *what);
+/* Like nb_parse_double but also accepts inf/nan (for values where they mean
+ * something, e.g. -detector_abs inf). */
+nb_status nb_parse_double_any(const char *s, double *out, const char *what);
+nb_status nb_parse_int(const char *s, int *out, const char *what);
+nb_status nb_parse_long(const char *s, long *out, const char *what);
+
+/* Shortest text that reads back to exactly the same double ("%.17g" trimmed). */
+void nb_format_double(double v, char *buf, size_t size);
+
+/* ---- files ------------------------------------------------------------- */
+/* Read a whole file (path "-" = stdin) into a NUL-terminated buffer. */
+nb_status nb_read_file(const char *path, char **data, size_t *len);
+
+/* An output file written under a temporary name in the same directory and
+ * renamed over `path` by nb_outfile_commit(); nb_outfile_abort() (or a fatal
+ * signal, or exit without commit) removes the temporary file, so a failure
+ * never leaves a partial file behind.  path "-" writes to stdout directly. */
+typedef struct nb_outfile nb_outfile;
+nb_status nb_outfile_open(nb_outfile **of, const char *path, int binary_ok_on_tty);
+FILE *nb_outfile_fp(nb_outfile *of);
+const char *nb_outfile_path(const nb_outfile *of);
+/* Flush, check for write errors (ENOSPC...), close and rename into place. */
+nb_status nb_outfile_commit(nb_outfile *of);
+void nb_outfile_abort(nb_outfile *of);
+
+/* ---- progress ---------------------------------------------------------- */
+/* A one-line progress bar on stderr, drawn only when stderr is a terminal and
+ * the verbosity is not negative. */
+typedef struct nb_progress {
+    int enabled;
+    long total;
+    long done;
+    int last_percent;
+    const char *label;
+} nb_progress;
+void nb_progress_start(nb_progress *p, const char *label, long total, int allowed);
+void nb_progress_add(nb_progress *p, long n);   /* thread-safe via atomics */
+void nb_progress_finish(nb_progress *p);
+
+/* Monotonic wall clock in seconds. */
+double nb_now(void);
+
+#endif

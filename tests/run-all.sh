@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Run the test suites and print one summary line: "N passed, N failed, N skipped".
+#   tests/run-all.sh            every suite
+#   tests/run-all.sh unit cli   only those
+# Every suite speaks TAP; a "# SKIP" result counts as skipped.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+suites=("$@")
+[ ${#suites[@]} -eq 0 ] && suites=(unit cli parity)
+
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+passed=0 failed=0 skipped=0
+failures=()
+
+count() { # name file
+    local name=$1 file=$2 p f s
+    p=$(grep -cE '^ok ' "$file" || true)
+    s=$(grep -cE '^ok .*# [Ss][Kk][Ii][Pp]' "$file" || true)
+    f=$(grep -cE '^not ok ' "$file" || true)
+    p=$((p - s))
+    passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+    while IFS= read -r line; do failures+=("$name: ${line#not ok }"); done < <(grep -E '^not ok ' "$file")
+    printf '%-34s %4d passed, %d failed, %d skipped\n' "$name" "$p" "$f" "$s"
+}
+
+crashed() { # name status file: a suite that died without reporting counts as one failure
+    local name=$1 status=$2 file=$3
+    if [ "$status" -ne 0 ] && ! grep -qE '^not ok ' "$file"; then
+        echo "not ok - $name exited with status $status" >> "$file"
+        tail -5 "$file" | sed 's/^/#   /'
+    fi
+}
+
+for suite in "${suites[@]}"; do
+    case $suite in
+    unit)
+        for t in "$BUILD"/tests/test_*; do
+            [ -x "$t" ] || continue
+            name=unit/$(basename "$t")
+            out=$log/$(basename "$t").tap
+            "$t" > "$out" 2> "$out.err"
+            crashed "$name" $? "$out"
+            count "$name" "$out"
+        done ;;
+    cli)
+        out=$log/cli.tap
+        if command -v bats >/dev/null 2>&1; then
+            bats --tap tests/cli > "$out" 2>&1
+            crashed cli/bats $? "$out"
+        else
+            echo "ok 1 - bats CLI tests # SKIP bats is not installed (apt-get install bats)" > "$out"
+        fi
+        count cli/bats "$out" ;;
+    parity)
+        out=$log/parity.tap
+        tests/parity/run.sh > "$out" 2>&1
+        crashed parity $? "$out"
+        count parity/golden "$out" ;;
+    *)
+        echo "unknown suite '$suite' (unit, cli, parity)" >&2
+        exit 2 ;;
+    esac
+done
+
+if [ ${#failures[@]} -gt 0 ]; then
+    echo
+    echo "Failures:"
+    printf '  %s\n' "${failures[@]}"
+fi
+echo
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

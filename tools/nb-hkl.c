@@ -1,0 +1,155 @@
+/* nb-hkl: structure factors for the plan (HKL text, Fdump.bin, default_F). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "hkl.h"
+#include "nb_cli.h"
+#include "nb_hkl.h"
+#include "nb_options.h"
+#include "nb_plan.h"
+#include "nb_stream.h"
+#include "nb_util.h"
+
+static const nb_tool_info tool = {
+    "nb-hkl",
+    NB_HKL,
+    "[OPTIONS] [STREAM]",
+    "add the structure factors F(hkl) to a plan stream",
+    "nb-hkl reads an nb stream (standard input or STREAM), and after every PLAN record\n"
+    "appends an HKL record holding the F(hkl) grid: from an 'h k l F' text file (-hkl),\n"
+    "from a binary Fdump.bin cache (-dump without -hkl), or nothing but a constant\n"
+    "(-default_F).  Requests recorded in the plan by nb-geom are used unless overridden\n"
+    "here.  With -hkl and -dump the cache is written, byte-compatible with nanoBragg's.",
+    NULL,
+    "  nb-geom -cell 70 80 90 75 85 95 -N 5 -distance 100 | nb-hkl -hkl P1.hkl | nb-sim | ...\n"
+    "  nb-hkl -hkl P1.hkl -dump Fdump.bin < plan.nbs > plan+hkl.nbs\n",
+};
+
+typedef struct hkl_opts {
+    const char *hkl, *dump;
+    double default_F;
+    int have_hkl, have_dump, have_default;
+} hkl_opts;
+
+static int file_exists(const char *path)
+{
+    struct stat s;
+    return stat(path, &s) == 0;
+}
+
+/* Decide where F comes from for this plan and load it. */
+static nb_status load_hkl(const nb_plan *plan, const hkl_opts *o, nb_hkl *out)
+{
+    const char *hkl = o->have_hkl ? o->hkl : plan->hkl_file;
+    const char *dump = o->have_dump ? o->dump : plan->dump_file;
+    int dump_implicit = !o->have_dump && plan->dump_implicit;
+    double default_F = o->have_default ? o->default_F : plan->default_F;
+    nb_status st;
+
+    nb_hkl_init(out);
+    if (hkl) {
+        nb_info("counting entries in %s", hkl);
+        if ((st = nb_hkl_read_text(hkl, default_F, out))) return st;
+        nb_info("  %ld reflections, h %d..%d k %d..%d l %d..%d", out->hkls, out->h_min, out->h_max, out->k_min,
+                out->k_max, out->l_min, out->l_max);
+        if (dump) {
+            nb_info("writing dump file for next time: %s", dump);
+            st = nb_hkl_write_fdump(out, dump);
+            if (st && dump_implicit) {
+                /* the reference only warns when its default cache cannot be written */
+                nb_warn("%s", nb_error_message());
+                st = NB_OK;
+            }
+            if (st) return st;
+        }
+        return NB_OK;
+    }
+    if (dump && (!dump_implicit || file_exists(dump))) {
+        if (dump_implicit)
+            nb_warn("no -hkl: reading structure factors from '%s' left by an earlier run, as the reference does",
+                    dump);
+        nb_info("reading Fs from %s", dump);
+        return nb_hkl_read_fdump(dump, default_F, out);
+    }
+    if (default_F == 0.0)
+        return nb_error_set(NB_ERR_USAGE, "no structure factors: give -hkl FILE, -dump FILE or -default_F F");
+    out->default_F = default_F;
+    out->hkls = 0;
+    return NB_OK;
+}
+
+int main(int argc, char **argv)
+{
+    nb_std_opts opts;
+    hkl_opts o;
+    nb_status st = NB_OK;
+    int ninputs = 0;
+
+    nb_set_tool_name(tool.name);
+    nb_std_opts_init(&opts);
+    memset(&o, 0, sizeof o);
+    for (int i = 1; i < argc; i++) {
+        if (nb_std_option(&tool, &opts, argc, argv, &i, &st)) {
+            nb_exit_on_error(st);
+            continue;
+        }
+        const nb_flag *f = nb_flag_lookup(argv[i]);
+        if (!f && (argv[i][0] != '-' || !strcmp(argv[i], "-"))) {
+            if (ninputs++) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "only one input stream, got '%s' too", argv[i]));
+            opts.input = argv[i];
+            continue;
+        }
+        if (!f || !(f->owners & NB_HKL)) nb_exit_on_error(nb_flag_reject(argv[i], NB_HKL));
+        if (i + 1 >= argc) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option %s needs a value (%s)", f->name, f->metavar));
+        const char *v = argv[++i];
+        if (f->id == FL_HKL) o.hkl = v, o.have_hkl = 1;
+        else if (f->id == FL_DUMP) o.dump = v, o.have_dump = 1;
+        else if (f->id == FL_DEFAULT_F) {
+            nb_exit_on_error(nb_parse_double(v, &o.default_F, "option -default_F"));
+            o.have_default = 1;
+        }
+    }
+    nb_std_apply(&opts);
+
+    nb_reader *r = NULL;
+    nb_writer *w = NULL;
+    nb_record rec, out;
+    int eof = 0;
+    memset(&rec, 0, sizeof rec);
+    st = nb_reader_open(&r, opts.input);
+    if (!st) st = nb_writer_open(&w, opts.output);
+    while (!st) {
+        st = nb_reader_next(r, &rec, &eof);
+        if (st || eof) break;
+        if (nb_record_is(&rec, "END")) {
+            st = nb_writer_end(w);
+            continue;
+        }
+        if (nb_record_is(&rec, "HKL")) {
+            nb_info("replacing the HKL record already in the stream");
+            continue;
+        }
+        if ((st = nb_writer_put(w, &rec))) break;
+        if (!nb_record_is(&rec, "PLAN")) continue;
+        nb_plan plan;
+        nb_hkl hkl;
+        if ((st = nb_plan_from_record(&rec, &plan))) break;
+        st = load_hkl(&plan, &o, &hkl);
+        nb_plan_free(&plan);
+        if (st) break;
+        nb_info("  %ld initialized hkls (all others =%g)", hkl.hkls, hkl.default_F);
+        st = nb_hkl_to_record(&hkl, &out);
+        if (!st) st = nb_writer_put(w, &out);
+        nb_record_free(&out);
+        nb_hkl_free(&hkl);
+    }
+    nb_record_free(&rec);
+    nb_reader_close(r);
+    if (!st) st = nb_writer_close(w);
+    else if (w) nb_writer_abort(w);
+    nb_exit_on_error(st);
+    return 0;
+}

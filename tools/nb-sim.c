@@ -1,0 +1,287 @@
+/* nb-sim: render the plan into images of photons per pixel. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_cli.h"
+#include "nb_hkl.h"
+#include "nb_options.h"
+#include "nb_plan.h"
+#include "nb_sim.h"
+#include "nb_stream.h"
+#include "nb_util.h"
+
+static const nb_tool_info tool = {
+    "nb-sim",
+    NB_SIM,
+    "[OPTIONS] [STREAM]",
+    "render a plan into images of absolute photons per pixel",
+    "nb-sim reads an nb stream (a PLAN record, usually followed by the HKL record of nb-hkl)\n"
+    "and writes it through, adding one IMAGE record of float32 photons/pixel after each plan.\n"
+    "The kernel sums, for every pixel, sub-pixels x detector layers x sources x phi steps x\n"
+    "mosaic domains, as nanoBragg does.  -precision double is the reference-faithful path.\n"
+    "Statistics of the image (max and where, mean, rms, rmsd) go to standard error as the\n"
+    "reference prints them.",
+    NULL,
+    "  nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -default_F 100 | nb-sim | nb-convert -o img.bin\n"
+    "  nb-sim --threads 2 -precision double -o rendered.nbs plan.nbs\n",
+};
+
+typedef struct sim_opts {
+    int precision; /* -1: from the plan */
+    int printout, printout_f, printout_s, have_printout;
+    int progress;  /* -1: from the plan */
+} sim_opts;
+
+/* The reference's -printout lines for one pixel, on stderr. */
+static void print_pixel(const nb_kparams *kp, const nb_plan *plan, int f, int s, float value)
+{
+    nb_pixel_trace tr;
+    double omega = 0;
+    int trip = 0;
+    nb_pixel_double(kp, f, s, &omega, &trip, &tr);
+    double twotheta = atan2(sqrt(tr.pos[1] * tr.pos[1] + tr.pos[2] * tr.pos[2]), tr.pos[0]);
+    double test = sin(twotheta / 2.0) / (plan->lambda0 * 1e10);
+    fprintf(stderr, "%4d %4d : stol = %g or %g\n", f, s, tr.stol, test);
+    fprintf(stderr, "at %g %g %g\n", tr.pos[0], tr.pos[1], tr.pos[2]);
+    fprintf(stderr, "hkl= %f %f %f  hkl0= %d %d %d\n", tr.h, tr.k, tr.l, tr.h0, tr.k0, tr.l0);
+    fprintf(stderr, " F_cell=%g  F_latt=%g   I = %g\n", tr.F_cell, tr.F_latt, tr.I);
+    fprintf(stderr, "I/steps %15.10g\n", tr.I / kp->steps);
+    fprintf(stderr, "polar   %15.10g\n", tr.polar);
+    fprintf(stderr, "omega   %15.10g\n", tr.omega);
+    fprintf(stderr, "capfrac %15.10g\n", tr.capture);
+    fprintf(stderr, "pixel   %15.10g\n", value);
+    fprintf(stderr, "real-space cell vectors (Angstrom):\n");
+    fprintf(stderr, "     %-10s  %-10s  %-10s\n", "a", "b", "c");
+    for (int i = 0; i < 3; i++)
+        fprintf(stderr, "%c: %11.8f %11.8f %11.8f\n", "XYZ"[i], tr.cell[i] * 1e10, tr.cell[3 + i] * 1e10,
+                tr.cell[6 + i] * 1e10);
+}
+
+/* Statistics exactly as the reference computes them (in its pixel order). */
+static void image_stats(const nb_kparams *kp, const float *img, nb_record *rec, double omega_sum)
+{
+    double max_I = 0.0, max_x = 0.0, max_y = 0.0, sum = 0.0, sumsqr = 0.0;
+    long sumn = 0, n2 = 0;
+    int os = kp->oversample;
+    for (int s = 0; s < kp->spixels; s++)
+        for (int f = 0; f < kp->fpixels; f++) {
+            if (f < kp->roi_xmin || f > kp->roi_xmax || s < kp->roi_ymin || s > kp->roi_ymax) continue;
+            if (kp->mask && kp->mask[(size_t)s * kp->fpixels + f] == 0) continue;
+            float v = img[(size_t)s * kp->fpixels + f];
+            if (v > max_I) {
+                max_I = v;
+                /* the reference records the position of the pixel's last sub-pixel */
+                max_x = kp->subpixel_size * (f * os + os - 1) + kp->subpixel_size / 2.0;
+                max_y = kp->subpixel_size * (s * os + os - 1) + kp->subpixel_size / 2.0;
+            }
+            sum += v;
+            sumsqr += v * v;
+            ++sumn;
+        }
+    if (sumn <= 0) sumn = 1;
+    double avg = sum / sumn;
+    if (sumn <= 1) sumn = 2;
+    double rms = sqrt(sumsqr / (sumn - 1));
+    double dev = 0.0;
+    for (int s = 0; s < kp->spixels; s++)
+        for (int f = 0; f < kp->fpixels; f++) {
+            /* the reference's rmsd counts masked ROI pixels too */
+            if (f < kp->roi_xmin || f > kp->roi_xmax || s < kp->roi_ymin || s > kp->roi_ymax) continue;
+            double t = img[(size_t)s * kp->fpixels + f] - avg;
+            dev += t * t;
+            ++n2;
+        }
+    if (n2 <= 1) n2 = 2;
+    double rmsd = sqrt(dev / (n2 - 1));
+    double omega = omega_sum / kp->steps;
+    if (nb_verbosity() >= 0) {
+        fprintf(stderr, "solid angle subtended by detector = %g steradian ( %g%% sphere)\n", omega,
+                100 * omega / 4 / M_PI);
+        fprintf(stderr, "max_I = %g  at %g %g\n", max_I, max_x, max_y);
+        fprintf(stderr, "mean= %g rms= %g rmsd= %g\n", avg, rms, rmsd);
+    }
+    nb_hdr_set_double(rec, "MAX_I", max_I);
+    nb_hdr_set_double(rec, "MAX_I_X", max_x);
+    nb_hdr_set_double(rec, "MAX_I_Y", max_y);
+    nb_hdr_set_double(rec, "MEAN", avg);
+    nb_hdr_set_double(rec, "RMS", rms);
+    nb_hdr_set_double(rec, "RMSD", rmsd);
+    nb_hdr_set_double(rec, "SOLID_ANGLE", omega);
+}
+
+static nb_status render(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *o, nb_record *out)
+{
+    nb_sim_setup setup;
+    nb_status st;
+    int precision = o->precision >= 0 ? o->precision : plan->precision_double;
+    if (precision == 0)
+        return nb_error_set(NB_ERR_UNSUPPORTED,
+                            "-precision single: the fast single-precision kernel is not in this build yet; "
+                            "use -precision double");
+    if ((st = nb_sim_setup_build(plan, hkl, &setup))) return st;
+
+    float *img;
+    nb_record_init(out, "IMAGE");
+    st = nb_record_add_array(out, "pixels", NB_F32, (size_t)plan->fpixels * plan->spixels, NULL, (void **)&img);
+    if (st) {
+        nb_sim_setup_free(&setup);
+        return st;
+    }
+    nb_progress prog;
+    int progress = o->progress >= 0 ? o->progress : plan->progress;
+    nb_progress_start(&prog, "rendering", plan->spixels, progress && !plan->printout);
+    nb_render_result res;
+    st = nb_render_cpu_double(&setup.kp, img, &res, &prog);
+    nb_progress_finish(&prog);
+    if (st) {
+        nb_sim_setup_free(&setup);
+        return st;
+    }
+    if (res.tripped)
+        nb_warn("tricubic interpolation left the F grid for some pixels; those evaluations used the nearest "
+                "neighbour (the reference would switch interpolation off for the rest of the image)");
+    nb_info("rendered %d x %d pixels in %.3f s (%d steps per pixel)", plan->fpixels, plan->spixels, res.seconds,
+            (int)setup.kp.steps);
+
+    int printout = o->have_printout ? o->printout : plan->printout;
+    int pf = o->have_printout ? o->printout_f : plan->printout_fpixel;
+    int ps = o->have_printout ? o->printout_s : plan->printout_spixel;
+    if (printout) {
+        for (int s = 0; s < plan->spixels; s++)
+            for (int f = 0; f < plan->fpixels; f++) {
+                if (pf >= 0 && !(f == pf && s == ps)) continue; /* the reference: f < 0 means every pixel */
+                if (f < plan->roi_xmin || f > plan->roi_xmax || s < plan->roi_ymin || s > plan->roi_ymax) continue;
+                if (plan->mask && !plan->mask[(size_t)s * plan->fpixels + f]) continue;
+                print_pixel(&setup.kp, plan, f, s, img[(size_t)s * plan->fpixels + f]);
+            }
+    }
+
+    nb_hdr_set_long(out, "FRAME", 0);
+    nb_hdr_set_long(out, "PANEL", 0);
+    nb_hdr_set_long(out, "FPIXELS", plan->fpixels);
+    nb_hdr_set_long(out, "SPIXELS", plan->spixels);
+    nb_hdr_set(out, "UNITS", "photons");
+    nb_hdr_set(out, "PRECISION", "double");
+    nb_hdr_set_double(out, "PHI_START", plan->phi0);
+    nb_hdr_set_double(out, "PHI_RANGE", plan->osc);
+    nb_hdr_setf(out, "RENDERED_BY", "nb-sim %s", NB_VERSION);
+    image_stats(&setup.kp, img, out, res.omega_sum);
+    nb_sim_setup_free(&setup);
+    return NB_OK;
+}
+
+int main(int argc, char **argv)
+{
+    nb_std_opts opts;
+    sim_opts o = {-1, 0, -1, -1, 0, -1};
+    nb_status st = NB_OK;
+    int ninputs = 0;
+
+    nb_set_tool_name(tool.name);
+    nb_std_opts_init(&opts);
+    for (int i = 1; i < argc; i++) {
+        if (nb_std_option(&tool, &opts, argc, argv, &i, &st)) {
+            nb_exit_on_error(st);
+            continue;
+        }
+        const nb_flag *f = nb_flag_lookup(argv[i]);
+        if (!f && (argv[i][0] != '-' || !strcmp(argv[i], "-"))) {
+            if (ninputs++) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "only one input stream, got '%s' too", argv[i]));
+            opts.input = argv[i];
+            continue;
+        }
+        if (!f || !(f->owners & NB_SIM)) nb_exit_on_error(nb_flag_reject(argv[i], NB_SIM));
+        int nvals;
+        nb_exit_on_error(nb_flag_collect(f, argc, argv, i, &nvals));
+        switch (f->id) {
+        case FL_PRECISION:
+            if (!strcmp(argv[i + 1], "double")) o.precision = 1;
+            else if (!strcmp(argv[i + 1], "single")) o.precision = 0;
+            else nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option -precision: expected 'single' or 'double', got '%s'", argv[i + 1]));
+            break;
+        case FL_PRINTOUT:
+            o.printout = 1, o.have_printout = 1;
+            break;
+        case FL_PRINTOUT_PIXEL:
+            o.printout = 1, o.have_printout = 1;
+            nb_exit_on_error(nb_parse_int(argv[i + 1], &o.printout_f, "option -printout_pixel"));
+            nb_exit_on_error(nb_parse_int(argv[i + 2], &o.printout_s, "option -printout_pixel"));
+            break;
+        case FL_PROGRESS: o.progress = 1; break;
+        case FL_NOPROGRESS: o.progress = 0; break;
+        }
+        i += nvals;
+    }
+    nb_std_apply(&opts);
+
+    nb_reader *r = NULL;
+    nb_writer *w = NULL;
+    nb_record rec, img;
+    nb_plan plan;
+    nb_hkl hkl;
+    int have_plan = 0, have_hkl = 0, eof = 0;
+    memset(&rec, 0, sizeof rec);
+    nb_hkl_init(&hkl);
+    st = nb_reader_open(&r, opts.input);
+    if (!st) st = nb_writer_open(&w, opts.output);
+    /* A plan is rendered when its HKL record arrives, or at the next plan or
+     * segment end when there is none (a -default_F plan needs no nb-hkl). */
+    while (!st) {
+        st = nb_reader_next(r, &rec, &eof);
+        if (st) break;
+        int flush = eof || nb_record_is(&rec, "END") || nb_record_is(&rec, "PLAN");
+        if (have_plan && flush && !have_hkl) {
+            if (plan.hkl_file || (plan.dump_file && !plan.dump_implicit))
+                st = nb_error_set(NB_ERR_USAGE,
+                                  "the plan asks for structure factors from '%s': put nb-hkl before nb-sim",
+                                  plan.hkl_file ? plan.hkl_file : plan.dump_file);
+            else if (plan.default_F == 0.0)
+                st = nb_error_set(NB_ERR_USAGE,
+                                  "no structure factors: the plan has no -default_F and no HKL record came (nb-hkl)");
+            else {
+                hkl.default_F = plan.default_F;
+                st = render(&plan, &hkl, &o, &img);
+                if (!st) st = nb_writer_put(w, &img);
+                nb_record_free(&img);
+            }
+            nb_plan_free(&plan);
+            have_plan = 0;
+            if (st) break;
+        }
+        if (eof) break;
+        if (nb_record_is(&rec, "END")) {
+            st = nb_writer_end(w);
+            continue;
+        }
+        if (nb_record_is(&rec, "IMAGE") && have_plan) {
+            nb_warn("dropping an IMAGE record already in the stream: this plan is rendered again");
+            continue;
+        }
+        if ((st = nb_writer_put(w, &rec))) break;
+        if (nb_record_is(&rec, "PLAN")) {
+            if ((st = nb_plan_from_record(&rec, &plan))) break;
+            have_plan = 1;
+            have_hkl = 0;
+        } else if (nb_record_is(&rec, "HKL") && have_plan) {
+            nb_hkl_free(&hkl);
+            if ((st = nb_hkl_from_record(&rec, &hkl))) break;
+            have_hkl = 1;
+            st = render(&plan, &hkl, &o, &img);
+            if (!st) st = nb_writer_put(w, &img);
+            nb_record_free(&img);
+            nb_plan_free(&plan);
+            nb_hkl_free(&hkl);
+            have_plan = 0;
+        }
+    }
+    if (have_plan) nb_plan_free(&plan);
+    nb_hkl_free(&hkl);
+    nb_record_free(&rec);
+    nb_reader_close(r);
+    if (!st) st = nb_writer_close(w);
+    else if (w) nb_writer_abort(w);
+    nb_exit_on_error(st);
+    return 0;
+}

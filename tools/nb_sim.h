@@ -1,0 +1,34 @@
+/* nb_sim.h - nb-sim's kernels: the plan and F grid in, a float image out. */
+#ifndef NB_SIM_H
+#define NB_SIM_H
+
+#include "nb_error.h"
+#include "nb_hkl.h"
+#include "nb_physics.h"
+#include "nb_plan.h"
+#include "nb_util.h"
+
+/* Everything the kernels need, with the storage behind kp's pointers. */
+typedef struct nb_sim_setup {
+    nb_kparams kp;
+    double *cells;        /* 9 per (phi step, mosaic domain) */
+    double *src_incident; /* 3 per source */
+    double *src_lambda;
+} nb_sim_setup;
+
+/* Hoist what does not depend on the pixel: rotated cells per (phi, domain),
+ * source directions and wavelengths, normalisation, the water background. */
+nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setup *s);
+void nb_sim_setup_free(nb_sim_setup *s);
+
+typedef struct nb_render_result {
+    double omega_sum;   /* sum of solid angles of all evaluated sub-pixels */
+    int tripped;        /* a tricubic neighbourhood left the grid somewhere */
+    double seconds;
+} nb_render_result;
+
+/* Reference-faithful double precision on the CPU (OpenMP over rows).  The
+ * image (fpixels*spixels) is written in full: 0 outside the ROI and mask. */
+nb_status nb_render_cpu_double(const nb_kparams *kp, float *image, nb_render_result *res, nb_progress *prog);
+
+#endif

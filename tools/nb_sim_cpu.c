@@ -1,0 +1,154 @@
+/* nb-sim's CPU kernels. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "nb_sim.h"
+#include "nb_vec.h"
+
+nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setup *s)
+{
+    nb_kparams *kp = &s->kp;
+    nb_status st;
+    memset(s, 0, sizeof *s);
+
+    kp->fpixels = plan->fpixels;
+    kp->spixels = plan->spixels;
+    kp->roi_xmin = plan->roi_xmin, kp->roi_xmax = plan->roi_xmax;
+    kp->roi_ymin = plan->roi_ymin, kp->roi_ymax = plan->roi_ymax;
+    kp->mask = plan->mask;
+    kp->pixel_size = plan->pixel_size;
+    kp->oversample = plan->oversample;
+    kp->subpixel_size = plan->pixel_size / plan->oversample;
+    kp->oversample_thick = plan->oversample_thick;
+    kp->oversample_polar = plan->oversample_polar;
+    kp->oversample_omega = plan->oversample_omega;
+    memcpy(kp->fdet, plan->fdet, sizeof kp->fdet);
+    memcpy(kp->sdet, plan->sdet, sizeof kp->sdet);
+    memcpy(kp->odet, plan->odet, sizeof kp->odet);
+    memcpy(kp->pix0, plan->pix0, sizeof kp->pix0);
+    memcpy(kp->beam, plan->beam, sizeof kp->beam);
+    memcpy(kp->polar_vector, plan->polar_vector, sizeof kp->polar_vector);
+    kp->distance = plan->distance;
+    kp->close_distance = plan->close_distance;
+    kp->curved_detector = plan->curved_detector;
+    kp->point_pixel = plan->point_pixel;
+    kp->thicksteps = plan->detector_thicksteps;
+    kp->thickstep = plan->detector_thickstep;
+    kp->thick = plan->detector_thick;
+    kp->mu = plan->detector_mu;
+
+    /* sources: the propagation direction is minus the unit source position */
+    kp->nsources = plan->nsources;
+    if ((st = nb_calloc((void **)&s->src_incident, (size_t)plan->nsources, 3 * sizeof(double), "sources"))) goto fail;
+    if ((st = nb_calloc((void **)&s->src_lambda, (size_t)plan->nsources, sizeof(double), "sources"))) goto fail;
+    for (int i = 0; i < plan->nsources; i++) {
+        for (int k = 0; k < 3; k++) s->src_incident[3 * i + k] = -plan->sources[i].dir[k];
+        s->src_lambda[i] = plan->sources[i].lambda;
+    }
+    kp->src_incident = s->src_incident;
+    kp->src_lambda = s->src_lambda;
+
+    /* the crystal for every (phi step, mosaic domain), in the reference's loop
+     * order; phi exactly 0 uses the unrotated cell (docs/deviations.md) */
+    kp->ncells = plan->phisteps * plan->mosaic_domains;
+    if ((st = nb_calloc((void **)&s->cells, (size_t)kp->ncells, 9 * sizeof(double), "rotated cells"))) goto fail;
+    for (int t = 0; t < plan->phisteps; t++) {
+        double phi = plan->phi0 + plan->phistep * t;
+        double ap[3], bp[3], cp[3];
+        if (phi != 0.0) {
+            nb_rotate_axis(plan->cell_a, ap, plan->spindle, phi);
+            nb_rotate_axis(plan->cell_b, bp, plan->spindle, phi);
+            nb_rotate_axis(plan->cell_c, cp, plan->spindle, phi);
+        } else {
+            memcpy(ap, plan->cell_a, sizeof ap);
+            memcpy(bp, plan->cell_b, sizeof bp);
+            memcpy(cp, plan->cell_c, sizeof cp);
+        }
+        for (int d = 0; d < plan->mosaic_domains; d++) {
+            double *abc = s->cells + 9 * ((size_t)t * plan->mosaic_domains + d);
+            if (plan->mosaic_spread > 0.0) {
+                const double *U = plan->mosaic_umats + 9 * d;
+                nb_rotate_umat(ap, abc + 0, U);
+                nb_rotate_umat(bp, abc + 3, U);
+                nb_rotate_umat(cp, abc + 6, U);
+            } else {
+                memcpy(abc + 0, ap, sizeof ap);
+                memcpy(abc + 3, bp, sizeof bp);
+                memcpy(abc + 6, cp, sizeof cp);
+            }
+        }
+    }
+    kp->cells = s->cells;
+    memcpy(kp->a_star, plan->recip_a, sizeof kp->a_star);
+    memcpy(kp->b_star, plan->recip_b, sizeof kp->b_star);
+    memcpy(kp->c_star, plan->recip_c, sizeof kp->c_star);
+    kp->Na = plan->Na, kp->Nb = plan->Nb, kp->Nc = plan->Nc;
+    kp->shape = plan->shape;
+    kp->fudge = plan->fudge;
+    kp->kahn_factor = plan->kahn_factor;
+    kp->nopolar = plan->nopolar;
+    kp->dmin = plan->dmin;
+    kp->water_size = plan->water_size;
+    kp->r_e_sqr = NB_R_E_SQR;
+    kp->fluence = plan->fluence;
+    /* water: F = 2.57 forward, density 1 g/cm^3, 18 g/mol */
+    kp->I_bg = 2.57 * 2.57 * NB_R_E_SQR * plan->fluence * plan->water_size * plan->water_size * plan->water_size *
+               1e6 * NB_AVOGADRO / 18.0;
+    kp->steps = (double)plan->nsources * plan->mosaic_domains * plan->phisteps * plan->oversample * plan->oversample;
+    kp->F = nb_hkl_grid(hkl);
+    kp->interpolate = plan->interpolate && kp->F.hkls != 0;
+    return NB_OK;
+fail:
+    nb_sim_setup_free(s);
+    return st;
+}
+
+void nb_sim_setup_free(nb_sim_setup *s)
+{
+    free(s->cells);
+    free(s->src_incident);
+    free(s->src_lambda);
+    memset(s, 0, sizeof *s);
+}
+
+static int pixel_rendered(const nb_kparams *kp, int f, int s)
+{
+    if (f < kp->roi_xmin || f > kp->roi_xmax || s < kp->roi_ymin || s > kp->roi_ymax) return 0;
+    if (kp->mask && kp->mask[(size_t)s * kp->fpixels + f] == 0) return 0;
+    return 1;
+}
+
+nb_status nb_render_cpu_double(const nb_kparams *kp, float *image, nb_render_result *res, nb_progress *prog)
+{
+    double *row_omega;
+    nb_status st = nb_calloc((void **)&row_omega, (size_t)kp->spixels, sizeof(double), "row sums");
+    if (st) return st;
+    int tripped = 0;
+    double t0 = nb_now();
+    memset(image, 0, (size_t)kp->fpixels * kp->spixels * sizeof(float));
+
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped)
+    for (int s = 0; s < kp->spixels; s++) {
+        double omega = 0.0;
+        for (int f = 0; f < kp->fpixels; f++) {
+            if (!pixel_rendered(kp, f, s)) continue;
+            int trip = 0;
+            double v = nb_pixel_double(kp, f, s, &omega, &trip, NULL);
+            tripped |= trip;
+            image[(size_t)s * kp->fpixels + f] = (float)v;
+        }
+        /* per-row sums, added in row order below: the same total on any thread count */
+        row_omega[s] = omega;
+        if (prog) nb_progress_add(prog, 1);
+    }
+    res->omega_sum = 0.0;
+    for (int s = 0; s < kp->spixels; s++) res->omega_sum += row_omega[s];
+    res->tripped = tripped;
+    res->seconds = nb_now() - t0;
+    free(row_omega);
+    return NB_OK;
+}
