@@ -15,6 +15,14 @@ NB_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -g $(OPT) \
              -Ilibnbcore -Iformats -DNB_VERSION='"$(VERSION)"'
 NB_LDLIBS := -fopenmp -lz -lm
 
+# optional parts, probed: libtiff for .tif output
+HAVE_TIFF ?= $(shell printf '\043include <tiffio.h>\nint main(void){return 0;}\n' | \
+               $(CC) -x c - -ltiff -o /dev/null 2>/dev/null && echo 1 || echo 0)
+ifeq ($(HAVE_TIFF),1)
+NB_CFLAGS += -DNB_HAVE_TIFF
+NB_LDLIBS += -ltiff
+endif
+
 BUILD   ?= build
 BIN     ?= bin
 
@@ -22,7 +30,7 @@ LIB_SRC := $(wildcard libnbcore/*.c) $(wildcard formats/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB     := $(BUILD)/libnbcore.a
 
-TOOLS   := nb-geom nb-hkl nb-sim nb-convert
+TOOLS   := nb-geom nb-hkl nb-sim nb-noise nb-convert
 TOOL_BINS := $(TOOLS:%=$(BIN)/%)
 
 # nb-sim's kernels live beside it
@@ -30,11 +38,18 @@ SIM_SRC := tools/nb-sim.c tools/nb_sim_cpu.c
 
 HEADERS := $(wildcard libnbcore/*.h) $(wildcard formats/*.h) $(wildcard tools/*.h)
 
-.PHONY: all check test-unit test-cli test-parity demo deps bench install clean check-asan man
+.PHONY: all check check-built demo-built test-unit test-cli test-parity demo deps bench install clean check-asan man
 
 all: $(TOOL_BINS)
 
-$(BUILD)/%.o: %.c $(HEADERS)
+# rebuild everything when the flags change (a probe found libtiff, OPT=...)
+FLAGS_STAMP := $(BUILD)/.flags-$(shell echo '$(CC) $(NB_CFLAGS) $(CFLAGS) $(NB_LDLIBS) $(LDFLAGS)' | cksum | cut -d' ' -f1)
+$(FLAGS_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/.flags-*
+	@touch $@
+
+$(BUILD)/%.o: %.c $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -54,17 +69,21 @@ $(BIN)/%: $(BUILD)/tools/%.o $(LIB)
 # ---- tests ---------------------------------------------------------------
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-TEST_TOOLS := $(BUILD)/tests/nb-imgcmp
+TEST_TOOLS := $(BUILD)/tests/nb-imgcmp $(BUILD)/tests/nb-smvcmp
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c tests/unit/tap.h $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -Itests/unit -o $@ $< $(LIB) $(NB_LDLIBS)
 
-$(BUILD)/tests/nb-imgcmp: tests/parity/nb-imgcmp.c $(LIB) $(HEADERS)
+$(BUILD)/tests/nb-%: tests/parity/nb-%.c $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(NB_LDLIBS)
 
-check: deps all $(UNIT_BINS) $(TEST_TOOLS)
+# deps first, then a fresh make, so the probes above see what deps installed
+check: deps
+	@$(MAKE) --no-print-directory check-built
+
+check-built: all $(UNIT_BINS) $(TEST_TOOLS)
 	@tests/run-all.sh
 
 test-unit: all $(UNIT_BINS)
@@ -80,7 +99,10 @@ test-parity: all $(TEST_TOOLS)
 deps:
 	@tools/install-deps.sh
 
-demo: deps all
+demo: deps
+	@$(MAKE) --no-print-directory demo-built
+
+demo-built: all
 	@mkdir -p demo
 	$(BIN)/nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 1024 \
 	    -default_F 100 | $(BIN)/nb-hkl | $(BIN)/nb-sim | $(BIN)/nb-convert -o demo/floatimage.bin

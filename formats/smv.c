@@ -108,3 +108,120 @@ nb_status nb_smv_read(const char *path, int want_pixels, nb_smv *out)
     fclose(fp);
     return NB_OK;
 }
+
+/* ---- writing ---------------------------------------------------------------- */
+
+#define RTD (180.0 / 3.14159265358979323846)
+
+void nb_smv_meta_from_plan(const nb_plan *p, double adc, int beam_mode, nb_smv_meta *m)
+{
+    memset(m, 0, sizeof *m);
+    m->fpixels = p->fpixels;
+    m->spixels = p->spixels;
+    m->pixel_mm = p->pixel_size * 1000.0;
+    m->distance_mm = p->distance * 1000.0;
+    m->wavelength_A = p->lambda0 * 1e10;
+    if (beam_mode == NB_SMV_BEAM_DXTBX) {
+        /* dxtbx's JHSim reader puts the beam at (X + pixel, height - Y + pixel) */
+        m->beam_center_x = (p->Fbeam - p->pixel_size) * 1000.0;
+        m->beam_center_y = (p->spixels * p->pixel_size - p->Sbeam + p->pixel_size) * 1000.0;
+    } else {
+        m->beam_center_x = p->Xbeam * 1000.0;
+        m->beam_center_y = p->Ybeam * 1000;
+    }
+    m->adxv_x = p->Fbeam * 1000.0;
+    m->adxv_y = (p->detsize_s - p->Sbeam) * 1000;
+    m->mosflm_x = (p->Sbeam - 0.5 * p->pixel_size) * 1000.0;
+    m->mosflm_y = (p->Fbeam - 0.5 * p->pixel_size) * 1000;
+    m->denzo_x = (p->Sbeam - 0.0 * p->pixel_size) * 1000.0;
+    m->denzo_y = (p->Fbeam - 0.0 * p->pixel_size) * 1000;
+    memcpy(m->dials_origin, p->dials_origin, sizeof m->dials_origin);
+    m->orgx = p->ORGX;
+    m->orgy = p->ORGY;
+    m->close_distance_mm = p->close_distance * 1000.0;
+    m->phi_deg = p->phi0 * RTD;
+    m->osc_start_deg = p->phi0 * RTD;
+    m->osc_range_deg = p->osc * RTD;
+    m->twotheta_deg = p->twotheta * RTD;
+    m->adc_offset = adc;
+}
+
+static nb_status smv_write_any(const char *path, const nb_smv_meta *m, const void *values, int bits, int is_u16)
+{
+    char head[2048];
+    const uint16_t one = 1;
+    const char *order = *(const unsigned char *)&one == 1 ? "little_endian" : "big_endian";
+    int n = snprintf(head, sizeof head,
+                     "{\nHEADER_BYTES=%%d;\nDIM=2;\nBYTE_ORDER=%s;\nTYPE=%s;\n"
+                     "SIZE1=%d;\nSIZE2=%d;\nPIXEL_SIZE=%g;\nDISTANCE=%g;\n"
+                     "WAVELENGTH=%g;\n"
+                     "BEAM_CENTER_X=%g;\nBEAM_CENTER_Y=%g;\n"
+                     "ADXV_CENTER_X=%g;\nADXV_CENTER_Y=%g;\n"
+                     "MOSFLM_CENTER_X=%g;\nMOSFLM_CENTER_Y=%g;\n"
+                     "DENZO_X_BEAM=%g;\nDENZO_Y_BEAM=%g;\n"
+                     "DIALS_ORIGIN=%g,%g,%g\n"
+                     "XDS_ORGX=%g;\nXDS_ORGY=%g;\n"
+                     "CLOSE_DISTANCE=%g;\n"
+                     "PHI=%g;\nOSC_START=%g;\nOSC_RANGE=%g;\n"
+                     "TWOTHETA=%g;\n"
+                     "DETECTOR_SN=000;\n"
+                     "BEAMLINE=fake;\n"
+                     "ADC_OFFSET=%g;\n"
+                     "}\f",
+                     order, bits == 16 ? "unsigned_short" : "long_integer", m->fpixels, m->spixels, m->pixel_mm,
+                     m->distance_mm, m->wavelength_A, m->beam_center_x, m->beam_center_y, m->adxv_x, m->adxv_y,
+                     m->mosflm_x, m->mosflm_y, m->denzo_x, m->denzo_y, m->dials_origin[0], m->dials_origin[1],
+                     m->dials_origin[2], m->orgx, m->orgy, m->close_distance_mm, m->phi_deg, m->osc_start_deg,
+                     m->osc_range_deg, m->twotheta_deg, m->adc_offset);
+    if (n < 0 || n >= (int)sizeof head - 16) return nb_error_set(NB_ERR_DATA, "SMV header too long for '%s'", path);
+    /* "%d" for HEADER_BYTES takes at most 2 more characters than "%%d" */
+    int header_bytes = 512;
+    while (n + 2 > header_bytes) header_bytes += 512;
+    char text[2048];
+    int len = snprintf(text, sizeof text, head, header_bytes);
+    char *block = calloc(1, (size_t)header_bytes);
+    if (!block) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    memset(block, ' ', (size_t)header_bytes);
+    memcpy(block, text, (size_t)len);
+
+    nb_outfile *of;
+    nb_status st = nb_outfile_open(&of, path, 0);
+    if (st) {
+        free(block);
+        return st;
+    }
+    FILE *fp = nb_outfile_fp(of);
+    fwrite(block, 1, (size_t)header_bytes, fp);
+    free(block);
+    size_t npix = (size_t)m->fpixels * (size_t)m->spixels;
+    if (is_u16) {
+        fwrite(values, sizeof(uint16_t), npix, fp);
+    } else {
+        const int32_t *v = values;
+        enum { CHUNK = 8192 };
+        uint16_t b16[CHUNK];
+        uint32_t b32[CHUNK];
+        for (size_t i = 0; i < npix; i += CHUNK) {
+            size_t k = npix - i < CHUNK ? npix - i : CHUNK;
+            for (size_t j = 0; j < k; j++) {
+                int32_t x = v[i + j] < 0 ? 0 : v[i + j];
+                if (bits == 16) b16[j] = (uint16_t)(x > 65535 ? 65535 : x);
+                else b32[j] = (uint32_t)x;
+            }
+            if (bits == 16) fwrite(b16, sizeof(uint16_t), k, fp);
+            else fwrite(b32, sizeof(uint32_t), k, fp);
+        }
+    }
+    return nb_outfile_commit(of);
+}
+
+nb_status nb_smv_write(const char *path, const nb_smv_meta *m, const int32_t *values, int bits)
+{
+    if (bits != 16 && bits != 32) return nb_error_set(NB_ERR_USAGE, "SMV images are 16 or 32 bits, not %d", bits);
+    return smv_write_any(path, m, values, bits, 0);
+}
+
+nb_status nb_smv_write_u16(const char *path, const nb_smv_meta *m, const uint16_t *values)
+{
+    return smv_write_any(path, m, values, 16, 1);
+}

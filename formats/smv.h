@@ -27,4 +27,35 @@ void nb_smv_free(nb_smv *smv);
  * 0 when no '=' follows. */
 double nb_smv_value(const nb_smv *smv, const char *key);
 
+/* ---- writing ---------------------------------------------------------------- */
+#include "nb_plan.h"
+
+/* The header values of an SMV image, in the reference's key order. */
+typedef struct nb_smv_meta {
+    int fpixels, spixels;
+    double pixel_mm, distance_mm, wavelength_A;
+    double beam_center_x, beam_center_y; /* BEAM_CENTER_X/Y, mm */
+    double adxv_x, adxv_y, mosflm_x, mosflm_y, denzo_x, denzo_y;
+    double dials_origin[3];
+    double orgx, orgy, close_distance_mm;
+    double phi_deg, osc_start_deg, osc_range_deg, twotheta_deg;
+    double adc_offset;         /* written as ADC_OFFSET (dxtbx's pedestal) */
+} nb_smv_meta;
+
+/* How BEAM_CENTER_X/Y are written: as nanoBragg writes them, or so that
+ * dxtbx (which reads BEAMLINE=fake images as "JHSim" with an ADXV-like
+ * convention) finds the true direct-beam position.  Every other key is the
+ * reference's either way. */
+enum nb_smv_beam { NB_SMV_BEAM_REFERENCE = 0, NB_SMV_BEAM_DXTBX = 1 };
+
+void nb_smv_meta_from_plan(const nb_plan *p, double adc, int beam_mode, nb_smv_meta *m);
+
+/* Write an SMV image: the reference's header (plus ADC_OFFSET), padded to
+ * 512 bytes (1024 when it does not fit), then unsigned 16-bit (bits = 16,
+ * TYPE=unsigned_short) or 32-bit (bits = 32, TYPE=long_integer as noisify)
+ * pixels in the host's byte order, as the header says.  Values are clipped
+ * to the type's range. */
+nb_status nb_smv_write(const char *path, const nb_smv_meta *m, const int32_t *values, int bits);
+nb_status nb_smv_write_u16(const char *path, const nb_smv_meta *m, const uint16_t *values);
+
 #endif

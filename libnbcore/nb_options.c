@@ -156,13 +156,27 @@ static const nb_flag table[] = {
     {"-noprogress", FL_NOPROGRESS, 0, 0, G | SM, "", "no progress bar"},
     {"-precision", FL_PRECISION, 1, 1, G | SM, "single|double", "kernel arithmetic: fast single, or reference-faithful double"},
     /* noise: nb-noise */
-    {"-seed", FL_SEED, 1, 1, G | NZ, "N", "noise seed (default: from the time)"},
-    {"-nonoise", FL_NONOISE, 0, 0, G | NZ, "", "do not make a noise image"},
-    {"-noisefile", FL_NOISEFILE, 1, 1, G | NZ, "FILE", "Poisson-noise SMV image (default noiseimage.img in the drop-in)"},
-    {"-noiseimage", FL_NOISEFILE, 1, 1, G | NZ, "FILE", NULL},
+    {"-seed", FL_SEED, 1, 1, G | NZ, "N", "noise seed (default: the plan's, from the time)"},
+    {"-nonoise", FL_NONOISE, 0, 0, G | NZ, "", "do not make detector counts (nb-noise passes images through)"},
     {"-adc", FL_ADC, 1, 1, G | NZ | CV, "COUNTS", "offset added to integer images (default 40)"},
+    {"-flicker", FL_FLICKER, 1, 1, NZ, "FRACTION", "source intensity noise: photons x (1 + F x gaussian)"},
+    {"-calibration", FL_CALIBRATION, 1, 1, NZ, "FRACTION", "static per-pixel calibration error (noisify's default is 0.03; here 0)"},
+    {"-calib_seed", FL_CALIB_SEED, 1, 1, NZ, "N", "seed of the calibration error (default 123456789, the same every frame)"},
+    {"-readout", FL_READOUT, 1, 1, NZ, "ADU", "Gaussian read-out noise added after the gain"},
+    {"-readnoise", FL_READOUT, 1, 1, NZ, "ADU", NULL},
+    {"-gain", FL_GAIN, 1, 1, NZ, "ADU/PHOTON", "detector units per photon (default 1)"},
+    {"-psf", FL_PSF, 1, 1, NZ, "gauss|fiber", "point-spread function applied to the Poisson image"},
+    {"-psf_fwhm", FL_PSF_FWHM, 1, 1, NZ, "UM", "PSF full width at half maximum (default 46)"},
+    {"-psf_size", FL_PSF_FWHM, 1, 1, NZ, "UM", NULL},
+    {"-psf_width", FL_PSF_FWHM, 1, 1, NZ, "UM", NULL},
+    {"-psf_radius", FL_PSF_RADIUS, 1, 1, NZ, "PIXELS", "PSF rendering radius (default 0: automatic)"},
+    {"-bits", FL_BITS, 1, 1, NZ, "16|32", "counter depth: overload at 65535 or 2147483647 (default 16)"},
+    {"-scale", FL_PHOTON_SCALE, 1, 1, NZ, "X", "multiply the photons by X before counting (with -fluence: x fluence r_e^2)"},
+    {"-fluence", FL_NOISE_FLUENCE, 1, 1, NZ, "PH/M2", "rescale photons from the plan's fluence to this one before counting"},
     /* outputs: nb-convert */
     {"-floatfile", FL_FLOATFILE, 1, 1, G | CV, "FILE", "raw float32 image of photons/pixel"},
+    {"-noisefile", FL_NOISEFILE, 1, 1, G | CV, "FILE", "SMV image of the detector counts (nb-noise); noiseimage.img in the drop-in"},
+    {"-noiseimage", FL_NOISEFILE, 1, 1, G | CV, "FILE", NULL},
     {"-floatimage", FL_FLOATFILE, 1, 1, G | CV, "FILE", NULL},
     {"-intfile", FL_INTFILE, 1, 1, G | CV, "FILE", "noiseless SMV image"},
     {"-intimage", FL_INTFILE, 1, 1, G | CV, "FILE", NULL},
@@ -180,6 +194,17 @@ const nb_flag *nb_flag_lookup(const char *arg)
     for (int i = 0; i < table_len; i++)
         if (strcmp(arg, table[i].name) == 0) return &table[i];
     return NULL;
+}
+
+const nb_flag *nb_flag_lookup_for(const char *arg, unsigned tool)
+{
+    const nb_flag *any = NULL;
+    for (int i = 0; i < table_len; i++)
+        if (strcmp(arg, table[i].name) == 0) {
+            if (table[i].owners & tool) return &table[i];
+            if (!any) any = &table[i];
+        }
+    return any;
 }
 
 const nb_flag *nb_flag_table(int *n)
@@ -231,7 +256,10 @@ nb_status nb_flag_reject(const char *arg, unsigned this_tool)
     const nb_flag *f = nb_flag_lookup(arg);
     if (f) {
         /* name the downstream owner (nb-geom accepts nearly everything) */
-        unsigned owners = f->owners & ~(unsigned)this_tool;
+        unsigned owners = 0;
+        for (int i = 0; i < table_len; i++)
+            if (strcmp(arg, table[i].name) == 0) owners |= table[i].owners;
+        owners &= ~(unsigned)this_tool;
         unsigned pick = owners & ~(unsigned)NB_GEOM ? owners & ~(unsigned)NB_GEOM : owners;
         char tools[128] = "";
         for (unsigned bit = 1; bit <= NB_BENCH; bit <<= 1)

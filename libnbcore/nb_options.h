@@ -45,6 +45,9 @@ enum nb_flag_id {
     /* noise and outputs */
     FL_SEED, FL_ADC, FL_NONOISE, FL_NOISEFILE, FL_FLOATFILE, FL_INTFILE, FL_PGMFILE, FL_PGMSCALE,
     FL_NOPGM, FL_SCALE,
+    /* nb-noise's detector effects (noisify's) */
+    FL_FLICKER, FL_CALIBRATION, FL_CALIB_SEED, FL_READOUT, FL_GAIN, FL_PSF, FL_PSF_FWHM, FL_PSF_RADIUS,
+    FL_BITS, FL_PHOTON_SCALE, FL_NOISE_FLUENCE,
     FL_COUNT
 };
 
@@ -57,8 +60,12 @@ typedef struct nb_flag {
     const char *help;      /* one line; NULL for an alias ("same as <first spelling>") */
 } nb_flag;
 
-/* Exact lookup; NULL when no tool knows the spelling. */
+/* Exact lookup; NULL when no tool knows the spelling.  A spelling can have
+ * one entry per owner where the meaning differs (-scale is the int-image
+ * scale for nb-convert, the photon scale for nb-noise): nb_flag_lookup_for
+ * prefers the entry the given tool owns. */
 const nb_flag *nb_flag_lookup(const char *arg);
+const nb_flag *nb_flag_lookup_for(const char *arg, unsigned tool);
 /* All flags, for --help and the man pages; *n receives the count. */
 const nb_flag *nb_flag_table(int *n);
 /* First (canonical) spelling of a flag id. */

@@ -1,152 +1,518 @@
-/* nb-convert: write the images of a stream as files. */
+/* nb-convert: write the images of a stream as files, or read files into a stream. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cbf.h"
+#include "image_meta.h"
 #include "nb_cli.h"
+#include "nb_image.h"
 #include "nb_options.h"
 #include "nb_plan.h"
 #include "nb_stream.h"
 #include "nb_util.h"
+#include "pgm.h"
+#include "png.h"
 #include "rawfloat.h"
+#include "smv.h"
+#include "tiff.h"
 
 static const nb_tool_info tool = {
     "nb-convert",
     NB_CONVERT,
-    "[OPTIONS] -o FILE [-o FILE...] [STREAM]",
-    "write the images of an nb stream as files",
-    "nb-convert reads an nb stream and writes every IMAGE record to the files named with -o\n"
-    "(the format follows the extension, or --format).  Without -o it writes the files the plan\n"
-    "requested (-floatfile).  Files are written under a temporary name and renamed when\n"
-    "complete, so a failure never leaves a partial file.\n"
-    "Formats: .bin (raw float32 photons/pixel, nanoBragg's floatimage.bin layout).",
+    "[OPTIONS] [-o FILE ...] [STREAM]",
+    "write the images of an nb stream as files, or read image files into a stream",
+    "nb-convert reads an nb stream and writes every IMAGE record to each file named with -o;\n"
+    "the format follows the extension, or the --format given before the -o:\n"
+    "  .bin .raw .float   raw float32 photons/pixel (nanoBragg's floatimage.bin layout)\n"
+    "  .img .smv          SMV (ADSC) 16-bit, nanoBragg's header keys plus ADC_OFFSET\n"
+    "  .cbf               miniCBF (PILATUS convention, byte-offset compressed int32)\n"
+    "  .tif .tiff         TIFF: integer counts when the stream has them, else float32 photons\n"
+    "                     (--format tif-float, tif16, tif32 choose)\n"
+    "  .pgm               8-bit PGM, nanoBragg's scaling (-pgmscale)\n"
+    "  .png               8-bit PNG preview with an automatic contrast stretch\n"
+    "  .nbs               the stream itself\n"
+    "Integer formats (SMV, CBF, 16/32-bit TIFF) take the detector counts when nb-noise added\n"
+    "them, else the photons scaled as nanoBragg's int image (-scale, default 55000/max, plus\n"
+    "-adc, rounded).  Float formats take the photons.  Without -o, the files the plan\n"
+    "requested are written: -floatfile, -intfile (noiseless SMV), -noisefile (SMV of the\n"
+    "counts), -pgmfile.  Every file is written under a temporary name and renamed when\n"
+    "complete.  With --import FILE the direction reverses: a raw float or SMV image becomes an\n"
+    "IMAGE record after the PLAN of the input stream, so it can be re-noised or converted.",
     "  -o FILE             write FILE (repeatable); the format follows the extension\n"
-    "      --format NAME   format for the -o that follows: bin\n",
-    "  nb-geom ... | nb-hkl | nb-sim | nb-convert -o floatimage.bin\n",
+    "      --format NAME   format of the next -o: bin smv cbf tif tif-float tif16 tif32 pgm png nbs\n"
+    "      --smv-beam reference|dxtbx\n"
+    "                      BEAM_CENTER_X/Y of -o SMV files: as nanoBragg writes them, or (default)\n"
+    "                      so that dxtbx/DIALS find the true beam position; -intfile and\n"
+    "                      -noisefile always use nanoBragg's values\n"
+    "      --import FILE   read FILE (raw float32 or SMV) as the image of the input plan\n",
+    "  nb-geom ... | nb-hkl | nb-sim | nb-noise -seed 1 | nb-convert -o frame.cbf -o preview.png\n"
+    "  nb-convert -o floatimage.bin -o image.pgm -pgmscale 2 rendered.nbs\n"
+    "  nb-geom -detpixels 1024 -distance 100 -cell 100 100 100 90 90 90 \\\n"
+    "      | nb-convert --import floatimage.bin | nb-noise -seed 3 | nb-convert -o noisy.img\n",
 };
+
+enum fmt { FMT_BIN, FMT_SMV, FMT_CBF, FMT_TIF, FMT_TIF_FLOAT, FMT_TIF16, FMT_TIF32, FMT_PGM, FMT_PNG, FMT_NBS };
+static const char *fmt_names[] = {"bin", "smv", "cbf", "tif", "tif-float", "tif16", "tif32", "pgm", "png", "nbs"};
+#define NFMT ((int)(sizeof fmt_names / sizeof fmt_names[0]))
+
+/* where an output's pixels come from */
+enum source { SRC_AUTO, SRC_INT, SRC_COUNTS };
 
 typedef struct out_request {
     const char *path;
-    const char *format; /* NULL: from the extension */
+    int format;
+    int source;
+    int smv_beam;
+    int from_plan;
 } out_request;
 
-static const char *ext_format(const char *path)
+typedef struct conv_opts {
+    out_request *outs;
+    int nouts;
+    double scale, adc, pgmscale;
+    int have_scale, have_adc, have_pgmscale, nopgm;
+    int smv_beam;
+    const char *import;
+} conv_opts;
+
+static int format_from_name(const char *name)
 {
-    const char *dot = strrchr(path, '.');
-    const char *slash = strrchr(path, '/');
-    if (!dot || (slash && dot < slash)) return NULL;
-    if (!strcmp(dot, ".bin") || !strcmp(dot, ".raw") || !strcmp(dot, ".float")) return "bin";
-    return dot + 1;
+    for (int i = 0; i < NFMT; i++)
+        if (!strcmp(name, fmt_names[i])) return i;
+    if (!strcmp(name, "img")) return FMT_SMV;
+    if (!strcmp(name, "tiff")) return FMT_TIF;
+    if (!strcmp(name, "raw") || !strcmp(name, "float")) return FMT_BIN;
+    return -1;
 }
 
-static nb_status check_format(const out_request *o)
+static int format_from_path(const char *path)
 {
-    const char *fmt = o->format ? o->format : ext_format(o->path);
-    if (!fmt)
-        return nb_error_set(NB_ERR_USAGE, "cannot tell the format of '%s' from its name; use --format", o->path);
-    if (strcmp(fmt, "bin") != 0)
-        return nb_error_set(NB_ERR_USAGE, "'%s': unknown or unsupported format '%s' (supported: bin)", o->path, fmt);
+    const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+    if (!dot || (slash && dot < slash)) return -1;
+    return format_from_name(dot + 1);
+}
+
+/* ---- writing one image ---------------------------------------------------- */
+
+typedef struct frame {
+    const nb_plan *plan;
+    const nb_record *rec;
+    const float *photons;
+    const int32_t *counts; /* NULL when the stream has none */
+    int counts_bits;
+    double counts_adc;
+    long frame;
+    int width, height;
+    nb_stats stats;
+    double int_scale, pgm_scale, adc;
+} frame;
+
+static void image_meta(const frame *fr, nb_image_meta *m)
+{
+    const nb_plan *p = fr->plan;
+    memset(m, 0, sizeof *m);
+    m->fpixels = fr->width;
+    m->spixels = fr->height;
+    m->pixel_size = p->pixel_size;
+    m->distance = p->distance;
+    m->close_distance = p->close_distance;
+    m->wavelength = p->lambda0;
+    m->beam_f = p->Fbeam;
+    m->beam_s = p->Sbeam;
+    double start = p->phi0, range = p->osc;
+    if (nb_hdr_has(fr->rec, "PHI_START")) nb_hdr_get_double(fr->rec, "PHI_START", &start);
+    if (nb_hdr_has(fr->rec, "PHI_RANGE")) nb_hdr_get_double(fr->rec, "PHI_RANGE", &range);
+    m->osc_start = start * 180.0 / M_PI;
+    m->osc_range = range * 180.0 / M_PI;
+    m->exposure = p->exposure;
+    m->count_cutoff = fr->counts ? (fr->counts_bits == 32 ? 2147483647.0 : 65535.0) : 65535.0;
+    m->sensor_thickness = p->detector_thick;
+    m->twotheta = p->twotheta * 180.0 / M_PI;
+    m->frame = fr->frame;
+    m->command_line = p->command_line;
+}
+
+/* The reference's noiseless int image as int32 (for CBF/TIFF/SMV). */
+static nb_status int_counts(const frame *fr, int32_t **out)
+{
+    size_t n = (size_t)fr->width * fr->height;
+    uint16_t *u16;
+    nb_status st = nb_calloc((void **)&u16, n, sizeof *u16, "the int image");
+    if (st) return st;
+    if ((st = nb_calloc((void **)out, n, sizeof **out, "the int image"))) {
+        free(u16);
+        return st;
+    }
+    const nb_plan *p = fr->plan;
+    nb_roi roi = {p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
+    nb_int_image(fr->photons, fr->width, fr->height, roi, fr->int_scale, fr->adc, u16);
+    for (size_t i = 0; i < n; i++) (*out)[i] = u16[i];
+    free(u16);
     return NB_OK;
 }
 
-static nb_status write_image(const out_request *o, const nb_record *img)
+static nb_status write_one(const out_request *o, const frame *fr)
+{
+    const nb_plan *p = fr->plan;
+    nb_roi roi = {p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
+    size_t n = (size_t)fr->width * fr->height;
+    nb_image_meta meta;
+    nb_status st = NB_OK;
+    image_meta(fr, &meta);
+
+    int use_counts = o->source == SRC_COUNTS || (o->source == SRC_AUTO && fr->counts);
+    if (o->source == SRC_COUNTS && !fr->counts)
+        return nb_error_set(NB_ERR_USAGE, "'%s' needs detector counts but the stream has none: put nb-noise before "
+                                          "nb-convert",
+                            o->path);
+    int32_t *ints = NULL;
+    const int32_t *counts = NULL;
+    int bits = 16;
+    double adc = fr->adc;
+    int is_int = o->format == FMT_SMV || o->format == FMT_CBF || o->format == FMT_TIF16 || o->format == FMT_TIF32 ||
+                 (o->format == FMT_TIF && use_counts);
+    if (is_int) {
+        if (use_counts) {
+            counts = fr->counts;
+            bits = fr->counts_bits;
+            adc = fr->counts_adc;
+        } else {
+            if ((st = int_counts(fr, &ints))) return st;
+            counts = ints;
+            nb_info("intfile_scale = %g", fr->int_scale);
+        }
+    }
+    nb_info("writing %s (%s, %s)", o->path, fmt_names[o->format],
+            is_int ? (use_counts ? "detector counts" : "scaled photons") : "photons");
+    switch (o->format) {
+    case FMT_BIN: st = nb_rawfloat_write(o->path, fr->photons, n); break;
+    case FMT_SMV: {
+        nb_smv_meta m;
+        nb_smv_meta_from_plan(p, adc, o->smv_beam, &m);
+        if (nb_hdr_has(fr->rec, "PHI_START")) {
+            m.phi_deg = m.osc_start_deg = meta.osc_start;
+            m.osc_range_deg = meta.osc_range;
+        }
+        st = nb_smv_write(o->path, &m, counts, bits);
+        break;
+    }
+    case FMT_CBF:
+        meta.count_cutoff = bits == 32 ? 2147483647.0 : 65535.0;
+        st = nb_cbf_write(o->path, counts, &meta);
+        break;
+    case FMT_TIF:
+        if (use_counts) st = bits == 32 ? nb_tiff_write_u32(o->path, counts, &meta) : nb_tiff_write_u16(o->path, counts, &meta);
+        else st = nb_tiff_write_f32(o->path, fr->photons, &meta);
+        break;
+    case FMT_TIF_FLOAT: st = nb_tiff_write_f32(o->path, fr->photons, &meta); break;
+    case FMT_TIF16: st = nb_tiff_write_u16(o->path, counts, &meta); break;
+    case FMT_TIF32: st = nb_tiff_write_u32(o->path, counts, &meta); break;
+    case FMT_PGM: {
+        uint8_t *bytes;
+        if ((st = nb_calloc((void **)&bytes, n, 1, "the PGM image"))) break;
+        nb_pgm_bytes(fr->photons, fr->width, fr->height, roi, fr->pgm_scale, bytes);
+        nb_info("pgm_scale = %g", fr->pgm_scale);
+        st = nb_pgm_write(o->path, bytes, fr->width, fr->height, fr->pgm_scale);
+        free(bytes);
+        break;
+    }
+    case FMT_PNG: st = nb_png_write_preview(o->path, fr->photons, fr->width, fr->height, 0.0); break;
+    default: st = nb_error_set(NB_ERR_USAGE, "'%s': format %s cannot be written here", o->path, fmt_names[o->format]);
+    }
+    free(ints);
+    return st;
+}
+
+static nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const conv_opts *o, frame *fr)
 {
     const void *px;
     size_t n;
     long fp, sp;
     nb_status st;
-    if ((st = nb_hdr_get_long(img, "FPIXELS", &fp)) || (st = nb_hdr_get_long(img, "SPIXELS", &sp))) return st;
-    if ((st = nb_record_get_array(img, "pixels", NB_F32, &px, &n))) return st;
-    if (n != (size_t)fp * (size_t)sp)
+    memset(fr, 0, sizeof *fr);
+    fr->plan = plan;
+    fr->rec = rec;
+    if ((st = nb_hdr_get_long(rec, "FPIXELS", &fp)) || (st = nb_hdr_get_long(rec, "SPIXELS", &sp))) return st;
+    if ((st = nb_record_get_array(rec, "pixels", NB_F32, &px, &n))) return st;
+    if (fp <= 0 || sp <= 0 || n != (size_t)fp * (size_t)sp)
         return nb_error_set(NB_ERR_DATA, "IMAGE record: %zu pixels but FPIXELS x SPIXELS = %ld x %ld", n, fp, sp);
-    nb_info("writing %s as %zu 4-byte floats", o->path, n);
-    return nb_rawfloat_write(o->path, (const float *)px, n);
+    if (fp != plan->fpixels || sp != plan->spixels)
+        return nb_error_set(NB_ERR_DATA, "IMAGE record is %ld x %ld pixels but its plan says %d x %d", fp, sp,
+                            plan->fpixels, plan->spixels);
+    fr->width = (int)fp;
+    fr->height = (int)sp;
+    fr->photons = px;
+    if (nb_hdr_has(rec, "FRAME") && (st = nb_hdr_get_long(rec, "FRAME", &fr->frame))) return st;
+    if (nb_record_has_array(rec, "counts")) {
+        if ((st = nb_record_get_array(rec, "counts", NB_I32, &px, &n))) return st;
+        if (n != (size_t)fp * (size_t)sp) return nb_error_set(NB_ERR_DATA, "IMAGE record: counts array has the wrong size");
+        fr->counts = px;
+        fr->counts_bits = 16;
+        fr->counts_adc = plan->adc;
+        if (nb_hdr_has(rec, "COUNTS_BITS") && (st = nb_hdr_get_int(rec, "COUNTS_BITS", &fr->counts_bits))) return st;
+        if (nb_hdr_has(rec, "COUNTS_ADC") && (st = nb_hdr_get_double(rec, "COUNTS_ADC", &fr->counts_adc))) return st;
+    }
+    /* the reference's scales: from the image statistics (recomputed when a
+     * stream carries none, e.g. an imported image) */
+    nb_roi roi = {plan->roi_xmin, plan->roi_xmax, plan->roi_ymin, plan->roi_ymax};
+    if (nb_hdr_has(rec, "MAX_I") && nb_hdr_has(rec, "RMSD")) {
+        if ((st = nb_hdr_get_double(rec, "MAX_I", &fr->stats.max_I)) || (st = nb_hdr_get_double(rec, "RMSD", &fr->stats.rmsd)))
+            return st;
+    } else {
+        nb_image_stats(fr->photons, fr->width, fr->height, roi, plan->mask, &fr->stats);
+    }
+    fr->adc = o->have_adc ? o->adc : plan->adc;
+    fr->int_scale = nb_int_scale(o->have_scale ? o->scale : plan->intfile_scale, fr->stats.max_I);
+    fr->pgm_scale = nb_pgm_scale(o->have_pgmscale ? o->pgmscale : plan->pgm_scale, fr->int_scale, fr->stats.rmsd);
+    return NB_OK;
+}
+
+/* The files the plan asked for, when no -o was given. */
+static int plan_requests(const nb_plan *p, const conv_opts *o, out_request *req)
+{
+    int n = 0;
+    if (p->floatfile) req[n++] = (out_request){p->floatfile, FMT_BIN, SRC_AUTO, 0, 1};
+    if (p->intfile) req[n++] = (out_request){p->intfile, FMT_SMV, SRC_INT, NB_SMV_BEAM_REFERENCE, 1};
+    if (p->noisefile && p->calculate_noise) req[n++] = (out_request){p->noisefile, FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 1};
+    if (p->pgmfile && p->write_pgm && !o->nopgm) req[n++] = (out_request){p->pgmfile, FMT_PGM, SRC_AUTO, 0, 1};
+    return n;
+}
+
+/* ---- importing ------------------------------------------------------------ */
+
+static nb_status import_image(const char *path, const nb_plan *plan, nb_record *out)
+{
+    nb_status st;
+    size_t n = (size_t)plan->fpixels * plan->spixels;
+    float *px;
+    nb_record_init(out, "IMAGE");
+    nb_smv smv;
+    if (nb_smv_read(path, 1, &smv) == NB_OK) {
+        if (smv.width != plan->fpixels || smv.height != plan->spixels) {
+            nb_error_set(NB_ERR_DATA, "'%s' is %d x %d pixels but the plan says %d x %d", path, smv.width, smv.height,
+                         plan->fpixels, plan->spixels);
+            nb_smv_free(&smv);
+            return NB_ERR_DATA;
+        }
+        double adc = nb_smv_value(&smv, "ADC_OFFSET");
+        if (isnan(adc)) adc = plan->adc;
+        double scale = plan->intfile_scale > 0 ? plan->intfile_scale : 1.0;
+        int32_t *counts;
+        st = nb_record_add_array(out, "pixels", NB_F32, n, NULL, (void **)&px);
+        if (!st) st = nb_record_add_array(out, "counts", NB_I32, n, NULL, (void **)&counts);
+        if (st) {
+            nb_smv_free(&smv);
+            return st;
+        }
+        /* counts as read; photons = (counts - ADC offset) / scale */
+        for (size_t i = 0; i < n; i++) {
+            counts[i] = smv.pixels[i];
+            px[i] = (float)((smv.pixels[i] - adc) / scale);
+        }
+        nb_hdr_set_long(out, "COUNTS_BITS", 16);
+        nb_hdr_set_double(out, "COUNTS_ADC", adc);
+        nb_smv_free(&smv);
+    } else {
+        float *data;
+        size_t count = n;
+        if ((st = nb_rawfloat_read(path, &data, &count))) return st;
+        st = nb_record_add_array(out, "pixels", NB_F32, n, data, NULL);
+        free(data);
+        if (st) return st;
+    }
+    nb_hdr_set_long(out, "FRAME", 0);
+    nb_hdr_set_long(out, "PANEL", 0);
+    nb_hdr_set_long(out, "FPIXELS", plan->fpixels);
+    nb_hdr_set_long(out, "SPIXELS", plan->spixels);
+    nb_hdr_set(out, "UNITS", "photons");
+    nb_hdr_set(out, "IMPORTED_FROM", path);
+    return NB_OK;
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+static nb_status parse(int argc, char **argv, conv_opts *o, nb_std_opts *std)
+{
+    nb_status st = NB_OK;
+    int ninputs = 0, pending_format = -1;
+    o->smv_beam = NB_SMV_BEAM_DXTBX;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (i + 1 >= argc) return nb_error_set(NB_ERR_USAGE, "option %s needs a file name", a);
+            out_request *r = &o->outs[o->nouts++];
+            r->path = argv[++i];
+            r->format = pending_format >= 0 ? pending_format : format_from_path(r->path);
+            r->source = SRC_AUTO;
+            pending_format = -1;
+            if (r->format < 0)
+                return nb_error_set(NB_ERR_USAGE,
+                                    "cannot tell the format of '%s' from its name (known: .bin .img .smv .cbf .tif "
+                                    ".pgm .png .nbs); use --format",
+                                    r->path);
+            continue;
+        }
+        if (!strcmp(a, "--format")) {
+            if (i + 1 >= argc) return nb_error_set(NB_ERR_USAGE, "option --format needs a name");
+            pending_format = format_from_name(argv[++i]);
+            if (pending_format < 0) return nb_error_set(NB_ERR_USAGE, "unknown format '%s'", argv[i]);
+            continue;
+        }
+        if (!strcmp(a, "--smv-beam")) {
+            if (i + 1 >= argc) return nb_error_set(NB_ERR_USAGE, "option --smv-beam needs 'reference' or 'dxtbx'");
+            const char *v = argv[++i];
+            if (!strcmp(v, "reference")) o->smv_beam = NB_SMV_BEAM_REFERENCE;
+            else if (!strcmp(v, "dxtbx")) o->smv_beam = NB_SMV_BEAM_DXTBX;
+            else return nb_error_set(NB_ERR_USAGE, "option --smv-beam: expected 'reference' or 'dxtbx', got '%s'", v);
+            continue;
+        }
+        if (!strcmp(a, "--import")) {
+            if (i + 1 >= argc) return nb_error_set(NB_ERR_USAGE, "option --import needs a file name");
+            o->import = argv[++i];
+            continue;
+        }
+        if (nb_std_option(&tool, std, argc, argv, &i, &st)) {
+            if (st) return st;
+            continue;
+        }
+        const nb_flag *f = nb_flag_lookup_for(a, NB_CONVERT);
+        if (!f && (a[0] != '-' || !strcmp(a, "-"))) {
+            if (ninputs++) return nb_error_set(NB_ERR_USAGE, "only one input stream, got '%s' too", a);
+            std->input = a;
+            continue;
+        }
+        if (!f || !(f->owners & NB_CONVERT)) return nb_flag_reject(a, NB_CONVERT);
+        int nvals;
+        if ((st = nb_flag_collect(f, argc, argv, i, &nvals))) return st;
+        const char *v = nvals ? argv[i + 1] : NULL;
+        char what[64];
+        snprintf(what, sizeof what, "option %s", f->name);
+        out_request *r = &o->outs[o->nouts];
+        switch (f->id) {
+        case FL_FLOATFILE: *r = (out_request){v, FMT_BIN, SRC_AUTO, 0, 0}, o->nouts++; break;
+        case FL_INTFILE: *r = (out_request){v, FMT_SMV, SRC_INT, NB_SMV_BEAM_REFERENCE, 0}, o->nouts++; break;
+        case FL_NOISEFILE: *r = (out_request){v, FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 0}, o->nouts++; break;
+        case FL_PGMFILE: *r = (out_request){v, FMT_PGM, SRC_AUTO, 0, 0}, o->nouts++; break;
+        case FL_NOPGM: o->nopgm = 1; break;
+        case FL_SCALE:
+            if ((st = nb_parse_double(v, &o->scale, what))) return st;
+            o->have_scale = 1;
+            break;
+        case FL_PGMSCALE:
+            if ((st = nb_parse_double(v, &o->pgmscale, what))) return st;
+            o->have_pgmscale = 1;
+            break;
+        case FL_ADC:
+            if ((st = nb_parse_double(v, &o->adc, what))) return st;
+            o->have_adc = 1;
+            break;
+        default: return nb_error_set(NB_ERR_USAGE, "option %s is not handled by nb-convert", f->name);
+        }
+        i += nvals;
+    }
+    if (pending_format >= 0)
+        return nb_error_set(NB_ERR_USAGE, "--format %s must come before the -o FILE it applies to", fmt_names[pending_format]);
+    for (int k = 0; k < o->nouts; k++) {
+        out_request *r = &o->outs[k];
+        if (r->format == FMT_SMV && r->source == SRC_AUTO) r->smv_beam = o->smv_beam;
+        if ((r->format == FMT_TIF || r->format == FMT_TIF_FLOAT || r->format == FMT_TIF16 || r->format == FMT_TIF32) &&
+            !nb_tiff_available())
+            return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': this nb-convert was built without libtiff", r->path);
+        if (r->format == FMT_NBS && !o->import)
+            return nb_error_set(NB_ERR_USAGE, "'%s': .nbs output (the stream itself) is for --import", r->path);
+    }
+    return NB_OK;
 }
 
 int main(int argc, char **argv)
 {
     nb_std_opts opts;
-    nb_status st = NB_OK;
-    out_request *outs = calloc((size_t)argc + 1, sizeof *outs);
-    int nouts = 0, ninputs = 0;
-    const char *pending_format = NULL;
-
+    conv_opts o;
+    memset(&o, 0, sizeof o);
     nb_set_tool_name(tool.name);
     nb_std_opts_init(&opts);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (i + 1 >= argc) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option %s needs a file name", a));
-            outs[nouts].path = argv[++i];
-            outs[nouts].format = pending_format;
-            pending_format = NULL;
-            nb_exit_on_error(check_format(&outs[nouts]));
-            nouts++;
-            continue;
-        }
-        if (!strcmp(a, "--format")) {
-            if (i + 1 >= argc) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option --format needs a name"));
-            pending_format = argv[++i];
-            continue;
-        }
-        if (nb_std_option(&tool, &opts, argc, argv, &i, &st)) {
-            nb_exit_on_error(st);
-            continue;
-        }
-        const nb_flag *f = nb_flag_lookup(a);
-        if (!f && (a[0] != '-' || !strcmp(a, "-"))) {
-            if (ninputs++) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "only one input stream, got '%s' too", a));
-            opts.input = a;
-            continue;
-        }
-        if (!f || !(f->owners & NB_CONVERT)) nb_exit_on_error(nb_flag_reject(a, NB_CONVERT));
-        int nvals;
-        nb_exit_on_error(nb_flag_collect(f, argc, argv, i, &nvals));
-        if (f->id == FL_FLOATFILE) {
-            outs[nouts].path = argv[i + 1];
-            outs[nouts].format = "bin";
-            nouts++;
-        } else {
-            nb_exit_on_error(nb_error_set(NB_ERR_UNSUPPORTED, "%s: only raw float output (-floatfile, .bin) is "
-                                                              "supported by this nb-convert",
-                                          f->name));
-        }
-        i += nvals;
-    }
-    if (pending_format) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "--format %s must come before an -o FILE", pending_format));
+    o.outs = calloc((size_t)argc + 1, sizeof *o.outs);
+    if (!o.outs) nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
+    nb_exit_on_error(parse(argc, argv, &o, &opts));
     nb_std_apply(&opts);
 
     nb_reader *r = NULL;
+    nb_writer *w = NULL;
     nb_record rec;
     nb_plan plan;
     int have_plan = 0, eof = 0, images = 0;
     memset(&rec, 0, sizeof rec);
-    st = nb_reader_open(&r, opts.input);
+    nb_status st = nb_reader_open(&r, opts.input);
+    if (!st && o.import) {
+        /* the stream goes on: to -o FILE.nbs or standard output */
+        const char *dest = "-";
+        for (int k = 0; k < o.nouts; k++)
+            if (o.outs[k].format == FMT_NBS) dest = o.outs[k].path;
+            else st = nb_error_set(NB_ERR_USAGE, "with --import the output is a stream (.nbs or standard output)");
+        if (!st) st = nb_writer_open(&w, dest);
+    }
     while (!st) {
         st = nb_reader_next(r, &rec, &eof);
         if (st || eof) break;
+        if (w) {
+            /* import mode: pass everything through, add the image after each plan */
+            if (nb_record_is(&rec, "END")) {
+                st = nb_writer_end(w);
+                continue;
+            }
+            if (nb_record_is(&rec, "IMAGE")) continue; /* replaced by the imported one */
+            if ((st = nb_writer_put(w, &rec))) break;
+            if (nb_record_is(&rec, "PLAN")) {
+                nb_plan p;
+                nb_record img;
+                if ((st = nb_plan_from_record(&rec, &p))) break;
+                st = import_image(o.import, &p, &img);
+                if (!st) st = nb_writer_put(w, &img);
+                nb_record_free(&img);
+                nb_plan_free(&p);
+                images++;
+            }
+            continue;
+        }
         if (nb_record_is(&rec, "PLAN")) {
             if (have_plan) nb_plan_free(&plan);
             if ((st = nb_plan_from_record(&rec, &plan))) break;
             have_plan = 1;
         } else if (nb_record_is(&rec, "IMAGE")) {
+            frame fr;
             images++;
-            if (nouts) {
-                for (int k = 0; k < nouts && !st; k++) st = write_image(&outs[k], &rec);
-            } else if (have_plan && plan.floatfile) {
-                out_request req = {plan.floatfile, "bin"};
-                st = write_image(&req, &rec);
-            } else {
-                st = nb_error_set(NB_ERR_USAGE, "nothing to write: give -o FILE (the plan requests no -floatfile)");
+            if (!have_plan) {
+                st = nb_error_set(NB_ERR_DATA, "an IMAGE record came before any PLAN record");
+                break;
             }
+            if ((st = prepare_frame(&plan, &rec, &o, &fr))) break;
+            out_request req[8];
+            out_request *list = o.outs;
+            int n = o.nouts;
+            if (n == 0) {
+                n = plan_requests(&plan, &o, req);
+                list = req;
+                if (n == 0) {
+                    st = nb_error_set(NB_ERR_USAGE, "nothing to write: give -o FILE (the plan requests no files)");
+                    break;
+                }
+            }
+            for (int k = 0; k < n && !st; k++) st = write_one(&list[k], &fr);
         }
     }
-    if (!st && images == 0) st = nb_error_set(NB_ERR_DATA, "%s: the stream holds no IMAGE record (run nb-sim first)",
-                                             r ? nb_reader_name(r) : opts.input);
+    if (!st && images == 0)
+        st = nb_error_set(NB_ERR_DATA, "%s: the stream holds no %s record", r ? nb_reader_name(r) : opts.input,
+                          o.import ? "PLAN" : "IMAGE (run nb-sim first)");
     if (have_plan) nb_plan_free(&plan);
     nb_record_free(&rec);
     nb_reader_close(r);
-    free(outs);
+    if (w) {
+        if (!st) st = nb_writer_close(w);
+        else nb_writer_abort(w);
+    }
+    free(o.outs);
     nb_exit_on_error(st);
     return 0;
 }

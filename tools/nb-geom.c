@@ -60,7 +60,7 @@ int main(int argc, char **argv)
             rq.reference_defaults = 1;
             continue;
         }
-        const nb_flag *f = nb_flag_lookup(argv[i]);
+        const nb_flag *f = nb_flag_lookup_for(argv[i], NB_GEOM);
         if (!f || !(f->owners & NB_GEOM)) nb_exit_on_error(nb_flag_reject(argv[i], NB_GEOM));
         int nvals;
         nb_exit_on_error(nb_flag_collect(f, argc, argv, i, &nvals));

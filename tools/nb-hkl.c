@@ -96,7 +96,7 @@ int main(int argc, char **argv)
             nb_exit_on_error(st);
             continue;
         }
-        const nb_flag *f = nb_flag_lookup(argv[i]);
+        const nb_flag *f = nb_flag_lookup_for(argv[i], NB_HKL);
         if (!f && (argv[i][0] != '-' || !strcmp(argv[i], "-"))) {
             if (ninputs++) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "only one input stream, got '%s' too", argv[i]));
             opts.input = argv[i];

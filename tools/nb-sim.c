@@ -6,6 +6,7 @@
 
 #include "nb_cli.h"
 #include "nb_hkl.h"
+#include "nb_image.h"
 #include "nb_options.h"
 #include "nb_plan.h"
 #include "nb_sim.h"
@@ -62,52 +63,30 @@ static void print_pixel(const nb_kparams *kp, const nb_plan *plan, int f, int s,
 /* Statistics exactly as the reference computes them (in its pixel order). */
 static void image_stats(const nb_kparams *kp, const float *img, nb_record *rec, double omega_sum)
 {
-    double max_I = 0.0, max_x = 0.0, max_y = 0.0, sum = 0.0, sumsqr = 0.0;
-    long sumn = 0, n2 = 0;
-    int os = kp->oversample;
-    for (int s = 0; s < kp->spixels; s++)
-        for (int f = 0; f < kp->fpixels; f++) {
-            if (f < kp->roi_xmin || f > kp->roi_xmax || s < kp->roi_ymin || s > kp->roi_ymax) continue;
-            if (kp->mask && kp->mask[(size_t)s * kp->fpixels + f] == 0) continue;
-            float v = img[(size_t)s * kp->fpixels + f];
-            if (v > max_I) {
-                max_I = v;
-                /* the reference records the position of the pixel's last sub-pixel */
-                max_x = kp->subpixel_size * (f * os + os - 1) + kp->subpixel_size / 2.0;
-                max_y = kp->subpixel_size * (s * os + os - 1) + kp->subpixel_size / 2.0;
-            }
-            sum += v;
-            sumsqr += v * v;
-            ++sumn;
-        }
-    if (sumn <= 0) sumn = 1;
-    double avg = sum / sumn;
-    if (sumn <= 1) sumn = 2;
-    double rms = sqrt(sumsqr / (sumn - 1));
-    double dev = 0.0;
-    for (int s = 0; s < kp->spixels; s++)
-        for (int f = 0; f < kp->fpixels; f++) {
-            /* the reference's rmsd counts masked ROI pixels too */
-            if (f < kp->roi_xmin || f > kp->roi_xmax || s < kp->roi_ymin || s > kp->roi_ymax) continue;
-            double t = img[(size_t)s * kp->fpixels + f] - avg;
-            dev += t * t;
-            ++n2;
-        }
-    if (n2 <= 1) n2 = 2;
-    double rmsd = sqrt(dev / (n2 - 1));
+    nb_stats st;
+    nb_roi roi = {kp->roi_xmin, kp->roi_xmax, kp->roi_ymin, kp->roi_ymax};
+    nb_image_stats(img, kp->fpixels, kp->spixels, roi, kp->mask, &st);
+    double max_x = 0.0, max_y = 0.0;
+    if (st.max_index >= 0) {
+        /* the reference records the position of the pixel's last sub-pixel */
+        int os = kp->oversample;
+        long f = st.max_index % kp->fpixels, s = st.max_index / kp->fpixels;
+        max_x = kp->subpixel_size * (f * os + os - 1) + kp->subpixel_size / 2.0;
+        max_y = kp->subpixel_size * (s * os + os - 1) + kp->subpixel_size / 2.0;
+    }
     double omega = omega_sum / kp->steps;
     if (nb_verbosity() >= 0) {
         fprintf(stderr, "solid angle subtended by detector = %g steradian ( %g%% sphere)\n", omega,
                 100 * omega / 4 / M_PI);
-        fprintf(stderr, "max_I = %g  at %g %g\n", max_I, max_x, max_y);
-        fprintf(stderr, "mean= %g rms= %g rmsd= %g\n", avg, rms, rmsd);
+        fprintf(stderr, "max_I = %g  at %g %g\n", st.max_I, max_x, max_y);
+        fprintf(stderr, "mean= %g rms= %g rmsd= %g\n", st.mean, st.rms, st.rmsd);
     }
-    nb_hdr_set_double(rec, "MAX_I", max_I);
+    nb_hdr_set_double(rec, "MAX_I", st.max_I);
     nb_hdr_set_double(rec, "MAX_I_X", max_x);
     nb_hdr_set_double(rec, "MAX_I_Y", max_y);
-    nb_hdr_set_double(rec, "MEAN", avg);
-    nb_hdr_set_double(rec, "RMS", rms);
-    nb_hdr_set_double(rec, "RMSD", rmsd);
+    nb_hdr_set_double(rec, "MEAN", st.mean);
+    nb_hdr_set_double(rec, "RMS", st.rms);
+    nb_hdr_set_double(rec, "RMSD", st.rmsd);
     nb_hdr_set_double(rec, "SOLID_ANGLE", omega);
 }
 
@@ -186,7 +165,7 @@ int main(int argc, char **argv)
             nb_exit_on_error(st);
             continue;
         }
-        const nb_flag *f = nb_flag_lookup(argv[i]);
+        const nb_flag *f = nb_flag_lookup_for(argv[i], NB_SIM);
         if (!f && (argv[i][0] != '-' || !strcmp(argv[i], "-"))) {
             if (ninputs++) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "only one input stream, got '%s' too", argv[i]));
             opts.input = argv[i];

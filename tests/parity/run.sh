@@ -4,6 +4,9 @@
 # pipelines/nanobragg, TAP lines for:
 #   float/double  -precision double: corr >= 0.999999, |sum ratio - 1| <= 1e-6,
 #                 max |diff| <= 1e-5 x image max (over the ROI when the case sets one)
+#   int, pgm      the drop-in's intimage.img and image.pgm: the reference's header keys
+#                 with the same printed values, >= 99.9 % of pixels identical
+#   noise         (cases with -seed) noiseimage.img, the same gate
 #   geometry      every line the reference logged about the resolved geometry
 #                 (conventions, pivot, cell, Fbeam/Sbeam, Fclose/Sclose, detector
 #                 vectors, DIALS origin, sources, mosaic, oversampling ...) appears,
@@ -14,6 +17,7 @@ set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 golden=$top/tests/golden
 cmp=$top/${BUILD:-build}/tests/nb-imgcmp
+smvcmp=$top/${BUILD:-build}/tests/nb-smvcmp
 drop=$top/pipelines/nanobragg
 geom=$top/bin/nb-geom
 n=0
@@ -24,7 +28,8 @@ tap() { # status description [diagnostic...]
     n=$((n + 1))
     if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
     shift 2
-    for d in "$@"; do printf '%s\n' "$d" | sed 's/^/#   /'; done
+    local line
+    for line in "$@"; do printf "%s\n" "$line" | sed "s/^/#   /"; done
 }
 
 header_value() { # file.gz key
@@ -54,6 +59,20 @@ while IFS=$'\t' read -r id args; do
     else
         tap 1 "$id float/double: the pipeline failed (status $rc)" "$(tail -5 "$d/run.log")"
     fi
+
+    # ---- the derived images: int, PGM, noise ----
+    for kind in int pgm noise; do
+        ref=$golden/out/$id.$kind.img.gz file=$d/intimage.img opt=()
+        [ $kind = pgm ] && ref=$golden/out/$id.pgm.gz file=$d/image.pgm opt=(--pgm)
+        [ $kind = noise ] && file=$d/noiseimage.img
+        [ -f "$ref" ] || continue
+        if [ -f "$file" ]; then
+            res=$("$smvcmp" "${opt[@]}" --min-identical 0.999 "$ref" "$file")
+            tap $? "$id $kind image: $res"
+        else
+            tap 1 "$id $kind image: not written" "$(tail -3 "$d/run.log")"
+        fi
+    done
 
     # ---- geometry as logged ----
     (cd "$d" && eval "\"$geom\" -v --reference-defaults $args" 2> geom.log > /dev/null)

@@ -1,0 +1,235 @@
+/* nb-noise: detector counts from photons, with the reference's generator. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_cli.h"
+#include "nb_noise.h"
+#include "nb_options.h"
+#include "nb_physics.h"
+#include "nb_plan.h"
+#include "nb_rng.h"
+#include "nb_stream.h"
+#include "nb_util.h"
+
+static const nb_tool_info tool = {
+    "nb-noise",
+    NB_NOISE,
+    "[OPTIONS] [STREAM]",
+    "add detector counts (Poisson noise and detector effects) to rendered images",
+    "nb-noise reads an nb stream and, to every IMAGE record of photons/pixel, adds an array of\n"
+    "detector counts; the photons pass through, so one stream carries both.  By default the\n"
+    "counts are nanoBragg's noise image: Poisson deviates from its generator in its pixel\n"
+    "order over the ROI, plus the ADC offset, clipped at 65535 - the same seed and the same\n"
+    "float image give the same counts.  The seed comes from -seed or the plan; frame i of a\n"
+    "series uses a seed derived from (seed, i).  The effects of nanoBragg's noisify program\n"
+    "are opt-in: -flicker, -calibration, -readout, -gain, -psf, -bits, -scale, -fluence.",
+    NULL,
+    "  nb-geom ... | nb-hkl | nb-sim | nb-noise -seed 7 | nb-convert -o noisy.img\n"
+    "  nb-noise -seed 2 -readout 3 -psf gauss -psf_fwhm 100 < rendered.nbs | nb-convert -o frame.cbf\n",
+};
+
+typedef struct noise_opts {
+    nb_noise_params p;
+    int have_seed, have_adc, nonoise, have_fluence;
+    int64_t seed;
+    double adc, fluence, psf_fwhm_um;
+} noise_opts;
+
+static nb_status parse(int argc, char **argv, noise_opts *o, nb_std_opts *std)
+{
+    nb_status st = NB_OK;
+    int ninputs = 0;
+    o->psf_fwhm_um = 46.0;
+    for (int i = 1; i < argc; i++) {
+        if (nb_std_option(&tool, std, argc, argv, &i, &st)) {
+            if (st) return st;
+            continue;
+        }
+        const nb_flag *f = nb_flag_lookup_for(argv[i], NB_NOISE);
+        if (!f && (argv[i][0] != '-' || !strcmp(argv[i], "-"))) {
+            if (ninputs++) return nb_error_set(NB_ERR_USAGE, "only one input stream, got '%s' too", argv[i]);
+            std->input = argv[i];
+            continue;
+        }
+        if (!f || !(f->owners & NB_NOISE)) return nb_flag_reject(argv[i], NB_NOISE);
+        int nvals;
+        if ((st = nb_flag_collect(f, argc, argv, i, &nvals))) return st;
+        const char *v = nvals ? argv[i + 1] : NULL;
+        char what[64];
+        snprintf(what, sizeof what, "option %s", f->name);
+        double x = 0;
+        long l = 0;
+        switch (f->id) {
+        case FL_SEED:
+            if ((st = nb_parse_long(v, &l, what))) return st;
+            o->seed = -(int64_t)l;
+            o->have_seed = 1;
+            break;
+        case FL_CALIB_SEED:
+            if ((st = nb_parse_long(v, &l, what))) return st;
+            o->p.calib_seed = -(int64_t)l;
+            break;
+        case FL_NONOISE: o->nonoise = 1; break;
+        case FL_ADC:
+            if ((st = nb_parse_double(v, &o->adc, what))) return st;
+            o->have_adc = 1;
+            break;
+        case FL_BITS:
+            if ((st = nb_parse_int(v, &o->p.bits, what))) return st;
+            if (o->p.bits != 16 && o->p.bits != 32) return nb_error_set(NB_ERR_USAGE, "option -bits: 16 or 32, not %s", v);
+            break;
+        case FL_PSF:
+            if (!strcmp(v, "gauss") || !strcmp(v, "gaussian")) o->p.psf = NB_PSF_GAUSS;
+            else if (!strcmp(v, "fiber") || !strcmp(v, "fibre")) o->p.psf = NB_PSF_FIBER;
+            else return nb_error_set(NB_ERR_USAGE, "option -psf: expected 'gauss' or 'fiber', got '%s'", v);
+            break;
+        case FL_PSF_RADIUS:
+            if ((st = nb_parse_int(v, &o->p.psf_radius, what))) return st;
+            if (o->p.psf_radius < 0 || o->p.psf_radius > 100000)
+                return nb_error_set(NB_ERR_USAGE, "option -psf_radius: %s pixels is not sensible", v);
+            break;
+        default:
+            if ((st = nb_parse_double(v, &x, what))) return st;
+            if (x < 0) return nb_error_set(NB_ERR_USAGE, "option %s: must not be negative (%s)", f->name, v);
+            switch (f->id) {
+            case FL_FLICKER: o->p.flicker = x; break;
+            case FL_CALIBRATION: o->p.calibration = x; break;
+            case FL_READOUT: o->p.readout = x; break;
+            case FL_GAIN: o->p.gain = x; break;
+            case FL_PSF_FWHM: o->psf_fwhm_um = x; break;
+            case FL_PHOTON_SCALE: o->p.photon_scale = x; break;
+            case FL_NOISE_FLUENCE:
+                if (x <= 0) return nb_error_set(NB_ERR_USAGE, "option -fluence must be positive");
+                o->fluence = x;
+                o->have_fluence = 1;
+                break;
+            default: return nb_error_set(NB_ERR_USAGE, "option %s is not handled by nb-noise", f->name);
+            }
+        }
+        i += nvals;
+    }
+    return NB_OK;
+}
+
+/* A copy of an IMAGE record without its counts array (when re-noising). */
+static nb_status strip_counts(const nb_record *in, nb_record *out)
+{
+    const void *px;
+    size_t n;
+    nb_status st = nb_record_get_array(in, "pixels", NB_F32, &px, &n);
+    if (st) return st;
+    nb_record_init(out, "IMAGE");
+    /* keep every header line except the array table and the noise keys */
+    char *hdr = nb_xstrdup(in->header), *save = NULL;
+    for (char *line = strtok_r(hdr, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *eq = strchr(line, '=');
+        if (!eq || !strncmp(line, "ARRAY.", 6) || !strncmp(line, "NOISE_", 6) || !strncmp(line, "COUNTS_", 7))
+            continue;
+        *eq = '\0';
+        nb_hdr_set(out, line, eq + 1);
+    }
+    free(hdr);
+    return nb_record_add_array(out, "pixels", NB_F32, n, px, NULL);
+}
+
+static nb_status noise_image(const nb_plan *plan, const noise_opts *o, nb_rng *rng, const nb_record *in,
+                             nb_record *out)
+{
+    long fp, sp, frame = 0;
+    const void *px;
+    size_t n;
+    nb_status st;
+    if ((st = nb_hdr_get_long(in, "FPIXELS", &fp)) || (st = nb_hdr_get_long(in, "SPIXELS", &sp))) return st;
+    if (nb_hdr_has(in, "FRAME") && (st = nb_hdr_get_long(in, "FRAME", &frame))) return st;
+    if ((st = nb_record_get_array(in, "pixels", NB_F32, &px, &n))) return st;
+    if (fp <= 0 || sp <= 0 || n != (size_t)fp * (size_t)sp)
+        return nb_error_set(NB_ERR_DATA, "IMAGE record: %zu pixels but FPIXELS x SPIXELS = %ld x %ld", n, fp, sp);
+
+    nb_noise_params p = o->p;
+    p.seed = nb_frame_seed(o->have_seed ? o->seed : plan->seed, frame);
+    p.adc = o->have_adc ? o->adc : plan->adc;
+    if (o->have_fluence) p.photon_scale *= o->fluence / plan->fluence;
+    p.psf_fwhm_pixels = o->psf_fwhm_um * 1e-6 / plan->pixel_size;
+    p.roi_xmin = plan->roi_xmin, p.roi_xmax = plan->roi_xmax;
+    p.roi_ymin = plan->roi_ymin, p.roi_ymax = plan->roi_ymax;
+    if (plan->fpixels != fp || plan->spixels != sp)
+        return nb_error_set(NB_ERR_DATA, "IMAGE record is %ld x %ld pixels but its plan says %d x %d", fp, sp,
+                            plan->fpixels, plan->spixels);
+
+    if ((st = strip_counts(in, out))) return st;
+    int32_t *counts;
+    if ((st = nb_record_add_array(out, "counts", NB_I32, n, NULL, (void **)&counts))) return st;
+    nb_noise_result res;
+    /* frame 0 continues the plan's generator state, as the reference's noise
+     * image follows its mosaic draws; other frames start afresh */
+    nb_rng fresh;
+    nb_rng_init(&fresh);
+    st = nb_noise_frame(&p, frame == 0 ? rng : &fresh, (const float *)px, (int)fp, (int)sp, counts, &res);
+    if (st) return st;
+    nb_hdr_set_long(out, "COUNTS_BITS", p.bits);
+    nb_hdr_set_double(out, "COUNTS_ADC", p.adc);
+    nb_hdr_set_double(out, "COUNTS_GAIN", p.gain);
+    nb_hdr_setf(out, "NOISE_SEED", "%lld", (long long)-p.seed);
+    nb_hdr_set_double(out, "NOISE_PHOTONS", res.photons);
+    nb_hdr_set_long(out, "NOISE_OVERLOADS", res.overloads);
+    if (nb_verbosity() >= 0) fprintf(stderr, "%.0f photons on noise image (%ld overloads)\n", res.photons, res.overloads);
+    return NB_OK;
+}
+
+int main(int argc, char **argv)
+{
+    nb_std_opts opts;
+    noise_opts o;
+    memset(&o, 0, sizeof o);
+    nb_set_tool_name(tool.name);
+    nb_std_opts_init(&opts);
+    nb_noise_defaults(&o.p);
+    nb_exit_on_error(parse(argc, argv, &o, &opts));
+    nb_std_apply(&opts);
+
+    nb_reader *r = NULL;
+    nb_writer *w = NULL;
+    nb_record rec, out;
+    nb_plan plan;
+    int have_plan = 0, eof = 0;
+    nb_rng rng;
+    memset(&rec, 0, sizeof rec);
+    nb_status st = nb_reader_open(&r, opts.input);
+    if (!st) st = nb_writer_open(&w, opts.output);
+    while (!st) {
+        st = nb_reader_next(r, &rec, &eof);
+        if (st || eof) break;
+        if (nb_record_is(&rec, "END")) {
+            st = nb_writer_end(w);
+            continue;
+        }
+        if (nb_record_is(&rec, "PLAN")) {
+            if (have_plan) nb_plan_free(&plan);
+            if ((st = nb_plan_from_record(&rec, &plan))) break;
+            have_plan = 1;
+            rng = plan.rng;
+        }
+        int pass = o.nonoise || (have_plan && !plan.calculate_noise);
+        if (nb_record_is(&rec, "IMAGE") && !o.nonoise && pass) nb_info("the plan says -nonoise: no counts added");
+        if (nb_record_is(&rec, "IMAGE") && !pass) {
+            if (!have_plan) {
+                st = nb_error_set(NB_ERR_DATA, "an IMAGE record came before any PLAN record");
+                break;
+            }
+            st = noise_image(&plan, &o, &rng, &rec, &out);
+            if (!st) st = nb_writer_put(w, &out);
+            nb_record_free(&out);
+            continue;
+        }
+        st = nb_writer_put(w, &rec);
+    }
+    if (have_plan) nb_plan_free(&plan);
+    nb_record_free(&rec);
+    nb_reader_close(r);
+    if (!st) st = nb_writer_close(w);
+    else if (w) nb_writer_abort(w);
+    nb_exit_on_error(st);
+    return 0;
+}
