@@ -33,11 +33,20 @@ LIB     := $(BUILD)/libnbcore.a
 TOOLS   := nb-geom nb-hkl nb-sim nb-noise nb-convert
 TOOL_BINS := $(TOOLS:%=$(BIN)/%)
 
-# nb-sim's kernels live beside it
+# nb-sim's kernels live beside it; the fast kernel is compiled once per
+# instruction set and picked at run time (one binary for any x86-64)
 SIM_SRC := tools/nb-sim.c tools/nb_sim_cpu.c
+SIM_OBJ := $(SIM_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tools/nb_sim_fast_generic.o
+FAST_CFLAGS := -O3 -fno-math-errno -fno-trapping-math -ffp-contract=fast -Wno-psabi
+ARCH := $(shell uname -m)
+ifeq ($(ARCH),x86_64)
+NB_CFLAGS += -DNB_HAVE_X86_VARIANTS
+SIM_OBJ += $(BUILD)/tools/nb_sim_fast_avx2.o $(BUILD)/tools/nb_sim_fast_avx512.o
+endif
 
 HEADERS := $(wildcard libnbcore/*.h) $(wildcard formats/*.h) $(wildcard tools/*.h)
 
+.SECONDARY:
 .PHONY: all check check-built demo-built test-unit test-cli test-parity demo deps bench install clean check-asan man
 
 all: $(TOOL_BINS)
@@ -58,9 +67,22 @@ $(LIB): $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BIN)/nb-sim: $(SIM_SRC:%.c=$(BUILD)/%.o) $(LIB)
+$(BUILD)/tools/nb_sim_fast_generic.o: tools/nb_sim_fast.c $(HEADERS) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) $(FAST_CFLAGS) -DNB_FAST_W=4 -DNB_FAST_NAME=nb_render_fast_generic -c $< -o $@
+
+$(BUILD)/tools/nb_sim_fast_avx2.o: tools/nb_sim_fast.c $(HEADERS) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) $(FAST_CFLAGS) -mavx2 -mfma -DNB_FAST_W=8 -DNB_FAST_NAME=nb_render_fast_avx2 -c $< -o $@
+
+$(BUILD)/tools/nb_sim_fast_avx512.o: tools/nb_sim_fast.c $(HEADERS) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) $(FAST_CFLAGS) -mavx512f -mavx512dq -mavx512vl -mavx512bw \
+	    -mprefer-vector-width=512 -DNB_FAST_W=16 -DNB_FAST_NAME=nb_render_fast_avx512 -c $< -o $@
+
+$(BIN)/nb-sim: $(SIM_OBJ) $(LIB)
 	@mkdir -p $(BIN)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(SIM_SRC:%.c=$(BUILD)/%.o) $(LIB) $(NB_LDLIBS) $(LDFLAGS)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(SIM_OBJ) $(LIB) $(NB_LDLIBS) $(LDFLAGS)
 
 $(BIN)/%: $(BUILD)/tools/%.o $(LIB)
 	@mkdir -p $(BIN)

@@ -17,8 +17,8 @@ void nb_std_opts_init(nb_std_opts *o)
     o->input = "-";
 }
 
+static const char *std_help_output = "  -o FILE             write the output stream to FILE (default: standard output)\n";
 static const char *std_help =
-    "  -o FILE             write the output stream to FILE (default: standard output)\n"
     "  -q                  quiet: no warnings\n"
     "  -v                  verbose: log what is being done on standard error\n"
     "      --threads N     use N threads (default: all cores)\n"
@@ -107,6 +107,7 @@ void nb_print_help(const nb_tool_info *tool, FILE *fp)
     fprintf(fp, "\nOptions:\n");
     print_flag_lines(tool, fp);
     if (tool->extra_options) fputs(tool->extra_options, fp);
+    if (!tool->own_output_option) fputs(std_help_output, fp);
     fputs(std_help, fp);
     if (tool->examples) fprintf(fp, "\nExamples:\n%s", tool->examples);
     fprintf(fp, "\nExit status: 0 success, 1 runtime or data error, 2 usage error.\n");
@@ -155,6 +156,7 @@ void nb_print_man(const nb_tool_info *tool, FILE *fp)
     FILE *mem = open_memstream(&buf, &len);
     print_flag_lines(tool, mem);
     if (tool->extra_options) fputs(tool->extra_options, mem);
+    if (!tool->own_output_option) fputs(std_help_output, mem);
     fputs(std_help, mem);
     fclose(mem);
     char *save = NULL;

@@ -26,6 +26,7 @@ typedef struct nb_tool_info {
     const char *description; /* paragraphs, may be NULL */
     const char *extra_options; /* tool-specific options not in the registry, "  -x  help\n" lines */
     const char *examples;    /* may be NULL */
+    int own_output_option;   /* 1: the tool documents -o itself (not "the output stream") */
 } nb_tool_info;
 
 void nb_std_opts_init(nb_std_opts *o);

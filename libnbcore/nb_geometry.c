@@ -18,6 +18,8 @@
 #include "smv.h"
 
 #define RTD (180.0 * M_1_PI)
+/* or'ed into nb_request.pivot by a convention flag: a pivot nobody asked for */
+#define PIVOT_IMPLIED 2
 
 static void set3(double v[3], double x, double y, double z)
 {
@@ -276,11 +278,14 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
         else if (strcmp(vals[0], "beam") == 0) rq->pivot = NB_PIVOT_BEAM;
         else return nb_error_set(NB_ERR_USAGE, "option -pivot: expected 'beam' or 'sample', got '%s'", vals[0]);
         break;
-    case FL_MOSFLM: rq->convention = NB_MOSFLM, rq->pivot = NB_PIVOT_BEAM; break;
-    case FL_XDS: rq->convention = NB_XDS, rq->pivot = NB_PIVOT_SAMPLE; break;
-    case FL_ADXV: rq->convention = NB_ADXV, rq->pivot = NB_PIVOT_BEAM; break;
-    case FL_DENZO: rq->convention = NB_DENZO, rq->pivot = NB_PIVOT_BEAM; break;
-    case FL_DIALS: rq->convention = NB_DIALS, rq->pivot = NB_PIVOT_BEAM; break;
+    /* the convention flags set the parse-time pivot as the reference does
+     * (-dials: BEAM, which the DIALS block then forces to SAMPLE); marked as
+     * implied, so that nb_resolve does not report it as an overridden request */
+    case FL_MOSFLM: rq->convention = NB_MOSFLM, rq->pivot = NB_PIVOT_BEAM | PIVOT_IMPLIED; break;
+    case FL_XDS: rq->convention = NB_XDS, rq->pivot = NB_PIVOT_SAMPLE | PIVOT_IMPLIED; break;
+    case FL_ADXV: rq->convention = NB_ADXV, rq->pivot = NB_PIVOT_BEAM | PIVOT_IMPLIED; break;
+    case FL_DENZO: rq->convention = NB_DENZO, rq->pivot = NB_PIVOT_BEAM | PIVOT_IMPLIED; break;
+    case FL_DIALS: rq->convention = NB_DIALS, rq->pivot = NB_PIVOT_BEAM | PIVOT_IMPLIED; break;
     case FL_FDET_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->fdet);
     case FL_SDET_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->sdet);
     case FL_ODET_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->odet);
@@ -369,8 +374,12 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
         rq->roi_xmin = r[0], rq->roi_xmax = r[1], rq->roi_ymin = r[2], rq->roi_ymax = r[3];
         break;
     }
-    case FL_LAMBDA: NUM(rq->lambda0, x / 1.0e10); break;
-    case FL_ENERGY: NUM(rq->lambda0, (12398.42 / x) / 1.0e10); break;
+    case FL_LAMBDA:
+    case FL_ENERGY:
+        if ((st = num(name, vals[0], &x))) return st;
+        if (!(x > 0.0)) return nb_error_set(NB_ERR_USAGE, "option %s: must be positive, got %s", name, vals[0]);
+        rq->lambda0 = id == FL_LAMBDA ? x / 1.0e10 : (12398.42 / x) / 1.0e10;
+        break;
     case FL_FLUENCE: NUM(rq->fluence, x); break;
     case FL_FLUX: NUM(rq->flux, x); break;
     case FL_EXPOSURE: NUM(rq->exposure, x); break;
@@ -409,9 +418,7 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
     case FL_TOPHAT_SPOTS: rq->shape = NB_SHAPE_TOPHAT; break;
     case FL_FUDGE: NUM(rq->fudge, x); break;
     case FL_WATER: NUM(rq->water_size, x / 1e6); break;
-    case FL_STOL:
-    case FL_4STOL:
-    case FL_Q: set_str(&rq->stolfile, vals[0]); break;
+    case FL_STOL: set_str(&rq->stolfile, vals[0]); break;
     case FL_STOLOUT: nb_warn("%s: nothing is written (as in the reference)", name); break;
     case FL_HKL: set_str(&rq->hklfile, vals[0]); break;
     case FL_DEFAULT_F: NUM(rq->default_F, x); break;
@@ -664,6 +671,8 @@ nb_status nb_resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
 {
     nb_request w = *rq; /* working copy: the reference updates its variables in place */
     nb_status st = NB_OK;
+    int pivot_asked = !(rq->pivot & PIVOT_IMPLIED);
+    w.pivot &= ~PIVOT_IMPLIED;
     double vector[3], newvector[3];
     nb_plan_init(plan);
 
@@ -757,7 +766,7 @@ nb_status nb_resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
     int forced_pivot = w.pivot;
     if (w.convention == NB_ADXV || w.convention == NB_MOSFLM || w.convention == NB_DENZO) forced_pivot = NB_PIVOT_BEAM;
     if (w.convention == NB_XDS || w.convention == NB_DIALS) forced_pivot = NB_PIVOT_SAMPLE;
-    if (forced_pivot != rq->pivot)
+    if (pivot_asked && forced_pivot != w.pivot)
         nb_warn("the %s convention pivots the detector about the %s, whatever -pivot, -distance or beam-centre "
                 "options asked (as in the reference)",
                 convention_name(w.convention), forced_pivot == NB_PIVOT_BEAM ? "direct-beam spot" : "sample");

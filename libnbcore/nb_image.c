@@ -2,6 +2,8 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 double nb_int_scale(double requested, double max_I)
 {
@@ -52,36 +54,67 @@ void nb_pgm_bytes(const float *img, int width, int height, nb_roi roi, double sc
 void nb_image_stats(const float *img, int width, int height, nb_roi roi, const unsigned char *mask,
                     nb_stats *out)
 {
-    double max_I = 0.0, sum = 0.0, sumsqr = 0.0, dev = 0.0;
-    long sumn = 0, n2 = 0, max_index = -1;
-    for (int y = 0; y < height; y++)
-        for (int x = 0; x < width; x++) {
+    /* per-row partial results, combined in row order: the same numbers on any
+     * thread count (and the reference's max: the first pixel holding it) */
+    double *rsum = calloc((size_t)height, sizeof(double)), *rsq = calloc((size_t)height, sizeof(double));
+    double *rmax = calloc((size_t)height, sizeof(double)), *rdev = calloc((size_t)height, sizeof(double));
+    long *rn = calloc((size_t)height, sizeof(long)), *rarg = calloc((size_t)height, sizeof(long));
+    long *rn2 = calloc((size_t)height, sizeof(long));
+    if (!rsum || !rsq || !rmax || !rdev || !rn || !rarg || !rn2) {
+        free(rsum), free(rsq), free(rmax), free(rdev), free(rn), free(rarg), free(rn2);
+        memset(out, 0, sizeof *out);
+        out->max_index = -1;
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < height; y++) {
+        double mx = 0.0, sum = 0.0, sumsqr = 0.0;
+        long n = 0, arg = -1;
+        int x0 = roi.xmin < 0 ? 0 : roi.xmin, x1 = roi.xmax >= width ? width - 1 : roi.xmax;
+        if (y < roi.ymin || y > roi.ymax) x1 = -1;
+        for (int x = x0; x <= x1; x++) {
             size_t i = (size_t)y * width + x;
-            if (!inside(roi, x, y) || (mask && mask[i] == 0)) continue;
+            if (mask && mask[i] == 0) continue;
             float v = img[i];
-            if (v > max_I) {
-                max_I = v;
-                max_index = (long)i;
+            if (v > mx) {
+                mx = v;
+                arg = (long)i;
             }
             sum += v;
             sumsqr += v * v; /* float product, as the reference */
-            ++sumn;
+            ++n;
         }
+        rsum[y] = sum, rsq[y] = sumsqr, rmax[y] = mx, rarg[y] = arg, rn[y] = n;
+    }
+    double max_I = 0.0, sum = 0.0, sumsqr = 0.0, dev = 0.0;
+    long sumn = 0, n2 = 0, max_index = -1;
+    for (int y = 0; y < height; y++) {
+        if (rmax[y] > max_I) max_I = rmax[y], max_index = rarg[y];
+        sum += rsum[y], sumsqr += rsq[y], sumn += rn[y];
+    }
     out->rendered = sumn;
     if (sumn <= 0) sumn = 1;
     double avg = sum / sumn;
     if (sumn <= 1) sumn = 2;
     out->rms = sqrt(sumsqr / (sumn - 1));
-    for (int y = 0; y < height; y++)
-        for (int x = 0; x < width; x++) {
-            if (!inside(roi, x, y)) continue;
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < height; y++) {
+        double d = 0.0;
+        long n = 0;
+        int x0 = roi.xmin < 0 ? 0 : roi.xmin, x1 = roi.xmax >= width ? width - 1 : roi.xmax;
+        if (y < roi.ymin || y > roi.ymax) x1 = -1;
+        for (int x = x0; x <= x1; x++) {
             double t = img[(size_t)y * width + x] - avg;
-            dev += t * t;
-            ++n2;
+            d += t * t;
+            ++n;
         }
+        rdev[y] = d, rn2[y] = n;
+    }
+    for (int y = 0; y < height; y++) dev += rdev[y], n2 += rn2[y];
     if (n2 <= 1) n2 = 2;
     out->rmsd = sqrt(dev / (n2 - 1));
     out->max_I = max_I;
     out->max_index = max_index;
     out->mean = avg;
+    free(rsum), free(rsq), free(rmax), free(rdev), free(rn), free(rarg), free(rn2);
 }

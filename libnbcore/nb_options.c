@@ -141,8 +141,8 @@ static const nb_flag table[] = {
     {"-interpolate", FL_INTERPOLATE, 0, 0, G, "", "tricubic interpolation of F between Bragg points"},
     {"-nointerpolate", FL_NOINTERPOLATE, 0, 0, G, "", "nearest-neighbour F only"},
     {"-stol", FL_STOL, 1, 1, G, "FILE", "accepted for compatibility: the table is checked, then unused (as in the reference)"},
-    {"-4stol", FL_4STOL, 1, 1, G, "FILE", NULL},
-    {"-Q", FL_Q, 1, 1, G, "FILE", NULL},
+    {"-4stol", FL_STOL, 1, 1, G, "FILE", NULL},
+    {"-Q", FL_STOL, 1, 1, G, "FILE", NULL},
     {"-stolout", FL_STOLOUT, 1, 1, G, "FILE", "accepted for compatibility; nothing is written (as in the reference)"},
     /* structure factors: nb-hkl */
     {"-hkl", FL_HKL, 1, 1, G | H, "FILE", "structure factors as text lines 'h k l F'"},

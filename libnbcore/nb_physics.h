@@ -183,6 +183,62 @@ NB_HD double nb_F_tricubic(const nb_fgrid *g, double h, double k, double l)
     return nb_polint(hd, along_k, h);
 }
 
+
+/* ---- the fast path: single precision where it is safe ------------------- *
+ * Miller indices are computed in double (nb-sim's fast kernel does that);
+ * everything downstream of the fractional index is single precision, in the
+ * functions of nb_fastmath.inc, instantiated here for a plain float
+ * (nb_sinpi, nb_lattice, nb_polar ...) and in nb_sim_fast.c for SIMD vectors. */
+
+/* Round a double to nearest without libm: exact for |x| < 2^51. */
+NB_HD double nb_rint(double x)
+{
+    const double magic = 6755399441055744.0; /* 1.5 * 2^52 */
+    return x >= 0.0 ? (x + magic) - magic : (x - magic) + magic;
+}
+
+NB_HD float nb_bits_as_float(int i)
+{
+    union {
+        int i;
+        float f;
+    } u;
+    u.i = i;
+    return u.f;
+}
+
+NB_HD int nb_float_bits(float f)
+{
+    union {
+        int i;
+        float f;
+    } u;
+    u.f = f;
+    return u.i;
+}
+
+#define NB_FN(name) nb_##name
+#define NBF float
+#define NBI int
+#define NB_SELF(m, a, b) ((m) ? (a) : (b))
+#define NB_NOT(m) (!(m))
+#define NB_F2I(x) ((int)(x))
+#define NB_I2F(i) ((float)(i))
+#define NB_BITSF(i) nb_bits_as_float(i)
+#define NB_FBITS(x) nb_float_bits(x)
+#define NB_INLINE NB_HD
+#include "nb_fastmath.inc"
+#undef NB_FN
+#undef NBF
+#undef NBI
+#undef NB_SELF
+#undef NB_NOT
+#undef NB_F2I
+#undef NB_I2F
+#undef NB_BITSF
+#undef NB_FBITS
+#undef NB_INLINE
+
 /* ---- the pixel ---------------------------------------------------------- */
 
 /* Everything one pixel needs, flattened for both backends.  Lengths in metres,

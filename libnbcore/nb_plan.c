@@ -104,6 +104,11 @@ void nb_plan_free(nb_plan *p)
     nb_plan_init(p);
 }
 
+static nb_status bad(const char *key, const char *why)
+{
+    return nb_error_set(NB_ERR_DATA, "PLAN record: %s %s", key, why);
+}
+
 nb_status nb_plan_to_record(const nb_plan *p, nb_record *rec)
 {
     nb_status st;
@@ -160,11 +165,6 @@ nb_status nb_plan_to_record(const nb_plan *p, nb_record *rec)
     return NB_OK;
 }
 
-static nb_status bad(const char *key, const char *why)
-{
-    return nb_error_set(NB_ERR_DATA, "PLAN record: %s %s", key, why);
-}
-
 nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
 {
     nb_status st;
@@ -181,8 +181,15 @@ nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
             *(int64_t *)base = v;
             break;
         }
-        case F_DBL: st = nb_hdr_get_double(rec, f->key, (double *)base); break;
-        case F_VEC3: st = nb_hdr_get_vec3(rec, f->key, (double *)base); break;
+        case F_DBL:
+            st = nb_hdr_get_double(rec, f->key, (double *)base);
+            if (!st && !isfinite(*(double *)base)) st = bad(f->key, "is not a finite number");
+            break;
+        case F_VEC3:
+            st = nb_hdr_get_vec3(rec, f->key, (double *)base);
+            for (int k = 0; !st && k < 3; k++)
+                if (!isfinite(((double *)base)[k])) st = bad(f->key, "holds a non-finite number");
+            break;
         case F_CHARS: {
             size_t len;
             const char *v = nb_hdr_find(rec, f->key, &len);
@@ -225,6 +232,11 @@ nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
             st = bad("UNIT_CELL", "is missing or malformed");
             goto fail;
         }
+        for (int k = 0; k < 6; k++)
+            if (!isfinite(p->unit_cell[k])) {
+                st = bad("UNIT_CELL", "holds a non-finite number");
+                goto fail;
+            }
         v = nb_hdr_find(rec, "RAN1_STATE", &len);
         char buf[1024];
         if (!v || len >= sizeof buf) {
@@ -247,7 +259,10 @@ nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
 
     /* sanity: sizes and counts that the kernel will trust */
     if (p->fpixels <= 0 || p->spixels <= 0) { st = bad("FPIXELS/SPIXELS", "must be positive"); goto fail; }
-    if ((st = nb_plan_check_size(p))) goto fail;
+    if ((st = nb_plan_check_size(p))) {
+        st = nb_error_prefix(NB_ERR_DATA, "PLAN record: FPIXELS x SPIXELS");
+        goto fail;
+    }
     if (!(p->pixel_size > 0) || !isfinite(p->pixel_size)) { st = bad("PIXEL_SIZE", "must be positive"); goto fail; }
     if (p->oversample < 1 || p->oversample > 1000) { st = bad("OVERSAMPLE", "must be 1..1000"); goto fail; }
     if (p->detector_thicksteps < 1) { st = bad("DETECTOR_THICKSTEPS", "must be >= 1"); goto fail; }

@@ -74,7 +74,9 @@ size_t nb_dtype_size(nb_dtype t);
 const char *nb_dtype_name(nb_dtype t);
 
 /* Append an array (copied) to the payload; returns a pointer to the copy so
- * the caller can fill it in place when data is NULL (then zero-filled). */
+ * the caller can fill it in place when data is NULL (then zero-filled) or
+ * NB_ARRAY_UNINITIALISED (then left as it is: the caller writes every element). */
+#define NB_ARRAY_UNINITIALISED ((const void *)1)
 nb_status nb_record_add_array(nb_record *rec, const char *name, nb_dtype type, size_t count,
                               const void *data, void **stored);
 /* Find an array; checks dtype, bounds and alignment.  *data points into the

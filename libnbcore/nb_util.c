@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -106,6 +107,19 @@ nb_status nb_calloc(void **out, size_t count, size_t size, const char *what)
     }
     *out = p;
     return NB_OK;
+}
+
+void *nb_malloc_large(size_t size)
+{
+    const size_t huge = (size_t)2 << 20;
+    if (size < 2 * huge) return malloc(size ? size : 1);
+    size_t rounded = (size + huge - 1) / huge * huge;
+    void *p = NULL;
+    if (posix_memalign(&p, huge, rounded) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, rounded, MADV_HUGEPAGE); /* a hint: failure is harmless */
+#endif
+    return p;
 }
 
 char *nb_xstrdup(const char *s)
@@ -257,6 +271,14 @@ static void untrack(const char *tmp)
     for (int i = 0; i < MAX_PENDING; i++)
         if (pending[i] == tmp) pending[i] = NULL;
 }
+
+void nb_temp_register(char *path)
+{
+    install_cleanup();
+    track(path);
+}
+
+void nb_temp_unregister(const char *path) { untrack(path); }
 
 struct nb_outfile {
     FILE *fp;

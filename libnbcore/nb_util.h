@@ -30,6 +30,11 @@ char *nb_strbuf_take(nb_strbuf *sb);
 /* Allocate with a readable error instead of NULL ("cannot allocate 4.0 GiB for
  * the image: Cannot allocate memory").  `what` names the purpose. */
 nb_status nb_calloc(void **out, size_t count, size_t size, const char *what);
+/* malloc for big buffers (images): 2 MiB-aligned and marked for transparent
+ * huge pages, so that first touching 64 MiB costs 32 page faults instead of
+ * 16384.  Free with free(); realloc() works on it. */
+void *nb_malloc_large(size_t size);
+
 /* strdup that aborts on failure (tiny strings only). */
 char *nb_xstrdup(const char *s);
 /* "12.0 MiB" */
@@ -62,6 +67,12 @@ const char *nb_outfile_path(const nb_outfile *of);
 /* Flush, check for write errors (ENOSPC...), close and rename into place. */
 nb_status nb_outfile_commit(nb_outfile *of);
 void nb_outfile_abort(nb_outfile *of);
+
+/* Temporary files of the caller's own, removed on exit or a fatal signal
+ * unless unregistered first (nb-convert holds its outputs until the stream
+ * has ended cleanly).  The string must stay valid while registered. */
+void nb_temp_register(char *path);
+void nb_temp_unregister(const char *path);
 
 /* ---- progress ---------------------------------------------------------- */
 /* A one-line progress bar on stderr, drawn only when stderr is a terminal and

@@ -1,8 +1,11 @@
 /* nb-convert: write the images of a stream as files, or read files into a stream. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cbf.h"
 #include "image_meta.h"
@@ -38,7 +41,9 @@ static const nb_tool_info tool = {
     "-adc, rounded).  Float formats take the photons.  Without -o, the files the plan\n"
     "requested are written: -floatfile, -intfile (noiseless SMV), -noisefile (SMV of the\n"
     "counts), -pgmfile.  Every file is written under a temporary name and renamed when\n"
-    "complete.  With --import FILE the direction reverses: a raw float or SMV image becomes an\n"
+    "complete; they are renamed into place only when the stream has ended cleanly.  A '#'\n"
+    "run in a file name is replaced by the frame number (img_####.cbf: img_0001.cbf ...);\n"
+    "without one, a stream of several images is an error.  With --import FILE the direction reverses: a raw float or SMV image becomes an\n"
     "IMAGE record after the PLAN of the input stream, so it can be re-noised or converted.",
     "  -o FILE             write FILE (repeatable); the format follows the extension\n"
     "      --format NAME   format of the next -o: bin smv cbf tif tif-float tif16 tif32 pgm png nbs\n"
@@ -51,6 +56,7 @@ static const nb_tool_info tool = {
     "  nb-convert -o floatimage.bin -o image.pgm -pgmscale 2 rendered.nbs\n"
     "  nb-geom -detpixels 1024 -distance 100 -cell 100 100 100 90 90 90 \\\n"
     "      | nb-convert --import floatimage.bin | nb-noise -seed 3 | nb-convert -o noisy.img\n",
+    1,
 };
 
 enum fmt { FMT_BIN, FMT_SMV, FMT_CBF, FMT_TIF, FMT_TIF_FLOAT, FMT_TIF16, FMT_TIF32, FMT_PGM, FMT_PNG, FMT_NBS };
@@ -92,6 +98,110 @@ static int format_from_path(const char *path)
     const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
     if (!dot || (slash && dot < slash)) return -1;
     return format_from_name(dot + 1);
+}
+
+/* ---- outputs held until the stream has ended cleanly ----------------------- */
+
+typedef struct pending {
+    char *tmp;   /* written, not yet in place */
+    char *final;
+} pending;
+
+static pending *pend;
+static int npend, cap_pend;
+static char **written; /* every final name of this run */
+static int nwritten, cap_written;
+
+static int is_special(const char *path)
+{
+    struct stat st;
+    return !strcmp(path, "-") || (stat(path, &st) == 0 && !S_ISREG(st.st_mode));
+}
+
+/* Expand a run of '#' into the 1-based frame number, zero-padded. */
+static nb_status frame_path(const char *tmpl, long frame, char *out, size_t size)
+{
+    const char *h = strchr(tmpl, '#');
+    if (!h) {
+        snprintf(out, size, "%s", tmpl);
+        return NB_OK;
+    }
+    size_t n = strspn(h, "#");
+    if (strchr(h + n, '#')) return nb_error_set(NB_ERR_USAGE, "'%s': only one run of '#' is allowed", tmpl);
+    snprintf(out, size, "%.*s%0*ld%s", (int)(h - tmpl), tmpl, (int)n, frame + 1, h + n);
+    return NB_OK;
+}
+
+static void abort_pending(void)
+{
+    for (int i = 0; i < npend; i++) {
+        unlink(pend[i].tmp);
+        nb_temp_unregister(pend[i].tmp);
+        free(pend[i].tmp);
+        free(pend[i].final);
+    }
+    npend = 0;
+}
+
+static nb_status commit_pending(void)
+{
+    nb_status st = NB_OK;
+    for (int i = 0; i < npend; i++) {
+        if (!st && rename(pend[i].tmp, pend[i].final) != 0)
+            st = nb_error_set(NB_ERR_IO, "cannot write '%s': %s", pend[i].final, strerror(errno));
+        if (st) unlink(pend[i].tmp);
+        nb_temp_unregister(pend[i].tmp);
+        free(pend[i].tmp);
+        free(pend[i].final);
+    }
+    npend = 0;
+    return st;
+}
+
+/* Where to write `final` now: a hidden name beside it (renamed by
+ * commit_pending) or, for special files, the file itself. */
+static nb_status claim_output(const char *final, char **target)
+{
+    for (int i = 0; i < nwritten; i++)
+        if (!strcmp(written[i], final))
+            return nb_error_set(NB_ERR_USAGE,
+                                "'%s' would hold more than one image; put a '#' run in the name for the frame "
+                                "number (e.g. img_####.cbf)",
+                                final);
+    if (nwritten == cap_written) {
+        cap_written = cap_written ? 2 * cap_written : 16;
+        written = realloc(written, (size_t)cap_written * sizeof *written);
+        if (!written) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    }
+    written[nwritten++] = nb_xstrdup(final);
+    if (is_special(final)) {
+        *target = nb_xstrdup(final);
+        return NB_OK;
+    }
+    size_t n = strlen(final) + 32;
+    char *tmp = malloc(n);
+    if (!tmp) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    const char *slash = strrchr(final, '/');
+    if (slash) snprintf(tmp, n, "%.*s/.%s.nbc.XXXXXX", (int)(slash - final), final, slash + 1);
+    else snprintf(tmp, n, ".%s.nbc.XXXXXX", final);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", final, strerror(e));
+    }
+    close(fd);
+    if (npend == cap_pend) {
+        cap_pend = cap_pend ? 2 * cap_pend : 16;
+        pend = realloc(pend, (size_t)cap_pend * sizeof *pend);
+        if (!pend) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    }
+    pend[npend].tmp = tmp;
+    pend[npend].final = nb_xstrdup(final);
+    npend++;
+    nb_temp_register(tmp);
+    *target = nb_xstrdup(tmp);
+    return NB_OK;
 }
 
 /* ---- writing one image ---------------------------------------------------- */
@@ -153,7 +263,22 @@ static nb_status int_counts(const frame *fr, int32_t **out)
     return NB_OK;
 }
 
+static nb_status write_format(const out_request *o, const char *path, const frame *fr);
+
 static nb_status write_one(const out_request *o, const frame *fr)
+{
+    char final[NB_PATH_MAX], *target = NULL;
+    nb_status st = frame_path(o->path, fr->frame, final, sizeof final);
+    if (!st) st = claim_output(final, &target);
+    if (!st) {
+        nb_info("writing %s", final);
+        st = write_format(o, target, fr);
+    }
+    free(target);
+    return st;
+}
+
+static nb_status write_format(const out_request *o, const char *path, const frame *fr)
 {
     const nb_plan *p = fr->plan;
     nb_roi roi = {p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
@@ -184,10 +309,9 @@ static nb_status write_one(const out_request *o, const frame *fr)
             nb_info("intfile_scale = %g", fr->int_scale);
         }
     }
-    nb_info("writing %s (%s, %s)", o->path, fmt_names[o->format],
-            is_int ? (use_counts ? "detector counts" : "scaled photons") : "photons");
+    nb_info("  %s, %s", fmt_names[o->format], is_int ? (use_counts ? "detector counts" : "scaled photons") : "photons");
     switch (o->format) {
-    case FMT_BIN: st = nb_rawfloat_write(o->path, fr->photons, n); break;
+    case FMT_BIN: st = nb_rawfloat_write(path, fr->photons, n); break;
     case FMT_SMV: {
         nb_smv_meta m;
         nb_smv_meta_from_plan(p, adc, o->smv_beam, &m);
@@ -195,30 +319,30 @@ static nb_status write_one(const out_request *o, const frame *fr)
             m.phi_deg = m.osc_start_deg = meta.osc_start;
             m.osc_range_deg = meta.osc_range;
         }
-        st = nb_smv_write(o->path, &m, counts, bits);
+        st = nb_smv_write(path, &m, counts, bits);
         break;
     }
     case FMT_CBF:
         meta.count_cutoff = bits == 32 ? 2147483647.0 : 65535.0;
-        st = nb_cbf_write(o->path, counts, &meta);
+        st = nb_cbf_write(path, counts, &meta);
         break;
     case FMT_TIF:
-        if (use_counts) st = bits == 32 ? nb_tiff_write_u32(o->path, counts, &meta) : nb_tiff_write_u16(o->path, counts, &meta);
-        else st = nb_tiff_write_f32(o->path, fr->photons, &meta);
+        if (use_counts) st = bits == 32 ? nb_tiff_write_u32(path, counts, &meta) : nb_tiff_write_u16(path, counts, &meta);
+        else st = nb_tiff_write_f32(path, fr->photons, &meta);
         break;
-    case FMT_TIF_FLOAT: st = nb_tiff_write_f32(o->path, fr->photons, &meta); break;
-    case FMT_TIF16: st = nb_tiff_write_u16(o->path, counts, &meta); break;
-    case FMT_TIF32: st = nb_tiff_write_u32(o->path, counts, &meta); break;
+    case FMT_TIF_FLOAT: st = nb_tiff_write_f32(path, fr->photons, &meta); break;
+    case FMT_TIF16: st = nb_tiff_write_u16(path, counts, &meta); break;
+    case FMT_TIF32: st = nb_tiff_write_u32(path, counts, &meta); break;
     case FMT_PGM: {
         uint8_t *bytes;
         if ((st = nb_calloc((void **)&bytes, n, 1, "the PGM image"))) break;
         nb_pgm_bytes(fr->photons, fr->width, fr->height, roi, fr->pgm_scale, bytes);
         nb_info("pgm_scale = %g", fr->pgm_scale);
-        st = nb_pgm_write(o->path, bytes, fr->width, fr->height, fr->pgm_scale);
+        st = nb_pgm_write(path, bytes, fr->width, fr->height, fr->pgm_scale);
         free(bytes);
         break;
     }
-    case FMT_PNG: st = nb_png_write_preview(o->path, fr->photons, fr->width, fr->height, 0.0); break;
+    case FMT_PNG: st = nb_png_write_preview(path, fr->photons, fr->width, fr->height, 0.0); break;
     default: st = nb_error_set(NB_ERR_USAGE, "'%s': format %s cannot be written here", o->path, fmt_names[o->format]);
     }
     free(ints);
@@ -476,7 +600,10 @@ int main(int argc, char **argv)
             }
             continue;
         }
-        if (nb_record_is(&rec, "PLAN")) {
+        if (nb_record_is(&rec, "END")) {
+            /* the segment is complete: its files go into place */
+            st = commit_pending();
+        } else if (nb_record_is(&rec, "PLAN")) {
             if (have_plan) nb_plan_free(&plan);
             if ((st = nb_plan_from_record(&rec, &plan))) break;
             have_plan = 1;
@@ -505,6 +632,8 @@ int main(int argc, char **argv)
     if (!st && images == 0)
         st = nb_error_set(NB_ERR_DATA, "%s: the stream holds no %s record", r ? nb_reader_name(r) : opts.input,
                           o.import ? "PLAN" : "IMAGE (run nb-sim first)");
+    if (st) abort_pending();
+    else st = commit_pending();
     if (have_plan) nb_plan_free(&plan);
     nb_record_free(&rec);
     nb_reader_close(r);

@@ -29,6 +29,7 @@ static const nb_tool_info tool = {
     "  nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 1024 \\\n"
     "          -default_F 100 > plan.nbs\n"
     "  nb-geom -v -xds -cell 78 78 37 90 90 90 -misset random -ORGX 256 -ORGY 256 -o plan.nbs\n",
+    0,
 };
 
 typedef struct parsed_flag {

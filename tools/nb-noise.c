@@ -28,6 +28,7 @@ static const nb_tool_info tool = {
     NULL,
     "  nb-geom ... | nb-hkl | nb-sim | nb-noise -seed 7 | nb-convert -o noisy.img\n"
     "  nb-noise -seed 2 -readout 3 -psf gauss -psf_fwhm 100 < rendered.nbs | nb-convert -o frame.cbf\n",
+    0,
 };
 
 typedef struct noise_opts {

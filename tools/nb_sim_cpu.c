@@ -129,11 +129,11 @@ nb_status nb_render_cpu_double(const nb_kparams *kp, float *image, nb_render_res
     if (st) return st;
     int tripped = 0;
     double t0 = nb_now();
-    memset(image, 0, (size_t)kp->fpixels * kp->spixels * sizeof(float));
-
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped)
     for (int s = 0; s < kp->spixels; s++) {
         double omega = 0.0;
+        /* first touch of the output on the thread that renders the row */
+        memset(image + (size_t)s * kp->fpixels, 0, (size_t)kp->fpixels * sizeof(float));
         for (int f = 0; f < kp->fpixels; f++) {
             if (!pixel_rendered(kp, f, s)) continue;
             int trip = 0;
@@ -151,4 +151,128 @@ nb_status nb_render_cpu_double(const nb_kparams *kp, float *image, nb_render_res
     res->seconds = nb_now() - t0;
     free(row_omega);
     return NB_OK;
+}
+
+/* ---- the fast path ---------------------------------------------------------- */
+
+#include "nb_sim_fast.h"
+
+const char *nb_fast_variant(void)
+{
+    const char *force = getenv("NB_SIMD");
+#if defined(__x86_64__) && defined(NB_HAVE_X86_VARIANTS)
+    __builtin_cpu_init();
+    int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (force && !strcmp(force, "generic")) return "generic";
+    if (force && !strcmp(force, "avx2") && avx2) return "avx2";
+    if (avx512) return "avx512";
+    if (avx2) return "avx2";
+#else
+    (void)force;
+#endif
+    return "generic";
+}
+
+static nb_fast_kernel pick_kernel(void)
+{
+#if defined(__x86_64__) && defined(NB_HAVE_X86_VARIANTS)
+    const char *v = nb_fast_variant();
+    if (!strcmp(v, "avx512")) return nb_render_fast_avx512;
+    if (!strcmp(v, "avx2")) return nb_render_fast_avx2;
+#endif
+    return nb_render_fast_generic;
+}
+
+nb_status nb_render_cpu_fast(const nb_kparams *kp, const nb_plan *plan, float *image, nb_render_result *res,
+                             nb_progress *prog)
+{
+    nb_fast_setup fs;
+    nb_status st;
+    memset(&fs, 0, sizeof fs);
+    fs.kp = *kp;
+    size_t npairs = (size_t)kp->nsources * kp->ncells;
+    double *pairs = NULL;
+    double *row_omega = NULL;
+    /* per (source, cell): the cell vectors over lambda, and their product with the incident beam */
+    /* layout of nb_sim_fast.c's pair_consts: A[9], hi[3], Af[3], As[3], Ao[3], Ap[3] */
+    enum { PAIR = 24 };
+    if ((st = nb_calloc((void **)&pairs, npairs, PAIR * sizeof(double), "source x cell constants"))) goto done;
+    for (int s = 0; s < kp->nsources; s++) {
+        const double *inc = kp->src_incident + 3 * s;
+        double lambda = kp->src_lambda[s];
+        for (int c = 0; c < kp->ncells; c++) {
+            double *pc = pairs + PAIR * ((size_t)s * kp->ncells + c);
+            const double *abc = kp->cells + 9 * c;
+            for (int v = 0; v < 3; v++) {
+                double *A = pc + 3 * v;
+                for (int i = 0; i < 3; i++) A[i] = abc[3 * v + i] / lambda;
+                pc[9 + v] = nb_dot(A, inc);
+                pc[12 + v] = nb_dot(A, kp->fdet);
+                pc[15 + v] = nb_dot(A, kp->sdet);
+                pc[18 + v] = nb_dot(A, kp->odet);
+                pc[21 + v] = nb_dot(A, kp->pix0);
+            }
+        }
+    }
+    fs.pairs = pairs;
+    if ((st = nb_calloc((void **)&fs.src_i, (size_t)kp->nsources, 3 * sizeof(float), "sources")) ||
+        (st = nb_calloc((void **)&fs.src_E, (size_t)kp->nsources, 3 * sizeof(float), "sources")) ||
+        (st = nb_calloc((void **)&fs.src_B, (size_t)kp->nsources, 3 * sizeof(float), "sources")) ||
+        (st = nb_calloc((void **)&fs.src_inv2lambda, (size_t)kp->nsources, sizeof(float), "sources")))
+        goto done;
+    for (int s = 0; s < kp->nsources; s++) {
+        double i[3], axis[3], B[3], E[3];
+        nb_unitize(kp->src_incident + 3 * s, i);
+        nb_unitize(kp->polar_vector, axis);
+        /* the E-vector nearest the polarization axis, as the reference */
+        nb_cross(axis, i, B);
+        nb_unitize(B, B);
+        nb_cross(i, B, E);
+        nb_unitize(E, E);
+        for (int k = 0; k < 3; k++) {
+            fs.src_i[3 * s + k] = (float)i[k];
+            fs.src_E[3 * s + k] = (float)E[k];
+            fs.src_B[3 * s + k] = (float)B[k];
+        }
+        fs.src_inv2lambda[s] = (float)(1.0 / (2.0 * kp->src_lambda[s]));
+    }
+    fs.dmin = (float)kp->dmin;
+    for (int k = 0; k < 3; k++) {
+        fs.a_star[k] = (float)kp->a_star[k];
+        fs.b_star[k] = (float)kp->b_star[k];
+        fs.c_star[k] = (float)kp->c_star[k];
+    }
+    fs.cheb = 1;
+    const double Ns[3] = {kp->Na, kp->Nb, kp->Nc};
+    for (int k = 0; k < 3; k++)
+        if (Ns[k] != floor(Ns[k]) || Ns[k] > NB_CHEB_MAX_N) fs.cheb = 0;
+    fs.fmode = NB_FMODE_DEFAULT;
+    if (kp->F.hkls) {
+        size_t n = (size_t)kp->F.h_range * kp->F.k_range * kp->F.l_range;
+        /* padded so that a 4x4x4 neighbourhood read never leaves the array */
+        size_t pad = 4 * ((size_t)kp->F.k_range * kp->F.l_range + kp->F.l_range + 1);
+        if ((st = nb_calloc((void **)&fs.Fgrid, n + pad, sizeof(float), "the F grid"))) goto done;
+        for (size_t i = 0; i < n; i++) fs.Fgrid[i] = (float)kp->F.F[i];
+        fs.fmode = kp->interpolate ? NB_FMODE_TRICUBIC : NB_FMODE_NEAREST;
+    }
+    if ((st = nb_calloc((void **)&row_omega, (size_t)kp->spixels, sizeof(double), "row sums"))) goto done;
+    double t0 = nb_now();
+    int tripped = 0;
+    pick_kernel()(&fs, image, row_omega, &tripped, prog);
+    res->seconds = nb_now() - t0;
+    res->tripped = tripped;
+    res->omega_sum = 0.0;
+    for (int s = 0; s < kp->spixels; s++) res->omega_sum += row_omega[s];
+    (void)plan;
+done:
+    free(row_omega);
+    free(pairs);
+    free(fs.src_i);
+    free(fs.src_E);
+    free(fs.src_B);
+    free(fs.src_inv2lambda);
+    free(fs.Fgrid);
+    return st;
 }

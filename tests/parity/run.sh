@@ -4,6 +4,7 @@
 # pipelines/nanobragg, TAP lines for:
 #   float/double  -precision double: corr >= 0.999999, |sum ratio - 1| <= 1e-6,
 #                 max |diff| <= 1e-5 x image max (over the ROI when the case sets one)
+#   float/fast    the default single-precision path: corr >= 0.9999, |sum ratio - 1| <= 1e-3
 #   int, pgm      the drop-in's intimage.img and image.pgm: the reference's header keys
 #                 with the same printed values, >= 99.9 % of pixels identical
 #   noise         (cases with -seed) noiseimage.img, the same gate
@@ -58,6 +59,16 @@ while IFS=$'\t' read -r id args; do
         tap $? "$id float/double: $res"
     else
         tap 1 "$id float/double: the pipeline failed (status $rc)" "$(tail -5 "$d/run.log")"
+    fi
+
+    # ---- float image, the default fast path ----
+    (cd "$d" && eval "\"$drop\" $args -precision single -floatfile fast.bin -nonoise -nopgm -intfile /dev/null" > fast.log 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && [ -f "$d/fast.bin" ]; then
+        res=$("$cmp" "${ropt[@]}" --corr 0.9999 --sum-tol 1e-3 "$golden/out/$id.float.gz" "$d/fast.bin")
+        tap $? "$id float/fast: $res"
+    else
+        tap 1 "$id float/fast: the pipeline failed (status $rc)" "$(tail -5 "$d/fast.log")"
     fi
 
     # ---- the derived images: int, PGM, noise ----

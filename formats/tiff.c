@@ -1,0 +1,347 @@
+#include "tiff.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_util.h"
+
+#ifndef NB_VERSION
+#define NB_VERSION "unknown"
+#endif
+
+#ifndef NB_HAVE_TIFF
+
+int nb_tiff_available(void) { return 0; }
+
+static nb_status no_tiff(const char *path)
+{
+    return nb_error_set(NB_ERR_UNSUPPORTED, "cannot write '%s': this build has no libtiff", path);
+}
+
+nb_status nb_tiff_write_f32(const char *path, const float *pixels, const nb_image_meta *m)
+{
+    (void)pixels;
+    (void)m;
+    return no_tiff(path);
+}
+
+nb_status nb_tiff_write_u16(const char *path, const int32_t *counts, const nb_image_meta *m)
+{
+    (void)counts;
+    (void)m;
+    return no_tiff(path);
+}
+
+nb_status nb_tiff_write_u32(const char *path, const int32_t *counts, const nb_image_meta *m)
+{
+    (void)counts;
+    (void)m;
+    return no_tiff(path);
+}
+
+#else /* NB_HAVE_TIFF */
+
+#include <tiffio.h>
+
+int nb_tiff_available(void) { return 1; }
+
+/* ---- an in-memory file for TIFFClientOpen ---------------------------------- */
+
+typedef struct memfile {
+    unsigned char *buf;
+    size_t len, cap, pos;
+    int nomem;
+    char err[512];          /* first libtiff error message */
+} memfile;
+
+static tmsize_t mem_read(thandle_t h, void *p, tmsize_t n)
+{
+    memfile *f = (memfile *)h;
+    if (n <= 0 || f->pos >= f->len) return 0;
+    size_t k = (size_t)n < f->len - f->pos ? (size_t)n : f->len - f->pos;
+    memcpy(p, f->buf + f->pos, k);
+    f->pos += k;
+    return (tmsize_t)k;
+}
+
+static tmsize_t mem_write(thandle_t h, void *p, tmsize_t n)
+{
+    memfile *f = (memfile *)h;
+    if (n < 0) return -1;
+    size_t need = f->pos + (size_t)n;
+    if (need < f->pos) {
+        f->nomem = 1;
+        return -1;
+    }
+    if (need > f->cap) {
+        size_t cap = f->cap ? f->cap : 65536;
+        while (cap < need) {
+            if (cap > SIZE_MAX / 2) {
+                cap = need;
+                break;
+            }
+            cap *= 2;
+        }
+        unsigned char *b = realloc(f->buf, cap);
+        if (!b) {
+            f->nomem = 1;
+            errno = ENOMEM;
+            return -1;
+        }
+        f->buf = b;
+        f->cap = cap;
+    }
+    if (f->pos > f->len) memset(f->buf + f->len, 0, f->pos - f->len);   /* a gap after a seek */
+    memcpy(f->buf + f->pos, p, (size_t)n);
+    f->pos = need;
+    if (need > f->len) f->len = need;
+    return n;
+}
+
+static toff_t mem_seek(thandle_t h, toff_t off, int whence)
+{
+    memfile *f = (memfile *)h;
+    uint64_t base = whence == SEEK_CUR ? f->pos : whence == SEEK_END ? f->len : 0;
+    uint64_t to = base + off;   /* toff_t is unsigned: a negative offset wraps back */
+    if (to > (uint64_t)SIZE_MAX / 2) return (toff_t)-1;
+    f->pos = (size_t)to;
+    return to;
+}
+
+static int mem_close(thandle_t h)
+{
+    (void)h;
+    return 0;
+}
+
+static toff_t mem_size(thandle_t h) { return ((memfile *)h)->len; }
+
+static int mem_map(thandle_t h, void **base, toff_t *size)
+{
+    (void)h;
+    (void)base;
+    (void)size;
+    return 0;
+}
+
+static void mem_unmap(thandle_t h, void *base, toff_t size)
+{
+    (void)h;
+    (void)base;
+    (void)size;
+}
+
+/* ---- libtiff messages -------------------------------------------------------- */
+
+#if TIFFLIB_VERSION >= 20221213
+static int on_error(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
+{
+    (void)tif;
+    memfile *f = (memfile *)user;
+    if (f && !f->err[0]) {
+        int n = 0;
+        if (module && *module) n = snprintf(f->err, sizeof f->err, "%s: ", module);
+        if (n < 0 || (size_t)n >= sizeof f->err) n = 0;
+        vsnprintf(f->err + n, sizeof f->err - (size_t)n, fmt, ap);
+    }
+    return 1;   /* handled: nothing on stderr */
+}
+
+static int on_warning(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
+{
+    (void)tif;
+    (void)user;
+    (void)module;
+    (void)fmt;
+    (void)ap;
+    return 1;   /* silenced */
+}
+
+static TIFF *open_tiff(memfile *f, const char *name, const char *mode)
+{
+    TIFFOpenOptions *opts = TIFFOpenOptionsAlloc();
+    if (!opts) return NULL;
+    TIFFOpenOptionsSetErrorHandlerExtR(opts, on_error, f);
+    TIFFOpenOptionsSetWarningHandlerExtR(opts, on_warning, f);
+    TIFF *tif = TIFFClientOpenExt(name, mode, (thandle_t)f, mem_read, mem_write, mem_seek, mem_close, mem_size,
+                                  mem_map, mem_unmap, opts);
+    TIFFOpenOptionsFree(opts);
+    return tif;
+}
+static void handlers_begin(memfile *f) { (void)f; }
+static void handlers_end(void) {}
+#else
+/* older libtiff: process-wide handlers, swapped in for the duration of a write */
+static memfile *current;
+static TIFFErrorHandler old_err, old_warn;
+
+static void on_error_global(const char *module, const char *fmt, va_list ap)
+{
+    memfile *f = current;
+    if (f && !f->err[0]) {
+        int n = 0;
+        if (module && *module) n = snprintf(f->err, sizeof f->err, "%s: ", module);
+        if (n < 0 || (size_t)n >= sizeof f->err) n = 0;
+        vsnprintf(f->err + n, sizeof f->err - (size_t)n, fmt, ap);
+    }
+}
+
+static void handlers_begin(memfile *f)
+{
+    current = f;
+    old_err = TIFFSetErrorHandler(on_error_global);
+    old_warn = TIFFSetWarningHandler(NULL);
+}
+
+static void handlers_end(void)
+{
+    TIFFSetErrorHandler(old_err);
+    TIFFSetWarningHandler(old_warn);
+    current = NULL;
+}
+
+static TIFF *open_tiff(memfile *f, const char *name, const char *mode)
+{
+    return TIFFClientOpen(name, mode, (thandle_t)f, mem_read, mem_write, mem_seek, mem_close, mem_size, mem_map,
+                          mem_unmap);
+}
+#endif
+
+/* ---- the writer ----------------------------------------------------------- */
+
+enum sample_kind { KIND_F32, KIND_U16, KIND_U32 };
+
+static char *description(const nb_image_meta *m, enum sample_kind kind)
+{
+    nb_strbuf sb;
+    nb_strbuf_init(&sb);
+    nb_strbuf_printf(&sb, "nb toolkit %s simulated diffraction image (%s)\n", NB_VERSION,
+                     kind == KIND_F32 ? "float32 photons/pixel"
+                                      : kind == KIND_U16 ? "uint16 detector counts" : "uint32 detector counts");
+    if (m->command_line && *m->command_line) {
+        nb_strbuf_append(&sb, "command_line=");
+        for (const unsigned char *c = (const unsigned char *)m->command_line; *c; c++) {
+            char ch = (*c >= 32 && *c < 127) ? (char)*c : '?';
+            nb_strbuf_appendn(&sb, &ch, 1);
+        }
+        nb_strbuf_append(&sb, "\n");
+    }
+    nb_strbuf_printf(&sb, "wavelength_A=%.8g\n", m->wavelength * 1e10);
+    nb_strbuf_printf(&sb, "distance_mm=%.8g\n", m->distance * 1e3);
+    nb_strbuf_printf(&sb, "close_distance_mm=%.8g\n", m->close_distance * 1e3);
+    nb_strbuf_printf(&sb, "pixel_size_mm=%.8g\n", m->pixel_size * 1e3);
+    nb_strbuf_printf(&sb, "beam_center_mm=%.8g,%.8g (Fbeam,Sbeam from the outer corner of the first pixel)\n",
+                     m->beam_f * 1e3, m->beam_s * 1e3);
+    nb_strbuf_printf(&sb, "phi_deg=%.8g\nosc_range_deg=%.8g\n", m->osc_start, m->osc_range);
+    nb_strbuf_printf(&sb, "twotheta_deg=%.8g\n", m->twotheta);
+    if (kind != KIND_F32 && m->count_cutoff > 0) nb_strbuf_printf(&sb, "count_cutoff=%.10g\n", m->count_cutoff);
+    nb_strbuf_printf(&sb, "frame=%ld\n", m->frame);
+    return nb_strbuf_take(&sb);
+}
+
+static nb_status write_tiff(const char *path, const void *src, enum sample_kind kind, const nb_image_meta *m)
+{
+    const int w = m->fpixels, h = m->spixels;
+    if (w <= 0 || h <= 0)
+        return nb_error_set(NB_ERR_DATA, "cannot write '%s': image size %d x %d is empty", path, w, h);
+    const int bps = kind == KIND_U16 ? 16 : 32;
+    const size_t rowbytes = (size_t)w * (size_t)(bps / 8);
+    const double total = (double)rowbytes * h;
+
+    /* open the output first: a bad path fails before any work */
+    nb_outfile *of;
+    nb_status st = nb_outfile_open(&of, path, 0);
+    if (st) return st;
+    unsigned char *row;
+    st = nb_calloc((void **)&row, rowbytes, 1, "a TIFF row");
+    if (st) {
+        nb_outfile_abort(of);
+        return st;
+    }
+    memfile f;
+    memset(&f, 0, sizeof f);
+    char *desc = description(m, kind);
+
+    handlers_begin(&f);
+    /* classic TIFF up to ~3.9 GiB of pixels, BigTIFF beyond */
+    TIFF *tif = open_tiff(&f, path, total < 3.9 * 1024 * 1024 * 1024 ? "w" : "w8");
+    int good = tif != NULL;
+    if (good) {
+        uint32_t rps = (uint32_t)(262144 / rowbytes);
+        if (rps < 1) rps = 1;
+        if (rps > (uint32_t)h) rps = (uint32_t)h;
+        good = TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, (uint32_t)w) && TIFFSetField(tif, TIFFTAG_IMAGELENGTH, (uint32_t)h) &&
+               TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, (uint16_t)bps) &&
+               TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, (uint16_t)1) &&
+               TIFFSetField(tif, TIFFTAG_SAMPLEFORMAT,
+                            (uint16_t)(kind == KIND_F32 ? SAMPLEFORMAT_IEEEFP : SAMPLEFORMAT_UINT)) &&
+               TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, (uint16_t)PHOTOMETRIC_MINISBLACK) &&
+               TIFFSetField(tif, TIFFTAG_PLANARCONFIG, (uint16_t)PLANARCONFIG_CONTIG) &&
+               TIFFSetField(tif, TIFFTAG_COMPRESSION, (uint16_t)COMPRESSION_NONE) &&
+               TIFFSetField(tif, TIFFTAG_ORIENTATION, (uint16_t)ORIENTATION_TOPLEFT) &&
+               TIFFSetField(tif, TIFFTAG_ROWSPERSTRIP, rps) &&
+               TIFFSetField(tif, TIFFTAG_IMAGEDESCRIPTION, desc) &&
+               TIFFSetField(tif, TIFFTAG_SOFTWARE, "nb toolkit " NB_VERSION);
+        if (good && m->pixel_size > 0 && isfinite(m->pixel_size)) {
+            float res = (float)(0.01 / m->pixel_size);   /* pixels per cm */
+            good = TIFFSetField(tif, TIFFTAG_XRESOLUTION, res) && TIFFSetField(tif, TIFFTAG_YRESOLUTION, res) &&
+                   TIFFSetField(tif, TIFFTAG_RESOLUTIONUNIT, (uint16_t)RESUNIT_CENTIMETER);
+        }
+        for (int y = 0; good && y < h; y++) {
+            size_t off = (size_t)y * (size_t)w;
+            if (kind == KIND_F32) {
+                memcpy(row, (const float *)src + off, rowbytes);
+            } else if (kind == KIND_U16) {
+                const int32_t *c = (const int32_t *)src + off;
+                uint16_t *o = (uint16_t *)row;
+                for (int x = 0; x < w; x++) o[x] = (uint16_t)(c[x] < 0 ? 0 : c[x] > 65535 ? 65535 : c[x]);
+            } else {
+                const int32_t *c = (const int32_t *)src + off;
+                uint32_t *o = (uint32_t *)row;
+                for (int x = 0; x < w; x++) o[x] = (uint32_t)(c[x] < 0 ? 0 : c[x]);
+            }
+            good = TIFFWriteScanline(tif, row, (uint32_t)y, 0) == 1;
+        }
+        if (good) good = TIFFWriteDirectory(tif) == 1;
+        TIFFClose(tif);
+    }
+    handlers_end();
+    free(row);
+    free(desc);
+
+    if (!good || f.nomem) {
+        free(f.buf);
+        nb_outfile_abort(of);
+        if (f.nomem) return nb_error_set(NB_ERR_NOMEM, "cannot write '%s': out of memory for the TIFF image", path);
+        return nb_error_set(NB_ERR_IO, "cannot write '%s': libtiff: %s", path,
+                            f.err[0] ? f.err : "cannot create the TIFF image");
+    }
+
+    int okw = fwrite(f.buf, 1, f.len, nb_outfile_fp(of)) == f.len;
+    int e = errno;
+    free(f.buf);
+    st = nb_outfile_commit(of);   /* reports ENOSPC and the like, removes the file */
+    if (!okw && !st) st = nb_error_set(NB_ERR_IO, "cannot write '%s': %s", path, strerror(e ? e : EIO));
+    return st;
+}
+
+nb_status nb_tiff_write_f32(const char *path, const float *pixels, const nb_image_meta *m)
+{
+    return write_tiff(path, pixels, KIND_F32, m);
+}
+
+nb_status nb_tiff_write_u16(const char *path, const int32_t *counts, const nb_image_meta *m)
+{
+    return write_tiff(path, counts, KIND_U16, m);
+}
+
+nb_status nb_tiff_write_u32(const char *path, const int32_t *counts, const nb_image_meta *m)
+{
+    return write_tiff(path, counts, KIND_U32, m);
+}
+
+#endif /* NB_HAVE_TIFF */

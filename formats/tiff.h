@@ -1,0 +1,35 @@
+/* tiff.h - single-image greyscale TIFF files through libtiff.
+ *
+ * Width = m->fpixels, length = m->spixels, row 0 = slow index 0; one sample
+ * per pixel, MinIsBlack, uncompressed, strips of about 256 KiB (what fabio's
+ * TiffIO, PIL, ImageJ and adxv all read).  An ImageDescription tag carries the
+ * provenance (software version, command line, wavelength, distances, pixel
+ * size, beam centre, phi, frame); Software says "nb toolkit <version>" and
+ * X/YResolution give the pixel pitch in pixels per centimetre.
+ *
+ * libtiff writes into memory; the bytes then go through nb_outfile, so a
+ * failure never leaves a partial file and "-" (stdout, even a pipe) works.
+ * libtiff's own warnings and errors never reach stderr: errors become the
+ * nb_error message.
+ *
+ * In a build without libtiff (NB_HAVE_TIFF undefined) every function returns
+ * NB_ERR_UNSUPPORTED, "... this build has no libtiff". */
+#ifndef NB_FORMAT_TIFF_H
+#define NB_FORMAT_TIFF_H
+
+#include <stdint.h>
+
+#include "image_meta.h"
+#include "nb_error.h"
+
+/* 1 when this build can write TIFF files. */
+int nb_tiff_available(void);
+
+/* 32-bit IEEE float samples (SampleFormat 3), e.g. photons per pixel. */
+nb_status nb_tiff_write_f32(const char *path, const float *pixels, const nb_image_meta *m);
+/* 16-bit unsigned samples; counts are clamped to 0..65535. */
+nb_status nb_tiff_write_u16(const char *path, const int32_t *counts, const nb_image_meta *m);
+/* 32-bit unsigned samples; negative counts are clamped to 0. */
+nb_status nb_tiff_write_u32(const char *path, const int32_t *counts, const nb_image_meta *m);
+
+#endif

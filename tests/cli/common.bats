@@ -1,0 +1,259 @@
+#!/usr/bin/env bats
+# Conventions every tool follows: standard options, exit codes (0 ok, 1 runtime
+# or data error, 2 usage error), "tool: message" on stderr, data only on stdout,
+# flags owned by another tool named as such, no binary on a terminal.
+
+load helper
+
+@test "common: the tools are built" {
+    for t in nb-geom nb-hkl nb-sim nb-convert; do
+        [ -x "$NB_BIN/$t" ] || { echo "missing $NB_BIN/$t (run make)"; return 1; }
+    done
+}
+
+@test "common: --help exits 0 with a usage line, options and exit status" {
+    for t in $NB_TOOLS; do
+        run "$t" --help
+        expect_status 0
+        [ "${lines[0]}" != "${lines[0]#Usage: $t }" ] || { echo "$t: first line: ${lines[0]}"; return 1; }
+        expect_has "Options:"
+        expect_has "--version"
+        expect_has "Exit status: 0 success, 1 runtime or data error, 2 usage error."
+    done
+}
+
+@test "common: -h is --help" {
+    for t in $NB_TOOLS; do
+        run "$t" --help
+        local long=$output
+        run "$t" -h
+        expect_status 0
+        [ "$output" = "$long" ] || { echo "$t: -h differs from --help"; return 1; }
+    done
+}
+
+@test "common: --help stops at once, even with other arguments" {
+    for t in $NB_TOOLS; do
+        run_nb "$t" --help -no_such_flag
+        expect_status 0
+        head -1 stdout.bin | grep -q "^Usage: $t " || { echo "$t: no usage on stdout"; return 1; }
+    done
+}
+
+@test "common: --version prints the tool name and the project version" {
+    local v
+    v=$(cat "$NB_ROOT/VERSION")
+    for t in $NB_TOOLS; do
+        run "$t" --version
+        expect_status 0
+        [ "$output" = "$t (nb toolkit) $v" ] || { echo "$t --version: '$output' (VERSION file: $v)"; return 1; }
+    done
+}
+
+@test "common: --help lists every option once" {
+    for t in $NB_TOOLS; do
+        run "$t" --help
+        local dups
+        dups=$(printf '%s\n' "$output" | awk '/^Options:/ { on = 1; next } /^$/ { on = 0 } on' |
+            grep -E '^ {2,6}-' | sed -E 's/^ +//; s/ .*//; s/,$//' | sort | uniq -d)
+        [ -z "$dups" ] || { echo "$t --help lists more than once: $dups"; return 1; }
+    done
+}
+
+@test "common: an unknown option is a usage error (2) naming the tool, nothing on stdout" {
+    for t in $NB_TOOLS; do
+        run_nb "$t" -no_such_option_xyz
+        expect_status 2
+        [ "${lines[0]}" = "$t: unknown option '-no_such_option_xyz'" ] || { echo "$t: ${lines[0]}"; return 1; }
+        expect_has "Try '$t --help'"
+        [ ! -s stdout.bin ] || { echo "$t wrote to stdout"; return 1; }
+    done
+}
+
+@test "common: an unknown long option is a usage error" {
+    for t in $NB_TOOLS; do
+        run_nb "$t" --no-such-option
+        expect_status 2
+        [ "${lines[0]#"$t: "}" != "${lines[0]}" ] || { echo "$t: ${lines[0]}"; return 1; }
+    done
+}
+
+@test "common: -o without a file name is a usage error" {
+    for t in $NB_TOOLS; do
+        run_nb "$t" -o
+        expect_status 2
+        expect_has "$t: option -o needs a file name"
+    done
+}
+
+@test "common: --threads needs a sensible number" {
+    for t in $NB_TOOLS; do
+        run_nb "$t" --threads
+        expect_status 2
+        expect_has "$t: option --threads"
+        run_nb "$t" --threads 0
+        expect_status 2
+        run_nb "$t" --threads lots
+        expect_status 2
+        expect_has "$t: option --threads"
+    done
+}
+
+@test "common: flags owned by another tool name their owner" {
+    # tool flag owner
+    while read -r t flag owner; do
+        [ -x "$NB_BIN/$t" ] || continue
+        run_nb "$t" "$flag" 1
+        expect_status 2
+        [ "${lines[0]}" = "$t: option '$flag' belongs to $owner, not $t" ] ||
+            { echo "$t $flag: ${lines[0]}"; return 1; }
+    done <<'EOF'
+nb-sim -seed nb-noise
+nb-sim -hkl nb-hkl
+nb-sim -distance nb-geom
+nb-sim -floatfile nb-convert
+nb-sim -default_F nb-hkl
+nb-sim -mosaic nb-geom
+nb-hkl -seed nb-noise
+nb-hkl -distance nb-geom
+nb-hkl -floatfile nb-convert
+nb-hkl -precision nb-sim
+nb-hkl -cell nb-geom
+nb-convert -seed nb-noise
+nb-convert -hkl nb-hkl
+nb-convert -distance nb-geom
+nb-convert -precision nb-sim
+nb-convert -dump nb-hkl
+EOF
+}
+
+@test "common: a misspelt flag gets a suggestion" {
+    while read -r t typo want; do
+        [ -x "$NB_BIN/$t" ] || continue
+        run_nb "$t" "$typo" 1
+        expect_status 2
+        expect_has "$t: unknown option '$typo' (did you mean $want?)"
+    done <<'EOF'
+nb-geom -distanse -distance
+nb-geom -detpixel -detpixels
+nb-geom -lamda -lambda
+nb-geom -mosflmm -mosflm
+nb-hkl -dumpfle -dumpfile
+nb-hkl -default_f -default_F
+nb-sim -printout_pixl -printout_pixel
+nb-sim -precison -precision
+nb-convert -flotfile -floatfile
+EOF
+}
+
+@test "common: a flag missing its value is a usage error naming the option" {
+    while read -r t flag; do
+        run_nb "$t" "$flag"
+        expect_status 2
+        expect_has "$t: option $flag needs"
+    done <<'EOF'
+nb-geom -distance
+nb-geom -cell
+nb-geom -roi
+nb-geom -fdet_vector
+nb-hkl -hkl
+nb-hkl -default_F
+nb-hkl -dump
+nb-sim -precision
+nb-sim -printout_pixel
+nb-convert -floatfile
+EOF
+}
+
+@test "common: tools that read a stream fail (1) on a missing stream file, naming it" {
+    for t in $NB_TOOLS; do
+        case $t in nb-geom | nb-bench) continue ;; esac
+        local extra=""
+        [ "$t" = nb-convert ] && extra="-o out.bin"
+        run_nb "$t" $extra no-such-stream.nbs
+        expect_status 1
+        expect_has "$t: cannot open 'no-such-stream.nbs': No such file or directory"
+        [ ! -e out.bin ] || return 1
+    done
+}
+
+@test "common: tools that read a stream reject an empty, a foreign and a truncated stream" {
+    nb-geom $SMALL -o plan.nbs
+    : > empty.nbs
+    echo "this is not an nb stream" > text.nbs
+    head -c 100 plan.nbs > cut.nbs
+    for t in $NB_TOOLS; do
+        case $t in nb-geom | nb-bench) continue ;; esac
+        run_nb "$t" empty.nbs
+        expect_status 1
+        expect_has "$t: empty.nbs: empty stream"
+        run_nb "$t" text.nbs
+        expect_status 1
+        expect_has "$t: text.nbs: not an nb stream"
+        run_nb "$t" cut.nbs
+        expect_status 1
+        expect_has "$t: cut.nbs: truncated stream"
+    done
+}
+
+@test "common: a second input stream is a usage error" {
+    nb-geom $SMALL -o plan.nbs
+    for t in nb-hkl nb-sim nb-convert; do
+        run_nb "$t" plan.nbs plan.nbs
+        expect_status 2
+        expect_has "$t: only one input stream"
+    done
+}
+
+@test "common: tools refuse to write a binary stream to a terminal" {
+    command -v script >/dev/null || skip "script(1) is not installed"
+    nb-geom $SMALL -o plan.nbs
+    run script -qec "nb-geom $SMALL" /dev/null
+    expect_status 2
+    expect_has "nb-geom: refusing to write binary data to a terminal"
+    run script -qec "nb-hkl plan.nbs" /dev/null
+    expect_status 2
+    expect_has "nb-hkl: refusing to write binary data to a terminal"
+    run script -qec "nb-sim plan.nbs" /dev/null
+    expect_status 2
+    expect_has "nb-sim: refusing to write binary data to a terminal"
+}
+
+@test "common: -o writes the file and nothing to stdout; -o - is stdout" {
+    run_nb nb-geom $SMALL -o plan.nbs
+    expect_status 0
+    [ -s plan.nbs ]
+    [ ! -s stdout.bin ]
+    run_nb nb-geom $SMALL -o -
+    expect_status 0
+    [ -s stdout.bin ]
+    [ "$(head -c 4 stdout.bin | tail -c 3)" = NBS ]
+}
+
+@test "common: a stream goes through stdin and stdout" {
+    nb-geom $SMALL | nb-hkl | nb-sim -q | nb-convert -o img.bin
+    [ "$(stat -c %s img.bin)" -eq $((32 * 32 * 4)) ]
+}
+
+@test "common: -o into a missing directory is a runtime error (1) naming the file" {
+    run_nb nb-geom $SMALL -o no/such/dir/plan.nbs
+    expect_status 1
+    expect_has "nb-geom: "
+    expect_has "no/such/dir/plan.nbs"
+    nb-geom $SMALL -o plan.nbs
+    run_nb nb-hkl plan.nbs -o no/such/dir/h.nbs
+    expect_status 1
+    expect_has "no/such/dir/h.nbs"
+    run_nb nb-sim -q plan.nbs -o no/such/dir/s.nbs
+    expect_status 1
+    expect_has "no/such/dir/s.nbs"
+}
+
+@test "common: -q silences warnings, errors still print" {
+    run_nb nb-geom -q $SMALL -mosaic 1 -o plan.nbs
+    expect_status 0
+    [ -z "$output" ] || { echo "stderr: $output"; return 1; }
+    run_nb nb-geom -q -cell 100 -distance abc
+    expect_status 2
+    expect_has "nb-geom: option -distance"
+}

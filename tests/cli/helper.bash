@@ -1,0 +1,148 @@
+# Shared set-up for the bats CLI tests (load it with `load helper`).
+#
+# Every test runs in a fresh temporary directory (its working directory), with
+# the build tree's bin/ first on PATH, so the tools under test are the ones
+# `make` just built.  Helpers:
+#
+#   run_nb CMD [ARGS...]   like `run`, but standard output goes to ./stdout.bin
+#                          and $output/$lines hold standard error only
+#   nb_key FILE KEY [N]    the value of the Nth (default first) KEY= header line
+#                          in an nb stream (the PLAN record comes first)
+#   plan_key FILE KEY      the value of KEY in the stream's PLAN record
+#   geom KEY [ARGS...]     KEY of the plan nb-geom makes from a small experiment
+#                          (-cell 100 -detpixels 32) plus ARGS
+#   approx GOT WANT [REL]  numbers (or space-separated vectors) equal within REL
+#                          (default 1e-9) of the largest |WANT| component
+#   expect_status N        fail, showing the output, unless $status is N
+#   expect_has STRING      fail unless $output contains STRING
+#   expect_lacks STRING    fail if $output contains STRING
+#   no_files_but NAME...   fail if the working directory holds any other file
+#                          (dot files included: catches left-over temporaries)
+#   pixels FILE            the float32 values of a .bin image, one per line
+#   deg X [Y...]           degrees to radians, full precision
+
+NB_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
+NB_BIN="$NB_ROOT/bin"
+NB_INPUTS="$NB_ROOT/tests/golden/inputs"
+NANOBRAGG="$NB_ROOT/pipelines/nanobragg"
+PATH="$NB_BIN:$PATH"
+export PATH
+
+# The tools of the toolkit that this build has.
+NB_TOOLS=""
+for _t in nb-geom nb-hkl nb-sim nb-noise nb-convert nb-bench; do
+    [ -x "$NB_BIN/$_t" ] && NB_TOOLS="$NB_TOOLS $_t"
+done
+unset _t
+
+# A small, fast experiment: 32x32 pixels, one source, no oversampling.
+SMALL="-cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 32 -default_F 100"
+
+setup() {
+    NB_TMP="$(mktemp -d "${BATS_TMPDIR:-/tmp}/nbcli.XXXXXX")"
+    cd "$NB_TMP" || return 1
+}
+
+teardown() {
+    cd / && rm -rf "$NB_TMP"
+}
+
+_nb_redirect() {
+    "$@" 2>&1 >stdout.bin
+}
+
+run_nb() {
+    run _nb_redirect "$@"
+}
+
+nb_key() {
+    local file=$1 key=$2 n=${3:-1}
+    # a record's first header line follows its binary preamble on the same
+    # "line", so match KEY= after a line start or any non-name byte
+    LC_ALL=C grep -a -o -E "(^|[^A-Za-z0-9_.])$key=.*" "$file" | sed -n "${n}p" | cut -d= -f2-
+}
+
+plan_key() {
+    nb_key "$1" "$2" 1
+}
+
+geom() {
+    local key=$1
+    shift
+    if ! nb-geom -cell 100 100 100 90 90 90 -detpixels 32 "$@" -o geom.nbs 2>geom.err; then
+        echo "nb-geom $* failed:" >&2
+        cat geom.err >&2
+        return 1
+    fi
+    plan_key geom.nbs "$key"
+}
+
+approx() {
+    awk -v g="$1" -v w="$2" -v r="${3:-1e-9}" 'BEGIN {
+        ng = split(g, G, " "); nw = split(w, W, " ")
+        bad = (ng != nw || nw == 0)
+        m = 0
+        for (i = 1; i <= nw; i++) { a = W[i] < 0 ? -W[i] : W[i]; if (a > m) m = a }
+        if (m == 0) m = 1e-300
+        for (i = 1; i <= nw && !bad; i++) {
+            d = G[i] - W[i]; if (d < 0) d = -d
+            if (d > r * m) bad = 1
+        }
+        if (bad) { printf "approx: got \"%s\", want \"%s\" (rel %s)\n", g, w, r > "/dev/stderr"; exit 1 }
+    }'
+}
+
+expect_status() {
+    if [ "$status" -ne "$1" ]; then
+        echo "expected exit status $1, got $status; output:"
+        printf '%s\n' "$output"
+        return 1
+    fi
+}
+
+expect_has() {
+    case "$output" in
+    *"$1"*) return 0 ;;
+    esac
+    echo "expected the output to contain: $1"
+    echo "output was:"
+    printf '%s\n' "$output"
+    return 1
+}
+
+expect_lacks() {
+    case "$output" in
+    *"$1"*)
+        echo "expected the output not to contain: $1"
+        echo "output was:"
+        printf '%s\n' "$output"
+        return 1 ;;
+    esac
+    return 0
+}
+
+no_files_but() {
+    local f extra=""
+    for f in .* *; do
+        case "$f" in . | .. | '*' | '.*') continue ;; esac
+        local ok=0 want
+        for want in "$@"; do [ "$f" = "$want" ] && ok=1; done
+        [ "$ok" = 1 ] || extra="$extra $f"
+    done
+    if [ -n "$extra" ]; then
+        echo "unexpected files left behind:$extra"
+        return 1
+    fi
+}
+
+pixels() {
+    od -A n -v -t f4 "$1" | tr -s ' ' '\n' | sed '/^$/d'
+}
+
+deg() {
+    awk -v s="$*" 'BEGIN {
+        n = split(s, a, " ")
+        for (i = 1; i <= n; i++) printf "%s%.17g", (i > 1 ? " " : ""), a[i] * atan2(0, -1) / 180
+        print ""
+    }'
+}

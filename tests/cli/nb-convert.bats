@@ -1,0 +1,179 @@
+#!/usr/bin/env bats
+# nb-convert: writes the IMAGE records of a stream as files.  Only raw float
+# (.bin) output is tested here; the other formats get their own tests.
+
+load helper
+
+rendered() { # rendered NAME [nb-geom args]: NAME.nbs = PLAN + IMAGE of the small case
+    local name=$1
+    shift
+    nb-geom $SMALL "$@" | nb-sim -q -o "$name.nbs"
+}
+
+@test "nb-convert --help lists -o, --format and -floatfile" {
+    run nb-convert --help
+    expect_status 0
+    expect_has "  -o FILE"
+    expect_has "--format NAME"
+    expect_has "  -floatfile, -floatimage FILE"
+    expect_lacks "  -distance"
+}
+
+@test "nb-convert: a 32x32 render gives a .bin of exactly 32*32*4 bytes" {
+    rendered img
+    run_nb nb-convert -o out.bin img.nbs
+    expect_status 0
+    [ "$(stat -c %s out.bin)" -eq $((32 * 32 * 4)) ]
+    [ ! -s stdout.bin ]
+    approx "$(pixels out.bin | sort -g | tail -1)" "$(nb_key img.nbs MAX_I)" 1e-6
+}
+
+@test "nb-convert: a rectangular detector is written fast index first" {
+    rendered rect -detpixels_f 24 -detpixels_s 16 -Xbeam 0.5 -Ybeam 0.5
+    nb-convert -o rect.bin rect.nbs
+    [ "$(stat -c %s rect.bin)" -eq $((24 * 16 * 4)) ]
+    # the maximum sits where the header says: MAX_I_X/Y are in metres (0.1 mm pixels)
+    local fx sy idx
+    fx=$(awk -v x="$(nb_key rect.nbs MAX_I_X)" 'BEGIN { printf "%d", x / 1e-4 }')
+    sy=$(awk -v y="$(nb_key rect.nbs MAX_I_Y)" 'BEGIN { printf "%d", y / 1e-4 }')
+    idx=$((sy * 24 + fx + 1))
+    approx "$(pixels rect.bin | sed -n "${idx}p")" "$(nb_key rect.nbs MAX_I)" 1e-6
+}
+
+@test "nb-convert: reads standard input" {
+    rendered img
+    nb-convert -o a.bin < img.nbs
+    nb-convert -o b.bin img.nbs
+    cmp a.bin b.bin
+}
+
+@test "nb-convert: -floatfile names the output; -floatimage is the same" {
+    rendered img
+    run_nb nb-convert -floatfile f.bin img.nbs
+    expect_status 0
+    [ "$(stat -c %s f.bin)" -eq 4096 ]
+    nb-convert -floatimage g.bin img.nbs
+    cmp f.bin g.bin
+}
+
+@test "nb-convert: without -o it writes the plan's -floatfile" {
+    rendered img -floatfile requested.bin
+    run_nb nb-convert img.nbs
+    expect_status 0
+    [ "$(stat -c %s requested.bin)" -eq 4096 ]
+}
+
+@test "nb-convert: -o wins over the plan's -floatfile" {
+    rendered img -floatfile requested.bin
+    nb-convert -o mine.bin img.nbs
+    [ -f mine.bin ]
+    [ ! -e requested.bin ]
+}
+
+@test "nb-convert: nothing to write is a usage error" {
+    rendered img
+    run_nb nb-convert img.nbs
+    expect_status 2
+    expect_has "nb-convert: nothing to write"
+}
+
+@test "nb-convert: several -o write the same image" {
+    rendered img
+    nb-convert -o x.bin -o y.bin img.nbs
+    cmp x.bin y.bin
+}
+
+@test "nb-convert: the format follows the extension, or --format" {
+    rendered img
+    run_nb nb-convert -o out.xyz img.nbs
+    expect_status 2
+    expect_has "nb-convert: "
+    expect_has "'out.xyz'"
+    run_nb nb-convert -o noext img.nbs
+    expect_status 2
+    expect_has "'noext'"
+    expect_has "--format"
+    run_nb nb-convert --format bin -o noext img.nbs
+    expect_status 0
+    [ "$(stat -c %s noext)" -eq 4096 ]
+    run_nb nb-convert -o x.bin --format bin img.nbs
+    expect_status 2
+    expect_has "nb-convert: --format bin must come before"
+    for ext in raw float; do
+        nb-convert -o "img.$ext" img.nbs
+        [ "$(stat -c %s "img.$ext")" -eq 4096 ]
+    done
+}
+
+@test "nb-convert: a stream with no IMAGE record fails and writes nothing" {
+    nb-geom $SMALL -o plan.nbs
+    run_nb nb-convert -o out.bin plan.nbs
+    expect_status 1
+    expect_has "nb-convert: plan.nbs: the stream holds no IMAGE"
+    no_files_but plan.nbs stdout.bin
+}
+
+@test "nb-convert: a missing stream file fails and writes nothing" {
+    run_nb nb-convert -o out.bin nope.nbs
+    expect_status 1
+    expect_has "nb-convert: cannot open 'nope.nbs': No such file or directory"
+    no_files_but stdout.bin
+}
+
+@test "nb-convert: an image cut short fails and writes nothing" {
+    rendered img
+    local size
+    size=$(stat -c %s img.nbs)
+    head -c $((size - 1000)) img.nbs > cut.nbs
+    run_nb nb-convert -o out.bin cut.nbs
+    expect_status 1
+    expect_has "nb-convert: cut.nbs: truncated stream"
+    no_files_but img.nbs cut.nbs stdout.bin
+}
+
+@test "nb-convert: a stream cut after its image (no END record) fails and writes nothing" {
+    rendered img
+    local size
+    size=$(stat -c %s img.nbs)
+    head -c $((size - 20)) img.nbs > cut.nbs
+    run_nb nb-convert -o out.bin cut.nbs
+    expect_status 1
+    expect_has "nb-convert: cut.nbs: truncated stream"
+    no_files_but img.nbs cut.nbs stdout.bin
+}
+
+@test "nb-convert: an unwritable output is a runtime error naming it" {
+    rendered img
+    run_nb nb-convert -o no/such/dir/out.bin img.nbs
+    expect_status 1
+    expect_has "nb-convert: "
+    expect_has "no/such/dir/out.bin"
+}
+
+@test "nb-convert: a failing run does not clobber an existing file" {
+    rendered img
+    echo precious > out.bin
+    nb-geom $SMALL -o plan.nbs
+    run_nb nb-convert -o out.bin plan.nbs
+    expect_status 1
+    [ "$(cat out.bin)" = precious ]
+}
+
+@test "nb-convert: two images into one -o file do not silently lose one" {
+    rendered a
+    rendered b -detpixels 16
+    cat a.nbs b.nbs > two.nbs
+    run_nb nb-convert -o out.bin two.nbs
+    # either an error, or both images in the file
+    if [ "$status" -eq 0 ]; then
+        [ "$(stat -c %s out.bin)" -eq $((32 * 32 * 4 + 16 * 16 * 4)) ] ||
+            { echo "exit 0 but out.bin holds $(stat -c %s out.bin) bytes: the first image was overwritten"; return 1; }
+    fi
+}
+
+@test "nb-convert -v names what it writes" {
+    rendered img
+    run_nb nb-convert -v -o out.bin img.nbs
+    expect_status 0
+    expect_has "writing out.bin"
+}

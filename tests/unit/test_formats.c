@@ -1,0 +1,612 @@
+/* test_formats.c - CBF, TIFF and PNG writers (and the CBF reader). */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "cbf.h"
+#include "nb_error.h"
+#include "nb_util.h"
+#include "png.h"
+#include "tap.h"
+#include "tiff.h"
+
+#ifdef NB_HAVE_TIFF
+#include <tiffio.h>
+#endif
+
+static char dir[64];
+
+static char *tpath(const char *name)
+{
+    static char buf[8][256];
+    static int k;
+    char *p = buf[k++ % 8];
+    snprintf(p, 256, "%s/%s", dir, name);
+    return p;
+}
+
+static int exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+static int write_bytes(const char *p, const void *data, size_t n)
+{
+    FILE *fp = fopen(p, "wb");
+    if (!fp) return 0;
+    int good = fwrite(data, 1, n, fp) == n;
+    return fclose(fp) == 0 && good;
+}
+
+static uint64_t rng = 88172645463325252ull;
+static uint32_t xr(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+static nb_image_meta test_meta(int w, int h)
+{
+    nb_image_meta m;
+    memset(&m, 0, sizeof m);
+    m.fpixels = w;
+    m.spixels = h;
+    m.pixel_size = 172e-6;
+    m.distance = 0.151;
+    m.close_distance = 0.150;
+    m.wavelength = 1.0e-10;
+    m.beam_f = 0.045;
+    m.beam_s = 0.040;
+    m.osc_start = 0;
+    m.osc_range = 1;
+    m.exposure = 0.5;
+    m.count_cutoff = 1048575;
+    m.sensor_thickness = 450e-6;
+    m.frame = 3;
+    m.command_line = "nb-convert -o x.cbf   # a \"quoted\" : test";
+    return m;
+}
+
+/* ---- CBF ------------------------------------------------------------------ */
+
+static int cbf_roundtrip(const char *name, const int32_t *v, int w, int h)
+{
+    nb_image_meta m = test_meta(w, h);
+    const char *p = tpath(name);
+    nb_status st = nb_cbf_write(p, v, &m);
+    if (st) {
+        printf("# write: %s\n", nb_error_message());
+        return 0;
+    }
+    int32_t *back;
+    int bw, bh;
+    st = nb_cbf_read(p, &back, &bw, &bh);
+    if (st) {
+        printf("# read: %s\n", nb_error_message());
+        return 0;
+    }
+    int same = bw == w && bh == h && memcmp(back, v, (size_t)w * h * sizeof(int32_t)) == 0;
+    free(back);
+    return same;
+}
+
+static char *slurp(const char *p, size_t *len)
+{
+    char *d;
+    if (nb_read_file(p, &d, len)) return NULL;
+    return d;
+}
+
+static void test_cbf(void)
+{
+    /* special values: every delta class, int32 extremes, the -2^31 delta */
+    static const int32_t special[] = {0,     2147483647, -2147483648, 0,      -2147483648, 2147483647, -1,
+                                      2147483647, 5,     -5,          127,    -127,        128,        -128,
+                                      0,     32767,      -32767,      32768,  -32768,      0,          65536,
+                                      -1,    1000000,    -1000000,    0,      INT32_MAX,   INT32_MIN,  INT32_MAX};
+    int ns = (int)(sizeof special / sizeof special[0]);
+    ok(cbf_roundtrip("special.cbf", special, ns, 1), "CBF round trip of int32 extremes and delta classes (%d x 1)",
+       ns);
+    ok(cbf_roundtrip("special_t.cbf", special, 1, ns), "CBF round trip as a 1 x %d column", ns);
+
+    int32_t one = 12345;
+    ok(cbf_roundtrip("one.cbf", &one, 1, 1), "CBF round trip 1 x 1");
+    one = INT32_MIN;
+    ok(cbf_roundtrip("one_min.cbf", &one, 1, 1), "CBF round trip 1 x 1 holding INT32_MIN");
+
+    int sizes[][2] = {{37, 11}, {11, 37}, {100, 64}, {487, 195}, {256, 3}};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int w = sizes[s][0], h = sizes[s][1];
+        int32_t *v = malloc((size_t)w * h * sizeof *v);
+        for (int i = 0; i < w * h; i++) {
+            uint32_t r = xr();
+            switch (r % 5) {   /* a mixture of every delta size */
+            case 0: v[i] = (int32_t)(r % 50); break;
+            case 1: v[i] = (int32_t)(r % 20000) - 10000; break;
+            case 2: v[i] = (int32_t)(r % 200000) - 100000; break;
+            case 3: v[i] = (int32_t)xr(); break;
+            default: v[i] = (r & 1) ? INT32_MAX : INT32_MIN; break;
+            }
+        }
+        char name[64];
+        snprintf(name, sizeof name, "rand_%dx%d.cbf", w, h);
+        ok(cbf_roundtrip(name, v, w, h), "CBF round trip of a random %d x %d image with large deltas", w, h);
+        free(v);
+    }
+
+    /* header contents */
+    size_t len;
+    char *d = slurp(tpath("rand_37x11.cbf"), &len);
+    ok(d && strncmp(d, "###CBF: VERSION 1.5", 19) == 0, "CBF starts with ###CBF: VERSION 1.5");
+    ok(d && strstr(d, "# Pixel_size 172e-6 m x 172e-6 m\r\n"), "CBF header Pixel_size 172e-6 m x 172e-6 m");
+    ok(d && strstr(d, "# Wavelength 1.000000 A\r\n"), "CBF header Wavelength 1.000000 A");
+    ok(d && strstr(d, "# Detector_distance 0.150000 m\r\n"), "CBF header Detector_distance is the close distance");
+    ok(d && strstr(d, "# Beam_xy (261.627907, 232.558140) pixels\r\n"), "CBF header Beam_xy = (Fbeam, Sbeam) / pixel");
+    ok(d && strstr(d, "# Start_angle 0.0000 deg.\r\n") && strstr(d, "# Angle_increment 1.0000 deg.\r\n"),
+       "CBF header Start_angle and Angle_increment");
+    ok(d && strstr(d, "# Silicon sensor, thickness 0.000450 m\r\n"), "CBF header sensor thickness");
+    ok(d && strstr(d, "# Count_cutoff 1048575 counts\r\n"), "CBF header Count_cutoff");
+    ok(d && strstr(d, "# Exposure_period 0.5000000 s\r\n"), "CBF header Exposure_period");
+    ok(d && strstr(d, "# 1970-01-01T00:00:01.500\r\n"), "CBF time stamp = frame x exposure period");
+    ok(d && strstr(d, "_array_data.header_convention \"GENERIC_MINI\""), "37 x 11 is labelled GENERIC_MINI");
+    ok(d && !strstr(d, "PILATUS"), "a non-PILATUS size never says PILATUS");
+    ok(d && strstr(d, "X-Binary-Size-Fastest-Dimension: 37\r\nX-Binary-Size-Second-Dimension: 11\r\n"),
+       "CBF dimensions");
+    ok(d && strstr(d, "# Command_line (1/1) nb-convert -o x.cbf   # a \"quoted\" : test\r\n"),
+       "CBF header carries the command line");
+    /* the binary section: magic, data, 4095 zero bytes, closing lines */
+    if (d) {
+        const char *mag = memchr(d, 0x0C, len);
+        while (mag && !(mag + 4 <= d + len && memcmp(mag, "\x0c\x1a\x04\xd5", 4) == 0))
+            mag = memchr(mag + 1, 0x0C, len - (size_t)(mag + 1 - d));
+        const char *xs = strstr(d, "X-Binary-Size: ");
+        long size = xs ? atol(xs + 15) : -1;
+        int layout = mag && size > 0 && (size_t)(mag - d) + 4 + (size_t)size + 4095 <= len;
+        if (layout) {
+            const char *pad = mag + 4 + size;
+            for (int i = 0; i < 4095; i++)
+                if (pad[i]) layout = 0;
+            const char *tail = "\r\n--CIF-BINARY-FORMAT-SECTION----\r\n;\r\n\r\n";
+            layout = layout && (size_t)(pad + 4095 - d) + strlen(tail) == len && memcmp(pad + 4095, tail, strlen(tail)) == 0;
+        }
+        ok(layout, "CBF binary section: magic, X-Binary-Size bytes, 4095 zero bytes, closing lines");
+        ok(strstr(d, "\r\n\r\n\x0c\x1a\x04\xd5") != NULL || (mag && mag - d > 4 && memcmp(mag - 4, "\r\n\r\n", 4) == 0),
+           "an empty line ends the MIME headers right before the magic");
+    } else {
+        ok(0, "CBF binary section layout");
+        ok(0, "MIME header end");
+    }
+
+    char *d2 = slurp(tpath("rand_487x195.cbf"), &len);
+    ok(d2 && strstr(d2, "_array_data.header_convention \"PILATUS_1.2\"") &&
+           strstr(d2, "# Detector: PILATUS"),
+       "487 x 195 (a PILATUS module) is labelled PILATUS_1.2");
+    free(d2);
+
+    /* MD5 of the data (RFC 1321 test vector through a 1 x 1 image is not
+     * possible, so check against the value fabio/CBFlib would compute for a
+     * known payload: one byte 0x00 -> MD5 93b885adfe0da089cdf634904fd59f71) */
+    int32_t zero = 0;
+    nb_image_meta mz = test_meta(1, 1);
+    nb_cbf_write(tpath("zero.cbf"), &zero, &mz);
+    d2 = slurp(tpath("zero.cbf"), &len);
+    ok(d2 && strstr(d2, "Content-MD5: k7iFrf4NoInN9jSQT9WfcQ==\r\n"), "Content-MD5 is base64(MD5(data))");
+    free(d2);
+
+    /* truncated and corrupted files */
+    if (d) {
+        const char *xs0 = strstr(d, "X-Binary-Size: ");
+        const char *m0 = xs0 ? strstr(xs0, "\r\n\r\n") : NULL;
+        size_t moff = m0 ? (size_t)(m0 + 4 - d) : 100, dsize = xs0 ? (size_t)atol(xs0 + 15) : 100;
+        size_t cuts[] = {5, 200, moff + 2, moff + 4 + dsize / 2, moff + 4 + dsize - 1};
+        for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+            write_bytes(tpath("trunc.cbf"), d, cuts[c]);
+            int32_t *v = NULL;
+            int w, h;
+            nb_status st = nb_cbf_read(tpath("trunc.cbf"), &v, &w, &h);
+            ok(st == NB_ERR_DATA && v == NULL && strstr(nb_error_message(), "trunc.cbf"),
+               "CBF truncated to %zu of %zu bytes -> data error (%s)", cuts[c], len, nb_error_message());
+        }
+        /* flip one byte of the compressed data */
+        const char *xs = strstr(d, "X-Binary-Size: ");
+        char *mag = xs ? strstr(xs, "\r\n\r\n") : NULL;
+        if (mag) {
+            mag += 4 + 4;
+            mag[10] ^= 0x55;
+            write_bytes(tpath("corrupt.cbf"), d, len);
+            int32_t *v = NULL;
+            int w, h;
+            nb_status st = nb_cbf_read(tpath("corrupt.cbf"), &v, &w, &h);
+            ok(st == NB_ERR_DATA && v == NULL, "CBF with a corrupted data byte -> data error (%s)",
+               nb_error_message());
+        } else {
+            ok(0, "corrupt CBF test set-up");
+        }
+    }
+    free(d);
+    {
+        int32_t *v = NULL;
+        int w, h;
+        write_bytes(tpath("notcbf.cbf"), "hello", 5);
+        ok(nb_cbf_read(tpath("notcbf.cbf"), &v, &w, &h) == NB_ERR_DATA, "a non-CBF file -> data error");
+        ok(nb_cbf_read(tpath("missing.cbf"), &v, &w, &h) == NB_ERR_IO, "a missing CBF -> I/O error");
+    }
+
+    /* a hand-made file with genuine 64-bit escapes (as CBFlib may write) */
+    {
+        static const unsigned char packed[] = {
+            0x05,                                                       /* 5 */
+            0x80, 0x00, 0x80, 0x00, 0x00, 0x00, 0x80,                   /* 64-bit: +2^32 -> 5 */
+            0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+            0x80, 0x00, 0x80, 0x00, 0x00, 0x00, 0x80,                   /* 64-bit: -2^31 -> 5 - 2^31 */
+            0x00, 0x00, 0x00, 0x80, 0xff, 0xff, 0xff, 0xff,
+            0x80, 0x00, 0x80, 0xff, 0xff, 0xff, 0x7f,                   /* 32-bit: +2^31-1 -> 4 */
+            0x80, 0x00, 0x01,                                            /* 16-bit: +256 -> 260 */
+        };
+        nb_strbuf sb;
+        nb_strbuf_init(&sb);
+        nb_strbuf_printf(&sb,
+                         "###CBF: VERSION 1.5\r\n\r\ndata_x\r\n\r\n_array_data.data\r\n;\r\n"
+                         "--CIF-BINARY-FORMAT-SECTION--\r\n"
+                         "Content-Type: application/octet-stream;\r\n     conversions=\"x-CBF_BYTE_OFFSET\"\r\n"
+                         "Content-Transfer-Encoding: BINARY\r\nX-Binary-Size: %zu\r\nX-Binary-ID: 1\r\n"
+                         "X-Binary-Element-Type: \"signed 32-bit integer\"\r\n"
+                         "X-Binary-Element-Byte-Order: LITTLE_ENDIAN\r\n"
+                         "X-Binary-Number-of-Elements: 5\r\nX-Binary-Size-Fastest-Dimension: 5\r\n"
+                         "X-Binary-Size-Second-Dimension: 1\r\nX-Binary-Size-Padding: 0\r\n\r\n\x0c\x1a\x04\xd5",
+                         sizeof packed);
+        nb_strbuf_appendn(&sb, (const char *)packed, sizeof packed);
+        nb_strbuf_append(&sb, "\r\n--CIF-BINARY-FORMAT-SECTION----\r\n;\r\n");
+        write_bytes(tpath("esc64.cbf"), sb.data, sb.len);
+        nb_strbuf_free(&sb);
+        int32_t *v = NULL;
+        int w = 0, h = 0;
+        nb_status st = nb_cbf_read(tpath("esc64.cbf"), &v, &w, &h);
+        ok(st == NB_OK && w == 5 && h == 1 && v[0] == 5 && v[1] == 5 && v[2] == 5 + INT32_MIN && v[3] == 4 &&
+               v[4] == 260,
+           "CBF reader decodes 64-bit escapes (%s)", st ? nb_error_message() : "ok");
+        free(v);
+    }
+}
+
+/* ---- TIFF ----------------------------------------------------------------- */
+
+static void test_tiff(void)
+{
+#ifndef NB_HAVE_TIFF
+    skip("this build has no libtiff", "TIFF float32 round trip");
+    skip("this build has no libtiff", "TIFF uint16 round trip");
+    skip("this build has no libtiff", "TIFF uint32 round trip");
+    nb_image_meta m = test_meta(2, 2);
+    float f[4] = {0};
+    nb_status st = nb_tiff_write_f32(tpath("x.tif"), f, &m);
+    ok(st == NB_ERR_UNSUPPORTED && strstr(nb_error_message(), "no libtiff"), "TIFF without libtiff: %s",
+       nb_error_message());
+#else
+    const int w = 301, h = 17;
+    nb_image_meta m = test_meta(w, h);
+    float *f = malloc((size_t)w * h * sizeof *f);
+    int32_t *c = malloc((size_t)w * h * sizeof *c);
+    for (int i = 0; i < w * h; i++) {
+        f[i] = (float)((double)(int32_t)xr() / 1e5);
+        uint32_t r = xr();
+        c[i] = (r % 3 == 0) ? (int32_t)xr() : (int32_t)(r % 70000) - 1000;
+    }
+    c[0] = -5;
+    c[1] = 65535;
+    c[2] = 65536;
+    c[3] = INT32_MAX;
+    c[4] = INT32_MIN;
+    ok(nb_tiff_available(), "libtiff is available");
+    ok(nb_tiff_write_f32(tpath("f.tif"), f, &m) == NB_OK, "write float32 TIFF");
+    ok(nb_tiff_write_u16(tpath("u16.tif"), c, &m) == NB_OK, "write uint16 TIFF");
+    ok(nb_tiff_write_u32(tpath("u32.tif"), c, &m) == NB_OK, "write uint32 TIFF");
+    const char *names[3] = {"f.tif", "u16.tif", "u32.tif"};
+    for (int k = 0; k < 3; k++) {
+        TIFFSetWarningHandler(NULL);
+        TIFF *t = TIFFOpen(tpath(names[k]), "r");
+        uint32_t tw = 0, th = 0;
+        uint16_t bps = 0, fmt = 0, spp = 0, comp = 0;
+        char *desc = NULL;
+        int good = t != NULL;
+        if (good) {
+            TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &tw);
+            TIFFGetField(t, TIFFTAG_IMAGELENGTH, &th);
+            TIFFGetFieldDefaulted(t, TIFFTAG_BITSPERSAMPLE, &bps);
+            TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLEFORMAT, &fmt);
+            TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLESPERPIXEL, &spp);
+            TIFFGetFieldDefaulted(t, TIFFTAG_COMPRESSION, &comp);
+            TIFFGetField(t, TIFFTAG_IMAGEDESCRIPTION, &desc);
+            good = (int)tw == w && (int)th == h && spp == 1 && comp == COMPRESSION_NONE &&
+                   bps == (k == 1 ? 16 : 32) && fmt == (k == 0 ? SAMPLEFORMAT_IEEEFP : SAMPLEFORMAT_UINT);
+            ok(good, "%s: %u x %u, %u bits, sample format %u", names[k], tw, th, bps, fmt);
+            ok(desc && strstr(desc, "wavelength_A=1\n") && strstr(desc, "pixel_size_mm=0.172\n") &&
+                   strstr(desc, "close_distance_mm=150\n") && strstr(desc, "command_line=nb-convert -o x.cbf") &&
+                   strstr(desc, "phi_deg=0\n"),
+               "%s: ImageDescription carries the provenance", names[k]);
+            unsigned char *row = malloc(TIFFScanlineSize(t));
+            int same = 1;
+            for (int y = 0; y < h && same; y++) {
+                if (TIFFReadScanline(t, row, (uint32_t)y, 0) != 1) {
+                    same = 0;
+                    break;
+                }
+                for (int x = 0; x < w; x++) {
+                    int32_t cv = c[y * w + x];
+                    if (k == 0) same &= memcmp(&((float *)row)[x], &f[y * w + x], 4) == 0;
+                    else if (k == 1) same &= ((uint16_t *)row)[x] == (uint16_t)(cv < 0 ? 0 : cv > 65535 ? 65535 : cv);
+                    else same &= ((uint32_t *)row)[x] == (uint32_t)(cv < 0 ? 0 : cv);
+                }
+            }
+            free(row);
+            ok(same, "%s: every pixel reads back (clamped where the type needs it)", names[k]);
+            TIFFClose(t);
+        } else {
+            ok(0, "%s opens with libtiff", names[k]);
+        }
+    }
+    /* a taller image: several strips */
+    {
+        const int W = 1000, H = 300;
+        nb_image_meta mm = test_meta(W, H);
+        float *g = malloc((size_t)W * H * sizeof *g);
+        for (int i = 0; i < W * H; i++) g[i] = (float)i;
+        nb_status st = nb_tiff_write_f32(tpath("big.tif"), g, &mm);
+        TIFF *t = st ? NULL : TIFFOpen(tpath("big.tif"), "r");
+        int same = t != NULL && TIFFNumberOfStrips(t) > 1;
+        if (t) {
+            float *row = malloc((size_t)W * sizeof *row);
+            for (int y = 0; y < H && same; y++) {
+                same = TIFFReadScanline(t, row, (uint32_t)y, 0) == 1 && memcmp(row, g + (size_t)y * W, W * 4) == 0;
+            }
+            free(row);
+            TIFFClose(t);
+        }
+        ok(same, "a 1000 x 300 float TIFF in several strips reads back");
+        free(g);
+    }
+    free(f);
+    free(c);
+#endif
+}
+
+/* ---- PNG ------------------------------------------------------------------ */
+
+static uint32_t rd32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Parse a PNG: chunk CRCs, IHDR, tEXt Software, inflated IDAT. Returns the
+ * raw scanlines (malloc'ed) or NULL; *why says what failed. */
+static unsigned char *parse_png(const char *path, int *w, int *h, size_t *rawlen, const char **why, int *software)
+{
+    size_t len;
+    char *d = slurp(path, &len);
+    unsigned char *p = (unsigned char *)d;
+    *why = "cannot read";
+    *software = 0;
+    if (!d) return NULL;
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+    if (len < 8 || memcmp(p, sig, 8) != 0) {
+        *why = "signature";
+        free(d);
+        return NULL;
+    }
+    unsigned char *idat = NULL;
+    size_t idatlen = 0, pos = 8;
+    int seen_ihdr = 0, seen_iend = 0;
+    while (pos + 12 <= len) {
+        uint32_t n = rd32(p + pos);
+        if (pos + 12 + n > len) break;
+        const unsigned char *type = p + pos + 4, *data = p + pos + 8;
+        uint32_t crc = (uint32_t)crc32(crc32(0, Z_NULL, 0), type, 4 + n);
+        if (crc != rd32(p + pos + 8 + n)) {
+            *why = "chunk CRC";
+            free(idat);
+            free(d);
+            return NULL;
+        }
+        if (memcmp(type, "IHDR", 4) == 0 && n == 13 && pos == 8) {
+            seen_ihdr = 1;
+            *w = (int)rd32(data);
+            *h = (int)rd32(data + 4);
+            if (data[8] != 8 || data[9] != 0 || data[10] != 0 || data[11] != 0 || data[12] != 0) {
+                *why = "IHDR fields";
+                free(idat);
+                free(d);
+                return NULL;
+            }
+        } else if (memcmp(type, "IDAT", 4) == 0) {
+            idat = realloc(idat, idatlen + n + 1);
+            memcpy(idat + idatlen, data, n);
+            idatlen += n;
+        } else if (memcmp(type, "tEXt", 4) == 0 && n == 19 && memcmp(data, "Software\0nb toolkit", 19) == 0) {
+            *software = 1;
+        } else if (memcmp(type, "IEND", 4) == 0 && n == 0) {
+            seen_iend = pos + 12 == len;
+        }
+        pos += 12 + n;
+    }
+    free(d);
+    if (!seen_ihdr || !seen_iend || !idat) {
+        *why = "IHDR/IDAT/IEND structure";
+        free(idat);
+        return NULL;
+    }
+    uLongf out = (uLongf)((size_t)*h * (1 + (size_t)*w));
+    unsigned char *raw = malloc(out + 1);
+    uLongf got = out + 1;
+    int zr = uncompress(raw, &got, idat, idatlen);
+    free(idat);
+    if (zr != Z_OK || got != out) {
+        *why = "IDAT does not inflate to height*(1+width) bytes";
+        free(raw);
+        return NULL;
+    }
+    *rawlen = got;
+    *why = "ok";
+    return raw;
+}
+
+static void test_png(void)
+{
+    /* known scale 0.5: value*0.5 rounded, clipped */
+    const float vals[] = {-3, 0, 1, 2.9f, 100, 509, 511, 1e9f, NAN, INFINITY, -INFINITY, 0.99f};
+    const unsigned char want[] = {0, 0, 1, 1, 50, 255, 255, 255, 0, 255, 0, 0};
+    const int w = 4, h = 3;
+    nb_status st = nb_png_write_preview(tpath("s.png"), vals, w, h, 0.5);
+    ok(st == NB_OK, "write a PNG with scale 0.5 (%s)", st ? nb_error_message() : "ok");
+    int pw = 0, ph = 0, sw = 0;
+    size_t rl = 0;
+    const char *why;
+    unsigned char *raw = parse_png(tpath("s.png"), &pw, &ph, &rl, &why, &sw);
+    ok(raw != NULL, "PNG signature, chunk CRCs, IHDR, IDAT and IEND valid (%s)", why);
+    ok(pw == w && ph == h, "PNG IHDR is %d x %d", pw, ph);
+    ok(sw, "PNG has tEXt Software = nb toolkit");
+    if (raw) {
+        int same = 1;
+        for (int y = 0; y < h; y++) {
+            same &= raw[(size_t)y * (w + 1)] == 0;
+            for (int x = 0; x < w; x++) same &= raw[(size_t)y * (w + 1) + 1 + x] == want[y * w + x];
+        }
+        ok(same, "PNG rows have filter 0 and the expected grey levels");
+    } else {
+        ok(0, "PNG grey levels");
+    }
+    free(raw);
+
+    /* automatic contrast: dark background, a few bright spots */
+    {
+        const int W = 700, H = 500;   /* > 64 KiB of scanlines: several IDAT chunks */
+        float *img = malloc((size_t)W * H * sizeof *img);
+        for (int i = 0; i < W * H; i++) img[i] = (float)(xr() % 1000) / 1000.0f;   /* 0 .. 1 photons */
+        for (int k = 0; k < 30; k++) img[(size_t)(xr() % H) * W + xr() % W] = 5000.0f;
+        img[0] = 0;
+        st = nb_png_write_preview(tpath("auto.png"), img, W, H, 0);
+        raw = st ? NULL : parse_png(tpath("auto.png"), &pw, &ph, &rl, &why, &sw);
+        unsigned char *lv = malloc((size_t)W * H);
+        double top = 0;
+        nb_png_preview_levels(img, W, H, 0, lv, &top);
+        int same = raw != NULL && pw == W && ph == H;
+        for (int y = 0; same && y < H; y++) same = memcmp(raw + (size_t)y * (W + 1) + 1, lv + (size_t)y * W, W) == 0;
+        ok(same, "auto-contrast PNG (%d x %d, several IDATs) matches nb_png_preview_levels", W, H);
+        int spots = 1, mid = 0;
+        for (int i = 0; i < W * H; i++) {
+            if (img[i] >= 5000.0f) spots &= lv[i] == 255;
+            if (lv[i] > 64 && lv[i] < 250) mid++;
+        }
+        ok(spots && lv[0] == 0 && top > 0.9 && top < 1.0, "spots are white, zero is black, top %.3f ~ background max",
+           top);
+        ok(mid > W * H / 2, "the sqrt ramp spreads the background over the grey range");
+        free(lv);
+        free(raw);
+        free(img);
+    }
+    {
+        float zeros[6] = {0, 0, -1, 0, 0, 0};
+        unsigned char lv[6] = {1, 1, 1, 1, 1, 1};
+        double top = -1;
+        st = nb_png_preview_levels(zeros, 3, 2, 0, lv, &top);
+        ok(st == NB_OK && top == 0 && !memchr(lv, 1, 6) && lv[0] == 0, "an image with no positive pixel is black");
+        ok(nb_png_write_preview(tpath("zeros.png"), zeros, 3, 2, 0) == NB_OK, "and writes");
+    }
+}
+
+/* ---- failures ------------------------------------------------------------- */
+
+static void test_failures(void)
+{
+    nb_image_meta m = test_meta(4, 3);
+    int32_t c[12] = {0};
+    float f[12] = {0};
+    char bad[300];
+    snprintf(bad, sizeof bad, "%s/no/such/dir/x.out", dir);
+    nb_status st;
+
+    st = nb_cbf_write(bad, c, &m);
+    ok(st == NB_ERR_IO && strstr(nb_error_message(), bad) && !exists(bad),
+       "CBF into a missing directory fails naming the path: %s", nb_error_message());
+    st = nb_png_write_preview(bad, f, 4, 3, 1);
+    ok(st == NB_ERR_IO && strstr(nb_error_message(), bad) && !exists(bad),
+       "PNG into a missing directory fails naming the path: %s", nb_error_message());
+#ifdef NB_HAVE_TIFF
+    st = nb_tiff_write_f32(bad, f, &m);
+    ok(st == NB_ERR_IO && strstr(nb_error_message(), bad) && !exists(bad),
+       "TIFF into a missing directory fails naming the path: %s", nb_error_message());
+#else
+    skip("this build has no libtiff", "TIFF into a missing directory");
+#endif
+
+    if (access("/dev/full", W_OK) == 0) {
+        st = nb_cbf_write("/dev/full", c, &m);
+        ok(st == NB_ERR_IO && strstr(nb_error_message(), "/dev/full"), "CBF to /dev/full fails: %s",
+           nb_error_message());
+        st = nb_png_write_preview("/dev/full", f, 4, 3, 1);
+        ok(st == NB_ERR_IO && strstr(nb_error_message(), "/dev/full"), "PNG to /dev/full fails: %s",
+           nb_error_message());
+#ifdef NB_HAVE_TIFF
+        st = nb_tiff_write_u16("/dev/full", c, &m);
+        ok(st == NB_ERR_IO && strstr(nb_error_message(), "/dev/full"), "TIFF to /dev/full fails: %s",
+           nb_error_message());
+#else
+        skip("this build has no libtiff", "TIFF to /dev/full");
+#endif
+    } else {
+        skip("no writable /dev/full", "CBF to /dev/full");
+        skip("no writable /dev/full", "PNG to /dev/full");
+        skip("no writable /dev/full", "TIFF to /dev/full");
+    }
+
+    nb_image_meta empty = test_meta(0, 5);
+    ok(nb_cbf_write(tpath("empty.cbf"), c, &empty) != NB_OK && !exists(tpath("empty.cbf")),
+       "an empty image is refused (%s)", nb_error_message());
+
+    /* nothing temporary left behind */
+    DIR *dd = opendir(dir);
+    int stray = 0;
+    struct dirent *e;
+    while (dd && (e = readdir(dd)))
+        if (e->d_name[0] == '.' && strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) stray++;
+    if (dd) closedir(dd);
+    ok(stray == 0, "no temporary files left in the output directory (%d)", stray);
+}
+
+static void cleanup(void)
+{
+    DIR *dd = opendir(dir);
+    struct dirent *e;
+    while (dd && (e = readdir(dd))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        unlink(tpath(e->d_name));
+    }
+    if (dd) closedir(dd);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    nb_set_tool_name("test_formats");
+    snprintf(dir, sizeof dir, "/tmp/nb_test_formats.XXXXXX");
+    if (!mkdtemp(dir)) {
+        printf("not ok 1 - mkdtemp: %s\n", strerror(errno));
+        return 1;
+    }
+    test_cbf();
+    test_tiff();
+    test_png();
+    test_failures();
+    if (!getenv("NB_KEEP_TEST_FILES")) cleanup();
+    else printf("# files kept in %s\n", dir);
+    return tap_done();
+}

@@ -1,0 +1,388 @@
+/* test_rng.c - the random generators must reproduce the reference program's
+ * sequences exactly.  The expected numbers below were produced by compiling
+ * the reference's own ran1/gaussdev/poidev/gammln/mosaic_rotation_umat/
+ * umat2misset (gcc -O2, x86-64) in a scratch directory and printing the
+ * values ("%.9g" for floats, "%.17g" for doubles); only the numbers are
+ * copied here.  Each scenario ran in a fresh process, i.e. with the
+ * reference's statics (shuffle table, spare deviate, poidev caches) at their
+ * program-start values - here a fresh nb_rng. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nb_rng.h"
+#include "tap.h"
+
+#define RTD (180.0 * M_1_PI)
+
+/* exact float comparison; prints the first mismatch */
+static int same_floats(const float *got, const float *want, int n, const char *what)
+{
+    for (int i = 0; i < n; i++)
+        if (memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+            printf("# %s[%d]: got %.9g, want %.9g\n", what, i, got[i], want[i]);
+            return 0;
+        }
+    return 1;
+}
+
+static int same_doubles(const double *got, const double *want, int n, const char *what)
+{
+    for (int i = 0; i < n; i++)
+        if (got[i] != want[i]) {
+            printf("# %s[%d]: got %.17g, want %.17g\n", what, i, got[i], want[i]);
+            return 0;
+        }
+    return 1;
+}
+
+static void test_ran1(void)
+{
+    static const struct {
+        int64_t seed;
+        float v[6];
+        int64_t idum;
+    } cases[] = {
+        {-1, {0.415999353f, 0.091964893f, 0.75641048f, 0.52970022f, 0.930436492f, 0.383502066f}, 156091745},
+        {-12345678, {0.765989304f, 0.023453664f, 0.589726627f, 0.535101593f, 0.982231438f, 0.693016112f}, 1086690778},
+        {-123, {0.170755535f, 0.538071811f, 0.444127083f, 0.812239647f, 0.575781107f, 0.473043621f}, 2019415459},
+        {-2147483646,
+         {0.933157742f, 0.616497934f, 0.582514048f, 0.313227296f, 0.298809409f, 0.0896791667f},
+         1991391902},
+        {0, {0.415999353f, 0.091964893f, 0.75641048f, 0.52970022f, 0.930436492f, 0.383502066f}, 156091745},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        nb_rng r;
+        nb_rng_init(&r);
+        int64_t idum = cases[c].seed;
+        float got[6];
+        for (int i = 0; i < 6; i++) got[i] = nb_ran1(&r, &idum);
+        ok(same_floats(got, cases[c].v, 6, "ran1"), "ran1 seed %lld: first 6 deviates", (long long)cases[c].seed);
+        ok(idum == cases[c].idum, "ran1 seed %lld: seed variable afterwards %lld", (long long)cases[c].seed,
+           (long long)idum);
+    }
+
+    /* a negative seed re-initialises a used table: same sequence as fresh */
+    {
+        nb_rng r;
+        nb_rng_init(&r);
+        int64_t other = -999;
+        for (int i = 0; i < 17; i++) nb_ran1(&r, &other);
+        int64_t idum = -12345678;
+        float got[6];
+        for (int i = 0; i < 6; i++) got[i] = nb_ran1(&r, &idum);
+        ok(same_floats(got, cases[1].v, 6, "ran1"), "a negative seed re-initialises a used table");
+    }
+
+    /* a positive seed on a fresh table is replaced by 1 (the reference's
+     * "-(*idum) < 1" test), giving the seed -1 sequence */
+    {
+        nb_rng r;
+        nb_rng_init(&r);
+        int64_t idum = 5;
+        float got[6];
+        for (int i = 0; i < 6; i++) got[i] = nb_ran1(&r, &idum);
+        ok(same_floats(got, cases[0].v, 6, "ran1"), "positive seed 5 on a fresh table gives the seed -1 sequence");
+        ok(idum == 156091745, "... and leaves the same seed variable");
+    }
+
+    /* shared table: a positive seed continues on the table another stream
+     * filled (three draws from seed -1, then seed 987654, then seed -1's
+     * variable again) */
+    {
+        nb_rng r;
+        nb_rng_init(&r);
+        int64_t a = -1, b = 987654;
+        for (int i = 0; i < 3; i++) nb_ran1(&r, &a);
+        const float want_b[5] = {0.52970022f, 0.930436492f, 0.383502066f, 0.653918982f, 0.0668422356f};
+        const float want_a[3] = {0.722660422f, 0.671149373f, 0.383415639f};
+        float got[5];
+        for (int i = 0; i < 5; i++) got[i] = nb_ran1(&r, &b);
+        ok(same_floats(got, want_b, 5, "shared b"), "a positive seed draws from the shared table");
+        ok(b == 1488418937, "its seed variable advances: %lld", (long long)b);
+        for (int i = 0; i < 3; i++) got[i] = nb_ran1(&r, &a);
+        ok(same_floats(got, want_a, 3, "shared a"), "the first stream continues on the shared table");
+        ok(a == 156091745, "the first stream's seed variable: %lld", (long long)a);
+    }
+
+    /* a long run */
+    {
+        nb_rng r;
+        nb_rng_init(&r);
+        int64_t idum = -12345678;
+        float v = 0, v500 = 0;
+        int in_range = 1;
+        for (int i = 1; i <= 1000; i++) {
+            v = nb_ran1(&r, &idum);
+            if (!(v > 0.0f && v < 1.0f)) in_range = 0;
+            if (i == 500) v500 = v;
+        }
+        ok(v500 == 0.835846961f, "ran1 seed -12345678: 500th deviate %.9g", v500);
+        ok(v == 0.450274765f, "ran1 seed -12345678: 1000th deviate %.9g", v);
+        ok(idum == 206479895, "ran1 seed -12345678: seed variable after 1000 draws %lld", (long long)idum);
+        ok(in_range, "all 1000 deviates lie in (0, 1)");
+    }
+}
+
+static void test_gaussdev(void)
+{
+    nb_rng r;
+    nb_rng_init(&r);
+    int64_t idum = -7;
+    const float want[8] = {-0.19157204f, -1.01012123f, -0.481914014f, 2.15787578f,
+                           -0.329030216f, 0.13902913f, 0.177549139f, 0.420755178f};
+    float got[8];
+    for (int i = 0; i < 8; i++) got[i] = nb_gaussdev(&r, &idum);
+    ok(same_floats(got, want, 8, "gaussdev"), "gaussdev seed -7: 4 pairs");
+    ok(idum == 414356755, "gaussdev seed -7: seed variable %lld", (long long)idum);
+
+    nb_rng_init(&r);
+    idum = -12345678;
+    const float want2[5] = {0.935000956f, 2.39004779f, -1.21236098f, -1.01952314f, 0.289932609f};
+    for (int i = 0; i < 5; i++) got[i] = nb_gaussdev(&r, &idum);
+    ok(same_floats(got, want2, 5, "gaussdev"), "gaussdev seed -12345678: 5 deviates (a spare left over)");
+    ok(idum == 1481110328, "gaussdev seed -12345678: seed variable %lld", (long long)idum);
+    ok(r.have_spare == 1, "the sixth deviate is kept as the spare");
+}
+
+static void test_gammln(void)
+{
+    const float xs[8] = {0.5f, 1, 1.5f, 2, 3.7f, 10, 100.5f, 1e6f};
+    const float want[8] = {0.572364926f, 0.0f,        -0.120782241f, -4.4408921e-16f,
+                           1.42807233f,  12.8018274f, 361.435547f,   12815505.0f};
+    float got[8];
+    for (int i = 0; i < 8; i++) got[i] = nb_gammln(xs[i]);
+    ok(same_floats(got, want, 8, "gammln"), "gammln at 0.5 1 1.5 2 3.7 10 100.5 1e6 matches bit for bit");
+    near(nb_gammln(5.0f), log(24.0), 1e-6, "gammln(5) = ln 4!");
+}
+
+static void test_poidev(void)
+{
+    static const struct {
+        float xm;
+        int64_t seed;
+        float v[6];
+        int64_t idum;
+    } cases[] = {
+        {0.5f, -1, {0, 0, 1, 1, 1, 1}, 937186357},
+        {0.5f, -987, {1, 0, 0, 0, 0, 1}, 442243986},
+        {5, -1, {5, 5, 8, 5, 6, 6}, 1777724115},
+        {5, -987, {4, 6, 5, 5, 7, 12}, 2061410447},
+        {11.9f, -1, {15, 14, 12, 13, 16, 11}, 2014119113},
+        {11.9f, -987, {11, 13, 20, 11, 15, 9}, 1131507043},
+        {12, -1, {7, 10, 10, 13, 10, 9}, 1075260298},
+        {12, -987, {9, 20, 9, 8, 9, 19}, 2119039857},
+        {50, -1, {40, 47, 46, 52, 46, 44}, 1075260298},
+        {50, -987, {44, 68, 54, 41, 65, 56}, 1245901540},
+        {1000, -1, {957, 990, 914, 983, 1010, 985}, 685118024},
+        {1000, -987, {976, 1081, 1018, 962, 1006, 995}, 1916848490},
+        {2e6f, -1, {1998816.5f, 1999756.38f, 2000264.62f, 2002284.62f, 1999750.0f, 2000923.62f}, 156091745},
+        {2e6f, -987, {1999623.25f, 2000385.12f, 1996988.0f, 2000242.62f, 2000193.5f, 1998934.5f}, 1591213378},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        nb_rng r;
+        nb_rng_init(&r);
+        int64_t idum = cases[c].seed;
+        float got[6];
+        for (int i = 0; i < 6; i++) got[i] = nb_poidev(&r, cases[c].xm, &idum);
+        ok(same_floats(got, cases[c].v, 6, "poidev"), "poidev mean %g seed %lld: 6 deviates", cases[c].xm,
+           (long long)cases[c].seed);
+        ok(idum == cases[c].idum, "poidev mean %g seed %lld: seed variable %lld", cases[c].xm,
+           (long long)cases[c].seed, (long long)idum);
+    }
+
+    /* mean 0 returns 0 and consumes exactly one uniform */
+    {
+        nb_rng r;
+        nb_rng_init(&r);
+        int64_t idum = -42;
+        float p = nb_poidev(&r, 0.0f, &idum);
+        float next = nb_ran1(&r, &idum);
+        ok(p == 0.0f, "poidev(0) = 0");
+        ok(next == 0.539009392f && idum == 573618697, "poidev(0) consumed exactly one uniform (next %.9g)", next);
+    }
+
+    /* a mixed sequence: the caches keyed on the previous mean, the Gaussian
+     * limit above 1e6 and its spare deviate */
+    {
+        const float means[14] = {5, 50, 5, 0.5f, 50, 12, 2e6f, 3, 1000, 11.9f, 0, 2e6f, 2e6f, 50};
+        const float want[14] = {1,  59, 4, 1, 49, 4, 1999176.88f, 4, 977, 9, 0, 2002878.5f,
+                                2000264.12f, 50};
+        nb_rng r;
+        nb_rng_init(&r);
+        int64_t idum = -424242;
+        float got[14];
+        for (int i = 0; i < 14; i++) got[i] = nb_poidev(&r, means[i], &idum);
+        ok(same_floats(got, want, 14, "poidev mix"), "poidev over 14 mixed means matches the reference");
+        ok(idum == 218552238, "poidev mix: seed variable %lld", (long long)idum);
+    }
+}
+
+static void test_mosaic(void)
+{
+    /* 0.5 degree mosaic spread, seed -12345678 (the default mosaic seed),
+     * four domains in a row; with umat2misset of each matrix */
+    static const double want_u[4][9] = {
+        {0.99996612375044724, 0.0082266013279829672, -0.00027273081166300314, -0.0082272825073718553,
+         0.99996277932151434, -0.002598421470118665, 0.00025134448292042335, 0.0026005772787805153,
+         0.99999658690605941},
+        {0.99996592089784464, -0.0079751680914580177, 0.0021339486494309119, 0.0079761872189555976,
+         0.99996807949662869, -0.0004694946988297568, -0.0021301362335746331, 0.00048649947281547405,
+         0.99999761291609557},
+        {0.9999914359922164, 0.0028416441030047652, 0.0030088205358383916, -0.0028584857919053165,
+         0.99998018943075295, 0.0056080125724695118, -0.0029928249535347059, -0.0056165652161582636,
+         0.99997974839192127},
+        {0.99997328100466476, -0.00099578238670063046, 0.0072419399475676565, 0.0010300984016003182,
+         0.99998825298719207, -0.0047363260979907647, -0.0072371385263002878, 0.0047436594588803225,
+         0.99996256005957007},
+    };
+    static const double want_m[4][3] = {
+        {0.002600580292219185, -0.00025134448556683151, -0.0082273755850429883},
+        {0.00048650059575119112, 0.002130137844486481, 0.0079762898915009331},
+        {-0.0056166199007789217, 0.0029928294213421654, -0.0028585024865414054},
+        {0.0047438014832505166, 0.0072372017033938496, 0.0010301255611544051},
+    };
+    nb_rng r;
+    nb_rng_init(&r);
+    int64_t idum = -12345678;
+    int all_u = 1, all_m = 1;
+    for (int d = 0; d < 4; d++) {
+        double u[9], m[3];
+        nb_mosaic_rotation_umat(&r, (float)(0.5 / RTD), u, &idum);
+        nb_umat2misset(u, m);
+        char what[32];
+        snprintf(what, sizeof what, "umat %d", d);
+        all_u &= same_doubles(u, want_u[d], 9, what);
+        snprintf(what, sizeof what, "misset %d", d);
+        all_m &= same_doubles(m, want_m[d], 3, what);
+    }
+    ok(all_u, "mosaic_rotation_umat(0.5 deg, seed -12345678): 4 matrices match bit for bit");
+    ok(all_m, "umat2misset of those 4 matrices matches bit for bit");
+    ok(idum == 1162045200, "the mosaic seed variable after 4 domains (12 uniforms): %lld", (long long)idum);
+
+    /* the random misset: the reference passes 90 (meant as degrees) as radians */
+    static const double want_r[2][9] = {
+        {0.85737581139438646, -0.3582235758453936, -0.36957081560149874, 0.36994374754412446, 0.9281315698108128,
+         -0.041393390456998261, 0.35783842958635192, -0.10123072077712346, 0.92828012985419306},
+        {0.69181605384998723, -0.13797635304401493, 0.70876870249475965, 0.042035627344253486, 0.9876048318192312,
+         0.1512273196254002, -0.72084918926860608, -0.074827950446215319, 0.68904080007123825},
+    };
+    static const double want_rm[2][3] = {
+        {-0.10862267482633257, -0.36595201196788463, 0.40734961614065884},
+        {-0.10817335736464345, 0.80502675837099991, 0.060686667354446562},
+    };
+    nb_rng_init(&r);
+    idum = -1234567890;
+    all_u = all_m = 1;
+    for (int d = 0; d < 2; d++) {
+        double u[9], m[3];
+        nb_mosaic_rotation_umat(&r, 90.0f, u, &idum);
+        nb_umat2misset(u, m);
+        all_u &= same_doubles(u, want_r[d], 9, "random umat");
+        all_m &= same_doubles(m, want_rm[d], 3, "random misset");
+    }
+    ok(all_u, "mosaic_rotation_umat(90.0, seed -1234567890): 2 matrices match bit for bit");
+    ok(all_m, "umat2misset of the random orientations matches bit for bit");
+    ok(idum == 310766971, "the misset seed variable afterwards: %lld", (long long)idum);
+
+    nb_rng_init(&r);
+    idum = -7;
+    {
+        const double want7[9] = {0.93181405391011618, -0.0068332366798606325, 0.3628717070978007,
+                                 0.13435907568788955, 0.93528199645000187,    -0.32740682017452644,
+                                 -0.3371501263767982, 0.35383738354359301,   0.87242701602548578};
+        const double want7m[3] = {0.38530590600203213, 0.34388814224230696, 0.14320385885128259};
+        double u[9], m[3];
+        nb_mosaic_rotation_umat(&r, 90.0f, u, &idum);
+        nb_umat2misset(u, m);
+        ok(same_doubles(u, want7, 9, "umat seed -7") && same_doubles(m, want7m, 3, "misset seed -7") &&
+               idum == 125891516,
+           "random orientation with seed -7");
+        /* it is a rotation: U U^T = I, det = 1 */
+        double maxdev = 0;
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++) {
+                double s = 0;
+                for (int k = 0; k < 3; k++) s += u[3 * i + k] * u[3 * j + k];
+                double dev = fabs(s - (i == j));
+                if (dev > maxdev) maxdev = dev;
+            }
+        ok(maxdev < 1e-12, "the matrix is orthonormal (max |UU^T - I| = %g)", maxdev);
+    }
+
+    /* zero mosaicity gives the identity, still consuming 3 uniforms */
+    {
+        nb_rng_init(&r);
+        idum = -12345678;
+        double u[9];
+        nb_mosaic_rotation_umat(&r, 0.0f, u, &idum);
+        const double id[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+        ok(same_doubles(u, id, 9, "zero mosaic"), "zero mosaicity gives the identity");
+        float next = nb_ran1(&r, &idum);
+        ok(next == 0.535101593f, "... after consuming three uniforms");
+    }
+
+    /* umat2misset corner cases (values from the reference) */
+    {
+        static const double mats[4][9] = {
+            {0, 0.6, 0.8, 0, 0, 0, 0, 0, 0}, /* two empty rows */
+            {1, 0, 0, 0, 0, 0, 0, 0, 2},     /* an empty row, unnormalised */
+            {0, 0, -1, 0, 1, 0, 1, 0, 0},    /* 90 degrees about y: gimbal lock */
+            {2, 0, 0, 0, 2, 0, 0, 0, 2},     /* scaled identity */
+        };
+        static const double want[4][3] = {
+            {-0.9272952180016123, -0.0, 0},
+            {0, -0.0, 0},
+            {3.1415926535897931, 1.5707963267948966, 3.1415926535897931},
+            {0, -0.0, 0},
+        };
+        for (int c = 0; c < 4; c++) {
+            double m[3] = {9, 9, 9};
+            nb_umat2misset(mats[c], m);
+            ok(same_doubles(m, want[c], 3, "umat2misset"), "umat2misset corner case %d", c);
+        }
+    }
+}
+
+static void test_frame_seed(void)
+{
+    ok(nb_frame_seed(-12345, 0) == -12345, "frame 0 keeps the seed");
+    ok(nb_frame_seed(7, 0) == 7, "frame 0 keeps a positive seed too");
+    int64_t s1 = nb_frame_seed(-12345, 1), s2 = nb_frame_seed(-12345, 2), s1b = nb_frame_seed(-12345, 1);
+    ok(s1 == s1b, "deterministic");
+    ok(s1 != s2 && s1 != -12345 && s2 != -12345, "different frames give different seeds");
+    int neg = 1, distinct = 1, inrange = 1;
+    int64_t seen[200];
+    for (long f = 1; f <= 200; f++) {
+        int64_t s = nb_frame_seed(-12345, f);
+        if (s >= 0) neg = 0;
+        if (s < -2147483646) inrange = 0;
+        for (long g = 1; g < f; g++)
+            if (seen[g - 1] == s) distinct = 0;
+        seen[f - 1] = s;
+    }
+    ok(neg, "later frames get negative seeds (re-initialising the table)");
+    ok(inrange, "frame seeds stay within the generator's range");
+    ok(distinct, "200 frames give 200 distinct seeds");
+    ok(nb_frame_seed(-1, 1) != nb_frame_seed(-2, 1), "different base seeds give different frame seeds");
+    /* two frames' noise streams differ */
+    nb_rng r;
+    nb_rng_init(&r);
+    int64_t a = nb_frame_seed(-12345, 1), b = nb_frame_seed(-12345, 2);
+    float fa = nb_ran1(&r, &a);
+    nb_rng_init(&r);
+    float fb = nb_ran1(&r, &b);
+    ok(fa != fb, "frames 1 and 2 draw different first deviates");
+}
+
+int main(void)
+{
+    test_ran1();
+    test_gaussdev();
+    test_gammln();
+    test_poidev();
+    test_mosaic();
+    test_frame_seed();
+    return tap_done();
+}

@@ -1,0 +1,848 @@
+/* test_stream.c - the nb stream: records, headers, arrays, reader and writer,
+ * and the reader's refusal of truncated, corrupted or foreign input. */
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "nb_error.h"
+#include "nb_stream.h"
+#include "nb_util.h"
+#include "tap.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+typedef struct bytes {
+    unsigned char *p;
+    size_t n;
+} bytes;
+
+static void bytes_append(bytes *b, const unsigned char *p, size_t n)
+{
+    b->p = realloc(b->p, b->n + n + 1);
+    if (!b->p) abort();
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+}
+
+static void bytes_append_record(bytes *b, const nb_record *rec)
+{
+    unsigned char *buf;
+    size_t len;
+    if (nb_record_serialize(rec, &buf, &len) != NB_OK) abort();
+    bytes_append(b, buf, len);
+    free(buf);
+}
+
+static void bytes_append_end(bytes *b, long n)
+{
+    nb_record end;
+    nb_record_init(&end, "END");
+    nb_hdr_set_long(&end, "RECORDS", n);
+    bytes_append_record(b, &end);
+    nb_record_free(&end);
+}
+
+/* Read a whole buffer; returns the status of the first failure or NB_OK at a
+ * clean end.  *nrec counts records returned (END included); types[] receives
+ * their types when given. */
+static nb_status read_all(const unsigned char *buf, size_t len, int *nrec, char types[][NB_TYPE_LEN + 1], int maxt)
+{
+    nb_reader *r;
+    nb_record rec;
+    int eof = 0, n = 0;
+    if (nrec) *nrec = 0;
+    nb_status st = nb_reader_open_mem(&r, buf, len, "test");
+    if (st) return st;
+    memset(&rec, 0, sizeof rec);
+    for (;;) {
+        st = nb_reader_next(r, &rec, &eof);
+        if (st || eof) break;
+        if (types && n < maxt) snprintf(types[n], NB_TYPE_LEN + 1, "%s", rec.type);
+        n++;
+        if (n > 1000) { /* would be a reader bug: never loop forever */
+            st = NB_ERR_DATA;
+            break;
+        }
+    }
+    nb_record_free(&rec);
+    nb_reader_close(r);
+    if (nrec) *nrec = n;
+    return st;
+}
+
+static int contains(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
+
+static char tmpdir[256];
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/nb-test-stream-XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+}
+
+static int read_whole(const char *path, bytes *out)
+{
+    FILE *fp = fopen(path, "rb");
+    unsigned char chunk[4096];
+    size_t n;
+    out->p = NULL;
+    out->n = 0;
+    if (!fp) return 0;
+    while ((n = fread(chunk, 1, sizeof chunk, fp)) > 0) bytes_append(out, chunk, n);
+    fclose(fp);
+    return 1;
+}
+
+/* The 3-record stream used for the truncation and bit-flip sweeps:
+ * a PLAN-like record with arrays, an unknown record type, END. */
+static void build_stream3(bytes *b)
+{
+    nb_record plan, foo;
+    void *stored;
+    nb_record_init(&plan, "PLAN");
+    nb_hdr_set(&plan, "COMMAND", "nb-geom -cell 100 100 100 90 90 90");
+    nb_hdr_set_long(&plan, "FPIXELS", 4);
+    nb_hdr_set_double(&plan, "PIXEL_SIZE", 1e-4);
+    double v[3] = {0.1, 0.05125, -0.05125};
+    nb_hdr_set_vec3(&plan, "PIX0", v);
+    double src[10] = {1, 0, 0, 1, 1e-10, -1, 0.5, 0.25, 0.5, 6.2e-10};
+    nb_record_add_array(&plan, "sources", NB_F64, 10, src, NULL);
+    unsigned char mask[7] = {1, 0, 1, 1, 0, 1, 1};
+    nb_record_add_array(&plan, "mask", NB_U8, 7, mask, NULL);
+    int32_t ints[3] = {-5, 7, 2147483647};
+    nb_record_add_array(&plan, "ints", NB_I32, 3, ints, NULL);
+    nb_record_add_array(&plan, "zeros", NB_F32, 5, NULL, &stored);
+    bytes_append_record(b, &plan);
+    nb_record_free(&plan);
+
+    nb_record_init(&foo, "FOO");
+    nb_hdr_set(&foo, "WHATEVER", "something else entirely");
+    foo.payload = malloc(13);
+    memcpy(foo.payload, "\x00\x01\x02opaque\xff\xfe\n\r", 13);
+    foo.payload_len = 13;
+    foo.payload_cap = 13;
+    bytes_append_record(b, &foo);
+    nb_record_free(&foo);
+    bytes_append_end(b, 2);
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+static void test_header_values(void)
+{
+    nb_record rec;
+    nb_record_init(&rec, "TEST");
+    const double dv[] = {0.1,
+                         1.0 / 3.0,
+                         -1e-300,
+                         5e-324,
+                         DBL_MIN,
+                         DBL_MAX,
+                         -DBL_MAX,
+                         M_PI,
+                         6.02214179e23,
+                         125932015286227086360700780544.0,
+                         -0.0,
+                         0.0,
+                         1.0000000000000002,
+                         0.30000000000000004,
+                         123456789012345678.0,
+                         -2.5e-10,
+                         HUGE_VAL,
+                         -HUGE_VAL};
+    const int nd = (int)(sizeof dv / sizeof dv[0]);
+    char key[32];
+    for (int i = 0; i < nd; i++) {
+        snprintf(key, sizeof key, "D%d", i);
+        nb_hdr_set_double(&rec, key, dv[i]);
+    }
+    nb_hdr_set_long(&rec, "LMAX", LONG_MAX);
+    nb_hdr_set_long(&rec, "LMIN", LONG_MIN);
+    nb_hdr_set_long(&rec, "INT", -42);
+    double v3[3] = {1.0 / 7.0, -0.0, 1e-310};
+    nb_hdr_set_vec3(&rec, "VEC", v3);
+    nb_hdr_set(&rec, "STR", "a value with spaces, = signs and 'quotes'");
+    nb_hdr_set(&rec, "EMPTY", "");
+    nb_hdr_set(&rec, "AB", "ab");
+    nb_hdr_set(&rec, "A", "a");
+    nb_hdr_setf(&rec, "FMT", "%d-%s", 7, "x");
+
+    /* through serialize + memory reader */
+    bytes b = {0};
+    bytes_append_record(&b, &rec);
+    bytes_append_end(&b, 1);
+    nb_reader *r;
+    nb_record got;
+    int eof;
+    memset(&got, 0, sizeof got);
+    ok(nb_reader_open_mem(&r, b.p, b.n, "mem") == NB_OK, "open a memory reader");
+    ok(nb_reader_next(r, &got, &eof) == NB_OK && !eof, "read back the record");
+    ok(strcmp(got.type, "TEST") == 0, "type survives");
+    ok(got.header_len == rec.header_len && memcmp(got.header, rec.header, rec.header_len) == 0,
+       "header bytes survive unchanged");
+    int all = 1;
+    for (int i = 0; i < nd; i++) {
+        double x = 12345;
+        snprintf(key, sizeof key, "D%d", i);
+        if (nb_hdr_get_double(&got, key, &x) != NB_OK || memcmp(&x, &dv[i], sizeof x) != 0) {
+            printf("# double %s = %.17g came back as %.17g\n", key, dv[i], x);
+            all = 0;
+        }
+    }
+    ok(all, "%d doubles round-trip bit for bit (incl. -0, denormals, DBL_MAX, inf)", nd);
+    long l = 0;
+    ok(nb_hdr_get_long(&got, "LMAX", &l) == NB_OK && l == LONG_MAX, "LONG_MAX round-trips");
+    ok(nb_hdr_get_long(&got, "LMIN", &l) == NB_OK && l == LONG_MIN, "LONG_MIN round-trips");
+    int iv = 0;
+    ok(nb_hdr_get_int(&got, "INT", &iv) == NB_OK && iv == -42, "int round-trips");
+    ok(nb_hdr_get_int(&got, "LMAX", &iv) == NB_ERR_DATA && contains(nb_error_message(), "LMAX"),
+       "int getter refuses an out-of-range long: %s", nb_error_message());
+    double w3[3] = {0, 0, 0};
+    ok(nb_hdr_get_vec3(&got, "VEC", w3) == NB_OK && memcmp(w3, v3, sizeof w3) == 0, "vec3 round-trips exactly");
+    char *s = NULL;
+    ok(nb_hdr_get_str(&got, "STR", &s) == NB_OK && s && strcmp(s, "a value with spaces, = signs and 'quotes'") == 0,
+       "string round-trips");
+    free(s);
+    ok(nb_hdr_get_str(&got, "EMPTY", &s) == NB_OK && s && s[0] == '\0', "empty string value round-trips");
+    free(s);
+    ok(nb_hdr_get_str(&got, "A", &s) == NB_OK && s && strcmp(s, "a") == 0, "key A is not confused with key AB");
+    free(s);
+    ok(nb_hdr_get_str(&got, "FMT", &s) == NB_OK && s && strcmp(s, "7-x") == 0, "nb_hdr_setf formats");
+    free(s);
+    ok(nb_reader_next(r, &got, &eof) == NB_OK && !eof && nb_record_is(&got, "END"), "END record is returned");
+    ok(nb_reader_next(r, &got, &eof) == NB_OK && eof, "then a clean end of stream");
+    nb_reader_close(r);
+    nb_record_free(&got);
+    free(b.p);
+
+    /* replacing a key keeps its place and does not duplicate it */
+    nb_record t;
+    nb_record_init(&t, "T");
+    nb_hdr_set(&t, "K1", "one");
+    nb_hdr_set(&t, "K2", "two");
+    nb_hdr_set(&t, "K3", "three");
+    nb_hdr_set(&t, "K2", "TWO!");
+    ok(strcmp(t.header, "\nK1=one\nK2=TWO!\nK3=three\n") == 0, "setting an existing key replaces it in place");
+    ok(t.header_len == strlen(t.header), "header_len follows the text");
+    size_t len = 0;
+    const char *f = nb_hdr_find(&t, "K3", &len);
+    ok(f && len == 5 && strncmp(f, "three", 5) == 0, "nb_hdr_find gives the value and its length");
+    ok(nb_hdr_find(&t, "K", NULL) == NULL && !nb_hdr_has(&t, "K") && !nb_hdr_has(&t, "1"),
+       "a key prefix or infix is not a key");
+    ok(nb_hdr_has(&t, "K1"), "nb_hdr_has finds a key");
+
+    /* getters reject missing keys and malformed numbers */
+    double d;
+    ok(nb_hdr_get_double(&t, "MISSING", &d) == NB_ERR_DATA && contains(nb_error_message(), "MISSING") &&
+           contains(nb_error_message(), "missing"),
+       "missing double key: %s", nb_error_message());
+    ok(nb_hdr_get_long(&t, "MISSING", &l) == NB_ERR_DATA && contains(nb_error_message(), "MISSING"),
+       "missing long key: %s", nb_error_message());
+    ok(nb_hdr_get_str(&t, "MISSING", &s) == NB_ERR_DATA && s == NULL && contains(nb_error_message(), "MISSING"),
+       "missing string key: %s", nb_error_message());
+    ok(nb_hdr_get_vec3(&t, "MISSING", w3) == NB_ERR_DATA, "missing vec3 key");
+    const char *bad_doubles[] = {"", "abc", "1.5x", "1 2", "--1", "1e", ". "};
+    for (size_t i = 0; i < sizeof bad_doubles / sizeof bad_doubles[0]; i++) {
+        nb_hdr_set(&t, "BAD", bad_doubles[i]);
+        ok(nb_hdr_get_double(&t, "BAD", &d) == NB_ERR_DATA && contains(nb_error_message(), "BAD"),
+           "double '%s' is refused: %s", bad_doubles[i], nb_error_message());
+    }
+    const char *bad_longs[] = {"", "12abc", "1.5", "1e3", "99999999999999999999999", "0x", "x"};
+    for (size_t i = 0; i < sizeof bad_longs / sizeof bad_longs[0]; i++) {
+        nb_hdr_set(&t, "BADL", bad_longs[i]);
+        ok(nb_hdr_get_long(&t, "BADL", &l) == NB_ERR_DATA && contains(nb_error_message(), "BADL"),
+           "long '%s' is refused: %s", bad_longs[i], nb_error_message());
+    }
+    const char *bad_vecs[] = {"1 2", "1 2 3 4", "1 2 x", "1,2,3", ""};
+    for (size_t i = 0; i < sizeof bad_vecs / sizeof bad_vecs[0]; i++) {
+        nb_hdr_set(&t, "BADV", bad_vecs[i]);
+        ok(nb_hdr_get_vec3(&t, "BADV", w3) == NB_ERR_DATA && contains(nb_error_message(), "BADV"),
+           "vec3 '%s' is refused: %s", bad_vecs[i], nb_error_message());
+    }
+    nb_record_free(&t);
+    nb_record_free(&rec);
+}
+
+static void test_arrays(void)
+{
+    nb_record rec;
+    nb_record_init(&rec, "ARR");
+    float f32[5] = {1.5f, -2.25f, 3e-38f, FLT_MAX, -0.0f};
+    double f64[4] = {M_PI, -1e300, 5e-324, 1.0 / 3.0};
+    uint8_t u8[3] = {0, 127, 255};
+    uint16_t u16[5] = {0, 1, 65535, 256, 4242};
+    uint32_t u32[3] = {0, 4294967295u, 123456789u};
+    int32_t i32[4] = {-2147483647 - 1, 2147483647, -1, 0};
+    /* odd sizes in between so that alignment padding is needed */
+    ok(nb_record_add_array(&rec, "u8", NB_U8, 3, u8, NULL) == NB_OK, "add u8[3]");
+    ok(nb_record_add_array(&rec, "f64", NB_F64, 4, f64, NULL) == NB_OK, "add f64[4]");
+    ok(nb_record_add_array(&rec, "u16", NB_U16, 5, u16, NULL) == NB_OK, "add u16[5]");
+    ok(nb_record_add_array(&rec, "f32", NB_F32, 5, f32, NULL) == NB_OK, "add f32[5]");
+    ok(nb_record_add_array(&rec, "u32", NB_U32, 3, u32, NULL) == NB_OK, "add u32[3]");
+    ok(nb_record_add_array(&rec, "i32", NB_I32, 4, i32, NULL) == NB_OK, "add i32[4]");
+    ok(nb_record_add_array(&rec, "empty", NB_F64, 0, NULL, NULL) == NB_OK, "add an empty array");
+    void *stored = NULL;
+    ok(nb_record_add_array(&rec, "filled", NB_F64, 3, NULL, &stored) == NB_OK && stored, "add a zero-filled array");
+    if (stored) {
+        ok(((double *)stored)[0] == 0 && ((double *)stored)[2] == 0, "NULL data is zero-filled");
+        ((double *)stored)[1] = 42.0; /* fill in place */
+    }
+    ok(nb_dtype_size(NB_F32) == 4 && nb_dtype_size(NB_F64) == 8 && nb_dtype_size(NB_U8) == 1 &&
+           nb_dtype_size(NB_U16) == 2 && nb_dtype_size(NB_U32) == 4 && nb_dtype_size(NB_I32) == 4,
+       "dtype sizes");
+    ok(strcmp(nb_dtype_name(NB_F32), "f32") == 0 && strcmp(nb_dtype_name(NB_I32), "i32") == 0 &&
+           strcmp(nb_dtype_name(NB_U16), "u16") == 0,
+       "dtype names");
+
+    bytes b = {0};
+    bytes_append_record(&b, &rec);
+    bytes_append_end(&b, 1);
+    nb_reader *r;
+    nb_record got;
+    int eof;
+    memset(&got, 0, sizeof got);
+    nb_reader_open_mem(&r, b.p, b.n, "arrays");
+    ok(nb_reader_next(r, &got, &eof) == NB_OK && !eof, "read the array record");
+    ok(got.payload_len == rec.payload_len && memcmp(got.payload, rec.payload, rec.payload_len) == 0,
+       "payload survives byte for byte");
+
+    struct {
+        const char *name;
+        nb_dtype t;
+        const void *data;
+        size_t n;
+    } want[] = {{"u8", NB_U8, u8, 3},     {"f64", NB_F64, f64, 4}, {"u16", NB_U16, u16, 5},
+                {"f32", NB_F32, f32, 5},  {"u32", NB_U32, u32, 3}, {"i32", NB_I32, i32, 4},
+                {"empty", NB_F64, NULL, 0}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const void *data = NULL;
+        size_t count = 99;
+        nb_status st = nb_record_get_array(&got, want[i].name, want[i].t, &data, &count);
+        size_t off = data ? (size_t)((const unsigned char *)data - got.payload) : 0;
+        ok(st == NB_OK && count == want[i].n && (want[i].n == 0 || memcmp(data, want[i].data, want[i].n *
+                                                                            nb_dtype_size(want[i].t)) == 0),
+           "%s array round-trips", want[i].name);
+        ok(st == NB_OK && off % 8 == 0, "%s array is 8-byte aligned in the payload (offset %zu)", want[i].name, off);
+    }
+    const void *data;
+    size_t count;
+    ok(nb_record_get_array(&got, "filled", NB_F64, &data, &count) == NB_OK && count == 3 &&
+           ((const double *)data)[1] == 42.0,
+       "array filled in place through the returned pointer");
+    ok(nb_record_has_array(&got, "f32") && !nb_record_has_array(&got, "f3") && !nb_record_has_array(&got, "nope"),
+       "nb_record_has_array");
+
+    /* wrong dtype */
+    ok(nb_record_get_array(&got, "f32", NB_F64, &data, &count) == NB_ERR_DATA &&
+           contains(nb_error_message(), "f32") && contains(nb_error_message(), "f64"),
+       "wrong dtype refused: %s", nb_error_message());
+    ok(nb_record_get_array(&got, "u32", NB_I32, &data, &count) == NB_ERR_DATA, "u32 is not i32");
+    ok(nb_record_get_array(&got, "nope", NB_F64, &data, &count) == NB_ERR_DATA &&
+           contains(nb_error_message(), "nope"),
+       "missing array refused: %s", nb_error_message());
+
+    /* hand-made descriptors: out of bounds, misaligned, malformed */
+    nb_record bad;
+    nb_record_init(&bad, "BAD");
+    nb_record_add_array(&bad, "x", NB_F64, 4, f64, NULL); /* payload of 32 bytes */
+    struct {
+        const char *entry;
+        nb_dtype t;
+        const char *why;
+    } cases[] = {
+        {"f64 5 0", NB_F64, "count past the end"},
+        {"f64 4 8", NB_F64, "offset + count past the end"},
+        {"f64 1 32", NB_F64, "offset at the end"},
+        {"f64 1 40", NB_F64, "offset beyond the end"},
+        {"f64 1 4", NB_F64, "misaligned offset"},
+        {"f32 1 12", NB_F32, "misaligned f32 offset"},
+        {"u8 1 33", NB_U8, "u8 offset beyond the end"},
+        {"f64 -1 0", NB_F64, "negative count"},
+        {"f64 1 -8", NB_F64, "negative offset"},
+        {"f64 18446744073709551615 0", NB_F64, "huge count"},
+        {"f64 2305843009213693952 0", NB_F64, "count whose byte size wraps"},
+        {"f64 1 18446744073709551608", NB_F64, "huge aligned offset"},
+        {"f64 1", NB_F64, "missing offset"},
+        {"f64 1 0 extra", NB_F64, "trailing junk"},
+        {"f64 x 0", NB_F64, "non-numeric count"},
+        {"", NB_F64, "empty descriptor"},
+        {"c128 1 0", NB_F64, "unknown dtype"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        nb_hdr_set(&bad, "ARRAY.y", cases[i].entry);
+        data = NULL;
+        nb_status st = nb_record_get_array(&bad, "y", cases[i].t, &data, &count);
+        ok(st == NB_ERR_DATA, "array entry '%s' (%s) refused: %s", cases[i].entry, cases[i].why,
+           st ? nb_error_message() : "accepted!");
+    }
+    nb_hdr_set(&bad, "ARRAY.y", "f64 3 8");
+    ok(nb_record_get_array(&bad, "y", NB_F64, &data, &count) == NB_OK && count == 3 &&
+           ((const double *)data)[0] == f64[1],
+       "a hand-made in-bounds descriptor is accepted");
+    nb_hdr_set(&bad, "ARRAY.y", "f64 0 32");
+    ok(nb_record_get_array(&bad, "y", NB_F64, &data, &count) == NB_OK && count == 0,
+       "an empty array at the very end is accepted");
+    nb_record_free(&bad);
+
+    nb_reader_close(r);
+    nb_record_free(&got);
+    nb_record_free(&rec);
+    free(b.p);
+}
+
+static void test_writer_file(void)
+{
+    char path[512], other[512];
+    snprintf(path, sizeof path, "%s/w.nbs", tmpdir);
+    nb_writer *w;
+    nb_record a, foo;
+    nb_record_init(&a, "PLAN");
+    nb_hdr_set_double(&a, "X", 0.1);
+    double arr[3] = {1, 2, 3};
+    nb_record_add_array(&a, "v", NB_F64, 3, arr, NULL);
+    nb_record_init(&foo, "FOO");
+    nb_hdr_set(&foo, "OPAQUE", "yes");
+    uint8_t blob[5] = {9, 8, 7, 6, 5};
+    nb_record_add_array(&foo, "blob", NB_U8, 5, blob, NULL);
+
+    ok(nb_writer_open(&w, path) == NB_OK, "open a writer on a file");
+    struct stat sb;
+    ok(stat(path, &sb) != 0, "the file does not exist under its name before close");
+    ok(nb_writer_put(w, &a) == NB_OK && nb_writer_put(w, &foo) == NB_OK, "put two records");
+    ok(nb_writer_end(w) == NB_OK, "end the first segment");
+    ok(nb_writer_put(w, &foo) == NB_OK, "put a record in a second segment");
+    /* putting an END record ends the segment with the writer's own count */
+    nb_record fake_end;
+    nb_record_init(&fake_end, "END");
+    nb_hdr_set_long(&fake_end, "RECORDS", 77);
+    ok(nb_writer_put(w, &fake_end) == NB_OK, "put an END record");
+    nb_record_free(&fake_end);
+    ok(nb_writer_close(w) == NB_OK, "close (commit) the writer");
+    ok(stat(path, &sb) == 0, "the file exists after close");
+
+    /* the file equals the serialized records */
+    bytes want = {0}, have = {0};
+    bytes_append_record(&want, &a);
+    bytes_append_record(&want, &foo);
+    bytes_append_end(&want, 2);
+    bytes_append_record(&want, &foo);
+    bytes_append_end(&want, 1);
+    ok(read_whole(path, &have) && have.n == want.n && memcmp(have.p, want.p, want.n) == 0,
+       "writer output equals nb_record_serialize output (%zu bytes)", want.n);
+
+    /* and reads back through a file reader */
+    nb_reader *r;
+    nb_record got;
+    int eof = 0, n = 0, ends = 0;
+    memset(&got, 0, sizeof got);
+    ok(nb_reader_open(&r, path) == NB_OK, "open a file reader");
+    ok(strcmp(nb_reader_name(r), path) == 0, "the reader is named after the file");
+    nb_status st;
+    int foo_ok = 1;
+    while ((st = nb_reader_next(r, &got, &eof)) == NB_OK && !eof) {
+        n++;
+        if (nb_record_is(&got, "END")) {
+            ends++;
+            continue;
+        }
+        if (nb_record_is(&got, "FOO")) {
+            foo_ok &= got.header_len == foo.header_len && memcmp(got.header, foo.header, foo.header_len) == 0 &&
+                      got.payload_len == foo.payload_len &&
+                      memcmp(got.payload, foo.payload, (size_t)foo.payload_len) == 0;
+        }
+    }
+    ok(st == NB_OK && eof && n == 5 && ends == 2, "two segments read back (%d records, %d END)", n, ends);
+    ok(foo_ok, "the unknown FOO record comes back unchanged");
+    nb_reader_close(r);
+    nb_record_free(&got);
+
+    /* pass-through: read the file and write every record again */
+    snprintf(other, sizeof other, "%s/copy.nbs", tmpdir);
+    nb_writer *w2;
+    nb_reader_open(&r, path);
+    memset(&got, 0, sizeof got);
+    ok(nb_writer_open(&w2, other) == NB_OK, "open a second writer");
+    while ((st = nb_reader_next(r, &got, &eof)) == NB_OK && !eof) {
+        if (nb_writer_put(w2, &got) != NB_OK) break;
+    }
+    nb_reader_close(r);
+    nb_record_free(&got);
+    ok(nb_writer_close(w2) == NB_OK, "close the copy");
+    bytes copy = {0};
+    ok(read_whole(other, &copy) && copy.n == have.n && memcmp(copy.p, have.p, have.n) == 0,
+       "records (unknown type and END included) are re-written identically");
+    free(copy.p);
+
+    /* aborting leaves no file behind */
+    char aborted[512];
+    snprintf(aborted, sizeof aborted, "%s/aborted.nbs", tmpdir);
+    ok(nb_writer_open(&w, aborted) == NB_OK && nb_writer_put(w, &a) == NB_OK, "write into an aborted writer");
+    nb_writer_abort(w);
+    ok(stat(aborted, &sb) != 0, "an aborted writer leaves no file");
+
+    /* a missing file is an I/O error naming it */
+    char missing[512];
+    snprintf(missing, sizeof missing, "%s/no/such/file.nbs", tmpdir);
+    ok(nb_reader_open(&r, missing) == NB_ERR_IO && contains(nb_error_message(), missing),
+       "missing input file: %s", nb_error_message());
+    ok(nb_writer_open(&w, missing) != NB_OK, "a writer into a missing directory fails: %s", nb_error_message());
+
+    remove(path);
+    remove(other);
+    free(want.p);
+    free(have.p);
+    nb_record_free(&a);
+    nb_record_free(&foo);
+}
+
+static void test_segments_and_errors(void)
+{
+    nb_record a, b2, c;
+    nb_record_init(&a, "PLAN");
+    nb_hdr_set(&a, "K", "1");
+    nb_record_init(&b2, "HKL");
+    nb_hdr_set(&b2, "K", "2");
+    nb_record_init(&c, "IMAGE");
+    nb_record_add_array(&c, "pixels", NB_F32, 16, NULL, NULL);
+    char types[16][NB_TYPE_LEN + 1];
+    int n = 0;
+
+    /* two concatenated segments */
+    bytes s = {0};
+    bytes_append_record(&s, &a);
+    bytes_append_end(&s, 1);
+    bytes_append_record(&s, &b2);
+    bytes_append_record(&s, &c);
+    bytes_append_end(&s, 2);
+    nb_status st = read_all(s.p, s.n, &n, types, 16);
+    ok(st == NB_OK && n == 5, "concatenated segments read fine (%d records)", n);
+    ok(n == 5 && !strcmp(types[0], "PLAN") && !strcmp(types[1], "END") && !strcmp(types[2], "HKL") &&
+           !strcmp(types[3], "IMAGE") && !strcmp(types[4], "END"),
+       "records come in order with both END records");
+    /* a segment of no records but END */
+    bytes e = {0};
+    bytes_append_end(&e, 0);
+    ok(read_all(e.p, e.n, &n, NULL, 0) == NB_OK && n == 1, "a stream of just END (0 records) is valid");
+    bytes_append(&e, s.p, s.n);
+    ok(read_all(e.p, e.n, &n, NULL, 0) == NB_OK && n == 6, "END-only segment followed by more segments");
+    free(e.p);
+
+    /* END count mismatches */
+    bytes m = {0};
+    bytes_append_record(&m, &a);
+    bytes_append_end(&m, 2);
+    ok(read_all(m.p, m.n, &n, NULL, 0) == NB_ERR_DATA && contains(nb_error_message(), "END"),
+       "END says 2 but 1 record: %s", nb_error_message());
+    free(m.p);
+    m = (bytes){0};
+    bytes_append_record(&m, &a);
+    bytes_append_record(&m, &b2);
+    bytes_append_end(&m, 1);
+    ok(read_all(m.p, m.n, &n, NULL, 0) == NB_ERR_DATA, "END says 1 but 2 records: %s", nb_error_message());
+    free(m.p);
+    m = (bytes){0};
+    bytes_append_record(&m, &a);
+    bytes_append_end(&m, 1);
+    bytes_append_record(&m, &b2);
+    bytes_append_end(&m, 2); /* counts records across segments: wrong */
+    ok(read_all(m.p, m.n, &n, NULL, 0) == NB_ERR_DATA, "END counting across a segment boundary is refused: %s",
+       nb_error_message());
+    free(m.p);
+    /* END without RECORDS, or with a malformed count */
+    m = (bytes){0};
+    nb_record badend;
+    nb_record_init(&badend, "END");
+    bytes_append_record(&m, &badend);
+    ok(read_all(m.p, m.n, &n, NULL, 0) == NB_ERR_DATA && contains(nb_error_message(), "RECORDS"),
+       "END without RECORDS: %s", nb_error_message());
+    free(m.p);
+    m = (bytes){0};
+    nb_hdr_set(&badend, "RECORDS", "zero");
+    bytes_append_record(&m, &badend);
+    ok(read_all(m.p, m.n, &n, NULL, 0) == NB_ERR_DATA && contains(nb_error_message(), "RECORDS"),
+       "END with RECORDS=zero: %s", nb_error_message());
+    free(m.p);
+    nb_record_free(&badend);
+
+    /* empty, garbage, no END */
+    unsigned char empty[1] = {0};
+    ok(read_all(empty, 0, &n, NULL, 0) == NB_ERR_DATA && contains(nb_error_message(), "empty"),
+       "empty input: %s", nb_error_message());
+    const char *garbage = "P1 hkl file\n0 0 0 100\n1 0 0 20\n this is not a stream at all, not even close....\n";
+    ok(read_all((const unsigned char *)garbage, strlen(garbage), &n, NULL, 0) == NB_ERR_DATA &&
+           contains(nb_error_message(), "not an nb stream"),
+       "garbage input: %s", nb_error_message());
+    ok(read_all((const unsigned char *)"\x89NB", 3, &n, NULL, 0) == NB_ERR_DATA, "3 bytes of magic: %s",
+       nb_error_message());
+    ok(read_all((const unsigned char *)"x", 1, &n, NULL, 0) == NB_ERR_DATA, "a single byte: %s", nb_error_message());
+    /* an nb stream mangled by a CRLF translation */
+    {
+        bytes crlf = {0};
+        const unsigned char mangled[] = "\x89NBS\r\r\n\x1a\n";
+        bytes_append(&crlf, mangled, 9);
+        bytes_append(&crlf, s.p + 8, s.n - 8);
+        ok(read_all(crlf.p, crlf.n, &n, NULL, 0) == NB_ERR_DATA, "CRLF-mangled magic: %s", nb_error_message());
+        free(crlf.p);
+    }
+    bytes t = {0};
+    bytes_append_record(&t, &a);
+    bytes_append_record(&t, &b2);
+    ok(read_all(t.p, t.n, &n, NULL, 0) == NB_ERR_DATA && contains(nb_error_message(), "truncated") && n == 2,
+       "records without END: %s", nb_error_message());
+    /* a full segment then an unterminated one */
+    bytes u = {0};
+    bytes_append(&u, s.p, s.n);
+    bytes_append_record(&u, &a);
+    ok(read_all(u.p, u.n, &n, NULL, 0) == NB_ERR_DATA && contains(nb_error_message(), "truncated"),
+       "a second segment without END: %s", nb_error_message());
+    free(u.p);
+    /* trailing garbage after a valid stream */
+    u = (bytes){0};
+    bytes_append(&u, s.p, s.n);
+    bytes_append(&u, (const unsigned char *)"junk", 4);
+    ok(read_all(u.p, u.n, &n, NULL, 0) == NB_ERR_DATA && contains(nb_error_message(), "magic"),
+       "trailing junk after END: %s", nb_error_message());
+    free(u.p);
+    /* trailing zero bytes (a padded file) */
+    u = (bytes){0};
+    bytes_append(&u, s.p, s.n);
+    bytes_append(&u, (const unsigned char *)"\0\0\0\0\0\0\0\0", 8);
+    ok(read_all(u.p, u.n, &n, NULL, 0) == NB_ERR_DATA, "trailing NUL padding after END: %s", nb_error_message());
+    free(u.p);
+
+    /* a wrong version, with a CRC that is otherwise right */
+    {
+        bytes v = {0};
+        bytes_append_record(&v, &a);
+        bytes_append_end(&v, 1);
+        v.p[8] = 2; /* version 2 */
+        size_t rec_len = 32 + a.header_len + (size_t)a.payload_len;
+        uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), v.p, (uInt)rec_len);
+        for (int i = 0; i < 4; i++) v.p[rec_len + i] = (unsigned char)(crc >> (8 * i));
+        ok(read_all(v.p, v.n, &n, NULL, 0) == NB_ERR_DATA && contains(nb_error_message(), "version") &&
+               contains(nb_error_message(), "2"),
+           "version 2 is refused with a message about the version: %s", nb_error_message());
+        v.p[8] = 0;
+        v.p[11] = 1; /* version 2^24 + ... */
+        ok(read_all(v.p, v.n, &n, NULL, 0) == NB_ERR_DATA && contains(nb_error_message(), "version"),
+           "a huge version is refused: %s", nb_error_message());
+        free(v.p);
+    }
+
+    /* a record with a corrupt CRC field only */
+    {
+        bytes v = {0};
+        bytes_append_record(&v, &a);
+        bytes_append_end(&v, 1);
+        size_t rec_len = 32 + a.header_len + (size_t)a.payload_len;
+        v.p[rec_len] ^= 0x01;
+        ok(read_all(v.p, v.n, &n, NULL, 0) == NB_ERR_DATA && contains(nb_error_message(), "CRC"),
+           "a CRC mismatch: %s", nb_error_message());
+        free(v.p);
+    }
+
+    /* a huge payload length (with a matching CRC) is refused, not allocated */
+    {
+        bytes v = {0};
+        bytes_append_record(&v, &a);
+        uint64_t huge = (uint64_t)1 << 62;
+        for (int i = 0; i < 8; i++) v.p[24 + i] = (unsigned char)(huge >> (8 * i));
+        ok(read_all(v.p, v.n, &n, NULL, 0) == NB_ERR_DATA && contains(nb_error_message(), "payload"),
+           "a 4 EiB payload claim: %s", nb_error_message());
+        for (int i = 0; i < 8; i++) v.p[24 + i] = 0;
+        v.p[20] = 0xff, v.p[21] = 0xff, v.p[22] = 0xff, v.p[23] = 0x7f; /* 2 GiB header */
+        ok(read_all(v.p, v.n, &n, NULL, 0) == NB_ERR_DATA && contains(nb_error_message(), "header"),
+           "a 2 GiB header claim: %s", nb_error_message());
+        free(v.p);
+    }
+
+    /* type field rules: 8 characters is the maximum, and survives */
+    {
+        nb_record eight;
+        nb_record_init(&eight, "ABCDEFGH");
+        nb_hdr_set(&eight, "K", "v");
+        bytes v = {0};
+        bytes_append_record(&v, &eight);
+        bytes_append_end(&v, 1);
+        ok(read_all(v.p, v.n, &n, types, 16) == NB_OK && n == 2 && strcmp(types[0], "ABCDEFGH") == 0,
+           "an 8-character record type round-trips");
+        v.p[12] = ' '; /* a space in the type */
+        ok(read_all(v.p, v.n, &n, NULL, 0) == NB_ERR_DATA, "a type with a space is refused");
+        v.p[12] = 'A';
+        v.p[14] = '\0'; /* "AB\0DEFGH": text after the NUL padding */
+        ok(read_all(v.p, v.n, &n, NULL, 0) == NB_ERR_DATA && contains(nb_error_message(), "type"),
+           "text after the type's NUL padding is refused: %s", nb_error_message());
+        memset(v.p + 12, 0, 8);
+        ok(read_all(v.p, v.n, &n, NULL, 0) == NB_ERR_DATA && contains(nb_error_message(), "type"),
+           "an empty type is refused: %s", nb_error_message());
+        free(v.p);
+        nb_record_free(&eight);
+    }
+    /* a record without a type cannot be written */
+    {
+        nb_record none;
+        nb_record_init(&none, "");
+        unsigned char *buf = NULL;
+        size_t len = 0;
+        ok(nb_record_serialize(&none, &buf, &len) != NB_OK && buf == NULL, "a record without a type is refused");
+        nb_record_free(&none);
+    }
+    /* a header with a NUL byte inside is refused by the reader */
+    {
+        nb_record z;
+        nb_record_init(&z, "ZED");
+        nb_hdr_set(&z, "K", "abc");
+        z.header[3] = '\0'; /* "K=a\0c\n" */
+        bytes v = {0};
+        bytes_append_record(&v, &z);
+        bytes_append_end(&v, 1);
+        ok(read_all(v.p, v.n, &n, NULL, 0) == NB_ERR_DATA && contains(nb_error_message(), "NUL"),
+           "a NUL byte in a header: %s", nb_error_message());
+        free(v.p);
+        nb_record_free(&z);
+    }
+
+    free(s.p);
+    free(t.p);
+    nb_record_free(&a);
+    nb_record_free(&b2);
+    nb_record_free(&c);
+}
+
+static void test_truncation_sweep(void)
+{
+    bytes s = {0};
+    build_stream3(&s);
+    int n = 0;
+    char types[4][NB_TYPE_LEN + 1];
+    ok(read_all(s.p, s.n, &n, types, 4) == NB_OK && n == 3 && !strcmp(types[0], "PLAN") &&
+           !strcmp(types[1], "FOO") && !strcmp(types[2], "END"),
+       "the full 3-record stream (%zu bytes) reads", s.n);
+    int bad = 0, first_bad = -1;
+    int truncated_msgs = 0;
+    for (size_t len = 0; len < s.n; len++) {
+        /* a private copy of exactly len bytes, so that a reader overrun
+         * would be caught by a memory checker */
+        unsigned char *cut = malloc(len ? len : 1);
+        memcpy(cut, s.p, len);
+        nb_status st = read_all(cut, len, &n, NULL, 0);
+        if (st == NB_OK) {
+            bad++;
+            if (first_bad < 0) first_bad = (int)len;
+        } else if (contains(nb_error_message(), "truncated") || contains(nb_error_message(), "empty")) {
+            truncated_msgs++;
+        }
+        free(cut);
+    }
+    ok(bad == 0, "every one of the %zu truncations is an error (%d accepted, first at %d)", s.n, bad, first_bad);
+    ok(truncated_msgs == (int)s.n, "every truncation says 'truncated' (or 'empty' at 0 bytes): %d of %zu",
+       truncated_msgs, s.n);
+    /* spot checks of the message for a cut inside each part */
+    size_t cut_at[] = {5, 20, 40};
+    for (size_t i = 0; i < 3; i++) {
+        read_all(s.p, cut_at[i], &n, NULL, 0);
+        ok(contains(nb_error_message(), "truncated"), "cut at byte %zu: %s", cut_at[i], nb_error_message());
+    }
+    read_all(s.p, s.n - 1, &n, NULL, 0);
+    ok(contains(nb_error_message(), "END") || contains(nb_error_message(), "checksum"),
+       "cut one byte short: %s", nb_error_message());
+    free(s.p);
+}
+
+static void test_bitflip_sweep(void)
+{
+    bytes s = {0};
+    build_stream3(&s);
+    unsigned char *copy = malloc(s.n);
+    long flips = 0, accepted = 0;
+    long first_bad = -1;
+    nb_set_verbosity(-1);
+    for (size_t byte = 0; byte < s.n; byte++) {
+        for (int bit = 0; bit < 8; bit++) {
+            memcpy(copy, s.p, s.n);
+            copy[byte] ^= (unsigned char)(1u << bit);
+            int n;
+            nb_status st = read_all(copy, s.n, &n, NULL, 0);
+            flips++;
+            if (st == NB_OK) {
+                accepted++;
+                if (first_bad < 0) first_bad = (long)(byte * 8 + (size_t)bit);
+            }
+        }
+    }
+    nb_set_verbosity(0);
+    ok(accepted == 0, "every one of the %ld single-bit flips is detected (%ld accepted, first at bit %ld)", flips,
+       accepted, first_bad);
+    /* and two-bit flips in the same byte of the header, as a sample */
+    long acc2 = 0;
+    for (size_t byte = 32; byte < 64 && byte < s.n; byte++) {
+        memcpy(copy, s.p, s.n);
+        copy[byte] ^= 0x21;
+        int n;
+        if (read_all(copy, s.n, &n, NULL, 0) == NB_OK) acc2++;
+    }
+    ok(acc2 == 0, "two-bit flips in the first header bytes are detected");
+    free(copy);
+    free(s.p);
+}
+
+static void test_unknown_passthrough_mem(void)
+{
+    /* a FOO record as some other program would write it: arbitrary header
+     * text (no KEY=VALUE structure) and an unaligned opaque payload */
+    nb_record foo;
+    nb_record_init(&foo, "FOO");
+    free(foo.header);
+    foo.header = nb_xstrdup("free text, no keys\nline two = maybe\n");
+    foo.header_len = strlen(foo.header);
+    foo.payload = malloc(7);
+    memcpy(foo.payload, "\x01\x02\x03\x04\x05\x06\x07", 7);
+    foo.payload_len = 7;
+    foo.payload_cap = 7;
+    bytes s = {0};
+    bytes_append_record(&s, &foo);
+    bytes_append_end(&s, 1);
+
+    nb_reader *r;
+    nb_record got;
+    int eof;
+    memset(&got, 0, sizeof got);
+    nb_reader_open_mem(&r, s.p, s.n, "foo");
+    ok(nb_reader_next(r, &got, &eof) == NB_OK && !eof && nb_record_is(&got, "FOO"), "the reader returns FOO");
+    ok(got.header_len == foo.header_len && memcmp(got.header, foo.header, foo.header_len) == 0 &&
+           got.payload_len == 7 && memcmp(got.payload, foo.payload, 7) == 0,
+       "FOO's header and payload come back unchanged");
+    unsigned char *buf;
+    size_t len;
+    ok(nb_record_serialize(&got, &buf, &len) == NB_OK && len == s.n - (32 + 11 + 4) && memcmp(buf, s.p, len) == 0,
+       "re-serialising FOO gives the identical bytes");
+    free(buf);
+    nb_reader_close(r);
+    nb_record_free(&got);
+    nb_record_free(&foo);
+    free(s.p);
+}
+
+int main(void)
+{
+    make_tmpdir();
+    test_header_values();
+    test_arrays();
+    test_writer_file();
+    test_segments_and_errors();
+    test_unknown_passthrough_mem();
+    test_truncation_sweep();
+    test_bitflip_sweep();
+    rmdir(tmpdir);
+    return tap_done();
+}

@@ -1,0 +1,346 @@
+/* nb-sim's fast CPU kernel: one fused pass per pixel, SIMD lanes across
+ * pixels, OpenMP over rows.
+ *
+ * A group of W = 16 neighbouring pixels of a row is one set of vectors (GCC
+ * vector extensions: one AVX-512 register of floats, two of AVX2, four of
+ * SSE).  This file is compiled once per instruction set with NB_FAST_NAME
+ * naming the entry point; nb_sim_cpu.c picks one at run time.  The physics
+ * after the Miller index is nb_fastmath.inc, the same source the scalar
+ * (host test and CUDA) instantiation in nb_physics.h is built from.
+ *
+ * Precision: positions, the diffracted direction and the Miller indices are
+ * double; from the fractional index on (lattice factor, structure factor,
+ * polarization, solid angle, absorption, accumulation) single precision.
+ * The order of the loops and the "first value" rules of the reference (solid
+ * angle and polarization from the first sub-pixel, capture fraction of the
+ * last layer) are kept, as are the -oversample_* multiplications.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "nb_sim.h"
+#include "nb_sim_fast.h"
+
+#ifndef NB_FAST_NAME
+#define NB_FAST_NAME nb_render_fast_generic
+#endif
+
+/* lanes per group: one native register of floats (AVX-512 16, AVX2 8,
+ * SSE 4), so that float compares and selects stay in vector registers;
+ * doubles take two registers */
+#ifndef NB_FAST_W
+#define NB_FAST_W 4
+#endif
+#define W NB_FAST_W
+#if W != 4 && W != 8 && W != 16
+#error "NB_FAST_W must be 4, 8 or 16"
+#endif
+
+typedef float vf __attribute__((vector_size(4 * W)));
+typedef int vi __attribute__((vector_size(4 * W)));
+typedef double vd __attribute__((vector_size(8 * W)));
+
+#define NB_FN(name) vx_##name
+#define NBF vf
+#define NBI vi
+#define NB_SELF(m, a, b) ((vf)(((vi)(a) & (m)) | ((vi)(b) & ~(m))))
+#define NB_NOT(m) (~(m))
+#define NB_F2I(x) __builtin_convertvector((x), vi)
+#define NB_I2F(i) __builtin_convertvector((i), vf)
+#define NB_BITSF(i) ((vf)(i))
+#define NB_FBITS(x) ((vi)(x))
+#define NB_INLINE static inline __attribute__((always_inline))
+#include "nb_fastmath.inc"
+
+#define INL static inline __attribute__((always_inline))
+
+INL vf splat(float x) { return (vf){0} + x; }
+INL vi maskall(int on) { return (vi){0} + (on ? -1 : 0); }
+INL vf self(vi m, vf a, vf b) { return (vf)(((vi)a & m) | ((vi)b & ~m)); }
+INL vf tof(vd x) { return __builtin_convertvector(x, vf); }
+INL vd tod(vf x) { return __builtin_convertvector(x, vd); }
+
+/* round to nearest (ties to even), exact for |x| < 2^51: adding 1.5 * 2^52
+ * leaves no fraction bits, for either sign (no compare: double-vector
+ * compares are not native on every target) */
+INL vd rintd(vd x)
+{
+    const double magic = 6755399441055744.0;
+    return (x + magic) - magic;
+}
+
+INL int any_lane(vi m)
+{
+    unsigned long long q[W / 2];
+    memcpy(q, &m, sizeof q);
+    unsigned long long a = 0;
+    for (int j = 0; j < W / 2; j++) a |= q[j];
+    return a != 0;
+}
+
+#if W == 16
+static const vf lane_index = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+#elif W == 8
+static const vf lane_index = {0, 1, 2, 3, 4, 5, 6, 7};
+#else
+static const vf lane_index = {0, 1, 2, 3};
+#endif
+
+/* base[idx] for each lane (idx in range on every lane) */
+INL vf gather(const float *base, vi idx)
+{
+#if defined(__AVX512F__) && W == 16
+    return (vf)_mm512_i32gather_ps((__m512i)idx, base, 4);
+#elif defined(__AVX2__) && W == 8
+    return (vf)_mm256_i32gather_ps(base, (__m256i)idx, 4);
+#else
+    vf r;
+    for (int j = 0; j < W; j++) r[j] = base[idx[j]];
+    return r;
+#endif
+}
+
+/* everything per (source, cell) the inner loop reads */
+typedef struct pair_consts {
+    double A[9];    /* a/lambda, b/lambda, c/lambda (rows) */
+    double hi[3];   /* (a/lambda).i etc. */
+    /* A times the detector's fast, slow, normal axes and origin: on a flat
+     * detector A.pos is linear in the sub-pixel's Fdet, Sdet, Odet */
+    double Af[3], As[3], Ao[3], Ap[3];
+} pair_consts;
+
+/* The structure factor for the lanes: nearest neighbour, or tricubic where
+ * the 4x4x4 neighbourhood is inside the grid, with the nearest neighbour as
+ * the fallback (docs/deviations.md).  ih.. are the nearest indices, dh.. the
+ * fractional parts h - ih in [-1/2, 1/2]. */
+INL vf structure_factor(const nb_fast_setup *fs, vi ih, vi ik, vi il, vf dh, vf dk, vf dl, vi keep, int *trip)
+{
+    const nb_fgrid *g = &fs->kp.F;
+    const float *Fg = fs->Fgrid;
+    vi inside = (ih >= g->h_min) & (ih <= g->h_max) & (ik >= g->k_min) & (ik <= g->k_max) & (il >= g->l_min) &
+                (il <= g->l_max);
+    vi idx = ((ih - g->h_min) * g->k_range + (ik - g->k_min)) * g->l_range + (il - g->l_min);
+    vf F = self(inside, gather(Fg, idx & inside), splat((float)g->default_F));
+    if (fs->fmode != NB_FMODE_TRICUBIC) return F;
+    /* the reference's test: h_min + 2 <= h <= h_max - 2 on the fractional h */
+    vf hh = __builtin_convertvector(ih, vf) + dh, kk = __builtin_convertvector(ik, vf) + dk,
+       ll = __builtin_convertvector(il, vf) + dl;
+    vi safe = (hh >= (float)(g->h_min + 2)) & (hh <= (float)(g->h_max - 2)) & (kk >= (float)(g->k_min + 2)) &
+              (kk <= (float)(g->k_max - 2)) & (ll >= (float)(g->l_min + 2)) & (ll <= (float)(g->l_max - 2));
+    if (any_lane(~safe & keep)) *trip = 1;
+    if (!any_lane(safe)) return F;
+    /* floor and the position within the cell, from the nearest index */
+    vi neg_h = dh < 0.0f, neg_k = dk < 0.0f, neg_l = dl < 0.0f; /* -1 where the floor is one below */
+    vf wh[4], wk[4], wl[4];
+    vx_cubic_weights(dh + self(neg_h, splat(1.0f), splat(0.0f)), wh);
+    vx_cubic_weights(dk + self(neg_k, splat(1.0f), splat(0.0f)), wk);
+    vx_cubic_weights(dl + self(neg_l, splat(1.0f), splat(0.0f)), wl);
+    vi base = ((ih + neg_h - 1 - g->h_min) * g->k_range + (ik + neg_k - 1 - g->k_min)) * g->l_range +
+              (il + neg_l - 1 - g->l_min);
+    base &= safe; /* lanes outside the grid read the (padded) start */
+    vf sum = splat(0.0f);
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++) {
+            vi row = base + (a * g->k_range + b) * g->l_range;
+            vf sl = wl[0] * gather(Fg, row) + wl[1] * gather(Fg, row + 1) + wl[2] * gather(Fg, row + 2) +
+                    wl[3] * gather(Fg, row + 3);
+            sum += wh[a] * wk[b] * sl;
+        }
+    return self(safe, sum, F);
+}
+
+/* One group of up to W pixels of row s_row starting at fast index f0. */
+INL void render_group_impl(const nb_fast_setup *fs, int s_row, int f0, int n, float *out, vf *omega_acc,
+                           int *tripped, const int curved)
+{
+    const nb_kparams *kp = &fs->kp;
+    const int os = kp->oversample;
+    const double sub = kp->subpixel_size;
+
+    /* which lanes are pixels to render */
+    vi live;
+    if (!kp->mask && f0 >= kp->roi_xmin && f0 + n - 1 <= kp->roi_xmax) {
+        live = lane_index < (float)n; /* the usual case: all inside the ROI */
+    } else {
+        int livei[W];
+        for (int j = 0; j < W; j++) {
+            int f = f0 + j;
+            int on = j < n && f >= kp->roi_xmin && f <= kp->roi_xmax &&
+                     (!kp->mask || kp->mask[(size_t)s_row * kp->fpixels + f]);
+            livei[j] = on ? -1 : 0;
+        }
+        memcpy(&live, livei, sizeof live);
+        if (!any_lane(live)) {
+            memset(out, 0, (size_t)n * sizeof(float));
+            return;
+        }
+    }
+
+    const vi os_thick = maskall(kp->oversample_thick), os_polar = maskall(kp->oversample_polar);
+    const vi os_omega = maskall(kp->oversample_omega);
+    const int any_os = kp->oversample_thick || kp->oversample_polar || kp->oversample_omega;
+    const float kahn = (float)kp->kahn_factor;
+    const int with_thickness = kp->thick != 0.0, with_dmin = fs->dmin > 0.0f;
+    const float Na = (float)kp->Na, Nb = (float)kp->Nb, Nc = (float)kp->Nc, fudge = (float)kp->fudge;
+    const vi water_zero = maskall(kp->water_size == 0.0);
+    const float pix2_close = (float)(kp->pixel_size * kp->pixel_size * kp->close_distance);
+    const vd lane = tod(lane_index);
+
+    vf I = splat((float)kp->I_bg);
+    vf polar = splat(kp->nopolar ? 1.0f : 0.0f);
+    vf omega = splat(0.0f), capture = splat(0.0f);
+
+    for (int t = 0; t < kp->thicksteps; t++) {
+        const double Odet = t * kp->thickstep;
+        capture = splat(with_thickness ? 0.0f : 1.0f);
+        for (int subS = 0; subS < os; subS++) {
+            const double Sdet = sub * ((double)s_row * os + subS) + sub / 2.0;
+            for (int subF = 0; subF < os; subF++) {
+                /* ---- the sub-pixel's position and direction ---- */
+                vd Fdet = sub * ((lane + f0) * os + subF) + sub / 2.0;
+                /* the rest of the position is the same for the whole group */
+                const double Cx = Sdet * kp->sdet[0] + Odet * kp->odet[0] + kp->pix0[0];
+                const double Cy = Sdet * kp->sdet[1] + Odet * kp->odet[1] + kp->pix0[1];
+                const double Cz = Sdet * kp->sdet[2] + Odet * kp->odet[2] + kp->pix0[2];
+                vd px, py, pz, r2;
+                if (curved) {
+                    px = Fdet * kp->fdet[0] + Cx, py = Fdet * kp->fdet[1] + Cy, pz = Fdet * kp->fdet[2] + Cz;
+                    for (int j = 0; j < W; j++) {
+                        double v[3], nv[3], p[3] = {px[j], py[j], pz[j]};
+                        for (int i = 0; i < 3; i++) v[i] = kp->distance * kp->beam[i];
+                        nb_rotate_axis(v, nv, kp->sdet, p[1] / kp->distance);
+                        nb_rotate_axis(nv, p, kp->fdet, p[2] / kp->distance);
+                        px[j] = p[0], py[j] = p[1], pz[j] = p[2];
+                    }
+                    r2 = px * px + py * py + pz * pz;
+                } else {
+                    /* |pos|^2 is a quadratic in Fdet */
+                    const double cc = Cx * Cx + Cy * Cy + Cz * Cz;
+                    const double fc = 2.0 * (kp->fdet[0] * Cx + kp->fdet[1] * Cy + kp->fdet[2] * Cz);
+                    const double ff = kp->fdet[0] * kp->fdet[0] + kp->fdet[1] * kp->fdet[1] + kp->fdet[2] * kp->fdet[2];
+                    r2 = (Fdet * ff + fc) * Fdet + cc;
+                }
+                /* 1/r: single-precision estimate (1e-5), one Newton step in double (1e-10) */
+                vd inv = tod(vx_rsqrtf2(tof(r2)));
+                inv = inv * (1.5 - 0.5 * r2 * inv * inv);
+                vf invf = tof(inv);
+                vf om = kp->point_pixel ? invf * invf : pix2_close * invf * invf * invf;
+                omega = self((omega == 0.0f) | os_omega, om, omega);
+                *omega_acc += self(live, omega, splat(0.0f));
+                /* the unit direction in single precision, for the angle-dependent factors */
+                vf dxf, dyf, dzf;
+                if (curved) {
+                    dxf = tof(px * inv), dyf = tof(py * inv), dzf = tof(pz * inv);
+                } else {
+                    vf Ff = tof(Fdet);
+                    dxf = (Ff * (float)kp->fdet[0] + (float)Cx) * invf;
+                    dyf = (Ff * (float)kp->fdet[1] + (float)Cy) * invf;
+                    dzf = (Ff * (float)kp->fdet[2] + (float)Cz) * invf;
+                }
+                if (with_thickness) {
+                    /* fraction absorbed in this layer, at this obliquity */
+                    vf rho = dxf * (float)kp->odet[0] + dyf * (float)kp->odet[1] + dzf * (float)kp->odet[2];
+                    vf mu_over = (float)(kp->thickstep * kp->mu) / rho;
+                    vf cap = vx_expf(-(float)t * mu_over) - vx_expf(-(float)(t + 1) * mu_over);
+                    capture = self((capture == 0.0f) | os_thick, cap, capture);
+                }
+
+                for (int src = 0; src < kp->nsources; src++) {
+                    const float *si = fs->src_i + 3 * src;
+                    vf c2t = dxf * si[0] + dyf * si[1] + dzf * si[2];
+                    vi ok = live;
+                    if (with_dmin) {
+                        vf stol = vx_sqrtf(2.0f - 2.0f * c2t) * fs->src_inv2lambda[src];
+                        ok &= ~((stol > 0.0f) & (fs->dmin * stol > 0.5f));
+                    }
+                    /* the polarization where it is still to be computed */
+                    vi need = ok & ((polar == 0.0f) | os_polar);
+                    if (any_lane(need)) {
+                        vf dE = splat(0.0f), dB = splat(0.0f);
+                        if (kahn != 0.0f) {
+                            const float *sE = fs->src_E + 3 * src, *sB = fs->src_B + 3 * src;
+                            dE = dxf * sE[0] + dyf * sE[1] + dzf * sE[2];
+                            dB = dxf * sB[0] + dyf * sB[1] + dzf * sB[2];
+                        }
+                        polar = self(need, vx_polar(kahn, c2t, dE, dB), polar);
+                    }
+                    if (!any_lane(ok)) continue;
+                    vf mult = splat(1.0f);
+                    if (any_os)
+                        mult = self(os_thick, capture, splat(1.0f)) * self(os_polar, polar, splat(1.0f)) *
+                               self(os_omega, omega, splat(1.0f));
+
+                    const pair_consts *pc = (const pair_consts *)fs->pairs + (size_t)src * kp->ncells;
+                    for (int cell = 0; cell < kp->ncells; cell++, pc++) {
+                        /* Miller indices in double: (A.pos)/|pos| - A.i; fractional parts in single */
+                        vd h, k, l;
+                        if (curved) {
+                            h = (pc->A[0] * px + pc->A[1] * py + pc->A[2] * pz) * inv - pc->hi[0];
+                            k = (pc->A[3] * px + pc->A[4] * py + pc->A[5] * pz) * inv - pc->hi[1];
+                            l = (pc->A[6] * px + pc->A[7] * py + pc->A[8] * pz) * inv - pc->hi[2];
+                        } else {
+                            h = (Fdet * pc->Af[0] + (Sdet * pc->As[0] + Odet * pc->Ao[0] + pc->Ap[0])) * inv - pc->hi[0];
+                            k = (Fdet * pc->Af[1] + (Sdet * pc->As[1] + Odet * pc->Ao[1] + pc->Ap[1])) * inv - pc->hi[1];
+                            l = (Fdet * pc->Af[2] + (Sdet * pc->As[2] + Odet * pc->Ao[2] + pc->Ap[2])) * inv - pc->hi[2];
+                        }
+                        vd h0 = rintd(h), k0 = rintd(k), l0 = rintd(l);
+                        vf dh = tof(h - h0), dk = tof(k - k0), dl = tof(l - l0);
+                        vf F_latt = vx_lattice(kp->shape, fs->cheb, dh, dk, dl, Na, Nb, Nc, fudge, fs->a_star,
+                                               fs->b_star, fs->c_star);
+                        vf F_cell = splat((float)kp->F.default_F);
+                        if (fs->fmode != NB_FMODE_DEFAULT)
+                            F_cell = structure_factor(fs, __builtin_convertvector(h0, vi), __builtin_convertvector(k0, vi),
+                                                      __builtin_convertvector(l0, vi), dh, dk, dl, ok, tripped);
+                        vf term = F_cell * F_cell * F_latt * F_latt;
+                        /* the reference skips zero lattice terms unless there is water */
+                        vi accept = ok & ~((F_latt == 0.0f) & water_zero);
+                        if (any_os) I = self(accept, (I + term) * mult, I);
+                        else I += self(accept, term, splat(0.0f));
+                    }
+                }
+            }
+        }
+    }
+    vf val = (float)(kp->r_e_sqr * kp->fluence / kp->steps) * I;
+    val *= self(os_thick, splat(1.0f), capture);
+    val *= self(os_polar, splat(1.0f), polar);
+    val *= self(os_omega, splat(1.0f), omega);
+    val = self(live, val, splat(0.0f));
+    if (n == W) memcpy(out, &val, sizeof val);
+    else memcpy(out, &val, (size_t)n * sizeof(float));
+}
+
+/* flat and curved detectors: two instantiations */
+static void render_group(const nb_fast_setup *fs, int s_row, int f0, int n, float *out, vf *omega_acc, int *tripped)
+{
+    if (fs->kp.curved_detector) render_group_impl(fs, s_row, f0, n, out, omega_acc, tripped, 1);
+    else render_group_impl(fs, s_row, f0, n, out, omega_acc, tripped, 0);
+}
+
+void NB_FAST_NAME(const nb_fast_setup *fs, float *image, double *row_omega, int *tripped_out, nb_progress *prog)
+{
+    const nb_kparams *kp = &fs->kp;
+    int tripped = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped)
+    for (int s = 0; s < kp->spixels; s++) {
+        vf omega = splat(0.0f);
+        float *row = image + (size_t)s * kp->fpixels;
+        if (s < kp->roi_ymin || s > kp->roi_ymax) {
+            memset(row, 0, (size_t)kp->fpixels * sizeof(float));
+        } else {
+            for (int f0 = 0; f0 < kp->fpixels; f0 += W) {
+                int n = kp->fpixels - f0 < W ? kp->fpixels - f0 : W;
+                render_group(fs, s, f0, n, row + f0, &omega, &tripped);
+            }
+        }
+        double osum = 0.0;
+        for (int j = 0; j < W; j++) osum += omega[j];
+        row_omega[s] = osum;
+        if (prog) nb_progress_add(prog, 1);
+    }
+    *tripped_out = tripped;
+}
