@@ -30,7 +30,7 @@ LIB_SRC := $(wildcard libnbcore/*.c) $(wildcard formats/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB     := $(BUILD)/libnbcore.a
 
-TOOLS   := nb-geom nb-hkl nb-sim nb-noise nb-convert
+TOOLS   := nb-geom nb-hkl nb-sim nb-noise nb-convert nb-bench
 TOOL_BINS := $(TOOLS:%=$(BIN)/%)
 
 # nb-sim's kernels live beside it; the fast kernel is compiled once per
@@ -44,7 +44,21 @@ NB_CFLAGS += -DNB_HAVE_X86_VARIANTS
 SIM_OBJ += $(BUILD)/tools/nb_sim_fast_avx2.o $(BUILD)/tools/nb_sim_fast_avx512.o
 endif
 
-HEADERS := $(wildcard libnbcore/*.h) $(wildcard formats/*.h) $(wildcard tools/*.h)
+# optional part, probed: the CUDA backend of nb-sim when nvcc is found
+# (sm_80 and sm_90 code plus PTX for later GPUs); NVCC= (empty) disables it
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+ifneq ($(strip $(NVCC)),)
+SIM_OBJ += $(BUILD)/tools/nb_sim_cuda.o
+SIM_LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lrt -lpthread
+else
+SIM_OBJ += $(BUILD)/tools/nb_sim_nocuda.o
+SIM_LDLIBS :=
+endif
+
+HEADERS := $(wildcard libnbcore/*.h) $(wildcard libnbcore/*.inc) $(wildcard formats/*.h) $(wildcard tools/*.h)
 
 .SECONDARY:
 .PHONY: all check check-built demo-built test-unit test-cli test-parity demo deps bench install clean check-asan man
@@ -52,7 +66,7 @@ HEADERS := $(wildcard libnbcore/*.h) $(wildcard formats/*.h) $(wildcard tools/*.
 all: $(TOOL_BINS)
 
 # rebuild everything when the flags change (a probe found libtiff, OPT=...)
-FLAGS_STAMP := $(BUILD)/.flags-$(shell echo '$(CC) $(NB_CFLAGS) $(CFLAGS) $(NB_LDLIBS) $(LDFLAGS)' | cksum | cut -d' ' -f1)
+FLAGS_STAMP := $(BUILD)/.flags-$(shell echo '$(CC) $(NB_CFLAGS) $(CFLAGS) $(NB_LDLIBS) $(LDFLAGS) $(NVCC) $(CUDA_ARCH)' | cksum | cut -d' ' -f1)
 $(FLAGS_STAMP):
 	@mkdir -p $(BUILD)
 	@rm -f $(BUILD)/.flags-*
@@ -80,9 +94,13 @@ $(BUILD)/tools/nb_sim_fast_avx512.o: tools/nb_sim_fast.c $(HEADERS) $(FLAGS_STAM
 	$(CC) $(NB_CFLAGS) $(CFLAGS) $(FAST_CFLAGS) -mavx512f -mavx512dq -mavx512vl -mavx512bw \
 	    -mprefer-vector-width=512 -DNB_FAST_W=16 -DNB_FAST_NAME=nb_render_fast_avx512 -c $< -o $@
 
+$(BUILD)/tools/nb_sim_cuda.o: tools/nb_sim_cuda.cu $(HEADERS) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) -Ilibnbcore -Iformats -Itools -DNB_VERSION='"$(VERSION)"' -c $< -o $@
+
 $(BIN)/nb-sim: $(SIM_OBJ) $(LIB)
 	@mkdir -p $(BIN)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(SIM_OBJ) $(LIB) $(NB_LDLIBS) $(LDFLAGS)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(SIM_OBJ) $(LIB) $(NB_LDLIBS) $(SIM_LDLIBS) $(LDFLAGS)
 
 $(BIN)/%: $(BUILD)/tools/%.o $(LIB)
 	@mkdir -p $(BIN)
@@ -96,6 +114,12 @@ TEST_TOOLS := $(BUILD)/tests/nb-imgcmp $(BUILD)/tests/nb-smvcmp
 $(BUILD)/tests/test_%: tests/unit/test_%.c tests/unit/tap.h $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -Itests/unit -o $@ $< $(LIB) $(NB_LDLIBS)
+
+# the kernel test links nb-sim's kernels too
+$(BUILD)/tests/test_kernels: tests/unit/test_kernels.c tests/unit/tap.h $(filter-out $(BUILD)/tools/nb-sim.o,$(SIM_OBJ)) $(LIB) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -Itests/unit -Itools -o $@ $< $(filter-out $(BUILD)/tools/nb-sim.o,$(SIM_OBJ)) $(LIB) \
+	    $(NB_LDLIBS) $(SIM_LDLIBS)
 
 $(BUILD)/tests/nb-%: tests/parity/nb-%.c $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -129,6 +153,18 @@ demo-built: all
 	$(BIN)/nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 1024 \
 	    -default_F 100 | $(BIN)/nb-hkl | $(BIN)/nb-sim | $(BIN)/nb-convert -o demo/floatimage.bin
 	@echo "demo: wrote demo/floatimage.bin (1024 x 1024 float32 photons/pixel)"
+
+# ---- man pages: generated from each tool's --help source (nb_cli.c) -------
+man: all
+	@mkdir -p man
+	@for t in $(TOOLS); do $(BIN)/$$t --help-man > man/$$t.1 || exit 1; done
+	@echo "man: wrote $(TOOLS:%=man/%.1)"
+
+# ---- benchmarks: timed, so never part of check (bench/README.md) ----------
+#   make bench                           our pipeline on every configuration
+#   make bench NB_REF=/path/to/nanoBragg  and the reference binary, interleaved
+bench: all
+	$(BIN)/nb-bench --threads 1,2 --reps 5 --json bench/results.json $(if $(NB_REF),--ref $(NB_REF))
 
 # ---- install -----------------------------------------------------------------
 install: all

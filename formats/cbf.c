@@ -290,7 +290,7 @@ static void build_header(nb_strbuf *sb, const char *path, const nb_image_meta *m
                          const char *md5)
 {
     char name[128];
-    block_name(path, name, sizeof name);
+    block_name(m->name ? m->name : path, name, sizeof name);
     int pilatus = is_pilatus_layout(m->fpixels, 487, 7) && is_pilatus_layout(m->spixels, 195, 17);
 
     double pixel = finite_or(m->pixel_size, 0);

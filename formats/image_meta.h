@@ -19,6 +19,8 @@ typedef struct nb_image_meta {
     double twotheta;          /* deg */
     long frame;               /* 0-based frame index */
     const char *command_line; /* provenance, may be NULL */
+    const char *name;         /* the file's final name (for names inside it, e.g. CBF's data_
+                                 block), when it is written under a temporary one; may be NULL */
 } nb_image_meta;
 
 #endif

@@ -29,6 +29,16 @@ double nb_smv_value(const nb_smv *smv, const char *key)
     return atof(eq + 1);
 }
 
+int nb_smv_signature(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return 0;
+    char first[12];
+    size_t got = fread(first, 1, sizeof first, fp);
+    fclose(fp);
+    return got == sizeof first && memcmp(first, "{\nHEADER_BYT", 12) == 0;
+}
+
 nb_status nb_smv_read(const char *path, int want_pixels, nb_smv *out)
 {
     memset(out, 0, sizeof *out);
@@ -86,24 +96,60 @@ nb_status nb_smv_read(const char *path, int want_pixels, nb_smv *out)
         }
         out->big_endian = hit && strncmp(hit, "big_endian", 10) == 0;
     }
+    /* TYPE= says the pixel width: ADSC's unsigned_short, or the 32-bit
+     * long_integer that noisify and nb-convert -bits 32 write (the reference
+     * itself always reads 16 bits; following TYPE reads both correctly) */
+    out->bytes_per_pixel = 2;
+    {
+        const char *s = out->header, *hit = NULL, *p;
+        while ((p = strstr(s, "TYPE=")) != NULL) {
+            hit = p + 5;
+            s = hit;
+        }
+        if (hit) {
+            size_t len = strcspn(hit, ";\n\r \t");
+            if (len == 14 && !strncmp(hit, "unsigned_short", len)) out->bytes_per_pixel = 2;
+            else if ((len == 12 && !strncmp(hit, "long_integer", len)) ||
+                     (len == 13 && !strncmp(hit, "unsigned_long", len)) ||
+                     (len == 12 && !strncmp(hit, "unsigned_int", len)))
+                out->bytes_per_pixel = 4;
+            else {
+                fclose(fp);
+                int shown = (int)(len > 40 ? 40 : len);
+                nb_smv_free(out);
+                return nb_error_set(NB_ERR_DATA,
+                                    "'%s': SMV TYPE=%.*s is not supported (only unsigned_short and long_integer)", path,
+                                    shown, hit);
+            }
+        }
+    }
     if (want_pixels) {
         size_t n = (size_t)out->width * (size_t)out->height;
-        nb_status st = nb_calloc((void **)&out->pixels, n, sizeof(uint16_t), "SMV pixels");
+        nb_status st = nb_calloc((void **)&out->pixels, n, sizeof(uint32_t), "SMV pixels");
         if (st) {
             fclose(fp);
             nb_smv_free(out);
             return st;
         }
-        got = fread(out->pixels, sizeof(uint16_t), n, fp);
+        /* read into the top of the buffer, then widen in place from the start */
+        size_t bpp = (size_t)out->bytes_per_pixel;
+        unsigned char *raw = (unsigned char *)out->pixels + n * (sizeof(uint32_t) - bpp);
+        got = fread(raw, bpp, n, fp);
         if (got < n) {
             fclose(fp);
             nb_smv_free(out);
             return nb_error_set(NB_ERR_DATA, "'%s': truncated SMV image: %zu of %zu pixels", path, got, n);
         }
-        const uint16_t one = 1;
-        int host_le = *(const unsigned char *)&one == 1;
-        if (out->big_endian == host_le)
-            for (size_t i = 0; i < n; i++) out->pixels[i] = (uint16_t)((out->pixels[i] >> 8) | (out->pixels[i] << 8));
+        for (size_t i = 0; i < n; i++) {
+            const unsigned char *b = raw + i * bpp;
+            uint32_t v;
+            if (bpp == 2)
+                v = out->big_endian ? (uint32_t)b[0] << 8 | b[1] : (uint32_t)b[1] << 8 | b[0];
+            else
+                v = out->big_endian ? (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3]
+                                    : (uint32_t)b[3] << 24 | (uint32_t)b[2] << 16 | (uint32_t)b[1] << 8 | b[0];
+            out->pixels[i] = v;
+        }
     }
     fclose(fp);
     return NB_OK;

@@ -12,13 +12,17 @@ typedef struct nb_smv {
     int header_size;
     int width, height;     /* SIZE1 (fast), SIZE2 (slow) */
     int big_endian;        /* BYTE_ORDER=big_endian */
-    uint16_t *pixels;      /* width*height in host order, or NULL */
+    int bytes_per_pixel;   /* 2 (TYPE=unsigned_short, the default) or 4 (long_integer) */
+    uint32_t *pixels;      /* width*height in host order, or NULL */
 } nb_smv;
 
 /* Read an SMV file: checks the "{\nHEADER_BYTES" signature, reads the whole
- * header (HEADER_BYTES long) and, when want_pixels, the unsigned 16-bit data
- * (byte-swapped to host order when the header says so). */
+ * header (HEADER_BYTES long) and, when want_pixels, the pixels: unsigned
+ * 16-bit, or 32-bit when TYPE=long_integer (byte-swapped to host order when
+ * BYTE_ORDER says so).  Other TYPEs are an error. */
 nb_status nb_smv_read(const char *path, int want_pixels, nb_smv *out);
+/* 1 when the file starts with SMV's "{\nHEADER_BYTES" (0 also when it cannot be opened) */
+int nb_smv_signature(const char *path);
 void nb_smv_free(nb_smv *smv);
 
 /* The reference's ValueOf(): the value after the '=' that follows the LAST

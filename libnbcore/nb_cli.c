@@ -18,10 +18,11 @@ void nb_std_opts_init(nb_std_opts *o)
 }
 
 static const char *std_help_output = "  -o FILE             write the output stream to FILE (default: standard output)\n";
-static const char *std_help =
+static const char *std_help_verbosity =
     "  -q                  quiet: no warnings\n"
-    "  -v                  verbose: log what is being done on standard error\n"
-    "      --threads N     use N threads (default: all cores)\n"
+    "  -v                  verbose: log what is being done on standard error\n";
+static const char *std_help_threads = "      --threads N     use N threads (default: all cores)\n";
+static const char *std_help_info =
     "  -h, --help          show this help and exit\n"
     "      --version       show the version and exit\n";
 
@@ -39,6 +40,7 @@ int nb_std_option(const nb_tool_info *tool, nb_std_opts *o, int argc, char **arg
     }
     if (!strcmp(a, "--version")) {
         printf("%s (nb toolkit) %s\n", tool->name, NB_VERSION);
+        if (tool->version_extra) tool->version_extra(stdout);
         exit(0);
     }
     if (!strcmp(a, "-q")) {
@@ -100,15 +102,24 @@ static void print_flag_lines(const nb_tool_info *tool, FILE *fp)
     }
 }
 
+/* The tool's own lines, then the standard options it does not document itself
+ * (-o, --threads). */
+static void print_option_lines(const nb_tool_info *tool, FILE *fp)
+{
+    print_flag_lines(tool, fp);
+    if (tool->extra_options) fputs(tool->extra_options, fp);
+    if (!tool->own_output_option) fputs(std_help_output, fp);
+    fputs(std_help_verbosity, fp);
+    if (!tool->extra_options || !strstr(tool->extra_options, "--threads ")) fputs(std_help_threads, fp);
+    fputs(std_help_info, fp);
+}
+
 void nb_print_help(const nb_tool_info *tool, FILE *fp)
 {
     fprintf(fp, "Usage: %s %s\n%s\n", tool->name, tool->synopsis, tool->summary);
     if (tool->description) fprintf(fp, "\n%s\n", tool->description);
     fprintf(fp, "\nOptions:\n");
-    print_flag_lines(tool, fp);
-    if (tool->extra_options) fputs(tool->extra_options, fp);
-    if (!tool->own_output_option) fputs(std_help_output, fp);
-    fputs(std_help, fp);
+    print_option_lines(tool, fp);
     if (tool->examples) fprintf(fp, "\nExamples:\n%s", tool->examples);
     fprintf(fp, "\nExit status: 0 success, 1 runtime or data error, 2 usage error.\n");
 }
@@ -154,10 +165,7 @@ void nb_print_man(const nb_tool_info *tool, FILE *fp)
     char *buf = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&buf, &len);
-    print_flag_lines(tool, mem);
-    if (tool->extra_options) fputs(tool->extra_options, mem);
-    if (!tool->own_output_option) fputs(std_help_output, mem);
-    fputs(std_help, mem);
+    print_option_lines(tool, mem);
     fclose(mem);
     char *save = NULL;
     for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {

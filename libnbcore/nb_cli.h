@@ -24,9 +24,11 @@ typedef struct nb_tool_info {
     const char *synopsis;    /* "[OPTIONS] [STREAM]" */
     const char *summary;     /* one line */
     const char *description; /* paragraphs, may be NULL */
-    const char *extra_options; /* tool-specific options not in the registry, "  -x  help\n" lines */
+    const char *extra_options; /* tool-specific options not in the registry, "  -x  help\n" lines;
+                                  a "--threads " line there replaces the standard one */
     const char *examples;    /* may be NULL */
     int own_output_option;   /* 1: the tool documents -o itself (not "the output stream") */
+    void (*version_extra)(FILE *fp); /* more --version lines (nb-sim: its backends), or NULL */
 } nb_tool_info;
 
 void nb_std_opts_init(nb_std_opts *o);

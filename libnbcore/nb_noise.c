@@ -75,7 +75,7 @@ nb_status nb_apply_psf(const float *in, float *out, int width, int height, int t
                        int user_radius, double *lost_photons)
 {
     size_t pixels = (size_t)width * (size_t)height;
-    double g = fwhm_pixels * 0.652383013252053; /* fwhm = sqrt(2^(2/3) - 1) g */
+    double g = fwhm_pixels * 0.652383013252053; /* fwhm = 2 sqrt(2^(2/3) - 1) g (half maximum at r^2 = (2^(2/3) - 1) g^2) */
     *lost_photons = 0.0;
     if (fwhm_pixels <= 0.0 || type == NB_PSF_NONE) {
         memcpy(out, in, pixels * sizeof(float));

@@ -161,7 +161,7 @@ static const nb_flag table[] = {
     {"-adc", FL_ADC, 1, 1, G | NZ | CV, "COUNTS", "offset added to integer images (default 40)"},
     {"-flicker", FL_FLICKER, 1, 1, NZ, "FRACTION", "source intensity noise: photons x (1 + F x gaussian)"},
     {"-calibration", FL_CALIBRATION, 1, 1, NZ, "FRACTION", "static per-pixel calibration error (noisify's default is 0.03; here 0)"},
-    {"-calib_seed", FL_CALIB_SEED, 1, 1, NZ, "N", "seed of the calibration error (default 123456789, the same every frame)"},
+    {"-calib_seed", FL_CALIB_SEED, 1, 1, NZ, "N", "seed of the calibration error (default 123456789; as in noisify, -seed also changes it)"},
     {"-readout", FL_READOUT, 1, 1, NZ, "ADU", "Gaussian read-out noise added after the gain"},
     {"-readnoise", FL_READOUT, 1, 1, NZ, "ADU", NULL},
     {"-gain", FL_GAIN, 1, 1, NZ, "ADU/PHOTON", "detector units per photon (default 1)"},

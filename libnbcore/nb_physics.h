@@ -13,6 +13,7 @@
 #define NB_PHYSICS_H
 
 #include <math.h>
+#include <stddef.h>
 
 #ifdef __CUDACC__
 #define NB_HD __host__ __device__ static inline
@@ -411,6 +412,165 @@ NB_HD double nb_pixel_double(const nb_kparams *p, int fpixel, int spixel, double
         for (int i = 0; i < 9; i++) trace->cell[i] = p->ncells ? p->cells[9 * (p->ncells - 1) + i] : 0.0;
     }
     return value;
+}
+
+/* ---- the fast pixel -------------------------------------------------------- */
+
+enum nb_fmode { NB_FMODE_DEFAULT = 0, NB_FMODE_NEAREST = 1, NB_FMODE_TRICUBIC = 2 };
+
+/* Up to this N the grating factor is cheaper as U_{N-1}(cos pi d) than as a
+ * ratio of sines (and as accurate: the recurrence is stable for |cos| <= 1). */
+#define NB_CHEB_MAX_N 16
+
+/* Per (source, cell): A = cell vectors / lambda (rows a, b, c), hi = A.i, and
+ * A times the detector's fast, slow, normal axes and origin (on a flat
+ * detector A.pos is then linear in the sub-pixel's Fdet, Sdet, Odet). */
+typedef struct nb_pair {
+    double A[9];
+    double hi[3];
+    double Af[3], As[3], Ao[3], Ap[3];
+} nb_pair;
+
+/* What the fast path needs beyond nb_kparams (built by nb_fparams_build in
+ * nb-sim, copied to the device by the CUDA backend). */
+typedef struct nb_fparams {
+    nb_kparams kp;
+    const nb_pair *pairs;           /* nsources x ncells, source-major */
+    const float *src_i, *src_E, *src_B; /* per source: incident direction, its E and B polarization axes */
+    const float *src_inv2lambda;    /* 1/(2 lambda), 1/m */
+    float dmin;                     /* m, 0 = off */
+    float a_star[3], b_star[3], c_star[3];
+    const float *Fgrid;             /* float copy of the F grid, padded for 4x4x4 reads */
+    int fmode;                      /* enum nb_fmode */
+    int cheb;                       /* N a, b, c whole and <= NB_CHEB_MAX_N */
+} nb_fparams;
+
+/* One pixel on the fast path, in plain scalar code: the same arithmetic as
+ * the CPU's SIMD kernel lane by lane (nb_sim_fast.c) and the CUDA kernel.
+ * Returns photons/pixel; adds the evaluated solid angles to *omega_sum; sets
+ * *tripped where a tricubic neighbourhood left the grid. */
+NB_HD float nb_pixel_fast(const nb_fparams *fp, int fpixel, int spixel, double *omega_sum, int *tripped)
+{
+    const nb_kparams *kp = &fp->kp;
+    const nb_fgrid *g = &kp->F;
+    const int os = kp->oversample;
+    const double sub = kp->subpixel_size;
+    const float kahn = (float)kp->kahn_factor;
+    const int any_os = kp->oversample_thick || kp->oversample_polar || kp->oversample_omega;
+    const float Na = (float)kp->Na, Nb = (float)kp->Nb, Nc = (float)kp->Nc, fudge = (float)kp->fudge;
+    const float pix2_close = (float)(kp->pixel_size * kp->pixel_size * kp->close_distance);
+    float I = (float)kp->I_bg, polar = kp->nopolar ? 1.0f : 0.0f, omega = 0.0f, capture = 0.0f;
+
+    for (int t = 0; t < kp->thicksteps; t++) {
+        const double Odet = t * kp->thickstep;
+        capture = kp->thick != 0.0 ? 0.0f : 1.0f;
+        for (int subS = 0; subS < os; subS++) {
+            const double Sdet = sub * ((double)spixel * os + subS) + sub / 2.0;
+            const double Cx = Sdet * kp->sdet[0] + Odet * kp->odet[0] + kp->pix0[0];
+            const double Cy = Sdet * kp->sdet[1] + Odet * kp->odet[1] + kp->pix0[1];
+            const double Cz = Sdet * kp->sdet[2] + Odet * kp->odet[2] + kp->pix0[2];
+            for (int subF = 0; subF < os; subF++) {
+                const double Fdet = sub * ((double)fpixel * os + subF) + sub / 2.0;
+                double pos[3] = {Fdet * kp->fdet[0] + Cx, Fdet * kp->fdet[1] + Cy, Fdet * kp->fdet[2] + Cz};
+                if (kp->curved_detector) {
+                    double v[3], nv[3];
+                    for (int i = 0; i < 3; i++) v[i] = kp->distance * kp->beam[i];
+                    nb_rotate_axis(v, nv, kp->sdet, pos[1] / kp->distance);
+                    nb_rotate_axis(nv, pos, kp->fdet, pos[2] / kp->distance);
+                }
+                double r2 = pos[0] * pos[0] + pos[1] * pos[1] + pos[2] * pos[2];
+                /* 1/r: a single-precision estimate refined by a Newton step in double */
+                double inv = (double)nb_rsqrtf2((float)r2);
+                inv = inv * (1.5 - 0.5 * r2 * inv * inv);
+                float invf = (float)inv;
+                float om = kp->point_pixel ? invf * invf : pix2_close * invf * invf * invf;
+                omega = omega == 0.0f || kp->oversample_omega ? om : omega;
+                *omega_sum += omega;
+                float dx = (float)pos[0] * invf, dy = (float)pos[1] * invf, dz = (float)pos[2] * invf;
+                if (kp->thick != 0.0) {
+                    float rho = dx * (float)kp->odet[0] + dy * (float)kp->odet[1] + dz * (float)kp->odet[2];
+                    float mu_over = (float)(kp->thickstep * kp->mu) / rho;
+                    float cap = nb_expf(-(float)t * mu_over) - nb_expf(-(float)(t + 1) * mu_over);
+                    capture = capture == 0.0f || kp->oversample_thick ? cap : capture;
+                }
+                for (int src = 0; src < kp->nsources; src++) {
+                    const float *si = fp->src_i + 3 * src;
+                    float c2t = dx * si[0] + dy * si[1] + dz * si[2];
+                    if (fp->dmin > 0.0f) {
+                        float stol = nb_sqrtf(2.0f - 2.0f * c2t) * fp->src_inv2lambda[src];
+                        if (stol > 0.0f && fp->dmin * stol > 0.5f) continue;
+                    }
+                    if (polar == 0.0f || kp->oversample_polar) {
+                        float dE = 0.0f, dB = 0.0f;
+                        if (kahn != 0.0f) {
+                            const float *sE = fp->src_E + 3 * src, *sB = fp->src_B + 3 * src;
+                            dE = dx * sE[0] + dy * sE[1] + dz * sE[2];
+                            dB = dx * sB[0] + dy * sB[1] + dz * sB[2];
+                        }
+                        polar = nb_polar(kahn, c2t, dE, dB);
+                    }
+                    float mult = (kp->oversample_thick ? capture : 1.0f) * (kp->oversample_polar ? polar : 1.0f) *
+                                 (kp->oversample_omega ? omega : 1.0f);
+                    const nb_pair *pc = fp->pairs + (size_t)src * kp->ncells;
+                    for (int cell = 0; cell < kp->ncells; cell++, pc++) {
+                        double hkl[3];
+                        for (int i = 0; i < 3; i++)
+                            hkl[i] = (pc->A[3 * i] * pos[0] + pc->A[3 * i + 1] * pos[1] + pc->A[3 * i + 2] * pos[2]) *
+                                         inv -
+                                     pc->hi[i];
+                        double h0 = nb_rint(hkl[0]), k0 = nb_rint(hkl[1]), l0 = nb_rint(hkl[2]);
+                        float dh = (float)(hkl[0] - h0), dk = (float)(hkl[1] - k0), dl = (float)(hkl[2] - l0);
+                        float F_latt = nb_lattice(kp->shape, fp->cheb, dh, dk, dl, Na, Nb, Nc, fudge, fp->a_star,
+                                                  fp->b_star, fp->c_star);
+                        float F_cell = (float)g->default_F;
+                        if (fp->fmode != NB_FMODE_DEFAULT) {
+                            int ih = (int)h0, ik = (int)k0, il = (int)l0;
+                            if (ih >= g->h_min && ih <= g->h_max && ik >= g->k_min && ik <= g->k_max &&
+                                il >= g->l_min && il <= g->l_max)
+                                F_cell = fp->Fgrid[((ih - g->h_min) * g->k_range + (ik - g->k_min)) * g->l_range +
+                                                   (il - g->l_min)];
+                            if (fp->fmode == NB_FMODE_TRICUBIC) {
+                                float hh = (float)ih + dh, kk = (float)ik + dk, ll = (float)il + dl;
+                                int safe = hh >= (float)(g->h_min + 2) && hh <= (float)(g->h_max - 2) &&
+                                           kk >= (float)(g->k_min + 2) && kk <= (float)(g->k_max - 2) &&
+                                           ll >= (float)(g->l_min + 2) && ll <= (float)(g->l_max - 2);
+                                if (!safe) {
+                                    *tripped = 1;
+                                } else {
+                                    /* floor and the position within the cell, from the nearest index */
+                                    int nh = dh < 0.0f, nk = dk < 0.0f, nl = dl < 0.0f;
+                                    float wh[4], wk[4], wl[4];
+                                    nb_cubic_weights(dh + (nh ? 1.0f : 0.0f), wh);
+                                    nb_cubic_weights(dk + (nk ? 1.0f : 0.0f), wk);
+                                    nb_cubic_weights(dl + (nl ? 1.0f : 0.0f), wl);
+                                    int base = ((ih - nh - 1 - g->h_min) * g->k_range + (ik - nk - 1 - g->k_min)) *
+                                                   g->l_range +
+                                               (il - nl - 1 - g->l_min);
+                                    float sum = 0.0f;
+                                    for (int a = 0; a < 4; a++)
+                                        for (int b = 0; b < 4; b++) {
+                                            const float *row = fp->Fgrid + base + (a * g->k_range + b) * g->l_range;
+                                            float sl = wl[0] * row[0] + wl[1] * row[1] + wl[2] * row[2] + wl[3] * row[3];
+                                            sum += wh[a] * wk[b] * sl;
+                                        }
+                                    F_cell = sum;
+                                }
+                            }
+                        }
+                        float term = F_cell * F_cell * F_latt * F_latt;
+                        /* the reference skips zero lattice terms unless there is water */
+                        if (F_latt == 0.0f && kp->water_size == 0.0) continue;
+                        I = any_os ? (I + term) * mult : I + term;
+                    }
+                }
+            }
+        }
+    }
+    float v = (float)(kp->r_e_sqr * kp->fluence / kp->steps) * I;
+    if (!kp->oversample_thick) v *= capture;
+    if (!kp->oversample_polar) v *= polar;
+    if (!kp->oversample_omega) v *= omega;
+    return v;
 }
 
 #endif

@@ -286,7 +286,7 @@ nb_status nb_record_get_array(const nb_record *rec, const char *name, nb_dtype t
         return nb_error_set(NB_ERR_DATA, "%s record: array %s (%llu x %s at %llu) lies outside the %llu-byte payload",
                             rec->type, name, n, tname, off, (unsigned long long)rec->payload_len);
     *data = rec->payload + off;
-    *count = (size_t)n;
+    if (count) *count = (size_t)n;
     return NB_OK;
 }
 

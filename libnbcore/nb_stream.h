@@ -75,12 +75,14 @@ const char *nb_dtype_name(nb_dtype t);
 
 /* Append an array (copied) to the payload; returns a pointer to the copy so
  * the caller can fill it in place when data is NULL (then zero-filled) or
- * NB_ARRAY_UNINITIALISED (then left as it is: the caller writes every element). */
+ * NB_ARRAY_UNINITIALISED (then left as it is: the caller writes every element).
+ * The payload may move when another array is added: *stored, and every
+ * pointer nb_record_get_array gave before, is valid only until then. */
 #define NB_ARRAY_UNINITIALISED ((const void *)1)
 nb_status nb_record_add_array(nb_record *rec, const char *name, nb_dtype type, size_t count,
                               const void *data, void **stored);
 /* Find an array; checks dtype, bounds and alignment.  *data points into the
- * payload (valid while rec lives). */
+ * payload (valid while rec lives and no array is added to it). */
 nb_status nb_record_get_array(const nb_record *rec, const char *name, nb_dtype type,
                               const void **data, size_t *count);
 int nb_record_has_array(const nb_record *rec, const char *name);

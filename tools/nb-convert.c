@@ -30,12 +30,12 @@ static const nb_tool_info tool = {
     "the format follows the extension, or the --format given before the -o:\n"
     "  .bin .raw .float   raw float32 photons/pixel (nanoBragg's floatimage.bin layout)\n"
     "  .img .smv          SMV (ADSC) 16-bit, nanoBragg's header keys plus ADC_OFFSET\n"
-    "  .cbf               miniCBF (PILATUS convention, byte-offset compressed int32)\n"
+    "  .cbf               miniCBF (byte-offset int32; PILATUS header for PILATUS sizes)\n"
     "  .tif .tiff         TIFF: integer counts when the stream has them, else float32 photons\n"
     "                     (--format tif-float, tif16, tif32 choose)\n"
     "  .pgm               8-bit PGM, nanoBragg's scaling (-pgmscale)\n"
     "  .png               8-bit PNG preview with an automatic contrast stretch\n"
-    "  .nbs               the stream itself\n"
+    "  .nbs               a copy of the stream (with --import: the stream with the image)\n"
     "Integer formats (SMV, CBF, 16/32-bit TIFF) take the detector counts when nb-noise added\n"
     "them, else the photons scaled as nanoBragg's int image (-scale, default 55000/max, plus\n"
     "-adc, rounded).  Float formats take the photons.  Without -o, the files the plan\n"
@@ -57,6 +57,7 @@ static const nb_tool_info tool = {
     "  nb-geom -detpixels 1024 -distance 100 -cell 100 100 100 90 90 90 \\\n"
     "      | nb-convert --import floatimage.bin | nb-noise -seed 3 | nb-convert -o noisy.img\n",
     1,
+    NULL,
 };
 
 enum fmt { FMT_BIN, FMT_SMV, FMT_CBF, FMT_TIF, FMT_TIF_FLOAT, FMT_TIF16, FMT_TIF32, FMT_PGM, FMT_PNG, FMT_NBS };
@@ -81,6 +82,7 @@ typedef struct conv_opts {
     int have_scale, have_adc, have_pgmscale, nopgm;
     int smv_beam;
     const char *import;
+    const char *tee;        /* -o FILE.nbs: a copy of the stream */
 } conv_opts;
 
 static int format_from_name(const char *name)
@@ -263,7 +265,7 @@ static nb_status int_counts(const frame *fr, int32_t **out)
     return NB_OK;
 }
 
-static nb_status write_format(const out_request *o, const char *path, const frame *fr);
+static nb_status write_format(const out_request *o, const char *path, const char *final, const frame *fr);
 
 static nb_status write_one(const out_request *o, const frame *fr)
 {
@@ -272,13 +274,13 @@ static nb_status write_one(const out_request *o, const frame *fr)
     if (!st) st = claim_output(final, &target);
     if (!st) {
         nb_info("writing %s", final);
-        st = write_format(o, target, fr);
+        st = write_format(o, target, final, fr);
     }
     free(target);
     return st;
 }
 
-static nb_status write_format(const out_request *o, const char *path, const frame *fr)
+static nb_status write_format(const out_request *o, const char *path, const char *final, const frame *fr)
 {
     const nb_plan *p = fr->plan;
     nb_roi roi = {p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
@@ -286,6 +288,7 @@ static nb_status write_format(const out_request *o, const char *path, const fram
     nb_image_meta meta;
     nb_status st = NB_OK;
     image_meta(fr, &meta);
+    meta.name = final;
 
     int use_counts = o->source == SRC_COUNTS || (o->source == SRC_AUTO && fr->counts);
     if (o->source == SRC_COUNTS && !fr->counts)
@@ -368,6 +371,10 @@ static nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const 
     fr->width = (int)fp;
     fr->height = (int)sp;
     fr->photons = px;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(fr->photons[i]))
+            return nb_error_set(NB_ERR_DATA, "IMAGE record: pixel %zu (fast %zu, slow %zu) is not a finite number", i,
+                                i % (size_t)fp, i / (size_t)fp);
     if (nb_hdr_has(rec, "FRAME") && (st = nb_hdr_get_long(rec, "FRAME", &fr->frame))) return st;
     if (nb_record_has_array(rec, "counts")) {
         if ((st = nb_record_get_array(rec, "counts", NB_I32, &px, &n))) return st;
@@ -413,7 +420,9 @@ static nb_status import_image(const char *path, const nb_plan *plan, nb_record *
     float *px;
     nb_record_init(out, "IMAGE");
     nb_smv smv;
-    if (nb_smv_read(path, 1, &smv) == NB_OK) {
+    if (nb_smv_signature(path)) {
+        /* an SMV that cannot be read is an error, never raw floats */
+        if ((st = nb_smv_read(path, 1, &smv))) return st;
         if (smv.width != plan->fpixels || smv.height != plan->spixels) {
             nb_error_set(NB_ERR_DATA, "'%s' is %d x %d pixels but the plan says %d x %d", path, smv.width, smv.height,
                          plan->fpixels, plan->spixels);
@@ -424,18 +433,22 @@ static nb_status import_image(const char *path, const nb_plan *plan, nb_record *
         if (isnan(adc)) adc = plan->adc;
         double scale = plan->intfile_scale > 0 ? plan->intfile_scale : 1.0;
         int32_t *counts;
-        st = nb_record_add_array(out, "pixels", NB_F32, n, NULL, (void **)&px);
+        const void *stored_px;
+        /* adding "counts" may move the payload: find "pixels" again after it */
+        st = nb_record_add_array(out, "pixels", NB_F32, n, NULL, NULL);
         if (!st) st = nb_record_add_array(out, "counts", NB_I32, n, NULL, (void **)&counts);
+        if (!st) st = nb_record_get_array(out, "pixels", NB_F32, &stored_px, NULL);
         if (st) {
             nb_smv_free(&smv);
             return st;
         }
+        px = (float *)stored_px;
         /* counts as read; photons = (counts - ADC offset) / scale */
         for (size_t i = 0; i < n; i++) {
-            counts[i] = smv.pixels[i];
-            px[i] = (float)((smv.pixels[i] - adc) / scale);
+            counts[i] = smv.pixels[i] > INT32_MAX ? INT32_MAX : (int32_t)smv.pixels[i];
+            px[i] = (float)(((double)smv.pixels[i] - adc) / scale);
         }
-        nb_hdr_set_long(out, "COUNTS_BITS", 16);
+        nb_hdr_set_long(out, "COUNTS_BITS", 8 * smv.bytes_per_pixel);
         nb_hdr_set_double(out, "COUNTS_ADC", adc);
         nb_smv_free(&smv);
     } else {
@@ -544,8 +557,9 @@ static nb_status parse(int argc, char **argv, conv_opts *o, nb_std_opts *std)
         if ((r->format == FMT_TIF || r->format == FMT_TIF_FLOAT || r->format == FMT_TIF16 || r->format == FMT_TIF32) &&
             !nb_tiff_available())
             return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': this nb-convert was built without libtiff", r->path);
-        if (r->format == FMT_NBS && !o->import)
-            return nb_error_set(NB_ERR_USAGE, "'%s': .nbs output (the stream itself) is for --import", r->path);
+        if (r->format == FMT_NBS && o->tee && !o->import)
+            return nb_error_set(NB_ERR_USAGE, "'%s': only one .nbs copy of the stream", r->path);
+        if (r->format == FMT_NBS) o->tee = r->path;
     }
     return NB_OK;
 }
@@ -569,13 +583,15 @@ int main(int argc, char **argv)
     int have_plan = 0, eof = 0, images = 0;
     memset(&rec, 0, sizeof rec);
     nb_status st = nb_reader_open(&r, opts.input);
+    nb_writer *tee = NULL;
     if (!st && o.import) {
         /* the stream goes on: to -o FILE.nbs or standard output */
-        const char *dest = "-";
         for (int k = 0; k < o.nouts; k++)
-            if (o.outs[k].format == FMT_NBS) dest = o.outs[k].path;
-            else st = nb_error_set(NB_ERR_USAGE, "with --import the output is a stream (.nbs or standard output)");
-        if (!st) st = nb_writer_open(&w, dest);
+            if (o.outs[k].format != FMT_NBS)
+                st = nb_error_set(NB_ERR_USAGE, "with --import the output is a stream (.nbs or standard output)");
+        if (!st) st = nb_writer_open(&w, o.tee ? o.tee : "-");
+    } else if (!st && o.tee) {
+        st = nb_writer_open(&tee, o.tee);
     }
     while (!st) {
         st = nb_reader_next(r, &rec, &eof);
@@ -600,6 +616,7 @@ int main(int argc, char **argv)
             }
             continue;
         }
+        if (tee && (st = nb_writer_put(tee, &rec))) break;
         if (nb_record_is(&rec, "END")) {
             /* the segment is complete: its files go into place */
             st = commit_pending();
@@ -626,12 +643,17 @@ int main(int argc, char **argv)
                     break;
                 }
             }
-            for (int k = 0; k < n && !st; k++) st = write_one(&list[k], &fr);
+            for (int k = 0; k < n && !st; k++)
+                if (list[k].format != FMT_NBS) st = write_one(&list[k], &fr);
         }
     }
     if (!st && images == 0)
-        st = nb_error_set(NB_ERR_DATA, "%s: the stream holds no %s record", r ? nb_reader_name(r) : opts.input,
-                          o.import ? "PLAN" : "IMAGE (run nb-sim first)");
+        st = nb_error_set(NB_ERR_DATA, "%s: the stream holds no %s", r ? nb_reader_name(r) : opts.input,
+                          o.import ? "PLAN record" : "IMAGE record (run nb-sim first)");
+    if (tee) {
+        if (!st) st = nb_writer_close(tee);
+        else nb_writer_abort(tee);
+    }
     if (st) abort_pending();
     else st = commit_pending();
     if (have_plan) nb_plan_free(&plan);

@@ -30,6 +30,7 @@ static const nb_tool_info tool = {
     "          -default_F 100 > plan.nbs\n"
     "  nb-geom -v -xds -cell 78 78 37 90 90 90 -misset random -ORGX 256 -ORGY 256 -o plan.nbs\n",
     0,
+    NULL,
 };
 
 typedef struct parsed_flag {

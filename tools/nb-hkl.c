@@ -27,6 +27,7 @@ static const nb_tool_info tool = {
     "  nb-geom -cell 70 80 90 75 85 95 -N 5 -distance 100 | nb-hkl -hkl P1.hkl | nb-sim | ...\n"
     "  nb-hkl -hkl P1.hkl -dump Fdump.bin < plan.nbs > plan+hkl.nbs\n",
     0,
+    NULL,
 };
 
 typedef struct hkl_opts {

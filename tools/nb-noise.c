@@ -29,6 +29,7 @@ static const nb_tool_info tool = {
     "  nb-geom ... | nb-hkl | nb-sim | nb-noise -seed 7 | nb-convert -o noisy.img\n"
     "  nb-noise -seed 2 -readout 3 -psf gauss -psf_fwhm 100 < rendered.nbs | nb-convert -o frame.cbf\n",
     0,
+    NULL,
 };
 
 typedef struct noise_opts {
@@ -194,7 +195,7 @@ int main(int argc, char **argv)
     nb_writer *w = NULL;
     nb_record rec, out;
     nb_plan plan;
-    int have_plan = 0, eof = 0;
+    int have_plan = 0, eof = 0, images = 0;
     nb_rng rng;
     memset(&rec, 0, sizeof rec);
     nb_status st = nb_reader_open(&r, opts.input);
@@ -214,6 +215,7 @@ int main(int argc, char **argv)
         }
         int pass = o.nonoise || (have_plan && !plan.calculate_noise);
         if (nb_record_is(&rec, "IMAGE") && !o.nonoise && pass) nb_info("the plan says -nonoise: no counts added");
+        if (nb_record_is(&rec, "IMAGE")) images++;
         if (nb_record_is(&rec, "IMAGE") && !pass) {
             if (!have_plan) {
                 st = nb_error_set(NB_ERR_DATA, "an IMAGE record came before any PLAN record");
@@ -226,6 +228,9 @@ int main(int argc, char **argv)
         }
         st = nb_writer_put(w, &rec);
     }
+    if (!st && images == 0)
+        st = nb_error_set(NB_ERR_DATA, "%s: the stream holds no IMAGE record (run nb-sim first)",
+                          r ? nb_reader_name(r) : opts.input);
     if (have_plan) nb_plan_free(&plan);
     nb_record_free(&rec);
     nb_reader_close(r);

@@ -10,8 +10,11 @@
 #include "nb_options.h"
 #include "nb_plan.h"
 #include "nb_sim.h"
+#include "nb_sim_cuda.h"
 #include "nb_stream.h"
 #include "nb_util.h"
+
+static void print_backends(FILE *fp);
 
 static const nb_tool_info tool = {
     "nb-sim",
@@ -21,16 +24,31 @@ static const nb_tool_info tool = {
     "nb-sim reads an nb stream (a PLAN record, usually followed by the HKL record of nb-hkl)\n"
     "and writes it through, adding one IMAGE record of float32 photons/pixel after each plan.\n"
     "The kernel sums, for every pixel, sub-pixels x detector layers x sources x phi steps x\n"
-    "mosaic domains, as nanoBragg does.  -precision double is the reference-faithful path.\n"
-    "Statistics of the image (max and where, mean, rms, rmsd) go to standard error as the\n"
-    "reference prints them.",
-    NULL,
+    "mosaic domains, as nanoBragg does.  The default is the fast path: Miller indices in double,\n"
+    "everything after them in single precision, SIMD lanes across pixels (AVX-512, AVX2 or\n"
+    "baseline, chosen at run time; NB_SIMD=avx2|generic forces a lower one) and OpenMP threads\n"
+    "over rows.  -precision double is the reference-faithful path.  --device cuda renders on the\n"
+    "GPU (the same physics source).  Statistics of the image (max and where, mean, rms, rmsd)\n"
+    "go to standard error as the reference prints them.",
+    "      --device cpu|cuda|auto\n"
+    "                      where to render (default auto: CUDA when this build has it and a\n"
+    "                      GPU is present, else the CPU); --version lists the backends\n",
     "  nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -default_F 100 | nb-sim | nb-convert -o img.bin\n"
     "  nb-sim --threads 2 -precision double -o rendered.nbs plan.nbs\n",
     0,
+    print_backends,
 };
 
+static void print_backends(FILE *fp)
+{
+    fprintf(fp, "backends: cpu (fast path: %s; double path)%s\n", nb_fast_variant(),
+            nb_cuda_compiled() ? ", cuda (sm_80, sm_90, PTX)" : "");
+}
+
+enum device { DEV_AUTO, DEV_CPU, DEV_CUDA };
+
 typedef struct sim_opts {
+    int device;    /* enum device */
     int precision; /* -1: from the plan */
     int printout, printout_f, printout_s, have_printout;
     int progress;  /* -1: from the plan */
@@ -91,6 +109,33 @@ static void image_stats(const nb_kparams *kp, const float *img, nb_record *rec, 
     nb_hdr_set_double(rec, "SOLID_ANGLE", omega);
 }
 
+/* The CUDA context, opened at the first render that wants it. */
+static nb_cuda *cuda;
+static int cuda_tried;
+
+/* Which device renders: CUDA when asked (an error if there is none), or when
+ * 'auto' finds one; the CPU otherwise. */
+static nb_status pick_device(const sim_opts *o, int *use_cuda)
+{
+    *use_cuda = 0;
+    if (o->device == DEV_CPU) return NB_OK;
+    if (!cuda_tried) {
+        char desc[256] = "";
+        cuda_tried = 1;
+        nb_status st = nb_cuda_open(&cuda, desc, sizeof desc);
+        if (st) {
+            if (o->device == DEV_CUDA) return nb_error_prefix(st, "--device cuda");
+            /* a CUDA build on a machine without a GPU says so once */
+            if (nb_cuda_compiled()) nb_note("%s; rendering on the CPU", nb_error_message());
+        } else {
+            nb_info("rendering on %s", desc);
+        }
+    }
+    if (!cuda && o->device == DEV_CUDA) return nb_error_set(NB_ERR_UNSUPPORTED, "--device cuda: no CUDA device");
+    *use_cuda = cuda != NULL;
+    return NB_OK;
+}
+
 static nb_status render(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *o, nb_record *out)
 {
     nb_sim_setup setup;
@@ -112,8 +157,14 @@ static nb_status render(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *
     int progress = o->progress >= 0 ? o->progress : plan->progress;
     nb_progress_start(&prog, "rendering", plan->spixels, progress && !plan->printout);
     nb_render_result res;
-    st = use_double ? nb_render_cpu_double(&setup.kp, img, &res, &prog)
-                    : nb_render_cpu_fast(&setup.kp, plan, img, &res, &prog);
+    memset(&res, 0, sizeof res);
+    int use_cuda = 0;
+    char path[64];
+    st = pick_device(o, &use_cuda);
+    if (!st && use_cuda) st = nb_render_cuda(cuda, &setup.kp, use_double, img, &res);
+    else if (!st) st = use_double ? nb_render_cpu_double(&setup.kp, img, &res, &prog)
+                                  : nb_render_cpu_fast(&setup.kp, plan, img, &res, &prog);
+    snprintf(path, sizeof path, "%s%s", use_cuda ? "cuda-" : "", use_double ? "double" : use_cuda ? "fast" : nb_fast_variant());
     nb_progress_finish(&prog);
     if (st) {
         nb_sim_setup_free(&setup);
@@ -123,7 +174,8 @@ static nb_status render(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *
         nb_warn("tricubic interpolation left the F grid for some pixels; those evaluations used the nearest "
                 "neighbour (the reference would switch interpolation off for the rest of the image)");
     nb_info("rendered %d x %d pixels in %.3f s (%d steps per pixel, %s path)", plan->fpixels, plan->spixels,
-            res.seconds, (int)setup.kp.steps, use_double ? "double" : nb_fast_variant());
+            res.seconds, (int)setup.kp.steps, path);
+    if (use_cuda) nb_info("  GPU kernel %.3f ms", res.kernel_seconds * 1e3);
 
     int printout = o->have_printout ? o->printout : plan->printout;
     int pf = o->have_printout ? o->printout_f : plan->printout_fpixel;
@@ -147,6 +199,9 @@ static nb_status render(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *
     nb_hdr_set_double(out, "PHI_START", plan->phi0);
     nb_hdr_set_double(out, "PHI_RANGE", plan->osc);
     nb_hdr_setf(out, "RENDERED_BY", "nb-sim %s", NB_VERSION);
+    nb_hdr_set_double(out, "RENDER_SECONDS", res.seconds);
+    nb_hdr_set(out, "RENDER_PATH", path);
+    if (use_cuda) nb_hdr_set_double(out, "KERNEL_SECONDS", res.kernel_seconds);
     image_stats(&setup.kp, img, out, res.omega_sum);
     nb_sim_setup_free(&setup);
     return NB_OK;
@@ -155,13 +210,21 @@ static nb_status render(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *
 int main(int argc, char **argv)
 {
     nb_std_opts opts;
-    sim_opts o = {-1, 0, -1, -1, 0, -1};
+    sim_opts o = {DEV_AUTO, -1, 0, -1, -1, 0, -1};
     nb_status st = NB_OK;
     int ninputs = 0;
 
     nb_set_tool_name(tool.name);
     nb_std_opts_init(&opts);
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--device")) {
+            const char *v = i + 1 < argc ? argv[++i] : "";
+            if (!strcmp(v, "cpu")) o.device = DEV_CPU;
+            else if (!strcmp(v, "cuda")) o.device = DEV_CUDA;
+            else if (!strcmp(v, "auto")) o.device = DEV_AUTO;
+            else nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option --device: expected cpu, cuda or auto, got '%s'", v));
+            continue;
+        }
         if (nb_std_option(&tool, &opts, argc, argv, &i, &st)) {
             nb_exit_on_error(st);
             continue;
@@ -257,6 +320,7 @@ int main(int argc, char **argv)
         }
     }
     if (have_plan) nb_plan_free(&plan);
+    nb_cuda_close(cuda);
     nb_hkl_free(&hkl);
     nb_record_free(&rec);
     nb_reader_close(r);

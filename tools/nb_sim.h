@@ -24,12 +24,18 @@ void nb_sim_setup_free(nb_sim_setup *s);
 typedef struct nb_render_result {
     double omega_sum;   /* sum of solid angles of all evaluated sub-pixels */
     int tripped;        /* a tricubic neighbourhood left the grid somewhere */
-    double seconds;
+    double seconds;     /* the whole render call (uploads and copies included) */
+    double kernel_seconds; /* the kernel alone (the CUDA backend; 0 on the CPU) */
 } nb_render_result;
 
 /* Reference-faithful double precision on the CPU (OpenMP over rows).  The
  * image (fpixels*spixels) is written in full: 0 outside the ROI and mask. */
 nb_status nb_render_cpu_double(const nb_kparams *kp, float *image, nb_render_result *res, nb_progress *prog);
+
+/* The fast path's parameters: nb_kparams plus the per (source, cell) and per
+ * source constants and a float F grid, allocated here (nb_fparams_free). */
+nb_status nb_fparams_build(const nb_kparams *kp, nb_fparams *fp);
+void nb_fparams_free(nb_fparams *fp);
 
 /* The fast single-precision path (nb_sim_fast.c), vectorised for the best
  * instruction set this CPU has (AVX-512, AVX2+FMA, or baseline). */

@@ -185,43 +185,37 @@ static nb_fast_kernel pick_kernel(void)
     return nb_render_fast_generic;
 }
 
-nb_status nb_render_cpu_fast(const nb_kparams *kp, const nb_plan *plan, float *image, nb_render_result *res,
-                             nb_progress *prog)
+nb_status nb_fparams_build(const nb_kparams *kp, nb_fparams *fp)
 {
-    nb_fast_setup fs;
     nb_status st;
-    memset(&fs, 0, sizeof fs);
-    fs.kp = *kp;
+    nb_pair *pairs = NULL;
+    float *src_i = NULL, *src_E = NULL, *src_B = NULL, *inv2l = NULL, *Fgrid = NULL;
+    memset(fp, 0, sizeof *fp);
+    fp->kp = *kp;
     size_t npairs = (size_t)kp->nsources * kp->ncells;
-    double *pairs = NULL;
-    double *row_omega = NULL;
-    /* per (source, cell): the cell vectors over lambda, and their product with the incident beam */
-    /* layout of nb_sim_fast.c's pair_consts: A[9], hi[3], Af[3], As[3], Ao[3], Ap[3] */
-    enum { PAIR = 24 };
-    if ((st = nb_calloc((void **)&pairs, npairs, PAIR * sizeof(double), "source x cell constants"))) goto done;
+    if ((st = nb_calloc((void **)&pairs, npairs, sizeof *pairs, "source x cell constants"))) goto fail;
     for (int s = 0; s < kp->nsources; s++) {
         const double *inc = kp->src_incident + 3 * s;
         double lambda = kp->src_lambda[s];
         for (int c = 0; c < kp->ncells; c++) {
-            double *pc = pairs + PAIR * ((size_t)s * kp->ncells + c);
+            nb_pair *pc = pairs + (size_t)s * kp->ncells + c;
             const double *abc = kp->cells + 9 * c;
             for (int v = 0; v < 3; v++) {
-                double *A = pc + 3 * v;
+                double *A = pc->A + 3 * v;
                 for (int i = 0; i < 3; i++) A[i] = abc[3 * v + i] / lambda;
-                pc[9 + v] = nb_dot(A, inc);
-                pc[12 + v] = nb_dot(A, kp->fdet);
-                pc[15 + v] = nb_dot(A, kp->sdet);
-                pc[18 + v] = nb_dot(A, kp->odet);
-                pc[21 + v] = nb_dot(A, kp->pix0);
+                pc->hi[v] = nb_dot(A, inc);
+                pc->Af[v] = nb_dot(A, kp->fdet);
+                pc->As[v] = nb_dot(A, kp->sdet);
+                pc->Ao[v] = nb_dot(A, kp->odet);
+                pc->Ap[v] = nb_dot(A, kp->pix0);
             }
         }
     }
-    fs.pairs = pairs;
-    if ((st = nb_calloc((void **)&fs.src_i, (size_t)kp->nsources, 3 * sizeof(float), "sources")) ||
-        (st = nb_calloc((void **)&fs.src_E, (size_t)kp->nsources, 3 * sizeof(float), "sources")) ||
-        (st = nb_calloc((void **)&fs.src_B, (size_t)kp->nsources, 3 * sizeof(float), "sources")) ||
-        (st = nb_calloc((void **)&fs.src_inv2lambda, (size_t)kp->nsources, sizeof(float), "sources")))
-        goto done;
+    if ((st = nb_calloc((void **)&src_i, (size_t)kp->nsources, 3 * sizeof(float), "sources")) ||
+        (st = nb_calloc((void **)&src_E, (size_t)kp->nsources, 3 * sizeof(float), "sources")) ||
+        (st = nb_calloc((void **)&src_B, (size_t)kp->nsources, 3 * sizeof(float), "sources")) ||
+        (st = nb_calloc((void **)&inv2l, (size_t)kp->nsources, sizeof(float), "sources")))
+        goto fail;
     for (int s = 0; s < kp->nsources; s++) {
         double i[3], axis[3], B[3], E[3];
         nb_unitize(kp->src_incident + 3 * s, i);
@@ -232,47 +226,72 @@ nb_status nb_render_cpu_fast(const nb_kparams *kp, const nb_plan *plan, float *i
         nb_cross(i, B, E);
         nb_unitize(E, E);
         for (int k = 0; k < 3; k++) {
-            fs.src_i[3 * s + k] = (float)i[k];
-            fs.src_E[3 * s + k] = (float)E[k];
-            fs.src_B[3 * s + k] = (float)B[k];
+            src_i[3 * s + k] = (float)i[k];
+            src_E[3 * s + k] = (float)E[k];
+            src_B[3 * s + k] = (float)B[k];
         }
-        fs.src_inv2lambda[s] = (float)(1.0 / (2.0 * kp->src_lambda[s]));
+        inv2l[s] = (float)(1.0 / (2.0 * kp->src_lambda[s]));
     }
-    fs.dmin = (float)kp->dmin;
+    fp->dmin = (float)kp->dmin;
     for (int k = 0; k < 3; k++) {
-        fs.a_star[k] = (float)kp->a_star[k];
-        fs.b_star[k] = (float)kp->b_star[k];
-        fs.c_star[k] = (float)kp->c_star[k];
+        fp->a_star[k] = (float)kp->a_star[k];
+        fp->b_star[k] = (float)kp->b_star[k];
+        fp->c_star[k] = (float)kp->c_star[k];
     }
-    fs.cheb = 1;
+    fp->cheb = 1;
     const double Ns[3] = {kp->Na, kp->Nb, kp->Nc};
     for (int k = 0; k < 3; k++)
-        if (Ns[k] != floor(Ns[k]) || Ns[k] > NB_CHEB_MAX_N) fs.cheb = 0;
-    fs.fmode = NB_FMODE_DEFAULT;
+        if (Ns[k] != floor(Ns[k]) || Ns[k] > NB_CHEB_MAX_N) fp->cheb = 0;
+    fp->fmode = NB_FMODE_DEFAULT;
     if (kp->F.hkls) {
         size_t n = (size_t)kp->F.h_range * kp->F.k_range * kp->F.l_range;
         /* padded so that a 4x4x4 neighbourhood read never leaves the array */
         size_t pad = 4 * ((size_t)kp->F.k_range * kp->F.l_range + kp->F.l_range + 1);
-        if ((st = nb_calloc((void **)&fs.Fgrid, n + pad, sizeof(float), "the F grid"))) goto done;
-        for (size_t i = 0; i < n; i++) fs.Fgrid[i] = (float)kp->F.F[i];
-        fs.fmode = kp->interpolate ? NB_FMODE_TRICUBIC : NB_FMODE_NEAREST;
+        if ((st = nb_calloc((void **)&Fgrid, n + pad, sizeof(float), "the F grid"))) goto fail;
+        for (size_t i = 0; i < n; i++) Fgrid[i] = (float)kp->F.F[i];
+        fp->fmode = kp->interpolate ? NB_FMODE_TRICUBIC : NB_FMODE_NEAREST;
     }
-    if ((st = nb_calloc((void **)&row_omega, (size_t)kp->spixels, sizeof(double), "row sums"))) goto done;
+    fp->pairs = pairs;
+    fp->src_i = src_i, fp->src_E = src_E, fp->src_B = src_B, fp->src_inv2lambda = inv2l;
+    fp->Fgrid = Fgrid;
+    return NB_OK;
+fail:
+    free(pairs), free(src_i), free(src_E), free(src_B), free(inv2l), free(Fgrid);
+    memset(fp, 0, sizeof *fp);
+    return st;
+}
+
+void nb_fparams_free(nb_fparams *fp)
+{
+    free((void *)fp->pairs);
+    free((void *)fp->src_i);
+    free((void *)fp->src_E);
+    free((void *)fp->src_B);
+    free((void *)fp->src_inv2lambda);
+    free((void *)fp->Fgrid);
+    memset(fp, 0, sizeof *fp);
+}
+
+nb_status nb_render_cpu_fast(const nb_kparams *kp, const nb_plan *plan, float *image, nb_render_result *res,
+                             nb_progress *prog)
+{
+    nb_fparams fp;
+    double *row_omega = NULL;
+    (void)plan;
+    nb_status st = nb_fparams_build(kp, &fp);
+    if (st) return st;
+    if ((st = nb_calloc((void **)&row_omega, (size_t)kp->spixels, sizeof(double), "row sums"))) {
+        nb_fparams_free(&fp);
+        return st;
+    }
     double t0 = nb_now();
     int tripped = 0;
-    pick_kernel()(&fs, image, row_omega, &tripped, prog);
+    pick_kernel()(&fp, image, row_omega, &tripped, prog);
     res->seconds = nb_now() - t0;
     res->tripped = tripped;
     res->omega_sum = 0.0;
     for (int s = 0; s < kp->spixels; s++) res->omega_sum += row_omega[s];
-    (void)plan;
-done:
     free(row_omega);
-    free(pairs);
-    free(fs.src_i);
-    free(fs.src_E);
-    free(fs.src_B);
-    free(fs.src_inv2lambda);
-    free(fs.Fgrid);
-    return st;
+    nb_fparams_free(&fp);
+    return NB_OK;
 }

@@ -1,10 +1,10 @@
 /* nb-sim's fast CPU kernel: one fused pass per pixel, SIMD lanes across
  * pixels, OpenMP over rows.
  *
- * A group of W = 16 neighbouring pixels of a row is one set of vectors (GCC
- * vector extensions: one AVX-512 register of floats, two of AVX2, four of
- * SSE).  This file is compiled once per instruction set with NB_FAST_NAME
- * naming the entry point; nb_sim_cpu.c picks one at run time.  The physics
+ * A group of W neighbouring pixels of a row is one set of vectors (GCC
+ * vector extensions): W = 16 floats, one register, with AVX-512; 8 with
+ * AVX2; 4 with the generic SSE2 build.  This file is compiled once per
+ * instruction set with NB_FAST_NAME naming the entry point; nb_sim_cpu.c picks one at run time.  The physics
  * after the Miller index is nb_fastmath.inc, the same source the scalar
  * (host test and CUDA) instantiation in nb_physics.h is built from.
  *
@@ -104,20 +104,30 @@ INL vf gather(const float *base, vi idx)
 #endif
 }
 
-/* everything per (source, cell) the inner loop reads */
-typedef struct pair_consts {
-    double A[9];    /* a/lambda, b/lambda, c/lambda (rows) */
-    double hi[3];   /* (a/lambda).i etc. */
-    /* A times the detector's fast, slow, normal axes and origin: on a flat
-     * detector A.pos is linear in the sub-pixel's Fdet, Sdet, Odet */
-    double Af[3], As[3], Ao[3], Ap[3];
-} pair_consts;
+/* 1/sqrt(x) to about 1e-5: the hardware estimate where there is one
+ * (AVX-512 14 bits, AVX 12 bits, one Newton step), else the bit-level
+ * estimate with two Newton steps.  Short latency matters: it heads the
+ * dependency chain of every sub-pixel. */
+INL vf rsqrt_est(vf x)
+{
+#if defined(__AVX512F__) && W == 16
+    vf y = (vf)_mm512_rsqrt14_ps((__m512)x);
+    return y * (1.5f - 0.5f * x * y * y);
+#elif defined(__AVX__) && W == 8
+    vf y = (vf)_mm256_rsqrt_ps((__m256)x);
+    return y * (1.5f - 0.5f * x * y * y);
+#else
+    return vx_rsqrtf2(x);
+#endif
+}
+
+
 
 /* The structure factor for the lanes: nearest neighbour, or tricubic where
  * the 4x4x4 neighbourhood is inside the grid, with the nearest neighbour as
  * the fallback (docs/deviations.md).  ih.. are the nearest indices, dh.. the
  * fractional parts h - ih in [-1/2, 1/2]. */
-INL vf structure_factor(const nb_fast_setup *fs, vi ih, vi ik, vi il, vf dh, vf dk, vf dl, vi keep, int *trip)
+INL vf structure_factor(const nb_fparams *fs, vi ih, vi ik, vi il, vf dh, vf dk, vf dl, vi keep, int *trip)
 {
     const nb_fgrid *g = &fs->kp.F;
     const float *Fg = fs->Fgrid;
@@ -154,27 +164,39 @@ INL vf structure_factor(const nb_fast_setup *fs, vi ih, vi ik, vi il, vf dh, vf 
 }
 
 /* One group of up to W pixels of row s_row starting at fast index f0. */
-INL void render_group_impl(const nb_fast_setup *fs, int s_row, int f0, int n, float *out, vf *omega_acc,
-                           int *tripped, const int curved)
+/* Groups rendered together: their independent dependency chains sit side by
+ * side in the instruction stream, which keeps the vector units busy (one
+ * group alone is a long chain of dependent operations). */
+#define G 1
+#define EACH _Pragma("GCC unroll 4") for (int g = 0; g < G; g++)
+
+/* G groups of up to W pixels of row s_row, starting at fast index f0; n
+ * pixels in all (the last groups of a row may be partial or empty). */
+INL void render_groups_impl(const nb_fparams *fs, int s_row, int f0, int n, float *out, vd *omega_acc,
+                            int *tripped, const int curved)
 {
     const nb_kparams *kp = &fs->kp;
     const int os = kp->oversample;
     const double sub = kp->subpixel_size;
 
     /* which lanes are pixels to render */
-    vi live;
+    vi live[G];
     if (!kp->mask && f0 >= kp->roi_xmin && f0 + n - 1 <= kp->roi_xmax) {
-        live = lane_index < (float)n; /* the usual case: all inside the ROI */
+        EACH live[g] = lane_index < (float)(n - g * W); /* the usual case: all inside the ROI */
     } else {
-        int livei[W];
-        for (int j = 0; j < W; j++) {
-            int f = f0 + j;
-            int on = j < n && f >= kp->roi_xmin && f <= kp->roi_xmax &&
-                     (!kp->mask || kp->mask[(size_t)s_row * kp->fpixels + f]);
-            livei[j] = on ? -1 : 0;
+        int any = 0;
+        EACH {
+            int livei[W];
+            for (int j = 0; j < W; j++) {
+                int f = f0 + g * W + j;
+                int on = g * W + j < n && f >= kp->roi_xmin && f <= kp->roi_xmax &&
+                         (!kp->mask || kp->mask[(size_t)s_row * kp->fpixels + f]);
+                livei[j] = on ? -1 : 0;
+            }
+            memcpy(&live[g], livei, sizeof live[g]);
+            any |= any_lane(live[g]);
         }
-        memcpy(&live, livei, sizeof live);
-        if (!any_lane(live)) {
+        if (!any) {
             memset(out, 0, (size_t)n * sizeof(float));
             return;
         }
@@ -190,151 +212,187 @@ INL void render_group_impl(const nb_fast_setup *fs, int s_row, int f0, int n, fl
     const float pix2_close = (float)(kp->pixel_size * kp->pixel_size * kp->close_distance);
     const vd lane = tod(lane_index);
 
-    vf I = splat((float)kp->I_bg);
-    vf polar = splat(kp->nopolar ? 1.0f : 0.0f);
-    vf omega = splat(0.0f), capture = splat(0.0f);
+    vf I[G], polar[G], omega[G], capture[G];
+    EACH {
+        I[g] = splat((float)kp->I_bg);
+        polar[g] = splat(kp->nopolar ? 1.0f : 0.0f);
+        omega[g] = capture[g] = splat(0.0f);
+    }
 
     for (int t = 0; t < kp->thicksteps; t++) {
         const double Odet = t * kp->thickstep;
-        capture = splat(with_thickness ? 0.0f : 1.0f);
+        EACH capture[g] = splat(with_thickness ? 0.0f : 1.0f);
         for (int subS = 0; subS < os; subS++) {
             const double Sdet = sub * ((double)s_row * os + subS) + sub / 2.0;
+            /* the part of the position common to the row */
+            const double Cx = Sdet * kp->sdet[0] + Odet * kp->odet[0] + kp->pix0[0];
+            const double Cy = Sdet * kp->sdet[1] + Odet * kp->odet[1] + kp->pix0[1];
+            const double Cz = Sdet * kp->sdet[2] + Odet * kp->odet[2] + kp->pix0[2];
+            const double cc = Cx * Cx + Cy * Cy + Cz * Cz;
+            const double fc = 2.0 * (kp->fdet[0] * Cx + kp->fdet[1] * Cy + kp->fdet[2] * Cz);
+            const double ff = kp->fdet[0] * kp->fdet[0] + kp->fdet[1] * kp->fdet[1] + kp->fdet[2] * kp->fdet[2];
             for (int subF = 0; subF < os; subF++) {
                 /* ---- the sub-pixel's position and direction ---- */
-                vd Fdet = sub * ((lane + f0) * os + subF) + sub / 2.0;
-                /* the rest of the position is the same for the whole group */
-                const double Cx = Sdet * kp->sdet[0] + Odet * kp->odet[0] + kp->pix0[0];
-                const double Cy = Sdet * kp->sdet[1] + Odet * kp->odet[1] + kp->pix0[1];
-                const double Cz = Sdet * kp->sdet[2] + Odet * kp->odet[2] + kp->pix0[2];
-                vd px, py, pz, r2;
+                vd Fdet[G], px[G], py[G], pz[G], r2[G], inv[G];
+                vf invf[G], dxf[G], dyf[G], dzf[G];
+                EACH Fdet[g] = sub * ((lane + (f0 + g * W)) * os + subF) + sub / 2.0;
                 if (curved) {
-                    px = Fdet * kp->fdet[0] + Cx, py = Fdet * kp->fdet[1] + Cy, pz = Fdet * kp->fdet[2] + Cz;
-                    for (int j = 0; j < W; j++) {
-                        double v[3], nv[3], p[3] = {px[j], py[j], pz[j]};
-                        for (int i = 0; i < 3; i++) v[i] = kp->distance * kp->beam[i];
-                        nb_rotate_axis(v, nv, kp->sdet, p[1] / kp->distance);
-                        nb_rotate_axis(nv, p, kp->fdet, p[2] / kp->distance);
-                        px[j] = p[0], py[j] = p[1], pz[j] = p[2];
+                    EACH {
+                        px[g] = Fdet[g] * kp->fdet[0] + Cx, py[g] = Fdet[g] * kp->fdet[1] + Cy;
+                        pz[g] = Fdet[g] * kp->fdet[2] + Cz;
+                        for (int j = 0; j < W; j++) {
+                            double v[3], nv[3], q[3] = {px[g][j], py[g][j], pz[g][j]};
+                            for (int i = 0; i < 3; i++) v[i] = kp->distance * kp->beam[i];
+                            nb_rotate_axis(v, nv, kp->sdet, q[1] / kp->distance);
+                            nb_rotate_axis(nv, q, kp->fdet, q[2] / kp->distance);
+                            px[g][j] = q[0], py[g][j] = q[1], pz[g][j] = q[2];
+                        }
+                        r2[g] = px[g] * px[g] + py[g] * py[g] + pz[g] * pz[g];
                     }
-                    r2 = px * px + py * py + pz * pz;
                 } else {
-                    /* |pos|^2 is a quadratic in Fdet */
-                    const double cc = Cx * Cx + Cy * Cy + Cz * Cz;
-                    const double fc = 2.0 * (kp->fdet[0] * Cx + kp->fdet[1] * Cy + kp->fdet[2] * Cz);
-                    const double ff = kp->fdet[0] * kp->fdet[0] + kp->fdet[1] * kp->fdet[1] + kp->fdet[2] * kp->fdet[2];
-                    r2 = (Fdet * ff + fc) * Fdet + cc;
+                    EACH r2[g] = (Fdet[g] * ff + fc) * Fdet[g] + cc; /* |pos|^2, a quadratic in Fdet */
                 }
                 /* 1/r: single-precision estimate (1e-5), one Newton step in double (1e-10) */
-                vd inv = tod(vx_rsqrtf2(tof(r2)));
-                inv = inv * (1.5 - 0.5 * r2 * inv * inv);
-                vf invf = tof(inv);
-                vf om = kp->point_pixel ? invf * invf : pix2_close * invf * invf * invf;
-                omega = self((omega == 0.0f) | os_omega, om, omega);
-                *omega_acc += self(live, omega, splat(0.0f));
+                EACH inv[g] = tod(rsqrt_est(tof(r2[g])));
+                EACH inv[g] = inv[g] * (1.5 - 0.5 * r2[g] * inv[g] * inv[g]);
+                EACH {
+                    invf[g] = tof(inv[g]);
+                    vf om = kp->point_pixel ? invf[g] * invf[g] : pix2_close * invf[g] * invf[g] * invf[g];
+                    omega[g] = self((omega[g] == 0.0f) | os_omega, om, omega[g]);
+                    *omega_acc += tod(self(live[g], omega[g], splat(0.0f))); /* summed in double */
+                }
                 /* the unit direction in single precision, for the angle-dependent factors */
-                vf dxf, dyf, dzf;
                 if (curved) {
-                    dxf = tof(px * inv), dyf = tof(py * inv), dzf = tof(pz * inv);
+                    EACH dxf[g] = tof(px[g] * inv[g]), dyf[g] = tof(py[g] * inv[g]), dzf[g] = tof(pz[g] * inv[g]);
                 } else {
-                    vf Ff = tof(Fdet);
-                    dxf = (Ff * (float)kp->fdet[0] + (float)Cx) * invf;
-                    dyf = (Ff * (float)kp->fdet[1] + (float)Cy) * invf;
-                    dzf = (Ff * (float)kp->fdet[2] + (float)Cz) * invf;
+                    EACH {
+                        vf Ff = tof(Fdet[g]);
+                        dxf[g] = (Ff * (float)kp->fdet[0] + (float)Cx) * invf[g];
+                        dyf[g] = (Ff * (float)kp->fdet[1] + (float)Cy) * invf[g];
+                        dzf[g] = (Ff * (float)kp->fdet[2] + (float)Cz) * invf[g];
+                    }
                 }
                 if (with_thickness) {
                     /* fraction absorbed in this layer, at this obliquity */
-                    vf rho = dxf * (float)kp->odet[0] + dyf * (float)kp->odet[1] + dzf * (float)kp->odet[2];
-                    vf mu_over = (float)(kp->thickstep * kp->mu) / rho;
-                    vf cap = vx_expf(-(float)t * mu_over) - vx_expf(-(float)(t + 1) * mu_over);
-                    capture = self((capture == 0.0f) | os_thick, cap, capture);
+                    EACH {
+                        vf rho = dxf[g] * (float)kp->odet[0] + dyf[g] * (float)kp->odet[1] + dzf[g] * (float)kp->odet[2];
+                        vf mu_over = (float)(kp->thickstep * kp->mu) / rho;
+                        vf cap = vx_expf(-(float)t * mu_over) - vx_expf(-(float)(t + 1) * mu_over);
+                        capture[g] = self((capture[g] == 0.0f) | os_thick, cap, capture[g]);
+                    }
                 }
 
                 for (int src = 0; src < kp->nsources; src++) {
                     const float *si = fs->src_i + 3 * src;
-                    vf c2t = dxf * si[0] + dyf * si[1] + dzf * si[2];
-                    vi ok = live;
-                    if (with_dmin) {
-                        vf stol = vx_sqrtf(2.0f - 2.0f * c2t) * fs->src_inv2lambda[src];
-                        ok &= ~((stol > 0.0f) & (fs->dmin * stol > 0.5f));
-                    }
-                    /* the polarization where it is still to be computed */
-                    vi need = ok & ((polar == 0.0f) | os_polar);
-                    if (any_lane(need)) {
-                        vf dE = splat(0.0f), dB = splat(0.0f);
-                        if (kahn != 0.0f) {
-                            const float *sE = fs->src_E + 3 * src, *sB = fs->src_B + 3 * src;
-                            dE = dxf * sE[0] + dyf * sE[1] + dzf * sE[2];
-                            dB = dxf * sB[0] + dyf * sB[1] + dzf * sB[2];
+                    vi ok[G], need[G];
+                    vf c2t[G];
+                    int any_need = 0, any_ok = 0;
+                    EACH {
+                        c2t[g] = dxf[g] * si[0] + dyf[g] * si[1] + dzf[g] * si[2];
+                        ok[g] = live[g];
+                        if (with_dmin) {
+                            vf stol = vx_sqrtf(2.0f - 2.0f * c2t[g]) * fs->src_inv2lambda[src];
+                            ok[g] &= ~((stol > 0.0f) & (fs->dmin * stol > 0.5f));
                         }
-                        polar = self(need, vx_polar(kahn, c2t, dE, dB), polar);
+                        /* the polarization where it is still to be computed */
+                        need[g] = ok[g] & ((polar[g] == 0.0f) | os_polar);
+                        any_need |= any_lane(need[g]);
+                        any_ok |= any_lane(ok[g]);
                     }
-                    if (!any_lane(ok)) continue;
-                    vf mult = splat(1.0f);
-                    if (any_os)
-                        mult = self(os_thick, capture, splat(1.0f)) * self(os_polar, polar, splat(1.0f)) *
-                               self(os_omega, omega, splat(1.0f));
+                    if (any_need) {
+                        const float *sE = fs->src_E + 3 * src, *sB = fs->src_B + 3 * src;
+                        EACH {
+                            vf dE = splat(0.0f), dB = splat(0.0f);
+                            if (kahn != 0.0f) {
+                                dE = dxf[g] * sE[0] + dyf[g] * sE[1] + dzf[g] * sE[2];
+                                dB = dxf[g] * sB[0] + dyf[g] * sB[1] + dzf[g] * sB[2];
+                            }
+                            polar[g] = self(need[g], vx_polar(kahn, c2t[g], dE, dB), polar[g]);
+                        }
+                    }
+                    if (!any_ok) continue;
+                    vf mult[G];
+                    EACH mult[g] = any_os ? self(os_thick, capture[g], splat(1.0f)) * self(os_polar, polar[g], splat(1.0f)) *
+                                               self(os_omega, omega[g], splat(1.0f))
+                                         : splat(1.0f);
 
-                    const pair_consts *pc = (const pair_consts *)fs->pairs + (size_t)src * kp->ncells;
+                    const nb_pair *pc = fs->pairs + (size_t)src * kp->ncells;
                     for (int cell = 0; cell < kp->ncells; cell++, pc++) {
                         /* Miller indices in double: (A.pos)/|pos| - A.i; fractional parts in single */
-                        vd h, k, l;
+                        vd h[G], k[G], l[G], h0[G], k0[G], l0[G];
+                        vf dh[G], dk[G], dl[G], F_latt[G], F_cell[G];
                         if (curved) {
-                            h = (pc->A[0] * px + pc->A[1] * py + pc->A[2] * pz) * inv - pc->hi[0];
-                            k = (pc->A[3] * px + pc->A[4] * py + pc->A[5] * pz) * inv - pc->hi[1];
-                            l = (pc->A[6] * px + pc->A[7] * py + pc->A[8] * pz) * inv - pc->hi[2];
+                            EACH {
+                                h[g] = (pc->A[0] * px[g] + pc->A[1] * py[g] + pc->A[2] * pz[g]) * inv[g] - pc->hi[0];
+                                k[g] = (pc->A[3] * px[g] + pc->A[4] * py[g] + pc->A[5] * pz[g]) * inv[g] - pc->hi[1];
+                                l[g] = (pc->A[6] * px[g] + pc->A[7] * py[g] + pc->A[8] * pz[g]) * inv[g] - pc->hi[2];
+                            }
                         } else {
-                            h = (Fdet * pc->Af[0] + (Sdet * pc->As[0] + Odet * pc->Ao[0] + pc->Ap[0])) * inv - pc->hi[0];
-                            k = (Fdet * pc->Af[1] + (Sdet * pc->As[1] + Odet * pc->Ao[1] + pc->Ap[1])) * inv - pc->hi[1];
-                            l = (Fdet * pc->Af[2] + (Sdet * pc->As[2] + Odet * pc->Ao[2] + pc->Ap[2])) * inv - pc->hi[2];
+                            const double Hh = Sdet * pc->As[0] + Odet * pc->Ao[0] + pc->Ap[0];
+                            const double Hk = Sdet * pc->As[1] + Odet * pc->Ao[1] + pc->Ap[1];
+                            const double Hl = Sdet * pc->As[2] + Odet * pc->Ao[2] + pc->Ap[2];
+                            EACH {
+                                h[g] = (Fdet[g] * pc->Af[0] + Hh) * inv[g] - pc->hi[0];
+                                k[g] = (Fdet[g] * pc->Af[1] + Hk) * inv[g] - pc->hi[1];
+                                l[g] = (Fdet[g] * pc->Af[2] + Hl) * inv[g] - pc->hi[2];
+                            }
                         }
-                        vd h0 = rintd(h), k0 = rintd(k), l0 = rintd(l);
-                        vf dh = tof(h - h0), dk = tof(k - k0), dl = tof(l - l0);
-                        vf F_latt = vx_lattice(kp->shape, fs->cheb, dh, dk, dl, Na, Nb, Nc, fudge, fs->a_star,
-                                               fs->b_star, fs->c_star);
-                        vf F_cell = splat((float)kp->F.default_F);
+                        EACH h0[g] = rintd(h[g]), k0[g] = rintd(k[g]), l0[g] = rintd(l[g]);
+                        EACH dh[g] = tof(h[g] - h0[g]), dk[g] = tof(k[g] - k0[g]), dl[g] = tof(l[g] - l0[g]);
+                        EACH F_latt[g] = vx_lattice(kp->shape, fs->cheb, dh[g], dk[g], dl[g], Na, Nb, Nc, fudge,
+                                                    fs->a_star, fs->b_star, fs->c_star);
+                        EACH F_cell[g] = splat((float)kp->F.default_F);
                         if (fs->fmode != NB_FMODE_DEFAULT)
-                            F_cell = structure_factor(fs, __builtin_convertvector(h0, vi), __builtin_convertvector(k0, vi),
-                                                      __builtin_convertvector(l0, vi), dh, dk, dl, ok, tripped);
-                        vf term = F_cell * F_cell * F_latt * F_latt;
-                        /* the reference skips zero lattice terms unless there is water */
-                        vi accept = ok & ~((F_latt == 0.0f) & water_zero);
-                        if (any_os) I = self(accept, (I + term) * mult, I);
-                        else I += self(accept, term, splat(0.0f));
+                            EACH F_cell[g] = structure_factor(fs, __builtin_convertvector(h0[g], vi),
+                                                              __builtin_convertvector(k0[g], vi),
+                                                              __builtin_convertvector(l0[g], vi), dh[g], dk[g], dl[g],
+                                                              ok[g], tripped);
+                        EACH {
+                            vf term = F_cell[g] * F_cell[g] * F_latt[g] * F_latt[g];
+                            /* the reference skips zero lattice terms unless there is water */
+                            vi accept = ok[g] & ~((F_latt[g] == 0.0f) & water_zero);
+                            if (any_os) I[g] = self(accept, (I[g] + term) * mult[g], I[g]);
+                            else I[g] += self(accept, term, splat(0.0f));
+                        }
                     }
                 }
             }
         }
     }
-    vf val = (float)(kp->r_e_sqr * kp->fluence / kp->steps) * I;
-    val *= self(os_thick, splat(1.0f), capture);
-    val *= self(os_polar, splat(1.0f), polar);
-    val *= self(os_omega, splat(1.0f), omega);
-    val = self(live, val, splat(0.0f));
-    if (n == W) memcpy(out, &val, sizeof val);
-    else memcpy(out, &val, (size_t)n * sizeof(float));
+    const float scale = (float)(kp->r_e_sqr * kp->fluence / kp->steps);
+    EACH {
+        vf val = scale * I[g];
+        val *= self(os_thick, splat(1.0f), capture[g]);
+        val *= self(os_polar, splat(1.0f), polar[g]);
+        val *= self(os_omega, splat(1.0f), omega[g]);
+        val = self(live[g], val, splat(0.0f));
+        int m = n - g * W;
+        if (m >= W) memcpy(out + g * W, &val, sizeof val);
+        else if (m > 0) memcpy(out + g * W, &val, (size_t)m * sizeof(float));
+    }
 }
 
 /* flat and curved detectors: two instantiations */
-static void render_group(const nb_fast_setup *fs, int s_row, int f0, int n, float *out, vf *omega_acc, int *tripped)
+static void render_groups(const nb_fparams *fs, int s_row, int f0, int n, float *out, vd *omega_acc, int *tripped)
 {
-    if (fs->kp.curved_detector) render_group_impl(fs, s_row, f0, n, out, omega_acc, tripped, 1);
-    else render_group_impl(fs, s_row, f0, n, out, omega_acc, tripped, 0);
+    if (fs->kp.curved_detector) render_groups_impl(fs, s_row, f0, n, out, omega_acc, tripped, 1);
+    else render_groups_impl(fs, s_row, f0, n, out, omega_acc, tripped, 0);
 }
 
-void NB_FAST_NAME(const nb_fast_setup *fs, float *image, double *row_omega, int *tripped_out, nb_progress *prog)
+void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, int *tripped_out, nb_progress *prog)
 {
     const nb_kparams *kp = &fs->kp;
     int tripped = 0;
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped)
     for (int s = 0; s < kp->spixels; s++) {
-        vf omega = splat(0.0f);
+        vd omega = tod(splat(0.0f));
         float *row = image + (size_t)s * kp->fpixels;
         if (s < kp->roi_ymin || s > kp->roi_ymax) {
             memset(row, 0, (size_t)kp->fpixels * sizeof(float));
         } else {
-            for (int f0 = 0; f0 < kp->fpixels; f0 += W) {
-                int n = kp->fpixels - f0 < W ? kp->fpixels - f0 : W;
-                render_group(fs, s, f0, n, row + f0, &omega, &tripped);
+            for (int f0 = 0; f0 < kp->fpixels; f0 += G * W) {
+                int n = kp->fpixels - f0 < G * W ? kp->fpixels - f0 : G * W;
+                render_groups(fs, s, f0, n, row + f0, &omega, &tripped);
             }
         }
         double osum = 0.0;

@@ -46,7 +46,13 @@ load helper
     for t in $NB_TOOLS; do
         run "$t" --version
         expect_status 0
-        [ "$output" = "$t (nb toolkit) $v" ] || { echo "$t --version: '$output' (VERSION file: $v)"; return 1; }
+        # the first line names the tool and the version; nb-sim adds its backends
+        [ "${lines[0]}" = "$t (nb toolkit) $v" ] || { echo "$t --version: '$output' (VERSION file: $v)"; return 1; }
+        if [ "$t" = nb-sim ]; then
+            [[ "${lines[1]}" == "backends: cpu "* ]] || { echo "nb-sim --version: '$output'"; return 1; }
+        else
+            [ "${#lines[@]}" -eq 1 ] || { echo "$t --version: '$output'"; return 1; }
+        fi
     done
 }
 
@@ -256,4 +262,27 @@ EOF
     run_nb nb-geom -q -cell 100 -distance abc
     expect_status 2
     expect_has "nb-geom: option -distance"
+}
+
+@test "common: the man pages in man/ are the tools' --help-man (run 'make man' after changing options)" {
+    for t in $NB_TOOLS; do
+        [ -f "$NB_ROOT/man/$t.1" ] || { echo "man/$t.1 is missing"; return 1; }
+        "$t" --help-man >"$t.1"
+        diff -u "$NB_ROOT/man/$t.1" "$t.1" || { echo "man/$t.1 is out of date"; return 1; }
+    done
+}
+
+@test "common: the man pages format without groff warnings and name every option of --help" {
+    command -v groff >/dev/null || skip "groff is not installed"
+    for t in $NB_TOOLS; do
+        groff -man -Tutf8 -ww -z "$NB_ROOT/man/$t.1" 2>warn.txt
+        [ ! -s warn.txt ] || { echo "$t:"; cat warn.txt; return 1; }
+        groff -man -Tascii "$NB_ROOT/man/$t.1" 2>/dev/null | col -b >page.txt
+        grep -q "^NAME" page.txt || { echo "$t: no NAME section"; return 1; }
+        # every option the --help lists appears in the page
+        "$t" --help | grep -oE '^ +-{1,2}[A-Za-z][A-Za-z0-9_-]*' | sed 's/^ *//' | sort -u >opts.txt
+        while read -r o; do
+            grep -q -- "$o" page.txt || { echo "$t: $o is in --help but not in the man page"; return 1; }
+        done <opts.txt
+    done
 }

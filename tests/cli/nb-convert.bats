@@ -177,3 +177,40 @@ rendered() { # rendered NAME [nb-geom args]: NAME.nbs = PLAN + IMAGE of the smal
     expect_status 0
     expect_has "writing out.bin"
 }
+
+@test "nb-convert --import: a raw float image becomes the plan's IMAGE, bit for bit" {
+    rendered img
+    nb-convert -o a.bin img.nbs
+    nb-geom $SMALL -o plan.nbs
+    run_nb nb-convert --import a.bin -o in.nbs plan.nbs
+    expect_status 0
+    nb-convert -o b.bin in.nbs
+    cmp a.bin b.bin
+    [ "$(nb_key in.nbs IMPORTED_FROM)" = a.bin ]
+}
+
+@test "nb-convert --import: 16- and 32-bit SMV counts come back as they were written" {
+    rendered img
+    for bits in 16 32; do
+        nb-noise -q -bits "$bits" -scale 1e4 img.nbs | nb-convert -o "n$bits.img"
+        grep -a -q "TYPE=$([ "$bits" = 16 ] && echo unsigned_short || echo long_integer);" "n$bits.img"
+        nb-geom $SMALL | nb-convert --import "n$bits.img" | nb-convert -o "back$bits.img"
+        cmp "n$bits.img" "back$bits.img"
+    done
+    [ "$(stat -c %s n32.img)" -eq $((512 + 32 * 32 * 4)) ]
+}
+
+@test "nb-convert --import: an SMV it cannot read is an error, not raw floats" {
+    nb-geom $SMALL -o plan.nbs
+    printf '{\nHEADER_BYTES=512;\nDIM=2;\nSIZE1=32;\nSIZE2=32;\nTYPE=float;\n}\n' >f.img
+    truncate -s $((512 + 4096)) f.img
+    run_nb nb-convert --import f.img -o in.nbs plan.nbs
+    expect_status 1
+    expect_has "'f.img': SMV TYPE=float is not supported"
+    printf '{\nHEADER_BYTES=512;\nDIM=2;\nSIZE1=32;\nSIZE2=32;\nTYPE=unsigned_short;\n}\n' >t.img
+    truncate -s 600 t.img
+    run_nb nb-convert --import t.img -o in.nbs plan.nbs
+    expect_status 1
+    expect_has "truncated SMV image"
+    [ ! -e in.nbs ]
+}

@@ -194,3 +194,25 @@ load helper
     expect_has "dropping an IMAGE record already in the stream"
     [ "$(grep -a -c '^RENDERED_BY=' twice.nbs)" -eq 1 ]
 }
+
+@test "nb-sim: --version lists the backends; --device cuda without a GPU is an error, auto falls back with a note" {
+    run nb-sim --version
+    expect_status 0
+    [[ "${lines[1]}" == "backends: cpu (fast path: "* ]]
+    nb-geom -default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -detpixels 32 > plan.nbs
+    if nb-sim --version | grep -q cuda && nb-sim --device cuda -o /dev/null plan.nbs 2>/dev/null; then
+        skip "a CUDA device is present: the GPU checks run in tests/cli/gpu.bats"
+    fi
+    run nb-sim --device cuda -o out.nbs plan.nbs
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"nb-sim: --device cuda: "* ]]
+    [ ! -e out.nbs ]
+    run nb-sim --device auto -o out.nbs plan.nbs
+    expect_status 0
+    if nb-sim --version | grep -q cuda; then [[ "$output" == *"note: "*"rendering on the CPU"* ]]; fi
+    run nb-sim --device cpu -q -o out2.nbs plan.nbs
+    expect_status 0
+    [ -z "$output" ]
+    run nb-sim --device gpu plan.nbs
+    expect_status 2
+}

@@ -1,0 +1,118 @@
+#!/usr/bin/env bats
+# nb-bench: the benchmark tool.  Only fast checks here: no timing is asserted,
+# and the reference binary is never needed (make bench runs the real thing).
+
+load helper
+
+@test "nb-bench --help describes its own options and the method" {
+    run nb-bench --help
+    expect_status 0
+    for f in --ref --reps --config --threads --json --list; do
+        expect_has "      $f"
+    done
+    expect_has "-roi 0 0 0 0"
+    expect_has "bench/README.md"
+}
+
+@test "nb-bench --list prints every configuration with its flags" {
+    run nb-bench --list
+    expect_status 0
+    for c in seed-256 seed-512 seed-1024 seed-2048 seed-4096 mosaic sources oversample tricubic; do
+        expect_has "$c "
+    done
+    expect_has "-detpixels 4096"
+    expect_has "-mosaic 0.5 -mosaic_domains 20 -phi 0.1 -osc 1 -phisteps 5"
+    expect_has "-divsteps 5 -dispersion 0.5 -dispsteps 5"
+    expect_has "-oversample 3 -detector_thick 450 -detector_abs 320 -thicksteps 3"
+    expect_has "tests/golden/inputs/P1.hkl"
+    expect_has "-interpolate"
+    [ "${#lines[@]}" -eq 9 ]
+}
+
+@test "nb-bench: the sources configuration has 65 sources" {
+    flags=$(nb-bench --list | awk '$1 == "sources" { $1 = ""; print }')
+    run nb-geom $flags -v -o plan.nbs
+    expect_status 0
+    expect_has "created a total of 65 sources"
+}
+
+@test "nb-bench: usage errors exit 2" {
+    run nb-bench --config no-such-config
+    expect_status 2
+    expect_has "unknown configuration 'no-such-config'"
+    run nb-bench --reps 0
+    expect_status 2
+    run nb-bench --threads 1,x
+    expect_status 2
+    run nb-bench --threads
+    expect_status 2
+    expect_has "needs a value"
+    run nb-bench --no-such-option
+    expect_status 2
+    expect_has "unknown option"
+    run nb-bench stray
+    expect_status 2
+    no_files_but
+}
+
+@test "nb-bench: a missing reference binary is a clear usage error" {
+    run nb-bench --ref ./no-such-nanoBragg --config seed-256 --reps 1
+    expect_status 2
+    expect_has "option --ref: cannot use './no-such-nanoBragg'"
+    run nb-bench --ref . --config seed-256 --reps 1
+    expect_status 2
+    expect_has "not an executable file"
+}
+
+@test "nb-bench: a failing reference run exits 1 with its command and standard error" {
+    printf '#!/bin/sh\necho "reference trouble" >&2\nexit 3\n' > fake-ref
+    chmod +x fake-ref
+    run nb-bench --ref ./fake-ref --config seed-256 --reps 1 --json out.json
+    expect_status 1
+    expect_has "run failed: reference exited with status 3"
+    expect_has "-nonoise -nopgm -floatfile float.bin -intfile int.img"
+    expect_has "reference trouble"
+    no_files_but fake-ref
+}
+
+@test "nb-bench: a tiny run prints the table and writes JSON with the expected keys" {
+    run nb-bench --config seed-256 --reps 1 --threads 1 --json out.json
+    expect_status 0
+    expect_has "config"
+    expect_has "seed-256"
+    expect_has "ours"
+    no_files_but out.json
+    command -v python3 >/dev/null || skip "python3 is not installed (needed to check the JSON)"
+    python3 - out.json <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["tool"] == "nb-bench" and d["reps"] == 1 and d["ref"] is None, d
+assert "ref_render" in d["method"], d["method"]
+(r,) = d["results"]
+assert r["config"] == "seed-256" and r["threads"] == 1 and r["pixels"] == 256 * 256, r
+o = r["ours"]
+for k in ("whole_s", "render_s"):
+    s = o[k]
+    assert 0 < s["min"] <= s["median"] <= s["max"], (k, s)
+assert o["render_s"]["median"] <= o["whole_s"]["median"], o
+assert o["mpixel_per_s"] > 0 and o["peak_rss_kib"] > 0, o
+assert o["peak_rss_stage"] in ("nb-geom", "nb-hkl", "nb-sim", "nb-convert"), o
+assert o["render_path"], o
+assert "ref" not in r and "ratio_ref_over_ours" not in r, r
+EOF
+}
+
+@test "nb-bench: -o writes the table to a file" {
+    run_nb nb-bench --config seed-256 --reps 1 -q -o table.txt
+    expect_status 0
+    [ ! -s stdout.bin ]
+    grep -q "^seed-256 .* ours " table.txt
+    no_files_but table.txt stdout.bin
+}
+
+@test "nb-bench: --json - puts the JSON on standard output and the table on standard error" {
+    run_nb nb-bench --config seed-256 --reps 1 --json - -q
+    expect_status 0
+    expect_has "seed-256"
+    grep -q '"results"' stdout.bin
+}

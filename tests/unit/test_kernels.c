@@ -1,0 +1,183 @@
+/* The kernels against each other, on the host:
+ *  - the SIMD fast kernel (every instruction set this CPU has) against the
+ *    scalar fast pixel nb_pixel_fast() - the code the CUDA backend runs;
+ *  - both against the reference-faithful double pixel nb_pixel_double().
+ * Small detectors exercising every feature: shapes, oversampling and its
+ * flags, absorption layers, curved detector, point pixel, dmin, Kahn
+ * polarization, sources, mosaic domains, phi steps, nearest and tricubic F. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hkl.h"
+#include "nb_geometry.h"
+#include "nb_hkl.h"
+#include "nb_options.h"
+#include "nb_sim.h"
+#include "tap.h"
+
+typedef struct config {
+    const char *name;
+    const char *args;
+    const char *hkl; /* relative to tests/golden/inputs, or NULL */
+} config;
+
+static const config configs[] = {
+    {"seed", "-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 48", NULL},
+    {"triclinic misset, N 7", "-default_F 100 -cell 70 80 90 75 85 95 -misset 10 5 3 -N 7 -lambda 1 -distance 100 "
+                              "-detpixels 40 -pixel 0.5", NULL},
+    {"N 20 (sines, not Chebyshev)", "-default_F 100 -cell 100 100 100 90 90 90 -lambda 1 -N 20 -distance 200 "
+                                    "-detpixels 40 -pixel 0.3 -oversample 1", NULL},
+    {"round", "-default_F 100 -cell 70 80 90 75 85 95 -misset 10 5 3 -N 5 -lambda 1 -distance 100 -detpixels 40 "
+              "-pixel 0.5 -round_xtal -fudge 1.2", NULL},
+    {"gauss", "-default_F 100 -cell 70 80 90 75 85 95 -misset 10 5 3 -N 5 -lambda 1 -distance 100 -detpixels 40 "
+              "-pixel 0.5 -gauss_xtal", NULL},
+    {"tophat", "-default_F 100 -cell 70 80 90 75 85 95 -misset 10 5 3 -N 5 -lambda 1 -distance 100 -detpixels 40 "
+               "-pixel 0.5 -tophat_spots -fudge 0.8", NULL},
+    {"oversample flags, Kahn", "-default_F 100 -cell 100 100 100 90 90 90 -lambda 1 -N 5 -distance 60 -detpixels 32 "
+                               "-pixel 0.6 -oversample 3 -oversample_omega -oversample_polar -polar 0.8", NULL},
+    {"absorption layers, 2theta", "-default_F 100 -cell 100 100 100 90 90 90 -lambda 1 -N 5 -distance 80 "
+                                  "-detpixels 40 -pixel 0.5 -detector_abs 320 -detector_thick 450 -thicksteps 3 "
+                                  "-twotheta 10", NULL},
+    {"absorption per sub-pixel", "-default_F 100 -cell 100 100 100 90 90 90 -lambda 1 -N 5 -distance 80 "
+                                 "-detpixels 32 -pixel 0.6 -detector_abs 320 -detector_thick 450 -thicksteps 3 "
+                                 "-oversample 2 -oversample_thick", NULL},
+    {"curved detector", "-default_F 100 -cell 100 100 100 90 90 90 -lambda 1 -N 5 -distance 50 -detpixels 40 "
+                        "-pixel 0.8 -curved_det 1", NULL},
+    {"point pixel, water", "-default_F 100 -cell 100 100 100 90 90 90 -lambda 1 -N 5 -distance 50 -detpixels 40 "
+                           "-pixel 0.8 -point_pixel -water 5 -fluence 1e24", NULL},
+    {"dmin", "-default_F 100 -cell 50 50 50 90 90 90 -lambda 1 -N 5 -distance 60 -detpixels 40 -pixel 1.2 -dmin 3",
+     NULL},
+    {"sources and mosaic", "-default_F 100 -cell 70 80 90 75 85 95 -misset 10 5 3 -N 5 -lambda 1 -distance 100 "
+                           "-detpixels 32 -pixel 0.8 -divergence 0.8 -divsteps 3 -dispersion 0.5 -dispsteps 3 "
+                           "-mosaic 0.5 -mosaic_dom 4 -mosaic_seed 7",
+     NULL},
+    {"phi steps, xds", "-xds -default_F 100 -cell 80 80 80 90 90 90 -lambda 1 -N 4 -distance 120 -detpixels 40 "
+                       "-pixel 0.8 -ORGX 18 -ORGY 22 -phi 10 -osc 2 -phisteps 3", NULL},
+    {"nearest F", "-cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 40 -pixel 0.4 -default_F 10",
+     "small.hkl"},
+    {"tricubic F", "-cell 20 20 20 90 90 90 -lambda 1 -N 2 -distance 100 -detpixels 32 -pixel 0.8 -oversample 1",
+     "interp.hkl"},
+};
+
+static int build_plan(const char *args, nb_plan *plan)
+{
+    nb_request rq;
+    char *copy = strdup(args), *argv[128];
+    int argc = 0;
+    for (char *t = strtok(copy, " "); t && argc < 127; t = strtok(NULL, " ")) argv[argc++] = t;
+    nb_request_defaults(&rq);
+    rq.seed = -1;
+    rq.misset_seed = -1;
+    nb_status st = NB_OK;
+    for (int i = 0; i < argc && !st; i++) {
+        const nb_flag *f = nb_flag_lookup_for(argv[i], NB_GEOM);
+        int nvals = 0;
+        if (!f) {
+            st = NB_ERR_USAGE;
+            break;
+        }
+        st = nb_flag_collect(f, argc, argv, i, &nvals);
+        if (!st) st = nb_request_apply(&rq, f->id, f->name, argv + i + 1, nvals);
+        i += nvals;
+    }
+    nb_strbuf log;
+    nb_strbuf_init(&log);
+    if (!st) st = nb_resolve(&rq, plan, &log);
+    nb_strbuf_free(&log);
+    nb_request_free(&rq);
+    free(copy);
+    return st;
+}
+
+static void compare(const char *what, const float *ref, const float *test, size_t n, double corr_min,
+                    double rel_max)
+{
+    double sa = 0, sb = 0, saa = 0, sbb = 0, sab = 0, maxa = 0, maxd = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = ref[i], y = test[i];
+        sa += x, sb += y, saa += x * x, sbb += y * y, sab += x * y;
+        if (fabs(x) > maxa) maxa = fabs(x);
+        if (fabs(x - y) > maxd) maxd = fabs(x - y);
+    }
+    double va = saa - sa * sa / n, vb = sbb - sb * sb / n;
+    double corr = va > 0 && vb > 0 ? (sab - sa * sb / n) / sqrt(va * vb) : (va == vb ? 1 : 0);
+    double rel = maxa > 0 ? maxd / maxa : maxd;
+    ok(corr >= corr_min && rel <= rel_max && maxa > 0, "%s: corr %.9f, max |diff| %.2e of max (gate %.0e)", what,
+       corr, rel, rel_max);
+}
+
+int main(void)
+{
+    nb_set_verbosity(-1);
+    for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
+        const config *cf = &configs[c];
+        nb_plan plan;
+        nb_hkl hkl;
+        nb_sim_setup setup;
+        nb_hkl_init(&hkl);
+        if (build_plan(cf->args, &plan) != NB_OK) {
+            ok(0, "%s: plan resolves (%s)", cf->name, nb_error_message());
+            continue;
+        }
+        hkl.default_F = plan.default_F;
+        if (cf->hkl) {
+            char path[256];
+            snprintf(path, sizeof path, "tests/golden/inputs/%s", cf->hkl);
+            if (nb_hkl_read_text(path, plan.default_F, &hkl) != NB_OK) {
+                ok(0, "%s: %s", cf->name, nb_error_message());
+                nb_plan_free(&plan);
+                continue;
+            }
+        }
+        if (nb_sim_setup_build(&plan, &hkl, &setup) != NB_OK) {
+            ok(0, "%s: setup (%s)", cf->name, nb_error_message());
+            continue;
+        }
+        size_t n = (size_t)plan.fpixels * plan.spixels;
+        float *dbl = calloc(n, sizeof(float)), *scalar = calloc(n, sizeof(float)), *simd = calloc(n, sizeof(float));
+        nb_render_result res;
+        ok(nb_render_cpu_double(&setup.kp, dbl, &res, NULL) == NB_OK, "%s: double path renders", cf->name);
+
+        /* the scalar fast pixel, as the CUDA kernel runs it */
+        nb_fparams fp;
+        ok(nb_fparams_build(&setup.kp, &fp) == NB_OK, "%s: fast parameters build", cf->name);
+        double omega_scalar = 0;
+        int tripped = 0;
+        for (int s = 0; s < plan.spixels; s++)
+            for (int f = 0; f < plan.fpixels; f++) {
+                int in = f >= plan.roi_xmin && f <= plan.roi_xmax && s >= plan.roi_ymin && s <= plan.roi_ymax &&
+                         (!plan.mask || plan.mask[(size_t)s * plan.fpixels + f]);
+                scalar[(size_t)s * plan.fpixels + f] = in ? nb_pixel_fast(&fp, f, s, &omega_scalar, &tripped) : 0;
+            }
+        nb_fparams_free(&fp);
+        compare("  scalar fast pixel vs double", dbl, scalar, n, 0.99999, 2e-3);
+
+        /* every SIMD variant this CPU can run */
+        const char *variants[] = {"generic", "avx2", "avx512"};
+        for (int v = 0; v < 3; v++) {
+            setenv("NB_SIMD", variants[v], 1);
+            if (v == 2) unsetenv("NB_SIMD");
+            const char *got = nb_fast_variant();
+            if (strcmp(got, variants[v]) != 0) {
+                skip("this CPU lacks it", "%s: SIMD %s", cf->name, variants[v]);
+                continue;
+            }
+            memset(simd, 0, n * sizeof(float));
+            nb_render_result r2;
+            ok(nb_render_cpu_fast(&setup.kp, &plan, simd, &r2, NULL) == NB_OK, "%s: SIMD %s renders", cf->name, got);
+            char what[128];
+            snprintf(what, sizeof what, "  SIMD %s vs the scalar fast pixel", got);
+            compare(what, scalar, simd, n, 0.9999999, 1e-5);
+            near(r2.omega_sum, omega_scalar, 1e-5, "  SIMD %s: the same solid-angle sum (%g vs %g)", got,
+                 r2.omega_sum, omega_scalar);
+            ok(r2.tripped == tripped, "  SIMD %s: the same tricubic fallback report (%d)", got, r2.tripped);
+        }
+        unsetenv("NB_SIMD");
+        free(dbl), free(scalar), free(simd);
+        nb_sim_setup_free(&setup);
+        nb_hkl_free(&hkl);
+        nb_plan_free(&plan);
+    }
+    return tap_done();
+}

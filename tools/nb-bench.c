@@ -1,0 +1,1011 @@
+/* nb-bench: wall time, render time, throughput and peak memory of our pipeline
+ * on named configurations, optionally against a reference nanoBragg binary. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nb_cli.h"
+#include "nb_options.h"
+#include "nb_stream.h"
+#include "nb_util.h"
+
+extern char **environ;
+
+static const nb_tool_info tool = {
+    "nb-bench",
+    NB_BENCH,
+    "[--ref PATH] [--reps N] [--config NAME ...] [--threads LIST] [--json FILE] [--list]",
+    "benchmark the nb pipeline on named configurations, optionally against a reference nanoBragg",
+    "nb-bench runs each configuration (--list shows them with their nanoBragg flags) through\n"
+    "  nb-geom FLAGS | nb-hkl | nb-sim --threads T -o stream.nbs; nb-convert -o float.bin -o int.img stream.nbs\n"
+    "and, with --ref PATH, through\n"
+    "  PATH -nonoise -nopgm -floatfile float.bin -intfile int.img FLAGS\n"
+    "each run in a fresh temporary directory with OMP_NUM_THREADS=T, interleaved: ours, ref,\n"
+    "ref -roi 0 0 0 0, then the next repetition.  For each configuration and thread count it\n"
+    "reports the median, minimum and maximum wall time of the whole process (first fork to\n"
+    "last exit), the render time, the throughput (pixels / median render time), the peak\n"
+    "memory (largest max RSS of any stage, over the repetitions) and the ratios ref/ours.\n"
+    "Our render time is nb-sim's own measurement (RENDER_SECONDS in its IMAGE record).  The\n"
+    "reference does not print one: it is estimated as its median whole-process time minus the\n"
+    "median time of the same command with -roi 0 0 0 0 (one pixel rendered, the same set-up\n"
+    "and file writing).  The stages are found beside nb-bench.  See bench/README.md.",
+    "      --ref PATH      also run this reference nanoBragg binary\n"
+    "      --reps N        repetitions of each run (default 5)\n"
+    "      --config NAME   run this configuration (repeatable, or NAME,NAME...; default: all)\n"
+    "      --threads LIST  thread counts to run, comma-separated (default 2)\n"
+    "      --json FILE     also write the results as JSON ('-': standard output)\n"
+    "      --list          print the configurations with their flags, and exit\n"
+    "  -o FILE             write the table to FILE (default: standard output; standard\n"
+    "                      error when the JSON goes to standard output)\n",
+    "  nb-bench --config seed-1024 --reps 3\n"
+    "  nb-bench --ref /path/to/nanoBragg --threads 1,2 --json bench/results.json\n",
+    1,
+    NULL,
+};
+
+/* ---- configurations ------------------------------------------------------- */
+
+/* Flags are single words separated by single spaces; @HKL@ stands for the
+ * P1.hkl of the golden test inputs. */
+#define SEED_FLAGS "-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels "
+typedef struct bench_config {
+    const char *name;
+    const char *flags;
+} bench_config;
+
+static const bench_config configs[] = {
+    {"seed-256", SEED_FLAGS "256"},
+    {"seed-512", SEED_FLAGS "512"},
+    {"seed-1024", SEED_FLAGS "1024"},
+    {"seed-2048", SEED_FLAGS "2048"},
+    {"seed-4096", SEED_FLAGS "4096"},
+    {"mosaic", SEED_FLAGS "1024 -mosaic 0.5 -mosaic_domains 20 -phi 0.1 -osc 1 -phisteps 5"},
+    /* 13 divergence directions (a 5 x 5 grid cut to a disc) x 5 wavelengths = 65 sources */
+    {"sources", "-default_F 100 -cell 100 100 100 90 90 90 -lambda 1 -N 5 -distance 100 -detpixels 1024 "
+                "-divergence 0.3 -divsteps 5 -dispersion 0.5 -dispsteps 5"},
+    {"oversample", SEED_FLAGS "1024 -oversample 3 -detector_thick 450 -detector_abs 320 -thicksteps 3"},
+    /* 600 mm keeps every tricubic neighbourhood inside P1.hkl's +-14 grid
+     * (|h| <= 11 at the corners), so the reference keeps interpolating */
+    {"tricubic", "-hkl @HKL@ -cell 70 80 90 75 85 95 -misset 10 5 3 -lambda 1.0 -N 2 -distance 600 "
+                 "-detpixels 1024 -pixel 0.1 -interpolate -mosaic 0.3 -mosaic_domains 10"},
+};
+#define NCONFIGS ((int)(sizeof configs / sizeof configs[0]))
+#define MAX_THREAD_COUNTS 64
+
+/* ---- argument vectors ------------------------------------------------------ */
+
+typedef struct arglist {
+    char **v; /* NULL-terminated */
+    int n, cap;
+} arglist;
+
+static void args_push(arglist *a, const char *s)
+{
+    if (a->n + 2 > a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 32;
+        a->v = realloc(a->v, (size_t)a->cap * sizeof *a->v);
+        if (!a->v) {
+            fprintf(stderr, "%s: out of memory\n", tool.name);
+            abort();
+        }
+    }
+    a->v[a->n++] = nb_xstrdup(s);
+    a->v[a->n] = NULL;
+}
+
+/* Append a configuration's flags, word by word. */
+static void args_push_flags(arglist *a, const char *flags, const char *hkl)
+{
+    char *copy = nb_xstrdup(flags), *save = NULL;
+    for (char *w = strtok_r(copy, " ", &save); w; w = strtok_r(NULL, " ", &save))
+        args_push(a, strcmp(w, "@HKL@") ? w : hkl);
+    free(copy);
+}
+
+static void args_free(arglist *a)
+{
+    for (int i = 0; i < a->n; i++) free(a->v[i]);
+    free(a->v);
+    memset(a, 0, sizeof *a);
+}
+
+/* "dir/name", malloc'ed. */
+static char *path_join(const char *dir, const char *name)
+{
+    nb_strbuf sb;
+    nb_strbuf_init(&sb);
+    nb_strbuf_printf(&sb, "%s/%s", dir, name);
+    return nb_strbuf_take(&sb);
+}
+
+/* ---- options --------------------------------------------------------------- */
+
+typedef struct bench_opts {
+    char *ref; /* resolved path, or NULL */
+    int reps;
+    int configs[NCONFIGS], nconfigs; /* indices into configs[] */
+    int threads[MAX_THREAD_COUNTS], nthreads;
+    const char *json;
+    int list;
+} bench_opts;
+
+static nb_status add_configs(bench_opts *o, const char *list)
+{
+    char *copy = nb_xstrdup(list), *save = NULL;
+    nb_status st = NB_OK;
+    int names = 0;
+    for (char *name = strtok_r(copy, ",", &save); name && !st; name = strtok_r(NULL, ",", &save), names++) {
+        int found = 0;
+        for (int c = 0; c < NCONFIGS; c++)
+            if (!strcmp(name, configs[c].name) || !strcmp(name, "all")) {
+                found = 1;
+                int seen = 0;
+                for (int k = 0; k < o->nconfigs; k++) seen |= o->configs[k] == c;
+                if (!seen) o->configs[o->nconfigs++] = c;
+            }
+        if (!found)
+            st = nb_error_set(NB_ERR_USAGE, "unknown configuration '%s' ('nb-bench --list' shows them)", name);
+    }
+    if (!st && !names) st = nb_error_set(NB_ERR_USAGE, "option --config needs a configuration name");
+    free(copy);
+    return st;
+}
+
+static nb_status parse_threads(bench_opts *o, const char *list)
+{
+    char *copy = nb_xstrdup(list), *save = NULL;
+    nb_status st = NB_OK;
+    o->nthreads = 0;
+    for (char *w = strtok_r(copy, ",", &save); w && !st; w = strtok_r(NULL, ",", &save)) {
+        int t;
+        if ((st = nb_parse_int(w, &t, "option --threads"))) break;
+        if (t < 1 || t > 4096)
+            st = nb_error_set(NB_ERR_USAGE, "option --threads: %d is not a sensible thread count", t);
+        else if (o->nthreads == MAX_THREAD_COUNTS)
+            st = nb_error_set(NB_ERR_USAGE, "option --threads: at most %d counts", MAX_THREAD_COUNTS);
+        else
+            o->threads[o->nthreads++] = t;
+    }
+    if (!st && o->nthreads == 0) st = nb_error_set(NB_ERR_USAGE, "option --threads needs a list such as 1,2");
+    free(copy);
+    return st;
+}
+
+static nb_status check_ref(bench_opts *o, const char *path)
+{
+    struct stat sb;
+    char *full = realpath(path, NULL);
+    if (!full) return nb_error_set(NB_ERR_USAGE, "option --ref: cannot use '%s': %s", path, strerror(errno));
+    if (stat(full, &sb) != 0 || !S_ISREG(sb.st_mode) || access(full, X_OK) != 0) {
+        free(full);
+        return nb_error_set(NB_ERR_USAGE, "option --ref: '%s' is not an executable file", path);
+    }
+    free(o->ref);
+    o->ref = full;
+    return NB_OK;
+}
+
+static nb_status parse(int argc, char **argv, bench_opts *o, nb_std_opts *std)
+{
+    nb_status st = NB_OK;
+    o->reps = 5;
+    o->threads[0] = 2;
+    o->nthreads = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int takes_value = !strcmp(a, "--ref") || !strcmp(a, "--reps") || !strcmp(a, "--config") ||
+                          !strcmp(a, "--threads") || !strcmp(a, "--json");
+        if (takes_value && i + 1 >= argc) return nb_error_set(NB_ERR_USAGE, "option %s needs a value", a);
+        if (!strcmp(a, "--ref")) {
+            st = check_ref(o, argv[++i]);
+        } else if (!strcmp(a, "--reps")) {
+            if (!(st = nb_parse_int(argv[++i], &o->reps, "option --reps")) && (o->reps < 1 || o->reps > 10000))
+                st = nb_error_set(NB_ERR_USAGE, "option --reps: %d is not a sensible repetition count", o->reps);
+        } else if (!strcmp(a, "--config")) {
+            st = add_configs(o, argv[++i]);
+        } else if (!strcmp(a, "--threads")) {
+            st = parse_threads(o, argv[++i]);
+        } else if (!strcmp(a, "--json")) {
+            o->json = argv[++i];
+        } else if (!strcmp(a, "--list")) {
+            o->list = 1;
+        } else if (nb_std_option(&tool, std, argc, argv, &i, &st)) {
+            /* -o, -q, -v (help and version exit there) */
+        } else {
+            st = nb_error_set(NB_ERR_USAGE, a[0] == '-' ? "unknown option '%s'" : "unexpected argument '%s'", a);
+        }
+        if (st) return st;
+    }
+    if (o->nconfigs == 0)
+        for (int c = 0; c < NCONFIGS; c++) o->configs[o->nconfigs++] = c;
+    return NB_OK;
+}
+
+/* ---- running processes ----------------------------------------------------- */
+
+typedef struct stage {
+    const char *name; /* also the name of its .out/.err files in the run directory */
+    arglist args;
+    pid_t pid;
+    int status;   /* from wait4 */
+    long rss_kib; /* ru_maxrss */
+} stage;
+
+/* The command as a shell would read it. */
+static char *stage_command(const stage *s, int n, const char *sep)
+{
+    nb_strbuf sb;
+    nb_strbuf_init(&sb);
+    for (int k = 0; k < n; k++) {
+        char *c = nb_join_args(s[k].args.n, s[k].args.v);
+        nb_strbuf_printf(&sb, "%s%s", k ? sep : "", c);
+        free(c);
+    }
+    return nb_strbuf_take(&sb);
+}
+
+/* The last few lines of a stage's standard error, indented. */
+static void append_stderr_tail(nb_strbuf *sb, const char *dir, const char *name)
+{
+    char errf[256], *path, *text = NULL;
+    size_t len = 0;
+    snprintf(errf, sizeof errf, "%s.err", name);
+    path = path_join(dir, errf);
+    nb_status st = nb_read_file(path, &text, &len);
+    free(path);
+    if (st != NB_OK || len == 0) {
+        nb_strbuf_append(sb, "\n  (nothing on standard error)");
+        free(text);
+        return;
+    }
+    while (len && text[len - 1] == '\n') text[--len] = '\0';
+    const char *start = text + len;
+    for (int lines = 0; start > text && lines < 12; start--)
+        if (start[-1] == '\n' && ++lines == 12) break;
+    for (const char *p = start; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        nb_strbuf_append(sb, "\n  ");
+        nb_strbuf_appendn(sb, p, n);
+        p += n + (nl != NULL);
+    }
+    free(text);
+}
+
+/* The failure of a finished chain of stages: the first stage that failed for
+ * a reason of its own (a broken pipe follows a later stage's failure). */
+static nb_status chain_failure(const stage *s, int n, const char *dir)
+{
+    int culprit = -1;
+    for (int k = 0; k < n && culprit < 0; k++)
+        if (s[k].status && !(WIFSIGNALED(s[k].status) && WTERMSIG(s[k].status) == SIGPIPE)) culprit = k;
+    for (int k = 0; k < n && culprit < 0; k++)
+        if (s[k].status) culprit = k;
+    if (culprit < 0) return NB_OK;
+    const stage *c = &s[culprit];
+    nb_strbuf sb;
+    nb_strbuf_init(&sb);
+    char *cmd = stage_command(s, n, " | ");
+    if (WIFEXITED(c->status))
+        nb_strbuf_printf(&sb, "run failed: %s exited with status %d", c->name, WEXITSTATUS(c->status));
+    else
+        nb_strbuf_printf(&sb, "run failed: %s was killed by signal %d (%s)", c->name, WTERMSIG(c->status),
+                         strsignal(WTERMSIG(c->status)));
+    nb_strbuf_printf(&sb, "\n  command: %s\n  its standard error ends:", cmd);
+    append_stderr_tail(&sb, dir, c->name);
+    nb_status st = nb_error_set(NB_ERR_DATA, "%s", sb.data);
+    free(cmd);
+    nb_strbuf_free(&sb);
+    return st;
+}
+
+/* Run the stages as one pipeline in `dir` with the environment `envp` and
+ * wait for all of them.  Standard input of the first is /dev/null, standard
+ * output of the last goes to <name>.out, every standard error to <name>.err. */
+static nb_status run_chain(stage *s, int n, const char *dir, char **envp)
+{
+    int prev_read = -1, spawned = 0, err = 0;
+    const char *failed_name = NULL;
+    for (int k = 0; k < n; k++) {
+        int p[2] = {-1, -1};
+        if (k + 1 < n && pipe2(p, O_CLOEXEC) != 0) {
+            err = errno;
+            failed_name = s[k].name;
+            break;
+        }
+        char out[256], errf[256];
+        snprintf(out, sizeof out, "%s.out", s[k].name);
+        snprintf(errf, sizeof errf, "%s.err", s[k].name);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addchdir_np(&fa, dir);
+        if (prev_read >= 0) posix_spawn_file_actions_adddup2(&fa, prev_read, STDIN_FILENO);
+        else posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+        if (p[1] >= 0) posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
+        else posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, errf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        err = posix_spawn(&s[k].pid, s[k].args.v[0], &fa, NULL, s[k].args.v, envp);
+        posix_spawn_file_actions_destroy(&fa);
+        if (prev_read >= 0) close(prev_read);
+        if (p[1] >= 0) close(p[1]);
+        prev_read = p[0];
+        if (err) {
+            failed_name = s[k].name;
+            break;
+        }
+        spawned++;
+    }
+    if (prev_read >= 0) close(prev_read);
+    /* the stages already started see end of input or a broken pipe and end */
+    for (int k = 0; k < spawned; k++) {
+        struct rusage ru;
+        while (wait4(s[k].pid, &s[k].status, 0, &ru) < 0)
+            if (errno != EINTR) return nb_error_set(NB_ERR_IO, "waiting for %s: %s", s[k].name, strerror(errno));
+        s[k].rss_kib = ru.ru_maxrss;
+    }
+    if (failed_name)
+        return nb_error_set(NB_ERR_IO, "cannot run %s ('%s'): %s", failed_name, s[spawned].args.v[0], strerror(err));
+    return chain_failure(s, n, dir);
+}
+
+/* ---- temporary directories -------------------------------------------------- */
+
+static nb_status make_dir(char *templ)
+{
+    if (!mkdtemp(templ)) return nb_error_set(NB_ERR_IO, "cannot create a directory '%s': %s", templ, strerror(errno));
+    return NB_OK;
+}
+
+/* Remove a directory of plain files (what one run leaves). */
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char *path = path_join(dir, e->d_name);
+        unlink(path);
+        free(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+/* ---- one run of each kind ------------------------------------------------- */
+
+typedef struct bench_ctx {
+    const bench_opts *o;
+    char *bindir; /* where nb-bench and the stages live */
+    char *hkl;    /* the golden P1.hkl */
+    char *topdir; /* the temporary directory of this benchmark */
+    char **envp;  /* environ with OMP_NUM_THREADS of the runs */
+    char omp[32];
+} bench_ctx;
+
+static void set_threads_env(bench_ctx *c, int threads)
+{
+    int n = 0;
+    for (char **e = environ; *e; e++) n++;
+    free(c->envp);
+    c->envp = malloc((size_t)(n + 2) * sizeof *c->envp);
+    if (!c->envp) {
+        fprintf(stderr, "%s: out of memory\n", tool.name);
+        abort();
+    }
+    snprintf(c->omp, sizeof c->omp, "OMP_NUM_THREADS=%d", threads);
+    int k = 0;
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "OMP_NUM_THREADS=", 16)) c->envp[k++] = *e;
+    c->envp[k++] = c->omp;
+    c->envp[k] = NULL;
+}
+
+/* A configuration's flags as one shell-quoted string. */
+static char *config_flags(const bench_ctx *c, const bench_config *cfg)
+{
+    arglist a;
+    memset(&a, 0, sizeof a);
+    args_push_flags(&a, cfg->flags, c->hkl);
+    char *flags = nb_join_args(a.n, a.v);
+    args_free(&a);
+    return flags;
+}
+
+typedef struct ours_run {
+    double whole, render;
+    long rss[4]; /* per stage */
+    long pixels;
+    char kernel[32]; /* RENDER_PATH */
+} ours_run;
+
+static const char *ours_stage_names[4] = {"nb-geom", "nb-hkl", "nb-sim", "nb-convert"};
+
+static void build_ours(const bench_ctx *c, const bench_config *cfg, int threads, stage s[4])
+{
+    char t[16];
+    memset(s, 0, 4 * sizeof *s);
+    for (int k = 0; k < 4; k++) {
+        s[k].name = ours_stage_names[k];
+        char *path = path_join(c->bindir, s[k].name);
+        args_push(&s[k].args, path);
+        free(path);
+    }
+    args_push_flags(&s[0].args, cfg->flags, c->hkl);
+    snprintf(t, sizeof t, "%d", threads);
+    const char *sim[] = {"--threads", t, "-o", "stream.nbs"};
+    const char *conv[] = {"-o", "float.bin", "-o", "int.img", "stream.nbs"};
+    for (size_t k = 0; k < sizeof sim / sizeof *sim; k++) args_push(&s[2].args, sim[k]);
+    for (size_t k = 0; k < sizeof conv / sizeof *conv; k++) args_push(&s[3].args, conv[k]);
+}
+
+static void build_ref(const bench_ctx *c, const bench_config *cfg, int roi, stage *s)
+{
+    const char *fixed[] = {"-nonoise", "-nopgm", "-floatfile", "float.bin", "-intfile", "int.img"};
+    memset(s, 0, sizeof *s);
+    s->name = "reference";
+    args_push(&s->args, c->o->ref);
+    for (size_t k = 0; k < sizeof fixed / sizeof *fixed; k++) args_push(&s->args, fixed[k]);
+    args_push_flags(&s->args, cfg->flags, c->hkl);
+    if (roi) args_push_flags(&s->args, "-roi 0 0 0 0", NULL);
+}
+
+/* nb-sim's own render time and kernel from the IMAGE record it wrote. */
+static nb_status read_image_keys(const char *dir, ours_run *r)
+{
+    char *path = path_join(dir, "stream.nbs"), *kernel = NULL;
+    nb_reader *rd = NULL;
+    nb_record rec;
+    int eof = 0, found = 0;
+    long fp = 0, sp = 0;
+    memset(&rec, 0, sizeof rec);
+    nb_status st = nb_reader_open(&rd, path);
+    while (!st && !found) {
+        if ((st = nb_reader_next(rd, &rec, &eof)) || eof) break;
+        if (!nb_record_is(&rec, "IMAGE")) continue;
+        found = 1;
+        if ((st = nb_hdr_get_double(&rec, "RENDER_SECONDS", &r->render)) ||
+            (st = nb_hdr_get_str(&rec, "RENDER_PATH", &kernel)) || (st = nb_hdr_get_long(&rec, "FPIXELS", &fp)) ||
+            (st = nb_hdr_get_long(&rec, "SPIXELS", &sp)))
+            break;
+        snprintf(r->kernel, sizeof r->kernel, "%s", kernel);
+        r->pixels = fp * sp;
+    }
+    if (!st && !found) st = nb_error_set(NB_ERR_DATA, "no IMAGE record");
+    free(kernel);
+    nb_record_free(&rec);
+    nb_reader_close(rd);
+    if (st) nb_error_prefix(st, "reading nb-sim's output %s: ", path);
+    free(path);
+    return st;
+}
+
+/* read_image_keys() in a child process.  The IMAGE record holds the whole
+ * image, and a process started by posix_spawn() reports at least its parent's
+ * peak RSS as its own ru_maxrss (the exec takes over the parent's high-water
+ * mark), so nb-bench itself must never hold an image. */
+static nb_status read_render(const char *dir, ours_run *r)
+{
+    struct {
+        nb_status status;
+        ours_run run;
+        char message[2048];
+    } report;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return nb_error_set(NB_ERR_IO, "cannot create a pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        memset(&report, 0, sizeof report);
+        report.run = *r;
+        report.status = read_image_keys(dir, &report.run);
+        if (report.status) snprintf(report.message, sizeof report.message, "%s", nb_error_message());
+        _exit(write(p[1], &report, sizeof report) == (ssize_t)sizeof report ? 0 : 1);
+    }
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        return nb_error_set(NB_ERR_IO, "cannot fork: %s", strerror(errno));
+    }
+    size_t got = 0;
+    while (got < sizeof report) {
+        ssize_t n = read(p[0], (char *)&report + got, sizeof report - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    close(p[0]);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) continue;
+    if (got != sizeof report) return nb_error_set(NB_ERR_IO, "reading nb-sim's output in %s: the reader died", dir);
+    if (report.status) return nb_error_set(report.status, "%s", report.message);
+    *r = report.run;
+    return NB_OK;
+}
+
+/* A fresh directory for one run (malloc'ed in *dir). */
+static nb_status new_run_dir(const bench_ctx *c, char **dir)
+{
+    *dir = path_join(c->topdir, "run.XXXXXX");
+    nb_status st = make_dir(*dir);
+    if (st) {
+        free(*dir);
+        *dir = NULL;
+    }
+    return st;
+}
+
+static nb_status run_ours(const bench_ctx *c, const bench_config *cfg, int threads, ours_run *r)
+{
+    char *dir;
+    stage s[4];
+    nb_status st = new_run_dir(c, &dir);
+    if (st) return st;
+    build_ours(c, cfg, threads, s);
+    if (nb_verbosity() > 0) {
+        char *cmd = stage_command(s, 3, " | ");
+        char *conv = stage_command(s + 3, 1, "");
+        nb_info("  ours: %s; %s", cmd, conv);
+        free(cmd);
+        free(conv);
+    }
+    double t0 = nb_now();
+    st = run_chain(s, 3, dir, c->envp);
+    if (!st) st = run_chain(s + 3, 1, dir, c->envp);
+    r->whole = nb_now() - t0;
+    for (int k = 0; k < 4; k++) r->rss[k] = s[k].rss_kib;
+    if (!st) st = read_render(dir, r);
+    for (int k = 0; k < 4; k++) args_free(&s[k].args);
+    remove_dir(dir);
+    free(dir);
+    return st;
+}
+
+static nb_status run_ref(const bench_ctx *c, const bench_config *cfg, int roi, double *whole, long *rss)
+{
+    char *dir;
+    stage s;
+    nb_status st = new_run_dir(c, &dir);
+    if (st) return st;
+    build_ref(c, cfg, roi, &s);
+    if (nb_verbosity() > 0) {
+        char *cmd = stage_command(&s, 1, "");
+        nb_info("  ref: %s", cmd);
+        free(cmd);
+    }
+    double t0 = nb_now();
+    st = run_chain(&s, 1, dir, c->envp);
+    *whole = nb_now() - t0;
+    *rss = s.rss_kib;
+    args_free(&s.args);
+    remove_dir(dir);
+    free(dir);
+    return st;
+}
+
+/* ---- results ----------------------------------------------------------------- */
+
+typedef struct stat3 {
+    double median, min, max;
+} stat3;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static stat3 summarize(const double *v, int n)
+{
+    double *s = malloc((size_t)n * sizeof *s);
+    stat3 r = {NAN, NAN, NAN};
+    if (!s) return r;
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    r.min = s[0], r.max = s[n - 1];
+    r.median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    free(s);
+    return r;
+}
+
+typedef struct result {
+    const bench_config *cfg;
+    int threads;
+    long pixels;
+    char kernel[32];
+    stat3 ours_whole, ours_render;
+    long ours_rss[4];
+    int have_ref;
+    stat3 ref_whole, ref_setup;
+    double ref_render; /* estimate; NAN when not positive */
+    long ref_rss;
+} result;
+
+static double ratio(double num, double den) { return isfinite(num) && isfinite(den) && den > 0 ? num / den : NAN; }
+
+static int largest_stage(const long rss[4])
+{
+    int k = 0;
+    for (int j = 1; j < 4; j++)
+        if (rss[j] > rss[k]) k = j;
+    return k;
+}
+
+static nb_status bench_one(bench_ctx *c, const bench_config *cfg, int threads, result *res)
+{
+    const bench_opts *o = c->o;
+    int n = o->reps;
+    double *v = calloc((size_t)4 * n, sizeof *v);
+    if (!v) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    double *ow = v, *orr = v + n, *rw = v + 2 * n, *rs = v + 3 * n;
+    nb_status st = NB_OK;
+    memset(res, 0, sizeof *res);
+    res->cfg = cfg;
+    res->threads = threads;
+    res->have_ref = o->ref != NULL;
+    set_threads_env(c, threads);
+    for (int rep = 0; rep < n && !st; rep++) {
+        nb_info("%s, %d thread%s, repetition %d/%d", cfg->name, threads, threads == 1 ? "" : "s", rep + 1, n);
+        ours_run r;
+        memset(&r, 0, sizeof r);
+        if ((st = run_ours(c, cfg, threads, &r))) break;
+        ow[rep] = r.whole, orr[rep] = r.render;
+        res->pixels = r.pixels;
+        snprintf(res->kernel, sizeof res->kernel, "%s", r.kernel);
+        for (int k = 0; k < 4; k++)
+            if (r.rss[k] > res->ours_rss[k]) res->ours_rss[k] = r.rss[k];
+        nb_info("  ours %.3f s (render %.3f s)", r.whole, r.render);
+        if (!o->ref) continue;
+        long rss = 0, roi_rss = 0;
+        if ((st = run_ref(c, cfg, 0, &rw[rep], &rss)) || (st = run_ref(c, cfg, 1, &rs[rep], &roi_rss))) break;
+        if (rss > res->ref_rss) res->ref_rss = rss;
+        nb_info("  ref %.3f s, with -roi 0 0 0 0 %.3f s", rw[rep], rs[rep]);
+    }
+    if (!st) {
+        res->ours_whole = summarize(ow, n);
+        res->ours_render = summarize(orr, n);
+        if (o->ref) {
+            res->ref_whole = summarize(rw, n);
+            res->ref_setup = summarize(rs, n);
+            double est = res->ref_whole.median - res->ref_setup.median;
+            res->ref_render = est > 0 ? est : NAN;
+        }
+    }
+    free(v);
+    return st;
+}
+
+/* ---- the table -------------------------------------------------------------- */
+
+static void fmt_num(char *buf, size_t size, const char *fmt, double v)
+{
+    if (isfinite(v)) snprintf(buf, size, fmt, v);
+    else snprintf(buf, size, "n/a");
+}
+
+/* Seconds as milliseconds with about four significant digits. */
+static void fmt_ms(char *buf, size_t size, double seconds)
+{
+    double ms = 1e3 * seconds;
+    fmt_num(buf, size, ms < 10 ? "%.2f" : ms < 1000 ? "%.1f" : "%.0f", ms);
+}
+
+/* "median (min-max)" in milliseconds. */
+static void fmt_stat(char *buf, size_t size, stat3 s)
+{
+    char med[32], lo[32], hi[32];
+    fmt_ms(med, sizeof med, s.median);
+    fmt_ms(lo, sizeof lo, s.min);
+    fmt_ms(hi, sizeof hi, s.max);
+    snprintf(buf, size, "%s (%s-%s)", med, lo, hi);
+}
+
+/* One row of the table, without trailing blanks. */
+static void print_row(FILE *fp, const char *config, const char *thr, const char *run, const char *whole,
+                      const char *render, const char *tput, const char *mem, const char *kernel, const char *rat_r,
+                      const char *rat_w)
+{
+    char line[512];
+    snprintf(line, sizeof line, "%-11s %3s  %-4s  %-22s  %-22s  %8s  %8s  %-7s  %8s  %7s", config, thr, run, whole,
+             render, tput, mem, kernel, rat_r, rat_w);
+    size_t n = strlen(line);
+    while (n && line[n - 1] == ' ') line[--n] = '\0';
+    fprintf(fp, "%s\n", line);
+}
+
+static void print_table(FILE *fp, const bench_ctx *c, const result *r, int n)
+{
+    const bench_opts *o = c->o;
+    fprintf(fp, "nb-bench %s: %d repetition%s of each run%s.\n", NB_VERSION, o->reps, o->reps == 1 ? "" : "s",
+            o->ref ? ", interleaved: ours, ref, ref -roi 0 0 0 0" : "");
+    fprintf(fp, "Times in ms, median (min-max); whole = first fork to last exit.  Mpx/s = detector pixels /\n"
+                "median render time.  Peak MiB = largest max RSS of any stage over the repetitions.\n");
+    if (o->ref)
+        fprintf(fp, "ref = %s; its render time is estimated as median whole - median whole\n"
+                    "with -roi 0 0 0 0 (one pixel rendered).  render x, whole x: ref time / our time.\n",
+                o->ref);
+    fputc('\n', fp);
+    char thr[16];
+    print_row(fp, "config", "thr", "run", "whole ms", "render ms", "Mpx/s", "peak MiB", "kernel",
+              o->ref ? "render x" : "", o->ref ? "whole x" : "");
+    for (int i = 0; i < n; i++) {
+        char whole[128], render[128], tput[32], mem[32];
+        fmt_stat(whole, sizeof whole, r[i].ours_whole);
+        fmt_stat(render, sizeof render, r[i].ours_render);
+        fmt_num(tput, sizeof tput, "%.2f", ratio(r[i].pixels * 1e-6, r[i].ours_render.median));
+        fmt_num(mem, sizeof mem, "%.1f", r[i].ours_rss[largest_stage(r[i].ours_rss)] / 1024.0);
+        snprintf(thr, sizeof thr, "%d", r[i].threads);
+        print_row(fp, r[i].cfg->name, thr, "ours", whole, render, tput, mem, r[i].kernel, "", "");
+        if (!r[i].have_ref) continue;
+        char rat_r[32], rat_w[32];
+        fmt_stat(whole, sizeof whole, r[i].ref_whole);
+        fmt_ms(render, sizeof render, r[i].ref_render);
+        if (isfinite(r[i].ref_render)) strcat(render, " (estimate)");
+        fmt_num(tput, sizeof tput, "%.2f", ratio(r[i].pixels * 1e-6, r[i].ref_render));
+        fmt_num(mem, sizeof mem, "%.1f", r[i].ref_rss / 1024.0);
+        fmt_num(rat_r, sizeof rat_r, "%.2f", ratio(r[i].ref_render, r[i].ours_render.median));
+        fmt_num(rat_w, sizeof rat_w, "%.2f", ratio(r[i].ref_whole.median, r[i].ours_whole.median));
+        print_row(fp, "", "", "ref", whole, render, tput, mem, "", rat_r, rat_w);
+    }
+}
+
+/* ---- JSON ------------------------------------------------------------------- */
+
+static void json_str(FILE *fp, const char *s)
+{
+    fputc('"', fp);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(fp, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", fp);
+        else if (*p < 0x20) fprintf(fp, "\\u%04x", *p);
+        else fputc(*p, fp);
+    }
+    fputc('"', fp);
+}
+
+static void json_num(FILE *fp, double v)
+{
+    if (isfinite(v)) fprintf(fp, "%.9g", v);
+    else fputs("null", fp);
+}
+
+static void json_stat(FILE *fp, const char *key, stat3 s)
+{
+    fprintf(fp, "\"%s\": {\"median\": ", key);
+    json_num(fp, s.median);
+    fputs(", \"min\": ", fp);
+    json_num(fp, s.min);
+    fputs(", \"max\": ", fp);
+    json_num(fp, s.max);
+    fputs("}", fp);
+}
+
+static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, const char *cmdline)
+{
+    const bench_opts *o = c->o;
+    char when[64];
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    fprintf(fp, "{\n  \"tool\": \"nb-bench\",\n  \"version\": ");
+    json_str(fp, NB_VERSION);
+    fprintf(fp, ",\n  \"date\": \"%s\",\n  \"command\": ", when);
+    json_str(fp, cmdline);
+    fprintf(fp, ",\n  \"cpus_online\": %ld,\n  \"reps\": %d,\n  \"ref\": ", sysconf(_SC_NPROCESSORS_ONLN), o->reps);
+    if (o->ref) json_str(fp, o->ref);
+    else fputs("null", fp);
+    fputs(",\n  \"method\": {\n"
+          "    \"order\": \"per repetition: ours, then ref, then ref with -roi 0 0 0 0 (interleaved)\",\n"
+          "    \"whole\": \"wall time from the first fork to the last exit, each run in a fresh temporary "
+          "directory\",\n"
+          "    \"ours\": \"nb-geom FLAGS | nb-hkl | nb-sim --threads T -o stream.nbs; nb-convert -o float.bin -o "
+          "int.img stream.nbs\",\n"
+          "    \"ours_render\": \"nb-sim's own measurement (RENDER_SECONDS of its IMAGE record)\",\n"
+          "    \"ref\": \"REF -nonoise -nopgm -floatfile float.bin -intfile int.img FLAGS\",\n"
+          "    \"ref_render\": \"estimate: median whole time minus median whole time of the same command with -roi "
+          "0 0 0 0 (one pixel rendered)\",\n"
+          "    \"threads\": \"OMP_NUM_THREADS=T for every process, and --threads T for nb-sim\",\n"
+          "    \"mpixel_per_s\": \"detector pixels / median render time / 1e6\",\n"
+          "    \"peak_rss_kib\": \"largest ru_maxrss (wait4) over the repetitions; for ours, of the largest "
+          "stage\"\n"
+          "  },\n  \"results\": [",
+          fp);
+    for (int i = 0; i < n; i++) {
+        const result *x = &r[i];
+        stage s[4], rs;
+        build_ours(c, x->cfg, x->threads, s);
+        char *ours_cmd = stage_command(s, 3, " | "), *conv_cmd = stage_command(s + 3, 1, "");
+        fprintf(fp, "%s\n    {\n      \"config\": ", i ? "," : "");
+        json_str(fp, x->cfg->name);
+        fputs(",\n      \"flags\": ", fp);
+        char *flags = config_flags(c, x->cfg);
+        json_str(fp, flags);
+        free(flags);
+        fprintf(fp, ",\n      \"threads\": %d,\n      \"pixels\": %ld,\n      \"ours\": {\n        \"command\": ",
+                x->threads, x->pixels);
+        nb_strbuf cmd;
+        nb_strbuf_init(&cmd);
+        nb_strbuf_printf(&cmd, "%s; %s", ours_cmd, conv_cmd);
+        json_str(fp, cmd.data);
+        nb_strbuf_free(&cmd);
+        fputs(",\n        ", fp);
+        json_stat(fp, "whole_s", x->ours_whole);
+        fputs(",\n        ", fp);
+        json_stat(fp, "render_s", x->ours_render);
+        fputs(",\n        \"mpixel_per_s\": ", fp);
+        json_num(fp, ratio(x->pixels * 1e-6, x->ours_render.median));
+        int big = largest_stage(x->ours_rss);
+        fprintf(fp, ",\n        \"peak_rss_kib\": %ld,\n        \"peak_rss_stage\": \"%s\",\n"
+                    "        \"stage_peak_rss_kib\": {",
+                x->ours_rss[big], ours_stage_names[big]);
+        for (int k = 0; k < 4; k++) fprintf(fp, "%s\"%s\": %ld", k ? ", " : "", ours_stage_names[k], x->ours_rss[k]);
+        fputs("},\n        \"render_path\": ", fp);
+        json_str(fp, x->kernel);
+        fputs("\n      }", fp);
+        for (int k = 0; k < 4; k++) args_free(&s[k].args);
+        free(ours_cmd);
+        free(conv_cmd);
+        if (x->have_ref) {
+            build_ref(c, x->cfg, 0, &rs);
+            char *ref_cmd = stage_command(&rs, 1, "");
+            fputs(",\n      \"ref\": {\n        \"command\": ", fp);
+            json_str(fp, ref_cmd);
+            fputs(",\n        ", fp);
+            json_stat(fp, "whole_s", x->ref_whole);
+            fputs(",\n        ", fp);
+            json_stat(fp, "setup_s", x->ref_setup);
+            fputs(",\n        \"render_s_estimate\": ", fp);
+            json_num(fp, x->ref_render);
+            fputs(",\n        \"mpixel_per_s\": ", fp);
+            json_num(fp, ratio(x->pixels * 1e-6, x->ref_render));
+            fprintf(fp, ",\n        \"peak_rss_kib\": %ld\n      },\n      \"ratio_ref_over_ours\": {\"render\": ",
+                    x->ref_rss);
+            json_num(fp, ratio(x->ref_render, x->ours_render.median));
+            fputs(", \"whole\": ", fp);
+            json_num(fp, ratio(x->ref_whole.median, x->ours_whole.median));
+            fputs("}", fp);
+            args_free(&rs.args);
+            free(ref_cmd);
+        }
+        fputs("\n    }", fp);
+    }
+    fputs("\n  ]\n}\n", fp);
+}
+
+/* ---- main ---------------------------------------------------------------------- */
+
+/* The directory of this executable (the stages live beside it) and the golden
+ * P1.hkl of the source tree it was built in. */
+static nb_status locate(bench_ctx *c, const char *argv0)
+{
+    char *self = realpath("/proc/self/exe", NULL);
+    if (!self) self = realpath(argv0, NULL);
+    if (!self) return nb_error_set(NB_ERR_IO, "cannot find the directory of nb-bench: %s", strerror(errno));
+    *strrchr(self, '/') = '\0';
+    c->bindir = self;
+    c->hkl = path_join(self, "../tests/golden/inputs/P1.hkl");
+    char *hkl = realpath(c->hkl, NULL);
+    if (hkl) {
+        free(c->hkl);
+        c->hkl = hkl;
+    }
+    return NB_OK;
+}
+
+static nb_status check_inputs(const bench_ctx *c)
+{
+    for (int k = 0; k < 4; k++) {
+        char *path = path_join(c->bindir, ours_stage_names[k]);
+        nb_status st = NB_OK;
+        if (access(path, X_OK) != 0)
+            st = nb_error_set(NB_ERR_IO, "cannot run '%s' (the stages are looked for beside nb-bench): %s", path,
+                              strerror(errno));
+        free(path);
+        if (st) return st;
+    }
+    for (int i = 0; i < c->o->nconfigs; i++)
+        if (strstr(configs[c->o->configs[i]].flags, "@HKL@") && access(c->hkl, R_OK) != 0)
+            return nb_error_set(NB_ERR_IO, "configuration %s needs '%s': %s", configs[c->o->configs[i]].name, c->hkl,
+                                strerror(errno));
+    return NB_OK;
+}
+
+/* An output file (path "-": standard output), kept from the children; none
+ * when path is NULL. */
+static nb_status open_output(nb_outfile **of, const char *path)
+{
+    *of = NULL;
+    if (!path) return NB_OK;
+    nb_status st = nb_outfile_open(of, path, 1);
+    if (!st && nb_outfile_fp(*of) != stdout) fcntl(fileno(nb_outfile_fp(*of)), F_SETFD, FD_CLOEXEC);
+    return st;
+}
+
+static void list_configs(const bench_ctx *c)
+{
+    for (int i = 0; i < NCONFIGS; i++) {
+        char *flags = config_flags(c, &configs[i]);
+        printf("%-11s %s\n", configs[i].name, flags);
+        free(flags);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    nb_std_opts std;
+    bench_opts o;
+    bench_ctx c;
+    memset(&o, 0, sizeof o);
+    memset(&c, 0, sizeof c);
+    nb_set_tool_name(tool.name);
+    nb_std_opts_init(&std);
+    nb_exit_on_error(parse(argc, argv, &o, &std));
+    nb_std_apply(&std);
+    c.o = &o;
+    nb_exit_on_error(locate(&c, argv[0]));
+    if (o.list) {
+        list_configs(&c);
+        return 0;
+    }
+    nb_exit_on_error(check_inputs(&c));
+
+    /* open the outputs first, so an unwritable path fails before the runs */
+    nb_outfile *table = NULL, *json = NULL;
+    nb_exit_on_error(open_output(&table, std.output));
+    nb_exit_on_error(open_output(&json, o.json));
+    const char *tmp = getenv("TMPDIR");
+    c.topdir = path_join(tmp && *tmp ? tmp : "/tmp", "nb-bench.XXXXXX");
+    nb_status st = make_dir(c.topdir);
+    int have_topdir = !st;
+
+    int nres = o.nconfigs * o.nthreads, done = 0;
+    result *res = calloc((size_t)nres, sizeof *res);
+    if (!st && !res) st = nb_error_set(NB_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < o.nconfigs && !st; i++)
+        for (int t = 0; t < o.nthreads && !st; t++) {
+            result *r = &res[done];
+            if ((st = bench_one(&c, &configs[o.configs[i]], o.threads[t], r))) break;
+            done++;
+            if (nb_verbosity() >= 0) {
+                fprintf(stderr, "%s: %s, %d thread%s: ours %.1f ms (render %.1f ms)", tool.name, r->cfg->name,
+                        r->threads, r->threads == 1 ? "" : "s", 1e3 * r->ours_whole.median,
+                        1e3 * r->ours_render.median);
+                if (r->have_ref) fprintf(stderr, ", ref %.1f ms", 1e3 * r->ref_whole.median);
+                fputc('\n', stderr);
+            }
+        }
+    if (have_topdir) rmdir(c.topdir);
+
+    if (!st) {
+        /* the table goes to standard error when the JSON takes standard output */
+        int json_on_stdout = json && nb_outfile_fp(json) == stdout;
+        FILE *fp = json_on_stdout && nb_outfile_fp(table) == stdout ? stderr : nb_outfile_fp(table);
+        print_table(fp, &c, res, done);
+        if (o.json) {
+            char *cmdline = nb_join_args(argc, argv);
+            write_json(nb_outfile_fp(json), &c, res, done, cmdline);
+            free(cmdline);
+        }
+        st = nb_outfile_commit(table);
+        table = NULL;
+        if (!st) st = nb_outfile_commit(json);
+        json = NULL;
+    }
+    nb_outfile_abort(table);
+    nb_outfile_abort(json);
+    free(res);
+    free(c.envp);
+    free(c.bindir);
+    free(c.hkl);
+    free(c.topdir);
+    free(o.ref);
+    nb_exit_on_error(st);
+    return 0;
+}

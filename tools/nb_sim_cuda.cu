@@ -1,0 +1,272 @@
+/* nb-sim's CUDA backend: the physics of nb_physics.h, one thread per pixel.
+ * Everything here is launch, memory and reduction code. */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "nb_physics.h"
+#include "nb_sim.h"
+#include "nb_sim_cuda.h"
+}
+
+#define BLOCK_X 128
+
+/* ---- kernels ----------------------------------------------------------------- */
+
+__device__ static int pixel_rendered(const nb_kparams *kp, int f, int s)
+{
+    if (f < kp->roi_xmin || f > kp->roi_xmax || s < kp->roi_ymin || s > kp->roi_ymax) return 0;
+    return !kp->mask || kp->mask[(size_t)s * kp->fpixels + f];
+}
+
+/* one thread per pixel of a row; the row's solid angles summed in shared memory */
+__global__ void k_double(nb_kparams kp, float *image, double *row_omega, int *tripped)
+{
+    __shared__ double omega_sum[BLOCK_X];
+    int f = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
+    double om = 0.0;
+    int trip = 0;
+    if (f < kp.fpixels) {
+        float v = 0.0f;
+        if (pixel_rendered(&kp, f, s)) v = (float)nb_pixel_double(&kp, f, s, &om, &trip, NULL);
+        image[(size_t)s * kp.fpixels + f] = v;
+    }
+    omega_sum[threadIdx.x] = om;
+    if (trip) *tripped = 1;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) omega_sum[threadIdx.x] += omega_sum[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) atomicAdd(row_omega + s, omega_sum[0]);
+}
+
+__global__ void k_fast(nb_fparams fp, float *image, double *row_omega, int *tripped)
+{
+    __shared__ double omega_sum[BLOCK_X];
+    int f = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
+    double om = 0.0;
+    int trip = 0;
+    if (f < fp.kp.fpixels) {
+        float v = 0.0f;
+        if (pixel_rendered(&fp.kp, f, s)) v = nb_pixel_fast(&fp, f, s, &om, &trip);
+        image[(size_t)s * fp.kp.fpixels + f] = v;
+    }
+    omega_sum[threadIdx.x] = om;
+    if (trip) *tripped = 1;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) omega_sum[threadIdx.x] += omega_sum[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) atomicAdd(row_omega + s, omega_sum[0]);
+}
+
+/* ---- device memory ------------------------------------------------------------ */
+
+/* A device copy of a host array, re-uploaded only when the host array or
+ * its size changed (the same plan across frames keeps its copies). */
+typedef struct dev_array {
+    const void *host;
+    size_t bytes;
+    void *dev;
+} dev_array;
+
+struct nb_cuda {
+    int device;
+    cudaStream_t stream;
+    dev_array mask, src_incident, src_lambda, cells, F;
+    dev_array pairs, src_i, src_E, src_B, inv2l, Fgrid;
+    float *d_image;
+    size_t image_bytes;
+    float *h_pinned;
+    size_t pinned_bytes;
+    double *d_row_omega;
+    int *d_tripped;
+    int rows;
+};
+
+static nb_status cuda_error(cudaError_t e, const char *what)
+{
+    return nb_error_set(NB_ERR_IO, "CUDA: %s: %s", what, cudaGetErrorString(e));
+}
+
+static nb_status upload(nb_cuda *c, dev_array *a, const void *host, size_t bytes, const char *what)
+{
+    cudaError_t e;
+    if (!host || bytes == 0) {
+        a->host = host;
+        a->bytes = 0;
+        return NB_OK;
+    }
+    if (a->host == host && a->bytes == bytes && a->dev) return NB_OK;
+    if (a->dev && a->bytes < bytes) {
+        cudaFree(a->dev);
+        a->dev = NULL;
+    }
+    if (!a->dev && (e = cudaMalloc(&a->dev, bytes)) != cudaSuccess) return cuda_error(e, what);
+    if ((e = cudaMemcpyAsync(a->dev, host, bytes, cudaMemcpyHostToDevice, c->stream)) != cudaSuccess)
+        return cuda_error(e, what);
+    a->host = host;
+    a->bytes = bytes;
+    return NB_OK;
+}
+
+static void release(dev_array *a)
+{
+    if (a->dev) cudaFree(a->dev);
+    memset(a, 0, sizeof *a);
+}
+
+extern "C" int nb_cuda_compiled(void) { return 1; }
+
+extern "C" nb_status nb_cuda_open(nb_cuda **out, char *desc, size_t desc_size)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    *out = NULL;
+    if (e != cudaSuccess) return nb_error_set(NB_ERR_UNSUPPORTED, "no CUDA device: %s", cudaGetErrorString(e));
+    if (n == 0) return nb_error_set(NB_ERR_UNSUPPORTED, "no CUDA device found");
+    nb_cuda *c = (nb_cuda *)calloc(1, sizeof *c);
+    if (!c) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    c->device = 0;
+    cudaDeviceProp prop;
+    if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess ||
+        (e = cudaStreamCreate(&c->stream)) != cudaSuccess) {
+        free(c);
+        return nb_error_set(NB_ERR_UNSUPPORTED, "CUDA device unusable: %s", cudaGetErrorString(e));
+    }
+    if (desc) snprintf(desc, desc_size, "%s (sm_%d%d, %d SMs)", prop.name, prop.major, prop.minor,
+                       prop.multiProcessorCount);
+    *out = c;
+    return NB_OK;
+}
+
+extern "C" void nb_cuda_close(nb_cuda *c)
+{
+    if (!c) return;
+    dev_array *all[] = {&c->mask, &c->src_incident, &c->src_lambda, &c->cells, &c->F, &c->pairs,
+                        &c->src_i, &c->src_E, &c->src_B, &c->inv2l, &c->Fgrid};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
+    if (c->d_image) cudaFree(c->d_image);
+    if (c->h_pinned) cudaFreeHost(c->h_pinned);
+    if (c->d_row_omega) cudaFree(c->d_row_omega);
+    if (c->d_tripped) cudaFree(c->d_tripped);
+    cudaStreamDestroy(c->stream);
+    free(c);
+}
+
+extern "C" nb_status nb_render_cuda(nb_cuda *c, const nb_kparams *kp, int use_double, float *image,
+                                    nb_render_result *res)
+{
+    nb_status st;
+    cudaError_t e;
+    double t0 = nb_now();
+    size_t npix = (size_t)kp->fpixels * kp->spixels;
+    nb_kparams dk = *kp; /* the same parameters with device pointers */
+    nb_fparams hf, df;
+    memset(&hf, 0, sizeof hf);
+    memset(&df, 0, sizeof df);
+
+    if ((st = upload(c, &c->mask, kp->mask, kp->mask ? npix : 0, "mask")) ||
+        (st = upload(c, &c->src_incident, kp->src_incident, 3 * sizeof(double) * kp->nsources, "sources")) ||
+        (st = upload(c, &c->src_lambda, kp->src_lambda, sizeof(double) * kp->nsources, "sources")) ||
+        (st = upload(c, &c->cells, kp->cells, 9 * sizeof(double) * kp->ncells, "cells")))
+        return st;
+    size_t nF = kp->F.hkls ? (size_t)kp->F.h_range * kp->F.k_range * kp->F.l_range : 0;
+    if ((st = upload(c, &c->F, kp->F.F, nF * sizeof(double), "F grid"))) return st;
+    dk.mask = (const unsigned char *)c->mask.dev;
+    dk.src_incident = (const double *)c->src_incident.dev;
+    dk.src_lambda = (const double *)c->src_lambda.dev;
+    dk.cells = (const double *)c->cells.dev;
+    dk.F.F = (const double *)c->F.dev;
+
+    if (!use_double) {
+        /* the fast path's constants: built on the host, then copied */
+        if ((st = nb_fparams_build(kp, &hf))) return st;
+        size_t pad = hf.Fgrid ? 4 * ((size_t)kp->F.k_range * kp->F.l_range + kp->F.l_range + 1) : 0;
+        /* these host arrays are new every frame: force the copies */
+        c->pairs.host = c->src_i.host = c->src_E.host = c->src_B.host = c->inv2l.host = c->Fgrid.host = NULL;
+        if ((st = upload(c, &c->pairs, hf.pairs, sizeof(nb_pair) * kp->nsources * kp->ncells, "pairs")) ||
+            (st = upload(c, &c->src_i, hf.src_i, 3 * sizeof(float) * kp->nsources, "sources")) ||
+            (st = upload(c, &c->src_E, hf.src_E, 3 * sizeof(float) * kp->nsources, "sources")) ||
+            (st = upload(c, &c->src_B, hf.src_B, 3 * sizeof(float) * kp->nsources, "sources")) ||
+            (st = upload(c, &c->inv2l, hf.src_inv2lambda, sizeof(float) * kp->nsources, "sources")) ||
+            (st = upload(c, &c->Fgrid, hf.Fgrid, hf.Fgrid ? (nF + pad) * sizeof(float) : 0, "F grid"))) {
+            nb_fparams_free(&hf);
+            return st;
+        }
+        df = hf;
+        df.kp = dk;
+        df.pairs = (const nb_pair *)c->pairs.dev;
+        df.src_i = (const float *)c->src_i.dev;
+        df.src_E = (const float *)c->src_E.dev;
+        df.src_B = (const float *)c->src_B.dev;
+        df.src_inv2lambda = (const float *)c->inv2l.dev;
+        df.Fgrid = (const float *)c->Fgrid.dev;
+    }
+
+    size_t bytes = npix * sizeof(float);
+    if (c->image_bytes < bytes) {
+        if (c->d_image) cudaFree(c->d_image);
+        if (c->h_pinned) cudaFreeHost(c->h_pinned);
+        c->d_image = NULL, c->h_pinned = NULL, c->image_bytes = 0;
+        if ((e = cudaMalloc((void **)&c->d_image, bytes)) != cudaSuccess ||
+            (e = cudaMallocHost((void **)&c->h_pinned, bytes)) != cudaSuccess) {
+            nb_fparams_free(&hf);
+            return cuda_error(e, "image buffers");
+        }
+        c->image_bytes = bytes;
+    }
+    if (c->rows < kp->spixels) {
+        if (c->d_row_omega) cudaFree(c->d_row_omega);
+        if ((e = cudaMalloc((void **)&c->d_row_omega, sizeof(double) * kp->spixels)) != cudaSuccess) {
+            nb_fparams_free(&hf);
+            return cuda_error(e, "row sums");
+        }
+        c->rows = kp->spixels;
+    }
+    if (!c->d_tripped && (e = cudaMalloc((void **)&c->d_tripped, sizeof(int))) != cudaSuccess) {
+        nb_fparams_free(&hf);
+        return cuda_error(e, "flags");
+    }
+    cudaMemsetAsync(c->d_row_omega, 0, sizeof(double) * kp->spixels, c->stream);
+    cudaMemsetAsync(c->d_tripped, 0, sizeof(int), c->stream);
+
+    dim3 block(BLOCK_X), grid((kp->fpixels + BLOCK_X - 1) / BLOCK_X, kp->spixels);
+    cudaEvent_t ev0, ev1;
+    cudaEventCreate(&ev0);
+    cudaEventCreate(&ev1);
+    cudaEventRecord(ev0, c->stream);
+    if (use_double) k_double<<<grid, block, 0, c->stream>>>(dk, c->d_image, c->d_row_omega, c->d_tripped);
+    else k_fast<<<grid, block, 0, c->stream>>>(df, c->d_image, c->d_row_omega, c->d_tripped);
+    e = cudaGetLastError();
+    cudaEventRecord(ev1, c->stream);
+    double *row_omega = (double *)malloc(sizeof(double) * kp->spixels);
+    int tripped = 0;
+    if (e == cudaSuccess) e = cudaMemcpyAsync(c->h_pinned, c->d_image, bytes, cudaMemcpyDeviceToHost, c->stream);
+    if (e == cudaSuccess && row_omega)
+        e = cudaMemcpyAsync(row_omega, c->d_row_omega, sizeof(double) * kp->spixels, cudaMemcpyDeviceToHost,
+                            c->stream);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(&tripped, c->d_tripped, sizeof(int), cudaMemcpyDeviceToHost, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    float kernel_ms = 0.0f;
+    cudaEventElapsedTime(&kernel_ms, ev0, ev1);
+    cudaEventDestroy(ev0);
+    cudaEventDestroy(ev1);
+    nb_fparams_free(&hf);
+    if (e != cudaSuccess || !row_omega) {
+        free(row_omega);
+        return e != cudaSuccess ? cuda_error(e, "render") : nb_error_set(NB_ERR_NOMEM, "out of memory");
+    }
+    memcpy(image, c->h_pinned, bytes);
+    res->omega_sum = 0.0;
+    for (int s = 0; s < kp->spixels; s++) res->omega_sum += row_omega[s];
+    free(row_omega);
+    res->tripped = tripped;
+    res->seconds = nb_now() - t0;
+    res->kernel_seconds = kernel_ms * 1e-3;
+    return NB_OK;
+}

@@ -1,0 +1,36 @@
+/* nb_sim_cuda.h - nb-sim's CUDA backend (built when nvcc is found).
+ *
+ * The physics is nb_physics.h's: nb_pixel_double() for -precision double and
+ * nb_pixel_fast() for the default path, one thread per pixel.  Only launch,
+ * memory and reduction code is CUDA-specific.  The plan's arrays (sources,
+ * rotated cells, the F grid, the mask) stay on the device across frames of
+ * the same plan; each frame's image comes back through a pinned buffer. */
+#ifndef NB_SIM_CUDA_H
+#define NB_SIM_CUDA_H
+
+#include "nb_sim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct nb_cuda nb_cuda;
+
+/* Open the first CUDA device; NB_ERR_UNSUPPORTED with the reason (no driver,
+ * no device, a build without CUDA) when there is none.  desc receives e.g.
+ * "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)". */
+nb_status nb_cuda_open(nb_cuda **ctx, char *desc, size_t desc_size);
+void nb_cuda_close(nb_cuda *ctx);
+
+/* Render one frame: uploads what changed since the last call (by pointer and
+ * size), runs the double or fast kernel, copies the image back. */
+nb_status nb_render_cuda(nb_cuda *ctx, const nb_kparams *kp, int use_double, float *image, nb_render_result *res);
+
+/* 1 when this binary has the CUDA backend compiled in. */
+int nb_cuda_compiled(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,19 @@
+/* nb-sim without the CUDA backend (nvcc was not found at build time). */
+#include "nb_sim_cuda.h"
+
+int nb_cuda_compiled(void) { return 0; }
+
+nb_status nb_cuda_open(nb_cuda **ctx, char *desc, size_t desc_size)
+{
+    (void)desc, (void)desc_size;
+    *ctx = NULL;
+    return nb_error_set(NB_ERR_UNSUPPORTED, "this nb-sim was built without CUDA (no nvcc at build time)");
+}
+
+void nb_cuda_close(nb_cuda *ctx) { (void)ctx; }
+
+nb_status nb_render_cuda(nb_cuda *ctx, const nb_kparams *kp, int use_double, float *image, nb_render_result *res)
+{
+    (void)ctx, (void)kp, (void)use_double, (void)image, (void)res;
+    return nb_error_set(NB_ERR_UNSUPPORTED, "this nb-sim was built without CUDA (no nvcc at build time)");
+}
