@@ -17,104 +17,134 @@ double nb_pgm_scale(double requested, double int_scale, double rmsd)
     return rmsd > 0.0 ? 250.0 / (5.0 * rmsd) : int_scale;
 }
 
-static int inside(nb_roi r, int x, int y) { return x >= r.xmin && x <= r.xmax && y >= r.ymin && y <= r.ymax; }
-
-void nb_int_image(const float *img, int width, int height, nb_roi roi, double scale, double adc, uint16_t *out)
+/* The ROI's columns on row y, clamped to the image: [*x0, *x1], empty when x1 < x0. */
+static void roi_columns(nb_roi r, int width, int y, int *x0, int *x1)
 {
-    for (int y = 0; y < height; y++)
-        for (int x = 0; x < width; x++) {
-            size_t i = (size_t)y * width + x;
-            if (!inside(roi, x, y)) {
-                out[i] = 0;
-                continue;
-            }
-            double v = img[i] * scale + adc;
-            if (v > 65535.0) v = 65535.0;
-            if (v < 0.0) v = 0.0;
-            /* the reference rounds in single precision: floorf(v + 0.5) */
-            out[i] = (uint16_t)floorf((float)(v + 0.5));
-        }
+    *x0 = r.xmin < 0 ? 0 : r.xmin;
+    *x1 = r.xmax >= width ? width - 1 : r.xmax;
+    if (y < r.ymin || y > r.ymax) *x1 = *x0 - 1;
 }
 
-void nb_pgm_bytes(const float *img, int width, int height, nb_roi roi, double scale, uint8_t *out)
-{
-    for (int y = 0; y < height; y++)
-        for (int x = 0; x < width; x++) {
-            size_t i = (size_t)y * width + x;
-            if (!inside(roi, x, y)) {
-                out[i] = 0;
-                continue;
-            }
-            double v = img[i] * scale;
-            if (v > 255.0) v = 255.0;
-            out[i] = v > 0.0 ? (uint8_t)v : 0;
-        }
-}
+/* The clamps below are selects only when GCC may ignore floating-point
+ * exceptions (the values are the same either way): then the loops vectorise. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define NB_VECTOR_CLAMPS __attribute__((optimize("no-trapping-math")))
+#else
+#define NB_VECTOR_CLAMPS
+#endif
 
-void nb_image_stats(const float *img, int width, int height, nb_roi roi, const unsigned char *mask,
-                    nb_stats *out)
+NB_VECTOR_CLAMPS void nb_int_image(const float *img, int width, int height, nb_roi roi, double scale, double adc, int32_t *out)
 {
-    /* per-row partial results, combined in row order: the same numbers on any
-     * thread count (and the reference's max: the first pixel holding it) */
-    double *rsum = calloc((size_t)height, sizeof(double)), *rsq = calloc((size_t)height, sizeof(double));
-    double *rmax = calloc((size_t)height, sizeof(double)), *rdev = calloc((size_t)height, sizeof(double));
-    long *rn = calloc((size_t)height, sizeof(long)), *rarg = calloc((size_t)height, sizeof(long));
-    long *rn2 = calloc((size_t)height, sizeof(long));
-    if (!rsum || !rsq || !rmax || !rdev || !rn || !rarg || !rn2) {
-        free(rsum), free(rsq), free(rmax), free(rdev), free(rn), free(rarg), free(rn2);
-        memset(out, 0, sizeof *out);
-        out->max_index = -1;
-        return;
-    }
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < height; y++) {
-        double mx = 0.0, sum = 0.0, sumsqr = 0.0;
-        long n = 0, arg = -1;
-        int x0 = roi.xmin < 0 ? 0 : roi.xmin, x1 = roi.xmax >= width ? width - 1 : roi.xmax;
-        if (y < roi.ymin || y > roi.ymax) x1 = -1;
-        for (int x = x0; x <= x1; x++) {
-            size_t i = (size_t)y * width + x;
-            if (mask && mask[i] == 0) continue;
-            float v = img[i];
-            if (v > mx) {
-                mx = v;
-                arg = (long)i;
-            }
-            sum += v;
-            sumsqr += v * v; /* float product, as the reference */
-            ++n;
+        const float *in = img + (size_t)y * width;
+        int32_t *o = out + (size_t)y * width;
+        int x0, x1;
+        roi_columns(roi, width, y, &x0, &x1);
+        if (x1 < x0) {
+            memset(o, 0, (size_t)width * sizeof *o);
+            continue;
         }
-        rsum[y] = sum, rsq[y] = sumsqr, rmax[y] = mx, rarg[y] = arg, rn[y] = n;
+        memset(o, 0, (size_t)x0 * sizeof *o);
+        memset(o + x1 + 1, 0, (size_t)(width - 1 - x1) * sizeof *o);
+#pragma omp simd
+        for (int x = x0; x <= x1; x++) {
+            double v = in[x] * scale + adc;
+            double hi = v > 65535.0 ? 65535.0 : v;
+            v = hi < 0.0 ? 0.0 : hi;
+            /* the reference rounds in single precision, floorf(v + 0.5); the
+             * value is positive, so truncation is the floor */
+            o[x] = (int32_t)(float)(v + 0.5);
+        }
     }
-    double max_I = 0.0, sum = 0.0, sumsqr = 0.0, dev = 0.0;
-    long sumn = 0, n2 = 0, max_index = -1;
+}
+
+NB_VECTOR_CLAMPS void nb_pgm_bytes(const float *img, int width, int height, nb_roi roi, double scale, uint8_t *out)
+{
+#pragma omp parallel for schedule(static)
     for (int y = 0; y < height; y++) {
-        if (rmax[y] > max_I) max_I = rmax[y], max_index = rarg[y];
-        sum += rsum[y], sumsqr += rsq[y], sumn += rn[y];
+        const float *in = img + (size_t)y * width;
+        uint8_t *o = out + (size_t)y * width;
+        int x0, x1;
+        roi_columns(roi, width, y, &x0, &x1);
+        if (x1 < x0) {
+            memset(o, 0, (size_t)width);
+            continue;
+        }
+        memset(o, 0, (size_t)x0);
+        memset(o + x1 + 1, 0, (size_t)(width - 1 - x1));
+#pragma omp simd
+        for (int x = x0; x <= x1; x++) {
+            double v = in[x] * scale;
+            v = v > 255.0 ? 255.0 : v;
+            o[x] = v > 0.0 ? (uint8_t)v : 0;
+        }
+    }
+}
+
+size_t nb_first_nonfinite(const float *img, size_t n)
+{
+    /* blocks checked in parallel with a vector test of the exponent bits,
+     * the first bad block searched afterwards */
+    enum { BLOCK = 1 << 16 };
+    size_t nblocks = (n + BLOCK - 1) / BLOCK, first_bad = nblocks;
+#pragma omp parallel for schedule(static) reduction(min : first_bad)
+    for (size_t b = 0; b < nblocks; b++) {
+        const uint32_t *w = (const uint32_t *)(const void *)(img + b * BLOCK);
+        size_t len = b + 1 < nblocks ? BLOCK : n - b * BLOCK;
+        uint32_t bad = 0;
+#pragma omp simd reduction(| : bad)
+        for (size_t i = 0; i < len; i++) bad |= (w[i] & 0x7f800000u) == 0x7f800000u;
+        if (bad && b < first_bad) first_bad = b;
+    }
+    if (first_bad == nblocks) return n;
+    for (size_t i = first_bad * BLOCK; i < n; i++)
+        if (!isfinite(img[i])) return i;
+    return n;
+}
+
+#define NB_ROW_STATS_NAME nb_row_stats_compute
+#include "nb_rowstats.inc"
+
+void nb_stats_from_rows(const nb_row_stats *rows, int height, nb_stats *out)
+{
+    double max_I = 0.0, sum = 0.0, sumsqr = 0.0;
+    long sumn = 0, n2 = 0, max_index = -1;
+    /* in row order: the same numbers on any thread count, and the reference's
+     * maximum (the first pixel holding it) */
+    for (int y = 0; y < height; y++) {
+        if (rows[y].max > max_I) max_I = rows[y].max, max_index = rows[y].arg;
+        sum += rows[y].sum, sumsqr += rows[y].sumsq, sumn += rows[y].n, n2 += rows[y].n_all;
     }
     out->rendered = sumn;
     if (sumn <= 0) sumn = 1;
     double avg = sum / sumn;
     if (sumn <= 1) sumn = 2;
     out->rms = sqrt(sumsqr / (sumn - 1));
-#pragma omp parallel for schedule(static)
+    /* sum over ROI pixels of (v - avg)^2 = per row: m2 + n (row mean - avg)^2 */
+    double dev = 0.0;
     for (int y = 0; y < height; y++) {
-        double d = 0.0;
-        long n = 0;
-        int x0 = roi.xmin < 0 ? 0 : roi.xmin, x1 = roi.xmax >= width ? width - 1 : roi.xmax;
-        if (y < roi.ymin || y > roi.ymax) x1 = -1;
-        for (int x = x0; x <= x1; x++) {
-            double t = img[(size_t)y * width + x] - avg;
-            d += t * t;
-            ++n;
-        }
-        rdev[y] = d, rn2[y] = n;
+        if (rows[y].n_all == 0) continue;
+        double d = rows[y].sum_all / rows[y].n_all - avg;
+        dev += rows[y].m2_all + rows[y].n_all * d * d;
     }
-    for (int y = 0; y < height; y++) dev += rdev[y], n2 += rn2[y];
     if (n2 <= 1) n2 = 2;
     out->rmsd = sqrt(dev / (n2 - 1));
     out->max_I = max_I;
     out->max_index = max_index;
     out->mean = avg;
-    free(rsum), free(rsq), free(rmax), free(rdev), free(rn), free(rarg), free(rn2);
+}
+
+nb_status nb_image_stats(const float *img, int width, int height, nb_roi roi, const unsigned char *mask,
+                         nb_stats *out)
+{
+    nb_row_stats *rows = calloc(height > 0 ? (size_t)height : 1, sizeof *rows);
+    if (!rows) return nb_error_set(NB_ERR_NOMEM, "out of memory for the image statistics");
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < height; y++)
+        nb_row_stats_compute(img + (size_t)y * width, width, y, roi, mask ? mask + (size_t)y * width : NULL,
+                             &rows[y]);
+    nb_stats_from_rows(rows, height, out);
+    free(rows);
+    return NB_OK;
 }

@@ -1,5 +1,7 @@
 #include "nb_stream.h"
 
+#include "nb_crc32.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -302,17 +304,7 @@ static void make_preamble(const nb_record *rec, unsigned char pre[NB_PREAMBLE_SI
     put_u64(pre + 24, rec->payload_len);
 }
 
-/* zlib's crc32 takes uInt lengths: feed large payloads in pieces. */
-static uint32_t crc_update(uint32_t crc, const unsigned char *p, uint64_t n)
-{
-    while (n > 0) {
-        uInt piece = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        crc = (uint32_t)crc32(crc, p, piece);
-        p += piece;
-        n -= piece;
-    }
-    return crc;
-}
+static uint32_t crc_update(uint32_t crc, const unsigned char *p, uint64_t n) { return nb_crc32_update(crc, p, n); }
 
 /* CRC of a large buffer in pieces on several threads, joined with
  * crc32_combine: the same value as one pass. */

@@ -250,18 +250,11 @@ static void image_meta(const frame *fr, nb_image_meta *m)
 static nb_status int_counts(const frame *fr, int32_t **out)
 {
     size_t n = (size_t)fr->width * fr->height;
-    uint16_t *u16;
-    nb_status st = nb_calloc((void **)&u16, n, sizeof *u16, "the int image");
+    nb_status st = nb_alloc_large((void **)out, n, sizeof **out, "the int image");
     if (st) return st;
-    if ((st = nb_calloc((void **)out, n, sizeof **out, "the int image"))) {
-        free(u16);
-        return st;
-    }
     const nb_plan *p = fr->plan;
     nb_roi roi = {p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
-    nb_int_image(fr->photons, fr->width, fr->height, roi, fr->int_scale, fr->adc, u16);
-    for (size_t i = 0; i < n; i++) (*out)[i] = u16[i];
-    free(u16);
+    nb_int_image(fr->photons, fr->width, fr->height, roi, fr->int_scale, fr->adc, *out);
     return NB_OK;
 }
 
@@ -371,10 +364,10 @@ static nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const 
     fr->width = (int)fp;
     fr->height = (int)sp;
     fr->photons = px;
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(fr->photons[i]))
-            return nb_error_set(NB_ERR_DATA, "IMAGE record: pixel %zu (fast %zu, slow %zu) is not a finite number", i,
-                                i % (size_t)fp, i / (size_t)fp);
+    size_t bad = nb_first_nonfinite(fr->photons, n);
+    if (bad < n)
+        return nb_error_set(NB_ERR_DATA, "IMAGE record: pixel %zu (fast %zu, slow %zu) is not a finite number", bad,
+                            bad % (size_t)fp, bad / (size_t)fp);
     if (nb_hdr_has(rec, "FRAME") && (st = nb_hdr_get_long(rec, "FRAME", &fr->frame))) return st;
     if (nb_record_has_array(rec, "counts")) {
         if ((st = nb_record_get_array(rec, "counts", NB_I32, &px, &n))) return st;
@@ -392,7 +385,7 @@ static nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const 
         if ((st = nb_hdr_get_double(rec, "MAX_I", &fr->stats.max_I)) || (st = nb_hdr_get_double(rec, "RMSD", &fr->stats.rmsd)))
             return st;
     } else {
-        nb_image_stats(fr->photons, fr->width, fr->height, roi, plan->mask, &fr->stats);
+        if ((st = nb_image_stats(fr->photons, fr->width, fr->height, roi, plan->mask, &fr->stats))) return st;
     }
     fr->adc = o->have_adc ? o->adc : plan->adc;
     fr->int_scale = nb_int_scale(o->have_scale ? o->scale : plan->intfile_scale, fr->stats.max_I);

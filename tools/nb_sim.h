@@ -4,6 +4,7 @@
 
 #include "nb_error.h"
 #include "nb_hkl.h"
+#include "nb_image.h"
 #include "nb_physics.h"
 #include "nb_plan.h"
 #include "nb_util.h"
@@ -26,6 +27,8 @@ typedef struct nb_render_result {
     int tripped;        /* a tricubic neighbourhood left the grid somewhere */
     double seconds;     /* the whole render call (uploads and copies included) */
     double kernel_seconds; /* the kernel alone (the CUDA backend; 0 on the CPU) */
+    nb_row_stats *row_stats; /* in: spixels entries for each row's statistics, or NULL */
+    int row_stats_filled;    /* out: the renderer filled them (the CPU kernels do, row by row) */
 } nb_render_result;
 
 /* Reference-faithful double precision on the CPU (OpenMP over rows).  The

@@ -128,6 +128,7 @@ nb_status nb_render_cpu_double(const nb_kparams *kp, float *image, nb_render_res
     nb_status st = nb_calloc((void **)&row_omega, (size_t)kp->spixels, sizeof(double), "row sums");
     if (st) return st;
     int tripped = 0;
+    const nb_roi roi = {kp->roi_xmin, kp->roi_xmax, kp->roi_ymin, kp->roi_ymax};
     double t0 = nb_now();
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped)
     for (int s = 0; s < kp->spixels; s++) {
@@ -143,11 +144,15 @@ nb_status nb_render_cpu_double(const nb_kparams *kp, float *image, nb_render_res
         }
         /* per-row sums, added in row order below: the same total on any thread count */
         row_omega[s] = omega;
+        if (res->row_stats) nb_row_stats_compute(image + (size_t)s * kp->fpixels, kp->fpixels, s, roi,
+                                                 kp->mask ? kp->mask + (size_t)s * kp->fpixels : NULL,
+                                                 &res->row_stats[s]);
         if (prog) nb_progress_add(prog, 1);
     }
     res->omega_sum = 0.0;
     for (int s = 0; s < kp->spixels; s++) res->omega_sum += row_omega[s];
     res->tripped = tripped;
+    res->row_stats_filled = res->row_stats != NULL;
     res->seconds = nb_now() - t0;
     free(row_omega);
     return NB_OK;
@@ -286,8 +291,9 @@ nb_status nb_render_cpu_fast(const nb_kparams *kp, const nb_plan *plan, float *i
     }
     double t0 = nb_now();
     int tripped = 0;
-    pick_kernel()(&fp, image, row_omega, &tripped, prog);
+    pick_kernel()(&fp, image, row_omega, res->row_stats, &tripped, prog);
     res->seconds = nb_now() - t0;
+    res->row_stats_filled = res->row_stats != NULL;
     res->tripped = tripped;
     res->omega_sum = 0.0;
     for (int s = 0; s < kp->spixels; s++) res->omega_sum += row_omega[s];

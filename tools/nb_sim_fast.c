@@ -8,8 +8,10 @@
  * after the Miller index is nb_fastmath.inc, the same source the scalar
  * (host test and CUDA) instantiation in nb_physics.h is built from.
  *
- * Precision: positions, the diffracted direction and the Miller indices are
- * double; from the fractional index on (lattice factor, structure factor,
+ * Precision: on a flat detector the Miller indices at the centre of each
+ * group are double, and the lanes' offsets from them single precision from
+ * exact differences (render_row_impl); on a curved one every lane's index is
+ * double.  From the fractional index on (lattice factor, structure factor,
  * polarization, solid angle, absorption, accumulation) single precision.
  * The order of the loops and the "first value" rules of the reference (solid
  * angle and polarization from the first sub-pixel, capture fraction of the
@@ -36,8 +38,20 @@
 #define NB_FAST_W 4
 #endif
 #define W NB_FAST_W
-#if W != 4 && W != 8 && W != 16
-#error "NB_FAST_W must be 4, 8 or 16"
+#if W != 4 && W != 8 && W != 16 && W != 32
+#error "NB_FAST_W must be 4, 8, 16 or 32"
+#endif
+/* the native register's floats: the hardware estimates work on W / NW of them */
+#if defined(__AVX512F__) && W % 16 == 0
+#define NW 16
+typedef __m512 vfn;
+typedef __m512i vin;
+#elif defined(__AVX2__) && W % 8 == 0
+#define NW 8
+typedef __m256 vfn;
+typedef __m256i vin;
+#else
+#define NW 0
 #endif
 
 typedef float vf __attribute__((vector_size(4 * W)));
@@ -57,6 +71,11 @@ typedef double vd __attribute__((vector_size(8 * W)));
 #include "nb_fastmath.inc"
 
 #define INL static inline __attribute__((always_inline))
+
+/* the row statistics, compiled for this instruction set */
+#define NB_ROW_STATS_NAME row_stats_here
+#define NB_ROW_STATS_LINKAGE static
+#include "nb_rowstats.inc"
 
 INL vf splat(float x) { return (vf){0} + x; }
 INL vi maskall(int on) { return (vi){0} + (on ? -1 : 0); }
@@ -82,7 +101,10 @@ INL int any_lane(vi m)
     return a != 0;
 }
 
-#if W == 16
+#if W == 32
+static const vf lane_index = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
+                              16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+#elif W == 16
 static const vf lane_index = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 #elif W == 8
 static const vf lane_index = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -90,13 +112,41 @@ static const vf lane_index = {0, 1, 2, 3, 4, 5, 6, 7};
 static const vf lane_index = {0, 1, 2, 3};
 #endif
 
+/* Apply a native-width operation to each register of a W-lane vector. */
+#define PER_REG(T_OUT, x, OP)                                                                                         \
+    ({                                                                                                                \
+        T_OUT r_;                                                                                                     \
+        for (int c_ = 0; c_ < W / NW; c_++) {                                                                         \
+            __typeof__(x) x_ = (x);                                                                                   \
+            vfn in_;                                                                                                  \
+            memcpy(&in_, (const char *)&x_ + c_ * sizeof in_, sizeof in_);                                            \
+            vfn out_ = OP(in_);                                                                                       \
+            memcpy((char *)&r_ + c_ * sizeof out_, &out_, sizeof out_);                                               \
+        }                                                                                                             \
+        r_;                                                                                                           \
+    })
+
 /* base[idx] for each lane (idx in range on every lane) */
 INL vf gather(const float *base, vi idx)
 {
-#if defined(__AVX512F__) && W == 16
-    return (vf)_mm512_i32gather_ps((__m512i)idx, base, 4);
-#elif defined(__AVX2__) && W == 8
-    return (vf)_mm256_i32gather_ps(base, (__m256i)idx, 4);
+#if NW == 16
+    vf r;
+    for (int c = 0; c < W / NW; c++) {
+        vin ic;
+        memcpy(&ic, (const char *)&idx + c * sizeof ic, sizeof ic);
+        __m512 g = _mm512_i32gather_ps(ic, base, 4);
+        memcpy((char *)&r + c * sizeof g, &g, sizeof g);
+    }
+    return r;
+#elif NW == 8
+    vf r;
+    for (int c = 0; c < W / NW; c++) {
+        vin ic;
+        memcpy(&ic, (const char *)&idx + c * sizeof ic, sizeof ic);
+        __m256 g = _mm256_i32gather_ps(base, ic, 4);
+        memcpy((char *)&r + c * sizeof g, &g, sizeof g);
+    }
+    return r;
 #else
     vf r;
     for (int j = 0; j < W; j++) r[j] = base[idx[j]];
@@ -110,11 +160,11 @@ INL vf gather(const float *base, vi idx)
  * dependency chain of every sub-pixel. */
 INL vf rsqrt_est(vf x)
 {
-#if defined(__AVX512F__) && W == 16
-    vf y = (vf)_mm512_rsqrt14_ps((__m512)x);
+#if NW == 16
+    vf y = PER_REG(vf, x, _mm512_rsqrt14_ps);
     return y * (1.5f - 0.5f * x * y * y);
-#elif defined(__AVX__) && W == 8
-    vf y = (vf)_mm256_rsqrt_ps((__m256)x);
+#elif NW == 8
+    vf y = PER_REG(vf, x, _mm256_rsqrt_ps);
     return y * (1.5f - 0.5f * x * y * y);
 #else
     return vx_rsqrtf2(x);
@@ -163,65 +213,99 @@ INL vf structure_factor(const nb_fparams *fs, vi ih, vi ik, vi il, vf dh, vf dk,
     return self(safe, sum, F);
 }
 
-/* One group of up to W pixels of row s_row starting at fast index f0. */
-/* Groups rendered together: their independent dependency chains sit side by
- * side in the instruction stream, which keeps the vector units busy (one
- * group alone is a long chain of dependent operations). */
-#define G 1
-#define EACH _Pragma("GCC unroll 4") for (int g = 0; g < G; g++)
+/* round to nearest in single precision (ties to even; |x| < 2^22) */
+#define RINT512(v) _mm512_roundscale_ps((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define RINT256(v) _mm256_round_ps((v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+INL vf rintf_v(vf x)
+{
+#if NW == 16
+    return PER_REG(vf, x, RINT512);
+#elif NW == 8
+    return PER_REG(vf, x, RINT256);
+#else
+    return vx_rintf(x);
+#endif
+}
 
-/* G groups of up to W pixels of row s_row, starting at fast index f0; n
- * pixels in all (the last groups of a row may be partial or empty). */
-INL void render_groups_impl(const nb_fparams *fs, int s_row, int f0, int n, float *out, vd *omega_acc,
-                            int *tripped, const int curved)
+/* 1/x to about 1e-7 (estimate, one Newton step) */
+INL vf rcp_est(vf x)
+{
+#if NW == 16
+    vf y = PER_REG(vf, x, _mm512_rcp14_ps);
+#elif NW == 8
+    vf y = PER_REG(vf, x, _mm256_rcp_ps);
+    y = y * (2.0f - x * y);
+#else
+    vf y = 1.0f / x;
+    return y;
+#endif
+    return y * (2.0f - x * y);
+}
+
+/* One group of up to W pixels of row s_row, starting at fast index f0.
+ *
+ * The Miller index of a flat detector's pixel is h = (A.pos)/|pos| - A.i,
+ * with A.pos linear along the row.  It is split at the group's centre c:
+ * h(c) is computed in double (one scalar per index and (source, cell)), its
+ * whole part taken off, and the offset h(f) - h(c) of each lane in single
+ * precision from exact differences,
+ *     h(f) - h(c) = A_f df / r_f + (A.pos_c) (1/r_f - 1/r_c),
+ *     1/r_f - 1/r_c = -(r_f^2 - r_c^2) / (r_f r_c (r_f + r_c)),
+ * where df, the lane's distance from the centre, and r_f^2 - r_c^2 (a
+ * polynomial in df) are small numbers known to single precision.  The
+ * fractional index so found is good to a few 1e-8 whatever the size of h,
+ * at a fraction of the cost of double lanes.  A curved detector's positions
+ * are not linear along the row: there every lane's index is computed in
+ * double. */
+INL void render_row_impl(const nb_fparams *fs, int s_row, float *row, vd *omega_acc, int *tripped, const int curved,
+                         const int simple)
 {
     const nb_kparams *kp = &fs->kp;
     const int os = kp->oversample;
     const double sub = kp->subpixel_size;
-
-    /* which lanes are pixels to render */
-    vi live[G];
-    if (!kp->mask && f0 >= kp->roi_xmin && f0 + n - 1 <= kp->roi_xmax) {
-        EACH live[g] = lane_index < (float)(n - g * W); /* the usual case: all inside the ROI */
-    } else {
-        int any = 0;
-        EACH {
-            int livei[W];
-            for (int j = 0; j < W; j++) {
-                int f = f0 + g * W + j;
-                int on = g * W + j < n && f >= kp->roi_xmin && f <= kp->roi_xmax &&
-                         (!kp->mask || kp->mask[(size_t)s_row * kp->fpixels + f]);
-                livei[j] = on ? -1 : 0;
-            }
-            memcpy(&live[g], livei, sizeof live[g]);
-            any |= any_lane(live[g]);
-        }
-        if (!any) {
-            memset(out, 0, (size_t)n * sizeof(float));
-            return;
-        }
-    }
-
     const vi os_thick = maskall(kp->oversample_thick), os_polar = maskall(kp->oversample_polar);
     const vi os_omega = maskall(kp->oversample_omega);
-    const int any_os = kp->oversample_thick || kp->oversample_polar || kp->oversample_omega;
+    const int any_os = simple ? 0 : kp->oversample_thick || kp->oversample_polar || kp->oversample_omega;
     const float kahn = (float)kp->kahn_factor;
-    const int with_thickness = kp->thick != 0.0, with_dmin = fs->dmin > 0.0f;
+    const int with_thickness = simple ? 0 : kp->thick != 0.0, with_dmin = simple ? 0 : fs->dmin > 0.0f;
+    const int fmode = simple ? NB_FMODE_DEFAULT : fs->fmode;
     const float Na = (float)kp->Na, Nb = (float)kp->Nb, Nc = (float)kp->Nc, fudge = (float)kp->fudge;
     const vi water_zero = maskall(kp->water_size == 0.0);
     const float pix2_close = (float)(kp->pixel_size * kp->pixel_size * kp->close_distance);
-    const vd lane = tod(lane_index);
-
-    vf I[G], polar[G], omega[G], capture[G];
-    EACH {
-        I[g] = splat((float)kp->I_bg);
-        polar[g] = splat(kp->nopolar ? 1.0f : 0.0f);
-        omega[g] = capture[g] = splat(0.0f);
+    const double ff = kp->fdet[0] * kp->fdet[0] + kp->fdet[1] * kp->fdet[1] + kp->fdet[2] * kp->fdet[2];
+    /* the lanes' distances from the group's centre, along the fast axis */
+    const double centre = (W - 1) / 2.0;
+    const vf df = tof((tod(lane_index) - centre) * (sub * os));
+    const float scale = (float)(kp->r_e_sqr * kp->fluence / kp->steps);
+    for (int f0 = 0; f0 < kp->fpixels; f0 += W) {
+    const int n = kp->fpixels - f0 < W ? kp->fpixels - f0 : W;
+    float *out = row + f0;
+    /* which lanes are pixels to render */
+    vi live;
+    if (!kp->mask && f0 >= kp->roi_xmin && f0 + n - 1 <= kp->roi_xmax) {
+        live = lane_index < (float)n; /* the usual case: all inside the ROI */
+    } else {
+        int livei[W];
+        for (int j = 0; j < W; j++) {
+            int f = f0 + j;
+            int on = j < n && f >= kp->roi_xmin && f <= kp->roi_xmax &&
+                     (!kp->mask || kp->mask[(size_t)s_row * kp->fpixels + f]);
+            livei[j] = on ? -1 : 0;
+        }
+        memcpy(&live, livei, sizeof live);
+        if (!any_lane(live)) {
+            memset(out, 0, (size_t)n * sizeof(float));
+            continue;
+        }
     }
+
+    vf I = splat((float)kp->I_bg);
+    vf polar = splat(kp->nopolar ? 1.0f : 0.0f);
+    vf omega = splat(0.0f), capture = splat(0.0f);
 
     for (int t = 0; t < kp->thicksteps; t++) {
         const double Odet = t * kp->thickstep;
-        EACH capture[g] = splat(with_thickness ? 0.0f : 1.0f);
+        capture = splat(with_thickness ? 0.0f : 1.0f);
         for (int subS = 0; subS < os; subS++) {
             const double Sdet = sub * ((double)s_row * os + subS) + sub / 2.0;
             /* the part of the position common to the row */
@@ -230,158 +314,166 @@ INL void render_groups_impl(const nb_fparams *fs, int s_row, int f0, int n, floa
             const double Cz = Sdet * kp->sdet[2] + Odet * kp->odet[2] + kp->pix0[2];
             const double cc = Cx * Cx + Cy * Cy + Cz * Cz;
             const double fc = 2.0 * (kp->fdet[0] * Cx + kp->fdet[1] * Cy + kp->fdet[2] * Cz);
-            const double ff = kp->fdet[0] * kp->fdet[0] + kp->fdet[1] * kp->fdet[1] + kp->fdet[2] * kp->fdet[2];
             for (int subF = 0; subF < os; subF++) {
                 /* ---- the sub-pixel's position and direction ---- */
-                vd Fdet[G], px[G], py[G], pz[G], r2[G], inv[G];
-                vf invf[G], dxf[G], dyf[G], dzf[G];
-                EACH Fdet[g] = sub * ((lane + (f0 + g * W)) * os + subF) + sub / 2.0;
+                const double Fc = sub * ((f0 + centre) * os + subF) + sub / 2.0; /* the group's centre */
+                vd px, py, pz, inv;
+                vf invf, dxf, dyf, dzf, dfi = splat(0.0f), dinv = splat(0.0f);
+                double invc = 0.0;
                 if (curved) {
-                    EACH {
-                        px[g] = Fdet[g] * kp->fdet[0] + Cx, py[g] = Fdet[g] * kp->fdet[1] + Cy;
-                        pz[g] = Fdet[g] * kp->fdet[2] + Cz;
-                        for (int j = 0; j < W; j++) {
-                            double v[3], nv[3], q[3] = {px[g][j], py[g][j], pz[g][j]};
-                            for (int i = 0; i < 3; i++) v[i] = kp->distance * kp->beam[i];
-                            nb_rotate_axis(v, nv, kp->sdet, q[1] / kp->distance);
-                            nb_rotate_axis(nv, q, kp->fdet, q[2] / kp->distance);
-                            px[g][j] = q[0], py[g][j] = q[1], pz[g][j] = q[2];
-                        }
-                        r2[g] = px[g] * px[g] + py[g] * py[g] + pz[g] * pz[g];
+                    vd Fdet = sub * ((tod(lane_index) + f0) * os + subF) + sub / 2.0;
+                    px = Fdet * kp->fdet[0] + Cx, py = Fdet * kp->fdet[1] + Cy, pz = Fdet * kp->fdet[2] + Cz;
+                    for (int j = 0; j < W; j++) {
+                        double v[3], nv[3], q[3] = {px[j], py[j], pz[j]};
+                        for (int i = 0; i < 3; i++) v[i] = kp->distance * kp->beam[i];
+                        nb_rotate_axis(v, nv, kp->sdet, q[1] / kp->distance);
+                        nb_rotate_axis(nv, q, kp->fdet, q[2] / kp->distance);
+                        px[j] = q[0], py[j] = q[1], pz[j] = q[2];
                     }
+                    vd r2 = px * px + py * py + pz * pz;
+                    /* 1/r: single-precision estimate, one Newton step in double (1e-10) */
+                    inv = tod(rsqrt_est(tof(r2)));
+                    inv = inv * (1.5 - 0.5 * r2 * inv * inv);
+                    invf = tof(inv);
+                    dxf = tof(px * inv), dyf = tof(py * inv), dzf = tof(pz * inv);
                 } else {
-                    EACH r2[g] = (Fdet[g] * ff + fc) * Fdet[g] + cc; /* |pos|^2, a quadratic in Fdet */
+                    /* the centre in double; the lanes as small offsets from it */
+                    const double r2c = (Fc * ff + fc) * Fc + cc, rc = sqrt(r2c);
+                    invc = 1.0 / rc;
+                    const vf dr2 = df * ((float)(2.0 * ff * Fc + fc) + (float)ff * df); /* r_f^2 - r_c^2 */
+                    const vf r2f = (float)r2c + dr2;
+                    invf = rsqrt_est(r2f);
+                    dinv = -dr2 * invf * (float)invc * rcp_est(r2f * invf + (float)rc);
+                    invf = (float)invc + dinv; /* 1/r_f, from the exact difference */
+                    dfi = df * invf;
+                    const vf Ff = (float)Fc + df;
+                    dxf = (Ff * (float)kp->fdet[0] + (float)Cx) * invf;
+                    dyf = (Ff * (float)kp->fdet[1] + (float)Cy) * invf;
+                    dzf = (Ff * (float)kp->fdet[2] + (float)Cz) * invf;
+                    (void)px, (void)py, (void)pz, (void)inv;
                 }
-                /* 1/r: single-precision estimate (1e-5), one Newton step in double (1e-10) */
-                EACH inv[g] = tod(rsqrt_est(tof(r2[g])));
-                EACH inv[g] = inv[g] * (1.5 - 0.5 * r2[g] * inv[g] * inv[g]);
-                EACH {
-                    invf[g] = tof(inv[g]);
-                    vf om = kp->point_pixel ? invf[g] * invf[g] : pix2_close * invf[g] * invf[g] * invf[g];
-                    omega[g] = self((omega[g] == 0.0f) | os_omega, om, omega[g]);
-                    *omega_acc += tod(self(live[g], omega[g], splat(0.0f))); /* summed in double */
-                }
-                /* the unit direction in single precision, for the angle-dependent factors */
-                if (curved) {
-                    EACH dxf[g] = tof(px[g] * inv[g]), dyf[g] = tof(py[g] * inv[g]), dzf[g] = tof(pz[g] * inv[g]);
-                } else {
-                    EACH {
-                        vf Ff = tof(Fdet[g]);
-                        dxf[g] = (Ff * (float)kp->fdet[0] + (float)Cx) * invf[g];
-                        dyf[g] = (Ff * (float)kp->fdet[1] + (float)Cy) * invf[g];
-                        dzf[g] = (Ff * (float)kp->fdet[2] + (float)Cz) * invf[g];
-                    }
+                {
+                    vf om = kp->point_pixel ? invf * invf : pix2_close * invf * invf * invf;
+                    omega = self((omega == 0.0f) | os_omega, om, omega);
+                    *omega_acc += tod(self(live, omega, splat(0.0f))); /* summed in double */
                 }
                 if (with_thickness) {
                     /* fraction absorbed in this layer, at this obliquity */
-                    EACH {
-                        vf rho = dxf[g] * (float)kp->odet[0] + dyf[g] * (float)kp->odet[1] + dzf[g] * (float)kp->odet[2];
-                        vf mu_over = (float)(kp->thickstep * kp->mu) / rho;
-                        vf cap = vx_expf(-(float)t * mu_over) - vx_expf(-(float)(t + 1) * mu_over);
-                        capture[g] = self((capture[g] == 0.0f) | os_thick, cap, capture[g]);
-                    }
+                    vf rho = dxf * (float)kp->odet[0] + dyf * (float)kp->odet[1] + dzf * (float)kp->odet[2];
+                    vf mu_over = (float)(kp->thickstep * kp->mu) / rho;
+                    vf cap = vx_expf(-(float)t * mu_over) - vx_expf(-(float)(t + 1) * mu_over);
+                    capture = self((capture == 0.0f) | os_thick, cap, capture);
                 }
 
                 for (int src = 0; src < kp->nsources; src++) {
                     const float *si = fs->src_i + 3 * src;
-                    vi ok[G], need[G];
-                    vf c2t[G];
-                    int any_need = 0, any_ok = 0;
-                    EACH {
-                        c2t[g] = dxf[g] * si[0] + dyf[g] * si[1] + dzf[g] * si[2];
-                        ok[g] = live[g];
-                        if (with_dmin) {
-                            vf stol = vx_sqrtf(2.0f - 2.0f * c2t[g]) * fs->src_inv2lambda[src];
-                            ok[g] &= ~((stol > 0.0f) & (fs->dmin * stol > 0.5f));
-                        }
-                        /* the polarization where it is still to be computed */
-                        need[g] = ok[g] & ((polar[g] == 0.0f) | os_polar);
-                        any_need |= any_lane(need[g]);
-                        any_ok |= any_lane(ok[g]);
+                    vf c2t = dxf * si[0] + dyf * si[1] + dzf * si[2];
+                    vi ok = live;
+                    if (with_dmin) {
+                        vf stol = vx_sqrtf(2.0f - 2.0f * c2t) * fs->src_inv2lambda[src];
+                        ok &= ~((stol > 0.0f) & (fs->dmin * stol > 0.5f));
+                        if (!any_lane(ok)) continue;
                     }
-                    if (any_need) {
+                    /* the polarization where it is still to be computed */
+                    vi need = ok & ((polar == 0.0f) | os_polar);
+                    if (any_lane(need)) {
                         const float *sE = fs->src_E + 3 * src, *sB = fs->src_B + 3 * src;
-                        EACH {
-                            vf dE = splat(0.0f), dB = splat(0.0f);
-                            if (kahn != 0.0f) {
-                                dE = dxf[g] * sE[0] + dyf[g] * sE[1] + dzf[g] * sE[2];
-                                dB = dxf[g] * sB[0] + dyf[g] * sB[1] + dzf[g] * sB[2];
-                            }
-                            polar[g] = self(need[g], vx_polar(kahn, c2t[g], dE, dB), polar[g]);
+                        vf dE = splat(0.0f), dB = splat(0.0f);
+                        if (kahn != 0.0f) {
+                            dE = dxf * sE[0] + dyf * sE[1] + dzf * sE[2];
+                            dB = dxf * sB[0] + dyf * sB[1] + dzf * sB[2];
                         }
+                        polar = self(need, vx_polar(kahn, c2t, dE, dB), polar);
                     }
-                    if (!any_ok) continue;
-                    vf mult[G];
-                    EACH mult[g] = any_os ? self(os_thick, capture[g], splat(1.0f)) * self(os_polar, polar[g], splat(1.0f)) *
-                                               self(os_omega, omega[g], splat(1.0f))
-                                         : splat(1.0f);
+                    const vf mult = any_os ? self(os_thick, capture, splat(1.0f)) * self(os_polar, polar, splat(1.0f)) *
+                                                 self(os_omega, omega, splat(1.0f))
+                                           : splat(1.0f);
+                    const vi accept_base = ok;
 
                     const nb_pair *pc = fs->pairs + (size_t)src * kp->ncells;
                     for (int cell = 0; cell < kp->ncells; cell++, pc++) {
-                        /* Miller indices in double: (A.pos)/|pos| - A.i; fractional parts in single */
-                        vd h[G], k[G], l[G], h0[G], k0[G], l0[G];
-                        vf dh[G], dk[G], dl[G], F_latt[G], F_cell[G];
+                        vf dh, dk, dl;
+                        vi ih, ik, il;
                         if (curved) {
-                            EACH {
-                                h[g] = (pc->A[0] * px[g] + pc->A[1] * py[g] + pc->A[2] * pz[g]) * inv[g] - pc->hi[0];
-                                k[g] = (pc->A[3] * px[g] + pc->A[4] * py[g] + pc->A[5] * pz[g]) * inv[g] - pc->hi[1];
-                                l[g] = (pc->A[6] * px[g] + pc->A[7] * py[g] + pc->A[8] * pz[g]) * inv[g] - pc->hi[2];
-                            }
+                            /* Miller indices in double: (A.pos)/|pos| - A.i; fractional parts in single */
+                            vd h = (pc->A[0] * px + pc->A[1] * py + pc->A[2] * pz) * inv - pc->hi[0];
+                            vd k = (pc->A[3] * px + pc->A[4] * py + pc->A[5] * pz) * inv - pc->hi[1];
+                            vd l = (pc->A[6] * px + pc->A[7] * py + pc->A[8] * pz) * inv - pc->hi[2];
+                            vd h0 = rintd(h), k0 = rintd(k), l0 = rintd(l);
+                            dh = tof(h - h0), dk = tof(k - k0), dl = tof(l - l0);
+                            ih = __builtin_convertvector(h0, vi), ik = __builtin_convertvector(k0, vi);
+                            il = __builtin_convertvector(l0, vi);
                         } else {
-                            const double Hh = Sdet * pc->As[0] + Odet * pc->Ao[0] + pc->Ap[0];
-                            const double Hk = Sdet * pc->As[1] + Odet * pc->Ao[1] + pc->Ap[1];
-                            const double Hl = Sdet * pc->As[2] + Odet * pc->Ao[2] + pc->Ap[2];
-                            EACH {
-                                h[g] = (Fdet[g] * pc->Af[0] + Hh) * inv[g] - pc->hi[0];
-                                k[g] = (Fdet[g] * pc->Af[1] + Hk) * inv[g] - pc->hi[1];
-                                l[g] = (Fdet[g] * pc->Af[2] + Hl) * inv[g] - pc->hi[2];
+                            /* the centre's indices in double, whole parts off; the lanes' offsets in single */
+                            const double Ph = Fc * pc->Af[0] + Sdet * pc->As[0] + Odet * pc->Ao[0] + pc->Ap[0];
+                            const double Pk = Fc * pc->Af[1] + Sdet * pc->As[1] + Odet * pc->Ao[1] + pc->Ap[1];
+                            const double Pl = Fc * pc->Af[2] + Sdet * pc->As[2] + Odet * pc->Ao[2] + pc->Ap[2];
+                            const double hc = Ph * invc - pc->hi[0], kc = Pk * invc - pc->hi[1],
+                                         lc = Pl * invc - pc->hi[2];
+                            const double hr = rint(hc), kr = rint(kc), lr = rint(lc);
+                            dh = (float)(hc - hr) + (float)pc->Af[0] * dfi + (float)Ph * dinv;
+                            dk = (float)(kc - kr) + (float)pc->Af[1] * dfi + (float)Pk * dinv;
+                            dl = (float)(lc - lr) + (float)pc->Af[2] * dfi + (float)Pl * dinv;
+                            const vf rh = rintf_v(dh), rk = rintf_v(dk), rl = rintf_v(dl);
+                            dh -= rh, dk -= rk, dl -= rl;
+                            if (fmode != NB_FMODE_DEFAULT) {
+                                ih = (int)hr + __builtin_convertvector(rh, vi);
+                                ik = (int)kr + __builtin_convertvector(rk, vi);
+                                il = (int)lr + __builtin_convertvector(rl, vi);
+                            } else {
+                                ih = ik = il = (vi){0};
                             }
                         }
-                        EACH h0[g] = rintd(h[g]), k0[g] = rintd(k[g]), l0[g] = rintd(l[g]);
-                        EACH dh[g] = tof(h[g] - h0[g]), dk[g] = tof(k[g] - k0[g]), dl[g] = tof(l[g] - l0[g]);
-                        EACH F_latt[g] = vx_lattice(kp->shape, fs->cheb, dh[g], dk[g], dl[g], Na, Nb, Nc, fudge,
-                                                    fs->a_star, fs->b_star, fs->c_star);
-                        EACH F_cell[g] = splat((float)kp->F.default_F);
-                        if (fs->fmode != NB_FMODE_DEFAULT)
-                            EACH F_cell[g] = structure_factor(fs, __builtin_convertvector(h0[g], vi),
-                                                              __builtin_convertvector(k0[g], vi),
-                                                              __builtin_convertvector(l0[g], vi), dh[g], dk[g], dl[g],
-                                                              ok[g], tripped);
-                        EACH {
-                            vf term = F_cell[g] * F_cell[g] * F_latt[g] * F_latt[g];
-                            /* the reference skips zero lattice terms unless there is water */
-                            vi accept = ok[g] & ~((F_latt[g] == 0.0f) & water_zero);
-                            if (any_os) I[g] = self(accept, (I[g] + term) * mult[g], I[g]);
-                            else I[g] += self(accept, term, splat(0.0f));
-                        }
+                        const vf F_latt = vx_lattice(kp->shape, fs->cheb, dh, dk, dl, Na, Nb, Nc, fudge, fs->a_star,
+                                                     fs->b_star, fs->c_star);
+                        vf F_cell = splat((float)kp->F.default_F);
+                        if (fmode != NB_FMODE_DEFAULT)
+                            F_cell = structure_factor(fs, ih, ik, il, dh, dk, dl, accept_base, tripped);
+                        const vf term = F_cell * F_cell * F_latt * F_latt;
+                        /* the reference skips zero lattice terms unless there is water */
+                        const vi accept = accept_base & ~((F_latt == 0.0f) & water_zero);
+                        if (any_os) I = self(accept, (I + term) * mult, I);
+                        else I += self(accept, term, splat(0.0f));
                     }
                 }
             }
         }
     }
-    const float scale = (float)(kp->r_e_sqr * kp->fluence / kp->steps);
-    EACH {
-        vf val = scale * I[g];
-        val *= self(os_thick, splat(1.0f), capture[g]);
-        val *= self(os_polar, splat(1.0f), polar[g]);
-        val *= self(os_omega, splat(1.0f), omega[g]);
-        val = self(live[g], val, splat(0.0f));
-        int m = n - g * W;
-        if (m >= W) memcpy(out + g * W, &val, sizeof val);
-        else if (m > 0) memcpy(out + g * W, &val, (size_t)m * sizeof(float));
+    vf val = scale * I;
+    if (!simple) {
+        val *= self(os_thick, splat(1.0f), capture);
+        val *= self(os_polar, splat(1.0f), polar);
+        val *= self(os_omega, splat(1.0f), omega);
+    } else {
+        /* the same order as above (capture is 1 here): a plan renders to
+         * the same bits whichever instantiation runs it */
+        val *= polar;
+        val *= omega;
+    }
+    val = self(live, val, splat(0.0f));
+    if (n >= W) memcpy(out, &val, sizeof val);
+    else memcpy(out, &val, (size_t)n * sizeof(float));
     }
 }
 
-/* flat and curved detectors: two instantiations */
-static void render_groups(const nb_fparams *fs, int s_row, int f0, int n, float *out, vd *omega_acc, int *tripped)
-{
-    if (fs->kp.curved_detector) render_groups_impl(fs, s_row, f0, n, out, omega_acc, tripped, 1);
-    else render_groups_impl(fs, s_row, f0, n, out, omega_acc, tripped, 0);
-}
-
-void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, int *tripped_out, nb_progress *prog)
+/* Three instantiations: curved detectors; flat ones in general; and flat ones
+ * without the oversampling flags, absorption, dmin or an F table, where the
+ * compiler drops those branches and keeps more in registers. */
+static void render_row(const nb_fparams *fs, int s_row, float *row, vd *omega_acc, int *tripped)
 {
     const nb_kparams *kp = &fs->kp;
+    const int simple = !kp->oversample_thick && !kp->oversample_polar && !kp->oversample_omega && kp->thick == 0.0 &&
+                       fs->dmin <= 0.0f && fs->fmode == NB_FMODE_DEFAULT;
+    if (kp->curved_detector) render_row_impl(fs, s_row, row, omega_acc, tripped, 1, 0);
+    else if (simple) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1);
+    else render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 0);
+}
+
+void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, nb_row_stats *row_stats, int *tripped_out,
+                  nb_progress *prog)
+{
+    const nb_kparams *kp = &fs->kp;
+    const nb_roi roi = {kp->roi_xmin, kp->roi_xmax, kp->roi_ymin, kp->roi_ymax};
     int tripped = 0;
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped)
     for (int s = 0; s < kp->spixels; s++) {
@@ -390,14 +482,15 @@ void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, int *tr
         if (s < kp->roi_ymin || s > kp->roi_ymax) {
             memset(row, 0, (size_t)kp->fpixels * sizeof(float));
         } else {
-            for (int f0 = 0; f0 < kp->fpixels; f0 += G * W) {
-                int n = kp->fpixels - f0 < G * W ? kp->fpixels - f0 : G * W;
-                render_groups(fs, s, f0, n, row + f0, &omega, &tripped);
-            }
+            render_row(fs, s, row, &omega, &tripped);
         }
         double osum = 0.0;
         for (int j = 0; j < W; j++) osum += omega[j];
         row_omega[s] = osum;
+        /* the row's statistics while it is still in cache */
+        if (row_stats)
+            row_stats_here(row, kp->fpixels, s, roi, kp->mask ? kp->mask + (size_t)s * kp->fpixels : NULL,
+                           &row_stats[s]);
         if (prog) nb_progress_add(prog, 1);
     }
     *tripped_out = tripped;

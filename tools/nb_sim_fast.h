@@ -4,14 +4,19 @@
 #ifndef NB_SIM_FAST_H
 #define NB_SIM_FAST_H
 
+#include "nb_image.h"
 #include "nb_physics.h"
 #include "nb_util.h"
 
-typedef void (*nb_fast_kernel)(const nb_fparams *fp, float *image, double *row_omega, int *tripped,
+typedef void (*nb_fast_kernel)(const nb_fparams *fp, float *image, double *row_omega, nb_row_stats *row_stats,
+                               int *tripped,
                                nb_progress *prog);
 
-void nb_render_fast_generic(const nb_fparams *fp, float *image, double *row_omega, int *tripped, nb_progress *prog);
-void nb_render_fast_avx2(const nb_fparams *fp, float *image, double *row_omega, int *tripped, nb_progress *prog);
-void nb_render_fast_avx512(const nb_fparams *fp, float *image, double *row_omega, int *tripped, nb_progress *prog);
+void nb_render_fast_generic(const nb_fparams *fp, float *image, double *row_omega, nb_row_stats *row_stats,
+                               int *tripped, nb_progress *prog);
+void nb_render_fast_avx2(const nb_fparams *fp, float *image, double *row_omega, nb_row_stats *row_stats,
+                               int *tripped, nb_progress *prog);
+void nb_render_fast_avx512(const nb_fparams *fp, float *image, double *row_omega, nb_row_stats *row_stats,
+                               int *tripped, nb_progress *prog);
 
 #endif

@@ -99,7 +99,7 @@ k = int(np.argmax(f))
 fast, slow = k % 40, k // 40
 assert abs((fast + 0.5) * 1e-4 - X) < 1e-9 and abs((slow + 0.5) * 1e-4 - Y) < 1e-9, (fast, slow, X, Y)
 assert fast != slow, 'the test needs an off-diagonal maximum'
-assert int(np.argmax(i)) == k, (np.argmax(i), k)
+assert i[k] == i.max(), (i[k], i.max(), k)  # rounding may tie it with a symmetric neighbour
 EOF
 }
 

@@ -58,7 +58,53 @@ static const config configs[] = {
      "small.hkl"},
     {"tricubic F", "-cell 20 20 20 90 90 90 -lambda 1 -N 2 -distance 100 -detpixels 32 -pixel 0.8 -oversample 1",
      "interp.hkl"},
+    {"ROI", "-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 64 -pixel 0.3 "
+            "-roi 5 50 3 40", NULL},
+    {"ROI and mask", "-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 64 "
+                     "-pixel 0.3 -roi 2 60 1 62", NULL},
 };
+
+/* The reference's statistics loops as it writes them: one sequential pass for
+ * max (first pixel strictly greater), sum and sum of squares over rendered
+ * pixels, a second one for the deviations over all ROI pixels. */
+static void reference_stats(const float *img, const nb_plan *p, nb_stats *st)
+{
+    double max_I = 0.0, sum = 0.0, sumsqr = 0.0, sumd = 0.0;
+    long n = 0, n2 = 0, arg = -1;
+    for (int s = 0; s < p->spixels; s++)
+        for (int f = 0; f < p->fpixels; f++) {
+            size_t i = (size_t)s * p->fpixels + f;
+            if (f < p->roi_xmin || f > p->roi_xmax || s < p->roi_ymin || s > p->roi_ymax) continue;
+            if (p->mask && !p->mask[i]) continue;
+            float v = img[i];
+            if (v > max_I) max_I = v, arg = (long)i;
+            sum += v;
+            sumsqr += v * v;
+            ++n;
+        }
+    double avg = sum / (n > 0 ? n : 1);
+    st->rms = sqrt(sumsqr / ((n > 1 ? n : 2) - 1));
+    for (int s = 0; s < p->spixels; s++)
+        for (int f = 0; f < p->fpixels; f++) {
+            if (f < p->roi_xmin || f > p->roi_xmax || s < p->roi_ymin || s > p->roi_ymax) continue;
+            double d = img[(size_t)s * p->fpixels + f] - avg;
+            sumd += d * d;
+            ++n2;
+        }
+    st->rmsd = sqrt(sumd / ((n2 > 1 ? n2 : 2) - 1));
+    st->mean = avg, st->max_I = max_I, st->max_index = arg, st->rendered = n;
+}
+
+static void check_stats(const char *what, const nb_stats *got, const nb_stats *want)
+{
+    double dm = fabs(got->mean - want->mean) / (fabs(want->mean) + 1e-300);
+    double dr = fabs(got->rms - want->rms) / (fabs(want->rms) + 1e-300);
+    double dd = fabs(got->rmsd - want->rmsd) / (fabs(want->rmsd) + 1e-300);
+    ok(got->max_I == want->max_I && got->max_index == want->max_index && got->rendered == want->rendered &&
+           dm < 1e-12 && dr < 1e-12 && dd < 1e-10,
+       "%s: statistics as the reference's loops (max %g at %ld, %ld pixels; mean, rms, rmsd within %.1e %.1e %.1e)",
+       what, got->max_I, got->max_index, got->rendered, dm, dr, dd);
+}
 
 static int build_plan(const char *args, nb_plan *plan)
 {
@@ -120,6 +166,12 @@ int main(void)
             ok(0, "%s: plan resolves (%s)", cf->name, nb_error_message());
             continue;
         }
+        if (strcmp(cf->name, "ROI and mask") == 0) {
+            /* a mask with holes, including the brightest region */
+            plan.mask = malloc((size_t)plan.fpixels * plan.spixels);
+            for (int i = 0; i < plan.fpixels * plan.spixels; i++)
+                plan.mask[i] = (i % 7 != 3) && !(i / plan.fpixels > 28 && i / plan.fpixels < 36);
+        }
         hkl.default_F = plan.default_F;
         if (cf->hkl) {
             char path[256];
@@ -136,8 +188,18 @@ int main(void)
         }
         size_t n = (size_t)plan.fpixels * plan.spixels;
         float *dbl = calloc(n, sizeof(float)), *scalar = calloc(n, sizeof(float)), *simd = calloc(n, sizeof(float));
-        nb_render_result res;
+        nb_render_result res = {0};
+        nb_row_stats *rows = calloc((size_t)plan.spixels, sizeof *rows);
+        nb_stats want, have;
+        res.row_stats = rows;
         ok(nb_render_cpu_double(&setup.kp, dbl, &res, NULL) == NB_OK, "%s: double path renders", cf->name);
+        reference_stats(dbl, &plan, &want);
+        nb_stats_from_rows(rows, plan.spixels, &have);
+        check_stats("  double path, per-row", &have, &want);
+        nb_roi roi = {plan.roi_xmin, plan.roi_xmax, plan.roi_ymin, plan.roi_ymax};
+        ok(res.row_stats_filled && nb_image_stats(dbl, plan.fpixels, plan.spixels, roi, plan.mask, &have) == NB_OK,
+           "  nb_image_stats runs");
+        check_stats("  nb_image_stats", &have, &want);
 
         /* the scalar fast pixel, as the CUDA kernel runs it */
         nb_fparams fp;
@@ -164,8 +226,13 @@ int main(void)
                 continue;
             }
             memset(simd, 0, n * sizeof(float));
-            nb_render_result r2;
+            nb_render_result r2 = {0};
+            memset(rows, 0xff, (size_t)plan.spixels * sizeof *rows);
+            r2.row_stats = rows;
             ok(nb_render_cpu_fast(&setup.kp, &plan, simd, &r2, NULL) == NB_OK, "%s: SIMD %s renders", cf->name, got);
+            reference_stats(simd, &plan, &want);
+            nb_stats_from_rows(rows, plan.spixels, &have);
+            check_stats("  SIMD per-row", &have, &want);
             char what[128];
             snprintf(what, sizeof what, "  SIMD %s vs the scalar fast pixel", got);
             compare(what, scalar, simd, n, 0.9999999, 1e-5);
@@ -174,7 +241,7 @@ int main(void)
             ok(r2.tripped == tripped, "  SIMD %s: the same tricubic fallback report (%d)", got, r2.tripped);
         }
         unsetenv("NB_SIMD");
-        free(dbl), free(scalar), free(simd);
+        free(dbl), free(scalar), free(simd), free(rows);
         nb_sim_setup_free(&setup);
         nb_hkl_free(&hkl);
         nb_plan_free(&plan);
