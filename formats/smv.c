@@ -243,28 +243,56 @@ static nb_status smv_write_any(const char *path, const nb_smv_meta *m, const voi
     if (is_u16) {
         fwrite(values, sizeof(uint16_t), npix, fp);
     } else {
-        const int32_t *v = values;
-        enum { CHUNK = 8192 };
-        uint16_t b16[CHUNK];
-        uint32_t b32[CHUNK];
-        for (size_t i = 0; i < npix; i += CHUNK) {
-            size_t k = npix - i < CHUNK ? npix - i : CHUNK;
-            for (size_t j = 0; j < k; j++) {
-                int32_t x = v[i + j] < 0 ? 0 : v[i + j];
-                if (bits == 16) b16[j] = (uint16_t)(x > 65535 ? 65535 : x);
-                else b32[j] = (uint32_t)x;
-            }
-            if (bits == 16) fwrite(b16, sizeof(uint16_t), k, fp);
-            else fwrite(b32, sizeof(uint32_t), k, fp);
+        /* rows in chunks: from the caller's array, or filled by its function
+         * (so that a whole int32 copy of the image is never needed) */
+        const nb_smv_rows *src = values;
+        const size_t width = (size_t)m->fpixels;
+        int rows = (int)(((size_t)1 << 18) / (width ? width : 1));
+        if (rows < 1) rows = 1;
+        int32_t *chunk = malloc((size_t)rows * width * sizeof *chunk);
+        void *packed = malloc((size_t)rows * width * (size_t)(bits / 8));
+        if (!chunk || !packed) {
+            free(chunk), free(packed);
+            nb_outfile_abort(of);
+            return nb_error_set(NB_ERR_NOMEM, "out of memory for the SMV rows");
         }
+        for (int y0 = 0; y0 < m->spixels; y0 += rows) {
+            int ny = m->spixels - y0 < rows ? m->spixels - y0 : rows;
+            size_t k = (size_t)ny * width;
+            const int32_t *v;
+            if (src->counts) {
+                v = src->counts + (size_t)y0 * width;
+            } else {
+                src->fill(src->ctx, y0, ny, chunk);
+                v = chunk;
+            }
+            if (bits == 16) {
+                uint16_t *b16 = packed;
+                for (size_t j = 0; j < k; j++) {
+                    int32_t x = v[j] < 0 ? 0 : v[j];
+                    b16[j] = (uint16_t)(x > 65535 ? 65535 : x);
+                }
+            } else {
+                uint32_t *b32 = packed;
+                for (size_t j = 0; j < k; j++) b32[j] = (uint32_t)(v[j] < 0 ? 0 : v[j]);
+            }
+            fwrite(packed, (size_t)(bits / 8), k, fp);
+        }
+        free(chunk), free(packed);
     }
     return nb_outfile_commit(of);
 }
 
 nb_status nb_smv_write(const char *path, const nb_smv_meta *m, const int32_t *values, int bits)
 {
+    nb_smv_rows src = {values, NULL, NULL};
+    return nb_smv_write_rows(path, m, &src, bits);
+}
+
+nb_status nb_smv_write_rows(const char *path, const nb_smv_meta *m, const nb_smv_rows *rows, int bits)
+{
     if (bits != 16 && bits != 32) return nb_error_set(NB_ERR_USAGE, "SMV images are 16 or 32 bits, not %d", bits);
-    return smv_write_any(path, m, values, bits, 0);
+    return smv_write_any(path, m, rows, bits, 0);
 }
 
 nb_status nb_smv_write_u16(const char *path, const nb_smv_meta *m, const uint16_t *values)

@@ -62,4 +62,13 @@ void nb_smv_meta_from_plan(const nb_plan *p, double adc, int beam_mode, nb_smv_m
 nb_status nb_smv_write(const char *path, const nb_smv_meta *m, const int32_t *values, int bits);
 nb_status nb_smv_write_u16(const char *path, const nb_smv_meta *m, const uint16_t *values);
 
+/* The pixels of nb_smv_write_rows: an array, or (counts NULL) a function
+ * that fills rows y0 .. y0 + ny - 1 (fpixels values each) on demand. */
+typedef struct nb_smv_rows {
+    const int32_t *counts;
+    void (*fill)(void *ctx, int y0, int ny, int32_t *out);
+    void *ctx;
+} nb_smv_rows;
+nb_status nb_smv_write_rows(const char *path, const nb_smv_meta *m, const nb_smv_rows *rows, int bits);
+
 #endif

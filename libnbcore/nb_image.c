@@ -28,17 +28,23 @@ static void roi_columns(nb_roi r, int width, int y, int *x0, int *x1)
 /* The clamps below are selects only when GCC may ignore floating-point
  * exceptions (the values are the same either way): then the loops vectorise. */
 #if defined(__GNUC__) && !defined(__clang__)
-#define NB_VECTOR_CLAMPS __attribute__((optimize("no-trapping-math")))
+#define NB_VECTOR_CLAMPS __attribute__((optimize("no-trapping-math"), target_clones("avx2", "default")))
 #else
 #define NB_VECTOR_CLAMPS
 #endif
 
-NB_VECTOR_CLAMPS void nb_int_image(const float *img, int width, int height, nb_roi roi, double scale, double adc, int32_t *out)
+void nb_int_image(const float *img, int width, int height, nb_roi roi, double scale, double adc, int32_t *out)
+{
+    nb_int_image_rows(img, width, 0, height, roi, scale, adc, out);
+}
+
+NB_VECTOR_CLAMPS void nb_int_image_rows(const float *img, int width, int y0, int ny, nb_roi roi, double scale,
+                                        double adc, int32_t *out)
 {
 #pragma omp parallel for schedule(static)
-    for (int y = 0; y < height; y++) {
+    for (int y = y0; y < y0 + ny; y++) {
         const float *in = img + (size_t)y * width;
-        int32_t *o = out + (size_t)y * width;
+        int32_t *o = out + (size_t)(y - y0) * width;
         int x0, x1;
         roi_columns(roi, width, y, &x0, &x1);
         if (x1 < x0) {

@@ -20,6 +20,9 @@ double nb_pgm_scale(double requested, double int_scale, double rmsd);
 /* v = photons * scale + adc, clipped to 0..65535, rounded as floorf(v + 0.5);
  * 0 outside the ROI (masked pixels inside it get the ADC offset). */
 void nb_int_image(const float *img, int width, int height, nb_roi roi, double scale, double adc, int32_t *out);
+/* The same for rows y0 .. y0 + ny - 1 of the image, into out[ny * width]. */
+void nb_int_image_rows(const float *img, int width, int y0, int ny, nb_roi roi, double scale, double adc,
+                       int32_t *out);
 /* bytes = min(255, photons * scale) truncated (0 for negatives); 0 outside the ROI. */
 void nb_pgm_bytes(const float *img, int width, int height, nb_roi roi, double scale, uint8_t *out);
 

@@ -394,6 +394,7 @@ nb_status nb_reader_open(nb_reader **out, const char *path)
                                 "standard input is a terminal; pipe an nb stream in or name a stream file");
         }
         r->fp = stdin;
+        nb_pipe_widen(STDIN_FILENO);
         r->name = nb_xstrdup("standard input");
     } else {
         r->fp = fopen(path, "rb");

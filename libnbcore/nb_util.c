@@ -303,6 +303,20 @@ struct nb_outfile {
     char *tmp;      /* NULL when writing to stdout */
 };
 
+void nb_pipe_widen(int fd)
+{
+#ifdef F_SETPIPE_SZ
+    /* images are tens of MiB: with the default 64 KiB pipe the two ends take
+     * turns a thousand times per image.  1 MiB is the unprivileged maximum;
+     * a refusal is harmless. */
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && fcntl(fd, F_GETPIPE_SZ) < (1 << 20))
+        (void)fcntl(fd, F_SETPIPE_SZ, 1 << 20);
+#else
+    (void)fd;
+#endif
+}
+
 nb_status nb_outfile_open(nb_outfile **out, const char *path, int binary_ok_on_tty)
 {
     nb_outfile *of = calloc(1, sizeof *of);
@@ -317,6 +331,7 @@ nb_status nb_outfile_open(nb_outfile **out, const char *path, int binary_ok_on_t
                                 "refusing to write binary data to a terminal; redirect stdout or use -o FILE");
         }
         of->fp = stdout;
+        nb_pipe_widen(STDOUT_FILENO);
         *out = of;
         return NB_OK;
     }

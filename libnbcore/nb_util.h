@@ -64,6 +64,8 @@ nb_status nb_read_file(const char *path, char **data, size_t *len);
  * signal, or exit without commit) removes the temporary file, so a failure
  * never leaves a partial file behind.  path "-" writes to stdout directly. */
 typedef struct nb_outfile nb_outfile;
+/* Give a pipe on fd a 1 MiB buffer (no-op for anything else). */
+void nb_pipe_widen(int fd);
 nb_status nb_outfile_open(nb_outfile **of, const char *path, int binary_ok_on_tty);
 FILE *nb_outfile_fp(nb_outfile *of);
 const char *nb_outfile_path(const nb_outfile *of);

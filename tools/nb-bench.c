@@ -27,7 +27,7 @@ static const nb_tool_info tool = {
     "[--ref PATH] [--reps N] [--config NAME ...] [--threads LIST] [--json FILE] [--list]",
     "benchmark the nb pipeline on named configurations, optionally against a reference nanoBragg",
     "nb-bench runs each configuration (--list shows them with their nanoBragg flags) through\n"
-    "  nb-geom FLAGS | nb-hkl | nb-sim --threads T -o stream.nbs; nb-convert -o float.bin -o int.img stream.nbs\n"
+    "  nb-geom FLAGS | nb-hkl | nb-sim --threads T -v | nb-convert -o float.bin -o int.img\n"
     "and, with --ref PATH, through\n"
     "  PATH -nonoise -nopgm -floatfile float.bin -intfile int.img FLAGS\n"
     "each run in a fresh temporary directory with OMP_NUM_THREADS=T, interleaved: ours, ref,\n"
@@ -442,8 +442,9 @@ static void build_ours(const bench_ctx *c, const bench_config *cfg, int threads,
     }
     args_push_flags(&s[0].args, cfg->flags, c->hkl);
     snprintf(t, sizeof t, "%d", threads);
-    const char *sim[] = {"--threads", t, "-o", "stream.nbs"};
-    const char *conv[] = {"-o", "float.bin", "-o", "int.img", "stream.nbs"};
+    /* -v: nb-sim logs its render time and kernel (read back from nb-sim.err) */
+    const char *sim[] = {"--threads", t, "-v"};
+    const char *conv[] = {"-o", "float.bin", "-o", "int.img"};
     for (size_t k = 0; k < sizeof sim / sizeof *sim; k++) args_push(&s[2].args, sim[k]);
     for (size_t k = 0; k < sizeof conv / sizeof *conv; k++) args_push(&s[3].args, conv[k]);
 }
@@ -459,76 +460,36 @@ static void build_ref(const bench_ctx *c, const bench_config *cfg, int roi, stag
     if (roi) args_push_flags(&s->args, "-roi 0 0 0 0", NULL);
 }
 
-/* nb-sim's own render time and kernel from the IMAGE record it wrote. */
-static nb_status read_image_keys(const char *dir, ours_run *r)
-{
-    char *path = path_join(dir, "stream.nbs"), *kernel = NULL;
-    nb_reader *rd = NULL;
-    nb_record rec;
-    int eof = 0, found = 0;
-    long fp = 0, sp = 0;
-    memset(&rec, 0, sizeof rec);
-    nb_status st = nb_reader_open(&rd, path);
-    while (!st && !found) {
-        if ((st = nb_reader_next(rd, &rec, &eof)) || eof) break;
-        if (!nb_record_is(&rec, "IMAGE")) continue;
-        found = 1;
-        if ((st = nb_hdr_get_double(&rec, "RENDER_SECONDS", &r->render)) ||
-            (st = nb_hdr_get_str(&rec, "RENDER_PATH", &kernel)) || (st = nb_hdr_get_long(&rec, "FPIXELS", &fp)) ||
-            (st = nb_hdr_get_long(&rec, "SPIXELS", &sp)))
-            break;
-        snprintf(r->kernel, sizeof r->kernel, "%s", kernel);
-        r->pixels = fp * sp;
-    }
-    if (!st && !found) st = nb_error_set(NB_ERR_DATA, "no IMAGE record");
-    free(kernel);
-    nb_record_free(&rec);
-    nb_reader_close(rd);
-    if (st) nb_error_prefix(st, "reading nb-sim's output %s: ", path);
-    free(path);
-    return st;
-}
-
-/* read_image_keys() in a child process.  The IMAGE record holds the whole
- * image, and a process started by posix_spawn() reports at least its parent's
- * peak RSS as its own ru_maxrss (the exec takes over the parent's high-water
- * mark), so nb-bench itself must never hold an image. */
+/* nb-sim's own render time and kernel, from the line it logs with -v:
+ * "rendered W x H pixels in T s (N steps per pixel, PATH path)". */
 static nb_status read_render(const char *dir, ours_run *r)
 {
-    struct {
-        nb_status status;
-        ours_run run;
-        char message[2048];
-    } report;
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) return nb_error_set(NB_ERR_IO, "cannot create a pipe: %s", strerror(errno));
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(p[0]);
-        memset(&report, 0, sizeof report);
-        report.run = *r;
-        report.status = read_image_keys(dir, &report.run);
-        if (report.status) snprintf(report.message, sizeof report.message, "%s", nb_error_message());
-        _exit(write(p[1], &report, sizeof report) == (ssize_t)sizeof report ? 0 : 1);
+    char *path = path_join(dir, "nb-sim.err");
+    FILE *fp = fopen(path, "r");
+    nb_status st = NB_OK;
+    if (!fp) {
+        st = nb_error_set(NB_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+        free(path);
+        return st;
     }
-    close(p[1]);
-    if (pid < 0) {
-        close(p[0]);
-        return nb_error_set(NB_ERR_IO, "cannot fork: %s", strerror(errno));
+    char line[1024];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, fp)) {
+        int fp_px, sp_px, steps;
+        double secs;
+        char kernel[32];
+        if (sscanf(line, "rendered %d x %d pixels in %lf s (%d steps per pixel, %31s path)", &fp_px, &sp_px, &secs,
+                   &steps, kernel) == 5) {
+            found = 1;
+            r->render = secs;
+            r->pixels = (long)fp_px * sp_px;
+            snprintf(r->kernel, sizeof r->kernel, "%s", kernel);
+        }
     }
-    size_t got = 0;
-    while (got < sizeof report) {
-        ssize_t n = read(p[0], (char *)&report + got, sizeof report - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        got += (size_t)n;
-    }
-    close(p[0]);
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) continue;
-    if (got != sizeof report) return nb_error_set(NB_ERR_IO, "reading nb-sim's output in %s: the reader died", dir);
-    if (report.status) return nb_error_set(report.status, "%s", report.message);
-    *r = report.run;
-    return NB_OK;
+    fclose(fp);
+    if (!found) st = nb_error_set(NB_ERR_DATA, "'%s' has no 'rendered ... in T s' line from nb-sim -v", path);
+    free(path);
+    return st;
 }
 
 /* A fresh directory for one run (malloc'ed in *dir). */
@@ -551,15 +512,12 @@ static nb_status run_ours(const bench_ctx *c, const bench_config *cfg, int threa
     if (st) return st;
     build_ours(c, cfg, threads, s);
     if (nb_verbosity() > 0) {
-        char *cmd = stage_command(s, 3, " | ");
-        char *conv = stage_command(s + 3, 1, "");
-        nb_info("  ours: %s; %s", cmd, conv);
+        char *cmd = stage_command(s, 4, " | ");
+        nb_info("  ours: %s", cmd);
         free(cmd);
-        free(conv);
     }
     double t0 = nb_now();
-    st = run_chain(s, 3, dir, c->envp);
-    if (!st) st = run_chain(s + 3, 1, dir, c->envp);
+    st = run_chain(s, 4, dir, c->envp);
     r->whole = nb_now() - t0;
     for (int k = 0; k < 4; k++) r->rss[k] = s[k].rss_kib;
     if (!st) st = read_render(dir, r);
@@ -805,9 +763,9 @@ static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, con
           "    \"order\": \"per repetition: ours, then ref, then ref with -roi 0 0 0 0 (interleaved)\",\n"
           "    \"whole\": \"wall time from the first fork to the last exit, each run in a fresh temporary "
           "directory\",\n"
-          "    \"ours\": \"nb-geom FLAGS | nb-hkl | nb-sim --threads T -o stream.nbs; nb-convert -o float.bin -o "
-          "int.img stream.nbs\",\n"
-          "    \"ours_render\": \"nb-sim's own measurement (RENDER_SECONDS of its IMAGE record)\",\n"
+          "    \"ours\": \"nb-geom FLAGS | nb-hkl | nb-sim --threads T -v | nb-convert -o float.bin -o "
+          "int.img\",\n"
+          "    \"ours_render\": \"nb-sim's own measurement (the render time it logs with -v)\",\n"
           "    \"ref\": \"REF -nonoise -nopgm -floatfile float.bin -intfile int.img FLAGS\",\n"
           "    \"ref_render\": \"estimate: median whole time minus median whole time of the same command with -roi "
           "0 0 0 0 (one pixel rendered)\",\n"
@@ -821,7 +779,7 @@ static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, con
         const result *x = &r[i];
         stage s[4], rs;
         build_ours(c, x->cfg, x->threads, s);
-        char *ours_cmd = stage_command(s, 3, " | "), *conv_cmd = stage_command(s + 3, 1, "");
+        char *ours_cmd = stage_command(s, 4, " | ");
         fprintf(fp, "%s\n    {\n      \"config\": ", i ? "," : "");
         json_str(fp, x->cfg->name);
         fputs(",\n      \"flags\": ", fp);
@@ -832,7 +790,7 @@ static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, con
                 x->threads, x->pixels);
         nb_strbuf cmd;
         nb_strbuf_init(&cmd);
-        nb_strbuf_printf(&cmd, "%s; %s", ours_cmd, conv_cmd);
+        nb_strbuf_printf(&cmd, "%s", ours_cmd);
         json_str(fp, cmd.data);
         nb_strbuf_free(&cmd);
         fputs(",\n        ", fp);
@@ -851,7 +809,6 @@ static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, con
         fputs("\n      }", fp);
         for (int k = 0; k < 4; k++) args_free(&s[k].args);
         free(ours_cmd);
-        free(conv_cmd);
         if (x->have_ref) {
             build_ref(c, x->cfg, 0, &rs);
             char *ref_cmd = stage_command(&rs, 1, "");

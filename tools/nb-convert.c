@@ -258,6 +258,16 @@ static nb_status int_counts(const frame *fr, int32_t **out)
     return NB_OK;
 }
 
+/* Rows of the int image on demand (nb_smv_rows): the SMV writer converts a
+ * chunk at a time and no int32 copy of the whole image is made. */
+static void int_rows(void *ctx, int y0, int ny, int32_t *out)
+{
+    const frame *fr = ctx;
+    const nb_plan *p = fr->plan;
+    nb_roi roi = {p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
+    nb_int_image_rows(fr->photons, fr->width, y0, ny, roi, fr->int_scale, fr->adc, out);
+}
+
 static nb_status write_format(const out_request *o, const char *path, const char *final, const frame *fr);
 
 static nb_status write_one(const out_request *o, const frame *fr)
@@ -300,8 +310,11 @@ static nb_status write_format(const out_request *o, const char *path, const char
             bits = fr->counts_bits;
             adc = fr->counts_adc;
         } else {
-            if ((st = int_counts(fr, &ints))) return st;
-            counts = ints;
+            /* SMV takes the rows as it writes them; the others the whole image */
+            if (o->format != FMT_SMV) {
+                if ((st = int_counts(fr, &ints))) return st;
+                counts = ints;
+            }
             nb_info("intfile_scale = %g", fr->int_scale);
         }
     }
@@ -315,7 +328,8 @@ static nb_status write_format(const out_request *o, const char *path, const char
             m.phi_deg = m.osc_start_deg = meta.osc_start;
             m.osc_range_deg = meta.osc_range;
         }
-        st = nb_smv_write(path, &m, counts, bits);
+        nb_smv_rows rows = {counts, counts ? NULL : int_rows, (void *)fr};
+        st = nb_smv_write_rows(path, &m, &rows, bits);
         break;
     }
     case FMT_CBF:
