@@ -67,6 +67,7 @@ void nb_request_defaults(nb_request *rq)
     rq->mosaic_domains = -1;
     rq->osc = rq->phistep = -1.0;
     rq->phisteps = -1;
+    rq->nframes = 1;
     rq->interpolate = 2;
     rq->seed = -(int64_t)time(NULL);
     rq->mosaic_seed = -12345678;
@@ -409,6 +410,7 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
     case FL_OSC: NUM(rq->osc, x / RTD); break;
     case FL_PHISTEP: NUM(rq->phistep, x / RTD); break;
     case FL_PHISTEPS: INT(rq->phisteps); break;
+    case FL_NFRAMES: INT(rq->nframes); break;
     case FL_DMIN: NUM(rq->dmin, x * 1e-10); break;
     case FL_INTERPOLATE: rq->interpolate = 1; break;
     case FL_NOINTERPOLATE: rq->interpolate = 0; break;
@@ -855,6 +857,11 @@ nb_status nb_resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
     if (w.detector_thick <= 0.0 || w.detector_thickstep <= 0.0 || w.detector_thicksteps <= 0)
         w.detector_thicksteps = 1, w.detector_thick = 0.0, w.detector_thickstep = 0.0;
 
+    if (w.nframes < 1 || w.nframes > 10000000)
+        return nb_error_set(NB_ERR_USAGE, "option -nframes: expected 1 .. 10000000 frames, got %d", w.nframes);
+    if (w.nframes > 1 && w.osc <= 0.0)
+        return nb_error_set(NB_ERR_USAGE, "option -nframes %d needs an oscillation per frame: give -osc", w.nframes);
+
     /* limits on work the reference would happily start and never finish */
     if (w.phisteps > 1000000 || w.mosaic_domains > 1000000 || w.hdivsteps > 100000 || w.vdivsteps > 100000 ||
         w.dispsteps > 100000 || w.detector_thicksteps > 100000)
@@ -1189,6 +1196,9 @@ nb_status nb_resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
     LOG("  %d sources\n", nsources);
     LOG("  %d mosaic domains over mosaic spread of %g degrees\n", w.mosaic_domains, w.mosaic_spread * RTD);
     LOG("  %d phi steps from %g to %g degrees\n", w.phisteps, w.phi0 * RTD, (w.phi0 + w.osc) * RTD);
+    if (w.nframes > 1)
+        LOG("  %d frames: a rotation series from %g to %g degrees\n", w.nframes, w.phi0 * RTD,
+            (w.phi0 + w.nframes * w.osc) * RTD);
     LOG("  %dx%d pixel oversample steps%s%s%s\n", w.oversample, w.oversample, w.oversample_thick ? " +thick" : "",
         w.oversample_polar ? " +polar" : "", w.oversample_omega ? " +omega" : "");
     if (w.mask) LOG("  skipping zero-flagged pixels in %s\n", w.maskfile);
@@ -1263,6 +1273,7 @@ nb_status nb_resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
     plan->mosaic_spread = w.mosaic_spread;
     plan->mosaic_domains = w.mosaic_domains;
     plan->phi0 = w.phi0, plan->phistep = w.phistep, plan->osc = w.osc, plan->phisteps = w.phisteps;
+    plan->nframes = w.nframes;
     plan->water_size = w.water_size;
     plan->dmin = w.dmin;
     plan->interpolate = w.interpolate;

@@ -56,6 +56,7 @@ typedef struct nb_request {
     int mosaic_domains;
     double phi0, osc, phistep;  /* rad, -1 unset for osc/phistep */
     int phisteps;
+    int nframes;        /* -nframes: frames in the rotation series (1) */
     double water_size, dmin;
     int interpolate;            /* 0, 1, or 2 = auto */
     int64_t seed, mosaic_seed, misset_seed;

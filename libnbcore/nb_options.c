@@ -137,6 +137,7 @@ static const nb_flag table[] = {
     {"-osc", FL_OSC, 1, 1, G, "DEG", "oscillation range"},
     {"-phistep", FL_PHISTEP, 1, 1, G, "DEG", "spindle step"},
     {"-phisteps", FL_PHISTEPS, 1, 1, G, "N", "spindle steps across the oscillation"},
+    {"-nframes", FL_NFRAMES, 1, 1, G, "N", "a rotation series: N frames, frame i from phi + i osc to phi + (i+1) osc (nb extension)"},
     {"-dmin", FL_DMIN, 1, 1, G, "A", "skip scattering beyond this resolution"},
     {"-interpolate", FL_INTERPOLATE, 0, 0, G, "", "tricubic interpolation of F between Bragg points"},
     {"-nointerpolate", FL_NOINTERPOLATE, 0, 0, G, "", "nearest-neighbour F only"},

@@ -56,7 +56,7 @@ static const field fields[] = {
     V("MISSET", misset),
     D("NA", Na), D("NB", Nb), D("NC", Nc), D("FUDGE", fudge),
     D("MOSAIC_SPREAD", mosaic_spread), I("MOSAIC_DOMAINS", mosaic_domains),
-    D("PHI0", phi0), D("PHISTEP", phistep), D("OSC", osc), I("PHISTEPS", phisteps),
+    D("PHI0", phi0), D("PHISTEP", phistep), D("OSC", osc), I("PHISTEPS", phisteps), I("NFRAMES", nframes),
     D("WATER_SIZE", water_size), D("DMIN", dmin), I("INTERPOLATE", interpolate),
     L("SEED", seed), L("MOSAIC_SEED", mosaic_seed), L("MISSET_SEED", misset_seed),
     S("HKL_FILE", hkl_file), S("DUMP_FILE", dump_file), I("DUMP_IMPLICIT", dump_implicit),
@@ -267,6 +267,7 @@ nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
     if (p->oversample < 1 || p->oversample > 1000) { st = bad("OVERSAMPLE", "must be 1..1000"); goto fail; }
     if (p->detector_thicksteps < 1) { st = bad("DETECTOR_THICKSTEPS", "must be >= 1"); goto fail; }
     if (p->phisteps < 1) { st = bad("PHISTEPS", "must be >= 1"); goto fail; }
+    if (p->nframes < 1 || p->nframes > 10000000) { st = bad("NFRAMES", "must be 1 .. 10000000"); goto fail; }
     if (p->mosaic_domains < 1) { st = bad("MOSAIC_DOMAINS", "must be >= 1"); goto fail; }
     if (p->nsources < 1) { st = bad("SOURCES", "must be >= 1"); goto fail; }
 

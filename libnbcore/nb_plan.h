@@ -73,6 +73,7 @@ typedef struct nb_plan {
     double *mosaic_umats;               /* 9 per domain, row-major */
     double phi0, phistep, osc;
     int phisteps;
+    int nframes;                        /* rotation series: frame i starts at phi0 + i osc */
     double water_size;
     double dmin;
     int interpolate;                    /* resolved: 0 or 1 */

@@ -22,9 +22,11 @@ static const nb_tool_info tool = {
     "[OPTIONS] [STREAM]",
     "render a plan into images of absolute photons per pixel",
     "nb-sim reads an nb stream (a PLAN record, usually followed by the HKL record of nb-hkl)\n"
-    "and writes it through, adding one IMAGE record of float32 photons/pixel after each plan.\n"
+    "and writes it through, adding one IMAGE record of float32 photons/pixel after each plan\n"
+    "(one per frame of a rotation series, nb-geom -nframes, rendered one at a time).\n"
     "The kernel sums, for every pixel, sub-pixels x detector layers x sources x phi steps x\n"
-    "mosaic domains, as nanoBragg does.  The default is the fast path: Miller indices in double,\n"
+    "mosaic domains, as nanoBragg does.  The default is the fast path: Miller indices in double\n"
+    "where they need it,\n"
     "everything after them in single precision, SIMD lanes across pixels (AVX-512, AVX2 or\n"
     "baseline, chosen at run time; NB_SIMD=avx2|generic forces a lower one) and OpenMP threads\n"
     "over rows.  -precision double is the reference-faithful path.  --device cuda renders on the\n"
@@ -32,9 +34,17 @@ static const nb_tool_info tool = {
     "go to standard error as the reference prints them.",
     "      --device cpu|cuda|auto\n"
     "                      where to render (default auto: CUDA when this build has it and a\n"
-    "                      GPU is present, else the CPU); --version lists the backends\n",
+    "                      GPU is present, else the CPU); --version lists the backends\n"
+    "      --frames A:B    render frames A to B of a series only (1-based, inclusive: the\n"
+    "                      frames of files _000A .. _000B)\n"
+    "      --shard K/M     render the K-th of M near-equal contiguous blocks of frames\n"
+    "                      (1 <= K <= M); '--shard slurm' takes K and M from a Slurm job\n"
+    "                      array (SLURM_ARRAY_TASK_ID, _MIN, _COUNT).  Any split gives the\n"
+    "                      same frames, bit for bit, and the shards' streams joined with\n"
+    "                      cat are one valid stream\n",
     "  nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -default_F 100 | nb-sim | nb-convert -o img.bin\n"
-    "  nb-sim --threads 2 -precision double -o rendered.nbs plan.nbs\n",
+    "  nb-sim --threads 2 -precision double -o rendered.nbs plan.nbs\n"
+    "  nb-geom ... -osc 1 -nframes 90 -o sweep.nbs; nb-sim --shard 2/3 -o part2.nbs sweep.nbs\n",
     0,
     print_backends,
 };
@@ -52,6 +62,8 @@ typedef struct sim_opts {
     int precision; /* -1: from the plan */
     int printout, printout_f, printout_s, have_printout;
     int progress;  /* -1: from the plan */
+    int frame_first, frame_last; /* --frames, 1-based inclusive; 0: all */
+    int shard_k, shard_m;        /* --shard K/M; 0: none */
 } sim_opts;
 
 /* The reference's -printout lines for one pixel, on stderr. */
@@ -116,6 +128,97 @@ static nb_status image_stats(const nb_kparams *kp, const float *img, const nb_re
     return NB_OK;
 }
 
+static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, long frame, nb_record *out);
+
+/* The frames this run renders, [*first, *last] 0-based, from --frames and
+ * --shard; an empty range (a shard with no frames) is allowed. */
+static nb_status frame_range(const sim_opts *o, int nframes, long *first, long *last)
+{
+    long a = 0, b = nframes - 1;
+    if (o->frame_first) {
+        if (o->frame_first > nframes || o->frame_last > nframes)
+            return nb_error_set(NB_ERR_USAGE, "--frames %d:%d: the plan has %d frame%s", o->frame_first,
+                                o->frame_last, nframes, nframes == 1 ? "" : "s");
+        a = o->frame_first - 1, b = o->frame_last - 1;
+    }
+    if (o->shard_m) {
+        /* contiguous blocks whose sizes differ by at most one */
+        long n = b - a + 1, k = o->shard_k - 1, m = o->shard_m;
+        long lo = a + k * n / m, hi = a + (k + 1) * n / m - 1;
+        a = lo, b = hi;
+    }
+    *first = a, *last = b;
+    return NB_OK;
+}
+
+/* Every frame of the plan this run renders, each IMAGE written as soon as it
+ * is done: memory holds one image whatever the length of the series. */
+static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *o, nb_writer *w)
+{
+    long first = 0, last = -1;
+    nb_status st = frame_range(o, plan->nframes, &first, &last);
+    if (st) return st;
+    if (plan->nframes > 1)
+        nb_info("frames %ld to %ld of %d", first + 1, last + 1, plan->nframes);
+    for (long f = first; f <= last && !st; f++) {
+        nb_record img;
+        st = render(plan, hkl, o, f, &img);
+        if (!st) st = nb_writer_put(w, &img);
+        nb_record_free(&img);
+    }
+    return st;
+}
+
+/* "A:B", 1 <= A <= B */
+static nb_status parse_frames(const char *v, int *a, int *b)
+{
+    char *colon = strchr(v, ':');
+    if (!colon) return nb_error_set(NB_ERR_USAGE, "option --frames: expected A:B (e.g. 1:30), got '%s'", v);
+    char first[32];
+    size_t n = (size_t)(colon - v);
+    if (n == 0 || n >= sizeof first) return nb_error_set(NB_ERR_USAGE, "option --frames: expected A:B, got '%s'", v);
+    memcpy(first, v, n);
+    first[n] = 0;
+    nb_status st = nb_parse_int(first, a, "option --frames");
+    if (!st) st = nb_parse_int(colon + 1, b, "option --frames");
+    if (st) return st;
+    if (*a < 1 || *b < *a)
+        return nb_error_set(NB_ERR_USAGE, "option --frames %s: frames are numbered from 1 and A <= B", v);
+    return NB_OK;
+}
+
+/* "K/M", 1 <= K <= M; or "slurm": K and M from a Slurm job array */
+static nb_status parse_shard(const char *v, int *k, int *m)
+{
+    if (!strcmp(v, "slurm")) {
+        const char *id = getenv("SLURM_ARRAY_TASK_ID"), *lo = getenv("SLURM_ARRAY_TASK_MIN"),
+                   *count = getenv("SLURM_ARRAY_TASK_COUNT");
+        if (!id || !count)
+            return nb_error_set(NB_ERR_USAGE, "--shard slurm: not in a Slurm job array (SLURM_ARRAY_TASK_ID and "
+                                              "SLURM_ARRAY_TASK_COUNT are not set)");
+        int i, n, min = 0;
+        nb_status st = nb_parse_int(id, &i, "SLURM_ARRAY_TASK_ID");
+        if (!st) st = nb_parse_int(count, &n, "SLURM_ARRAY_TASK_COUNT");
+        if (!st && lo) st = nb_parse_int(lo, &min, "SLURM_ARRAY_TASK_MIN");
+        if (st) return st;
+        *k = i - min + 1, *m = n;
+    } else {
+        char *slash = strchr(v, '/');
+        char first[32];
+        size_t n = slash ? (size_t)(slash - v) : 0;
+        if (!slash || n == 0 || n >= sizeof first)
+            return nb_error_set(NB_ERR_USAGE, "option --shard: expected K/M (e.g. 2/3) or 'slurm', got '%s'", v);
+        memcpy(first, v, n);
+        first[n] = 0;
+        nb_status st = nb_parse_int(first, k, "option --shard");
+        if (!st) st = nb_parse_int(slash + 1, m, "option --shard");
+        if (st) return st;
+    }
+    if (*m < 1 || *k < 1 || *k > *m)
+        return nb_error_set(NB_ERR_USAGE, "option --shard %s: expected 1 <= K <= M, got K = %d, M = %d", v, *k, *m);
+    return NB_OK;
+}
+
 /* The CUDA context, opened at the first render that wants it. */
 static nb_cuda *cuda;
 static int cuda_tried;
@@ -143,8 +246,12 @@ static nb_status pick_device(const sim_opts *o, int *use_cuda)
     return NB_OK;
 }
 
-static nb_status render(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *o, nb_record *out)
+static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, long frame, nb_record *out)
 {
+    /* frame i of a series is the plan with its spindle start moved by i osc */
+    nb_plan frame_plan = *series;
+    frame_plan.phi0 = series->phi0 + (double)frame * series->osc;
+    const nb_plan *plan = &frame_plan;
     nb_sim_setup setup;
     nb_status st;
     /* default (-1 in the plan): the fast single-precision path */
@@ -202,7 +309,8 @@ static nb_status render(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *
             }
     }
 
-    nb_hdr_set_long(out, "FRAME", 0);
+    nb_hdr_set_long(out, "FRAME", frame);
+    nb_hdr_set_long(out, "NFRAMES", plan->nframes);
     nb_hdr_set_long(out, "PANEL", 0);
     nb_hdr_set_long(out, "FPIXELS", plan->fpixels);
     nb_hdr_set_long(out, "SPIXELS", plan->spixels);
@@ -223,7 +331,7 @@ static nb_status render(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *
 int main(int argc, char **argv)
 {
     nb_std_opts opts;
-    sim_opts o = {DEV_AUTO, -1, 0, -1, -1, 0, -1};
+    sim_opts o = {DEV_AUTO, -1, 0, -1, -1, 0, -1, 0, 0, 0, 0};
     nb_status st = NB_OK;
     int ninputs = 0;
 
@@ -236,6 +344,14 @@ int main(int argc, char **argv)
             else if (!strcmp(v, "cuda")) o.device = DEV_CUDA;
             else if (!strcmp(v, "auto")) o.device = DEV_AUTO;
             else nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option --device: expected cpu, cuda or auto, got '%s'", v));
+            continue;
+        }
+        if (!strcmp(argv[i], "--frames") || !strcmp(argv[i], "--shard")) {
+            if (i + 1 >= argc)
+                nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option %s needs a value", argv[i]));
+            if (argv[i][2] == 'f') nb_exit_on_error(parse_frames(argv[i + 1], &o.frame_first, &o.frame_last));
+            else nb_exit_on_error(parse_shard(argv[i + 1], &o.shard_k, &o.shard_m));
+            i++;
             continue;
         }
         if (nb_std_option(&tool, &opts, argc, argv, &i, &st)) {
@@ -274,7 +390,7 @@ int main(int argc, char **argv)
 
     nb_reader *r = NULL;
     nb_writer *w = NULL;
-    nb_record rec, img;
+    nb_record rec;
     nb_plan plan;
     nb_hkl hkl;
     int have_plan = 0, have_hkl = 0, eof = 0;
@@ -298,9 +414,7 @@ int main(int argc, char **argv)
                                   "no structure factors: the plan has no -default_F and no HKL record came (nb-hkl)");
             else {
                 hkl.default_F = plan.default_F;
-                st = render(&plan, &hkl, &o, &img);
-                if (!st) st = nb_writer_put(w, &img);
-                nb_record_free(&img);
+                st = render_series(&plan, &hkl, &o, w);
             }
             nb_plan_free(&plan);
             have_plan = 0;
@@ -324,9 +438,7 @@ int main(int argc, char **argv)
             nb_hkl_free(&hkl);
             if ((st = nb_hkl_from_record(&rec, &hkl))) break;
             have_hkl = 1;
-            st = render(&plan, &hkl, &o, &img);
-            if (!st) st = nb_writer_put(w, &img);
-            nb_record_free(&img);
+            st = render_series(&plan, &hkl, &o, w);
             nb_plan_free(&plan);
             nb_hkl_free(&hkl);
             have_plan = 0;
