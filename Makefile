@@ -141,6 +141,18 @@ test-cli: all
 test-parity: all $(TEST_TOOLS)
 	@tests/run-all.sh parity
 
+# ---- sanitizers: the whole suite on an ASan + UBSan build (build-asan/, bin-asan/)
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+check-asan: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan BIN=bin-asan NVCC= CFLAGS="-g -O1 $(ASAN_FLAGS)" \
+	    build-asan/.built-asan
+	@NB_BIN=$(CURDIR)/bin-asan BUILD=build-asan \
+	    ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 \
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 tests/run-all.sh
+
+build-asan/.built-asan: all $(UNIT_BINS) $(TEST_TOOLS)
+	@touch $@
+
 # ---- set-up and demo -------------------------------------------------------
 deps:
 	@tools/install-deps.sh
@@ -174,4 +186,4 @@ install: all
 	-install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/ 2>/dev/null
 
 clean:
-	rm -rf $(BUILD) $(BIN) demo
+	rm -rf $(BUILD) $(BIN) build-asan bin-asan demo

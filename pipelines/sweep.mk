@@ -16,14 +16,15 @@
 #   NAME     file name template in OUT (default img_###.cbf; the extension
 #            picks the format, the '#' run the frame number)
 #   NOISE    nb-noise flags (default: -seed 1); NOISE=off for photons only
-#   NB       directory of the nb tools (default: bin/ of this tree, else PATH)
+#   NB       directory of the nb tools, with a trailing / (default: $NB_BIN/,
+#            else bin/ of this tree, else PATH)
 #
 # Targets: all (default), plan, clean.  Rules: OUT/plan.nbs from GEOM (nb-geom
 # | nb-hkl), OUT/.shard-K-of-M from the plan (nb-sim --shard K/M | nb-noise |
 # nb-convert), OUT/.done when every shard is.
 
 HERE   := $(dir $(lastword $(MAKEFILE_LIST)))
-NB     ?= $(if $(wildcard $(HERE)../bin/nb-sim),$(abspath $(HERE)../bin)/,)
+NB     ?= $(if $(NB_BIN),$(NB_BIN)/,$(if $(wildcard $(HERE)../bin/nb-sim),$(abspath $(HERE)../bin)/,))
 GEOM   ?= -cell 78 78 37 90 90 90 -lambda 1 -N 10 -distance 150 -detpixels 256 -pixel 0.172 -default_F 100 -osc 1 -phisteps 2
 FRAMES ?= 10
 SHARDS ?= 2

@@ -19,6 +19,8 @@
 #include "png.h"
 #include "rawfloat.h"
 #include "smv.h"
+#include "crystfel_geom.h"
+#include "xds_inp.h"
 #include "tiff.h"
 
 static const nb_tool_info tool = {
@@ -36,6 +38,9 @@ static const nb_tool_info tool = {
     "  .pgm               8-bit PGM, nanoBragg's scaling (-pgmscale)\n"
     "  .png               8-bit PNG preview with an automatic contrast stretch\n"
     "  .nbs               a copy of the stream (with --import: the stream with the image)\n"
+    "  XDS.INP, .INP      XDS's input for the series (once; the images' name from the CBF\n"
+    "                     or SMV -o of the same command, its '#' run as '?')\n"
+    "  .geom              a CrystFEL geometry file for the detector (once)\n"
     "Integer formats (SMV, CBF, 16/32-bit TIFF) take the detector counts when nb-noise added\n"
     "them, else the photons scaled as nanoBragg's int image (-scale, default 55000/max, plus\n"
     "-adc, rounded).  Float formats take the photons.  Without -o, the files the plan\n"
@@ -47,6 +52,7 @@ static const nb_tool_info tool = {
     "IMAGE record after the PLAN of the input stream, so it can be re-noised or converted.",
     "  -o FILE             write FILE (repeatable); the format follows the extension\n"
     "      --format NAME   format of the next -o: bin smv cbf tif tif-float tif16 tif32 pgm png nbs\n"
+    "                      xds geom\n"
     "      --smv-beam reference|dxtbx\n"
     "                      BEAM_CENTER_X/Y of -o SMV files: as nanoBragg writes them, or (default)\n"
     "                      so that dxtbx/DIALS find the true beam position; -intfile and\n"
@@ -60,8 +66,12 @@ static const nb_tool_info tool = {
     NULL,
 };
 
-enum fmt { FMT_BIN, FMT_SMV, FMT_CBF, FMT_TIF, FMT_TIF_FLOAT, FMT_TIF16, FMT_TIF32, FMT_PGM, FMT_PNG, FMT_NBS };
-static const char *fmt_names[] = {"bin", "smv", "cbf", "tif", "tif-float", "tif16", "tif32", "pgm", "png", "nbs"};
+enum fmt { FMT_BIN, FMT_SMV, FMT_CBF, FMT_TIF, FMT_TIF_FLOAT, FMT_TIF16, FMT_TIF32, FMT_PGM, FMT_PNG, FMT_NBS, FMT_XDS,
+           FMT_GEOM };
+static const char *fmt_names[] = {"bin", "smv", "cbf", "tif",  "tif-float", "tif16",
+                                  "tif32", "pgm", "png", "nbs", "xds",       "geom"};
+/* sidecars describe the series for a processing program, once per plan */
+#define IS_SIDECAR(f) ((f) == FMT_XDS || (f) == FMT_GEOM)
 #define NFMT ((int)(sizeof fmt_names / sizeof fmt_names[0]))
 
 /* where an output's pixels come from */
@@ -73,6 +83,7 @@ typedef struct out_request {
     int source;
     int smv_beam;
     int from_plan;
+    int done; /* a sidecar already written */
 } out_request;
 
 typedef struct conv_opts {
@@ -92,6 +103,7 @@ static int format_from_name(const char *name)
     if (!strcmp(name, "img")) return FMT_SMV;
     if (!strcmp(name, "tiff")) return FMT_TIF;
     if (!strcmp(name, "raw") || !strcmp(name, "float")) return FMT_BIN;
+    if (!strcmp(name, "INP") || !strcmp(name, "inp")) return FMT_XDS;
     return -1;
 }
 
@@ -270,6 +282,47 @@ static void int_rows(void *ctx, int y0, int ny, int32_t *out)
 
 static nb_status write_format(const out_request *o, const char *path, const char *final, const frame *fr);
 
+/* XDS.INP or a CrystFEL .geom for the plan of this frame, written once (they
+ * describe the whole series: shards joined with cat repeat the plan).  XDS
+ * needs the images' name, a '#' run becoming '?': the first SMV or CBF
+ * output of the same command. */
+static nb_status write_sidecar(out_request *o, const conv_opts *all, const frame *fr)
+{
+    if (o->done) return NB_OK;
+    char *target = NULL;
+    nb_status st = NB_OK;
+    int overload = fr->counts && fr->counts_bits == 32 ? 2147483647 : 65535;
+    if (o->format == FMT_XDS) {
+        const out_request *img = NULL;
+        for (int k = 0; k < all->nouts && !img; k++)
+            if (all->outs[k].format == FMT_CBF || all->outs[k].format == FMT_SMV) img = &all->outs[k];
+        if (!img)
+            return nb_error_set(NB_ERR_USAGE, "'%s' needs the images' name: write them in the same command as CBF "
+                                              "or SMV (e.g. -o img_###.cbf -o %s)",
+                                o->path, o->path);
+        const char *hash = strchr(img->path, '#');
+        if (!hash && fr->plan->nframes > 1)
+            return nb_error_set(NB_ERR_USAGE, "'%s': name the images with a '#' run for the frame number (e.g. "
+                                              "img_###.cbf)",
+                                img->path);
+        char tmpl[NB_PATH_MAX];
+        snprintf(tmpl, sizeof tmpl, "%s", img->path);
+        for (char *c = tmpl; *c; c++)
+            if (*c == '#') *c = '?';
+        if ((st = claim_output(o->path, &target))) return st;
+        nb_info("writing %s", o->path);
+        st = nb_xds_inp_write(target, fr->plan, tmpl, img->format == FMT_CBF ? NB_XDS_PILATUS : NB_XDS_ADSC,
+                              overload);
+    } else {
+        if ((st = claim_output(o->path, &target))) return st;
+        nb_info("writing %s", o->path);
+        st = nb_crystfel_geom_write(target, fr->plan, overload);
+    }
+    free(target);
+    o->done = 1;
+    return st;
+}
+
 static nb_status write_one(const out_request *o, const frame *fr)
 {
     char final[NB_PATH_MAX], *target = NULL;
@@ -411,10 +464,10 @@ static nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const 
 static int plan_requests(const nb_plan *p, const conv_opts *o, out_request *req)
 {
     int n = 0;
-    if (p->floatfile) req[n++] = (out_request){p->floatfile, FMT_BIN, SRC_AUTO, 0, 1};
-    if (p->intfile) req[n++] = (out_request){p->intfile, FMT_SMV, SRC_INT, NB_SMV_BEAM_REFERENCE, 1};
-    if (p->noisefile && p->calculate_noise) req[n++] = (out_request){p->noisefile, FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 1};
-    if (p->pgmfile && p->write_pgm && !o->nopgm) req[n++] = (out_request){p->pgmfile, FMT_PGM, SRC_AUTO, 0, 1};
+    if (p->floatfile) req[n++] = (out_request){p->floatfile, FMT_BIN, SRC_AUTO, 0, 1, 0};
+    if (p->intfile) req[n++] = (out_request){p->intfile, FMT_SMV, SRC_INT, NB_SMV_BEAM_REFERENCE, 1, 0};
+    if (p->noisefile && p->calculate_noise) req[n++] = (out_request){p->noisefile, FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 1, 0};
+    if (p->pgmfile && p->write_pgm && !o->nopgm) req[n++] = (out_request){p->pgmfile, FMT_PGM, SRC_AUTO, 0, 1, 0};
     return n;
 }
 
@@ -494,7 +547,7 @@ static nb_status parse(int argc, char **argv, conv_opts *o, nb_std_opts *std)
             if (r->format < 0)
                 return nb_error_set(NB_ERR_USAGE,
                                     "cannot tell the format of '%s' from its name (known: .bin .img .smv .cbf .tif "
-                                    ".pgm .png .nbs); use --format",
+                                    ".pgm .png .nbs .INP .geom); use --format",
                                     r->path);
             continue;
         }
@@ -535,10 +588,10 @@ static nb_status parse(int argc, char **argv, conv_opts *o, nb_std_opts *std)
         snprintf(what, sizeof what, "option %s", f->name);
         out_request *r = &o->outs[o->nouts];
         switch (f->id) {
-        case FL_FLOATFILE: *r = (out_request){v, FMT_BIN, SRC_AUTO, 0, 0}, o->nouts++; break;
-        case FL_INTFILE: *r = (out_request){v, FMT_SMV, SRC_INT, NB_SMV_BEAM_REFERENCE, 0}, o->nouts++; break;
-        case FL_NOISEFILE: *r = (out_request){v, FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 0}, o->nouts++; break;
-        case FL_PGMFILE: *r = (out_request){v, FMT_PGM, SRC_AUTO, 0, 0}, o->nouts++; break;
+        case FL_FLOATFILE: *r = (out_request){v, FMT_BIN, SRC_AUTO, 0, 0, 0}, o->nouts++; break;
+        case FL_INTFILE: *r = (out_request){v, FMT_SMV, SRC_INT, NB_SMV_BEAM_REFERENCE, 0, 0}, o->nouts++; break;
+        case FL_NOISEFILE: *r = (out_request){v, FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 0, 0}, o->nouts++; break;
+        case FL_PGMFILE: *r = (out_request){v, FMT_PGM, SRC_AUTO, 0, 0, 0}, o->nouts++; break;
         case FL_NOPGM: o->nopgm = 1; break;
         case FL_SCALE:
             if ((st = nb_parse_double(v, &o->scale, what))) return st;
@@ -650,8 +703,10 @@ int main(int argc, char **argv)
                     break;
                 }
             }
-            for (int k = 0; k < n && !st; k++)
-                if (list[k].format != FMT_NBS) st = write_one(&list[k], &fr);
+            for (int k = 0; k < n && !st; k++) {
+                if (IS_SIDECAR(list[k].format)) st = write_sidecar(&list[k], &o, &fr);
+                else if (list[k].format != FMT_NBS) st = write_one(&list[k], &fr);
+            }
         }
     }
     if (!st && images == 0)

@@ -3,7 +3,9 @@
 # 512^2 pixels of 0.172 mm at 150 mm, 1 A, N = 10, 1-degree frames of 4 phi
 # steps, mosaic 0.2 degrees x 5 domains, noise) goes through dials.import as
 # one sweep, dials.find_spots and dials.index, which must recover the cell
-# within 0.5 %.  The sweep is made once (setup_file) and shared by the tests.
+# within 0.5 %; the XDS.INP and CrystFEL .geom sidecars describe the same
+# geometry as dxtbx reads from the images.  The sweep is made once
+# (setup_file) and shared by the tests.
 
 load helper
 
@@ -17,7 +19,7 @@ setup_file() {
     PATH="$NB_BIN:$PATH"
     nb-geom -cell 78 78 37 90 90 90 -misset 10 20 30 -detpixels 512 -pixel 0.172 -distance 150 -lambda 1 \
         -N 10 -default_F 100 -osc 1 -phisteps 4 -mosaic 0.2 -mosaic_domains 5 -nframes 30 -q |
-        nb-sim -q | nb-noise -q | nb-convert -q -o sweep_###.cbf
+        nb-sim -q | nb-noise -q | nb-convert -q -o sweep_###.cbf -o XDS.INP -o sweep.geom
 }
 
 need_dials() {
@@ -61,4 +63,85 @@ for a in p[3:]:
 print("indexed cell", " ".join("%.3f" % x for x in p))
 PY
     grep -A6 "RMSDs by experiment" index.log | tail -1
+}
+
+@test "dials: XDS.INP agrees with the geometry dxtbx reads from the images (its own XDS conversion)" {
+    need_dials
+    cd "$SWEEP_DIR"
+    [ -s imported.expt ] || dials.import sweep_*.cbf output.experiments=imported.expt >/dev/null 2>&1
+    grep -q "^NAME_TEMPLATE_OF_DATA_FRAMES= sweep_???.cbf$" XDS.INP
+    grep -q "^DATA_RANGE= 1 30$" XDS.INP
+    grep -q "^DETECTOR= PILATUS" XDS.INP
+    "$PY" - <<'PY'
+import math
+from dxtbx.model.experiment_list import ExperimentListFactory
+from dxtbx.serialize.xds import to_xds
+inp = {}
+for line in open("XDS.INP"):
+    line = line.split("!")[0]
+    # several KEY= value pairs may share a line
+    parts = line.replace("=", "= ").split()
+    key = None
+    for tok in parts:
+        if tok.endswith("="):
+            key = tok[:-1]
+            inp[key] = []
+        elif key:
+            inp[key].append(tok)
+num = lambda k: [float(x) for x in inp[k]]
+x = to_xds(ExperimentListFactory.from_json_file("imported.expt").imagesets()[0])
+def close(a, b, tol, what):
+    assert abs(a - b) <= tol, (what, a, b)
+close(num("ORGX")[0], x.detector_origin[0], 0.01, "ORGX")
+close(num("ORGY")[0], x.detector_origin[1], 0.01, "ORGY")
+close(num("DETECTOR_DISTANCE")[0], x.detector_distance, 0.001, "distance")
+close(num("OSCILLATION_RANGE")[0], x.oscillation_range, 1e-6, "oscillation")
+close(num("STARTING_ANGLE")[0], x.starting_angle, 1e-6, "starting angle")
+close(num("X-RAY_WAVELENGTH")[0], x.wavelength, 1e-6, "wavelength")
+assert [int(v) for v in (inp["NX"][0], inp["NY"][0])] == list(x.detector_size), "NX NY"
+close(num("QX")[0], x.pixel_size[0], 1e-6, "QX")
+# the frames differ by a rotation: compare the angles between the vectors
+def unit(v):
+    n = math.sqrt(sum(c * c for c in v)); return [c / n for c in v]
+ours = {k: unit(num(k)) for k in ("INCIDENT_BEAM_DIRECTION", "ROTATION_AXIS", "DIRECTION_OF_DETECTOR_X-AXIS", "DIRECTION_OF_DETECTOR_Y-AXIS")}
+theirs = {"INCIDENT_BEAM_DIRECTION": unit(x.beam_vector), "ROTATION_AXIS": unit(x.rotation_axis),
+          "DIRECTION_OF_DETECTOR_X-AXIS": unit(x.detector_x_axis), "DIRECTION_OF_DETECTOR_Y-AXIS": unit(x.detector_y_axis)}
+dot = lambda a, b: sum(p * q for p, q in zip(a, b))
+keys = sorted(ours)
+for i in range(len(keys)):
+    for j in range(i + 1, len(keys)):
+        close(dot(ours[keys[i]], ours[keys[j]]), dot(theirs[keys[i]], theirs[keys[j]]), 1e-5, (keys[i], keys[j]))
+# and the handedness: (x-axis cross y-axis) . beam
+cross = lambda a, b: [a[1]*b[2]-a[2]*b[1], a[2]*b[0]-a[0]*b[2], a[0]*b[1]-a[1]*b[0]]
+close(dot(cross(ours["DIRECTION_OF_DETECTOR_X-AXIS"], ours["DIRECTION_OF_DETECTOR_Y-AXIS"]), ours["ROTATION_AXIS"]),
+      dot(cross(theirs["DIRECTION_OF_DETECTOR_X-AXIS"], theirs["DIRECTION_OF_DETECTOR_Y-AXIS"]), theirs["ROTATION_AXIS"]), 1e-5, "handedness")
+print("XDS.INP: ORGX %s ORGY %s DISTANCE %s as dxtbx" % (inp["ORGX"][0], inp["ORGY"][0], inp["DETECTOR_DISTANCE"][0]))
+PY
+}
+
+@test "dials: the CrystFEL .geom puts the direct beam where the plan does" {
+    need_dials
+    cd "$SWEEP_DIR"
+    nb-geom -cell 78 78 37 90 90 90 -detpixels 512 -pixel 0.172 -distance 150 -lambda 1 -default_F 1 -o plan.nbs -q
+    "$PY" - "$(plan_key plan.nbs FBEAM)" "$(plan_key plan.nbs SBEAM)" <<'PY'
+import re, sys
+fbeam, sbeam = float(sys.argv[1]), float(sys.argv[2])
+g = {}
+for line in open("sweep.geom"):
+    line = line.split(";")[0].strip()
+    if "=" in line:
+        k, v = [t.strip() for t in line.split("=", 1)]
+        g[k] = v
+vec = lambda s: [float(re.search(r"([+-][0-9.]+)" + a, s).group(1)) for a in "xyz"]
+fs, ss = vec(g["p0/fs"]), vec(g["p0/ss"])
+cx, cy, res = float(g["p0/corner_x"]), float(g["p0/corner_y"]), float(g["res"])
+# the beam (x = y = 0) meets the panel at corner + a fs + b ss (pixels)
+det = fs[0] * ss[1] - fs[1] * ss[0]
+a = (-cx * ss[1] + cy * ss[0]) / det
+b = (-fs[0] * cy + fs[1] * cx) / det
+assert abs(a / res - fbeam) < 1e-6 and abs(b / res - sbeam) < 1e-6, (a / res, fbeam, b / res, sbeam)
+assert abs(float(g["p0/clen"]) - 0.150) < 1e-9, g["p0/clen"]
+assert abs(float(g["photon_energy"]) - 12398.42) < 0.01, g["photon_energy"]
+print("geom: beam at fast %.3f, slow %.3f pixels" % (a, b))
+PY
 }

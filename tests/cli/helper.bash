@@ -22,7 +22,7 @@
 #   deg X [Y...]           degrees to radians, full precision
 
 NB_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
-NB_BIN="$NB_ROOT/bin"
+NB_BIN="${NB_BIN:-$NB_ROOT/bin}"   # make check-asan points it at bin-asan
 NB_INPUTS="$NB_ROOT/tests/golden/inputs"
 NANOBRAGG="$NB_ROOT/pipelines/nanobragg"
 PATH="$NB_BIN:$PATH"

@@ -214,3 +214,31 @@ rendered() { # rendered NAME [nb-geom args]: NAME.nbs = PLAN + IMAGE of the smal
     expect_has "truncated SMV image"
     [ ! -e in.nbs ]
 }
+
+@test "nb-convert: XDS.INP and .geom sidecars are written once per run, beside the images" {
+    nb-geom $SMALL -osc 1 -nframes 3 | nb-sim -q -o s.nbs
+    run_nb nb-convert -o img_##.cbf -o XDS.INP -o det.geom s.nbs
+    expect_status 0
+    [ -s img_01.cbf ] && [ -s img_03.cbf ]
+    grep -q "^NAME_TEMPLATE_OF_DATA_FRAMES= img_??.cbf$" XDS.INP
+    grep -q "^DATA_RANGE= 1 3$" XDS.INP
+    grep -q "^p0/max_fs = 31$" det.geom
+    # shards joined with cat repeat the plan: still one sidecar
+    nb-geom $SMALL -osc 1 -nframes 3 -o plan.nbs
+    nb-sim -q --shard 1/2 -o p1.nbs plan.nbs
+    nb-sim -q --shard 2/2 -o p2.nbs plan.nbs
+    run_nb sh -c 'cat p1.nbs p2.nbs | nb-convert -o c_##.img -o XDS2.INP'
+    expect_status 0
+    grep -q "^DETECTOR= ADSC" XDS2.INP
+    grep -q "^NAME_TEMPLATE_OF_DATA_FRAMES= c_??.img$" XDS2.INP
+}
+
+@test "nb-convert: XDS.INP needs a CBF or SMV image name with a '#' run" {
+    nb-geom $SMALL -osc 1 -nframes 2 | nb-sim -q -o s.nbs
+    run_nb nb-convert -o XDS.INP s.nbs
+    expect_status 2
+    expect_has "'XDS.INP' needs the images' name"
+    run_nb nb-convert -o one.cbf -o XDS.INP s.nbs
+    expect_status 2
+    [ ! -e XDS.INP ] && [ ! -e one.cbf ]
+}

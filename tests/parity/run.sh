@@ -20,7 +20,7 @@ golden=$top/tests/golden
 cmp=$top/${BUILD:-build}/tests/nb-imgcmp
 smvcmp=$top/${BUILD:-build}/tests/nb-smvcmp
 drop=$top/pipelines/nanobragg
-geom=$top/bin/nb-geom
+geom=${NB_BIN:-$top/bin}/nb-geom
 n=0
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -1,0 +1,11 @@
+/* crystfel_geom.h - a CrystFEL geometry file (.geom) from the plan. */
+#ifndef NB_FORMAT_CRYSTFEL_GEOM_H
+#define NB_FORMAT_CRYSTFEL_GEOM_H
+
+#include "nb_error.h"
+#include "nb_plan.h"
+
+/* Write the plan's detector as one CrystFEL panel (p0). */
+nb_status nb_crystfel_geom_write(const char *path, const nb_plan *p, int max_adu);
+
+#endif

@@ -1,0 +1,92 @@
+/* XDS.INP: the input file of XDS for a rotation series written by
+ * nb-convert, from the plan alone (the images' name template and the
+ * detector kind come from the caller).
+ *
+ * XDS accepts any right-handed laboratory frame as long as every vector is
+ * given in it; this file uses nanoBragg's (the beam along +x), so the
+ * vectors are the plan's own: the incident beam, the spindle, the fast and
+ * slow detector axes.  ORGX/ORGY are the pixel coordinates of the foot of
+ * the perpendicular from the crystal to the detector plane (the plan's
+ * ORGX/ORGY, nanoBragg's XDS convention), and DETECTOR_DISTANCE is the signed
+ * distance along X x Y, the detector's normal. */
+#include "xds_inp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nb_util.h"
+
+static void cross(const double a[3], const double b[3], double out[3])
+{
+    out[0] = a[1] * b[2] - a[2] * b[1];
+    out[1] = a[2] * b[0] - a[0] * b[2];
+    out[2] = a[0] * b[1] - a[1] * b[0];
+}
+
+static double dot(const double a[3], const double b[3]) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
+
+static void unit(const double a[3], double out[3])
+{
+    double n = sqrt(dot(a, a));
+    for (int i = 0; i < 3; i++) out[i] = n > 0 ? a[i] / n : 0.0;
+}
+
+nb_status nb_xds_inp_write(const char *path, const nb_plan *p, const char *template_q, int detector_kind,
+                           int overload)
+{
+    const double RTD = 180.0 / M_PI;
+    double normal[3], beam[3], pol[3], pnormal[3];
+    cross(p->fdet, p->sdet, normal);
+    unit(p->beam, beam);
+    unit(p->polar_vector, pol);
+    cross(beam, pol, pnormal);
+    unit(pnormal, pnormal);
+    /* distance from the crystal (the origin) to the detector plane, along its normal */
+    double dist_mm = dot(p->pix0, normal) * 1e3;
+    int first = 1, last = p->nframes;
+
+    nb_strbuf sb;
+    nb_strbuf_init(&sb);
+    nb_strbuf_printf(&sb, "! XDS.INP for images written by nb-convert (nb toolkit %s)\n", NB_VERSION);
+    if (p->command_line) nb_strbuf_printf(&sb, "! plan: %s\n", p->command_line);
+    nb_strbuf_printf(&sb, "JOB= XYCORR INIT COLSPOT IDXREF DEFPIX INTEGRATE CORRECT\n");
+    nb_strbuf_printf(&sb, "NAME_TEMPLATE_OF_DATA_FRAMES= %s\n", template_q);
+    nb_strbuf_printf(&sb, "DATA_RANGE= %d %d\n", first, last);
+    nb_strbuf_printf(&sb, "SPOT_RANGE= %d %d\n", first, last);
+    nb_strbuf_printf(&sb, "BACKGROUND_RANGE= %d %d\n", first, last < first + 4 ? last : first + 4);
+    nb_strbuf_printf(&sb, "STARTING_FRAME= %d\n", first);
+    nb_strbuf_printf(&sb, "STARTING_ANGLE= %.6f\n", p->phi0 * RTD);
+    nb_strbuf_printf(&sb, "OSCILLATION_RANGE= %.6f\n", p->osc * RTD);
+    nb_strbuf_printf(&sb, "ROTATION_AXIS= %.8f %.8f %.8f\n", p->spindle[0], p->spindle[1], p->spindle[2]);
+    nb_strbuf_printf(&sb, "X-RAY_WAVELENGTH= %.8f\n", p->lambda0 * 1e10);
+    nb_strbuf_printf(&sb, "INCIDENT_BEAM_DIRECTION= %.8f %.8f %.8f\n", beam[0], beam[1], beam[2]);
+    nb_strbuf_printf(&sb, "FRACTION_OF_POLARIZATION= %.4f\n", p->nopolar ? 0.5 : 0.5 * (1.0 + p->kahn_factor));
+    nb_strbuf_printf(&sb, "POLARIZATION_PLANE_NORMAL= %.8f %.8f %.8f\n", pnormal[0], pnormal[1], pnormal[2]);
+    nb_strbuf_printf(&sb, "DETECTOR= %s MINIMUM_VALID_PIXEL_VALUE= 0 OVERLOAD= %d\n",
+                     detector_kind == NB_XDS_PILATUS ? "PILATUS" : "ADSC", overload);
+    if (detector_kind == NB_XDS_PILATUS && p->detector_thick > 0.0)
+        nb_strbuf_printf(&sb, "SENSOR_THICKNESS= %.4f\n", p->detector_thick * 1e3);
+    nb_strbuf_printf(&sb, "NX= %d NY= %d QX= %.6f QY= %.6f\n", p->fpixels, p->spixels, p->pixel_size * 1e3,
+                     p->pixel_size * 1e3);
+    nb_strbuf_printf(&sb, "ORGX= %.4f ORGY= %.4f\n", p->ORGX, p->ORGY);
+    nb_strbuf_printf(&sb, "DETECTOR_DISTANCE= %.6f\n", dist_mm);
+    nb_strbuf_printf(&sb, "DIRECTION_OF_DETECTOR_X-AXIS= %.8f %.8f %.8f\n", p->fdet[0], p->fdet[1], p->fdet[2]);
+    nb_strbuf_printf(&sb, "DIRECTION_OF_DETECTOR_Y-AXIS= %.8f %.8f %.8f\n", p->sdet[0], p->sdet[1], p->sdet[2]);
+    nb_strbuf_printf(&sb, "TRUSTED_REGION= 0.0 1.42\n");
+    nb_strbuf_printf(&sb, "INCLUDE_RESOLUTION_RANGE= 50.0 0.0\n");
+    nb_strbuf_printf(&sb, "FRIEDEL'S_LAW= TRUE\n");
+    nb_strbuf_printf(&sb, "SPACE_GROUP_NUMBER= 0\n");
+    nb_strbuf_printf(&sb, "! the simulated crystal (uncomment with its space group to fix the cell):\n");
+    nb_strbuf_printf(&sb, "!UNIT_CELL_CONSTANTS= %.4f %.4f %.4f %.4f %.4f %.4f\n", p->unit_cell[0],
+                     p->unit_cell[1], p->unit_cell[2], p->unit_cell[3], p->unit_cell[4], p->unit_cell[5]);
+
+    nb_outfile *of;
+    nb_status st = nb_outfile_open(&of, path, 1);
+    if (!st) {
+        fwrite(sb.data, 1, sb.len, nb_outfile_fp(of));
+        st = nb_outfile_commit(of);
+    }
+    nb_strbuf_free(&sb);
+    return st;
+}
