@@ -146,7 +146,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 check-asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan BIN=bin-asan NVCC= CFLAGS="-g -O1 $(ASAN_FLAGS)" \
 	    build-asan/.built-asan
-	@NB_BIN=$(CURDIR)/bin-asan BUILD=build-asan \
+	@NB_BIN=$(CURDIR)/bin-asan BUILD=build-asan NB_SANITIZED=1 \
 	    ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 \
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 tests/run-all.sh
 

@@ -29,7 +29,15 @@ nb_status nb_error_prefix(nb_status status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
-    snprintf(message, sizeof message, "%s: %s", prefix, old);
+    /* the prefix, then as much of the old message as fits (truncation is intended) */
+    size_t n = strlen(prefix);
+    if (n > sizeof message - 3) n = sizeof message - 3;
+    memcpy(message, prefix, n);
+    memcpy(message + n, ": ", 2);
+    size_t room = sizeof message - n - 2;
+    size_t m = strnlen(old, room - 1);
+    memcpy(message + n + 2, old, m);
+    message[n + 2 + m] = '\0';
     return status;
 }
 

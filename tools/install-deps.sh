@@ -6,9 +6,9 @@
 [ "${NB_SKIP_DEPS:-0}" = 1 ] && exit 0
 command -v dpkg-query >/dev/null 2>&1 || exit 0
 
-# build: compiler, zlib, libtiff; tests: bats, time, GNU parallel, groff/man;
+# build: compiler, zlib, libtiff; tests: bats, time, GNU parallel, groff/man, valgrind;
 # read-back clients: fabio, dials
-want="gcc make zlib1g-dev libtiff-dev bats python3-fabio dials time parallel groff-base man-db"
+want="gcc make zlib1g-dev libtiff-dev bats python3-fabio dials time parallel groff-base man-db valgrind"
 missing=""
 for p in $want; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

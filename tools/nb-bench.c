@@ -909,6 +909,8 @@ int main(int argc, char **argv)
     nb_exit_on_error(locate(&c, argv[0]));
     if (o.list) {
         list_configs(&c);
+        free(c.bindir);
+        free(c.hkl);
         return 0;
     }
     nb_exit_on_error(check_inputs(&c));

@@ -286,3 +286,17 @@ EOF
         done <opts.txt
     done
 }
+
+@test "common: a small pipeline is valgrind-clean (no invalid access, no definite leak), every tool" {
+    command -v valgrind >/dev/null || skip "valgrind is not installed"
+    [ -z "${NB_SANITIZED:-}" ] || skip "the sanitizer build runs under ASan, not valgrind"
+    local vg="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
+    printf '1 2 3 100\n-1 0 2 50\n' >tiny.hkl
+    $vg nb-geom -cell 50 50 50 90 90 90 -lambda 1 -N 3 -distance 50 -detpixels 24 -pixel 0.5 -hkl tiny.hkl \
+        -osc 1 -nframes 2 -o plan.nbs
+    $vg nb-hkl -o hkl.nbs plan.nbs
+    OMP_NUM_THREADS=1 $vg nb-sim -q -o img.nbs hkl.nbs
+    $vg nb-noise -q -o noisy.nbs img.nbs
+    $vg nb-convert -q -o f_#.cbf -o f_#.img -o f_#.bin -o f_#.tif -o f_#.png -o XDS.INP -o f.geom noisy.nbs
+    [ -s f_2.cbf ] && [ -s XDS.INP ]
+}

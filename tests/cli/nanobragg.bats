@@ -138,7 +138,7 @@ tmpdir_is_empty() {
     chmod +x fake/bin/nb-sim
     use_private_tmpdir
     cd run
-    run "$NB_TMP/fake/pipelines/nanobragg" $SMALL
+    run env -u NB_BIN "$NB_TMP/fake/pipelines/nanobragg" $SMALL
     expect_status 3
     expect_has "nb-sim: simulated failure"
     [ ! -e floatimage.bin ]
