@@ -313,12 +313,12 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
         break;
     }
     case FL_DISTANCE:
-        NUM(rq->distance, x / 1000.0);
-        rq->pivot = NB_PIVOT_BEAM;
-        break;
     case FL_CLOSE_DISTANCE:
-        NUM(rq->close_distance, x / 1000.0);
-        rq->pivot = NB_PIVOT_SAMPLE;
+        /* the reference divides by it (and a detector behind the sample is no detector) */
+        if ((st = num(name, vals[0], &x))) return st;
+        if (!(x > 0.0)) return nb_error_set(NB_ERR_USAGE, "option %s: must be positive, got %s", name, vals[0]);
+        if (id == FL_DISTANCE) rq->distance = x / 1000.0, rq->pivot = NB_PIVOT_BEAM;
+        else rq->close_distance = x / 1000.0, rq->pivot = NB_PIVOT_SAMPLE;
         break;
     case FL_DETECTOR_ABS: {
         char what[80];

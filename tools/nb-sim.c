@@ -235,8 +235,9 @@ static nb_status pick_device(const sim_opts *o, int *use_cuda)
         nb_status st = nb_cuda_open(&cuda, desc, sizeof desc);
         if (st) {
             if (o->device == DEV_CUDA) return nb_error_prefix(st, "--device cuda");
-            /* a CUDA build on a machine without a GPU says so once */
-            if (nb_cuda_compiled()) nb_note("%s; rendering on the CPU", nb_error_message());
+            /* a CUDA build on a machine without a GPU renders on the CPU, as
+             * asked ('auto'); -v says why */
+            if (nb_cuda_compiled()) nb_info("%s; rendering on the CPU", nb_error_message());
         } else {
             nb_info("rendering on %s", desc);
         }

@@ -1,0 +1,121 @@
+#!/usr/bin/env bats
+# The bad-input table: one row per case, across every tool.  Each row runs a
+# command that must fail with the given exit status (1 runtime or data error,
+# 2 usage error) and a message on stderr that names the tool and the problem,
+# and must leave no output file (the -o of the row, if any, is out.*) and no
+# temporary behind.  Under `make check-asan` every row also runs on the
+# ASan + UBSan build, where a leak or an invalid access fails it.
+
+load helper
+
+S="-cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 32 -default_F 100"
+
+setup() {
+    NB_TMP="$(mktemp -d "${BATS_TMPDIR:-/tmp}/nbbad.XXXXXX")"
+    cd "$NB_TMP" || return 1
+    mkdir fx
+    nb-geom $S -q -o fx/plan.nbs
+    nb-sim -q -o fx/img.nbs fx/plan.nbs
+    : >fx/empty
+    printf '\x00\x01\x02garbage\xff\xfe' >fx/garbage
+    printf '1 2 3 100\n' >fx/ok.hkl
+    printf '1 2 3 nan\n' >fx/nan.hkl
+    printf '1 2 3 inf\n' >fx/inf.hkl
+    printf '1 2 3\n' >fx/short.hkl
+    printf '1000000000 2 3 10\n' >fx/huge.hkl
+    printf '0.01 0 0\n0 0.01 0\n' >fx/short.mat
+    printf '0.01 0 0\n0 nan 0\n0 0 0.01\n' >fx/nan.mat
+    printf '1 2\n' >fx/short.src
+    head -c 100 fx/img.nbs >fx/trunc-header.nbs
+    head -c "$(($(stat -c %s fx/plan.nbs) - 40))" fx/plan.nbs >fx/trunc-payload.nbs
+    "${NB_TEST_PYTHON:-/usr/bin/python3}" - <<'PY'
+d = bytearray(open("fx/plan.nbs", "rb").read())
+f = bytearray(d); f[300] ^= 0x10; open("fx/flipped.nbs", "wb").write(f)
+v = bytearray(d); v[8] = 7; open("fx/version.nbs", "wb").write(v)
+m = bytearray(d); m[0] = 0x42; open("fx/magic.nbs", "wb").write(m)
+PY
+}
+
+teardown() {
+    cd / && rm -rf "$NB_TMP"
+}
+
+# bad STATUS 'message part' CMD [ARGS...]
+bad() {
+    local want=$1 msg=$2
+    shift 2
+    local tool=$1
+    run_nb "$@"
+    expect_status "$want"
+    expect_has "$tool: "
+    expect_has "$msg"
+    # no output and no temporary left: only the fixtures and what run_nb keeps
+    local extra
+    extra=$(ls -A | grep -v -x -e fx -e stdout.bin || true)
+    [ -z "$extra" ] || { echo "left behind: $extra"; return 1; }
+}
+
+# ---- nb-geom: parameters
+@test "bad: nb-geom -lambda nan"                 { bad 2 "'nan' is not a finite number" nb-geom $S -lambda nan -o out.nbs; }
+@test "bad: nb-geom -lambda inf"                 { bad 2 "'inf' is not a finite number" nb-geom $S -lambda inf -o out.nbs; }
+@test "bad: nb-geom -lambda -1"                  { bad 2 "must be positive" nb-geom $S -lambda -1 -o out.nbs; }
+@test "bad: nb-geom -energy 0"                   { bad 2 "must be positive" nb-geom $S -energy 0 -o out.nbs; }
+@test "bad: nb-geom -distance 0"                 { bad 2 "option -distance: must be positive" nb-geom $S -distance 0 -o out.nbs; }
+@test "bad: nb-geom -close_distance -5"          { bad 2 "must be positive" nb-geom $S -close_distance -5 -o out.nbs; }
+@test "bad: nb-geom -pixel 0"                    { bad 2 "pixel size must be positive" nb-geom $S -pixel 0 -o out.nbs; }
+@test "bad: nb-geom -detpixels 10000000 (size)"  { bad 2 "too large" nb-geom $S -detpixels 10000000 -o out.nbs; }
+@test "bad: nb-geom -lambda (missing value)"     { bad 2 "option -lambda needs a value" nb-geom $S -lambda; }
+@test "bad: nb-geom -distance 1e999"             { bad 2 "not a finite number" nb-geom $S -distance 1e999 -o out.nbs; }
+@test "bad: nb-geom -N x"                        { bad 2 "-N" nb-geom $S -N x -o out.nbs; }
+@test "bad: nb-geom unknown flag"                { bad 2 "unknown option '-no_such_flag'" nb-geom $S -no_such_flag; }
+@test "bad: nb-geom a flag of another tool"      { bad 2 "belongs to" nb-geom $S -readout 3; }
+@test "bad: nb-geom -nframes 0"                  { bad 2 "option -nframes" nb-geom $S -osc 1 -nframes 0 -o out.nbs; }
+@test "bad: nb-geom -phisteps 2000000 (work)"    { bad 2 "absurd sampling" nb-geom $S -osc 1 -phisteps 2000000 -o out.nbs; }
+# ---- nb-geom: files
+@test "bad: nb-geom -mat missing"                { bad 1 "cannot open 'fx/none.mat'" nb-geom -mat fx/none.mat -default_F 1 -o out.nbs; }
+@test "bad: nb-geom -mat binary garbage"         { bad 1 "fx/garbage" nb-geom -mat fx/garbage -default_F 1 -o out.nbs; }
+@test "bad: nb-geom -mat with 6 numbers"         { bad 1 "expected 9 numbers" nb-geom -mat fx/short.mat -default_F 1 -o out.nbs; }
+@test "bad: nb-geom -mat with a NaN"             { bad 1 "fx/nan.mat" nb-geom -mat fx/nan.mat -default_F 1 -o out.nbs; }
+@test "bad: nb-geom -sourcefile garbage"         { bad 1 "fx/garbage" nb-geom $S -sourcefile fx/garbage -o out.nbs; }
+@test "bad: nb-geom -mask missing"               { bad 1 "cannot open 'fx/none.img'" nb-geom $S -mask fx/none.img -o out.nbs; }
+@test "bad: nb-geom -mask not an SMV image"      { bad 1 "does not look like an SMV" nb-geom $S -mask fx/garbage -o out.nbs; }
+@test "bad: nb-geom -o in a missing directory"   { bad 1 "none/out.nbs" nb-geom $S -o none/out.nbs; }
+@test "bad: nb-geom -o /dev/full"                { bad 1 "No space left on device" nb-geom $S -o /dev/full; }
+# ---- nb-hkl
+@test "bad: nb-hkl -hkl missing"                 { bad 1 "cannot open 'fx/none.hkl'" nb-hkl -hkl fx/none.hkl -o out.nbs fx/plan.nbs; }
+@test "bad: nb-hkl -hkl empty"                   { bad 1 "no reflections" nb-hkl -hkl fx/empty -o out.nbs fx/plan.nbs; }
+@test "bad: nb-hkl -hkl binary garbage"          { bad 1 "not a text file" nb-hkl -hkl fx/garbage -o out.nbs fx/plan.nbs; }
+@test "bad: nb-hkl -hkl with a NaN F"            { bad 1 "not a finite number" nb-hkl -hkl fx/nan.hkl -o out.nbs fx/plan.nbs; }
+@test "bad: nb-hkl -hkl with an infinite F"      { bad 1 "not a finite number" nb-hkl -hkl fx/inf.hkl -o out.nbs fx/plan.nbs; }
+@test "bad: nb-hkl -hkl with a missing column"   { bad 1 "fx/short.hkl" nb-hkl -hkl fx/short.hkl -o out.nbs fx/plan.nbs; }
+@test "bad: nb-hkl -hkl with an absurd index"    { bad 1 "not a (reasonable) integer" nb-hkl -hkl fx/huge.hkl -o out.nbs fx/plan.nbs; }
+@test "bad: nb-hkl on an empty stream"           { bad 1 "empty stream" nb-hkl -hkl fx/ok.hkl -o out.nbs fx/empty; }
+# ---- streams (nb-sim, nb-noise, nb-convert)
+@test "bad: nb-sim on binary garbage"            { bad 1 "not an nb stream" nb-sim -o out.nbs fx/garbage; }
+@test "bad: nb-sim on a missing file"            { bad 1 "cannot open 'fx/none.nbs'" nb-sim -o out.nbs fx/none.nbs; }
+@test "bad: nb-sim on a stream cut in a header"  { bad 1 "truncated stream" nb-sim -o out.nbs fx/trunc-header.nbs; }
+@test "bad: nb-sim on a stream cut in a payload" { bad 1 "truncated" nb-sim -o out.nbs fx/trunc-payload.nbs; }
+@test "bad: nb-sim on a flipped bit"             { bad 1 "fails its CRC-32 check" nb-sim -o out.nbs fx/flipped.nbs; }
+@test "bad: nb-sim on a wrong version"           { bad 1 "stream version 7" nb-sim -o out.nbs fx/version.nbs; }
+@test "bad: nb-sim on a bad magic"               { bad 1 "not an nb stream" nb-sim -o out.nbs fx/magic.nbs; }
+@test "bad: nb-sim --threads 0"                  { bad 2 "not a sensible thread count" nb-sim --threads 0 fx/plan.nbs; }
+@test "bad: nb-sim --frames beyond the series"   { bad 2 "the plan has 1 frame" nb-sim --frames 2:3 -o out.nbs fx/plan.nbs; }
+@test "bad: nb-sim -o /dev/full"                 { bad 1 "No space left on device" nb-sim -q -o /dev/full fx/plan.nbs; }
+@test "bad: nb-noise -seed x"                    { bad 2 "'x' is not an integer" nb-noise -seed x -o out.nbs fx/img.nbs; }
+@test "bad: nb-noise -readout -1"                { bad 2 "must not be negative" nb-noise -readout -1 -o out.nbs fx/img.nbs; }
+@test "bad: nb-noise -scale nan"                 { bad 2 "not a finite number" nb-noise -scale nan -o out.nbs fx/img.nbs; }
+@test "bad: nb-noise on a flipped bit"           { bad 1 "CRC-32" nb-noise -o out.nbs fx/flipped.nbs; }
+@test "bad: nb-convert -scale nan"               { bad 2 "not a finite number" nb-convert -scale nan -o out.bin fx/img.nbs; }
+@test "bad: nb-convert on garbage"               { bad 1 "not an nb stream" nb-convert -o out.bin fx/garbage; }
+@test "bad: nb-convert --import of a short file" { bad 1 "float32 pixels need 4096" nb-convert --import fx/garbage -o out.nbs fx/plan.nbs; }
+@test "bad: nb-convert unknown --format"         { bad 2 "unknown format 'jpeg'" nb-convert --format jpeg -o out.x fx/img.nbs; }
+@test "bad: nb-convert CBF to /dev/full"         { bad 1 "No space left on device" nb-convert --format cbf -o /dev/full fx/img.nbs; }
+# ---- nb-bench
+@test "bad: nb-bench --reps x"                   { bad 2 "'x' is not an integer" nb-bench --reps x; }
+@test "bad: nb-bench --config none"              { bad 2 "unknown configuration 'none'" nb-bench --config none; }
+# ---- a reader that closes the pipe early: the writer stops, no hang
+@test "bad: nb-sim into a pipe closed early stops (SIGPIPE or EPIPE), without hanging" {
+    nb-geom $S -detpixels 512 -q -o big.nbs
+    run bash -c "timeout 60 nb-sim -q big.nbs | head -c 100 >/dev/null; echo \${PIPESTATUS[0]}"
+    [ "$output" = 141 ] || [ "$output" = 1 ] || { echo "nb-sim ended with $output"; return 1; }
+}
