@@ -5,6 +5,7 @@
 #   make bench      benchmarks (see bench/README.md)
 #   make install PREFIX=/usr/local
 #   make check-asan the whole suite under AddressSanitizer + UBSan
+#   make fuzz       libFuzzer targets for every parser, FUZZ_SECONDS each (clang)
 
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -61,7 +62,7 @@ endif
 HEADERS := $(wildcard libnbcore/*.h) $(wildcard libnbcore/*.inc) $(wildcard formats/*.h) $(wildcard tools/*.h)
 
 .SECONDARY:
-.PHONY: all check check-built demo-built test-unit test-cli test-parity demo deps bench install clean check-asan man
+.PHONY: all check check-built demo-built test-unit test-cli test-parity demo deps bench install clean check-asan man fuzz
 
 all: $(TOOL_BINS)
 
@@ -142,7 +143,7 @@ test-parity: all $(TEST_TOOLS)
 	@tests/run-all.sh parity
 
 # ---- sanitizers: the whole suite on an ASan + UBSan build (build-asan/, bin-asan/)
-ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+ASAN_FLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer -fno-sanitize-recover=all
 check-asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan BIN=bin-asan NVCC= CFLAGS="-g -O1 $(ASAN_FLAGS)" \
 	    build-asan/.built-asan
@@ -152,6 +153,30 @@ check-asan: deps
 
 build-asan/.built-asan: all $(UNIT_BINS) $(TEST_TOOLS)
 	@touch $@
+
+# ---- fuzzing: libFuzzer targets for every parser (clang), tests/fuzz/ ------
+# make fuzz [FUZZ_SECONDS=600] [FUZZ_TARGETS="stream smv"]: each target runs
+# for FUZZ_SECONDS on its corpus (tests/fuzz/corpus/NAME, new inputs in
+# tests/fuzz/out/NAME); a crash stops it and leaves crash-* in tests/fuzz/out.
+FUZZ_TARGETS ?= stream hkl_text fdump smv geometry_files options
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+              -Wno-unknown-pragmas -Wno-source-uses-openmp
+FUZZ_LIB_SRC := $(filter-out libnbcore/nb_cli.c,$(LIB_SRC))
+fuzz: $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
+	@for t in $(FUZZ_TARGETS); do \
+	    mkdir -p tests/fuzz/out/$$t; \
+	    echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+	    build-fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
+	        -artifact_prefix=tests/fuzz/out/ tests/fuzz/out/$$t tests/fuzz/corpus/$$t 2>&1 | \
+	        grep -E "^#[0-9]+ *DONE|stat::number_of_executed_units|stat::peak_rss|cov:|ERROR|SUMMARY" | tail -4 || exit 1; \
+	done
+
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_LIB_SRC) $(HEADERS)
+	@mkdir -p build-fuzz
+	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE $(FUZZ_FLAGS) -Ilibnbcore -Iformats -DNB_VERSION='"$(VERSION)"' \
+	    $(filter -DNB_HAVE_TIFF,$(NB_CFLAGS)) -o $@ $< $(FUZZ_LIB_SRC) -lz -lm $(filter -ltiff,$(NB_LDLIBS))
 
 # ---- set-up and demo -------------------------------------------------------
 deps:
@@ -186,4 +211,4 @@ install: all
 	-install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/ 2>/dev/null
 
 clean:
-	rm -rf $(BUILD) $(BIN) build-asan bin-asan demo
+	rm -rf $(BUILD) $(BIN) build-asan bin-asan build-fuzz demo

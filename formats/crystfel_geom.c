@@ -59,12 +59,7 @@ nb_status nb_crystfel_geom_write(const char *path, const nb_plan *p, int max_adu
     nb_strbuf_printf(&sb, "p0/ss = %+.8fx %+.8fy %+.8fz\n", dot(p->sdet, ex), dot(p->sdet, ey), dot(p->sdet, ez));
     nb_strbuf_printf(&sb, "p0/max_adu = %d\n", max_adu);
 
-    nb_outfile *of;
-    nb_status st = nb_outfile_open(&of, path, 1);
-    if (!st) {
-        fwrite(sb.data, 1, sb.len, nb_outfile_fp(of));
-        st = nb_outfile_commit(of);
-    }
+    nb_status st = nb_write_text_file(path, sb.data, sb.len);
     nb_strbuf_free(&sb);
     return st;
 }

@@ -81,12 +81,7 @@ nb_status nb_xds_inp_write(const char *path, const nb_plan *p, const char *templ
     nb_strbuf_printf(&sb, "!UNIT_CELL_CONSTANTS= %.4f %.4f %.4f %.4f %.4f %.4f\n", p->unit_cell[0],
                      p->unit_cell[1], p->unit_cell[2], p->unit_cell[3], p->unit_cell[4], p->unit_cell[5]);
 
-    nb_outfile *of;
-    nb_status st = nb_outfile_open(&of, path, 1);
-    if (!st) {
-        fwrite(sb.data, 1, sb.len, nb_outfile_fp(of));
-        st = nb_outfile_commit(of);
-    }
+    nb_status st = nb_write_text_file(path, sb.data, sb.len);
     nb_strbuf_free(&sb);
     return st;
 }

@@ -669,7 +669,18 @@ static const char *convention_name(int c)
 
 #define LOG(...) nb_strbuf_printf(log, __VA_ARGS__)
 
+static nb_status resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log);
+
+/* On failure nothing of the plan is left allocated (its parts are made one
+ * after another; an error may come after some of them). */
 nb_status nb_resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
+{
+    nb_status st = resolve(rq, plan, log);
+    if (st) nb_plan_free(plan);
+    return st;
+}
+
+static nb_status resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
 {
     nb_request w = *rq; /* working copy: the reference updates its variables in place */
     nb_status st = NB_OK;
@@ -1043,8 +1054,8 @@ nb_status nb_resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
     if (xmax < xc) xmax = xc;
     double reciprocal_pixel_size = w.lambda0 * w.distance / w.pixel_size;
     double rec = ceil(3.0 * xmax / reciprocal_pixel_size);
-    int recommended = rec > 1e6 ? 1000000 : (int)rec;
-    if (recommended <= 0) recommended = 1;
+    /* NaN (an infinite crystal over an infinite pixel) falls to 1, as <= 0 does */
+    int recommended = rec > 1e6 ? 1000000 : rec >= 1.0 ? (int)rec : 1;
     if (w.oversample <= 0) {
         w.oversample = recommended;
         LOG("auto-selected %d-fold oversampling\n", w.oversample);

@@ -22,12 +22,14 @@ nb_status nb_hkl_alloc(nb_hkl *h, int h_min, int h_max, int k_min, int k_max, in
         return nb_error_set(NB_ERR_DATA, "empty Miller index range h %d..%d k %d..%d l %d..%d", h_min, h_max, k_min,
                             k_max, l_min, l_max);
     double bytes = nh * nk * nl * sizeof(double);
-    if (bytes > 64.0 * 1024 * 1024 * 1024 || nh > 1e6 || nk > 1e6 || nl > 1e6) {
-        char b[64];
+    if (bytes > (double)nb_memory_limit() || nh > 1e6 || nk > 1e6 || nl > 1e6) {
+        char b[64], m[64];
         nb_format_bytes(bytes, b, sizeof b);
+        nb_format_bytes((double)nb_memory_limit(), m, sizeof m);
         return nb_error_set(NB_ERR_NOMEM,
-                            "Miller indices h %d..%d k %d..%d l %d..%d would need a %s grid; refusing", h_min, h_max,
-                            k_min, k_max, l_min, l_max, b);
+                            "Miller indices h %d..%d k %d..%d l %d..%d would need a %s grid, more than the %s "
+                            "this machine allows; refusing",
+                            h_min, h_max, k_min, k_max, l_min, l_max, b, m);
     }
     size_t n = (size_t)nh * (size_t)nk * (size_t)nl;
     free(h->F);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -451,13 +452,7 @@ static size_t read_bytes(nb_reader *r, void *dst, size_t n, int *ioerr)
 
 /* Largest payload we are willing to allocate: a sanity bound so that a
  * corrupted length is reported, not attempted.  Physical memory when known. */
-static uint64_t payload_limit(void)
-{
-    long pages = sysconf(_SC_PHYS_PAGES);
-    long psize = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && psize > 0) return (uint64_t)pages * (uint64_t)psize;
-    return (uint64_t)1 << 36;
-}
+static uint64_t payload_limit(void) { return nb_memory_limit(); }
 
 static nb_status truncated(nb_reader *r, const char *what, long idx, const char *type, uint64_t got,
                            uint64_t want)
@@ -540,16 +535,45 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
     rec->header_len = hlen;
 
     if (plen) {
-        rec->payload = nb_malloc_large((size_t)plen);
+        /* a length the input cannot hold is a truncated (or corrupt) stream,
+         * found before the allocation: memory and regular files know their
+         * size; from a pipe, a large payload is read into a growing buffer,
+         * so memory follows the bytes that actually come */
+        uint64_t avail = UINT64_MAX;
+        struct stat sb;
+        if (!r->fp) avail = r->mem_len - r->mem_pos;
+        else if (fstat(fileno(r->fp), &sb) == 0 && S_ISREG(sb.st_mode)) {
+            long pos = ftell(r->fp);
+            if (pos >= 0 && (uint64_t)sb.st_size >= (uint64_t)pos) avail = (uint64_t)sb.st_size - (uint64_t)pos;
+        }
+        if (plen > avail) return truncated(r, "payload", idx, rec->type, avail, plen);
+        const uint64_t grow_from = (uint64_t)256 << 20;
+        size_t first = avail == UINT64_MAX && plen > grow_from ? (size_t)grow_from : (size_t)plen;
+        rec->payload = nb_malloc_large(first);
         if (!rec->payload) {
             char b[64];
             nb_format_bytes((double)plen, b, sizeof b);
             return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for record %ld (%s)", b, idx, rec->type);
         }
-        rec->payload_cap = (size_t)plen;
-        got = read_bytes(r, rec->payload, (size_t)plen, &ioerr);
-        if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
-        if (got < plen) return truncated(r, "payload", idx, rec->type, got, plen);
+        rec->payload_cap = first;
+        uint64_t have = 0;
+        while (have < plen) {
+            if (have == rec->payload_cap) {
+                size_t cap = rec->payload_cap * 2 < plen ? rec->payload_cap * 2 : (size_t)plen;
+                unsigned char *q = realloc(rec->payload, cap);
+                if (!q) {
+                    char b[64];
+                    nb_format_bytes((double)plen, b, sizeof b);
+                    return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for record %ld (%s)", b, idx, rec->type);
+                }
+                rec->payload = q, rec->payload_cap = cap;
+            }
+            got = read_bytes(r, rec->payload + have, rec->payload_cap - (size_t)have, &ioerr);
+            if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
+            have += got;
+            if (got == 0 || (have < rec->payload_cap && have < plen)) break;
+        }
+        if (have < plen) return truncated(r, "payload", idx, rec->type, have, plen);
     }
     rec->payload_len = plen;
 

@@ -109,6 +109,22 @@ nb_status nb_calloc(void **out, size_t count, size_t size, const char *what)
     return NB_OK;
 }
 
+uint64_t nb_memory_limit(void)
+{
+    uint64_t limit = (uint64_t)1 << 36;
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psize > 0) limit = (uint64_t)pages * (uint64_t)psize;
+    const char *env = getenv("NB_MEMORY_LIMIT");
+    if (env && *env) {
+        char *end;
+        double v = strtod(env, &end);
+        double mult = *end == 'K' || *end == 'k' ? 1024.0 : *end == 'M' || *end == 'm' ? 1048576.0
+                      : *end == 'G' || *end == 'g' ? 1073741824.0 : 1.0;
+        if (v > 0 && v * mult < (double)limit) limit = (uint64_t)(v * mult);
+    }
+    return limit;
+}
+
 nb_status nb_alloc_large(void **out, size_t count, size_t size, const char *what)
 {
     *out = NULL;
@@ -302,6 +318,18 @@ struct nb_outfile {
     char *path;
     char *tmp;      /* NULL when writing to stdout */
 };
+
+nb_status nb_write_text_file(const char *path, const char *text, size_t len)
+{
+    nb_outfile *of;
+    nb_status st = nb_outfile_open(&of, path, 1);
+    if (st) return st;
+    if (len && fwrite(text, 1, len, nb_outfile_fp(of)) != len) {
+        nb_outfile_abort(of);
+        return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    }
+    return nb_outfile_commit(of);
+}
 
 void nb_pipe_widen(int fd)
 {

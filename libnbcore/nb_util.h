@@ -38,6 +38,11 @@ void *nb_malloc_large(size_t size);
  * cleared (the caller writes every element, on the threads that use it). */
 nb_status nb_alloc_large(void **out, size_t count, size_t size, const char *what);
 
+/* The most memory one buffer may take: the machine's physical memory, or
+ * less with NB_MEMORY_LIMIT=BYTES[K|M|G] in the environment.  Sizes read from
+ * files (grids, payloads) beyond it are refused with the size they would need. */
+uint64_t nb_memory_limit(void);
+
 /* strdup that aborts on failure (tiny strings only). */
 char *nb_xstrdup(const char *s);
 /* "12.0 MiB" */
@@ -64,6 +69,8 @@ nb_status nb_read_file(const char *path, char **data, size_t *len);
  * signal, or exit without commit) removes the temporary file, so a failure
  * never leaves a partial file behind.  path "-" writes to stdout directly. */
 typedef struct nb_outfile nb_outfile;
+/* A small text file written whole, atomically (nb_outfile). */
+nb_status nb_write_text_file(const char *path, const char *text, size_t len);
 /* Give a pipe on fd a 1 MiB buffer (no-op for anything else). */
 void nb_pipe_widen(int fd);
 nb_status nb_outfile_open(nb_outfile **of, const char *path, int binary_ok_on_tty);

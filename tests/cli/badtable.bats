@@ -33,6 +33,8 @@ d = bytearray(open("fx/plan.nbs", "rb").read())
 f = bytearray(d); f[300] ^= 0x10; open("fx/flipped.nbs", "wb").write(f)
 v = bytearray(d); v[8] = 7; open("fx/version.nbs", "wb").write(v)
 m = bytearray(d); m[0] = 0x42; open("fx/magic.nbs", "wb").write(m)
+import struct
+h = bytearray(d); h[24:32] = struct.pack("<Q", 3 << 30); open("fx/hugelen.nbs", "wb").write(h)
 PY
 }
 
@@ -77,6 +79,15 @@ bad() {
 @test "bad: nb-geom -mat with 6 numbers"         { bad 1 "expected 9 numbers" nb-geom -mat fx/short.mat -default_F 1 -o out.nbs; }
 @test "bad: nb-geom -mat with a NaN"             { bad 1 "fx/nan.mat" nb-geom -mat fx/nan.mat -default_F 1 -o out.nbs; }
 @test "bad: nb-geom -sourcefile garbage"         { bad 1 "fx/garbage" nb-geom $S -sourcefile fx/garbage -o out.nbs; }
+@test "bad: nb-geom -sourcefile with a zero direction (fuzz: leak on that error)" {
+    printf '0 0 0 1 1e-10\n' >fx/zero.src
+    bad 1 "zero direction" nb-geom $S -sourcefile fx/zero.src -o out.nbs
+}
+@test "bad: nb-geom a cell whose angles make no crystal (fuzz: NaN oversampling)" {
+    run_nb nb-geom -cell 78 87 987 98 8 -o out.nbs
+    [ "$status" -eq 0 ] || [ "$status" -eq 2 ] || { echo "status $status"; return 1; }
+    [[ "$output" != *"runtime error"* ]]
+}
 @test "bad: nb-geom -mask missing"               { bad 1 "cannot open 'fx/none.img'" nb-geom $S -mask fx/none.img -o out.nbs; }
 @test "bad: nb-geom -mask not an SMV image"      { bad 1 "does not look like an SMV" nb-geom $S -mask fx/garbage -o out.nbs; }
 @test "bad: nb-geom -o in a missing directory"   { bad 1 "none/out.nbs" nb-geom $S -o none/out.nbs; }
@@ -88,6 +99,10 @@ bad() {
 @test "bad: nb-hkl -hkl with a NaN F"            { bad 1 "not a finite number" nb-hkl -hkl fx/nan.hkl -o out.nbs fx/plan.nbs; }
 @test "bad: nb-hkl -hkl with an infinite F"      { bad 1 "not a finite number" nb-hkl -hkl fx/inf.hkl -o out.nbs fx/plan.nbs; }
 @test "bad: nb-hkl -hkl with a missing column"   { bad 1 "fx/short.hkl" nb-hkl -hkl fx/short.hkl -o out.nbs fx/plan.nbs; }
+@test "bad: nb-hkl -hkl with a grid over the memory limit" {
+    printf '500000 0 0 1\n-500000 9000 9000 1\n' >fx/grid.hkl
+    NB_MEMORY_LIMIT=1G bad 1 "more than the 1.0 GiB this machine allows" nb-hkl -hkl fx/grid.hkl -o out.nbs fx/plan.nbs
+}
 @test "bad: nb-hkl -hkl with an absurd index"    { bad 1 "not a (reasonable) integer" nb-hkl -hkl fx/huge.hkl -o out.nbs fx/plan.nbs; }
 @test "bad: nb-hkl on an empty stream"           { bad 1 "empty stream" nb-hkl -hkl fx/ok.hkl -o out.nbs fx/empty; }
 # ---- streams (nb-sim, nb-noise, nb-convert)
@@ -95,6 +110,13 @@ bad() {
 @test "bad: nb-sim on a missing file"            { bad 1 "cannot open 'fx/none.nbs'" nb-sim -o out.nbs fx/none.nbs; }
 @test "bad: nb-sim on a stream cut in a header"  { bad 1 "truncated stream" nb-sim -o out.nbs fx/trunc-header.nbs; }
 @test "bad: nb-sim on a stream cut in a payload" { bad 1 "truncated" nb-sim -o out.nbs fx/trunc-payload.nbs; }
+@test "bad: nb-sim on a record claiming 3 GiB"    { bad 1 "truncated stream: payload" nb-sim -o out.nbs fx/hugelen.nbs; }
+@test "bad: nb-sim on it from a pipe"            {
+    run_nb sh -c 'cat fx/hugelen.nbs | nb-sim -o out.nbs'
+    expect_status 1
+    expect_has "nb-sim: standard input: truncated stream: payload of record 1 (PLAN) has"
+    [ ! -e out.nbs ]
+}
 @test "bad: nb-sim on a flipped bit"             { bad 1 "fails its CRC-32 check" nb-sim -o out.nbs fx/flipped.nbs; }
 @test "bad: nb-sim on a wrong version"           { bad 1 "stream version 7" nb-sim -o out.nbs fx/version.nbs; }
 @test "bad: nb-sim on a bad magic"               { bad 1 "not an nb stream" nb-sim -o out.nbs fx/magic.nbs; }
