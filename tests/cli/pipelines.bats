@@ -54,15 +54,76 @@ same_as_single() { # same_as_single DIR
     done
 }
 
-@test "pipelines: slurm-sweep.sbatch as a job array reproduces the single run" {
-    command -v sbatch >/dev/null && command -v slurmctld >/dev/null ||
-        skip "Slurm (slurm-wlm) is not installed; run the array by hand as pipelines/slurm-sweep.sbatch says"
-    single_run
-    # a job array run as Slurm would: each task with its array variables
-    for k in 1 2 3; do
-        SLURM_ARRAY_TASK_ID=$k SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_COUNT=3 NB="$NB_BIN" \
-            sh "$NB_ROOT/pipelines/slurm-sweep.sbatch" plan.nbs slurm -seed 1
+# A real single-node Slurm (slurmctld + slurmd on 127.0.0.1, munge), started
+# for the test in its own directory and stopped after it.
+start_slurm() {
+    command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null ||
+        skip "Slurm (slurm-wlm) is not installed"
+    command -v munged >/dev/null || skip "munge is not installed"
+    [ "$(id -u)" -eq 0 ] || skip "starting slurmd needs root here"
+    [ -r /etc/munge/munge.key ] || skip "no munge key (/etc/munge/munge.key)"
+    if ! pgrep -x munged >/dev/null; then
+        mkdir -p /run/munge && chown munge:munge /run/munge 2>/dev/null
+        runuser -u munge -- munged 2>/dev/null || munged --force 2>/dev/null || skip "munged does not start"
+    fi
+    local host port
+    host=$(hostname -s)
+    port=$((20000 + RANDOM % 20000))
+    SL="$PWD/slurm-run"
+    mkdir -p "$SL/state" "$SL/spool" "$SL/log"
+    cat >"$SL/slurm.conf" <<CONF
+ClusterName=nbtest
+SlurmctldHost=$host(127.0.0.1)
+SlurmUser=root
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
+AuthType=auth/munge
+StateSaveLocation=$SL/state
+SlurmdSpoolDir=$SL/spool
+SlurmctldPidFile=$SL/slurmctld.pid
+SlurmdPidFile=$SL/slurmd.pid
+SlurmctldLogFile=$SL/log/slurmctld.log
+SlurmdLogFile=$SL/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+PartitionName=nbtest Nodes=ALL Default=YES MaxTime=10 State=UP
+CONF
+    export SLURM_CONF="$SL/slurm.conf"
+    slurmctld -c >/dev/null 2>&1 || skip "slurmctld does not start here"
+    slurmd >/dev/null 2>&1 || { stop_slurm; skip "slurmd does not start here"; }
+    local i
+    for i in $(seq 50); do
+        sinfo -h -o %t 2>/dev/null | grep -q idle && return 0
+        sleep 0.2
     done
+    stop_slurm
+    skip "the Slurm node did not come up (see $SL/log)"
+}
+
+stop_slurm() {
+    [ -n "${SL:-}" ] || return 0
+    scontrol shutdown >/dev/null 2>&1
+    local f
+    for f in "$SL/slurmd.pid" "$SL/slurmctld.pid"; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
+    sleep 0.5
+    return 0
+}
+
+@test "pipelines: slurm-sweep.sbatch as a job array under a real single-node Slurm reproduces the single run" {
+    single_run
+    start_slurm
+    run env NB="$NB_BIN" sbatch --wait --array=1-3 --export=ALL --chdir="$PWD" -o "$SL/log/task-%a.log" \
+        "$NB_ROOT/pipelines/slurm-sweep.sbatch" plan.nbs slurm -seed 1
+    local st=$status out=$output
+    stop_slurm
+    [ "$st" -eq 0 ] || { echo "$out"; cat "$SL"/log/task-*.log; return 1; }
     same_as_single slurm
 }
 
