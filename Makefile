@@ -194,8 +194,9 @@ demo-built: all
 # ---- man pages: generated from each tool's --help source (nb_cli.c) -------
 man: all
 	@mkdir -p man
-	@for t in $(TOOLS); do $(BIN)/$$t --help-man > man/$$t.1 || exit 1; done
-	@echo "man: wrote $(TOOLS:%=man/%.1)"
+	@mkdir -p man/man1
+	@for t in $(TOOLS); do $(BIN)/$$t --help-man > man/man1/$$t.1 || exit 1; done
+	@echo "man: wrote $(TOOLS:%=man/man1/%.1) (read them with: man -M man nb-sim)"
 
 # ---- benchmarks: timed, so never part of check (bench/README.md) ----------
 #   make bench                           our pipeline on every configuration
@@ -208,7 +209,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/nb
 	install -m 755 $(TOOL_BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 pipelines/nanobragg $(DESTDIR)$(PREFIX)/bin/nanobragg
-	-install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/ 2>/dev/null
+	-install -m 644 man/man1/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/ 2>/dev/null
 
 clean:
 	rm -rf $(BUILD) $(BIN) build-asan bin-asan build-fuzz demo

@@ -266,18 +266,38 @@ EOF
 
 @test "common: the man pages in man/ are the tools' --help-man (run 'make man' after changing options)" {
     for t in $NB_TOOLS; do
-        [ -f "$NB_ROOT/man/$t.1" ] || { echo "man/$t.1 is missing"; return 1; }
+        [ -f "$NB_ROOT/man/man1/$t.1" ] || { echo "man/man1/$t.1 is missing"; return 1; }
         "$t" --help-man >"$t.1"
-        diff -u "$NB_ROOT/man/$t.1" "$t.1" || { echo "man/$t.1 is out of date"; return 1; }
+        diff -u "$NB_ROOT/man/man1/$t.1" "$t.1" || { echo "man/man1/$t.1 is out of date"; return 1; }
     done
+}
+
+@test "common: 'man -M man nb-TOOL' shows each tool's page" {
+    command -v man >/dev/null || skip "man (man-db) is not installed"
+    for t in $NB_TOOLS; do
+        MANPAGER=cat MANWIDTH=80 man -M "$NB_ROOT/man" "$t" >page.txt 2>err.txt || { cat err.txt; return 1; }
+        grep -q "^NAME" page.txt && grep -q "$t" page.txt || { echo "$t: no page"; return 1; }
+    done
+}
+
+@test "common: a long render shows a progress bar on a terminal's stderr, and none otherwise" {
+    command -v script >/dev/null || skip "script (util-linux) is not installed"
+    nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -detpixels 256 -default_F 100 -o plan.nbs
+    script -qec "nb-sim -o /dev/null plan.nbs" /dev/null | tr '\r' '\n' >tty.txt
+    grep -q "nb-sim: rendering \[" tty.txt || { cat tty.txt; return 1; }
+    grep -q "100%" tty.txt
+    run_nb nb-sim -o /dev/null plan.nbs
+    expect_lacks "rendering ["
+    script -qec "nb-sim -noprogress -o /dev/null plan.nbs" /dev/null | tr '\r' '\n' >tty2.txt
+    ! grep -q "rendering \[" tty2.txt
 }
 
 @test "common: the man pages format without groff warnings and name every option of --help" {
     command -v groff >/dev/null || skip "groff is not installed"
     for t in $NB_TOOLS; do
-        groff -man -Tutf8 -ww -z "$NB_ROOT/man/$t.1" 2>warn.txt
+        groff -man -Tutf8 -ww -z "$NB_ROOT/man/man1/$t.1" 2>warn.txt
         [ ! -s warn.txt ] || { echo "$t:"; cat warn.txt; return 1; }
-        groff -man -Tascii "$NB_ROOT/man/$t.1" 2>/dev/null | col -b >page.txt
+        groff -man -Tascii "$NB_ROOT/man/man1/$t.1" 2>/dev/null | col -b >page.txt
         grep -q "^NAME" page.txt || { echo "$t: no NAME section"; return 1; }
         # every option the --help lists appears in the page
         "$t" --help | grep -oE '^ +-{1,2}[A-Za-z][A-Za-z0-9_-]*' | sed 's/^ *//' | sort -u >opts.txt
