@@ -62,7 +62,7 @@ endif
 HEADERS := $(wildcard libnbcore/*.h) $(wildcard libnbcore/*.inc) $(wildcard formats/*.h) $(wildcard tools/*.h)
 
 .SECONDARY:
-.PHONY: all check check-built demo-built test-unit test-cli test-parity demo deps bench install clean check-asan man fuzz
+.PHONY: all check check-built demo-built test-unit test-cli test-parity demo deps bench install clean check-asan man fuzz fuzz-regressions
 
 all: $(TOOL_BINS)
 
@@ -164,13 +164,22 @@ FUZZ_CC ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
               -Wno-unknown-pragmas -Wno-source-uses-openmp
 FUZZ_LIB_SRC := $(filter-out libnbcore/nb_cli.c,$(LIB_SRC))
-fuzz: $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
+fuzz: fuzz-regressions
 	@for t in $(FUZZ_TARGETS); do \
 	    mkdir -p tests/fuzz/out/$$t; \
 	    echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
 	    build-fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
 	        -artifact_prefix=tests/fuzz/out/ tests/fuzz/out/$$t tests/fuzz/corpus/$$t 2>&1 | \
 	        grep -E "^#[0-9]+ *DONE|stat::number_of_executed_units|stat::peak_rss|cov:|ERROR|SUMMARY" | tail -4 || exit 1; \
+	done
+
+# every input that once crashed, leaked or ran out of memory, run again first
+fuzz-regressions: $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
+	@for t in $(FUZZ_TARGETS); do \
+	    [ -d tests/fuzz/regressions/$$t ] || continue; \
+	    build-fuzz/fuzz_$$t -runs=1 tests/fuzz/regressions/$$t/* >/dev/null 2>&1 || \
+	        { echo "fuzz: a regression input of $$t fails again"; exit 1; }; \
+	    echo "fuzz: $$t regressions pass"; \
 	done
 
 build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_LIB_SRC) $(HEADERS)
