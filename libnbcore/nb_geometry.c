@@ -875,7 +875,9 @@ static nb_status resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
 
     /* limits on work the reference would happily start and never finish */
     if (w.phisteps > 1000000 || w.mosaic_domains > 1000000 || w.hdivsteps > 100000 || w.vdivsteps > 100000 ||
-        w.dispsteps > 100000 || w.detector_thicksteps > 100000)
+        w.dispsteps > 100000 || w.detector_thicksteps > 100000 ||
+        (double)(w.hdivsteps > 0 ? w.hdivsteps : 1) * (w.vdivsteps > 0 ? w.vdivsteps : 1) *
+                (w.dispsteps > 0 ? w.dispsteps : 1) > 1e6)
         return nb_error_set(NB_ERR_USAGE, "absurd sampling: %d phi steps, %d mosaic domains, %dx%d divergence, "
                                           "%d wavelengths, %d layers",
                             w.phisteps, w.mosaic_domains, w.hdivsteps, w.vdivsteps, w.dispsteps,

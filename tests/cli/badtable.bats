@@ -74,6 +74,7 @@ bad() {
 @test "bad: nb-geom -nframes 0"                  { bad 2 "option -nframes" nb-geom $S -osc 1 -nframes 0 -o out.nbs; }
 @test "bad: nb-geom -phisteps 2000000 (work)"    { bad 2 "absurd sampling" nb-geom $S -osc 1 -phisteps 2000000 -o out.nbs; }
 # ---- nb-geom: files
+@test "bad: nb-geom 2222^2 x 4 sources (fuzz: a 20-million-source plan)" { bad 2 "absurd sampling" nb-geom -divsteps 2222 -dispsteps 4 -cell 7 -default_F 1 -o out.nbs; }
 @test "bad: nb-geom -mat missing"                { bad 1 "cannot open 'fx/none.mat'" nb-geom -mat fx/none.mat -default_F 1 -o out.nbs; }
 @test "bad: nb-geom -mat binary garbage"         { bad 1 "fx/garbage" nb-geom -mat fx/garbage -default_F 1 -o out.nbs; }
 @test "bad: nb-geom -mat with 6 numbers"         { bad 1 "expected 9 numbers" nb-geom -mat fx/short.mat -default_F 1 -o out.nbs; }
