@@ -8,7 +8,7 @@ command -v dpkg-query >/dev/null 2>&1 || exit 0
 
 # build: compiler, zlib, libtiff; tests: bats, time, GNU parallel, groff/man, valgrind;
 # read-back clients: fabio, dials; a single-node Slurm for the job-array test
-want="gcc make zlib1g-dev libtiff-dev bats python3-fabio dials time parallel groff-base man-db valgrind slurm-wlm munge"
+want="gcc make zlib1g-dev libtiff-dev bats python3-fabio dials time parallel groff-base man-db valgrind slurm-wlm munge clang"
 missing=""
 for p in $want; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
