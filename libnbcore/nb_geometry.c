@@ -176,6 +176,20 @@ static nb_status vec3(const char *name, char **vals, double out[3])
     return NB_OK;
 }
 
+nb_status nb_request_apply_args(nb_request *rq, int argc, char **argv)
+{
+    nb_status st = NB_OK;
+    for (int i = 0; i < argc && !st; i++) {
+        const nb_flag *f = nb_flag_lookup(argv[i]);
+        if (!f || !(f->owners & NB_GEOM)) return nb_flag_reject(argv[i], NB_GEOM);
+        int nvals = 0;
+        if ((st = nb_flag_collect(f, argc, argv, i, &nvals))) break;
+        st = nb_request_apply(rq, f->id, f->name, argv + i + 1, nvals);
+        i += nvals;
+    }
+    return st;
+}
+
 nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals, int nvals)
 {
     double x;

@@ -85,6 +85,10 @@ void nb_request_free(nb_request *rq);
 /* Apply one flag (from nb_options) with its values.  -img/-mask headers must
  * be applied first (nb_request_read_header) - nb-geom does that. */
 nb_status nb_request_apply(nb_request *rq, int flag_id, const char *name, char **vals, int nvals);
+/* Apply a whole list of nb-geom flags and their values (argv[0] is the first
+ * flag, not a program name); a flag nb-geom does not own is a usage error
+ * naming its owner.  Returns the first failure. */
+nb_status nb_request_apply_args(nb_request *rq, int argc, char **argv);
 
 /* Read an SMV header for -img (is_mask = 0) or -mask (1) into the request, as
  * the reference does before parsing the rest of the command line. */

@@ -115,18 +115,7 @@ static int build_plan(const char *args, nb_plan *plan)
     nb_request_defaults(&rq);
     rq.seed = -1;
     rq.misset_seed = -1;
-    nb_status st = NB_OK;
-    for (int i = 0; i < argc && !st; i++) {
-        const nb_flag *f = nb_flag_lookup_for(argv[i], NB_GEOM);
-        int nvals = 0;
-        if (!f) {
-            st = NB_ERR_USAGE;
-            break;
-        }
-        st = nb_flag_collect(f, argc, argv, i, &nvals);
-        if (!st) st = nb_request_apply(&rq, f->id, f->name, argv + i + 1, nvals);
-        i += nvals;
-    }
+    nb_status st = nb_request_apply_args(&rq, argc, argv);
     nb_strbuf log;
     nb_strbuf_init(&log);
     if (!st) st = nb_resolve(&rq, plan, &log);

@@ -27,18 +27,7 @@ static nb_status apply_args(nb_request *rq, const char *args)
     argv[argc++] = "nb-geom";
     for (char *tok = strtok(copy, " "); tok && argc < 159; tok = strtok(NULL, " ")) argv[argc++] = tok;
     argv[argc] = NULL;
-    nb_status st = NB_OK;
-    for (int i = 1; i < argc && !st; i++) {
-        const nb_flag *f = nb_flag_lookup(argv[i]);
-        if (!f || !(f->owners & NB_GEOM)) {
-            st = nb_flag_reject(argv[i], NB_GEOM);
-            break;
-        }
-        int nvals = 0;
-        if ((st = nb_flag_collect(f, argc, argv, i, &nvals))) break;
-        st = nb_request_apply(rq, f->id, f->name, argv + i + 1, nvals);
-        i += nvals;
-    }
+    nb_status st = nb_request_apply_args(rq, argc - 1, argv + 1);
     free(copy);
     return st;
 }
