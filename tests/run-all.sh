@@ -9,6 +9,11 @@ BUILD=${BUILD:-build}
 suites=("$@")
 [ ${#suites[@]} -eq 0 ] && suites=(unit cli parity)
 
+# A suite that hangs must fail, not stall CI: each runs under a time limit
+# (seconds; NB_SUITE_TIMEOUT overrides) far above its usual time.
+suite_timeout=${NB_SUITE_TIMEOUT:-1800}
+limit() { timeout -k 30 "$suite_timeout" "$@"; }
+
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 passed=0 failed=0 skipped=0
@@ -27,7 +32,10 @@ count() { # name file
 
 crashed() { # name status file: a suite that died without reporting counts as one failure
     local name=$1 status=$2 file=$3
-    if [ "$status" -ne 0 ] && ! grep -qE '^not ok ' "$file"; then
+    if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+        echo "not ok - $name ran past its limit of $suite_timeout s and was stopped" >> "$file"
+        tail -5 "$file" | sed 's/^/#   /'
+    elif [ "$status" -ne 0 ] && ! grep -qE '^not ok ' "$file"; then
         echo "not ok - $name exited with status $status" >> "$file"
         tail -5 "$file" | sed 's/^/#   /'
     fi
@@ -40,14 +48,14 @@ for suite in "${suites[@]}"; do
             [ -x "$t" ] || continue
             name=unit/$(basename "$t")
             out=$log/$(basename "$t").tap
-            "$t" > "$out" 2> "$out.err"
+            limit "$t" > "$out" 2> "$out.err"
             crashed "$name" $? "$out"
             count "$name" "$out"
         done ;;
     cli)
         out=$log/cli.tap
         if command -v bats >/dev/null 2>&1; then
-            bats --tap tests/cli > "$out" 2>&1
+            limit bats --tap tests/cli > "$out" 2>&1
             crashed cli/bats $? "$out"
         else
             echo "ok 1 - bats CLI tests # SKIP bats is not installed (apt-get install bats)" > "$out"
@@ -55,7 +63,7 @@ for suite in "${suites[@]}"; do
         count cli/bats "$out" ;;
     parity)
         out=$log/parity.tap
-        tests/parity/run.sh > "$out" 2>&1
+        limit tests/parity/run.sh > "$out" 2>&1
         crashed parity $? "$out"
         count parity/golden "$out" ;;
     *)

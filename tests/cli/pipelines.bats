@@ -55,7 +55,11 @@ same_as_single() { # same_as_single DIR
 }
 
 # A real single-node Slurm (slurmctld + slurmd on 127.0.0.1, munge), started
-# for the test in its own directory and stopped after it.
+# for the test in its own directory and stopped after it.  Every daemon starts
+# with bats' descriptors closed (3 is its TAP channel): a daemon that keeps one
+# open makes bats wait for it forever after the last test.
+daemon() { "$@" </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-; }
+
 start_slurm() {
     command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null ||
         skip "Slurm (slurm-wlm) is not installed"
@@ -64,7 +68,8 @@ start_slurm() {
     [ -r /etc/munge/munge.key ] || skip "no munge key (/etc/munge/munge.key)"
     if ! pgrep -x munged >/dev/null; then
         mkdir -p /run/munge && chown munge:munge /run/munge 2>/dev/null
-        runuser -u munge -- munged 2>/dev/null || munged --force 2>/dev/null || skip "munged does not start"
+        daemon runuser -u munge -- munged || daemon munged --force || skip "munged does not start"
+        MUNGED_STARTED=1
     fi
     local host port
     host=$(hostname -s)
@@ -96,8 +101,8 @@ NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
 PartitionName=nbtest Nodes=ALL Default=YES MaxTime=10 State=UP
 CONF
     export SLURM_CONF="$SL/slurm.conf"
-    slurmctld -c >/dev/null 2>&1 || skip "slurmctld does not start here"
-    slurmd >/dev/null 2>&1 || { stop_slurm; skip "slurmd does not start here"; }
+    daemon slurmctld -c || { stop_slurm; skip "slurmctld does not start here"; }
+    daemon slurmd || { stop_slurm; skip "slurmd does not start here"; }
     local i
     for i in $(seq 50); do
         sinfo -h -o %t 2>/dev/null | grep -q idle && return 0
@@ -112,6 +117,7 @@ stop_slurm() {
     scontrol shutdown >/dev/null 2>&1
     local f
     for f in "$SL/slurmd.pid" "$SL/slurmctld.pid"; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
+    [ "${MUNGED_STARTED:-0}" = 1 ] && pkill -x munged
     sleep 0.5
     return 0
 }
@@ -119,7 +125,7 @@ stop_slurm() {
 @test "pipelines: slurm-sweep.sbatch as a job array under a real single-node Slurm reproduces the single run" {
     single_run
     start_slurm
-    run env NB="$NB_BIN" sbatch --wait --array=1-3 --export=ALL --chdir="$PWD" -o "$SL/log/task-%a.log" \
+    run timeout 300 env NB="$NB_BIN" sbatch --wait --array=1-3 --export=ALL --chdir="$PWD" -o "$SL/log/task-%a.log" \
         "$NB_ROOT/pipelines/slurm-sweep.sbatch" plan.nbs slurm -seed 1
     local st=$status out=$output
     stop_slurm
