@@ -268,12 +268,14 @@ static nb_status smv_write_any(const char *path, const nb_smv_meta *m, const voi
             }
             if (bits == 16) {
                 uint16_t *b16 = packed;
+#pragma omp simd
                 for (size_t j = 0; j < k; j++) {
                     int32_t x = v[j] < 0 ? 0 : v[j];
                     b16[j] = (uint16_t)(x > 65535 ? 65535 : x);
                 }
             } else {
                 uint32_t *b32 = packed;
+#pragma omp simd
                 for (size_t j = 0; j < k; j++) b32[j] = (uint32_t)(v[j] < 0 ? 0 : v[j]);
             }
             fwrite(packed, (size_t)(bits / 8), k, fp);

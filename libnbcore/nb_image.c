@@ -28,7 +28,7 @@ static void roi_columns(nb_roi r, int width, int y, int *x0, int *x1)
 /* The clamps below are selects only when GCC may ignore floating-point
  * exceptions (the values are the same either way): then the loops vectorise. */
 #if defined(__GNUC__) && !defined(__clang__)
-#define NB_VECTOR_CLAMPS __attribute__((optimize("no-trapping-math"), target_clones("avx2", "default")))
+#define NB_VECTOR_CLAMPS __attribute__((optimize("no-trapping-math"), target_clones("avx512f", "avx2", "default")))
 #else
 #define NB_VECTOR_CLAMPS
 #endif

@@ -313,6 +313,14 @@ void nb_temp_register(char *path)
 
 void nb_temp_unregister(const char *path) { untrack(path); }
 
+/* whether path names a registered temporary file (the caller's own, private) */
+static int is_registered_temp(const char *path)
+{
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (pending[i] && strcmp(pending[i], path) == 0) return 1;
+    return 0;
+}
+
 struct nb_outfile {
     FILE *fp;
     char *path;
@@ -372,6 +380,21 @@ nb_status nb_outfile_open(nb_outfile **out, const char *path, int binary_ok_on_t
     }
     /* special files (/dev/null, /dev/full, FIFOs) are written in place */
     if (stat(path, &stt) == 0 && !S_ISREG(stt.st_mode)) {
+        of->fp = fopen(path, "wb");
+        if (!of->fp) {
+            int e = errno;
+            free(of->path);
+            free(of);
+            return nb_error_set(NB_ERR_IO, "cannot open '%s': %s", path, strerror(e));
+        }
+        *out = of;
+        return NB_OK;
+    }
+    /* the caller's own registered temporary file (nb-convert's outputs, held
+     * until the stream ends) is written in place: a second temporary renamed
+     * over it would replace an existing file, which makes ext4 write the
+     * data out at once (its auto_da_alloc), tens of ms for an image */
+    if (is_registered_temp(path)) {
         of->fp = fopen(path, "wb");
         if (!of->fp) {
             int e = errno;

@@ -204,6 +204,11 @@ static nb_status claim_output(const char *final, char **target)
         free(tmp);
         return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", final, strerror(e));
     }
+    /* the writer fills this file in place (nb_outfile_open): mkstemp's 0600
+     * becomes the usual umask-based mode */
+    mode_t mask = umask(0);
+    umask(mask);
+    (void)fchmod(fd, 0666 & ~mask);
     close(fd);
     if (npend == cap_pend) {
         cap_pend = cap_pend ? 2 * cap_pend : 16;

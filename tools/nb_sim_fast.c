@@ -242,6 +242,86 @@ INL vf rcp_est(vf x)
     return y * (2.0f - x * y);
 }
 
+/* The lattice factor; for the usual cube of N <= NB_CHEB_MAX_N cells a side
+ * (cube_n = N, else 0) with N a constant, so that the Chebyshev recurrence
+ * is unrolled (one well-predicted branch per group). */
+INL vf lattice_here(const nb_fparams *fs, int cube_n, vf dh, vf dk, vf dl, float Na, float Nb, float Nc, float fudge)
+{
+#define NB_CUBE(n)                                                                                                    \
+    case n:                                                                                                           \
+        return vx_lattice(NB_SHAPE_SQUARE, 1, dh, dk, dl, n, n, n, fudge, fs->a_star, fs->b_star, fs->c_star);
+    switch (cube_n) {
+        NB_CUBE(1) NB_CUBE(2) NB_CUBE(3) NB_CUBE(4) NB_CUBE(5) NB_CUBE(6) NB_CUBE(7) NB_CUBE(8)
+        NB_CUBE(9) NB_CUBE(10) NB_CUBE(11) NB_CUBE(12) NB_CUBE(13) NB_CUBE(14) NB_CUBE(15) NB_CUBE(16)
+    default:
+        return vx_lattice(fs->kp.shape, fs->cheb, dh, dk, dl, Na, Nb, Nc, fudge, fs->a_star, fs->b_star, fs->c_star);
+    }
+#undef NB_CUBE
+}
+
+/* The part of a sub-pixel's position common to a row (one slow sub-step
+ * and layer): Sdet, the position without its fast component, and the two
+ * coefficients of |pos|^2 as a polynomial in Fdet. */
+typedef struct row_part {
+    double Sdet, Cx, Cy, Cz, cc, fc;
+} row_part;
+
+INL row_part row_part_at(const nb_kparams *kp, int s_row, double Odet, int subS)
+{
+    row_part r;
+    const double sub = kp->subpixel_size;
+    r.Sdet = sub * ((double)s_row * kp->oversample + subS) + sub / 2.0;
+    r.Cx = r.Sdet * kp->sdet[0] + Odet * kp->odet[0] + kp->pix0[0];
+    r.Cy = r.Sdet * kp->sdet[1] + Odet * kp->odet[1] + kp->pix0[1];
+    r.Cz = r.Sdet * kp->sdet[2] + Odet * kp->odet[2] + kp->pix0[2];
+    r.cc = r.Cx * r.Cx + r.Cy * r.Cy + r.Cz * r.Cz;
+    r.fc = 2.0 * (kp->fdet[0] * r.Cx + kp->fdet[1] * r.Cy + kp->fdet[2] * r.Cz);
+    return r;
+}
+
+/* The groups' centres for a chunk of a row with one sub-pixel (t = 0, so
+ * Odet = 0): what render_row_impl would compute per group in scalar double,
+ * done here for TABLE_GROUPS groups in double vectors.  With one (source,
+ * cell) pair, its centre indices too. */
+#define TABLE_GROUPS 32
+typedef struct group_table {
+    float r2c[TABLE_GROUPS], rc[TABLE_GROUPS], invc[TABLE_GROUPS], slope[TABLE_GROUPS], Fc[TABLE_GROUPS];
+    double invc_d[TABLE_GROUPS];
+    float frac[3][TABLE_GROUPS], P[3][TABLE_GROUPS];
+    int whole[3][TABLE_GROUPS];
+} group_table;
+
+INL void fill_group_table(group_table *tab, const nb_fparams *fs, int c0, int groups, double centre, double ff,
+                          const row_part *rp, int one_pair, int need_whole)
+{
+    const nb_kparams *kp = &fs->kp;
+    const double sub = kp->subpixel_size, fc = rp->fc, cc = rp->cc, Sdet = rp->Sdet;
+    double invc_d[TABLE_GROUPS], Fc_d[TABLE_GROUPS];
+#pragma omp simd
+    for (int g = 0; g < TABLE_GROUPS; g++) {
+        const double Fc = sub * ((c0 + g * W + centre) * 1 + 0) + sub / 2.0;
+        const double r2c = (Fc * ff + fc) * Fc + cc, rc = sqrt(r2c), invc = 1.0 / rc;
+        tab->r2c[g] = (float)r2c, tab->rc[g] = (float)rc, tab->invc[g] = (float)invc;
+        tab->slope[g] = (float)(2.0 * ff * Fc + fc), tab->Fc[g] = (float)Fc;
+        tab->invc_d[g] = invc, invc_d[g] = invc, Fc_d[g] = Fc;
+    }
+    (void)groups;
+    if (!one_pair) return;
+    const nb_pair *pc = fs->pairs;
+    for (int i = 0; i < 3; i++) {
+        const double Af = pc->Af[i], base = Sdet * pc->As[i] + 0.0 * pc->Ao[i] + pc->Ap[i], hi = pc->hi[i];
+#pragma omp simd
+        for (int g = 0; g < TABLE_GROUPS; g++) {
+            const double P = Fc_d[g] * Af + base;
+            const double c = P * invc_d[g] - hi, r = rint(c);
+            tab->frac[i][g] = (float)(c - r), tab->P[i][g] = (float)P;
+            /* the whole index only for an F table (it is in range there: the lane is
+             * inside the grid or falls back) */
+            tab->whole[i][g] = need_whole ? (int)r : 0;
+        }
+    }
+}
+
 /* One group of up to W pixels of row s_row, starting at fast index f0.
  *
  * The Miller index of a flat detector's pixel is h = (A.pos)/|pos| - A.i,
@@ -257,11 +337,17 @@ INL vf rcp_est(vf x)
  * at a fraction of the cost of double lanes.  A curved detector's positions
  * are not linear along the row: there every lane's index is computed in
  * double. */
-INL void render_row_impl(const nb_fparams *fs, int s_row, float *row, vd *omega_acc, int *tripped, const int curved,
-                         const int simple)
+INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *row, vd *omega_acc, int *tripped,
+                         const int curved, const int simple, const int one_step, const int one_pair)
 {
+    /* a private copy: the image's float stores cannot alias it, so what the
+     * compiler loads once stays loaded across the row */
+    const nb_fparams fs_copy = *fs_shared, *fs = &fs_copy;
     const nb_kparams *kp = &fs->kp;
-    const int os = kp->oversample;
+    /* one_step: one sub-pixel and one layer, known to the compiler */
+    const int os = one_step ? 1 : kp->oversample, nthick = one_step ? 1 : kp->thicksteps;
+    /* one_pair: one source and one cell */
+    const int nsources = one_pair ? 1 : kp->nsources, ncells = one_pair ? 1 : kp->ncells;
     const double sub = kp->subpixel_size;
     const vi os_thick = maskall(kp->oversample_thick), os_polar = maskall(kp->oversample_polar);
     const vi os_omega = maskall(kp->oversample_omega);
@@ -270,6 +356,7 @@ INL void render_row_impl(const nb_fparams *fs, int s_row, float *row, vd *omega_
     const int with_thickness = simple ? 0 : kp->thick != 0.0, with_dmin = simple ? 0 : fs->dmin > 0.0f;
     const int fmode = simple ? NB_FMODE_DEFAULT : fs->fmode;
     const float Na = (float)kp->Na, Nb = (float)kp->Nb, Nc = (float)kp->Nc, fudge = (float)kp->fudge;
+    const int cube_n = kp->shape == NB_SHAPE_SQUARE && fs->cheb && Na == Nb && Nb == Nc ? (int)Na : 0;
     const vi water_zero = maskall(kp->water_size == 0.0);
     const float pix2_close = (float)(kp->pixel_size * kp->pixel_size * kp->close_distance);
     const double ff = kp->fdet[0] * kp->fdet[0] + kp->fdet[1] * kp->fdet[1] + kp->fdet[2] * kp->fdet[2];
@@ -277,7 +364,22 @@ INL void render_row_impl(const nb_fparams *fs, int s_row, float *row, vd *omega_
     const double centre = (W - 1) / 2.0;
     const vf df = tof((tod(lane_index) - centre) * (sub * os));
     const float scale = (float)(kp->r_e_sqr * kp->fluence / kp->steps);
-    for (int f0 = 0; f0 < kp->fpixels; f0 += W) {
+    const row_part rp0 = row_part_at(kp, s_row, 0.0, 0); /* the only one when one_step */
+    /* the solid angles: summed in float over a block of groups, the blocks in
+     * double (a local: a store through omega_acc could alias kp's doubles) */
+    vd omega_sum = *omega_acc;
+    vf omega_block = splat(0.0f);
+    int groups_in_block = 0;
+    /* tabled (flat, one sub-pixel): the groups' centres are done ahead, a
+     * chunk of the row at a time, in vectors of doubles - no scalar square
+     * root and division at the head of each group's chain */
+    const int tabled = !curved && one_step;
+    group_table tab;
+    for (int c0 = 0; c0 < kp->fpixels; c0 += TABLE_GROUPS * W) {
+    const int groups = (kp->fpixels - c0 + W - 1) / W < TABLE_GROUPS ? (kp->fpixels - c0 + W - 1) / W : TABLE_GROUPS;
+    if (tabled) fill_group_table(&tab, fs, c0, groups, centre, ff, &rp0, one_pair, fmode != NB_FMODE_DEFAULT);
+    for (int g = 0; g < groups; g++) {
+    const int f0 = c0 + g * W;
     const int n = kp->fpixels - f0 < W ? kp->fpixels - f0 : W;
     float *out = row + f0;
     /* which lanes are pixels to render */
@@ -303,17 +405,12 @@ INL void render_row_impl(const nb_fparams *fs, int s_row, float *row, vd *omega_
     vf polar = splat(kp->nopolar ? 1.0f : 0.0f);
     vf omega = splat(0.0f), capture = splat(0.0f);
 
-    for (int t = 0; t < kp->thicksteps; t++) {
+    for (int t = 0; t < nthick; t++) {
         const double Odet = t * kp->thickstep;
         capture = splat(with_thickness ? 0.0f : 1.0f);
         for (int subS = 0; subS < os; subS++) {
-            const double Sdet = sub * ((double)s_row * os + subS) + sub / 2.0;
-            /* the part of the position common to the row */
-            const double Cx = Sdet * kp->sdet[0] + Odet * kp->odet[0] + kp->pix0[0];
-            const double Cy = Sdet * kp->sdet[1] + Odet * kp->odet[1] + kp->pix0[1];
-            const double Cz = Sdet * kp->sdet[2] + Odet * kp->odet[2] + kp->pix0[2];
-            const double cc = Cx * Cx + Cy * Cy + Cz * Cz;
-            const double fc = 2.0 * (kp->fdet[0] * Cx + kp->fdet[1] * Cy + kp->fdet[2] * Cz);
+            const row_part rp = one_step ? rp0 : row_part_at(kp, s_row, Odet, subS);
+            const double Sdet = rp.Sdet, Cx = rp.Cx, Cy = rp.Cy, Cz = rp.Cz, cc = rp.cc, fc = rp.fc;
             for (int subF = 0; subF < os; subF++) {
                 /* ---- the sub-pixel's position and direction ---- */
                 const double Fc = sub * ((f0 + centre) * os + subF) + sub / 2.0; /* the group's centre */
@@ -338,15 +435,24 @@ INL void render_row_impl(const nb_fparams *fs, int s_row, float *row, vd *omega_
                     dxf = tof(px * inv), dyf = tof(py * inv), dzf = tof(pz * inv);
                 } else {
                     /* the centre in double; the lanes as small offsets from it */
-                    const double r2c = (Fc * ff + fc) * Fc + cc, rc = sqrt(r2c);
-                    invc = 1.0 / rc;
-                    const vf dr2 = df * ((float)(2.0 * ff * Fc + fc) + (float)ff * df); /* r_f^2 - r_c^2 */
-                    const vf r2f = (float)r2c + dr2;
+                    float r2c_f, rc_f, invc_f, slope_f, Fc_f;
+                    if (tabled) {
+                        r2c_f = tab.r2c[g], rc_f = tab.rc[g], invc_f = tab.invc[g], slope_f = tab.slope[g];
+                        Fc_f = tab.Fc[g];
+                        invc = tab.invc_d[g];
+                    } else {
+                        const double r2c = (Fc * ff + fc) * Fc + cc, rc = sqrt(r2c);
+                        invc = 1.0 / rc;
+                        r2c_f = (float)r2c, rc_f = (float)rc, invc_f = (float)invc;
+                        slope_f = (float)(2.0 * ff * Fc + fc), Fc_f = (float)Fc;
+                    }
+                    const vf dr2 = df * (slope_f + (float)ff * df); /* r_f^2 - r_c^2 */
+                    const vf r2f = r2c_f + dr2;
                     invf = rsqrt_est(r2f);
-                    dinv = -dr2 * invf * (float)invc * rcp_est(r2f * invf + (float)rc);
-                    invf = (float)invc + dinv; /* 1/r_f, from the exact difference */
+                    dinv = -dr2 * invf * invc_f * rcp_est(r2f * invf + rc_f);
+                    invf = invc_f + dinv; /* 1/r_f, from the exact difference */
                     dfi = df * invf;
-                    const vf Ff = (float)Fc + df;
+                    const vf Ff = Fc_f + df;
                     dxf = (Ff * (float)kp->fdet[0] + (float)Cx) * invf;
                     dyf = (Ff * (float)kp->fdet[1] + (float)Cy) * invf;
                     dzf = (Ff * (float)kp->fdet[2] + (float)Cz) * invf;
@@ -355,7 +461,12 @@ INL void render_row_impl(const nb_fparams *fs, int s_row, float *row, vd *omega_
                 {
                     vf om = kp->point_pixel ? invf * invf : pix2_close * invf * invf * invf;
                     omega = self((omega == 0.0f) | os_omega, om, omega);
-                    *omega_acc += tod(self(live, omega, splat(0.0f))); /* summed in double */
+                    omega_block += self(live, omega, splat(0.0f));
+                    if (++groups_in_block == 16) {
+                        omega_sum += tod(omega_block);
+                        omega_block = splat(0.0f);
+                        groups_in_block = 0;
+                    }
                 }
                 if (with_thickness) {
                     /* fraction absorbed in this layer, at this obliquity */
@@ -365,7 +476,7 @@ INL void render_row_impl(const nb_fparams *fs, int s_row, float *row, vd *omega_
                     capture = self((capture == 0.0f) | os_thick, cap, capture);
                 }
 
-                for (int src = 0; src < kp->nsources; src++) {
+                for (int src = 0; src < nsources; src++) {
                     const float *si = fs->src_i + 3 * src;
                     vf c2t = dxf * si[0] + dyf * si[1] + dzf * si[2];
                     vi ok = live;
@@ -376,7 +487,11 @@ INL void render_row_impl(const nb_fparams *fs, int s_row, float *row, vd *omega_
                     }
                     /* the polarization where it is still to be computed */
                     vi need = ok & ((polar == 0.0f) | os_polar);
-                    if (any_lane(need)) {
+                    /* with one sub-pixel, the first source evaluates it on every lane that is
+                     * rendered (unless -nopolar without -oversample_polar: the reference's rule) */
+                    const int first_polar = !kp->nopolar || kp->oversample_polar;
+                    if (one_step && src == 0) need = first_polar ? ok : maskall(0);
+                    if (one_step && src == 0 ? first_polar : any_lane(need)) {
                         const float *sE = fs->src_E + 3 * src, *sB = fs->src_B + 3 * src;
                         vf dE = splat(0.0f), dB = splat(0.0f);
                         if (kahn != 0.0f) {
@@ -391,7 +506,7 @@ INL void render_row_impl(const nb_fparams *fs, int s_row, float *row, vd *omega_
                     const vi accept_base = ok;
 
                     const nb_pair *pc = fs->pairs + (size_t)src * kp->ncells;
-                    for (int cell = 0; cell < kp->ncells; cell++, pc++) {
+                    for (int cell = 0; cell < ncells; cell++, pc++) {
                         vf dh, dk, dl;
                         vi ih, ik, il;
                         if (curved) {
@@ -405,27 +520,33 @@ INL void render_row_impl(const nb_fparams *fs, int s_row, float *row, vd *omega_
                             il = __builtin_convertvector(l0, vi);
                         } else {
                             /* the centre's indices in double, whole parts off; the lanes' offsets in single */
-                            const double Ph = Fc * pc->Af[0] + Sdet * pc->As[0] + Odet * pc->Ao[0] + pc->Ap[0];
-                            const double Pk = Fc * pc->Af[1] + Sdet * pc->As[1] + Odet * pc->Ao[1] + pc->Ap[1];
-                            const double Pl = Fc * pc->Af[2] + Sdet * pc->As[2] + Odet * pc->Ao[2] + pc->Ap[2];
-                            const double hc = Ph * invc - pc->hi[0], kc = Pk * invc - pc->hi[1],
-                                         lc = Pl * invc - pc->hi[2];
-                            const double hr = rint(hc), kr = rint(kc), lr = rint(lc);
-                            dh = (float)(hc - hr) + (float)pc->Af[0] * dfi + (float)Ph * dinv;
-                            dk = (float)(kc - kr) + (float)pc->Af[1] * dfi + (float)Pk * dinv;
-                            dl = (float)(lc - lr) + (float)pc->Af[2] * dfi + (float)Pl * dinv;
+                            float frac[3], P_f[3];
+                            int whole[3];
+                            if (tabled && one_pair) {
+                                for (int i = 0; i < 3; i++)
+                                    frac[i] = tab.frac[i][g], P_f[i] = tab.P[i][g], whole[i] = tab.whole[i][g];
+                            } else {
+                                for (int i = 0; i < 3; i++) {
+                                    const double P = Fc * pc->Af[i] + Sdet * pc->As[i] + Odet * pc->Ao[i] + pc->Ap[i];
+                                    const double c = P * invc - pc->hi[i], r = rint(c);
+                                    frac[i] = (float)(c - r), P_f[i] = (float)P;
+                                    whole[i] = fmode != NB_FMODE_DEFAULT ? (int)r : 0;
+                                }
+                            }
+                            dh = frac[0] + (float)pc->Af[0] * dfi + P_f[0] * dinv;
+                            dk = frac[1] + (float)pc->Af[1] * dfi + P_f[1] * dinv;
+                            dl = frac[2] + (float)pc->Af[2] * dfi + P_f[2] * dinv;
                             const vf rh = rintf_v(dh), rk = rintf_v(dk), rl = rintf_v(dl);
                             dh -= rh, dk -= rk, dl -= rl;
                             if (fmode != NB_FMODE_DEFAULT) {
-                                ih = (int)hr + __builtin_convertvector(rh, vi);
-                                ik = (int)kr + __builtin_convertvector(rk, vi);
-                                il = (int)lr + __builtin_convertvector(rl, vi);
+                                ih = whole[0] + __builtin_convertvector(rh, vi);
+                                ik = whole[1] + __builtin_convertvector(rk, vi);
+                                il = whole[2] + __builtin_convertvector(rl, vi);
                             } else {
                                 ih = ik = il = (vi){0};
                             }
                         }
-                        const vf F_latt = vx_lattice(kp->shape, fs->cheb, dh, dk, dl, Na, Nb, Nc, fudge, fs->a_star,
-                                                     fs->b_star, fs->c_star);
+                        const vf F_latt = lattice_here(fs, cube_n, dh, dk, dl, Na, Nb, Nc, fudge);
                         vf F_cell = splat((float)kp->F.default_F);
                         if (fmode != NB_FMODE_DEFAULT)
                             F_cell = structure_factor(fs, ih, ik, il, dh, dk, dl, accept_base, tripped);
@@ -454,6 +575,8 @@ INL void render_row_impl(const nb_fparams *fs, int s_row, float *row, vd *omega_
     if (n >= W) memcpy(out, &val, sizeof val);
     else memcpy(out, &val, (size_t)n * sizeof(float));
     }
+    }
+    *omega_acc = omega_sum + tod(omega_block);
 }
 
 /* Three instantiations: curved detectors; flat ones in general; and flat ones
@@ -464,9 +587,12 @@ static void render_row(const nb_fparams *fs, int s_row, float *row, vd *omega_ac
     const nb_kparams *kp = &fs->kp;
     const int simple = !kp->oversample_thick && !kp->oversample_polar && !kp->oversample_omega && kp->thick == 0.0 &&
                        fs->dmin <= 0.0f && fs->fmode == NB_FMODE_DEFAULT;
-    if (kp->curved_detector) render_row_impl(fs, s_row, row, omega_acc, tripped, 1, 0);
-    else if (simple) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1);
-    else render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 0);
+    const int one_step = kp->oversample == 1 && kp->thicksteps == 1, one_pair = kp->nsources == 1 && kp->ncells == 1;
+    if (kp->curved_detector) render_row_impl(fs, s_row, row, omega_acc, tripped, 1, 0, 0, 0);
+    else if (simple && one_step && one_pair) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 1, 1);
+    else if (simple && one_step) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 1, 0);
+    else if (simple) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 0, 0);
+    else render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 0, 0, 0);
 }
 
 void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, nb_row_stats *row_stats, int *tripped_out,
