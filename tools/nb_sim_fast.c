@@ -203,6 +203,19 @@ INL vf structure_factor(const nb_fparams *fs, vi ih, vi ik, vi il, vf dh, vf dk,
               (il + neg_l - 1 - g->l_min);
     base &= safe; /* lanes outside the grid read the (padded) start */
     vf sum = splat(0.0f);
+    if (!any_lane(~safe | (base != base[0]))) {
+        /* every lane in the same 4x4x4 neighbourhood (neighbouring pixels
+         * usually are): the same sums with the 64 values broadcast, not
+         * gathered */
+        const float *F0 = Fg + base[0];
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 4; b++) {
+                const float *r = F0 + (a * g->k_range + b) * g->l_range;
+                vf sl = wl[0] * r[0] + wl[1] * r[1] + wl[2] * r[2] + wl[3] * r[3];
+                sum += wh[a] * wk[b] * sl;
+            }
+        return sum;
+    }
     for (int a = 0; a < 4; a++)
         for (int b = 0; b < 4; b++) {
             vi row = base + (a * g->k_range + b) * g->l_range;
@@ -468,8 +481,11 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *row, vd 
                         groups_in_block = 0;
                     }
                 }
-                if (with_thickness) {
-                    /* fraction absorbed in this layer, at this obliquity */
+                /* fraction absorbed in this layer, at this obliquity; without
+                 * -oversample_thick only the last layer's first value is used
+                 * (the others are overwritten), so only it is computed */
+                if (with_thickness &&
+                    (kp->oversample_thick || (t == nthick - 1 && any_lane(live & (capture == 0.0f))))) {
                     vf rho = dxf * (float)kp->odet[0] + dyf * (float)kp->odet[1] + dzf * (float)kp->odet[2];
                     vf mu_over = (float)(kp->thickstep * kp->mu) / rho;
                     vf cap = vx_expf(-(float)t * mu_over) - vx_expf(-(float)(t + 1) * mu_over);
