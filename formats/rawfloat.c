@@ -1,3 +1,4 @@
+#include <errno.h>
 #include "rawfloat.h"
 
 #include <stdlib.h>
@@ -5,15 +6,24 @@
 
 #include "nb_util.h"
 
+nb_status nb_rawfloat_writer_open(nb_outfile **of, const char *path) { return nb_outfile_open(of, path, 0); }
+
+nb_status nb_rawfloat_writer_put(nb_outfile *of, const float *pixels, size_t count)
+{
+    /* the stream and this file are both little-endian float32 */
+    if (fwrite(pixels, sizeof(float), count, nb_outfile_fp(of)) != count)
+        return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", nb_outfile_path(of), strerror(errno ? errno : EIO));
+    return NB_OK;
+}
+
 nb_status nb_rawfloat_write(const char *path, const float *pixels, size_t count)
 {
     nb_outfile *of;
-    nb_status st = nb_outfile_open(&of, path, 0);
+    nb_status st = nb_rawfloat_writer_open(&of, path);
     if (st) return st;
-    /* the stream and this file are both little-endian float32 */
-    if (fwrite(pixels, sizeof(float), count, nb_outfile_fp(of)) != count) {
-        st = nb_outfile_commit(of); /* reports the write error and removes the file */
-        return st ? st : nb_error_set(NB_ERR_IO, "cannot write '%s'", path);
+    if ((st = nb_rawfloat_writer_put(of, pixels, count))) {
+        nb_outfile_abort(of);
+        return st;
     }
     return nb_outfile_commit(of);
 }

@@ -192,11 +192,21 @@ void nb_smv_meta_from_plan(const nb_plan *p, double adc, int beam_mode, nb_smv_m
     m->adc_offset = adc;
 }
 
-static nb_status smv_write_any(const char *path, const nb_smv_meta *m, const void *values, int bits, int is_u16)
+/* An SMV file being written: the header, then the pixels in any number of
+ * pieces (nb_smv_writer_put), then nb_smv_writer_close. */
+struct nb_smv_writer {
+    nb_outfile *of;
+    int bits;
+    void *packed; /* one piece of packed pixels */
+    size_t packed_cap;
+};
+
+nb_status nb_smv_writer_open(nb_smv_writer **out, const char *path, const nb_smv_meta *m, int bits)
 {
     char head[2048];
     const uint16_t one = 1;
     const char *order = *(const unsigned char *)&one == 1 ? "little_endian" : "big_endian";
+    *out = NULL;
     int n = snprintf(head, sizeof head,
                      "{\nHEADER_BYTES=%%d;\nDIM=2;\nBYTE_ORDER=%s;\nTYPE=%s;\n"
                      "SIZE1=%d;\nSIZE2=%d;\nPIXEL_SIZE=%g;\nDISTANCE=%g;\n"
@@ -226,63 +236,108 @@ static nb_status smv_write_any(const char *path, const nb_smv_meta *m, const voi
     char text[2048];
     int len = snprintf(text, sizeof text, head, header_bytes);
     char *block = calloc(1, (size_t)header_bytes);
-    if (!block) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    nb_smv_writer *w = calloc(1, sizeof *w);
+    if (!block || !w) {
+        free(block), free(w);
+        return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    }
     memset(block, ' ', (size_t)header_bytes);
     memcpy(block, text, (size_t)len);
-
-    nb_outfile *of;
-    nb_status st = nb_outfile_open(&of, path, 0);
+    w->bits = bits;
+    nb_status st = nb_outfile_open(&w->of, path, 0);
     if (st) {
-        free(block);
+        free(block), free(w);
         return st;
     }
-    FILE *fp = nb_outfile_fp(of);
-    fwrite(block, 1, (size_t)header_bytes, fp);
+    fwrite(block, 1, (size_t)header_bytes, nb_outfile_fp(w->of));
     free(block);
+    *out = w;
+    return NB_OK;
+}
+
+nb_status nb_smv_writer_put(nb_smv_writer *w, const int32_t *v, size_t k)
+{
+    size_t need = k * (size_t)(w->bits / 8);
+    if (need > w->packed_cap) {
+        void *q = realloc(w->packed, need);
+        if (!q) return nb_error_set(NB_ERR_NOMEM, "out of memory for the SMV rows");
+        w->packed = q, w->packed_cap = need;
+    }
+    if (w->bits == 16) {
+        uint16_t *b16 = w->packed;
+#pragma omp simd
+        for (size_t j = 0; j < k; j++) {
+            int32_t x = v[j] < 0 ? 0 : v[j];
+            b16[j] = (uint16_t)(x > 65535 ? 65535 : x);
+        }
+    } else {
+        uint32_t *b32 = w->packed;
+#pragma omp simd
+        for (size_t j = 0; j < k; j++) b32[j] = (uint32_t)(v[j] < 0 ? 0 : v[j]);
+    }
+    if (fwrite(w->packed, (size_t)(w->bits / 8), k, nb_outfile_fp(w->of)) != k)
+        return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", nb_outfile_path(w->of), strerror(errno ? errno : EIO));
+    return NB_OK;
+}
+
+nb_status nb_smv_writer_close(nb_smv_writer *w)
+{
+    nb_status st = nb_outfile_commit(w->of);
+    free(w->packed);
+    free(w);
+    return st;
+}
+
+void nb_smv_writer_abort(nb_smv_writer *w)
+{
+    if (!w) return;
+    nb_outfile_abort(w->of);
+    free(w->packed);
+    free(w);
+}
+
+static nb_status smv_write_any(const char *path, const nb_smv_meta *m, const void *values, int bits, int is_u16)
+{
+    nb_smv_writer *w;
+    nb_status st = nb_smv_writer_open(&w, path, m, bits);
+    if (st) return st;
     size_t npix = (size_t)m->fpixels * (size_t)m->spixels;
     if (is_u16) {
-        fwrite(values, sizeof(uint16_t), npix, fp);
-    } else {
-        /* rows in chunks: from the caller's array, or filled by its function
-         * (so that a whole int32 copy of the image is never needed) */
-        const nb_smv_rows *src = values;
-        const size_t width = (size_t)m->fpixels;
-        int rows = (int)(((size_t)1 << 18) / (width ? width : 1));
-        if (rows < 1) rows = 1;
-        int32_t *chunk = malloc((size_t)rows * width * sizeof *chunk);
-        void *packed = malloc((size_t)rows * width * (size_t)(bits / 8));
-        if (!chunk || !packed) {
-            free(chunk), free(packed);
-            nb_outfile_abort(of);
-            return nb_error_set(NB_ERR_NOMEM, "out of memory for the SMV rows");
+        if (fwrite(values, sizeof(uint16_t), npix, nb_outfile_fp(w->of)) != npix) {
+            st = nb_error_set(NB_ERR_IO, "cannot write '%s': %s", path, strerror(errno ? errno : EIO));
+            nb_smv_writer_abort(w);
+            return st;
         }
-        for (int y0 = 0; y0 < m->spixels; y0 += rows) {
-            int ny = m->spixels - y0 < rows ? m->spixels - y0 : rows;
-            size_t k = (size_t)ny * width;
-            const int32_t *v;
-            if (src->counts) {
-                v = src->counts + (size_t)y0 * width;
-            } else {
-                src->fill(src->ctx, y0, ny, chunk);
-                v = chunk;
-            }
-            if (bits == 16) {
-                uint16_t *b16 = packed;
-#pragma omp simd
-                for (size_t j = 0; j < k; j++) {
-                    int32_t x = v[j] < 0 ? 0 : v[j];
-                    b16[j] = (uint16_t)(x > 65535 ? 65535 : x);
-                }
-            } else {
-                uint32_t *b32 = packed;
-#pragma omp simd
-                for (size_t j = 0; j < k; j++) b32[j] = (uint32_t)(v[j] < 0 ? 0 : v[j]);
-            }
-            fwrite(packed, (size_t)(bits / 8), k, fp);
-        }
-        free(chunk), free(packed);
+        return nb_smv_writer_close(w);
     }
-    return nb_outfile_commit(of);
+    /* rows in chunks: from the caller's array, or filled by its function
+     * (so that a whole int32 copy of the image is never needed) */
+    const nb_smv_rows *src = values;
+    const size_t width = (size_t)m->fpixels;
+    int rows = (int)(((size_t)1 << 18) / (width ? width : 1));
+    if (rows < 1) rows = 1;
+    int32_t *chunk = src->counts ? NULL : malloc((size_t)rows * width * sizeof *chunk);
+    if (!src->counts && !chunk) {
+        nb_smv_writer_abort(w);
+        return nb_error_set(NB_ERR_NOMEM, "out of memory for the SMV rows");
+    }
+    for (int y0 = 0; y0 < m->spixels && !st; y0 += rows) {
+        int ny = m->spixels - y0 < rows ? m->spixels - y0 : rows;
+        const int32_t *v;
+        if (src->counts) {
+            v = src->counts + (size_t)y0 * width;
+        } else {
+            src->fill(src->ctx, y0, ny, chunk);
+            v = chunk;
+        }
+        st = nb_smv_writer_put(w, v, (size_t)ny * width);
+    }
+    free(chunk);
+    if (st) {
+        nb_smv_writer_abort(w);
+        return st;
+    }
+    return nb_smv_writer_close(w);
 }
 
 nb_status nb_smv_write(const char *path, const nb_smv_meta *m, const int32_t *values, int bits)

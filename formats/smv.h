@@ -71,4 +71,13 @@ typedef struct nb_smv_rows {
 } nb_smv_rows;
 nb_status nb_smv_write_rows(const char *path, const nb_smv_meta *m, const nb_smv_rows *rows, int bits);
 
+/* The same in pieces, for pixels that arrive a few rows at a time: open
+ * (writes the header), put the values in order (clamped to 0..65535 for 16
+ * bits), close (commits the file) or abort (removes it). */
+typedef struct nb_smv_writer nb_smv_writer;
+nb_status nb_smv_writer_open(nb_smv_writer **w, const char *path, const nb_smv_meta *m, int bits);
+nb_status nb_smv_writer_put(nb_smv_writer *w, const int32_t *values, size_t count);
+nb_status nb_smv_writer_close(nb_smv_writer *w);
+void nb_smv_writer_abort(nb_smv_writer *w);
+
 #endif

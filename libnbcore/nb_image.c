@@ -33,6 +33,9 @@ static void roi_columns(nb_roi r, int width, int y, int *x0, int *x1)
 #define NB_VECTOR_CLAMPS
 #endif
 
+/* the pixels below which a pass runs on one thread */
+#define NB_PARALLEL_MIN ((size_t)1 << 21)
+
 void nb_int_image(const float *img, int width, int height, nb_roi roi, double scale, double adc, int32_t *out)
 {
     nb_int_image_rows(img, width, 0, height, roi, scale, adc, out);
@@ -41,7 +44,9 @@ void nb_int_image(const float *img, int width, int height, nb_roi roi, double sc
 NB_VECTOR_CLAMPS void nb_int_image_rows(const float *img, int width, int y0, int ny, nb_roi roi, double scale,
                                         double adc, int32_t *out)
 {
-#pragma omp parallel for schedule(static)
+    /* threads only for large pieces: a few rows are quicker on one, and idle
+     * OpenMP threads spin, taking a core from the other stages of a pipe */
+#pragma omp parallel for schedule(static) if ((size_t)ny * (size_t)width >= NB_PARALLEL_MIN)
     for (int y = y0; y < y0 + ny; y++) {
         const float *in = img + (size_t)y * width;
         int32_t *o = out + (size_t)(y - y0) * width;
@@ -94,7 +99,7 @@ size_t nb_first_nonfinite(const float *img, size_t n)
      * the first bad block searched afterwards */
     enum { BLOCK = 1 << 16 };
     size_t nblocks = (n + BLOCK - 1) / BLOCK, first_bad = nblocks;
-#pragma omp parallel for schedule(static) reduction(min : first_bad)
+#pragma omp parallel for schedule(static) reduction(min : first_bad) if (n >= NB_PARALLEL_MIN)
     for (size_t b = 0; b < nblocks; b++) {
         const uint32_t *w = (const uint32_t *)(const void *)(img + b * BLOCK);
         size_t len = b + 1 < nblocks ? BLOCK : n - b * BLOCK;

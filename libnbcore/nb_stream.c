@@ -381,7 +381,15 @@ struct nb_reader {
     long records_total;     /* including END records */
     uint64_t offset;        /* bytes consumed */
     int last_was_end;
+    nb_payload_hook hook;   /* told as a payload arrives (nb_reader_set_payload_hook) */
+    void *hook_ctx;
 };
+
+void nb_reader_set_payload_hook(nb_reader *r, nb_payload_hook hook, void *ctx)
+{
+    r->hook = hook;
+    r->hook_ctx = ctx;
+}
 
 nb_status nb_reader_open(nb_reader **out, const char *path)
 {
@@ -533,6 +541,9 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
     if (got < hlen) return truncated(r, "header", idx, rec->type, got, hlen);
     rec->header[hlen] = '\0';
     rec->header_len = hlen;
+    uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    crc = crc_update(crc, pre, NB_PREAMBLE_SIZE);
+    crc = crc_update(crc, (const unsigned char *)rec->header, rec->header_len);
 
     if (plen) {
         /* a length the input cannot hold is a truncated (or corrupt) stream,
@@ -556,7 +567,11 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
             return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for record %ld (%s)", b, idx, rec->type);
         }
         rec->payload_cap = first;
+        rec->payload_len = plen; /* for the hook's nb_record_get_array; only `have` bytes are there */
         uint64_t have = 0;
+        /* in pieces, each checksummed while it is in cache and shown to the
+         * hook, so that a consumer works while the rest arrives */
+        const size_t piece = (size_t)1 << 20;
         while (have < plen) {
             if (have == rec->payload_cap) {
                 size_t cap = rec->payload_cap * 2 < plen ? rec->payload_cap * 2 : (size_t)plen;
@@ -568,10 +583,16 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
                 }
                 rec->payload = q, rec->payload_cap = cap;
             }
-            got = read_bytes(r, rec->payload + have, rec->payload_cap - (size_t)have, &ioerr);
+            size_t want = rec->payload_cap - (size_t)have < piece ? rec->payload_cap - (size_t)have : piece;
+            got = read_bytes(r, rec->payload + have, want, &ioerr);
             if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
+            crc = crc_update(crc, rec->payload + have, got);
             have += got;
-            if (got == 0 || (have < rec->payload_cap && have < plen)) break;
+            if (got < want) break; /* the input ended */
+            if (r->hook) {
+                nb_status st = r->hook(r->hook_ctx, rec, have);
+                if (st) return st;
+            }
         }
         if (have < plen) return truncated(r, "payload", idx, rec->type, have, plen);
     }
@@ -580,8 +601,8 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
     got = read_bytes(r, crcb, 4, &ioerr);
     if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
     if (got < 4) return truncated(r, "checksum", idx, rec->type, got, 4);
-    uint32_t want = get_u32(crcb), have = record_crc(rec, pre);
-    if (want != have)
+    uint32_t want = get_u32(crcb);
+    if (want != crc)
         return nb_error_set(NB_ERR_DATA, "%s: corrupt stream: record %ld (%s) fails its CRC-32 check", r->name, idx,
                             rec->type);
     if (memchr(rec->header, '\0', hlen))

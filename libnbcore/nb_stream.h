@@ -98,6 +98,14 @@ nb_status nb_reader_open(nb_reader **r, const char *path);
  * END, wrong END count - all NB_ERR_DATA with a message naming the record. */
 nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof);
 const char *nb_reader_name(const nb_reader *r);
+/* Called while a record's payload is read, after each piece: the first
+ * `have` bytes of rec->payload are there (rec's type, header and
+ * payload_len are set; rec->payload may move between calls).  The record's
+ * CRC is checked only after the last piece, so whatever the hook starts must
+ * be undoable (temporary files).  A non-zero return stops the reading with
+ * that status. */
+typedef nb_status (*nb_payload_hook)(void *ctx, const nb_record *rec, uint64_t have);
+void nb_reader_set_payload_hook(nb_reader *r, nb_payload_hook hook, void *ctx);
 void nb_reader_close(nb_reader *r);
 
 /* ---- writing ------------------------------------------------------------ */

@@ -395,9 +395,13 @@ nb_status nb_outfile_open(nb_outfile **out, const char *path, int binary_ok_on_t
      * over it would replace an existing file, which makes ext4 write the
      * data out at once (its auto_da_alloc), tens of ms for an image */
     if (is_registered_temp(path)) {
-        of->fp = fopen(path, "wb");
+        /* it is empty (mkstemp made it): no O_TRUNC either, which would make
+         * ext4 flush the file when it is closed (auto_da_alloc again) */
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        of->fp = fd < 0 ? NULL : fdopen(fd, "wb");
         if (!of->fp) {
             int e = errno;
+            if (fd >= 0) close(fd);
             free(of->path);
             free(of);
             return nb_error_set(NB_ERR_IO, "cannot open '%s': %s", path, strerror(e));

@@ -287,6 +287,25 @@ static void int_rows(void *ctx, int y0, int ny, int32_t *out)
 
 static nb_status write_format(const out_request *o, const char *path, const char *final, const frame *fr);
 
+/* An SMV file's header values for this frame */
+static void smv_meta_for(const out_request *o, const frame *fr, double adc, nb_smv_meta *m)
+{
+    nb_image_meta meta;
+    image_meta(fr, &meta);
+    nb_smv_meta_from_plan(fr->plan, adc, o->smv_beam, m);
+    if (nb_hdr_has(fr->rec, "PHI_START")) {
+        m->phi_deg = m->osc_start_deg = meta.osc_start;
+        m->osc_range_deg = meta.osc_range;
+    }
+}
+
+/* the reference's int-image scale (-scale, else 55000 / max) and ADC offset */
+static double int_scale_for(const nb_plan *plan, const conv_opts *o, double max_I)
+{
+    return nb_int_scale(o->have_scale ? o->scale : plan->intfile_scale, max_I);
+}
+static double adc_for(const nb_plan *plan, const conv_opts *o) { return o->have_adc ? o->adc : plan->adc; }
+
 /* XDS.INP or a CrystFEL .geom for the plan of this frame, written once (they
  * describe the whole series: shards joined with cat repeat the plan).  XDS
  * needs the images' name, a '#' run becoming '?': the first SMV or CBF
@@ -381,11 +400,7 @@ static nb_status write_format(const out_request *o, const char *path, const char
     case FMT_BIN: st = nb_rawfloat_write(path, fr->photons, n); break;
     case FMT_SMV: {
         nb_smv_meta m;
-        nb_smv_meta_from_plan(p, adc, o->smv_beam, &m);
-        if (nb_hdr_has(fr->rec, "PHI_START")) {
-            m.phi_deg = m.osc_start_deg = meta.osc_start;
-            m.osc_range_deg = meta.osc_range;
-        }
+        smv_meta_for(o, fr, adc, &m);
         nb_smv_rows rows = {counts, counts ? NULL : int_rows, (void *)fr};
         st = nb_smv_write_rows(path, &m, &rows, bits);
         break;
@@ -417,7 +432,14 @@ static nb_status write_format(const out_request *o, const char *path, const char
     return st;
 }
 
-static nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const conv_opts *o, frame *fr)
+static nb_status nonfinite_error(size_t bad, size_t width)
+{
+    return nb_error_set(NB_ERR_DATA, "IMAGE record: pixel %zu (fast %zu, slow %zu) is not a finite number", bad,
+                        bad % width, bad / width);
+}
+
+static nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const conv_opts *o, int checked_finite,
+                               frame *fr)
 {
     const void *px;
     size_t n;
@@ -436,10 +458,8 @@ static nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const 
     fr->width = (int)fp;
     fr->height = (int)sp;
     fr->photons = px;
-    size_t bad = nb_first_nonfinite(fr->photons, n);
-    if (bad < n)
-        return nb_error_set(NB_ERR_DATA, "IMAGE record: pixel %zu (fast %zu, slow %zu) is not a finite number", bad,
-                            bad % (size_t)fp, bad / (size_t)fp);
+    size_t bad = checked_finite ? n : nb_first_nonfinite(fr->photons, n);
+    if (bad < n) return nonfinite_error(bad, (size_t)fp);
     if (nb_hdr_has(rec, "FRAME") && (st = nb_hdr_get_long(rec, "FRAME", &fr->frame))) return st;
     if (nb_record_has_array(rec, "counts")) {
         if ((st = nb_record_get_array(rec, "counts", NB_I32, &px, &n))) return st;
@@ -459,8 +479,8 @@ static nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const 
     } else {
         if ((st = nb_image_stats(fr->photons, fr->width, fr->height, roi, plan->mask, &fr->stats))) return st;
     }
-    fr->adc = o->have_adc ? o->adc : plan->adc;
-    fr->int_scale = nb_int_scale(o->have_scale ? o->scale : plan->intfile_scale, fr->stats.max_I);
+    fr->adc = adc_for(plan, o);
+    fr->int_scale = int_scale_for(plan, o, fr->stats.max_I);
     fr->pgm_scale = nb_pgm_scale(o->have_pgmscale ? o->pgmscale : plan->pgm_scale, fr->int_scale, fr->stats.rmsd);
     return NB_OK;
 }
@@ -474,6 +494,174 @@ static int plan_requests(const nb_plan *p, const conv_opts *o, out_request *req)
     if (p->noisefile && p->calculate_noise) req[n++] = (out_request){p->noisefile, FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 1, 0};
     if (p->pgmfile && p->write_pgm && !o->nopgm) req[n++] = (out_request){p->pgmfile, FMT_PGM, SRC_AUTO, 0, 1, 0};
     return n;
+}
+
+/* The requests for an image: the -o list, else what the plan asked for. */
+static const out_request *frame_requests(const nb_plan *plan, const conv_opts *o, out_request req[8], int *n)
+{
+    if (o->nouts) {
+        *n = o->nouts;
+        return o->outs;
+    }
+    *n = plan_requests(plan, o, req);
+    return req;
+}
+
+/* ---- writing while the image arrives -------------------------------------- */
+/* Raw float files and SMV int images need nothing but rows in order (and the
+ * header's MAX_I): they are written while the IMAGE record's payload comes
+ * in, each piece while it is in cache, so that writing overlaps the transfer
+ * instead of following it.  The files are the held temporaries of
+ * claim_output: a record that then fails its CRC, or a pixel that is not
+ * finite, removes them with the rest. */
+enum { LIVE_MAX = 16, LIVE_ROWS_MAX = 64 };
+
+typedef struct live_out {
+    int req;               /* index in the request list */
+    nb_outfile *bin;       /* raw float */
+    nb_smv_writer *smv;    /* SMV of the int image */
+} live_out;
+
+typedef struct live_image {
+    const conv_opts *o;
+    const nb_plan *plan;   /* the current plan; NULL before the first */
+    int started, off;      /* for the current IMAGE record: looked at; nothing to do */
+    int width, height, rows_done;
+    size_t pix_off;        /* the pixels' offset in the payload */
+    nb_roi roi;
+    double int_scale, adc;
+    int32_t *ints;         /* LIVE_ROWS_MAX rows of the int image */
+    live_out outs[LIVE_MAX];
+    int nouts;
+} live_image;
+
+static void live_abort(live_image *L)
+{
+    for (int i = 0; i < L->nouts; i++) {
+        if (L->outs[i].bin) nb_outfile_abort(L->outs[i].bin);
+        if (L->outs[i].smv) nb_smv_writer_abort(L->outs[i].smv);
+    }
+    L->nouts = 0;
+    L->started = L->off = 0;
+}
+
+/* Which requests can be written live, and open them. */
+static nb_status live_start(live_image *L, const nb_record *rec)
+{
+    const nb_plan *p = L->plan;
+    const conv_opts *o = L->o;
+    long fp, sp, frame_no = 0;
+    const void *px;
+    size_t n;
+    L->off = 1; /* unless all below holds: then the usual path finds what is wrong */
+    if (nb_hdr_get_long(rec, "FPIXELS", &fp) || nb_hdr_get_long(rec, "SPIXELS", &sp) || fp != p->fpixels ||
+        sp != p->spixels || nb_record_get_array(rec, "pixels", NB_F32, &px, &n) || n != (size_t)fp * (size_t)sp ||
+        (nb_hdr_has(rec, "FRAME") && nb_hdr_get_long(rec, "FRAME", &frame_no)))
+        return NB_OK;
+    double max_I;
+    int have_max = nb_hdr_has(rec, "MAX_I") && nb_hdr_has(rec, "RMSD") && !nb_hdr_get_double(rec, "MAX_I", &max_I);
+    int has_counts = nb_record_has_array(rec, "counts");
+    out_request req[8];
+    int nreq;
+    const out_request *list = frame_requests(p, o, req, &nreq);
+    frame fr;
+    memset(&fr, 0, sizeof fr);
+    fr.plan = p, fr.rec = rec, fr.width = (int)fp, fr.height = (int)sp, fr.frame = frame_no;
+    L->width = (int)fp, L->height = (int)sp, L->rows_done = 0;
+    L->pix_off = (size_t)((const unsigned char *)px - rec->payload);
+    L->roi = (nb_roi){p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
+    L->adc = adc_for(p, o);
+    L->int_scale = have_max ? int_scale_for(p, o, max_I) : 0.0;
+    nb_status st = NB_OK;
+    for (int k = 0; k < nreq && !st && L->nouts < LIVE_MAX; k++) {
+        const out_request *q = &list[k];
+        int bin = q->format == FMT_BIN;
+        int smv = q->format == FMT_SMV && have_max &&
+                  (q->source == SRC_INT || (q->source == SRC_AUTO && !has_counts));
+        if (!bin && !smv) continue;
+        char final[NB_PATH_MAX], *target = NULL;
+        live_out *lo = &L->outs[L->nouts];
+        memset(lo, 0, sizeof *lo);
+        lo->req = k;
+        st = frame_path(q->path, frame_no, final, sizeof final);
+        if (!st) st = claim_output(final, &target);
+        if (!st) {
+            nb_info("writing %s", final);
+            if (bin) {
+                nb_info("  %s, photons", fmt_names[q->format]);
+                st = nb_rawfloat_writer_open(&lo->bin, target);
+            } else {
+                nb_info("intfile_scale = %g", L->int_scale);
+                nb_info("  %s, scaled photons", fmt_names[q->format]);
+                nb_smv_meta m;
+                smv_meta_for(q, &fr, L->adc, &m);
+                st = nb_smv_writer_open(&lo->smv, target, &m, 16);
+            }
+        }
+        free(target);
+        if (!st) L->nouts++;
+    }
+    if (!st && L->nouts && !L->ints)
+        st = nb_alloc_large((void **)&L->ints, (size_t)LIVE_ROWS_MAX * (size_t)fp, sizeof *L->ints, "int rows");
+    if (!st && L->nouts) L->off = 0;
+    return st;
+}
+
+/* Write the rows that have arrived (the first `have` payload bytes). */
+static nb_status live_rows(live_image *L, const nb_record *rec, uint64_t have)
+{
+    const size_t w = (size_t)L->width;
+    const float *img = (const float *)(const void *)(rec->payload + L->pix_off);
+    long avail = have > L->pix_off ? (long)((have - L->pix_off) / (w * sizeof(float))) : 0;
+    if (avail > L->height) avail = L->height;
+    nb_status st = NB_OK;
+    while (!st && L->rows_done < avail) {
+        int y0 = L->rows_done, ny = (int)(avail - y0 < LIVE_ROWS_MAX ? avail - y0 : LIVE_ROWS_MAX);
+        const float *rows = img + (size_t)y0 * w;
+        size_t n = (size_t)ny * w, bad = nb_first_nonfinite(rows, n);
+        if (bad < n) return nonfinite_error((size_t)y0 * w + bad, w);
+        int ints_done = 0;
+        for (int i = 0; i < L->nouts && !st; i++) {
+            if (L->outs[i].bin) st = nb_rawfloat_writer_put(L->outs[i].bin, rows, n);
+            if (L->outs[i].smv) {
+                if (!ints_done) nb_int_image_rows(img, L->width, y0, ny, L->roi, L->int_scale, L->adc, L->ints);
+                ints_done = 1;
+                st = nb_smv_writer_put(L->outs[i].smv, L->ints, n);
+            }
+        }
+        L->rows_done += ny;
+    }
+    return st;
+}
+
+/* nb_payload_hook: start the live files at an IMAGE record's first piece */
+static nb_status live_hook(void *ctx, const nb_record *rec, uint64_t have)
+{
+    live_image *L = ctx;
+    if (!L->plan || !nb_record_is(rec, "IMAGE")) return NB_OK;
+    if (!L->started) {
+        L->started = 1;
+        nb_status st = live_start(L, rec);
+        if (st) return st;
+    }
+    return L->off ? NB_OK : live_rows(L, rec, have);
+}
+
+/* After the whole record has arrived (and passed its CRC): whether request
+ * k was written live; if so its file is committed (renamed with the others
+ * when the stream ends). */
+static nb_status live_finish(live_image *L, int k, int *was_live)
+{
+    *was_live = 0;
+    for (int i = 0; i < L->nouts; i++) {
+        live_out *lo = &L->outs[i];
+        if (lo->req != k || (!lo->bin && !lo->smv)) continue;
+        *was_live = 1;
+        nb_status st = lo->bin ? nb_outfile_commit(lo->bin) : nb_smv_writer_close(lo->smv);
+        lo->bin = NULL, lo->smv = NULL;
+        return st;
+    }
+    return NB_OK;
 }
 
 /* ---- importing ------------------------------------------------------------ */
@@ -649,6 +837,10 @@ int main(int argc, char **argv)
     memset(&rec, 0, sizeof rec);
     nb_status st = nb_reader_open(&r, opts.input);
     nb_writer *tee = NULL;
+    live_image live;
+    memset(&live, 0, sizeof live);
+    live.o = &o;
+    if (!st && !o.import) nb_reader_set_payload_hook(r, live_hook, &live);
     if (!st && o.import) {
         /* the stream goes on: to -o FILE.nbs or standard output */
         for (int k = 0; k < o.nouts; k++)
@@ -686,9 +878,11 @@ int main(int argc, char **argv)
             /* the segment is complete: its files go into place */
             st = commit_pending();
         } else if (nb_record_is(&rec, "PLAN")) {
+            live.plan = NULL;
             if (have_plan) nb_plan_free(&plan);
             if ((st = nb_plan_from_record(&rec, &plan))) break;
             have_plan = 1;
+            live.plan = &plan;
         } else if (nb_record_is(&rec, "IMAGE")) {
             frame fr;
             images++;
@@ -696,22 +890,22 @@ int main(int argc, char **argv)
                 st = nb_error_set(NB_ERR_DATA, "an IMAGE record came before any PLAN record");
                 break;
             }
-            if ((st = prepare_frame(&plan, &rec, &o, &fr))) break;
+            int all_live = live.started && !live.off && live.rows_done == live.height;
+            if ((st = prepare_frame(&plan, &rec, &o, all_live, &fr))) break;
             out_request req[8];
-            out_request *list = o.outs;
-            int n = o.nouts;
+            int n;
+            const out_request *list = frame_requests(&plan, &o, req, &n);
             if (n == 0) {
-                n = plan_requests(&plan, &o, req);
-                list = req;
-                if (n == 0) {
-                    st = nb_error_set(NB_ERR_USAGE, "nothing to write: give -o FILE (the plan requests no files)");
-                    break;
-                }
+                st = nb_error_set(NB_ERR_USAGE, "nothing to write: give -o FILE (the plan requests no files)");
+                break;
             }
             for (int k = 0; k < n && !st; k++) {
-                if (IS_SIDECAR(list[k].format)) st = write_sidecar(&list[k], &o, &fr);
-                else if (list[k].format != FMT_NBS) st = write_one(&list[k], &fr);
+                int was_live = 0;
+                if (IS_SIDECAR(list[k].format)) st = write_sidecar((out_request *)&list[k], &o, &fr);
+                else if (!(st = live_finish(&live, k, &was_live)) && !was_live && list[k].format != FMT_NBS)
+                    st = write_one(&list[k], &fr);
             }
+            live_abort(&live); /* nothing is left open; ready for the next record */
         }
     }
     if (!st && images == 0)
@@ -721,6 +915,8 @@ int main(int argc, char **argv)
         if (!st) st = nb_writer_close(tee);
         else nb_writer_abort(tee);
     }
+    live_abort(&live);
+    free(live.ints);
     if (st) abort_pending();
     else st = commit_pending();
     if (have_plan) nb_plan_free(&plan);

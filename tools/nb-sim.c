@@ -293,7 +293,7 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
     if (res.tripped)
         nb_warn("tricubic interpolation left the F grid for some pixels; those evaluations used the nearest "
                 "neighbour (the reference would switch interpolation off for the rest of the image)");
-    nb_info("rendered %d x %d pixels in %.3f s (%d steps per pixel, %s path)", plan->fpixels, plan->spixels,
+    nb_info("rendered %d x %d pixels in %.6f s (%d steps per pixel, %s path)", plan->fpixels, plan->spixels,
             res.seconds, (int)setup.kp.steps, path);
     if (use_cuda) nb_info("  GPU kernel %.3f ms", res.kernel_seconds * 1e3);
 
