@@ -272,6 +272,14 @@ INL vf lattice_here(const nb_fparams *fs, int cube_n, vf dh, vf dk, vf dl, float
 #undef NB_CUBE
 }
 
+/* The diffracted direction's component along v on a flat detector: with the
+ * position C + Fdet f (C the row's part), (Ff (f.v) + C.v) / r - two
+ * operations per lane instead of the direction's three components. */
+INL vf flat_dot(vf Ff, vf invf, const double fdet[3], double Cx, double Cy, double Cz, double v0, double v1, double v2)
+{
+    return (Ff * (float)(fdet[0] * v0 + fdet[1] * v1 + fdet[2] * v2) + (float)(Cx * v0 + Cy * v1 + Cz * v2)) * invf;
+}
+
 /* The part of a sub-pixel's position common to a row (one slow sub-step
  * and layer): Sdet, the position without its fast component, and the two
  * coefficients of |pos|^2 as a polynomial in Fdet. */
@@ -351,7 +359,7 @@ INL void fill_group_table(group_table *tab, const nb_fparams *fs, int c0, int gr
  * are not linear along the row: there every lane's index is computed in
  * double. */
 INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *row, vd *omega_acc, int *tripped,
-                         const int curved, const int simple, const int one_step, const int one_pair)
+                         const int curved, const int simple, const int one_step, const int one_pair, const int full)
 {
     /* a private copy: the image's float stores cannot alias it, so what the
      * compiler loads once stays loaded across the row */
@@ -393,11 +401,13 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *row, vd 
     if (tabled) fill_group_table(&tab, fs, c0, groups, centre, ff, &rp0, one_pair, fmode != NB_FMODE_DEFAULT);
     for (int g = 0; g < groups; g++) {
     const int f0 = c0 + g * W;
-    const int n = kp->fpixels - f0 < W ? kp->fpixels - f0 : W;
+    const int n = full ? W : kp->fpixels - f0 < W ? kp->fpixels - f0 : W;
     float *out = row + f0;
-    /* which lanes are pixels to render */
+    /* which lanes are pixels to render (full: every lane of every group) */
     vi live;
-    if (!kp->mask && f0 >= kp->roi_xmin && f0 + n - 1 <= kp->roi_xmax) {
+    if (full) {
+        live = maskall(1);
+    } else if (!kp->mask && f0 >= kp->roi_xmin && f0 + n - 1 <= kp->roi_xmax) {
         live = lane_index < (float)n; /* the usual case: all inside the ROI */
     } else {
         int livei[W];
@@ -428,7 +438,8 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *row, vd 
                 /* ---- the sub-pixel's position and direction ---- */
                 const double Fc = sub * ((f0 + centre) * os + subF) + sub / 2.0; /* the group's centre */
                 vd px, py, pz, inv;
-                vf invf, dxf, dyf, dzf, dfi = splat(0.0f), dinv = splat(0.0f);
+                vf invf, dxf = splat(0.0f), dyf = splat(0.0f), dzf = splat(0.0f), dfi = splat(0.0f),
+                   dinv = splat(0.0f), Ff_flat = splat(0.0f);
                 double invc = 0.0;
                 if (curved) {
                     vd Fdet = sub * ((tod(lane_index) + f0) * os + subF) + sub / 2.0;
@@ -466,14 +477,13 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *row, vd 
                     invf = invc_f + dinv; /* 1/r_f, from the exact difference */
                     dfi = df * invf;
                     const vf Ff = Fc_f + df;
-                    dxf = (Ff * (float)kp->fdet[0] + (float)Cx) * invf;
-                    dyf = (Ff * (float)kp->fdet[1] + (float)Cy) * invf;
-                    dzf = (Ff * (float)kp->fdet[2] + (float)Cz) * invf;
+                    Ff_flat = Ff; /* the direction's components by flat_dot */
                     (void)px, (void)py, (void)pz, (void)inv;
                 }
                 {
                     vf om = kp->point_pixel ? invf * invf : pix2_close * invf * invf * invf;
-                    omega = self((omega == 0.0f) | os_omega, om, omega);
+                    /* with one sub-pixel, the first is the only value */
+                    omega = one_step ? om : self((omega == 0.0f) | os_omega, om, omega);
                     omega_block += self(live, omega, splat(0.0f));
                     if (++groups_in_block == 16) {
                         omega_sum += tod(omega_block);
@@ -486,7 +496,8 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *row, vd 
                  * (the others are overwritten), so only it is computed */
                 if (with_thickness &&
                     (kp->oversample_thick || (t == nthick - 1 && any_lane(live & (capture == 0.0f))))) {
-                    vf rho = dxf * (float)kp->odet[0] + dyf * (float)kp->odet[1] + dzf * (float)kp->odet[2];
+                    vf rho = curved ? dxf * (float)kp->odet[0] + dyf * (float)kp->odet[1] + dzf * (float)kp->odet[2]
+                                    : flat_dot(Ff_flat, invf, kp->fdet, Cx, Cy, Cz, kp->odet[0], kp->odet[1], kp->odet[2]);
                     vf mu_over = (float)(kp->thickstep * kp->mu) / rho;
                     vf cap = vx_expf(-(float)t * mu_over) - vx_expf(-(float)(t + 1) * mu_over);
                     capture = self((capture == 0.0f) | os_thick, cap, capture);
@@ -494,7 +505,8 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *row, vd 
 
                 for (int src = 0; src < nsources; src++) {
                     const float *si = fs->src_i + 3 * src;
-                    vf c2t = dxf * si[0] + dyf * si[1] + dzf * si[2];
+                    vf c2t = curved ? dxf * si[0] + dyf * si[1] + dzf * si[2]
+                                    : flat_dot(Ff_flat, invf, kp->fdet, Cx, Cy, Cz, si[0], si[1], si[2]);
                     vi ok = live;
                     if (with_dmin) {
                         vf stol = vx_sqrtf(2.0f - 2.0f * c2t) * fs->src_inv2lambda[src];
@@ -511,8 +523,10 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *row, vd 
                         const float *sE = fs->src_E + 3 * src, *sB = fs->src_B + 3 * src;
                         vf dE = splat(0.0f), dB = splat(0.0f);
                         if (kahn != 0.0f) {
-                            dE = dxf * sE[0] + dyf * sE[1] + dzf * sE[2];
-                            dB = dxf * sB[0] + dyf * sB[1] + dzf * sB[2];
+                            dE = curved ? dxf * sE[0] + dyf * sE[1] + dzf * sE[2]
+                                        : flat_dot(Ff_flat, invf, kp->fdet, Cx, Cy, Cz, sE[0], sE[1], sE[2]);
+                            dB = curved ? dxf * sB[0] + dyf * sB[1] + dzf * sB[2]
+                                        : flat_dot(Ff_flat, invf, kp->fdet, Cx, Cy, Cz, sB[0], sB[1], sB[2]);
                         }
                         polar = self(need, vx_polar(kahn, c2t, dE, dB), polar);
                     }
@@ -567,9 +581,11 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *row, vd 
                         if (fmode != NB_FMODE_DEFAULT)
                             F_cell = structure_factor(fs, ih, ik, il, dh, dk, dl, accept_base, tripped);
                         const vf term = F_cell * F_cell * F_latt * F_latt;
+                        /* simple: a zero lattice term adds nothing (F is the finite default) */
                         /* the reference skips zero lattice terms unless there is water */
                         const vi accept = accept_base & ~((F_latt == 0.0f) & water_zero);
                         if (any_os) I = self(accept, (I + term) * mult, I);
+                        else if (simple) I += term; /* dead lanes are cleared at the end */
                         else I += self(accept, term, splat(0.0f));
                     }
                 }
@@ -587,7 +603,7 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *row, vd 
         val *= polar;
         val *= omega;
     }
-    val = self(live, val, splat(0.0f));
+    if (!full) val = self(live, val, splat(0.0f));
     if (n >= W) memcpy(out, &val, sizeof val);
     else memcpy(out, &val, (size_t)n * sizeof(float));
     }
@@ -602,13 +618,17 @@ static void render_row(const nb_fparams *fs, int s_row, float *row, vd *omega_ac
 {
     const nb_kparams *kp = &fs->kp;
     const int simple = !kp->oversample_thick && !kp->oversample_polar && !kp->oversample_omega && kp->thick == 0.0 &&
-                       fs->dmin <= 0.0f && fs->fmode == NB_FMODE_DEFAULT;
+                       fs->dmin <= 0.0f && fs->fmode == NB_FMODE_DEFAULT && isfinite(kp->F.default_F);
     const int one_step = kp->oversample == 1 && kp->thicksteps == 1, one_pair = kp->nsources == 1 && kp->ncells == 1;
-    if (kp->curved_detector) render_row_impl(fs, s_row, row, omega_acc, tripped, 1, 0, 0, 0);
-    else if (simple && one_step && one_pair) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 1, 1);
-    else if (simple && one_step) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 1, 0);
-    else if (simple) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 0, 0);
-    else render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 0, 0, 0);
+    /* full: every pixel of the row is rendered, in whole groups */
+    const int full = !kp->mask && kp->roi_xmin <= 0 && kp->roi_xmax >= kp->fpixels - 1 && kp->fpixels % W == 0;
+    if (kp->curved_detector) render_row_impl(fs, s_row, row, omega_acc, tripped, 1, 0, 0, 0, 0);
+    else if (simple && one_step && one_pair && full) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 1, 1, 1);
+    else if (simple && one_step && one_pair) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 1, 1, 0);
+    else if (simple && one_step && full) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 1, 0, 1);
+    else if (simple && one_step) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 1, 0, 0);
+    else if (simple) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 0, 0, 0);
+    else render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 0, 0, 0, 0);
 }
 
 void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, nb_row_stats *row_stats, int *tripped_out,
