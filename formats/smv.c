@@ -280,6 +280,14 @@ nb_status nb_smv_writer_put(nb_smv_writer *w, const int32_t *v, size_t k)
     return NB_OK;
 }
 
+nb_status nb_smv_writer_put_u16(nb_smv_writer *w, const uint16_t *v, size_t k)
+{
+    if (w->bits != 16) return nb_error_set(NB_ERR_USAGE, "16-bit values for a %d-bit SMV", w->bits);
+    if (fwrite(v, sizeof *v, k, nb_outfile_fp(w->of)) != k)
+        return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", nb_outfile_path(w->of), strerror(errno ? errno : EIO));
+    return NB_OK;
+}
+
 nb_status nb_smv_writer_close(nb_smv_writer *w)
 {
     nb_status st = nb_outfile_commit(w->of);
@@ -303,8 +311,7 @@ static nb_status smv_write_any(const char *path, const nb_smv_meta *m, const voi
     if (st) return st;
     size_t npix = (size_t)m->fpixels * (size_t)m->spixels;
     if (is_u16) {
-        if (fwrite(values, sizeof(uint16_t), npix, nb_outfile_fp(w->of)) != npix) {
-            st = nb_error_set(NB_ERR_IO, "cannot write '%s': %s", path, strerror(errno ? errno : EIO));
+        if ((st = nb_smv_writer_put_u16(w, values, npix))) {
             nb_smv_writer_abort(w);
             return st;
         }

@@ -77,6 +77,7 @@ nb_status nb_smv_write_rows(const char *path, const nb_smv_meta *m, const nb_smv
 typedef struct nb_smv_writer nb_smv_writer;
 nb_status nb_smv_writer_open(nb_smv_writer **w, const char *path, const nb_smv_meta *m, int bits);
 nb_status nb_smv_writer_put(nb_smv_writer *w, const int32_t *values, size_t count);
+nb_status nb_smv_writer_put_u16(nb_smv_writer *w, const uint16_t *values, size_t count); /* 16-bit files */
 nb_status nb_smv_writer_close(nb_smv_writer *w);
 void nb_smv_writer_abort(nb_smv_writer *w);
 

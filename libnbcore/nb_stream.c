@@ -10,6 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <pthread.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "nb_util.h"
 
@@ -385,6 +389,111 @@ struct nb_reader {
     void *hook_ctx;
 };
 
+/* A payload read on a second thread (read + CRC), while the hook works on
+ * the main thread on what has arrived: the two halves of a consumer's work
+ * overlap.  Progress is published under the mutex. */
+typedef struct read_ahead {
+    nb_reader *r;
+    unsigned char *buf;
+    uint64_t len, have;
+    uint32_t crc;
+    int ioerr, done, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} read_ahead;
+
+static size_t read_bytes(nb_reader *r, void *dst, size_t n, int *ioerr);
+static uint32_t crc_update(uint32_t crc, const unsigned char *p, uint64_t n);
+
+static void *read_ahead_main(void *arg)
+{
+    read_ahead *ra = arg;
+    const size_t piece = (size_t)1 << 20;
+    uint64_t have = 0;
+    uint32_t crc = ra->crc;
+    int ioerr = 0;
+    for (;;) {
+        pthread_mutex_lock(&ra->mu);
+        int stop = ra->stop;
+        pthread_mutex_unlock(&ra->mu);
+        if (stop || have >= ra->len) break;
+        size_t want = ra->len - have < piece ? (size_t)(ra->len - have) : piece;
+        size_t got = read_bytes(ra->r, ra->buf + have, want, &ioerr);
+        crc = crc_update(crc, ra->buf + have, got);
+        have += got;
+        pthread_mutex_lock(&ra->mu);
+        ra->have = have, ra->crc = crc, ra->ioerr = ioerr;
+        if (got < want || ioerr) ra->done = 1;
+        pthread_cond_signal(&ra->cv);
+        pthread_mutex_unlock(&ra->mu);
+        if (got < want || ioerr) break;
+    }
+    pthread_mutex_lock(&ra->mu);
+    ra->done = 1;
+    pthread_cond_signal(&ra->cv);
+    pthread_mutex_unlock(&ra->mu);
+    return NULL;
+}
+
+/* Read rec's payload (plen bytes into its buffer, which is big enough) on a
+ * second thread, calling the hook here as it arrives.  Returns what was
+ * read in *have_out and the running CRC in *crc. */
+static nb_status read_payload_ahead(nb_reader *r, nb_record *rec, uint64_t plen, uint32_t *crc, uint64_t *have_out,
+                                    int *ioerr_out, int *started)
+{
+    read_ahead ra;
+    memset(&ra, 0, sizeof ra);
+    ra.r = r, ra.buf = rec->payload, ra.len = plen, ra.crc = *crc;
+    *started = 0;
+    if (pthread_mutex_init(&ra.mu, NULL)) return NB_OK;
+    if (pthread_cond_init(&ra.cv, NULL)) {
+        pthread_mutex_destroy(&ra.mu);
+        return NB_OK;
+    }
+    pthread_t th;
+    if (pthread_create(&th, NULL, read_ahead_main, &ra)) {
+        pthread_cond_destroy(&ra.cv);
+        pthread_mutex_destroy(&ra.mu);
+        return NB_OK; /* the caller reads on this thread */
+    }
+    *started = 1;
+    nb_status st = NB_OK;
+    uint64_t told = 0;
+    for (;;) {
+        pthread_mutex_lock(&ra.mu);
+        while (ra.have == told && !ra.done) pthread_cond_wait(&ra.cv, &ra.mu);
+        uint64_t have = ra.have;
+        int done = ra.done;
+        pthread_mutex_unlock(&ra.mu);
+        if (have > told && !st) {
+            told = have;
+            st = r->hook(r->hook_ctx, rec, have);
+            if (st) {
+                pthread_mutex_lock(&ra.mu);
+                ra.stop = 1;
+                pthread_mutex_unlock(&ra.mu);
+            }
+        }
+        if (done || st) break;
+    }
+    pthread_join(th, NULL);
+    /* the last pieces, if the hook was behind when the reading ended */
+    if (!st && ra.have > told) st = r->hook(r->hook_ctx, rec, ra.have);
+    *crc = ra.crc, *have_out = ra.have, *ioerr_out = ra.ioerr;
+    pthread_cond_destroy(&ra.cv);
+    pthread_mutex_destroy(&ra.mu);
+    return st;
+}
+
+static int threads_allowed(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads() > 1;
+#else
+    return 0;
+#endif
+}
+
 void nb_reader_set_payload_hook(nb_reader *r, nb_payload_hook hook, void *ctx)
 {
     r->hook = hook;
@@ -572,7 +681,16 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
         /* in pieces, each checksummed while it is in cache and shown to the
          * hook, so that a consumer works while the rest arrives */
         const size_t piece = (size_t)1 << 20;
-        while (have < plen) {
+        /* a large payload for a hook, with a second thread to spare and no
+         * reallocation ahead: read it on that thread */
+        int ahead = 0;
+        if (r->hook && r->fp && plen >= 4 * (uint64_t)piece && rec->payload_cap == plen && threads_allowed()) {
+            int ioerr2 = 0;
+            nb_status st = read_payload_ahead(r, rec, plen, &crc, &have, &ioerr2, &ahead);
+            if (st) return st;
+            if (ioerr2) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr2));
+        }
+        while (!ahead && have < plen) {
             if (have == rec->payload_cap) {
                 size_t cap = rec->payload_cap * 2 < plen ? rec->payload_cap * 2 : (size_t)plen;
                 unsigned char *q = realloc(rec->payload, cap);

@@ -358,7 +358,7 @@ INL void fill_group_table(group_table *tab, const nb_fparams *fs, int c0, int gr
  * at a fraction of the cost of double lanes.  A curved detector's positions
  * are not linear along the row: there every lane's index is computed in
  * double. */
-INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *row, vd *omega_acc, int *tripped,
+INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict row, vd *omega_acc, int *tripped,
                          const int curved, const int simple, const int one_step, const int one_pair, const int full)
 {
     /* a private copy: the image's float stores cannot alias it, so what the
