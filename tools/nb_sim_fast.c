@@ -173,6 +173,9 @@ INL vf rsqrt_est(vf x)
 
 
 
+/* neighbourhoods of a group read by broadcast before the rest is gathered */
+#define NB_TRICUBIC_SETS 4
+
 /* The structure factor for the lanes: nearest neighbour, or tricubic where
  * the 4x4x4 neighbourhood is inside the grid, with the nearest neighbour as
  * the fallback (docs/deviations.md).  ih.. are the nearest indices, dh.. the
@@ -203,26 +206,38 @@ INL vf structure_factor(const nb_fparams *fs, vi ih, vi ik, vi il, vf dh, vf dk,
               (il + neg_l - 1 - g->l_min);
     base &= safe; /* lanes outside the grid read the (padded) start */
     vf sum = splat(0.0f);
-    if (!any_lane(~safe | (base != base[0]))) {
-        /* every lane in the same 4x4x4 neighbourhood (neighbouring pixels
-         * usually are): the same sums with the 64 values broadcast, not
-         * gathered */
-        const float *F0 = Fg + base[0];
+    /* Neighbouring pixels usually share their 4x4x4 neighbourhood: the lanes
+     * are taken a neighbourhood at a time (up to NB_TRICUBIC_SETS of them),
+     * its 64 values broadcast - far cheaper than 64 gathers; lanes left over
+     * are gathered.  Every lane gets the same sums either way. */
+    vi todo = safe;
+    for (int sets = 0; sets < NB_TRICUBIC_SETS && any_lane(todo); sets++) {
+        int first = 0;
+        while (!todo[first]) first++;
+        const int b0 = base[first];
+        const vi mine = todo & (base == b0);
+        const float *F0 = Fg + b0;
+        vf part = splat(0.0f);
         for (int a = 0; a < 4; a++)
             for (int b = 0; b < 4; b++) {
                 const float *r = F0 + (a * g->k_range + b) * g->l_range;
                 vf sl = wl[0] * r[0] + wl[1] * r[1] + wl[2] * r[2] + wl[3] * r[3];
-                sum += wh[a] * wk[b] * sl;
+                part += wh[a] * wk[b] * sl;
             }
-        return sum;
+        sum = self(mine, part, sum);
+        todo &= ~mine;
     }
-    for (int a = 0; a < 4; a++)
-        for (int b = 0; b < 4; b++) {
-            vi row = base + (a * g->k_range + b) * g->l_range;
-            vf sl = wl[0] * gather(Fg, row) + wl[1] * gather(Fg, row + 1) + wl[2] * gather(Fg, row + 2) +
-                    wl[3] * gather(Fg, row + 3);
-            sum += wh[a] * wk[b] * sl;
-        }
+    if (any_lane(todo)) {
+        vf part = splat(0.0f);
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 4; b++) {
+                vi row = base + (a * g->k_range + b) * g->l_range;
+                vf sl = wl[0] * gather(Fg, row) + wl[1] * gather(Fg, row + 1) + wl[2] * gather(Fg, row + 2) +
+                        wl[3] * gather(Fg, row + 3);
+                part += wh[a] * wk[b] * sl;
+            }
+        sum = self(todo, part, sum);
+    }
     return self(safe, sum, F);
 }
 
