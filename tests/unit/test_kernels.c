@@ -58,6 +58,10 @@ static const config configs[] = {
      "small.hkl"},
     {"tricubic F", "-cell 20 20 20 90 90 90 -lambda 1 -N 2 -distance 100 -detpixels 32 -pixel 0.8 -oversample 1",
      "interp.hkl"},
+    /* coarse pixels: a group of lanes spans more neighbourhoods than the
+     * kernel reads by broadcast, so the gathered remainder is used too */
+    {"tricubic F, coarse", "-cell 20 20 20 90 90 90 -lambda 1 -N 2 -distance 100 -detpixels 24 -pixel 2.5 "
+                           "-oversample 1", "interp.hkl"},
     {"ROI", "-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 64 -pixel 0.3 "
             "-roi 5 50 3 40", NULL},
     {"ROI and mask", "-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 64 "
