@@ -78,6 +78,17 @@ typedef double vd __attribute__((vector_size(8 * W)));
 #include "nb_rowstats.inc"
 
 INL vf splat(float x) { return (vf){0} + x; }
+/* an optimisation barrier: *x is rounded as computed, not fused into what uses it */
+INL void no_contract(vf *x)
+{
+#if NW == 16 && W == 16
+    __asm__("" : "+v"(*x)); /* one zmm register */
+#elif W * 4 <= 32 && (NW == 8 || W == 4)
+    __asm__("" : "+x"(*x)); /* one xmm or ymm register */
+#else
+    __asm__("" : "+m"(*x));
+#endif
+}
 INL vi maskall(int on) { return (vi){0} + (on ? -1 : 0); }
 INL vf self(vi m, vf a, vf b) { return (vf)(((vi)a & m) | ((vi)b & ~m)); }
 INL vf tof(vd x) { return __builtin_convertvector(x, vf); }
@@ -595,7 +606,12 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict
                         vf F_cell = splat((float)kp->F.default_F);
                         if (fmode != NB_FMODE_DEFAULT)
                             F_cell = structure_factor(fs, ih, ik, il, dh, dk, dl, accept_base, tripped);
-                        const vf term = F_cell * F_cell * F_latt * F_latt;
+                        vf term = F_cell * F_cell * F_latt * F_latt;
+                        /* rounded before it is added, in every instantiation: a plan renders
+                         * to the same bits whichever runs it (a fused multiply-add here in
+                         * one and not in another would differ in the last place - and
+                         * -dmin must leave the pixels it does not cut unchanged) */
+                        no_contract(&term);
                         /* simple: a zero lattice term adds nothing (F is the finite default) */
                         /* the reference skips zero lattice terms unless there is water */
                         const vi accept = accept_base & ~((F_latt == 0.0f) & water_zero);

@@ -232,6 +232,18 @@ int main(void)
             near(r2.omega_sum, omega_scalar, 1e-5, "  SIMD %s: the same solid-angle sum (%g vs %g)", got,
                  r2.omega_sum, omega_scalar);
             ok(r2.tripped == tripped, "  SIMD %s: the same tricubic fallback report (%d)", got, r2.tripped);
+            /* a -dmin that cuts nothing takes the kernel's general instantiation:
+             * the same bits (-dmin leaves the pixels it does not cut unchanged) */
+            if (setup.kp.dmin <= 0.0) {
+                nb_kparams kp_cut = setup.kp;
+                kp_cut.dmin = 1e-20;
+                float *cut = calloc(n, sizeof(float));
+                nb_render_result r3 = {0};
+                ok(nb_render_cpu_fast(&kp_cut, &plan, cut, &r3, NULL) == NB_OK &&
+                       memcmp(cut, simd, n * sizeof(float)) == 0,
+                   "  SIMD %s: a -dmin that cuts nothing renders the same bits", got);
+                free(cut);
+            }
         }
         unsetenv("NB_SIMD");
         free(dbl), free(scalar), free(simd), free(rows);
