@@ -331,6 +331,12 @@ static uint32_t crc_parallel(uint32_t crc, const unsigned char *p, uint64_t n)
         uint64_t off = (uint64_t)i * piece, len = off + piece > n ? n - off : piece;
         crc = (uint32_t)crc32_combine64(crc, part[i], (z_off64_t)len);
     }
+#ifdef _OPENMP
+    /* a long write of these bytes follows: release the idle threads, which
+     * would otherwise spin-wait on a core the next stage of the pipe needs
+     * (a later parallel region starts them again) */
+    omp_pause_resource_all(omp_pause_soft);
+#endif
     return crc;
 }
 
