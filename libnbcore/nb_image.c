@@ -41,45 +41,33 @@ void nb_int_image(const float *img, int width, int height, nb_roi roi, double sc
     nb_int_image_rows(img, width, 0, height, roi, scale, adc, out);
 }
 
-/* One row of nanoBragg's int image, as OUT_T (int32_t or uint16_t: the
- * values are 0..65535 either way). */
-#define NB_INT_ROW(OUT_T)                                                                                             \
-    {                                                                                                                 \
-        const float *in = img + (size_t)y * width;                                                                    \
-        OUT_T *o = out + (size_t)(y - y0) * width;                                                                    \
-        int x0, x1;                                                                                                   \
-        roi_columns(roi, width, y, &x0, &x1);                                                                         \
-        if (x1 < x0) {                                                                                                \
-            memset(o, 0, (size_t)width * sizeof *o);                                                                  \
-            continue;                                                                                                 \
-        }                                                                                                             \
-        memset(o, 0, (size_t)x0 * sizeof *o);                                                                         \
-        memset(o + x1 + 1, 0, (size_t)(width - 1 - x1) * sizeof *o);                                                  \
-        _Pragma("omp simd") for (int x = x0; x <= x1; x++)                                                            \
-        {                                                                                                             \
-            double v = in[x] * scale + adc;                                                                           \
-            double hi = v > 65535.0 ? 65535.0 : v;                                                                    \
-            v = hi < 0.0 ? 0.0 : hi;                                                                                  \
-            /* the reference rounds in single precision, floorf(v + 0.5); the                                         \
-             * value is positive, so truncation is the floor */                                                       \
-            o[x] = (OUT_T)(int32_t)(float)(v + 0.5);                                                                  \
-        }                                                                                                             \
-    }
-
 NB_VECTOR_CLAMPS void nb_int_image_rows(const float *img, int width, int y0, int ny, nb_roi roi, double scale,
                                         double adc, int32_t *out)
 {
     /* threads only for large pieces: a few rows are quicker on one, and idle
      * OpenMP threads spin, taking a core from the other stages of a pipe */
 #pragma omp parallel for schedule(static) if ((size_t)ny * (size_t)width >= NB_PARALLEL_MIN)
-    for (int y = y0; y < y0 + ny; y++) NB_INT_ROW(int32_t)
-}
-
-NB_VECTOR_CLAMPS void nb_int_image_rows_u16(const float *img, int width, int y0, int ny, nb_roi roi, double scale,
-                                            double adc, uint16_t *out)
-{
-#pragma omp parallel for schedule(static) if ((size_t)ny * (size_t)width >= NB_PARALLEL_MIN)
-    for (int y = y0; y < y0 + ny; y++) NB_INT_ROW(uint16_t)
+    for (int y = y0; y < y0 + ny; y++) {
+        const float *in = img + (size_t)y * width;
+        int32_t *o = out + (size_t)(y - y0) * width;
+        int x0, x1;
+        roi_columns(roi, width, y, &x0, &x1);
+        if (x1 < x0) {
+            memset(o, 0, (size_t)width * sizeof *o);
+            continue;
+        }
+        memset(o, 0, (size_t)x0 * sizeof *o);
+        memset(o + x1 + 1, 0, (size_t)(width - 1 - x1) * sizeof *o);
+#pragma omp simd
+        for (int x = x0; x <= x1; x++) {
+            double v = in[x] * scale + adc;
+            double hi = v > 65535.0 ? 65535.0 : v;
+            v = hi < 0.0 ? 0.0 : hi;
+            /* the reference rounds in single precision, floorf(v + 0.5); the
+             * value is positive, so truncation is the floor */
+            o[x] = (int32_t)(float)(v + 0.5);
+        }
+    }
 }
 
 NB_VECTOR_CLAMPS void nb_pgm_bytes(const float *img, int width, int height, nb_roi roi, double scale, uint8_t *out)

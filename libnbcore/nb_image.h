@@ -23,9 +23,6 @@ void nb_int_image(const float *img, int width, int height, nb_roi roi, double sc
 /* The same for rows y0 .. y0 + ny - 1 of the image, into out[ny * width]. */
 void nb_int_image_rows(const float *img, int width, int y0, int ny, nb_roi roi, double scale, double adc,
                        int32_t *out);
-/* the same rows as 16-bit values (what a 16-bit SMV holds) */
-void nb_int_image_rows_u16(const float *img, int width, int y0, int ny, nb_roi roi, double scale, double adc,
-                           uint16_t *out);
 /* bytes = min(255, photons * scale) truncated (0 for negatives); 0 outside the ROI. */
 void nb_pgm_bytes(const float *img, int width, int height, nb_roi roi, double scale, uint8_t *out);
 

@@ -530,7 +530,7 @@ typedef struct live_image {
     size_t pix_off;        /* the pixels' offset in the payload */
     nb_roi roi;
     double int_scale, adc;
-    uint16_t *ints;        /* LIVE_ROWS_MAX rows of the int image */
+    int32_t *ints;         /* LIVE_ROWS_MAX rows of the int image */
     live_out outs[LIVE_MAX];
     int nouts;
 } live_image;
@@ -624,9 +624,9 @@ static nb_status live_rows(live_image *L, const nb_record *rec, uint64_t have)
         for (int i = 0; i < L->nouts && !st; i++) {
             if (L->outs[i].bin) st = nb_rawfloat_writer_put(L->outs[i].bin, rows, n);
             if (L->outs[i].smv) {
-                if (!ints_done) nb_int_image_rows_u16(img, L->width, y0, ny, L->roi, L->int_scale, L->adc, L->ints);
+                if (!ints_done) nb_int_image_rows(img, L->width, y0, ny, L->roi, L->int_scale, L->adc, L->ints);
                 ints_done = 1;
-                st = nb_smv_writer_put_u16(L->outs[i].smv, L->ints, n);
+                st = nb_smv_writer_put(L->outs[i].smv, L->ints, n);
             }
         }
         L->rows_done += ny;
