@@ -326,43 +326,47 @@ INL row_part row_part_at(const nb_kparams *kp, int s_row, double Odet, int subS)
     return r;
 }
 
-/* The groups' centres for a chunk of a row with one sub-pixel (t = 0, so
- * Odet = 0): what render_row_impl would compute per group in scalar double,
- * done here for TABLE_GROUPS groups in double vectors.  With one (source,
- * cell) pair, its centre indices too. */
+/* The groups' centres for a chunk of a row: what render_row_impl would
+ * compute per group and sub-pixel step in scalar double, done here for
+ * TABLE_GROUPS groups at a time in double vectors - a table per step (layer,
+ * slow and fast sub-pixel), up to TABLE_STEPS of them.  With one sub-pixel
+ * and one (source, cell) pair, the centre's Miller indices too. */
 #define TABLE_GROUPS 32
-typedef struct group_table {
+#define TABLE_STEPS 64
+typedef struct pos_table {
     float r2c[TABLE_GROUPS], rc[TABLE_GROUPS], invc[TABLE_GROUPS], invc2[TABLE_GROUPS], slope[TABLE_GROUPS];
     float Fc[TABLE_GROUPS];
-    double invc_d[TABLE_GROUPS];
+    double invc_d[TABLE_GROUPS], Fc_d[TABLE_GROUPS];
+} pos_table;
+typedef struct pair_table {
     float frac[3][TABLE_GROUPS], P[3][TABLE_GROUPS];
     int whole[3][TABLE_GROUPS];
-} group_table;
+} pair_table;
 
-INL void fill_group_table(group_table *tab, const nb_fparams *fs, int c0, int groups, double centre, double ff,
-                          const row_part *rp, int one_pair, int need_whole)
+INL void fill_pos_table(pos_table *tab, const nb_kparams *kp, int c0, double centre, double ff, const row_part *rp,
+                        int os, int subF)
 {
-    const nb_kparams *kp = &fs->kp;
-    const double sub = kp->subpixel_size, fc = rp->fc, cc = rp->cc, Sdet = rp->Sdet;
-    double invc_d[TABLE_GROUPS], Fc_d[TABLE_GROUPS];
+    const double sub = kp->subpixel_size, fc = rp->fc, cc = rp->cc;
 #pragma omp simd
     for (int g = 0; g < TABLE_GROUPS; g++) {
-        const double Fc = sub * ((c0 + g * W + centre) * 1 + 0) + sub / 2.0;
+        const double Fc = sub * ((c0 + g * W + centre) * os + subF) + sub / 2.0;
         const double r2c = (Fc * ff + fc) * Fc + cc, rc = sqrt(r2c), invc = 1.0 / rc;
         tab->r2c[g] = (float)r2c, tab->rc[g] = (float)rc, tab->invc[g] = (float)invc;
         tab->invc2[g] = (float)(invc * invc);
         tab->slope[g] = (float)(2.0 * ff * Fc + fc), tab->Fc[g] = (float)Fc;
-        tab->invc_d[g] = invc, invc_d[g] = invc, Fc_d[g] = Fc;
+        tab->invc_d[g] = invc, tab->Fc_d[g] = Fc;
     }
-    (void)groups;
-    if (!one_pair) return;
-    const nb_pair *pc = fs->pairs;
+}
+
+INL void fill_pair_table(pair_table *tab, const pos_table *pos, const nb_pair *pc, const row_part *rp, double Odet,
+                         int need_whole)
+{
     for (int i = 0; i < 3; i++) {
-        const double Af = pc->Af[i], base = Sdet * pc->As[i] + 0.0 * pc->Ao[i] + pc->Ap[i], hi = pc->hi[i];
+        const double Af = pc->Af[i], base = rp->Sdet * pc->As[i] + Odet * pc->Ao[i] + pc->Ap[i], hi = pc->hi[i];
 #pragma omp simd
         for (int g = 0; g < TABLE_GROUPS; g++) {
-            const double P = Fc_d[g] * Af + base;
-            const double c = P * invc_d[g] - hi, r = rint(c);
+            const double P = pos->Fc_d[g] * Af + base;
+            const double c = P * pos->invc_d[g] - hi, r = rint(c);
             tab->frac[i][g] = (float)(c - r), tab->P[i][g] = (float)P;
             /* the whole index only for an F table (it is in range there: the lane is
              * inside the grid or falls back) */
@@ -427,14 +431,23 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict
     vd omega_sum = *omega_acc;
     vf omega_block = splat(0.0f);
     int groups_in_block = 0;
-    /* tabled (flat, one sub-pixel): the groups' centres are done ahead, a
-     * chunk of the row at a time, in vectors of doubles - no scalar square
-     * root and division at the head of each group's chain */
-    const int tabled = !curved && one_step;
-    group_table tab;
+    /* tabled (flat): the groups' centres are done ahead, a chunk of the row
+     * at a time, in vectors of doubles - no scalar square root and division
+     * at the head of each group's chain */
+    const int steps = nthick * os * os;
+    const int tabled = !curved && steps <= TABLE_STEPS;
+    pos_table pos[one_step ? 1 : TABLE_STEPS];
+    pair_table pair;
     for (int c0 = 0; c0 < kp->fpixels; c0 += TABLE_GROUPS * W) {
     const int groups = (kp->fpixels - c0 + W - 1) / W < TABLE_GROUPS ? (kp->fpixels - c0 + W - 1) / W : TABLE_GROUPS;
-    if (tabled) fill_group_table(&tab, fs, c0, groups, centre, ff, &rp0, one_pair, fmode != NB_FMODE_DEFAULT);
+    if (tabled) {
+        for (int t = 0, k = 0; t < nthick; t++)
+            for (int subS = 0; subS < os; subS++) {
+                const row_part rp = one_step ? rp0 : row_part_at(kp, s_row, t * kp->thickstep, subS);
+                for (int subF = 0; subF < os; subF++, k++) fill_pos_table(&pos[k], kp, c0, centre, ff, &rp, os, subF);
+            }
+        if (one_step && one_pair) fill_pair_table(&pair, &pos[0], fs->pairs, &rp0, 0.0, fmode != NB_FMODE_DEFAULT);
+    }
     for (int g = 0; g < groups; g++) {
     const int f0 = c0 + g * W;
     const int n = full ? W : kp->fpixels - f0 < W ? kp->fpixels - f0 : W;
@@ -497,9 +510,10 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict
                     /* the centre in double; the lanes as small offsets from it */
                     float r2c_f, rc_f, invc_f, invc2_f, slope_f, Fc_f;
                     if (tabled) {
-                        r2c_f = tab.r2c[g], rc_f = tab.rc[g], invc_f = tab.invc[g], invc2_f = tab.invc2[g];
-                        slope_f = tab.slope[g], Fc_f = tab.Fc[g];
-                        invc = tab.invc_d[g];
+                        const pos_table *pt = &pos[one_step ? 0 : (t * os + subS) * os + subF];
+                        r2c_f = pt->r2c[g], rc_f = pt->rc[g], invc_f = pt->invc[g], invc2_f = pt->invc2[g];
+                        slope_f = pt->slope[g], Fc_f = pt->Fc[g];
+                        invc = pt->invc_d[g];
                     } else {
                         const double r2c = (Fc * ff + fc) * Fc + cc, rc = sqrt(r2c);
                         invc = 1.0 / rc;
@@ -596,12 +610,13 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict
                             /* the centre's indices in double, whole parts off; the lanes' offsets in single */
                             float frac[3], P_f[3];
                             int whole[3];
-                            if (tabled && one_pair) {
+                            if (tabled && one_step && one_pair) {
                                 for (int i = 0; i < 3; i++)
-                                    frac[i] = tab.frac[i][g], P_f[i] = tab.P[i][g], whole[i] = tab.whole[i][g];
+                                    frac[i] = pair.frac[i][g], P_f[i] = pair.P[i][g], whole[i] = pair.whole[i][g];
                             } else {
                                 for (int i = 0; i < 3; i++) {
-                                    const double P = Fc * pc->Af[i] + Sdet * pc->As[i] + Odet * pc->Ao[i] + pc->Ap[i];
+                                    /* associated as fill_pair_table does: the same bits */
+                                    const double P = Fc * pc->Af[i] + (Sdet * pc->As[i] + Odet * pc->Ao[i] + pc->Ap[i]);
                                     const double c = P * invc - pc->hi[i], r = rint(c);
                                     frac[i] = (float)(c - r), P_f[i] = (float)P;
                                     whole[i] = fmode != NB_FMODE_DEFAULT ? (int)r : 0;
