@@ -437,16 +437,19 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict
     const int steps = nthick * os * os;
     const int tabled = !curved && steps <= TABLE_STEPS;
     pos_table pos[one_step ? 1 : TABLE_STEPS];
-    pair_table pair;
+    pair_table pair[one_pair && !one_step ? TABLE_STEPS : 1];
     for (int c0 = 0; c0 < kp->fpixels; c0 += TABLE_GROUPS * W) {
     const int groups = (kp->fpixels - c0 + W - 1) / W < TABLE_GROUPS ? (kp->fpixels - c0 + W - 1) / W : TABLE_GROUPS;
     if (tabled) {
         for (int t = 0, k = 0; t < nthick; t++)
             for (int subS = 0; subS < os; subS++) {
                 const row_part rp = one_step ? rp0 : row_part_at(kp, s_row, t * kp->thickstep, subS);
-                for (int subF = 0; subF < os; subF++, k++) fill_pos_table(&pos[k], kp, c0, centre, ff, &rp, os, subF);
+                for (int subF = 0; subF < os; subF++, k++) {
+                    fill_pos_table(&pos[k], kp, c0, centre, ff, &rp, os, subF);
+                    if (one_pair)
+                        fill_pair_table(&pair[k], &pos[k], fs->pairs, &rp, t * kp->thickstep, fmode != NB_FMODE_DEFAULT);
+                }
             }
-        if (one_step && one_pair) fill_pair_table(&pair, &pos[0], fs->pairs, &rp0, 0.0, fmode != NB_FMODE_DEFAULT);
     }
     for (int g = 0; g < groups; g++) {
     const int f0 = c0 + g * W;
@@ -610,9 +613,10 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict
                             /* the centre's indices in double, whole parts off; the lanes' offsets in single */
                             float frac[3], P_f[3];
                             int whole[3];
-                            if (tabled && one_step && one_pair) {
+                            if (tabled && one_pair) {
+                                const pair_table *pr = &pair[one_step ? 0 : (t * os + subS) * os + subF];
                                 for (int i = 0; i < 3; i++)
-                                    frac[i] = pair.frac[i][g], P_f[i] = pair.P[i][g], whole[i] = pair.whole[i][g];
+                                    frac[i] = pr->frac[i][g], P_f[i] = pr->P[i][g], whole[i] = pr->whole[i][g];
                             } else {
                                 for (int i = 0; i < 3; i++) {
                                     /* associated as fill_pair_table does: the same bits */
@@ -691,7 +695,9 @@ static void render_row(const nb_fparams *fs, int s_row, float *row, vd *omega_ac
     else if (simple && one_step && one_pair) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 1, 1, 0);
     else if (simple && one_step && full) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 1, 0, 1);
     else if (simple && one_step) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 1, 0, 0);
+    else if (simple && one_pair) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 0, 1, 0);
     else if (simple) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 0, 0, 0);
+    else if (one_pair) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 0, 0, 1, 0);
     else render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 0, 0, 0, 0);
 }
 
