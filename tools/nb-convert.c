@@ -514,7 +514,7 @@ static const out_request *frame_requests(const nb_plan *plan, const conv_opts *o
  * instead of following it.  The files are the held temporaries of
  * claim_output: a record that then fails its CRC, or a pixel that is not
  * finite, removes them with the rest. */
-enum { LIVE_MAX = 16, LIVE_ROWS_MAX = 64 };
+enum { LIVE_MAX = 16, LIVE_ROWS_MAX = 16 }; /* rows per piece of int image: small, for peak memory */
 
 typedef struct live_out {
     int req;               /* index in the request list */
