@@ -679,6 +679,9 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict
     *omega_acc = omega_sum + tod(omega_block);
 }
 
+/* the pixel-steps below which the render runs on one thread */
+#define NB_PARALLEL_WORK (1 << 21)
+
 /* Three instantiations: curved detectors; flat ones in general; and flat ones
  * without the oversampling flags, absorption, dmin or an F table, where the
  * compiler drops those branches and keeps more in registers. */
@@ -707,7 +710,11 @@ void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, nb_row_
     const nb_kparams *kp = &fs->kp;
     const nb_roi roi = {kp->roi_xmin, kp->roi_xmax, kp->roi_ymin, kp->roi_ymax};
     int tripped = 0;
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped)
+    /* a small render (a few milliseconds of work) stays on one
+     * thread: in a pipe whose other stages are starting up, waiting for a
+     * second thread to be scheduled costs more than the work */
+    const double work = (double)kp->fpixels * kp->spixels * (kp->steps > 0 ? kp->steps : 1);
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped) if (work >= NB_PARALLEL_WORK)
     for (int s = 0; s < kp->spixels; s++) {
         vd omega = tod(splat(0.0f));
         float *row = image + (size_t)s * kp->fpixels;

@@ -58,11 +58,13 @@ load helper
 }
 
 @test "nb-sim: --threads 1 and 2 give the same image" {
-    nb-geom $SMALL -detpixels 48 -mosaic 0.5 -mosaic_domains 3 -phi 10 -osc 0.2 -phisteps 2 \
+    # large enough (160^2 pixels x 96 steps) that two threads are used: a
+    # render of under 2^21 pixel-steps stays on one
+    nb-geom $SMALL -detpixels 160 -mosaic 0.5 -mosaic_domains 3 -phi 10 -osc 0.2 -phisteps 2 \
         -oversample 2 -divergence 0.5 -divsteps 2 -o plan.nbs 2>/dev/null
     nb-sim -q --threads 1 plan.nbs | nb-convert -o t1.bin
     nb-sim -q --threads 2 plan.nbs | nb-convert -o t2.bin
-    [ "$(stat -c %s t1.bin)" -eq $((48 * 48 * 4)) ]
+    [ "$(stat -c %s t1.bin)" -eq $((160 * 160 * 4)) ]
     cmp t1.bin t2.bin
 }
 
