@@ -1,6 +1,6 @@
-#include <errno.h>
 #include "rawfloat.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -331,12 +331,6 @@ static uint32_t crc_parallel(uint32_t crc, const unsigned char *p, uint64_t n)
         uint64_t off = (uint64_t)i * piece, len = off + piece > n ? n - off : piece;
         crc = (uint32_t)crc32_combine64(crc, part[i], (z_off64_t)len);
     }
-#ifdef _OPENMP
-    /* a long write of these bytes follows: release the idle threads, which
-     * would otherwise spin-wait on a core the next stage of the pipe needs
-     * (a later parallel region starts them again) */
-    omp_pause_resource_all(omp_pause_soft);
-#endif
     return crc;
 }
 
@@ -796,6 +790,12 @@ nb_status nb_writer_put(nb_writer *w, const nb_record *rec)
     if (nb_record_is(rec, "END")) return nb_writer_end(w);
     make_preamble(rec, pre);
     put_u32(crcb, record_crc(rec, pre));
+#ifdef _OPENMP
+    /* a long write follows a large (parallel) checksum: release OpenMP's idle
+     * threads, which would spin-wait on a core the next stage of the pipe
+     * needs (a later parallel region starts them again) */
+    if (rec->payload_len >= ((uint64_t)8 << 20)) omp_pause_resource_all(omp_pause_soft);
+#endif
     if ((st = write_all(w, pre, sizeof pre))) return st;
     if ((st = write_all(w, rec->header, rec->header_len))) return st;
     if ((st = write_all(w, rec->payload, (size_t)rec->payload_len))) return st;

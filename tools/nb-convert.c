@@ -497,7 +497,7 @@ static int plan_requests(const nb_plan *p, const conv_opts *o, out_request *req)
 }
 
 /* The requests for an image: the -o list, else what the plan asked for. */
-static const out_request *frame_requests(const nb_plan *plan, const conv_opts *o, out_request req[8], int *n)
+static out_request *frame_requests(const nb_plan *plan, const conv_opts *o, out_request req[8], int *n)
 {
     if (o->nouts) {
         *n = o->nouts;
@@ -894,14 +894,14 @@ int main(int argc, char **argv)
             if ((st = prepare_frame(&plan, &rec, &o, all_live, &fr))) break;
             out_request req[8];
             int n;
-            const out_request *list = frame_requests(&plan, &o, req, &n);
+            out_request *list = frame_requests(&plan, &o, req, &n);
             if (n == 0) {
                 st = nb_error_set(NB_ERR_USAGE, "nothing to write: give -o FILE (the plan requests no files)");
                 break;
             }
             for (int k = 0; k < n && !st; k++) {
                 int was_live = 0;
-                if (IS_SIDECAR(list[k].format)) st = write_sidecar((out_request *)&list[k], &o, &fr);
+                if (IS_SIDECAR(list[k].format)) st = write_sidecar(&list[k], &o, &fr);
                 else if (!(st = live_finish(&live, k, &was_live)) && !was_live && list[k].format != FMT_NBS)
                     st = write_one(&list[k], &fr);
             }

@@ -221,12 +221,12 @@ INL vf structure_factor(const nb_fparams *fs, vi ih, vi ik, vi il, vf dh, vf dk,
      * are taken a neighbourhood at a time (up to NB_TRICUBIC_SETS of them),
      * its 64 values broadcast - far cheaper than 64 gathers; lanes left over
      * are gathered.  Every lane gets the same sums either way. */
-    vi todo = safe;
-    for (int sets = 0; sets < NB_TRICUBIC_SETS && any_lane(todo); sets++) {
+    vi unread = safe; /* lanes whose neighbourhood is not read yet */
+    for (int sets = 0; sets < NB_TRICUBIC_SETS && any_lane(unread); sets++) {
         int first = 0;
-        while (!todo[first]) first++;
+        while (!unread[first]) first++;
         const int b0 = base[first];
-        const vi mine = todo & (base == b0);
+        const vi mine = unread & (base == b0);
         const float *F0 = Fg + b0;
         vf part = splat(0.0f);
         for (int a = 0; a < 4; a++)
@@ -236,9 +236,9 @@ INL vf structure_factor(const nb_fparams *fs, vi ih, vi ik, vi il, vf dh, vf dk,
                 part += wh[a] * wk[b] * sl;
             }
         sum = self(mine, part, sum);
-        todo &= ~mine;
+        unread &= ~mine;
     }
-    if (any_lane(todo)) {
+    if (any_lane(unread)) {
         vf part = splat(0.0f);
         for (int a = 0; a < 4; a++)
             for (int b = 0; b < 4; b++) {
@@ -247,7 +247,7 @@ INL vf structure_factor(const nb_fparams *fs, vi ih, vi ik, vi il, vf dh, vf dk,
                         wl[3] * gather(Fg, row + 3);
                 part += wh[a] * wk[b] * sl;
             }
-        sum = self(todo, part, sum);
+        sum = self(unread, part, sum);
     }
     return self(safe, sum, F);
 }
@@ -329,8 +329,8 @@ INL row_part row_part_at(const nb_kparams *kp, int s_row, double Odet, int subS)
 /* The groups' centres for a chunk of a row: what render_row_impl would
  * compute per group and sub-pixel step in scalar double, done here for
  * TABLE_GROUPS groups at a time in double vectors - a table per step (layer,
- * slow and fast sub-pixel), up to TABLE_STEPS of them.  With one sub-pixel
- * and one (source, cell) pair, the centre's Miller indices too. */
+ * slow and fast sub-pixel), up to TABLE_STEPS of them.  With one (source,
+ * cell) pair, a table of the centre's Miller indices per step too. */
 #define TABLE_GROUPS 32
 #define TABLE_STEPS 64
 typedef struct pos_table {
@@ -409,6 +409,9 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict
     const int with_thickness = simple ? 0 : kp->thick != 0.0, with_dmin = simple ? 0 : fs->dmin > 0.0f;
     const int fmode = simple ? NB_FMODE_DEFAULT : fs->fmode;
     const float Na = (float)kp->Na, Nb = (float)kp->Nb, Nc = (float)kp->Nc, fudge = (float)kp->fudge;
+    /* whether the first sub-pixel evaluates the polarization: not with
+     * -nopolar, unless -oversample_polar (the reference's rule) */
+    const int first_polar = !kp->nopolar || kp->oversample_polar;
     const int cube_n = kp->shape == NB_SHAPE_SQUARE && fs->cheb && Na == Nb && Nb == Nc ? (int)Na : 0;
     const vi water_zero = maskall(kp->water_size == 0.0);
     const float pix2_close = (float)(kp->pixel_size * kp->pixel_size * kp->close_distance);
@@ -425,7 +428,14 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict
     const double r_min = fabs(kp->close_distance) - fabs(kp->thick);
     const double q = r_min > 0.0 ? (W - 1) / 2.0 * kp->pixel_size / r_min : 1.0;
     const int series = !curved && 2.0 * q + q * q <= 0.03;
-    const row_part rp0 = row_part_at(kp, s_row, 0.0, 0); /* the only one when one_step */
+    /* the row's parts, per layer and slow sub-step (t os + subS): computed
+     * once per row, used by the tables and by every group */
+    const int nparts = nthick * os;
+    const int parts_tabled = !curved && nparts <= TABLE_STEPS;
+    row_part parts[one_step ? 1 : TABLE_STEPS];
+    if (parts_tabled)
+        for (int t = 0; t < nthick; t++)
+            for (int subS = 0; subS < os; subS++) parts[t * os + subS] = row_part_at(kp, s_row, t * kp->thickstep, subS);
     /* the solid angles: summed in float over a block of groups, the blocks in
      * double (a local: a store through omega_acc could alias kp's doubles) */
     vd omega_sum = *omega_acc;
@@ -443,7 +453,7 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict
     if (tabled) {
         for (int t = 0, k = 0; t < nthick; t++)
             for (int subS = 0; subS < os; subS++) {
-                const row_part rp = one_step ? rp0 : row_part_at(kp, s_row, t * kp->thickstep, subS);
+                const row_part rp = parts[t * os + subS];
                 for (int subF = 0; subF < os; subF++, k++) {
                     fill_pos_table(&pos[k], kp, c0, centre, ff, &rp, os, subF);
                     if (one_pair)
@@ -484,7 +494,7 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict
         const double Odet = t * kp->thickstep;
         capture = splat(with_thickness ? 0.0f : 1.0f);
         for (int subS = 0; subS < os; subS++) {
-            const row_part rp = one_step ? rp0 : row_part_at(kp, s_row, Odet, subS);
+            const row_part rp = parts_tabled ? parts[t * os + subS] : row_part_at(kp, s_row, Odet, subS);
             const double Sdet = rp.Sdet, Cx = rp.Cx, Cy = rp.Cy, Cz = rp.Cz, cc = rp.cc, fc = rp.fc;
             for (int subF = 0; subF < os; subF++) {
                 /* ---- the sub-pixel's position and direction ---- */
@@ -577,8 +587,7 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict
                     /* the polarization where it is still to be computed */
                     vi need = ok & ((polar == 0.0f) | os_polar);
                     /* with one sub-pixel, the first source evaluates it on every lane that is
-                     * rendered (unless -nopolar without -oversample_polar: the reference's rule) */
-                    const int first_polar = !kp->nopolar || kp->oversample_polar;
+                     * rendered (first_polar) */
                     if (one_step && src == 0) need = first_polar ? ok : maskall(0);
                     if (one_step && src == 0 ? first_polar : any_lane(need)) {
                         const float *sE = fs->src_E + 3 * src, *sB = fs->src_B + 3 * src;
@@ -649,8 +658,8 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict
                          * one and not in another would differ in the last place - and
                          * -dmin must leave the pixels it does not cut unchanged) */
                         no_contract(&term);
-                        /* simple: a zero lattice term adds nothing (F is the finite default) */
-                        /* the reference skips zero lattice terms unless there is water */
+                        /* the reference skips zero lattice terms unless there is water; in
+                         * the simple path adding one changes nothing (F is the finite default) */
                         const vi accept = accept_base & ~((F_latt == 0.0f) & water_zero);
                         if (any_os) I = self(accept, (I + term) * mult, I);
                         else if (simple) I += term; /* dead lanes are cleared at the end */
@@ -682,9 +691,12 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict
 /* the pixel-steps below which the render runs on one thread */
 #define NB_PARALLEL_WORK (1 << 21)
 
-/* Three instantiations: curved detectors; flat ones in general; and flat ones
- * without the oversampling flags, absorption, dmin or an F table, where the
- * compiler drops those branches and keeps more in registers. */
+/* The instantiations: curved detectors; flat ones in general; flat ones
+ * without the oversampling flags, absorption, dmin or an F table ("simple",
+ * where the compiler drops those branches and keeps more in registers); and,
+ * of those, one sub-pixel and layer, one source and cell, and rows rendered
+ * whole - constants the compiler folds.  All give the same bits (the lattice
+ * term is rounded before it is added). */
 static void render_row(const nb_fparams *fs, int s_row, float *row, vd *omega_acc, int *tripped)
 {
     const nb_kparams *kp = &fs->kp;
