@@ -1,5 +1,7 @@
 #include "nb_image.h"
 
+#include "nb_crc32.h"
+
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -41,6 +43,31 @@ void nb_int_image(const float *img, int width, int height, nb_roi roi, double sc
     nb_int_image_rows(img, width, 0, height, roi, scale, adc, out);
 }
 
+/* Whether any of n values is NaN or infinite: a vector test of the exponent bits. */
+static inline __attribute__((always_inline)) int any_nonfinite(const float *v, size_t n)
+{
+    const uint32_t *w = (const uint32_t *)(const void *)v;
+    uint32_t bad = 0;
+#pragma omp simd reduction(| : bad)
+    for (size_t i = 0; i < n; i++) bad |= (w[i] & 0x7f800000u) == 0x7f800000u;
+    return bad != 0;
+}
+
+/* Columns x0..x1 of one row as int image values (the caller zeroes the rest). */
+static inline __attribute__((always_inline)) void int_row(const float *in, int x0, int x1, double scale, double adc,
+                                                          int32_t *o)
+{
+#pragma omp simd
+    for (int x = x0; x <= x1; x++) {
+        double v = in[x] * scale + adc;
+        double hi = v > 65535.0 ? 65535.0 : v;
+        v = hi < 0.0 ? 0.0 : hi;
+        /* the reference rounds in single precision, floorf(v + 0.5); the
+         * value is positive, so truncation is the floor */
+        o[x] = (int32_t)(float)(v + 0.5);
+    }
+}
+
 NB_VECTOR_CLAMPS void nb_int_image_rows(const float *img, int width, int y0, int ny, nb_roi roi, double scale,
                                         double adc, int32_t *out)
 {
@@ -58,16 +85,35 @@ NB_VECTOR_CLAMPS void nb_int_image_rows(const float *img, int width, int y0, int
         }
         memset(o, 0, (size_t)x0 * sizeof *o);
         memset(o + x1 + 1, 0, (size_t)(width - 1 - x1) * sizeof *o);
+        int_row(in, x0, x1, scale, adc, o);
+    }
+}
+
+/* One pass per row while it is in cache: the finite check, the conversion
+ * (to int32 in a block that stays in L1, where it vectorises at full width)
+ * and the packing to 16 bits. */
+NB_VECTOR_CLAMPS size_t nb_int16_image_rows_checked(const float *img, int width, int y0, int ny, nb_roi roi,
+                                                    double scale, double adc, uint16_t *out)
+{
+    enum { BLOCK = 1024 };
+    int32_t block[BLOCK];
+    for (int y = y0; y < y0 + ny; y++) {
+        const float *in = img + (size_t)y * width;
+        if (any_nonfinite(in, (size_t)width)) return (size_t)(y - y0) * width + nb_first_nonfinite(in, (size_t)width);
+        uint16_t *o = out + (size_t)(y - y0) * width;
+        int x0, x1;
+        roi_columns(roi, width, y, &x0, &x1);
+        if (x1 < x0) x0 = width, x1 = width - 1;
+        memset(o, 0, (size_t)x0 * sizeof *o);
+        memset(o + x1 + 1, 0, (size_t)(width - 1 - x1) * sizeof *o);
+        for (int b0 = x0; b0 <= x1; b0 += BLOCK) {
+            int b1 = x1 - b0 < BLOCK ? x1 : b0 + BLOCK - 1;
+            int_row(in + b0, 0, b1 - b0, scale, adc, block);
 #pragma omp simd
-        for (int x = x0; x <= x1; x++) {
-            double v = in[x] * scale + adc;
-            double hi = v > 65535.0 ? 65535.0 : v;
-            v = hi < 0.0 ? 0.0 : hi;
-            /* the reference rounds in single precision, floorf(v + 0.5); the
-             * value is positive, so truncation is the floor */
-            o[x] = (int32_t)(float)(v + 0.5);
+            for (int x = 0; x <= b1 - b0; x++) o[b0 + x] = (uint16_t)block[x]; /* 0..65535 already */
         }
     }
+    return (size_t)ny * width;
 }
 
 NB_VECTOR_CLAMPS void nb_pgm_bytes(const float *img, int width, int height, nb_roi roi, double scale, uint8_t *out)
@@ -95,18 +141,13 @@ NB_VECTOR_CLAMPS void nb_pgm_bytes(const float *img, int width, int height, nb_r
 
 size_t nb_first_nonfinite(const float *img, size_t n)
 {
-    /* blocks checked in parallel with a vector test of the exponent bits,
-     * the first bad block searched afterwards */
+    /* blocks checked in parallel, the first bad block searched afterwards */
     enum { BLOCK = 1 << 16 };
     size_t nblocks = (n + BLOCK - 1) / BLOCK, first_bad = nblocks;
 #pragma omp parallel for schedule(static) reduction(min : first_bad) if (n >= NB_PARALLEL_MIN)
     for (size_t b = 0; b < nblocks; b++) {
-        const uint32_t *w = (const uint32_t *)(const void *)(img + b * BLOCK);
         size_t len = b + 1 < nblocks ? BLOCK : n - b * BLOCK;
-        uint32_t bad = 0;
-#pragma omp simd reduction(| : bad)
-        for (size_t i = 0; i < len; i++) bad |= (w[i] & 0x7f800000u) == 0x7f800000u;
-        if (bad && b < first_bad) first_bad = b;
+        if (any_nonfinite(img + b * BLOCK, len) && b < first_bad) first_bad = b;
     }
     if (first_bad == nblocks) return n;
     for (size_t i = first_bad * BLOCK; i < n; i++)
@@ -144,6 +185,14 @@ void nb_stats_from_rows(const nb_row_stats *rows, int height, nb_stats *out)
     out->max_I = max_I;
     out->max_index = max_index;
     out->mean = avg;
+    /* the rows' CRCs joined, with one operator while the width stays */
+    uint32_t crc = 0, op = 0;
+    for (int y = 0; y < height; y++) {
+        uint64_t len = (uint64_t)rows[y].width * sizeof(float);
+        if (y == 0 || rows[y].width != rows[y - 1].width) op = nb_crc32_combine_gen(len);
+        crc = y == 0 ? rows[y].crc : nb_crc32_combine_op(crc, rows[y].crc, op);
+    }
+    out->crc = crc;
 }
 
 nb_status nb_image_stats(const float *img, int width, int height, nb_roi roi, const unsigned char *mask,

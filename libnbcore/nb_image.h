@@ -23,6 +23,12 @@ void nb_int_image(const float *img, int width, int height, nb_roi roi, double sc
 /* The same for rows y0 .. y0 + ny - 1 of the image, into out[ny * width]. */
 void nb_int_image_rows(const float *img, int width, int y0, int ny, nb_roi roi, double scale, double adc,
                        int32_t *out);
+/* nb_int_image_rows as the 16-bit values of an SMV file, after checking that
+ * every pixel of those rows is finite: returns the offset from row y0's first
+ * pixel of the first that is NaN or infinite (out then partly filled), or
+ * ny * width when all are. */
+size_t nb_int16_image_rows_checked(const float *img, int width, int y0, int ny, nb_roi roi, double scale, double adc,
+                                   uint16_t *out);
 /* bytes = min(255, photons * scale) truncated (0 for negatives); 0 outside the ROI. */
 void nb_pgm_bytes(const float *img, int width, int height, nb_roi roi, double scale, uint8_t *out);
 
@@ -37,6 +43,7 @@ typedef struct nb_image_stats {
     long max_index;     /* -1 when no pixel exceeded 0 */
     double mean, rms, rmsd;
     long rendered;
+    uint32_t crc;       /* CRC-32 of the whole image's bytes, rows in order */
 } nb_stats;
 
 nb_status nb_image_stats(const float *img, int width, int height, nb_roi roi, const unsigned char *mask,
@@ -49,6 +56,8 @@ typedef struct nb_row_stats {
     long arg, n;            /* first index holding max (-1: none above 0), count */
     double sum_all, m2_all; /* ROI pixels, masked ones included: sum, sum of (v - row mean)^2 */
     long n_all;
+    uint32_t crc; /* CRC-32 of the row's bytes (all width pixels) */
+    int width;
 } nb_row_stats;
 void nb_row_stats_compute(const float *row, int width, int y, nb_roi roi, const unsigned char *mask_row,
                           nb_row_stats *rs);

@@ -114,6 +114,12 @@ typedef struct nb_writer nb_writer;
  * written under a temporary name and renamed by nb_writer_close(). */
 nb_status nb_writer_open(nb_writer **w, const char *path);
 nb_status nb_writer_put(nb_writer *w, const nb_record *rec);
+/* nb_writer_put for a record that is freed next: its payload's contents are
+ * undefined afterwards (into a pipe, a large payload's pages are handed over
+ * instead of copied, and read back as zeros).  payload_crc: NULL, or the
+ * payload's CRC-32 (nb_crc32_update(0, payload, payload_len)) where the
+ * caller has it already (nb-sim takes it row by row while rows are in cache). */
+nb_status nb_writer_put_consume(nb_writer *w, nb_record *rec, const uint32_t *payload_crc);
 /* Write the END record of the current segment (count of records since the
  * last END). */
 nb_status nb_writer_end(nb_writer *w);

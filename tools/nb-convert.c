@@ -530,7 +530,7 @@ typedef struct live_image {
     size_t pix_off;        /* the pixels' offset in the payload */
     nb_roi roi;
     double int_scale, adc;
-    int32_t *ints;         /* LIVE_ROWS_MAX rows of the int image */
+    uint16_t *ints;        /* LIVE_ROWS_MAX rows of the int image, as SMV values */
     live_out outs[LIVE_MAX];
     int nouts;
 } live_image;
@@ -618,16 +618,18 @@ static nb_status live_rows(live_image *L, const nb_record *rec, uint64_t have)
     while (!st && L->rows_done < avail) {
         int y0 = L->rows_done, ny = (int)(avail - y0 < LIVE_ROWS_MAX ? avail - y0 : LIVE_ROWS_MAX);
         const float *rows = img + (size_t)y0 * w;
-        size_t n = (size_t)ny * w, bad = nb_first_nonfinite(rows, n);
-        if (bad < n) return nonfinite_error((size_t)y0 * w + bad, w);
+        size_t n = (size_t)ny * w, bad;
+        /* the int rows, when an SMV wants them, come with the finite check */
         int ints_done = 0;
+        for (int i = 0; i < L->nouts && !ints_done; i++) ints_done = L->outs[i].smv != NULL;
+        if (ints_done)
+            bad = nb_int16_image_rows_checked(img, L->width, y0, ny, L->roi, L->int_scale, L->adc, L->ints);
+        else
+            bad = nb_first_nonfinite(rows, n);
+        if (bad < n) return nonfinite_error((size_t)y0 * w + bad, w);
         for (int i = 0; i < L->nouts && !st; i++) {
             if (L->outs[i].bin) st = nb_rawfloat_writer_put(L->outs[i].bin, rows, n);
-            if (L->outs[i].smv) {
-                if (!ints_done) nb_int_image_rows(img, L->width, y0, ny, L->roi, L->int_scale, L->adc, L->ints);
-                ints_done = 1;
-                st = nb_smv_writer_put(L->outs[i].smv, L->ints, n);
-            }
+            if (L->outs[i].smv) st = nb_smv_writer_put_u16(L->outs[i].smv, L->ints, n);
         }
         L->rows_done += ny;
     }

@@ -91,8 +91,10 @@ static void print_pixel(const nb_kparams *kp, const nb_plan *plan, int f, int s,
                 tr.cell[6 + i] * 1e10);
 }
 
-/* Statistics exactly as the reference computes them (in its pixel order). */
-static nb_status image_stats(const nb_kparams *kp, const float *img, const nb_render_result *res, nb_record *rec)
+/* Statistics exactly as the reference computes them (in its pixel order),
+ * and the CRC-32 of the pixels' bytes. */
+static nb_status image_stats(const nb_kparams *kp, const float *img, const nb_render_result *res, nb_record *rec,
+                             uint32_t *pixels_crc)
 {
     nb_stats st;
     nb_roi roi = {kp->roi_xmin, kp->roi_xmax, kp->roi_ymin, kp->roi_ymax};
@@ -125,10 +127,12 @@ static nb_status image_stats(const nb_kparams *kp, const float *img, const nb_re
     nb_hdr_set_double(rec, "RMS", st.rms);
     nb_hdr_set_double(rec, "RMSD", st.rmsd);
     nb_hdr_set_double(rec, "SOLID_ANGLE", omega);
+    *pixels_crc = st.crc;
     return NB_OK;
 }
 
-static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, long frame, nb_record *out);
+static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, long frame, nb_record *out,
+                        uint32_t *pixels_crc);
 
 /* The frames this run renders, [*first, *last] 0-based, from --frames and
  * --shard; an empty range (a shard with no frames) is allowed. */
@@ -162,8 +166,17 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
         nb_info("frames %ld to %ld of %d", first + 1, last + 1, plan->nframes);
     for (long f = first; f <= last && !st; f++) {
         nb_record img;
-        st = render(plan, hkl, o, f, &img);
-        if (!st) st = nb_writer_put(w, &img);
+        uint32_t pixels_crc;
+        st = render(plan, hkl, o, f, &img, &pixels_crc);
+        /* the pixels are the whole payload, in this machine's byte order: when
+         * that is the stream's (little endian), their CRC, taken row by row
+         * as they were rendered, is the payload's */
+        const void *px = NULL;
+        int crc_is_payloads = !st && !nb_record_get_array(&img, "pixels", NB_F32, &px, NULL) &&
+                              px == (const void *)img.payload &&
+                              img.payload_len == (uint64_t)plan->fpixels * plan->spixels * sizeof(float) &&
+                              __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+        if (!st) st = nb_writer_put_consume(w, &img, crc_is_payloads ? &pixels_crc : NULL);
         nb_record_free(&img);
     }
     return st;
@@ -247,7 +260,8 @@ static nb_status pick_device(const sim_opts *o, int *use_cuda)
     return NB_OK;
 }
 
-static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, long frame, nb_record *out)
+static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, long frame, nb_record *out,
+                        uint32_t *pixels_crc)
 {
     /* frame i of a series is the plan with its spindle start moved by i osc */
     nb_plan frame_plan = *series;
@@ -323,7 +337,7 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
     nb_hdr_set_double(out, "RENDER_SECONDS", res.seconds);
     nb_hdr_set(out, "RENDER_PATH", path);
     if (use_cuda) nb_hdr_set_double(out, "KERNEL_SECONDS", res.kernel_seconds);
-    st = image_stats(&setup.kp, img, &res, out);
+    st = image_stats(&setup.kp, img, &res, out, pixels_crc);
     free(res.row_stats);
     nb_sim_setup_free(&setup);
     return st;

@@ -24,6 +24,7 @@
 #include <immintrin.h>
 #endif
 
+#include "nb_crc32.h"
 #include "nb_sim.h"
 #include "nb_sim_fast.h"
 

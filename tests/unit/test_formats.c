@@ -11,7 +11,9 @@
 #include <zlib.h>
 
 #include "cbf.h"
+#include "nb_crc32.h"
 #include "nb_error.h"
+#include "nb_image.h"
 #include "nb_util.h"
 #include "png.h"
 #include "tap.h"
@@ -594,6 +596,48 @@ static void cleanup(void)
     rmdir(dir);
 }
 
+/* The SMV writer's fused rows (finite check, conversion, 16-bit packing)
+ * against the int image and the finite check they replace. */
+static void test_int16_rows(void)
+{
+    enum { W = 1037, H = 9 }; /* a width that is no multiple of any vector or block */
+    float *img = malloc(sizeof(float) * W * H);
+    int32_t *ref = malloc(sizeof(int32_t) * W * H);
+    uint16_t *got = malloc(sizeof(uint16_t) * W * H);
+    uint32_t seed = 12345;
+    for (int i = 0; i < W * H; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        /* negatives, zeros, halves that round either way, values that clip */
+        img[i] = (float)((double)(seed >> 8) / (1 << 24) * 2600.0 - 100.0);
+        if (i % 97 == 0) img[i] = 0.5f;
+    }
+    const nb_roi rois[] = {{0, W - 1, 0, H - 1}, {3, 1020, 2, 6}, {500, 499, 0, H - 1}, {-5, W + 5, 4, 4}};
+    int all_same = 1;
+    for (size_t k = 0; k < sizeof rois / sizeof rois[0]; k++) {
+        nb_int_image_rows(img, W, 1, H - 1, rois[k], 30.0, 40.0, ref);
+        size_t n = nb_int16_image_rows_checked(img, W, 1, H - 1, rois[k], 30.0, 40.0, got);
+        ok(n == (size_t)W * (H - 1), "fused int rows: all finite (ROI %zu)", k);
+        for (int i = 0; i < W * (H - 1); i++) all_same &= ref[i] == (int32_t)got[i];
+    }
+    ok(all_same, "fused int rows: the int image's values, 0 outside the ROI");
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    const int where[] = {0, W - 1, 2 * W + 517};
+    for (int b = 0; b < 3; b++) {
+        float keep = img[W + where[b]];
+        img[W + where[b]] = bad[b];
+        size_t at = nb_int16_image_rows_checked(img, W, 1, H - 1, rois[1], 30.0, 40.0, got);
+        ok(at == (size_t)where[b] && nb_first_nonfinite(img + W, (size_t)W * (H - 1)) == at,
+           "fused int rows: %g found at %zu (expected %d)", bad[b], at, where[b]);
+        img[W + where[b]] = keep;
+    }
+    /* the statistics carry the image's CRC-32, joined from its rows' */
+    nb_stats stats;
+    int stats_ok = nb_image_stats(img, W, H, rois[1], NULL, &stats) == NB_OK;
+    ok(stats_ok && stats.crc == nb_crc32_update(0, img, sizeof(float) * W * H),
+       "image statistics: the CRC-32 of the image's bytes, from its rows' (%08x)", (unsigned)stats.crc);
+    free(img), free(ref), free(got);
+}
+
 int main(void)
 {
     nb_set_tool_name("test_formats");
@@ -606,6 +650,7 @@ int main(void)
     test_tiff();
     test_png();
     test_failures();
+    test_int16_rows();
     if (!getenv("NB_KEEP_TEST_FILES")) cleanup();
     else printf("# files kept in %s\n", dir);
     return tap_done();
