@@ -34,7 +34,8 @@ static const nb_tool_info tool = {
     "ref -roi 0 0 0 0, then the next repetition.  For each configuration and thread count it\n"
     "reports the median, minimum and maximum wall time of the whole process (first fork to\n"
     "last exit), the render time, the throughput (pixels / median render time), the peak\n"
-    "memory (largest max RSS of any stage, over the repetitions) and the ratios ref/ours.\n"
+    "memory (largest max RSS of any stage, over the repetitions) and the ratios ref/ours;\n"
+    "with several thread counts, the thread scaling too (median at the fewest / median at more).\n"
     "Our render time is nb-sim's own measurement (RENDER_SECONDS in its IMAGE record).  The\n"
     "reference does not print one: it is estimated as its median whole-process time minus the\n"
     "median time of the same command with -roi 0 0 0 0 (one pixel rendered, the same set-up\n"
@@ -679,6 +680,42 @@ static void print_row(FILE *fp, const char *config, const char *thr, const char 
     fprintf(fp, "%s\n", line);
 }
 
+/* The run of the same configuration at the fewest threads, when that is fewer
+ * than r[i]'s (the base of its thread scaling), or -1. */
+static int scaling_base(const result *r, int n, int i)
+{
+    int base = -1;
+    for (int j = 0; j < n; j++)
+        if (r[j].cfg == r[i].cfg && r[j].threads < r[i].threads && (base < 0 || r[j].threads < r[base].threads))
+            base = j;
+    return base;
+}
+
+/* Thread scaling: the median at the fewest threads over the median at more. */
+static void print_scaling(FILE *fp, const bench_ctx *c, const result *r, int n)
+{
+    int any = 0;
+    for (int i = 0; i < n; i++) {
+        int b = scaling_base(r, n, i);
+        if (b < 0) continue;
+        if (!any++) {
+            fputs("\nThread scaling: median time at the fewest threads / median time at more (1.00: none).\n", fp);
+            fprintf(fp, "%-11s %4s  %3s  %11s  %10s%s\n", "config", "from", "to", "ours render", "ours whole",
+                    c->o->ref ? "  ref render   ref whole" : "");
+        }
+        char v[4][32];
+        fmt_num(v[0], sizeof v[0], "%.2f", ratio(r[b].ours_render.median, r[i].ours_render.median));
+        fmt_num(v[1], sizeof v[1], "%.2f", ratio(r[b].ours_whole.median, r[i].ours_whole.median));
+        fprintf(fp, "%-11s %4d  %3d  %11s  %10s", r[i].cfg->name, r[b].threads, r[i].threads, v[0], v[1]);
+        if (r[i].have_ref && r[b].have_ref) {
+            fmt_num(v[2], sizeof v[2], "%.2f", ratio(r[b].ref_render, r[i].ref_render));
+            fmt_num(v[3], sizeof v[3], "%.2f", ratio(r[b].ref_whole.median, r[i].ref_whole.median));
+            fprintf(fp, "  %10s  %10s", v[2], v[3]);
+        }
+        fputc('\n', fp);
+    }
+}
+
 static void print_table(FILE *fp, const bench_ctx *c, const result *r, int n)
 {
     const bench_opts *o = c->o;
@@ -713,6 +750,7 @@ static void print_table(FILE *fp, const bench_ctx *c, const result *r, int n)
         fmt_num(rat_w, sizeof rat_w, "%.2f", ratio(r[i].ref_whole.median, r[i].ours_whole.median));
         print_row(fp, "", "", "ref", whole, render, tput, mem, "", rat_r, rat_w);
     }
+    print_scaling(fp, c, r, n);
 }
 
 /* ---- JSON ------------------------------------------------------------------- */
@@ -772,7 +810,9 @@ static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, con
           "    \"threads\": \"OMP_NUM_THREADS=T for every process, and --threads T for nb-sim\",\n"
           "    \"mpixel_per_s\": \"detector pixels / median render time / 1e6\",\n"
           "    \"peak_rss_kib\": \"largest ru_maxrss (wait4) over the repetitions; for ours, of the largest "
-          "stage\"\n"
+          "stage\",\n"
+          "    \"scaling\": \"median time at from_threads (the fewest measured for the configuration) / median "
+          "time at threads\"\n"
           "  },\n  \"results\": [",
           fp);
     for (int i = 0; i < n; i++) {
@@ -830,6 +870,21 @@ static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, con
             fputs("}", fp);
             args_free(&rs.args);
             free(ref_cmd);
+        }
+        int base = scaling_base(r, n, i);
+        if (base >= 0) {
+            const result *y = &r[base];
+            fprintf(fp, ",\n      \"scaling\": {\"from_threads\": %d, \"ours_render\": ", y->threads);
+            json_num(fp, ratio(y->ours_render.median, x->ours_render.median));
+            fputs(", \"ours_whole\": ", fp);
+            json_num(fp, ratio(y->ours_whole.median, x->ours_whole.median));
+            if (x->have_ref && y->have_ref) {
+                fputs(", \"ref_render\": ", fp);
+                json_num(fp, ratio(y->ref_render, x->ref_render));
+                fputs(", \"ref_whole\": ", fp);
+                json_num(fp, ratio(y->ref_whole.median, x->ref_whole.median));
+            }
+            fputs("}", fp);
         }
         fputs("\n    }", fp);
     }

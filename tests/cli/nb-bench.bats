@@ -102,6 +102,25 @@ assert "ref" not in r and "ratio_ref_over_ours" not in r, r
 EOF
 }
 
+@test "nb-bench: two thread counts add the thread scaling, in the table and the JSON" {
+    run nb-bench --config seed-256 --reps 1 --threads 1,2 --json out.json
+    expect_status 0
+    expect_has "Thread scaling"
+    printf "%s\n" "$output" | grep -Eq "^seed-256 +1 +2 +[0-9.]+ +[0-9.]+"
+    command -v python3 >/dev/null || skip "python3 is not installed (needed to check the JSON)"
+    python3 - out.json <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+one, two = d["results"]
+assert "scaling" not in one, one
+s = two["scaling"]
+assert s["from_threads"] == 1, s
+for k in ("render", "whole"):
+    want = one["ours"][k + "_s"]["median"] / two["ours"][k + "_s"]["median"]
+    assert abs(s["ours_" + k] - want) <= 1e-6 * want, (k, s, want)
+EOF
+}
+
 @test "nb-bench: -o writes the table to a file" {
     run_nb nb-bench --config seed-256 --reps 1 -q -o table.txt
     expect_status 0
