@@ -60,11 +60,16 @@ static inline __attribute__((always_inline)) void int_row(const float *in, int x
 #pragma omp simd
     for (int x = x0; x <= x1; x++) {
         double v = in[x] * scale + adc;
-        double hi = v > 65535.0 ? 65535.0 : v;
-        v = hi < 0.0 ? 0.0 : hi;
-        /* the reference rounds in single precision, floorf(v + 0.5); the
-         * value is positive, so truncation is the floor */
-        o[x] = (int32_t)(float)(v + 0.5);
+        /* the reference clips v to 0..65535, then rounds in single
+         * precision, floorf(v + 0.5).  v -> (float)(v + 0.5) does not
+         * decrease, so clipping its result to 0.5..65535.5 instead gives the
+         * same numbers (for all but NaN, which callers reject first), with
+         * the clipping in float, twice the lanes; the value is then
+         * positive, so truncation is the floor */
+        float w = (float)(v + 0.5);
+        w = w > 0.5f ? w : 0.5f;
+        w = w < 65535.5f ? w : 65535.5f;
+        o[x] = (int32_t)w;
     }
 }
 
@@ -92,13 +97,13 @@ NB_VECTOR_CLAMPS void nb_int_image_rows(const float *img, int width, int y0, int
 /* One pass per row while it is in cache: the finite check, the conversion
  * (to int32 in a block that stays in L1, where it vectorises at full width)
  * and the packing to 16 bits. */
-NB_VECTOR_CLAMPS size_t nb_int16_image_rows_checked(const float *img, int width, int y0, int ny, nb_roi roi,
+NB_VECTOR_CLAMPS size_t nb_int16_image_rows_checked(const float *rows, int width, int y0, int ny, nb_roi roi,
                                                     double scale, double adc, uint16_t *out)
 {
     enum { BLOCK = 1024 };
     int32_t block[BLOCK];
     for (int y = y0; y < y0 + ny; y++) {
-        const float *in = img + (size_t)y * width;
+        const float *in = rows + (size_t)(y - y0) * width;
         if (any_nonfinite(in, (size_t)width)) return (size_t)(y - y0) * width + nb_first_nonfinite(in, (size_t)width);
         uint16_t *o = out + (size_t)(y - y0) * width;
         int x0, x1;

@@ -23,12 +23,13 @@ void nb_int_image(const float *img, int width, int height, nb_roi roi, double sc
 /* The same for rows y0 .. y0 + ny - 1 of the image, into out[ny * width]. */
 void nb_int_image_rows(const float *img, int width, int y0, int ny, nb_roi roi, double scale, double adc,
                        int32_t *out);
-/* nb_int_image_rows as the 16-bit values of an SMV file, after checking that
- * every pixel of those rows is finite: returns the offset from row y0's first
- * pixel of the first that is NaN or infinite (out then partly filled), or
- * ny * width when all are. */
-size_t nb_int16_image_rows_checked(const float *img, int width, int y0, int ny, nb_roi roi, double scale, double adc,
-                                   uint16_t *out);
+/* nb_int_image_rows as the 16-bit values of an SMV file, for the ny rows at
+ * `rows` (rows y0 .. y0 + ny - 1 of the image), after checking that every
+ * pixel of those rows is finite: returns the offset from the first pixel of
+ * the first that is NaN or infinite (out then partly filled), or ny * width
+ * when all are. */
+size_t nb_int16_image_rows_checked(const float *rows, int width, int y0, int ny, nb_roi roi, double scale,
+                                   double adc, uint16_t *out);
 /* bytes = min(255, photons * scale) truncated (0 for negatives); 0 outside the ROI. */
 void nb_pgm_bytes(const float *img, int width, int height, nb_roi roi, double scale, uint8_t *out);
 

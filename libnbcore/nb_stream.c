@@ -278,6 +278,18 @@ int nb_record_has_array(const nb_record *rec, const char *name)
 nb_status nb_record_get_array(const nb_record *rec, const char *name, nb_dtype type,
                               const void **data, size_t *count)
 {
+    uint64_t off;
+    nb_status st = nb_record_array_offset(rec, name, type, &off, count);
+    if (st) return st;
+    if (!rec->payload && rec->payload_len)
+        return nb_error_set(NB_ERR_DATA, "%s record: its payload was not kept (array %s)", rec->type, name);
+    *data = rec->payload + off;
+    return NB_OK;
+}
+
+nb_status nb_record_array_offset(const nb_record *rec, const char *name, nb_dtype type, uint64_t *offset,
+                                 size_t *count)
+{
     char key[256], buf[128], tname[16];
     size_t len;
     unsigned long long n, off;
@@ -297,7 +309,7 @@ nb_status nb_record_get_array(const nb_record *rec, const char *name, nb_dtype t
     if (off % 8 != 0 || off > rec->payload_len || n > (rec->payload_len - off) / es)
         return nb_error_set(NB_ERR_DATA, "%s record: array %s (%llu x %s at %llu) lies outside the %llu-byte payload",
                             rec->type, name, n, tname, off, (unsigned long long)rec->payload_len);
-    *data = rec->payload + off;
+    *offset = off;
     if (count) *count = (size_t)n;
     return NB_OK;
 }
@@ -395,6 +407,15 @@ struct nb_reader {
     int last_was_end;
     nb_payload_hook hook;   /* told as a payload arrives (nb_reader_set_payload_hook) */
     void *hook_ctx;
+    /* a payload that is not kept (nb_reader_drop_payload): its pieces */
+    int announcing, drop;
+    uint64_t drop_first;
+    size_t drop_unit;
+    unsigned char *ring;    /* DROP_SLOTS slots of ring_slot bytes, kept for the next record */
+    size_t ring_slot;
+    const unsigned char *piece;
+    uint64_t piece_off;
+    size_t piece_len;
 };
 
 /* A payload read on a second thread (read + CRC), while the hook works on
@@ -493,6 +514,146 @@ static nb_status read_payload_ahead(nb_reader *r, nb_record *rec, uint64_t plen,
     return st;
 }
 
+/* ---- payloads that are not kept (nb_reader_drop_payload) ---------------- */
+/* Read through a ring of DROP_SLOTS pieces of about 1 MiB, each shown to the
+ * hook once: the bytes before `first` in pieces of at most 1 MiB, then whole
+ * multiples of `unit` (a consumer's rows never straddle two pieces). */
+enum { DROP_SLOTS = 4 };
+
+static size_t drop_piece_len(const nb_reader *r, uint64_t off, uint64_t plen)
+{
+    const size_t mib = (size_t)1 << 20;
+    uint64_t left = plen - off, len;
+    if (off < r->drop_first) len = r->drop_first - off < mib ? r->drop_first - off : mib;
+    else len = r->drop_unit >= mib ? r->drop_unit : mib / r->drop_unit * r->drop_unit;
+    return (size_t)(len < left ? len : left);
+}
+
+/* The hook for the piece at payload offset off (len bytes at p). */
+static nb_status drop_show(nb_reader *r, const nb_record *rec, const unsigned char *p, uint64_t off, size_t len)
+{
+    r->piece = p, r->piece_off = off, r->piece_len = len;
+    nb_status st = r->hook(r->hook_ctx, rec, off + len);
+    r->piece = NULL;
+    return st;
+}
+
+typedef struct drop_ahead {
+    nb_reader *r;
+    uint64_t plen;
+    uint64_t filled, released; /* pieces read; pieces the hook is done with */
+    uint64_t off[DROP_SLOTS];
+    size_t len[DROP_SLOTS];
+    uint32_t crc;
+    int ioerr, done, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} drop_ahead;
+
+static void *drop_ahead_main(void *arg)
+{
+    drop_ahead *da = arg;
+    nb_reader *r = da->r;
+    uint64_t off = 0, i = 0;
+    uint32_t crc = da->crc;
+    while (off < da->plen) {
+        pthread_mutex_lock(&da->mu);
+        while (da->filled - da->released >= DROP_SLOTS && !da->stop) pthread_cond_wait(&da->cv, &da->mu);
+        int stop = da->stop;
+        pthread_mutex_unlock(&da->mu);
+        if (stop) break;
+        size_t want = drop_piece_len(r, off, da->plen);
+        int ioerr = 0;
+        unsigned char *slot = r->ring + (size_t)(i % DROP_SLOTS) * r->ring_slot;
+        size_t got = read_bytes(r, slot, want, &ioerr);
+        crc = crc_update(crc, slot, got);
+        pthread_mutex_lock(&da->mu);
+        da->off[i % DROP_SLOTS] = off, da->len[i % DROP_SLOTS] = got;
+        da->filled = ++i, da->crc = crc, da->ioerr = ioerr;
+        int end = got < want || ioerr;
+        pthread_cond_broadcast(&da->cv);
+        pthread_mutex_unlock(&da->mu);
+        if (end) break;
+        off += got;
+    }
+    pthread_mutex_lock(&da->mu);
+    da->done = 1;
+    pthread_cond_broadcast(&da->cv);
+    pthread_mutex_unlock(&da->mu);
+    return NULL;
+}
+
+static int threads_allowed(void);
+
+/* The payload (plen bytes) through the ring; *have: the bytes that came. */
+static nb_status read_payload_dropped(nb_reader *r, const nb_record *rec, uint64_t plen, uint32_t *crc,
+                                      uint64_t *have, int *ioerr_out)
+{
+    const size_t mib = (size_t)1 << 20;
+    size_t slot = r->drop_unit >= mib ? r->drop_unit : mib;
+    if (r->ring_slot < slot) {
+        free(r->ring);
+        r->ring = nb_malloc_large(slot * DROP_SLOTS);
+        r->ring_slot = r->ring ? slot : 0;
+        if (!r->ring) return nb_error_set(NB_ERR_NOMEM, "out of memory for the reading buffer of %s", r->name);
+    }
+    *have = 0;
+    *ioerr_out = 0;
+    drop_ahead da;
+    memset(&da, 0, sizeof da);
+    da.r = r, da.plen = plen, da.crc = *crc;
+    pthread_t th;
+    int ahead = r->fp && plen >= 4 * (uint64_t)mib && threads_allowed() && !pthread_mutex_init(&da.mu, NULL);
+    if (ahead && pthread_cond_init(&da.cv, NULL)) {
+        pthread_mutex_destroy(&da.mu);
+        ahead = 0;
+    }
+    if (ahead && pthread_create(&th, NULL, drop_ahead_main, &da)) {
+        pthread_cond_destroy(&da.cv);
+        pthread_mutex_destroy(&da.mu);
+        ahead = 0;
+    }
+    nb_status st = NB_OK;
+    if (!ahead) {
+        /* one thread: read a piece, then show it */
+        while (*have < plen && !st) {
+            size_t want = drop_piece_len(r, *have, plen);
+            size_t got = read_bytes(r, r->ring, want, ioerr_out);
+            *crc = crc_update(*crc, r->ring, got);
+            if (got < want || *ioerr_out) {
+                *have += got;
+                break;
+            }
+            st = drop_show(r, rec, r->ring, *have, got);
+            *have += got;
+        }
+        return st;
+    }
+    /* the reading (and CRC) on a second thread, DROP_SLOTS pieces ahead at most */
+    for (uint64_t i = 0;; i++) {
+        pthread_mutex_lock(&da.mu);
+        while (da.filled == i && !da.done) pthread_cond_wait(&da.cv, &da.mu);
+        int more = da.filled > i;
+        uint64_t off = da.off[i % DROP_SLOTS];
+        size_t len = da.len[i % DROP_SLOTS];
+        pthread_mutex_unlock(&da.mu);
+        if (!more) break;
+        if (!st && len == drop_piece_len(r, off, plen))
+            st = drop_show(r, rec, r->ring + (size_t)(i % DROP_SLOTS) * r->ring_slot, off, len);
+        pthread_mutex_lock(&da.mu);
+        da.released = i + 1;
+        if (st) da.stop = 1;
+        pthread_cond_broadcast(&da.cv);
+        pthread_mutex_unlock(&da.mu);
+        *have = off + len;
+    }
+    pthread_join(th, NULL);
+    *crc = da.crc, *ioerr_out = da.ioerr;
+    pthread_cond_destroy(&da.cv);
+    pthread_mutex_destroy(&da.mu);
+    return st;
+}
+
 static int threads_allowed(void)
 {
 #ifdef _OPENMP
@@ -506,6 +667,21 @@ void nb_reader_set_payload_hook(nb_reader *r, nb_payload_hook hook, void *ctx)
 {
     r->hook = hook;
     r->hook_ctx = ctx;
+}
+
+nb_status nb_reader_drop_payload(nb_reader *r, uint64_t first, size_t unit)
+{
+    if (!r->announcing) return nb_error_set(NB_ERR_USAGE, "nb_reader_drop_payload: only from a hook's first call");
+    if (unit == 0) return nb_error_set(NB_ERR_USAGE, "nb_reader_drop_payload: a unit of 0 bytes");
+    r->drop = 1, r->drop_first = first, r->drop_unit = unit;
+    return NB_OK;
+}
+
+const unsigned char *nb_reader_piece(const nb_reader *r, uint64_t *offset, size_t *len)
+{
+    *offset = r->piece_off;
+    *len = r->piece ? r->piece_len : 0;
+    return r->piece;
 }
 
 nb_status nb_reader_open(nb_reader **out, const char *path)
@@ -554,6 +730,7 @@ void nb_reader_close(nb_reader *r)
     if (!r) return;
     if (r->fp && r->fp != stdin) fclose(r->fp);
     free(r->name);
+    free(r->ring);
     free(r);
 }
 
@@ -662,12 +839,12 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
     crc = crc_update(crc, pre, NB_PREAMBLE_SIZE);
     crc = crc_update(crc, (const unsigned char *)rec->header, rec->header_len);
 
+    uint64_t avail = UINT64_MAX;
     if (plen) {
         /* a length the input cannot hold is a truncated (or corrupt) stream,
          * found before the allocation: memory and regular files know their
          * size; from a pipe, a large payload is read into a growing buffer,
          * so memory follows the bytes that actually come */
-        uint64_t avail = UINT64_MAX;
         struct stat sb;
         if (!r->fp) avail = r->mem_len - r->mem_pos;
         else if (fstat(fileno(r->fp), &sb) == 0 && S_ISREG(sb.st_mode)) {
@@ -675,6 +852,25 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
             if (pos >= 0 && (uint64_t)sb.st_size >= (uint64_t)pos) avail = (uint64_t)sb.st_size - (uint64_t)pos;
         }
         if (plen > avail) return truncated(r, "payload", idx, rec->type, avail, plen);
+        if (r->hook) {
+            /* the hook's first call, before any of the payload: it may ask
+             * for the payload not to be kept (nb_reader_drop_payload) */
+            rec->payload_len = plen;
+            r->announcing = 1, r->drop = 0;
+            nb_status st = r->hook(r->hook_ctx, rec, 0);
+            r->announcing = 0;
+            if (st) return st;
+        }
+    }
+    if (plen && r->drop) {
+        uint64_t have = 0;
+        int ioerr2 = 0;
+        r->drop = 0;
+        nb_status st = read_payload_dropped(r, rec, plen, &crc, &have, &ioerr2);
+        if (st) return st;
+        if (ioerr2) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr2));
+        if (have < plen) return truncated(r, "payload", idx, rec->type, have, plen);
+    } else if (plen) {
         const uint64_t grow_from = (uint64_t)256 << 20;
         size_t first = avail == UINT64_MAX && plen > grow_from ? (size_t)grow_from : (size_t)plen;
         rec->payload = nb_malloc_large(first);

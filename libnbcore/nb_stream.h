@@ -86,6 +86,10 @@ nb_status nb_record_add_array(nb_record *rec, const char *name, nb_dtype type, s
 nb_status nb_record_get_array(const nb_record *rec, const char *name, nb_dtype type,
                               const void **data, size_t *count);
 int nb_record_has_array(const nb_record *rec, const char *name);
+/* Where an array lies in the payload (its byte offset), with the same checks
+ * as nb_record_get_array: for a payload that is not there (yet). */
+nb_status nb_record_array_offset(const nb_record *rec, const char *name, nb_dtype type, uint64_t *offset,
+                                 size_t *count);
 
 /* ---- reading ------------------------------------------------------------ */
 typedef struct nb_reader nb_reader;
@@ -98,14 +102,26 @@ nb_status nb_reader_open(nb_reader **r, const char *path);
  * END, wrong END count - all NB_ERR_DATA with a message naming the record. */
 nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof);
 const char *nb_reader_name(const nb_reader *r);
-/* Called while a record's payload is read, after each piece: the first
- * `have` bytes of rec->payload are there (rec's type, header and
- * payload_len are set; rec->payload may move between calls).  The record's
- * CRC is checked only after the last piece, so whatever the hook starts must
- * be undoable (temporary files).  A non-zero return stops the reading with
- * that status. */
+/* Called while a record's payload is read: first with have == 0, before any
+ * of it (rec's type, header and payload_len are set, rec->payload is not),
+ * then after each piece: the first `have` bytes of rec->payload are there
+ * (rec->payload may move between calls).  The record's CRC is checked only
+ * after the last piece, so whatever the hook starts must be undoable
+ * (temporary files).  A non-zero return stops the reading with that status. */
 typedef nb_status (*nb_payload_hook)(void *ctx, const nb_record *rec, uint64_t have);
 void nb_reader_set_payload_hook(nb_reader *r, nb_payload_hook hook, void *ctx);
+/* From the hook's first call (have == 0): this record's payload is not to be
+ * kept.  It is then read through a few buffers of about 1 MiB, reused: the
+ * bytes before `first` in pieces, then pieces of whole multiples of `unit`
+ * bytes (whole rows of an image, say, that then never straddle two pieces).
+ * The hook is called once per piece and finds it with nb_reader_piece (valid
+ * only during that call); rec->payload stays NULL, also in the record
+ * returned (nb_record_get_array then fails).  Memory: a few MiB instead of
+ * the payload, which need not be allocated (or its pages zeroed). */
+nb_status nb_reader_drop_payload(nb_reader *r, uint64_t first, size_t unit);
+/* In a hook call for a payload that is not kept: the piece that just came,
+ * *len bytes from payload offset *offset. */
+const unsigned char *nb_reader_piece(const nb_reader *r, uint64_t *offset, size_t *len);
 void nb_reader_close(nb_reader *r);
 
 /* ---- writing ------------------------------------------------------------ */

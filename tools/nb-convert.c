@@ -525,7 +525,9 @@ typedef struct live_out {
 typedef struct live_image {
     const conv_opts *o;
     const nb_plan *plan;   /* the current plan; NULL before the first */
+    nb_reader *r;
     int started, off;      /* for the current IMAGE record: looked at; nothing to do */
+    int dropped;           /* every output is live: the payload is not kept (nb_reader_drop_payload) */
     int width, height, rows_done;
     size_t pix_off;        /* the pixels' offset in the payload */
     nb_roi roi;
@@ -542,7 +544,7 @@ static void live_abort(live_image *L)
         if (L->outs[i].smv) nb_smv_writer_abort(L->outs[i].smv);
     }
     L->nouts = 0;
-    L->started = L->off = 0;
+    L->started = L->off = L->dropped = 0;
 }
 
 /* Which requests can be written live, and open them. */
@@ -551,11 +553,12 @@ static nb_status live_start(live_image *L, const nb_record *rec)
     const nb_plan *p = L->plan;
     const conv_opts *o = L->o;
     long fp, sp, frame_no = 0;
-    const void *px;
+    uint64_t pix_off;
     size_t n;
     L->off = 1; /* unless all below holds: then the usual path finds what is wrong */
     if (nb_hdr_get_long(rec, "FPIXELS", &fp) || nb_hdr_get_long(rec, "SPIXELS", &sp) || fp != p->fpixels ||
-        sp != p->spixels || nb_record_get_array(rec, "pixels", NB_F32, &px, &n) || n != (size_t)fp * (size_t)sp ||
+        sp != p->spixels || nb_record_array_offset(rec, "pixels", NB_F32, &pix_off, &n) ||
+        n != (size_t)fp * (size_t)sp ||
         (nb_hdr_has(rec, "FRAME") && nb_hdr_get_long(rec, "FRAME", &frame_no)))
         return NB_OK;
     double max_I;
@@ -568,7 +571,7 @@ static nb_status live_start(live_image *L, const nb_record *rec)
     memset(&fr, 0, sizeof fr);
     fr.plan = p, fr.rec = rec, fr.width = (int)fp, fr.height = (int)sp, fr.frame = frame_no;
     L->width = (int)fp, L->height = (int)sp, L->rows_done = 0;
-    L->pix_off = (size_t)((const unsigned char *)px - rec->payload);
+    L->pix_off = (size_t)pix_off;
     L->roi = (nb_roi){p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
     L->adc = adc_for(p, o);
     L->int_scale = have_max ? int_scale_for(p, o, max_I) : 0.0;
@@ -604,6 +607,37 @@ static nb_status live_start(live_image *L, const nb_record *rec)
     if (!st && L->nouts && !L->ints)
         st = nb_alloc_large((void **)&L->ints, (size_t)LIVE_ROWS_MAX * (size_t)fp, sizeof *L->ints, "int rows");
     if (!st && L->nouts) L->off = 0;
+    /* every output live and nothing else wanting the image: it need not be
+     * kept (nor its 64 MiB allocated and zeroed for a 4096^2 detector) */
+    if (!st && L->nouts && L->nouts == nreq && !o->tee) {
+        st = nb_reader_drop_payload(L->r, pix_off, (size_t)fp * sizeof(float));
+        L->dropped = !st;
+    }
+    return st;
+}
+
+/* Rows y0 .. y0 + ny - 1 (at `rows`) into every live output, LIVE_ROWS_MAX at a time. */
+static nb_status live_write_rows(live_image *L, const float *rows, int y0, int ny)
+{
+    const size_t w = (size_t)L->width;
+    nb_status st = NB_OK;
+    int smv = 0;
+    for (int i = 0; i < L->nouts; i++) smv |= L->outs[i].smv != NULL;
+    for (int done = 0; done < ny && !st;) {
+        int k = ny - done < LIVE_ROWS_MAX ? ny - done : LIVE_ROWS_MAX;
+        const float *piece = rows + (size_t)done * w;
+        size_t n = (size_t)k * w, bad;
+        /* the int rows, when an SMV wants them, come with the finite check */
+        if (smv) bad = nb_int16_image_rows_checked(piece, L->width, y0 + done, k, L->roi, L->int_scale, L->adc, L->ints);
+        else bad = nb_first_nonfinite(piece, n);
+        if (bad < n) return nonfinite_error((size_t)(y0 + done) * w + bad, w);
+        for (int i = 0; i < L->nouts && !st; i++) {
+            if (L->outs[i].bin) st = nb_rawfloat_writer_put(L->outs[i].bin, piece, n);
+            if (L->outs[i].smv) st = nb_smv_writer_put_u16(L->outs[i].smv, L->ints, n);
+        }
+        done += k;
+    }
+    L->rows_done = y0 + ny;
     return st;
 }
 
@@ -614,26 +648,27 @@ static nb_status live_rows(live_image *L, const nb_record *rec, uint64_t have)
     const float *img = (const float *)(const void *)(rec->payload + L->pix_off);
     long avail = have > L->pix_off ? (long)((have - L->pix_off) / (w * sizeof(float))) : 0;
     if (avail > L->height) avail = L->height;
-    nb_status st = NB_OK;
-    while (!st && L->rows_done < avail) {
-        int y0 = L->rows_done, ny = (int)(avail - y0 < LIVE_ROWS_MAX ? avail - y0 : LIVE_ROWS_MAX);
-        const float *rows = img + (size_t)y0 * w;
-        size_t n = (size_t)ny * w, bad;
-        /* the int rows, when an SMV wants them, come with the finite check */
-        int ints_done = 0;
-        for (int i = 0; i < L->nouts && !ints_done; i++) ints_done = L->outs[i].smv != NULL;
-        if (ints_done)
-            bad = nb_int16_image_rows_checked(img, L->width, y0, ny, L->roi, L->int_scale, L->adc, L->ints);
-        else
-            bad = nb_first_nonfinite(rows, n);
-        if (bad < n) return nonfinite_error((size_t)y0 * w + bad, w);
-        for (int i = 0; i < L->nouts && !st; i++) {
-            if (L->outs[i].bin) st = nb_rawfloat_writer_put(L->outs[i].bin, rows, n);
-            if (L->outs[i].smv) st = nb_smv_writer_put_u16(L->outs[i].smv, L->ints, n);
-        }
-        L->rows_done += ny;
-    }
-    return st;
+    if (L->rows_done >= avail) return NB_OK;
+    return live_write_rows(L, img + (size_t)L->rows_done * w, L->rows_done, (int)(avail - L->rows_done));
+}
+
+/* A payload that is not kept: the rows of the piece that has just come
+ * (pieces from the pixels' offset on hold whole rows). */
+static nb_status live_piece(live_image *L)
+{
+    uint64_t off;
+    size_t len;
+    const unsigned char *p = nb_reader_piece(L->r, &off, &len);
+    const size_t row = (size_t)L->width * sizeof(float);
+    if (!p || off < L->pix_off) return NB_OK; /* bytes before the pixels */
+    uint64_t y0 = (off - L->pix_off) / row;
+    if (y0 >= (uint64_t)L->height) return NB_OK; /* bytes after them */
+    uint64_t ny = len / row;
+    if (ny > (uint64_t)L->height - y0) ny = (uint64_t)L->height - y0;
+    if ((off - L->pix_off) % row || y0 != (uint64_t)L->rows_done)
+        return nb_error_set(NB_ERR_DATA, "internal error: a piece of the image out of step (row %llu, expected %d)",
+                            (unsigned long long)y0, L->rows_done);
+    return live_write_rows(L, (const float *)(const void *)p, (int)y0, (int)ny);
 }
 
 /* nb_payload_hook: start the live files at an IMAGE record's first piece */
@@ -646,7 +681,8 @@ static nb_status live_hook(void *ctx, const nb_record *rec, uint64_t have)
         nb_status st = live_start(L, rec);
         if (st) return st;
     }
-    return L->off ? NB_OK : live_rows(L, rec, have);
+    if (L->off || have == 0) return NB_OK;
+    return L->dropped ? live_piece(L) : live_rows(L, rec, have);
 }
 
 /* After the whole record has arrived (and passed its CRC): whether request
@@ -842,6 +878,7 @@ int main(int argc, char **argv)
     live_image live;
     memset(&live, 0, sizeof live);
     live.o = &o;
+    live.r = r;
     if (!st && !o.import) nb_reader_set_payload_hook(r, live_hook, &live);
     if (!st && o.import) {
         /* the stream goes on: to -o FILE.nbs or standard output */
@@ -893,7 +930,8 @@ int main(int argc, char **argv)
                 break;
             }
             int all_live = live.started && !live.off && live.rows_done == live.height;
-            if ((st = prepare_frame(&plan, &rec, &o, all_live, &fr))) break;
+            /* a payload not kept was all written as it came (every output live) */
+            if (!live.dropped && (st = prepare_frame(&plan, &rec, &o, all_live, &fr))) break;
             out_request req[8];
             int n;
             out_request *list = frame_requests(&plan, &o, req, &n);
@@ -905,7 +943,10 @@ int main(int argc, char **argv)
                 int was_live = 0;
                 if (IS_SIDECAR(list[k].format)) st = write_sidecar(&list[k], &o, &fr);
                 else if (!(st = live_finish(&live, k, &was_live)) && !was_live && list[k].format != FMT_NBS)
-                    st = write_one(&list[k], &fr);
+                    st = live.dropped ? nb_error_set(NB_ERR_DATA, "internal error: '%s' was not written as the "
+                                                                  "image came, which is no longer there",
+                                                     list[k].path)
+                                      : write_one(&list[k], &fr);
             }
             live_abort(&live); /* nothing is left open; ready for the next record */
         }

@@ -610,22 +610,36 @@ static void test_int16_rows(void)
         /* negatives, zeros, halves that round either way, values that clip */
         img[i] = (float)((double)(seed >> 8) / (1 << 24) * 2600.0 - 100.0);
         if (i % 97 == 0) img[i] = 0.5f;
+        if (i % 89 == 0) img[i] = i % 2 ? 1e30f : -1e30f;
+        /* on the rounding boundaries of the integer image and its clips */
+        if (i % 83 == 0) img[i] = (float)(((double)(i % 5000) + 0.5 - 40.0) / 30.0);
+        if (i % 79 == 0) img[i] = nextafterf((float)((65535.0 - 40.0) / 30.0), i % 2 ? 1e9f : -1e9f);
     }
     const nb_roi rois[] = {{0, W - 1, 0, H - 1}, {3, 1020, 2, 6}, {500, 499, 0, H - 1}, {-5, W + 5, 4, 4}};
     int all_same = 1;
     for (size_t k = 0; k < sizeof rois / sizeof rois[0]; k++) {
         nb_int_image_rows(img, W, 1, H - 1, rois[k], 30.0, 40.0, ref);
-        size_t n = nb_int16_image_rows_checked(img, W, 1, H - 1, rois[k], 30.0, 40.0, got);
+        size_t n = nb_int16_image_rows_checked(img + W, W, 1, H - 1, rois[k], 30.0, 40.0, got);
         ok(n == (size_t)W * (H - 1), "fused int rows: all finite (ROI %zu)", k);
         for (int i = 0; i < W * (H - 1); i++) all_same &= ref[i] == (int32_t)got[i];
     }
     ok(all_same, "fused int rows: the int image's values, 0 outside the ROI");
+    /* and both the reference's arithmetic, written out as it does it */
+    int as_reference = 1;
+    nb_int_image_rows(img, W, 0, H, rois[0], 30.0, 40.0, ref);
+    for (int i = 0; i < W * H; i++) {
+        double t = img[i] * 30.0 + 40.0;
+        if (t > 65535.0) t = 65535.0;
+        if (t < 0.0) t = 0.0;
+        as_reference &= ref[i] == (int32_t)floorf((float)(t + 0.5));
+    }
+    ok(as_reference, "int image values as the reference computes them (clips, rounding boundaries, +-1e30)");
     const float bad[] = {NAN, INFINITY, -INFINITY};
     const int where[] = {0, W - 1, 2 * W + 517};
     for (int b = 0; b < 3; b++) {
         float keep = img[W + where[b]];
         img[W + where[b]] = bad[b];
-        size_t at = nb_int16_image_rows_checked(img, W, 1, H - 1, rois[1], 30.0, 40.0, got);
+        size_t at = nb_int16_image_rows_checked(img + W, W, 1, H - 1, rois[1], 30.0, 40.0, got);
         ok(at == (size_t)where[b] && nb_first_nonfinite(img + W, (size_t)W * (H - 1)) == at,
            "fused int rows: %g found at %zu (expected %d)", bad[b], at, where[b]);
         img[W + where[b]] = keep;

@@ -4,6 +4,9 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -616,6 +619,141 @@ static void test_put_consume(void)
     nb_record_free(&rec);
 }
 
+/* A hook that asks for the payload not to be kept and puts the pieces back
+ * together, checking how they are cut. */
+typedef struct drop_probe {
+    nb_reader *r;
+    uint64_t first;
+    size_t unit;
+    unsigned char *copy; /* the payload, from the pieces */
+    uint64_t next;       /* where the next piece should start */
+    int calls0, pieces, misplaced, late_drop;
+} drop_probe;
+
+static nb_status drop_hook(void *ctx, const nb_record *rec, uint64_t have)
+{
+    drop_probe *d = ctx;
+    if (!nb_record_is(rec, "IMAGE")) return NB_OK;
+    if (have == 0) {
+        d->calls0++;
+        d->copy = realloc(d->copy, (size_t)rec->payload_len);
+        d->next = 0;
+        return nb_reader_drop_payload(d->r, d->first, d->unit);
+    }
+    uint64_t off;
+    size_t len;
+    const unsigned char *p = nb_reader_piece(d->r, &off, &len);
+    d->late_drop += nb_reader_drop_payload(d->r, 0, 1) == NB_ERR_USAGE;
+    /* in order, ending at `have`; from `first` on, whole units (but the last) */
+    if (!p || off != d->next || off + len != have ||
+        (off >= d->first && (off - d->first) % d->unit != 0) ||
+        (off < d->first && off + len > d->first) || (off >= d->first && len % d->unit && have != rec->payload_len))
+        d->misplaced++;
+    if (p) memcpy(d->copy + off, p, len);
+    d->next = off + len;
+    d->pieces++;
+    return NB_OK;
+}
+
+/* nb_reader_drop_payload: the payload comes in pieces cut as asked, on one
+ * thread or two, and is not kept; a damaged record is still refused. */
+static void test_drop_payload(void)
+{
+    enum { W = 1000, H = 1500 }; /* 6 MB of pixels: read ahead on a second thread when allowed */
+    nb_record rec;
+    nb_record_init(&rec, "IMAGE");
+    uint8_t pre[100];
+    for (int i = 0; i < 100; i++) pre[i] = (uint8_t)(i * 7);
+    float *px;
+    nb_record_add_array(&rec, "pre", NB_U8, sizeof pre, pre, NULL);
+    if (nb_record_add_array(&rec, "pixels", NB_F32, (size_t)W * H, NULL, (void **)&px)) {
+        ok(0, "allocate the record");
+        return;
+    }
+    for (size_t i = 0; i < (size_t)W * H; i++) px[i] = (float)i;
+    uint64_t pix_off = 0;
+    nb_status found = nb_record_array_offset(&rec, "pixels", NB_F32, &pix_off, NULL);
+    ok(found == NB_OK && pix_off == 104,
+       "nb_record_array_offset: the pixels at byte %llu", (unsigned long long)pix_off);
+    char path[512];
+    snprintf(path, sizeof path, "%s/drop.nbs", tmpdir);
+    nb_writer *w;
+    nb_status st = nb_writer_open(&w, path);
+    if (!st) st = nb_writer_put(w, &rec);
+    if (!st) st = nb_writer_end(w);
+    if (!st) st = nb_writer_close(w);
+    ok(st == NB_OK, "write a stream with a 6 MB image");
+    for (int threads = 1; threads <= 2; threads++) {
+#ifdef _OPENMP
+        omp_set_num_threads(threads);
+#endif
+        drop_probe d;
+        memset(&d, 0, sizeof d);
+        d.first = pix_off, d.unit = W * sizeof(float);
+        nb_record got;
+        int eof = 0;
+        memset(&got, 0, sizeof got);
+        st = nb_reader_open(&d.r, path);
+        if (!st) {
+            nb_reader_set_payload_hook(d.r, drop_hook, &d);
+            st = nb_reader_next(d.r, &got, &eof);
+        }
+        const void *any;
+        ok(!st && d.calls0 == 1 && d.pieces > 6 && !d.misplaced && d.next == rec.payload_len &&
+               !memcmp(d.copy, rec.payload, (size_t)rec.payload_len),
+           "%d thread%s: the payload in %d pieces, in order, rows whole, as written", threads, threads > 1 ? "s" : "",
+           d.pieces);
+        ok(d.late_drop == d.pieces, "%d thread%s: nb_reader_drop_payload only from the first call", threads,
+           threads > 1 ? "s" : "");
+        ok(!st && got.payload == NULL && got.payload_len == rec.payload_len &&
+               nb_record_get_array(&got, "pixels", NB_F32, &any, NULL) == NB_ERR_DATA &&
+               strstr(nb_error_message(), "not kept"),
+           "%d thread%s: the record comes back without its payload (%s)", threads, threads > 1 ? "s" : "",
+           nb_error_message());
+        nb_record_free(&got);
+        if (d.r) nb_reader_close(d.r);
+        free(d.copy);
+    }
+    /* a damaged payload fails its CRC, a short one is truncated, either way */
+    bytes b = {0};
+    read_whole(path, &b);
+    const char *what[2] = {"CRC-32", "truncated"};
+    for (int threads = 1; threads <= 2; threads++)
+        for (int k = 0; k < 2; k++) {
+#ifdef _OPENMP
+            omp_set_num_threads(threads);
+#endif
+            char bad[512];
+            snprintf(bad, sizeof bad, "%s/drop-bad.nbs", tmpdir);
+            FILE *f = fopen(bad, "wb");
+            unsigned char keep = b.p[b.n / 2];
+            if (k == 0) b.p[b.n / 2] ^= 0x40;
+            if (f) fwrite(b.p, 1, k == 0 ? b.n : b.n / 2, f), fclose(f);
+            b.p[b.n / 2] = keep;
+            drop_probe d;
+            memset(&d, 0, sizeof d);
+            d.first = pix_off, d.unit = W * sizeof(float);
+            nb_record got;
+            int eof = 0;
+            memset(&got, 0, sizeof got);
+            st = nb_reader_open(&d.r, bad);
+            if (!st) {
+                nb_reader_set_payload_hook(d.r, drop_hook, &d);
+                st = nb_reader_next(d.r, &got, &eof);
+            }
+            ok(st == NB_ERR_DATA && strstr(nb_error_message(), what[k]), "%d thread%s, %s: %s", threads,
+               threads > 1 ? "s" : "", k ? "cut in half" : "a flipped bit", nb_error_message());
+            nb_record_free(&got);
+            if (d.r) nb_reader_close(d.r);
+            free(d.copy);
+        }
+#ifdef _OPENMP
+    omp_set_num_threads(2);
+#endif
+    free(b.p);
+    nb_record_free(&rec);
+}
+
 static void test_segments_and_errors(void)
 {
     nb_record a, b2, c;
@@ -1004,6 +1142,7 @@ int main(void)
     test_arrays();
     test_writer_file();
     test_put_consume();
+    test_drop_payload();
     test_segments_and_errors();
     test_unknown_passthrough_mem();
     test_truncation_sweep();
