@@ -655,6 +655,23 @@ static nb_status drop_hook(void *ctx, const nb_record *rec, uint64_t have)
     return NB_OK;
 }
 
+/* The first record of the file at path, read on `threads` threads by a
+ * reader whose hook drops the payload (d set up by the caller, d->r set here). */
+static nb_status read_dropping(const char *path, int threads, drop_probe *d, nb_record *got)
+{
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+    int eof = 0;
+    memset(got, 0, sizeof *got);
+    nb_status st = nb_reader_open(&d->r, path);
+    if (st) return st;
+    nb_reader_set_payload_hook(d->r, drop_hook, d);
+    return nb_reader_next(d->r, got, &eof);
+}
+
 /* nb_reader_drop_payload: the payload comes in pieces cut as asked, on one
  * thread or two, and is not kept; a damaged record is still refused. */
 static void test_drop_payload(void)
@@ -684,20 +701,11 @@ static void test_drop_payload(void)
     if (!st) st = nb_writer_close(w);
     ok(st == NB_OK, "write a stream with a 6 MB image");
     for (int threads = 1; threads <= 2; threads++) {
-#ifdef _OPENMP
-        omp_set_num_threads(threads);
-#endif
         drop_probe d;
         memset(&d, 0, sizeof d);
         d.first = pix_off, d.unit = W * sizeof(float);
         nb_record got;
-        int eof = 0;
-        memset(&got, 0, sizeof got);
-        st = nb_reader_open(&d.r, path);
-        if (!st) {
-            nb_reader_set_payload_hook(d.r, drop_hook, &d);
-            st = nb_reader_next(d.r, &got, &eof);
-        }
+        st = read_dropping(path, threads, &d, &got);
         const void *any;
         ok(!st && d.calls0 == 1 && d.pieces > 6 && !d.misplaced && d.next == rec.payload_len &&
                !memcmp(d.copy, rec.payload, (size_t)rec.payload_len),
@@ -720,9 +728,6 @@ static void test_drop_payload(void)
     const char *what[2] = {"CRC-32", "truncated"};
     for (int threads = 1; threads <= 2; threads++)
         for (int k = 0; k < 2; k++) {
-#ifdef _OPENMP
-            omp_set_num_threads(threads);
-#endif
             char bad[512];
             snprintf(bad, sizeof bad, "%s/drop-bad.nbs", tmpdir);
             FILE *f = fopen(bad, "wb");
@@ -734,13 +739,7 @@ static void test_drop_payload(void)
             memset(&d, 0, sizeof d);
             d.first = pix_off, d.unit = W * sizeof(float);
             nb_record got;
-            int eof = 0;
-            memset(&got, 0, sizeof got);
-            st = nb_reader_open(&d.r, bad);
-            if (!st) {
-                nb_reader_set_payload_hook(d.r, drop_hook, &d);
-                st = nb_reader_next(d.r, &got, &eof);
-            }
+            st = read_dropping(bad, threads, &d, &got);
             ok(st == NB_ERR_DATA && strstr(nb_error_message(), what[k]), "%d thread%s, %s: %s", threads,
                threads > 1 ? "s" : "", k ? "cut in half" : "a flipped bit", nb_error_message());
             nb_record_free(&got);
