@@ -416,6 +416,9 @@ struct nb_reader {
     const unsigned char *piece;
     uint64_t piece_off;
     size_t piece_len;
+    int piece_slot;
+    nb_piece_worker worker; /* nb_reader_set_piece_worker, for the current record */
+    void *worker_ctx;
 };
 
 /* A payload read on a second thread (read + CRC), while the hook works on
@@ -518,7 +521,7 @@ static nb_status read_payload_ahead(nb_reader *r, nb_record *rec, uint64_t plen,
 /* Read through a ring of DROP_SLOTS pieces of about 1 MiB, each shown to the
  * hook once: the bytes before `first` in pieces of at most 1 MiB, then whole
  * multiples of `unit` (a consumer's rows never straddle two pieces). */
-enum { DROP_SLOTS = 4 };
+enum { DROP_SLOTS = NB_READER_SLOTS };
 
 static size_t drop_piece_len(const nb_reader *r, uint64_t off, uint64_t plen)
 {
@@ -530,9 +533,10 @@ static size_t drop_piece_len(const nb_reader *r, uint64_t off, uint64_t plen)
 }
 
 /* The hook for the piece at payload offset off (len bytes at p). */
-static nb_status drop_show(nb_reader *r, const nb_record *rec, const unsigned char *p, uint64_t off, size_t len)
+static nb_status drop_show(nb_reader *r, const nb_record *rec, int slot, uint64_t off, size_t len)
 {
-    r->piece = p, r->piece_off = off, r->piece_len = len;
+    const unsigned char *p = r->ring + (size_t)slot * r->ring_slot;
+    r->piece = p, r->piece_off = off, r->piece_len = len, r->piece_slot = slot;
     nb_status st = r->hook(r->hook_ctx, rec, off + len);
     r->piece = NULL;
     return st;
@@ -567,6 +571,7 @@ static void *drop_ahead_main(void *arg)
         unsigned char *slot = r->ring + (size_t)(i % DROP_SLOTS) * r->ring_slot;
         size_t got = read_bytes(r, slot, want, &ioerr);
         crc = crc_update(crc, slot, got);
+        if (r->worker && got == want && !ioerr) r->worker(r->worker_ctx, (int)(i % DROP_SLOTS), slot, off, got);
         pthread_mutex_lock(&da->mu);
         da->off[i % DROP_SLOTS] = off, da->len[i % DROP_SLOTS] = got;
         da->filled = ++i, da->crc = crc, da->ioerr = ioerr;
@@ -624,7 +629,8 @@ static nb_status read_payload_dropped(nb_reader *r, const nb_record *rec, uint64
                 *have += got;
                 break;
             }
-            st = drop_show(r, rec, r->ring, *have, got);
+            if (r->worker) r->worker(r->worker_ctx, 0, r->ring, *have, got);
+            st = drop_show(r, rec, 0, *have, got);
             *have += got;
         }
         return st;
@@ -639,7 +645,7 @@ static nb_status read_payload_dropped(nb_reader *r, const nb_record *rec, uint64
         pthread_mutex_unlock(&da.mu);
         if (!more) break;
         if (!st && len == drop_piece_len(r, off, plen))
-            st = drop_show(r, rec, r->ring + (size_t)(i % DROP_SLOTS) * r->ring_slot, off, len);
+            st = drop_show(r, rec, (int)(i % DROP_SLOTS), off, len);
         pthread_mutex_lock(&da.mu);
         da.released = i + 1;
         if (st) da.stop = 1;
@@ -677,11 +683,27 @@ nb_status nb_reader_drop_payload(nb_reader *r, uint64_t first, size_t unit)
     return NB_OK;
 }
 
-const unsigned char *nb_reader_piece(const nb_reader *r, uint64_t *offset, size_t *len)
+const unsigned char *nb_reader_piece(const nb_reader *r, uint64_t *offset, size_t *len, int *slot)
 {
     *offset = r->piece_off;
     *len = r->piece ? r->piece_len : 0;
+    if (slot) *slot = r->piece_slot;
     return r->piece;
+}
+
+nb_status nb_reader_set_piece_worker(nb_reader *r, nb_piece_worker fn, void *ctx)
+{
+    if (!r->announcing || !r->drop)
+        return nb_error_set(NB_ERR_USAGE, "nb_reader_set_piece_worker: only from a hook's first call, after "
+                                          "nb_reader_drop_payload");
+    r->worker = fn, r->worker_ctx = ctx;
+    return NB_OK;
+}
+
+size_t nb_reader_piece_max(const nb_reader *r)
+{
+    const size_t mib = (size_t)1 << 20;
+    return r->drop_unit >= mib ? r->drop_unit : mib;
 }
 
 nb_status nb_reader_open(nb_reader **out, const char *path)
@@ -856,7 +878,7 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
             /* the hook's first call, before any of the payload: it may ask
              * for the payload not to be kept (nb_reader_drop_payload) */
             rec->payload_len = plen;
-            r->announcing = 1, r->drop = 0;
+            r->announcing = 1, r->drop = 0, r->worker = NULL;
             nb_status st = r->hook(r->hook_ctx, rec, 0);
             r->announcing = 0;
             if (st) return st;

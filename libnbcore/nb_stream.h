@@ -119,9 +119,22 @@ void nb_reader_set_payload_hook(nb_reader *r, nb_payload_hook hook, void *ctx);
  * returned (nb_record_get_array then fails).  Memory: a few MiB instead of
  * the payload, which need not be allocated (or its pages zeroed). */
 nb_status nb_reader_drop_payload(nb_reader *r, uint64_t first, size_t unit);
+/* The buffers such a payload is read through: a piece is in one of
+ * NB_READER_SLOTS, of at most nb_reader_piece_max(r) bytes (after
+ * nb_reader_drop_payload). */
+enum { NB_READER_SLOTS = 4 };
+size_t nb_reader_piece_max(const nb_reader *r);
 /* In a hook call for a payload that is not kept: the piece that just came,
- * *len bytes from payload offset *offset. */
-const unsigned char *nb_reader_piece(const nb_reader *r, uint64_t *offset, size_t *len);
+ * *len bytes from payload offset *offset, in buffer *slot (slot may be NULL). */
+const unsigned char *nb_reader_piece(const nb_reader *r, uint64_t *offset, size_t *len, int *slot);
+/* Also from the hook's first call, after nb_reader_drop_payload: fn is called
+ * for each whole piece on the thread that reads it (a second thread when
+ * there is one), after its CRC is taken and before the hook sees it, with
+ * the slot the hook will be told.  It works beside the hook (on an earlier
+ * piece), so it may only compute into storage of its own for that slot,
+ * which the hook then uses: no I/O, no error messages. */
+typedef void (*nb_piece_worker)(void *ctx, int slot, const unsigned char *piece, uint64_t offset, size_t len);
+nb_status nb_reader_set_piece_worker(nb_reader *r, nb_piece_worker fn, void *ctx);
 void nb_reader_close(nb_reader *r);
 
 /* ---- writing ------------------------------------------------------------ */

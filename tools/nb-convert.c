@@ -533,6 +533,12 @@ typedef struct live_image {
     nb_roi roi;
     double int_scale, adc;
     uint16_t *ints;        /* LIVE_ROWS_MAX rows of the int image, as SMV values */
+    /* a payload not kept, with an SMV output: each piece's int values, made
+     * on the thread that reads it (nb_reader_set_piece_worker), per slot */
+    int convert_ahead;
+    uint16_t *slot_ints[NB_READER_SLOTS];
+    size_t slot_cap;                     /* values each holds */
+    size_t slot_bad[NB_READER_SLOTS];    /* the piece's first pixel not finite, its pixel count, or SIZE_MAX */
     live_out outs[LIVE_MAX];
     int nouts;
 } live_image;
@@ -544,8 +550,10 @@ static void live_abort(live_image *L)
         if (L->outs[i].smv) nb_smv_writer_abort(L->outs[i].smv);
     }
     L->nouts = 0;
-    L->started = L->off = L->dropped = 0;
+    L->started = L->off = L->dropped = L->convert_ahead = 0;
 }
+
+static void live_convert_piece(void *ctx, int slot, const unsigned char *p, uint64_t off, size_t len);
 
 /* Which requests can be written live, and open them. */
 static nb_status live_start(live_image *L, const nb_record *rec)
@@ -613,6 +621,22 @@ static nb_status live_start(live_image *L, const nb_record *rec)
         st = nb_reader_drop_payload(L->r, pix_off, (size_t)fp * sizeof(float));
         L->dropped = !st;
     }
+    /* and the int values made where the pieces are read: reading, checksum
+     * and conversion on one thread, the two files' writing on the other */
+    int smv = 0;
+    for (int i = 0; i < L->nouts; i++) smv |= L->outs[i].smv != NULL;
+    if (!st && L->dropped && smv) {
+        size_t cap = nb_reader_piece_max(L->r) / sizeof(float);
+        for (int k = 0; k < NB_READER_SLOTS && !st; k++)
+            if (L->slot_cap < cap) {
+                free(L->slot_ints[k]);
+                L->slot_ints[k] = NULL;
+                st = nb_alloc_large((void **)&L->slot_ints[k], cap, sizeof(uint16_t), "int rows");
+            }
+        if (!st) L->slot_cap = cap;
+        if (!st) st = nb_reader_set_piece_worker(L->r, live_convert_piece, L);
+        L->convert_ahead = !st;
+    }
     return st;
 }
 
@@ -652,23 +676,59 @@ static nb_status live_rows(live_image *L, const nb_record *rec, uint64_t have)
     return live_write_rows(L, img + (size_t)L->rows_done * w, L->rows_done, (int)(avail - L->rows_done));
 }
 
+/* The image rows in the piece at payload offset off (len bytes): 0 when it
+ * holds none (bytes before or after the pixels), -1 when it does not start
+ * on a row, else 1 with the first row and the count. */
+static int piece_rows(const live_image *L, uint64_t off, size_t len, int *y0_out, int *ny_out)
+{
+    const size_t row = (size_t)L->width * sizeof(float);
+    if (off < L->pix_off) return 0;
+    uint64_t y0 = (off - L->pix_off) / row, ny = len / row;
+    if (y0 >= (uint64_t)L->height) return 0;
+    if ((off - L->pix_off) % row) return -1;
+    if (ny > (uint64_t)L->height - y0) ny = (uint64_t)L->height - y0;
+    *y0_out = (int)y0, *ny_out = (int)ny;
+    return 1;
+}
+
+/* nb_piece_worker: a piece's int values (and finite check), on the reading
+ * thread while this one writes the previous piece */
+static void live_convert_piece(void *ctx, int slot, const unsigned char *p, uint64_t off, size_t len)
+{
+    live_image *L = ctx;
+    int y0, ny;
+    L->slot_bad[slot] = SIZE_MAX;
+    if (piece_rows(L, off, len, &y0, &ny) != 1 || (size_t)ny * (size_t)L->width > L->slot_cap) return;
+    L->slot_bad[slot] = nb_int16_image_rows_checked((const float *)(const void *)p, L->width, y0, ny, L->roi,
+                                                    L->int_scale, L->adc, L->slot_ints[slot]);
+}
+
 /* A payload that is not kept: the rows of the piece that has just come
  * (pieces from the pixels' offset on hold whole rows). */
 static nb_status live_piece(live_image *L)
 {
     uint64_t off;
     size_t len;
-    const unsigned char *p = nb_reader_piece(L->r, &off, &len);
-    const size_t row = (size_t)L->width * sizeof(float);
-    if (!p || off < L->pix_off) return NB_OK; /* bytes before the pixels */
-    uint64_t y0 = (off - L->pix_off) / row;
-    if (y0 >= (uint64_t)L->height) return NB_OK; /* bytes after them */
-    uint64_t ny = len / row;
-    if (ny > (uint64_t)L->height - y0) ny = (uint64_t)L->height - y0;
-    if ((off - L->pix_off) % row || y0 != (uint64_t)L->rows_done)
-        return nb_error_set(NB_ERR_DATA, "internal error: a piece of the image out of step (row %llu, expected %d)",
-                            (unsigned long long)y0, L->rows_done);
-    return live_write_rows(L, (const float *)(const void *)p, (int)y0, (int)ny);
+    int slot, y0, ny;
+    const unsigned char *p = nb_reader_piece(L->r, &off, &len, &slot);
+    int has = p ? piece_rows(L, off, len, &y0, &ny) : 0;
+    if (has == 0) return NB_OK;
+    if (has < 0 || y0 != L->rows_done)
+        return nb_error_set(NB_ERR_DATA, "internal error: a piece of the image out of step (row %d, expected %d)",
+                            has < 0 ? -1 : y0, L->rows_done);
+    const float *rows = (const float *)(const void *)p;
+    if (!L->convert_ahead) return live_write_rows(L, rows, y0, ny);
+    /* the int values are there already: check, then write both */
+    const size_t w = (size_t)L->width, n = (size_t)ny * w, bad = L->slot_bad[slot];
+    if (bad == SIZE_MAX) return nb_error_set(NB_ERR_DATA, "internal error: rows %d to %d were not converted", y0, y0 + ny - 1);
+    if (bad < n) return nonfinite_error((size_t)y0 * w + bad, w);
+    nb_status st = NB_OK;
+    for (int i = 0; i < L->nouts && !st; i++) {
+        if (L->outs[i].bin) st = nb_rawfloat_writer_put(L->outs[i].bin, rows, n);
+        if (L->outs[i].smv) st = nb_smv_writer_put_u16(L->outs[i].smv, L->slot_ints[slot], n);
+    }
+    L->rows_done = y0 + ny;
+    return st;
 }
 
 /* nb_payload_hook: start the live files at an IMAGE record's first piece */
@@ -960,6 +1020,7 @@ int main(int argc, char **argv)
     }
     live_abort(&live);
     free(live.ints);
+    for (int k = 0; k < NB_READER_SLOTS; k++) free(live.slot_ints[k]);
     if (st) abort_pending();
     else st = commit_pending();
     if (have_plan) nb_plan_free(&plan);

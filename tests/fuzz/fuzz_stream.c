@@ -6,12 +6,18 @@
 #include "nb_stream.h"
 
 /* A second reading in which every payload is dropped (nb_reader_drop_payload)
- * and its pieces are looked at: cut where the header's first array starts,
- * in units of 12 bytes. */
+ * and its pieces are looked at, by a piece worker and the hook: cut where a
+ * pixels array starts, in units of 12 bytes. */
 typedef struct drop_ctx {
     nb_reader *r;
     unsigned sum;
 } drop_ctx;
+
+static void look_at_piece(void *ctx, int slot, const unsigned char *piece, uint64_t offset, size_t len)
+{
+    drop_ctx *d = ctx;
+    if (len) d->sum += piece[len / 2] + (unsigned)slot + (unsigned)offset;
+}
 
 static nb_status drop_all(void *ctx, const nb_record *rec, uint64_t have)
 {
@@ -19,11 +25,12 @@ static nb_status drop_all(void *ctx, const nb_record *rec, uint64_t have)
     if (have == 0) {
         uint64_t first = 0;
         if (nb_record_array_offset(rec, "pixels", NB_F32, &first, NULL)) first = 0;
-        return nb_reader_drop_payload(d->r, first, 12);
+        nb_status st = nb_reader_drop_payload(d->r, first, 12);
+        return st ? st : nb_reader_set_piece_worker(d->r, look_at_piece, d);
     }
     uint64_t off;
     size_t len;
-    const unsigned char *p = nb_reader_piece(d->r, &off, &len);
+    const unsigned char *p = nb_reader_piece(d->r, &off, &len, NULL);
     if (p && len) d->sum += p[0] + p[len - 1] + (unsigned)off;
     return NB_OK;
 }

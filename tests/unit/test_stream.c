@@ -628,7 +628,19 @@ typedef struct drop_probe {
     unsigned char *copy; /* the payload, from the pieces */
     uint64_t next;       /* where the next piece should start */
     int calls0, pieces, misplaced, late_drop;
+    /* the piece worker: what it found in each slot, checked by the hook */
+    int worker_calls, worker_mismatch, worker_refused;
+    uint64_t slot_off[NB_READER_SLOTS];
+    uint32_t slot_crc[NB_READER_SLOTS];
 } drop_probe;
+
+static void drop_worker(void *ctx, int slot, const unsigned char *piece, uint64_t offset, size_t len)
+{
+    drop_probe *d = ctx;
+    d->worker_calls++; /* only one worker thread at a time: no race with the hook on this counter */
+    d->slot_off[slot] = offset;
+    d->slot_crc[slot] = nb_crc32_update(0, piece, len);
+}
 
 static nb_status drop_hook(void *ctx, const nb_record *rec, uint64_t have)
 {
@@ -638,11 +650,17 @@ static nb_status drop_hook(void *ctx, const nb_record *rec, uint64_t have)
         d->calls0++;
         d->copy = realloc(d->copy, (size_t)rec->payload_len);
         d->next = 0;
-        return nb_reader_drop_payload(d->r, d->first, d->unit);
+        d->worker_refused = nb_reader_set_piece_worker(d->r, drop_worker, d) == NB_ERR_USAGE;
+        nb_status st = nb_reader_drop_payload(d->r, d->first, d->unit);
+        return st ? st : nb_reader_set_piece_worker(d->r, drop_worker, d);
     }
     uint64_t off;
     size_t len;
-    const unsigned char *p = nb_reader_piece(d->r, &off, &len);
+    int slot = -1;
+    const unsigned char *p = nb_reader_piece(d->r, &off, &len, &slot);
+    if (slot < 0 || slot >= NB_READER_SLOTS || d->slot_off[slot] != off || !p ||
+        d->slot_crc[slot] != nb_crc32_update(0, p, len))
+        d->worker_mismatch++;
     d->late_drop += nb_reader_drop_payload(d->r, 0, 1) == NB_ERR_USAGE;
     /* in order, ending at `have`; from `first` on, whole units (but the last) */
     if (!p || off != d->next || off + len != have ||
@@ -713,6 +731,10 @@ static void test_drop_payload(void)
            d.pieces);
         ok(d.late_drop == d.pieces, "%d thread%s: nb_reader_drop_payload only from the first call", threads,
            threads > 1 ? "s" : "");
+        ok(d.worker_refused && d.worker_calls == d.pieces && !d.worker_mismatch,
+           "%d thread%s: the piece worker saw each piece in its slot before the hook (%d calls); refused before "
+           "nb_reader_drop_payload",
+           threads, threads > 1 ? "s" : "", d.worker_calls);
         ok(!st && got.payload == NULL && got.payload_len == rec.payload_len &&
                nb_record_get_array(&got, "pixels", NB_F32, &any, NULL) == NB_ERR_DATA &&
                strstr(nb_error_message(), "not kept"),
