@@ -409,8 +409,8 @@ struct nb_reader {
     void *hook_ctx;
     /* a payload that is not kept (nb_reader_drop_payload): its pieces */
     int announcing, drop;
-    uint64_t drop_first;
-    size_t drop_unit;
+    uint64_t drop_first, announced_len;
+    size_t drop_unit, drop_target; /* the unit; the piece size aimed at */
     unsigned char *ring;    /* DROP_SLOTS slots of ring_slot bytes, kept for the next record */
     size_t ring_slot;
     const unsigned char *piece;
@@ -518,17 +518,19 @@ static nb_status read_payload_ahead(nb_reader *r, nb_record *rec, uint64_t plen,
 }
 
 /* ---- payloads that are not kept (nb_reader_drop_payload) ---------------- */
-/* Read through a ring of DROP_SLOTS pieces of about 1 MiB, each shown to the
- * hook once: the bytes before `first` in pieces of at most 1 MiB, then whole
- * multiples of `unit` (a consumer's rows never straddle two pieces). */
+/* Read through a ring of DROP_SLOTS pieces of a sixteenth of the payload
+ * (64 KiB to 1 MiB: the ring stays well below the payload it replaces), each
+ * shown to the hook once: the bytes before `first` in pieces of at most that,
+ * then whole multiples of `unit` (a consumer's rows never straddle two
+ * pieces). */
 enum { DROP_SLOTS = NB_READER_SLOTS };
 
 static size_t drop_piece_len(const nb_reader *r, uint64_t off, uint64_t plen)
 {
-    const size_t mib = (size_t)1 << 20;
+    const size_t target = r->drop_target;
     uint64_t left = plen - off, len;
-    if (off < r->drop_first) len = r->drop_first - off < mib ? r->drop_first - off : mib;
-    else len = r->drop_unit >= mib ? r->drop_unit : mib / r->drop_unit * r->drop_unit;
+    if (off < r->drop_first) len = r->drop_first - off < target ? r->drop_first - off : target;
+    else len = r->drop_unit >= target ? r->drop_unit : target / r->drop_unit * r->drop_unit;
     return (size_t)(len < left ? len : left);
 }
 
@@ -595,7 +597,7 @@ static nb_status read_payload_dropped(nb_reader *r, const nb_record *rec, uint64
                                       uint64_t *have, int *ioerr_out)
 {
     const size_t mib = (size_t)1 << 20;
-    size_t slot = r->drop_unit >= mib ? r->drop_unit : mib;
+    size_t slot = nb_reader_piece_max(r);
     if (r->ring_slot < slot) {
         free(r->ring);
         r->ring = nb_malloc_large(slot * DROP_SLOTS);
@@ -679,7 +681,10 @@ nb_status nb_reader_drop_payload(nb_reader *r, uint64_t first, size_t unit)
 {
     if (!r->announcing) return nb_error_set(NB_ERR_USAGE, "nb_reader_drop_payload: only from a hook's first call");
     if (unit == 0) return nb_error_set(NB_ERR_USAGE, "nb_reader_drop_payload: a unit of 0 bytes");
-    r->drop = 1, r->drop_first = first, r->drop_unit = unit;
+    const uint64_t least = (uint64_t)64 << 10, most = (uint64_t)1 << 20;
+    uint64_t target = r->announced_len / 16;
+    target = target < least ? least : target > most ? most : target;
+    r->drop = 1, r->drop_first = first, r->drop_unit = unit, r->drop_target = (size_t)target;
     return NB_OK;
 }
 
@@ -702,8 +707,7 @@ nb_status nb_reader_set_piece_worker(nb_reader *r, nb_piece_worker fn, void *ctx
 
 size_t nb_reader_piece_max(const nb_reader *r)
 {
-    const size_t mib = (size_t)1 << 20;
-    return r->drop_unit >= mib ? r->drop_unit : mib;
+    return r->drop_unit >= r->drop_target ? r->drop_unit : r->drop_target;
 }
 
 nb_status nb_reader_open(nb_reader **out, const char *path)
@@ -878,7 +882,7 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
             /* the hook's first call, before any of the payload: it may ask
              * for the payload not to be kept (nb_reader_drop_payload) */
             rec->payload_len = plen;
-            r->announcing = 1, r->drop = 0, r->worker = NULL;
+            r->announcing = 1, r->drop = 0, r->worker = NULL, r->announced_len = plen;
             nb_status st = r->hook(r->hook_ctx, rec, 0);
             r->announcing = 0;
             if (st) return st;

@@ -111,8 +111,9 @@ const char *nb_reader_name(const nb_reader *r);
 typedef nb_status (*nb_payload_hook)(void *ctx, const nb_record *rec, uint64_t have);
 void nb_reader_set_payload_hook(nb_reader *r, nb_payload_hook hook, void *ctx);
 /* From the hook's first call (have == 0): this record's payload is not to be
- * kept.  It is then read through a few buffers of about 1 MiB, reused: the
- * bytes before `first` in pieces, then pieces of whole multiples of `unit`
+ * kept.  It is then read through a few buffers of a sixteenth of the payload
+ * (64 KiB to 1 MiB), reused: the bytes before `first` in pieces, then pieces
+ * of whole multiples of `unit`
  * bytes (whole rows of an image, say, that then never straddle two pieces).
  * The hook is called once per piece and finds it with nb_reader_piece (valid
  * only during that call); rec->payload stays NULL, also in the record
