@@ -16,9 +16,9 @@
  * compares them over random buffers and lengths). */
 #include "nb_crc32.h"
 
-#include <stdlib.h>
-#include <string.h>
 #include <zlib.h>
+
+#include "nb_util.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define NB_CRC_CLMUL 1
@@ -163,10 +163,8 @@ static int have_clmul(void)
     if (known < 0) {
         __builtin_cpu_init();
         known = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-        /* 2: the 512-bit fold too (NB_SIMD below avx512 turns it off, to test the others) */
-        const char *simd = getenv("NB_SIMD");
-        if (known && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx512f") &&
-            !(simd && (!strcmp(simd, "avx2") || !strcmp(simd, "generic"))))
+        /* 2: the 512-bit fold too, unless NB_SIMD asks for less */
+        if (known && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx512f") && nb_simd_limit() == 2)
             known = 2;
     }
     return known;

@@ -190,13 +190,10 @@ void nb_stats_from_rows(const nb_row_stats *rows, int height, nb_stats *out)
     out->max_I = max_I;
     out->max_index = max_index;
     out->mean = avg;
-    /* the rows' CRCs joined, with one operator while the width stays */
-    uint32_t crc = 0, op = 0;
-    for (int y = 0; y < height; y++) {
-        uint64_t len = (uint64_t)rows[y].width * sizeof(float);
-        if (y == 0 || rows[y].width != rows[y - 1].width) op = nb_crc32_combine_gen(len);
-        crc = y == 0 ? rows[y].crc : nb_crc32_combine_op(crc, rows[y].crc, op);
-    }
+    /* the rows' CRCs joined (rows of one image: one length, one operator) */
+    uint32_t crc = height > 0 ? rows[0].crc : 0;
+    const uint32_t op = height > 0 ? nb_crc32_combine_gen((uint64_t)rows[0].width * sizeof(float)) : 0;
+    for (int y = 1; y < height; y++) crc = nb_crc32_combine_op(crc, rows[y].crc, op);
     out->crc = crc;
 }
 

@@ -329,7 +329,7 @@ static void make_preamble(const nb_record *rec, unsigned char pre[NB_PREAMBLE_SI
 static uint32_t crc_update(uint32_t crc, const unsigned char *p, uint64_t n) { return nb_crc32_update(crc, p, n); }
 
 /* CRC of a large buffer in pieces on several threads, joined with
- * crc32_combine: the same value as one pass. */
+ * nb_crc32_combine_op: the same value as one pass. */
 static uint32_t crc_parallel(uint32_t crc, const unsigned char *p, uint64_t n)
 {
     enum { PIECES = 16 };
@@ -344,9 +344,10 @@ static uint32_t crc_parallel(uint32_t crc, const unsigned char *p, uint64_t n)
         uint64_t off = (uint64_t)i * piece, len = off + piece > n ? n - off : piece;
         part[i] = crc_update((uint32_t)crc32(0L, Z_NULL, 0), p + off, len);
     }
+    const uint32_t op = nb_crc32_combine_gen(piece); /* every piece but the last */
     for (int i = 0; i < npieces; i++) {
         uint64_t off = (uint64_t)i * piece, len = off + piece > n ? n - off : piece;
-        crc = (uint32_t)crc32_combine64(crc, part[i], (z_off64_t)len);
+        crc = nb_crc32_combine_op(crc, part[i], len == piece ? op : nb_crc32_combine_gen(len));
     }
     return crc;
 }
@@ -421,61 +422,105 @@ struct nb_reader {
     void *worker_ctx;
 };
 
-/* A payload read on a second thread (read + CRC), while the hook works on
- * the main thread on what has arrived: the two halves of a consumer's work
- * overlap.  Progress is published under the mutex. */
+/* ---- reading a payload in pieces ------------------------------------------ */
+/* A payload is read in pieces, each checksummed while it is in cache: a kept
+ * one (into the record's buffer) in pieces of 1 MiB; one that is not kept
+ * (nb_reader_drop_payload) through a ring of DROP_SLOTS pieces of a
+ * sixteenth of the payload (64 KiB to 1 MiB: the ring stays well below the
+ * payload it replaces) - the bytes before `first` in pieces of at most that,
+ * then whole multiples of `unit` (a consumer's rows never straddle two
+ * pieces) - each shown to the hook once. */
+enum { DROP_SLOTS = NB_READER_SLOTS };
+
+static size_t read_bytes(nb_reader *r, void *dst, size_t n, int *ioerr);
+static uint32_t crc_update(uint32_t crc, const unsigned char *p, uint64_t n);
+
+static size_t piece_len(const nb_reader *r, int dropped, uint64_t off, uint64_t plen)
+{
+    uint64_t left = plen - off, len = (uint64_t)1 << 20;
+    if (dropped) {
+        const size_t target = r->drop_target;
+        if (off < r->drop_first) len = r->drop_first - off < target ? r->drop_first - off : target;
+        else len = r->drop_unit >= target ? r->drop_unit : target / r->drop_unit * r->drop_unit;
+    }
+    return (size_t)(len < left ? len : left);
+}
+
+/* The hook for the piece of a dropped payload at offset off (len bytes in a slot). */
+static nb_status drop_show(nb_reader *r, const nb_record *rec, int slot, uint64_t off, size_t len)
+{
+    const unsigned char *p = r->ring + (size_t)slot * r->ring_slot;
+    r->piece = p, r->piece_off = off, r->piece_len = len, r->piece_slot = slot;
+    nb_status st = r->hook(r->hook_ctx, rec, off + len);
+    r->piece = NULL;
+    return st;
+}
+
+/* A payload read on a second thread (read, CRC and a dropped payload's piece
+ * worker) while the hook works on the main thread on what has arrived: the
+ * two halves of a consumer's work overlap.  Progress is published under the
+ * mutex; into the ring, the reading stays at most DROP_SLOTS pieces ahead of
+ * the hook. */
 typedef struct read_ahead {
     nb_reader *r;
-    unsigned char *buf;
-    uint64_t len, have;
+    unsigned char *buf;        /* the record's buffer, or NULL: the ring */
+    uint64_t len;
+    uint64_t filled, released; /* pieces read; pieces the hook is done with */
+    uint64_t off[DROP_SLOTS];  /* where the ring's pieces start, and their lengths */
+    size_t got[DROP_SLOTS];
+    uint64_t have;             /* bytes read */
     uint32_t crc;
     int ioerr, done, stop;
     pthread_mutex_t mu;
     pthread_cond_t cv;
 } read_ahead;
 
-static size_t read_bytes(nb_reader *r, void *dst, size_t n, int *ioerr);
-static uint32_t crc_update(uint32_t crc, const unsigned char *p, uint64_t n);
-
 static void *read_ahead_main(void *arg)
 {
     read_ahead *ra = arg;
-    const size_t piece = (size_t)1 << 20;
-    uint64_t have = 0;
+    nb_reader *r = ra->r;
+    uint64_t off = 0, i = 0;
     uint32_t crc = ra->crc;
-    int ioerr = 0;
-    for (;;) {
+    while (off < ra->len) {
         pthread_mutex_lock(&ra->mu);
+        while (!ra->buf && ra->filled - ra->released >= DROP_SLOTS && !ra->stop) pthread_cond_wait(&ra->cv, &ra->mu);
         int stop = ra->stop;
         pthread_mutex_unlock(&ra->mu);
-        if (stop || have >= ra->len) break;
-        size_t want = ra->len - have < piece ? (size_t)(ra->len - have) : piece;
-        size_t got = read_bytes(ra->r, ra->buf + have, want, &ioerr);
-        crc = crc_update(crc, ra->buf + have, got);
-        have += got;
+        if (stop) break;
+        const int slot = (int)(i % DROP_SLOTS);
+        size_t want = piece_len(r, !ra->buf, off, ra->len);
+        unsigned char *dst = ra->buf ? ra->buf + off : r->ring + (size_t)slot * r->ring_slot;
+        int ioerr = 0;
+        size_t got = read_bytes(r, dst, want, &ioerr);
+        crc = crc_update(crc, dst, got);
+        int end = got < want || ioerr;
+        if (r->worker && !end) r->worker(r->worker_ctx, slot, dst, off, got);
         pthread_mutex_lock(&ra->mu);
-        ra->have = have, ra->crc = crc, ra->ioerr = ioerr;
-        if (got < want || ioerr) ra->done = 1;
-        pthread_cond_signal(&ra->cv);
+        ra->off[slot] = off, ra->got[slot] = got;
+        ra->filled = ++i, ra->have = off + got, ra->crc = crc, ra->ioerr = ioerr;
+        pthread_cond_broadcast(&ra->cv);
         pthread_mutex_unlock(&ra->mu);
-        if (got < want || ioerr) break;
+        if (end) break;
+        off += got;
     }
     pthread_mutex_lock(&ra->mu);
     ra->done = 1;
-    pthread_cond_signal(&ra->cv);
+    pthread_cond_broadcast(&ra->cv);
     pthread_mutex_unlock(&ra->mu);
     return NULL;
 }
 
-/* Read rec's payload (plen bytes into its buffer, which is big enough) on a
- * second thread, calling the hook here as it arrives.  Returns what was
- * read in *have_out and the running CRC in *crc. */
-static nb_status read_payload_ahead(nb_reader *r, nb_record *rec, uint64_t plen, uint32_t *crc, uint64_t *have_out,
-                                    int *ioerr_out, int *started)
+/* Read rec's payload (plen bytes) on a second thread, into buf (the record's
+ * buffer, big enough) or, with buf NULL, through the ring; the hook is called
+ * here - with all that has arrived of a kept payload, with each piece of a
+ * dropped one.  *started = 0 when no thread could be had (the caller reads on
+ * this one).  Returns what was read in *have_out and the running CRC in *crc. */
+static nb_status read_payload_ahead(nb_reader *r, const nb_record *rec, unsigned char *buf, uint64_t plen,
+                                    uint32_t *crc, uint64_t *have_out, int *ioerr_out, int *started)
 {
     read_ahead ra;
     memset(&ra, 0, sizeof ra);
-    ra.r = r, ra.buf = rec->payload, ra.len = plen, ra.crc = *crc;
+    ra.r = r, ra.buf = buf, ra.len = plen, ra.crc = *crc;
     *started = 0;
     if (pthread_mutex_init(&ra.mu, NULL)) return NB_OK;
     if (pthread_cond_init(&ra.cv, NULL)) {
@@ -486,117 +531,41 @@ static nb_status read_payload_ahead(nb_reader *r, nb_record *rec, uint64_t plen,
     if (pthread_create(&th, NULL, read_ahead_main, &ra)) {
         pthread_cond_destroy(&ra.cv);
         pthread_mutex_destroy(&ra.mu);
-        return NB_OK; /* the caller reads on this thread */
+        return NB_OK;
     }
     *started = 1;
     nb_status st = NB_OK;
-    uint64_t told = 0;
-    for (;;) {
+    for (uint64_t shown = 0;;) { /* pieces the hook has had */
         pthread_mutex_lock(&ra.mu);
-        while (ra.have == told && !ra.done) pthread_cond_wait(&ra.cv, &ra.mu);
-        uint64_t have = ra.have;
-        int done = ra.done;
+        while (ra.filled == shown && !ra.done) pthread_cond_wait(&ra.cv, &ra.mu);
+        const uint64_t filled = ra.filled, have = ra.have;
+        const int slot = (int)(shown % DROP_SLOTS);
+        const uint64_t off = ra.off[slot];
+        const size_t got = ra.got[slot];
         pthread_mutex_unlock(&ra.mu);
-        if (have > told && !st) {
-            told = have;
-            st = r->hook(r->hook_ctx, rec, have);
-            if (st) {
-                pthread_mutex_lock(&ra.mu);
-                ra.stop = 1;
-                pthread_mutex_unlock(&ra.mu);
-            }
-        }
-        if (done || st) break;
+        if (filled == shown) break; /* the reading ended */
+        if (!st && buf) st = r->hook(r->hook_ctx, rec, have);
+        else if (!st && got == piece_len(r, 1, off, plen)) st = drop_show(r, rec, slot, off, got);
+        shown = buf ? filled : shown + 1;
+        pthread_mutex_lock(&ra.mu);
+        ra.released = shown;
+        if (st) ra.stop = 1;
+        pthread_cond_broadcast(&ra.cv);
+        pthread_mutex_unlock(&ra.mu);
     }
     pthread_join(th, NULL);
-    /* the last pieces, if the hook was behind when the reading ended */
-    if (!st && ra.have > told) st = r->hook(r->hook_ctx, rec, ra.have);
     *crc = ra.crc, *have_out = ra.have, *ioerr_out = ra.ioerr;
     pthread_cond_destroy(&ra.cv);
     pthread_mutex_destroy(&ra.mu);
     return st;
 }
 
-/* ---- payloads that are not kept (nb_reader_drop_payload) ---------------- */
-/* Read through a ring of DROP_SLOTS pieces of a sixteenth of the payload
- * (64 KiB to 1 MiB: the ring stays well below the payload it replaces), each
- * shown to the hook once: the bytes before `first` in pieces of at most that,
- * then whole multiples of `unit` (a consumer's rows never straddle two
- * pieces). */
-enum { DROP_SLOTS = NB_READER_SLOTS };
-
-static size_t drop_piece_len(const nb_reader *r, uint64_t off, uint64_t plen)
-{
-    const size_t target = r->drop_target;
-    uint64_t left = plen - off, len;
-    if (off < r->drop_first) len = r->drop_first - off < target ? r->drop_first - off : target;
-    else len = r->drop_unit >= target ? r->drop_unit : target / r->drop_unit * r->drop_unit;
-    return (size_t)(len < left ? len : left);
-}
-
-/* The hook for the piece at payload offset off (len bytes at p). */
-static nb_status drop_show(nb_reader *r, const nb_record *rec, int slot, uint64_t off, size_t len)
-{
-    const unsigned char *p = r->ring + (size_t)slot * r->ring_slot;
-    r->piece = p, r->piece_off = off, r->piece_len = len, r->piece_slot = slot;
-    nb_status st = r->hook(r->hook_ctx, rec, off + len);
-    r->piece = NULL;
-    return st;
-}
-
-typedef struct drop_ahead {
-    nb_reader *r;
-    uint64_t plen;
-    uint64_t filled, released; /* pieces read; pieces the hook is done with */
-    uint64_t off[DROP_SLOTS];
-    size_t len[DROP_SLOTS];
-    uint32_t crc;
-    int ioerr, done, stop;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-} drop_ahead;
-
-static void *drop_ahead_main(void *arg)
-{
-    drop_ahead *da = arg;
-    nb_reader *r = da->r;
-    uint64_t off = 0, i = 0;
-    uint32_t crc = da->crc;
-    while (off < da->plen) {
-        pthread_mutex_lock(&da->mu);
-        while (da->filled - da->released >= DROP_SLOTS && !da->stop) pthread_cond_wait(&da->cv, &da->mu);
-        int stop = da->stop;
-        pthread_mutex_unlock(&da->mu);
-        if (stop) break;
-        size_t want = drop_piece_len(r, off, da->plen);
-        int ioerr = 0;
-        unsigned char *slot = r->ring + (size_t)(i % DROP_SLOTS) * r->ring_slot;
-        size_t got = read_bytes(r, slot, want, &ioerr);
-        crc = crc_update(crc, slot, got);
-        if (r->worker && got == want && !ioerr) r->worker(r->worker_ctx, (int)(i % DROP_SLOTS), slot, off, got);
-        pthread_mutex_lock(&da->mu);
-        da->off[i % DROP_SLOTS] = off, da->len[i % DROP_SLOTS] = got;
-        da->filled = ++i, da->crc = crc, da->ioerr = ioerr;
-        int end = got < want || ioerr;
-        pthread_cond_broadcast(&da->cv);
-        pthread_mutex_unlock(&da->mu);
-        if (end) break;
-        off += got;
-    }
-    pthread_mutex_lock(&da->mu);
-    da->done = 1;
-    pthread_cond_broadcast(&da->cv);
-    pthread_mutex_unlock(&da->mu);
-    return NULL;
-}
-
 static int threads_allowed(void);
 
-/* The payload (plen bytes) through the ring; *have: the bytes that came. */
+/* A payload that is not kept (plen bytes) through the ring; *have: the bytes that came. */
 static nb_status read_payload_dropped(nb_reader *r, const nb_record *rec, uint64_t plen, uint32_t *crc,
                                       uint64_t *have, int *ioerr_out)
 {
-    const size_t mib = (size_t)1 << 20;
     size_t slot = nb_reader_piece_max(r);
     if (r->ring_slot < slot) {
         free(r->ring);
@@ -606,59 +575,25 @@ static nb_status read_payload_dropped(nb_reader *r, const nb_record *rec, uint64
     }
     *have = 0;
     *ioerr_out = 0;
-    drop_ahead da;
-    memset(&da, 0, sizeof da);
-    da.r = r, da.plen = plen, da.crc = *crc;
-    pthread_t th;
-    int ahead = r->fp && plen >= 4 * (uint64_t)mib && threads_allowed() && !pthread_mutex_init(&da.mu, NULL);
-    if (ahead && pthread_cond_init(&da.cv, NULL)) {
-        pthread_mutex_destroy(&da.mu);
-        ahead = 0;
+    int ahead = 0;
+    if (r->fp && plen >= (uint64_t)4 << 20 && threads_allowed()) {
+        nb_status st = read_payload_ahead(r, rec, NULL, plen, crc, have, ioerr_out, &ahead);
+        if (ahead || st) return st;
     }
-    if (ahead && pthread_create(&th, NULL, drop_ahead_main, &da)) {
-        pthread_cond_destroy(&da.cv);
-        pthread_mutex_destroy(&da.mu);
-        ahead = 0;
-    }
+    /* one thread: read a piece, then show it */
     nb_status st = NB_OK;
-    if (!ahead) {
-        /* one thread: read a piece, then show it */
-        while (*have < plen && !st) {
-            size_t want = drop_piece_len(r, *have, plen);
-            size_t got = read_bytes(r, r->ring, want, ioerr_out);
-            *crc = crc_update(*crc, r->ring, got);
-            if (got < want || *ioerr_out) {
-                *have += got;
-                break;
-            }
-            if (r->worker) r->worker(r->worker_ctx, 0, r->ring, *have, got);
-            st = drop_show(r, rec, 0, *have, got);
+    while (*have < plen && !st) {
+        size_t want = piece_len(r, 1, *have, plen);
+        size_t got = read_bytes(r, r->ring, want, ioerr_out);
+        *crc = crc_update(*crc, r->ring, got);
+        if (got < want || *ioerr_out) {
             *have += got;
+            break;
         }
-        return st;
+        if (r->worker) r->worker(r->worker_ctx, 0, r->ring, *have, got);
+        st = drop_show(r, rec, 0, *have, got);
+        *have += got;
     }
-    /* the reading (and CRC) on a second thread, DROP_SLOTS pieces ahead at most */
-    for (uint64_t i = 0;; i++) {
-        pthread_mutex_lock(&da.mu);
-        while (da.filled == i && !da.done) pthread_cond_wait(&da.cv, &da.mu);
-        int more = da.filled > i;
-        uint64_t off = da.off[i % DROP_SLOTS];
-        size_t len = da.len[i % DROP_SLOTS];
-        pthread_mutex_unlock(&da.mu);
-        if (!more) break;
-        if (!st && len == drop_piece_len(r, off, plen))
-            st = drop_show(r, rec, (int)(i % DROP_SLOTS), off, len);
-        pthread_mutex_lock(&da.mu);
-        da.released = i + 1;
-        if (st) da.stop = 1;
-        pthread_cond_broadcast(&da.cv);
-        pthread_mutex_unlock(&da.mu);
-        *have = off + len;
-    }
-    pthread_join(th, NULL);
-    *crc = da.crc, *ioerr_out = da.ioerr;
-    pthread_cond_destroy(&da.cv);
-    pthread_mutex_destroy(&da.mu);
     return st;
 }
 
@@ -916,7 +851,7 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
         int ahead = 0;
         if (r->hook && r->fp && plen >= 4 * (uint64_t)piece && rec->payload_cap == plen && threads_allowed()) {
             int ioerr2 = 0;
-            nb_status st = read_payload_ahead(r, rec, plen, &crc, &have, &ioerr2, &ahead);
+            nb_status st = read_payload_ahead(r, rec, rec->payload, plen, &crc, &have, &ioerr2, &ahead);
             if (st) return st;
             if (ioerr2) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr2));
         }

@@ -142,6 +142,14 @@ nb_status nb_alloc_large(void **out, size_t count, size_t size, const char *what
     return NB_OK;
 }
 
+int nb_simd_limit(void)
+{
+    const char *v = getenv("NB_SIMD");
+    if (v && !strcmp(v, "generic")) return 0;
+    if (v && !strcmp(v, "avx2")) return 1;
+    return 2;
+}
+
 void *nb_malloc_large(size_t size)
 {
     const size_t huge = (size_t)2 << 20;

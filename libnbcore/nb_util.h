@@ -34,6 +34,10 @@ nb_status nb_calloc(void **out, size_t count, size_t size, const char *what);
  * huge pages, so that first touching 64 MiB costs 32 page faults instead of
  * 16384.  Free with free(); realloc() works on it. */
 void *nb_malloc_large(size_t size);
+/* The widest SIMD the environment allows: NB_SIMD=generic 0, NB_SIMD=avx2 1,
+ * otherwise 2 (whatever the CPU has).  The fast kernel and the CRC-32 follow
+ * it, so that tests can run the narrower paths on a wider CPU. */
+int nb_simd_limit(void);
 /* nb_malloc_large with nb_calloc's checks and message; the memory is NOT
  * cleared (the caller writes every element, on the threads that use it). */
 nb_status nb_alloc_large(void **out, size_t count, size_t size, const char *what);

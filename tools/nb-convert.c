@@ -528,6 +528,7 @@ typedef struct live_image {
     nb_reader *r;
     int started, off;      /* for the current IMAGE record: looked at; nothing to do */
     int dropped;           /* every output is live: the payload is not kept (nb_reader_drop_payload) */
+    int smv;               /* an SMV int output is among them */
     int width, height, rows_done;
     size_t pix_off;        /* the pixels' offset in the payload */
     nb_roi roi;
@@ -550,7 +551,7 @@ static void live_abort(live_image *L)
         if (L->outs[i].smv) nb_smv_writer_abort(L->outs[i].smv);
     }
     L->nouts = 0;
-    L->started = L->off = L->dropped = L->convert_ahead = 0;
+    L->started = L->off = L->dropped = L->smv = L->convert_ahead = 0;
 }
 
 static void live_convert_piece(void *ctx, int slot, const unsigned char *p, uint64_t off, size_t len);
@@ -612,9 +613,8 @@ static nb_status live_start(live_image *L, const nb_record *rec)
         free(target);
         if (!st) L->nouts++;
     }
-    if (!st && L->nouts && !L->ints)
-        st = nb_alloc_large((void **)&L->ints, (size_t)LIVE_ROWS_MAX * (size_t)fp, sizeof *L->ints, "int rows");
     if (!st && L->nouts) L->off = 0;
+    for (int i = 0; i < L->nouts; i++) L->smv |= L->outs[i].smv != NULL;
     /* every output live and nothing else wanting the image: it need not be
      * kept (nor its 64 MiB allocated and zeroed for a 4096^2 detector) */
     if (!st && L->nouts && L->nouts == nreq && !o->tee) {
@@ -623,9 +623,7 @@ static nb_status live_start(live_image *L, const nb_record *rec)
     }
     /* and the int values made where the pieces are read: reading, checksum
      * and conversion on one thread, the two files' writing on the other */
-    int smv = 0;
-    for (int i = 0; i < L->nouts; i++) smv |= L->outs[i].smv != NULL;
-    if (!st && L->dropped && smv) {
+    if (!st && L->dropped && L->smv) {
         size_t cap = nb_reader_piece_max(L->r) / sizeof(float);
         for (int k = 0; k < NB_READER_SLOTS && !st; k++)
             if (L->slot_cap < cap) {
@@ -636,6 +634,19 @@ static nb_status live_start(live_image *L, const nb_record *rec)
         if (!st) L->slot_cap = cap;
         if (!st) st = nb_reader_set_piece_worker(L->r, live_convert_piece, L);
         L->convert_ahead = !st;
+    } else if (!st && L->smv && !L->ints) {
+        st = nb_alloc_large((void **)&L->ints, (size_t)LIVE_ROWS_MAX * (size_t)fp, sizeof *L->ints, "int rows");
+    }
+    return st;
+}
+
+/* n pixels of rows (and their int values) into every live output. */
+static nb_status live_put(live_image *L, const float *rows, const uint16_t *ints, size_t n)
+{
+    nb_status st = NB_OK;
+    for (int i = 0; i < L->nouts && !st; i++) {
+        if (L->outs[i].bin) st = nb_rawfloat_writer_put(L->outs[i].bin, rows, n);
+        if (L->outs[i].smv) st = nb_smv_writer_put_u16(L->outs[i].smv, ints, n);
     }
     return st;
 }
@@ -645,20 +656,16 @@ static nb_status live_write_rows(live_image *L, const float *rows, int y0, int n
 {
     const size_t w = (size_t)L->width;
     nb_status st = NB_OK;
-    int smv = 0;
-    for (int i = 0; i < L->nouts; i++) smv |= L->outs[i].smv != NULL;
     for (int done = 0; done < ny && !st;) {
         int k = ny - done < LIVE_ROWS_MAX ? ny - done : LIVE_ROWS_MAX;
         const float *piece = rows + (size_t)done * w;
         size_t n = (size_t)k * w, bad;
         /* the int rows, when an SMV wants them, come with the finite check */
-        if (smv) bad = nb_int16_image_rows_checked(piece, L->width, y0 + done, k, L->roi, L->int_scale, L->adc, L->ints);
+        if (L->smv)
+            bad = nb_int16_image_rows_checked(piece, L->width, y0 + done, k, L->roi, L->int_scale, L->adc, L->ints);
         else bad = nb_first_nonfinite(piece, n);
         if (bad < n) return nonfinite_error((size_t)(y0 + done) * w + bad, w);
-        for (int i = 0; i < L->nouts && !st; i++) {
-            if (L->outs[i].bin) st = nb_rawfloat_writer_put(L->outs[i].bin, piece, n);
-            if (L->outs[i].smv) st = nb_smv_writer_put_u16(L->outs[i].smv, L->ints, n);
-        }
+        st = live_put(L, piece, L->ints, n);
         done += k;
     }
     L->rows_done = y0 + ny;
@@ -722,13 +729,8 @@ static nb_status live_piece(live_image *L)
     const size_t w = (size_t)L->width, n = (size_t)ny * w, bad = L->slot_bad[slot];
     if (bad == SIZE_MAX) return nb_error_set(NB_ERR_DATA, "internal error: rows %d to %d were not converted", y0, y0 + ny - 1);
     if (bad < n) return nonfinite_error((size_t)y0 * w + bad, w);
-    nb_status st = NB_OK;
-    for (int i = 0; i < L->nouts && !st; i++) {
-        if (L->outs[i].bin) st = nb_rawfloat_writer_put(L->outs[i].bin, rows, n);
-        if (L->outs[i].smv) st = nb_smv_writer_put_u16(L->outs[i].smv, L->slot_ints[slot], n);
-    }
     L->rows_done = y0 + ny;
-    return st;
+    return live_put(L, rows, L->slot_ints[slot], n);
 }
 
 /* nb_payload_hook: start the live files at an IMAGE record's first piece */

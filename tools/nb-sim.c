@@ -168,14 +168,12 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
         nb_record img;
         uint32_t pixels_crc;
         st = render(plan, hkl, o, f, &img, &pixels_crc);
-        /* the pixels are the whole payload, in this machine's byte order: when
-         * that is the stream's (little endian), their CRC, taken row by row
-         * as they were rendered, is the payload's */
+        /* the pixels are the whole payload: their CRC, taken row by row as
+         * they were rendered, is the payload's */
         const void *px = NULL;
         int crc_is_payloads = !st && !nb_record_get_array(&img, "pixels", NB_F32, &px, NULL) &&
                               px == (const void *)img.payload &&
-                              img.payload_len == (uint64_t)plan->fpixels * plan->spixels * sizeof(float) &&
-                              __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+                              img.payload_len == (uint64_t)plan->fpixels * plan->spixels * sizeof(float);
         if (!st) st = nb_writer_put_consume(w, &img, crc_is_payloads ? &pixels_crc : NULL);
         nb_record_free(&img);
     }

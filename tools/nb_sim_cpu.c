@@ -164,18 +164,14 @@ nb_status nb_render_cpu_double(const nb_kparams *kp, float *image, nb_render_res
 
 const char *nb_fast_variant(void)
 {
-    const char *force = getenv("NB_SIMD");
 #if defined(__x86_64__) && defined(NB_HAVE_X86_VARIANTS)
     __builtin_cpu_init();
     int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (force && !strcmp(force, "generic")) return "generic";
-    if (force && !strcmp(force, "avx2") && avx2) return "avx2";
-    if (avx512) return "avx512";
-    if (avx2) return "avx2";
-#else
-    (void)force;
+    int limit = nb_simd_limit();
+    if (avx512 && limit >= 2) return "avx512";
+    if (avx2 && limit >= 1) return "avx2";
 #endif
     return "generic";
 }
