@@ -152,7 +152,7 @@ int nb_simd_limit(void)
 
 void *nb_malloc_large(size_t size)
 {
-    const size_t huge = (size_t)2 << 20;
+    const size_t huge = NB_HUGE_PAGE;
     if (size < 2 * huge) return malloc(size ? size : 1);
     size_t rounded = (size + huge - 1) / huge * huge;
     void *p = NULL;
@@ -161,6 +161,23 @@ void *nb_malloc_large(size_t size)
     madvise(p, rounded, MADV_HUGEPAGE); /* a hint: failure is harmless */
 #endif
     return p;
+}
+
+void nb_fault_rows_ahead(void *image, size_t row_bytes, int rows, int row)
+{
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+    if (row_bytes == 0) return;
+    const size_t block = row_bytes < NB_HUGE_PAGE ? NB_HUGE_PAGE / row_bytes : 1; /* rows */
+    if (row % block) return;
+    /* the first row's thread faults in its own block too */
+    size_t first = row == 0 ? 0 : (size_t)row + block, last = (size_t)row + 2 * block;
+    if (last > (size_t)rows) last = (size_t)rows;
+    if (first >= last) return;
+    const uintptr_t page = 4096, start = (uintptr_t)image + first * row_bytes, end = (uintptr_t)image + last * row_bytes;
+    uintptr_t a = (start + page - 1) & ~(page - 1), b = end & ~(page - 1);
+    if (b > a) (void)madvise((void *)a, b - a, MADV_POPULATE_WRITE); /* a hint: failure is harmless */
 }
 
 char *nb_xstrdup(const char *s)

@@ -550,6 +550,61 @@ static void test_lookup(void)
     nb_hkl_free(&h);
 }
 
+/* F values read back bit for bit as strtod reads them: the reader's fast
+ * decimal path and its strtod fallback (exponents, long mantissas, hex) */
+static void test_text_numbers(void)
+{
+    static const char *fixed[] = {"0", "-0", "+5", "1.", ".5", "-.25", "0.1", "0.3", "2.675", "123.456789",
+                                  "9007199254740992", "9007199254740993", "0.9007199254740993",
+                                  "1234567890123456789", "12345678901234567890", "0.0000000000000000000001",
+                                  "0.00000000000000000000001", "1e2", "1E-3", "-2.5e+1", "0x1p4", "100000",
+                                  "3.14159265358979323846", "000012.5000", "1.7976931348623157e308"};
+    enum { NRANDOM = 3000 };
+    const int n = (int)(sizeof fixed / sizeof fixed[0]) + NRANDOM;
+    char (*vals)[64] = calloc((size_t)n, sizeof *vals);
+    size_t cap = (size_t)n * 64, len = 0;
+    char *text = malloc(cap);
+    if (!vals || !text) {
+        ok(0, "memory for the number test");
+        free(vals), free(text);
+        return;
+    }
+    unsigned long long x = 88172645463325252ULL; /* xorshift: the same numbers every run */
+    for (int i = 0; i < n; i++) {
+        if (i < (int)(sizeof fixed / sizeof fixed[0])) {
+            snprintf(vals[i], sizeof vals[i], "%s", fixed[i]);
+        } else {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            int intdigits = (int)(x % 9), fracdigits = (int)((x >> 8) % 15);
+            unsigned long long a = (x >> 16) % 1000000000ULL, b = (x >> 20) % 1000000000000000ULL;
+            char ip[16], fp[24];
+            snprintf(ip, sizeof ip, "%0*llu", intdigits, intdigits ? a % (unsigned long long)pow(10, intdigits) : 0);
+            snprintf(fp, sizeof fp, "%015llu", b);
+            fp[fracdigits] = '\0';
+            snprintf(vals[i], sizeof vals[i], "%s%s%s%s", (x >> 60) & 1 ? "-" : "", intdigits ? ip : "",
+                     fracdigits || !intdigits ? "." : "", fracdigits || !intdigits ? (fracdigits ? fp : "5") : "");
+        }
+        /* one reflection per value, h = i */
+        len += (size_t)snprintf(text + len, cap - len, "%d 0 0 %s\n", i, vals[i]);
+    }
+    const char *path = write_text("numbers.hkl", text);
+    nb_hkl h;
+    nb_status st = nb_hkl_read_text(path, 0.0, &h);
+    ok(st == NB_OK, "%d numbers read: %s", n, st ? nb_error_message() : "ok");
+    int mismatches = 0, first_bad = -1;
+    for (int i = 0; !st && i < n; i++) {
+        double want = strtod(vals[i], NULL), got = F_at(&h, i, 0, 0);
+        if (memcmp(&want, &got, sizeof want) != 0) {
+            if (first_bad < 0) first_bad = i;
+            mismatches++;
+        }
+    }
+    ok(!st && mismatches == 0, "every F bit for bit as strtod reads it (%d differ; first '%s')", mismatches,
+       first_bad >= 0 ? vals[first_bad] : "-");
+    nb_hkl_free(&h);
+    free(vals), free(text);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/nb-test-hkl-XXXXXX");
@@ -560,6 +615,7 @@ int main(void)
     nb_set_tool_name("test_hkl");
     nb_set_verbosity(-1);
     test_text();
+    test_text_numbers();
     test_fdump();
     test_record();
     test_lookup();

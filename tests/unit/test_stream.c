@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -1155,6 +1156,54 @@ static void test_crc32(void)
     free(buf);
 }
 
+/* pages of [p, p + len) resident in memory */
+static size_t resident_pages(const void *p, size_t len)
+{
+    unsigned char vec[4096];
+    size_t n = len / 4096, count = 0;
+    if (n > sizeof vec || mincore((void *)p, len, vec) != 0) return (size_t)-1;
+    for (size_t i = 0; i < n; i++) count += vec[i] & 1;
+    return count;
+}
+
+/* nb_fault_rows_ahead: the thread starting a huge page's worth of rows
+ * faults in the next block, and the first row's thread its own as well */
+static void test_fault_rows_ahead(void)
+{
+    const size_t row_bytes = 16384, block = (2u << 20) / row_bytes, rows = 4 * block, bytes = rows * row_bytes;
+    const size_t block_pages = block * row_bytes / 4096;
+    /* fresh pages of its own (a heap, or a sanitizer's, may hand back used
+     * ones), laid out as nb_malloc_large lays out an image */
+    const size_t huge = 2u << 20, map_len = bytes + huge;
+    unsigned char *map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ok(map != MAP_FAILED, "fault ahead: an image-sized mapping");
+    if (map == MAP_FAILED) return;
+    unsigned char *img = (unsigned char *)(((uintptr_t)map + huge - 1) & ~(uintptr_t)(huge - 1));
+    (void)madvise(img, bytes, MADV_HUGEPAGE);
+    if (madvise(img, 4096, 23 /* MADV_POPULATE_WRITE */) != 0 || resident_pages(img, bytes) == (size_t)-1) {
+        skip("the kernel has no MADV_POPULATE_WRITE or mincore", "nb_fault_rows_ahead");
+        munmap(map, map_len);
+        return;
+    }
+    img[3 * block * row_bytes + 5] = 42; /* block 3 touched, by its own thread */
+    nb_fault_rows_ahead(img, row_bytes, (int)rows, 1);
+    ok(resident_pages(img + 1 * block * row_bytes, block * row_bytes) == 0 &&
+           resident_pages(img + 2 * block * row_bytes, block * row_bytes) == 0,
+       "fault ahead: a row inside a block faults nothing in");
+    nb_fault_rows_ahead(img, row_bytes, (int)rows, 0);
+    ok(resident_pages(img, 2 * block * row_bytes) == 2 * block_pages, "fault ahead: row 0 faults in blocks 0 and 1");
+    ok(resident_pages(img + 2 * block * row_bytes, block * row_bytes) == 0, "fault ahead: block 2 not yet");
+    nb_fault_rows_ahead(img, row_bytes, (int)rows, (int)block);
+    ok(resident_pages(img + 2 * block * row_bytes, block * row_bytes) == block_pages,
+       "fault ahead: the start of block 1 faults in block 2");
+    ok(img[2 * block * row_bytes] == 0 && img[bytes - 1] == 0, "fault ahead: fresh pages read as zeros");
+    nb_fault_rows_ahead(img, row_bytes, (int)rows, (int)(2 * block));
+    ok(img[3 * block * row_bytes + 5] == 42, "fault ahead: pages already written keep what they hold");
+    nb_fault_rows_ahead(img, row_bytes, (int)rows, (int)(3 * block)); /* the last block: nothing past the end */
+    ok(resident_pages(img, bytes) == 4 * block_pages, "fault ahead: the whole image resident");
+    munmap(map, map_len);
+}
+
 int main(void)
 {
     make_tmpdir();
@@ -1164,6 +1213,7 @@ int main(void)
     test_writer_file();
     test_put_consume();
     test_drop_payload();
+    test_fault_rows_ahead();
     test_segments_and_errors();
     test_unknown_passthrough_mem();
     test_truncation_sweep();
