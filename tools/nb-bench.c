@@ -31,9 +31,10 @@ static const nb_tool_info tool = {
     "and, with --ref PATH, through\n"
     "  PATH -nonoise -nopgm -floatfile float.bin -intfile int.img FLAGS\n"
     "each run in a fresh temporary directory with OMP_NUM_THREADS=T, interleaved: ours, ref,\n"
-    "ref -roi 0 0 0 0, then the next repetition.  For each configuration and thread count it\n"
-    "reports the median, minimum and maximum wall time of the whole process (first fork to\n"
-    "last exit), the render time, the throughput (pixels / median render time), the peak\n"
+    "ref -roi 0 0 0 0 at each thread count in turn, then the next repetition.  For each\n"
+    "configuration and thread count it reports the median, minimum and maximum wall time of\n"
+    "the whole process (first fork to last exit), the render time, the throughput (pixels /\n"
+    "median render time), the peak\n"
     "memory (largest max RSS of any stage, over the repetitions) and the ratios ref/ours;\n"
     "with several thread counts, the thread scaling too (median at the fewest / median at more).\n"
     "Our render time is nb-sim's own measurement (RENDER_SECONDS in its IMAGE record).  The\n"
@@ -598,44 +599,54 @@ static int largest_stage(const long rss[4])
     return k;
 }
 
-static nb_status bench_one(bench_ctx *c, const bench_config *cfg, int threads, result *res)
+/* One configuration at every thread count: each repetition runs the thread
+ * counts in turn (ours, ref, ref set-up at each), so that the thread scaling,
+ * like the ratios, compares runs made at the same time. */
+static nb_status bench_config_runs(bench_ctx *c, const bench_config *cfg, result *res)
 {
     const bench_opts *o = c->o;
-    int n = o->reps;
-    double *v = calloc((size_t)4 * n, sizeof *v);
+    const int n = o->reps, nt = o->nthreads;
+    double *v = calloc((size_t)4 * n * nt, sizeof *v);
     if (!v) return nb_error_set(NB_ERR_NOMEM, "out of memory");
-    double *ow = v, *orr = v + n, *rw = v + 2 * n, *rs = v + 3 * n;
     nb_status st = NB_OK;
-    memset(res, 0, sizeof *res);
-    res->cfg = cfg;
-    res->threads = threads;
-    res->have_ref = o->ref != NULL;
-    set_threads_env(c, threads);
-    for (int rep = 0; rep < n && !st; rep++) {
-        nb_info("%s, %d thread%s, repetition %d/%d", cfg->name, threads, threads == 1 ? "" : "s", rep + 1, n);
-        ours_run r;
-        memset(&r, 0, sizeof r);
-        if ((st = run_ours(c, cfg, threads, &r))) break;
-        ow[rep] = r.whole, orr[rep] = r.render;
-        res->pixels = r.pixels;
-        snprintf(res->kernel, sizeof res->kernel, "%s", r.kernel);
-        for (int k = 0; k < 4; k++)
-            if (r.rss[k] > res->ours_rss[k]) res->ours_rss[k] = r.rss[k];
-        nb_info("  ours %.3f s (render %.3f s)", r.whole, r.render);
-        if (!o->ref) continue;
-        long rss = 0, roi_rss = 0;
-        if ((st = run_ref(c, cfg, 0, &rw[rep], &rss)) || (st = run_ref(c, cfg, 1, &rs[rep], &roi_rss))) break;
-        if (rss > res->ref_rss) res->ref_rss = rss;
-        nb_info("  ref %.3f s, with -roi 0 0 0 0 %.3f s", rw[rep], rs[rep]);
+    for (int t = 0; t < nt; t++) {
+        memset(&res[t], 0, sizeof res[t]);
+        res[t].cfg = cfg;
+        res[t].threads = o->threads[t];
+        res[t].have_ref = o->ref != NULL;
     }
-    if (!st) {
-        res->ours_whole = summarize(ow, n);
-        res->ours_render = summarize(orr, n);
+    for (int rep = 0; rep < n && !st; rep++)
+        for (int t = 0; t < nt && !st; t++) {
+            const int threads = o->threads[t];
+            double *ow = v + (size_t)4 * n * t, *orr = ow + n, *rw = ow + 2 * n, *rs = ow + 3 * n;
+            result *r = &res[t];
+            nb_info("%s, %d thread%s, repetition %d/%d", cfg->name, threads, threads == 1 ? "" : "s", rep + 1, n);
+            set_threads_env(c, threads);
+            ours_run run;
+            memset(&run, 0, sizeof run);
+            if ((st = run_ours(c, cfg, threads, &run))) break;
+            ow[rep] = run.whole, orr[rep] = run.render;
+            r->pixels = run.pixels;
+            snprintf(r->kernel, sizeof r->kernel, "%s", run.kernel);
+            for (int k = 0; k < 4; k++)
+                if (run.rss[k] > r->ours_rss[k]) r->ours_rss[k] = run.rss[k];
+            nb_info("  ours %.3f s (render %.3f s)", run.whole, run.render);
+            if (!o->ref) continue;
+            long rss = 0, roi_rss = 0;
+            if ((st = run_ref(c, cfg, 0, &rw[rep], &rss)) || (st = run_ref(c, cfg, 1, &rs[rep], &roi_rss))) break;
+            if (rss > r->ref_rss) r->ref_rss = rss;
+            nb_info("  ref %.3f s, with -roi 0 0 0 0 %.3f s", rw[rep], rs[rep]);
+        }
+    for (int t = 0; t < nt && !st; t++) {
+        double *ow = v + (size_t)4 * n * t, *orr = ow + n, *rw = ow + 2 * n, *rs = ow + 3 * n;
+        result *r = &res[t];
+        r->ours_whole = summarize(ow, n);
+        r->ours_render = summarize(orr, n);
         if (o->ref) {
-            res->ref_whole = summarize(rw, n);
-            res->ref_setup = summarize(rs, n);
-            double est = res->ref_whole.median - res->ref_setup.median;
-            res->ref_render = est > 0 ? est : NAN;
+            r->ref_whole = summarize(rw, n);
+            r->ref_setup = summarize(rs, n);
+            double est = r->ref_whole.median - r->ref_setup.median;
+            r->ref_render = est > 0 ? est : NAN;
         }
     }
     free(v);
@@ -720,7 +731,8 @@ static void print_table(FILE *fp, const bench_ctx *c, const result *r, int n)
 {
     const bench_opts *o = c->o;
     fprintf(fp, "nb-bench %s: %d repetition%s of each run%s.\n", NB_VERSION, o->reps, o->reps == 1 ? "" : "s",
-            o->ref ? ", interleaved: ours, ref, ref -roi 0 0 0 0" : "");
+            o->ref ? ", interleaved: ours, ref, ref -roi 0 0 0 0 at each thread count"
+            : o->nthreads > 1 ? ", interleaved: each thread count in turn" : "");
     fprintf(fp, "Times in ms, median (min-max); whole = first fork to last exit.  Mpx/s = detector pixels /\n"
                 "median render time.  Peak MiB = largest max RSS of any stage over the repetitions.\n");
     if (o->ref)
@@ -798,7 +810,8 @@ static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, con
     if (o->ref) json_str(fp, o->ref);
     else fputs("null", fp);
     fputs(",\n  \"method\": {\n"
-          "    \"order\": \"per repetition: ours, then ref, then ref with -roi 0 0 0 0 (interleaved)\",\n"
+          "    \"order\": \"per repetition, at each thread count in turn: ours, then ref, then ref with -roi 0 0 0 "
+          "0 (interleaved)\",\n"
           "    \"whole\": \"wall time from the first fork to the last exit, each run in a fresh temporary "
           "directory\",\n"
           "    \"ours\": \"nb-geom FLAGS | nb-hkl | nb-sim --threads T -v | nb-convert -o float.bin -o "
@@ -982,11 +995,10 @@ int main(int argc, char **argv)
     int nres = o.nconfigs * o.nthreads, done = 0;
     result *res = calloc((size_t)nres, sizeof *res);
     if (!st && !res) st = nb_error_set(NB_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < o.nconfigs && !st; i++)
-        for (int t = 0; t < o.nthreads && !st; t++) {
-            result *r = &res[done];
-            if ((st = bench_one(&c, &configs[o.configs[i]], o.threads[t], r))) break;
-            done++;
+    for (int i = 0; i < o.nconfigs && !st; i++) {
+        if ((st = bench_config_runs(&c, &configs[o.configs[i]], &res[done]))) break;
+        for (int t = 0; t < o.nthreads; t++) {
+            const result *r = &res[done++];
             if (nb_verbosity() >= 0) {
                 fprintf(stderr, "%s: %s, %d thread%s: ours %.1f ms (render %.1f ms)", tool.name, r->cfg->name,
                         r->threads, r->threads == 1 ? "" : "s", 1e3 * r->ours_whole.median,
@@ -995,6 +1007,7 @@ int main(int argc, char **argv)
                 fputc('\n', stderr);
             }
         }
+    }
     if (have_topdir) rmdir(c.topdir);
 
     if (!st) {

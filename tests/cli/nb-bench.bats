@@ -121,6 +121,19 @@ for k in ("render", "whole"):
 EOF
 }
 
+@test "nb-bench: each repetition runs every thread count in turn (interleaved)" {
+    run_nb nb-bench --config seed-256,seed-512 --reps 2 --threads 1,2 -v -o table.txt
+    expect_status 0
+    order=$(printf "%s\n" "$output" | grep -o "^seed-[0-9]*, [0-9] threads*, repetition [0-9]/2" | tr '\n' ';')
+    want="seed-256, 1 thread, repetition 1/2;seed-256, 2 threads, repetition 1/2;"
+    want+="seed-256, 1 thread, repetition 2/2;seed-256, 2 threads, repetition 2/2;"
+    want+="seed-512, 1 thread, repetition 1/2;seed-512, 2 threads, repetition 1/2;"
+    want+="seed-512, 1 thread, repetition 2/2;seed-512, 2 threads, repetition 2/2;"
+    [ "$order" = "$want" ] || { echo "order: $order"; false; }
+    grep -q "interleaved: each thread count in turn" table.txt
+    [ "$(grep -c "^seed-" table.txt)" -ge 4 ]
+}
+
 @test "nb-bench: -o writes the table to a file" {
     run_nb nb-bench --config seed-256 --reps 1 -q -o table.txt
     expect_status 0
