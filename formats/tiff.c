@@ -16,6 +16,7 @@
 #ifndef NB_HAVE_TIFF
 
 int nb_tiff_available(void) { return 0; }
+nb_status nb_tiff_load(void) { return nb_error_set(NB_ERR_UNSUPPORTED, "this build has no libtiff"); }
 
 static nb_status no_tiff(const char *path)
 {
@@ -45,9 +46,92 @@ nb_status nb_tiff_write_u32(const char *path, const int32_t *counts, const nb_im
 
 #else /* NB_HAVE_TIFF */
 
+#include <dlfcn.h>
 #include <tiffio.h>
 
-int nb_tiff_available(void) { return 1; }
+#ifndef NB_TIFF_SONAME
+#define NB_TIFF_SONAME "libtiff.so.6"
+#endif
+
+/* ---- libtiff, loaded on first use ------------------------------------------- */
+
+/* libtiff is opened when a TIFF is first written, not at start-up: its
+ * dependencies cost every nb-convert about 2 ms of CPU to load, in a pipe
+ * where nb-sim is rendering on the same cores, and most runs write no TIFF.
+ * The functions used are called through these pointers (the macros below). */
+static struct {
+    int state; /* 0 not tried, 1 loaded, -1 failed */
+    char why[256];
+    __typeof__(TIFFSetField) *SetField;
+    __typeof__(TIFFWriteScanline) *WriteScanline;
+    __typeof__(TIFFWriteDirectory) *WriteDirectory;
+    __typeof__(TIFFClose) *Close;
+#if TIFFLIB_VERSION >= 20221213
+    __typeof__(TIFFOpenOptionsAlloc) *OpenOptionsAlloc;
+    __typeof__(TIFFOpenOptionsFree) *OpenOptionsFree;
+    __typeof__(TIFFOpenOptionsSetErrorHandlerExtR) *OpenOptionsSetErrorHandlerExtR;
+    __typeof__(TIFFOpenOptionsSetWarningHandlerExtR) *OpenOptionsSetWarningHandlerExtR;
+    __typeof__(TIFFClientOpenExt) *ClientOpenExt;
+#else
+    __typeof__(TIFFSetErrorHandler) *SetErrorHandler;
+    __typeof__(TIFFSetWarningHandler) *SetWarningHandler;
+    __typeof__(TIFFClientOpen) *ClientOpen;
+#endif
+} libtiff;
+
+nb_status nb_tiff_load(void)
+{
+    if (libtiff.state == 0) {
+        libtiff.state = -1;
+        void *h = dlopen(NB_TIFF_SONAME, RTLD_NOW | RTLD_LOCAL);
+        const char *missing = NULL;
+#define NB_TIFF_SYM(field, name)                                                   \
+    if (h && !missing && !(libtiff.field = (__typeof__(libtiff.field))dlsym(h, name))) \
+        missing = name;
+        NB_TIFF_SYM(SetField, "TIFFSetField")
+        NB_TIFF_SYM(WriteScanline, "TIFFWriteScanline")
+        NB_TIFF_SYM(WriteDirectory, "TIFFWriteDirectory")
+        NB_TIFF_SYM(Close, "TIFFClose")
+#if TIFFLIB_VERSION >= 20221213
+        NB_TIFF_SYM(OpenOptionsAlloc, "TIFFOpenOptionsAlloc")
+        NB_TIFF_SYM(OpenOptionsFree, "TIFFOpenOptionsFree")
+        NB_TIFF_SYM(OpenOptionsSetErrorHandlerExtR, "TIFFOpenOptionsSetErrorHandlerExtR")
+        NB_TIFF_SYM(OpenOptionsSetWarningHandlerExtR, "TIFFOpenOptionsSetWarningHandlerExtR")
+        NB_TIFF_SYM(ClientOpenExt, "TIFFClientOpenExt")
+#else
+        NB_TIFF_SYM(SetErrorHandler, "TIFFSetErrorHandler")
+        NB_TIFF_SYM(SetWarningHandler, "TIFFSetWarningHandler")
+        NB_TIFF_SYM(ClientOpen, "TIFFClientOpen")
+#endif
+#undef NB_TIFF_SYM
+        if (!h) {
+            const char *e = dlerror();
+            snprintf(libtiff.why, sizeof libtiff.why, "%s", e ? e : NB_TIFF_SONAME ": cannot be loaded");
+        } else if (missing) {
+            snprintf(libtiff.why, sizeof libtiff.why, "%s has no %s", NB_TIFF_SONAME, missing);
+            dlclose(h);
+        } else {
+            libtiff.state = 1;
+        }
+    }
+    if (libtiff.state < 0) return nb_error_set(NB_ERR_UNSUPPORTED, "cannot load libtiff: %s", libtiff.why);
+    return NB_OK;
+}
+
+int nb_tiff_available(void) { return nb_tiff_load() == NB_OK; }
+
+#define TIFFSetField libtiff.SetField
+#define TIFFWriteScanline libtiff.WriteScanline
+#define TIFFWriteDirectory libtiff.WriteDirectory
+#define TIFFClose libtiff.Close
+#define TIFFOpenOptionsAlloc libtiff.OpenOptionsAlloc
+#define TIFFOpenOptionsFree libtiff.OpenOptionsFree
+#define TIFFOpenOptionsSetErrorHandlerExtR libtiff.OpenOptionsSetErrorHandlerExtR
+#define TIFFOpenOptionsSetWarningHandlerExtR libtiff.OpenOptionsSetWarningHandlerExtR
+#define TIFFClientOpenExt libtiff.ClientOpenExt
+#define TIFFSetErrorHandler libtiff.SetErrorHandler
+#define TIFFSetWarningHandler libtiff.SetWarningHandler
+#define TIFFClientOpen libtiff.ClientOpen
 
 /* ---- an in-memory file for TIFFClientOpen ---------------------------------- */
 
@@ -252,9 +336,11 @@ static nb_status write_tiff(const char *path, const void *src, enum sample_kind 
     const size_t rowbytes = (size_t)w * (size_t)(bps / 8);
     const double total = (double)rowbytes * h;
 
+    nb_status st = nb_tiff_load();
+    if (st) return nb_error_prefix(st, "cannot write '%s'", path);
     /* open the output first: a bad path fails before any work */
     nb_outfile *of;
-    nb_status st = nb_outfile_open(&of, path, 0);
+    st = nb_outfile_open(&of, path, 0);
     if (st) return st;
     unsigned char *row;
     st = nb_calloc((void **)&row, rowbytes, 1, "a TIFF row");

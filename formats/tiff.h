@@ -22,7 +22,10 @@
 #include "image_meta.h"
 #include "nb_error.h"
 
-/* 1 when this build can write TIFF files. */
+/* Loads libtiff (dlopen, on first use): NB_OK, or NB_ERR_UNSUPPORTED with
+ * a message saying why (no libtiff in this build, or it cannot be loaded). */
+nb_status nb_tiff_load(void);
+/* 1 when TIFF files can be written (nb_tiff_load succeeds). */
 int nb_tiff_available(void);
 
 /* 32-bit IEEE float samples (SampleFormat 3), e.g. photons per pixel. */

@@ -907,9 +907,10 @@ static nb_status parse(int argc, char **argv, conv_opts *o, nb_std_opts *std)
     for (int k = 0; k < o->nouts; k++) {
         out_request *r = &o->outs[k];
         if (r->format == FMT_SMV && r->source == SRC_AUTO) r->smv_beam = o->smv_beam;
+        nb_status st;
         if ((r->format == FMT_TIF || r->format == FMT_TIF_FLOAT || r->format == FMT_TIF16 || r->format == FMT_TIF32) &&
-            !nb_tiff_available())
-            return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': this nb-convert was built without libtiff", r->path);
+            (st = nb_tiff_load()))
+            return nb_error_prefix(st, "'%s'", r->path);
         if (r->format == FMT_NBS && o->tee && !o->import)
             return nb_error_set(NB_ERR_USAGE, "'%s': only one .nbs copy of the stream", r->path);
         if (r->format == FMT_NBS) o->tee = r->path;

@@ -242,3 +242,27 @@ rendered() { # rendered NAME [nb-geom args]: NAME.nbs = PLAN + IMAGE of the smal
     expect_status 2
     [ ! -e XDS.INP ] && [ ! -e one.cbf ]
 }
+
+@test "nb-convert: libtiff is loaded only to write a TIFF (not at start-up)" {
+    command -v ldd >/dev/null || skip "ldd is not installed"
+    run ldd "$(command -v nb-convert)"
+    expect_status 0
+    expect_lacks "libtiff"
+}
+
+@test "nb-convert: a libtiff that cannot be loaded is an error saying why, and no file is left" {
+    local soname
+    soname=$(strings "$(command -v nb-convert)" | grep -m1 -E '^libtiff\.so(\.[0-9]+)*$') ||
+        skip "this nb-convert was built without libtiff"
+    rendered img
+    mkdir lib
+    printf 'not a shared library\n' >"lib/$soname"
+    LD_LIBRARY_PATH=$PWD/lib run_nb nb-convert -o out.tif -o out.bin img.nbs
+    expect_status 1
+    expect_has "nb-convert: 'out.tif': cannot load libtiff: "
+    [ ! -e out.tif ] && [ ! -e out.bin ]
+    # the real one: the same command writes the TIFF
+    run_nb nb-convert -o out.tif img.nbs
+    expect_status 0
+    [ -s out.tif ]
+}
