@@ -15,13 +15,9 @@
 
 #ifndef NB_HAVE_TIFF
 
-int nb_tiff_available(void) { return 0; }
 nb_status nb_tiff_load(void) { return nb_error_set(NB_ERR_UNSUPPORTED, "this build has no libtiff"); }
 
-static nb_status no_tiff(const char *path)
-{
-    return nb_error_set(NB_ERR_UNSUPPORTED, "cannot write '%s': this build has no libtiff", path);
-}
+static nb_status no_tiff(const char *path) { return nb_error_prefix(nb_tiff_load(), "cannot write '%s'", path); }
 
 nb_status nb_tiff_write_f32(const char *path, const float *pixels, const nb_image_meta *m)
 {
@@ -117,8 +113,6 @@ nb_status nb_tiff_load(void)
     if (libtiff.state < 0) return nb_error_set(NB_ERR_UNSUPPORTED, "cannot load libtiff: %s", libtiff.why);
     return NB_OK;
 }
-
-int nb_tiff_available(void) { return nb_tiff_load() == NB_OK; }
 
 #define TIFFSetField libtiff.SetField
 #define TIFFWriteScanline libtiff.WriteScanline

@@ -12,6 +12,8 @@
  * libtiff's own warnings and errors never reach stderr: errors become the
  * nb_error message.
  *
+ * libtiff itself is loaded (dlopen) by the first write or nb_tiff_load; one
+ * that cannot be loaded gives NB_ERR_UNSUPPORTED, "cannot load libtiff: why".
  * In a build without libtiff (NB_HAVE_TIFF undefined) every function returns
  * NB_ERR_UNSUPPORTED, "... this build has no libtiff". */
 #ifndef NB_FORMAT_TIFF_H
@@ -25,8 +27,6 @@
 /* Loads libtiff (dlopen, on first use): NB_OK, or NB_ERR_UNSUPPORTED with
  * a message saying why (no libtiff in this build, or it cannot be loaded). */
 nb_status nb_tiff_load(void);
-/* 1 when TIFF files can be written (nb_tiff_load succeeds). */
-int nb_tiff_available(void);
 
 /* 32-bit IEEE float samples (SampleFormat 3), e.g. photons per pixel. */
 nb_status nb_tiff_write_f32(const char *path, const float *pixels, const nb_image_meta *m);

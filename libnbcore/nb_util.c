@@ -12,6 +12,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* ---- growing string ---------------------------------------------------- */
 
@@ -171,6 +174,11 @@ void nb_fault_rows_ahead(void *image, size_t row_bytes, int rows, int row)
     if (row_bytes == 0) return;
     const size_t block = row_bytes < NB_HUGE_PAGE ? NB_HUGE_PAGE / row_bytes : 1; /* rows */
     if (row % block) return;
+#ifdef _OPENMP
+    if (omp_get_num_threads() < 2) return; /* one thread gains nothing: it faults each page as it comes */
+#else
+    return;
+#endif
     /* the first row's thread faults in its own block too */
     size_t first = row == 0 ? 0 : (size_t)row + block, last = (size_t)row + 2 * block;
     if (last > (size_t)rows) last = (size_t)rows;

@@ -36,13 +36,14 @@ nb_status nb_calloc(void **out, size_t count, size_t size, const char *what);
 void *nb_malloc_large(size_t size);
 /* the huge page nb_malloc_large aligns big blocks to */
 #define NB_HUGE_PAGE ((size_t)2 << 20)
-/* For a loop that hands the rows of a fresh image (nb_malloc_large) out one
- * at a time to several threads, called as a thread starts row `row`: the
- * thread that starts a huge page's worth of rows faults in the next one (the
- * kernel zeroes it) without changing what the pages hold.  Otherwise every
- * thread touches each new huge page at once and all but one wait for its
- * fault (a 4096^2 fast render at 2 threads: 40 ms median without this, 35
- * with).  Does nothing on kernels without MADV_POPULATE_WRITE (5.14). */
+/* For a parallel loop that hands the rows of a fresh image (nb_malloc_large)
+ * out one at a time, called as a thread starts row `row`: the thread that
+ * starts a huge page's worth of rows faults in the next one (the kernel
+ * zeroes it) without changing what the pages hold.  Otherwise every thread
+ * touches each new huge page at once and all but one wait for its fault (a
+ * 4096^2 fast render at 2 threads: 40 ms median without this, 35 with).
+ * Does nothing when the calling team has one thread, or on kernels without
+ * MADV_POPULATE_WRITE (5.14). */
 void nb_fault_rows_ahead(void *image, size_t row_bytes, int rows, int row);
 /* The widest SIMD the environment allows: NB_SIMD=generic 0, NB_SIMD=avx2 1,
  * otherwise 2 (whatever the CPU has).  The fast kernel and the CRC-32 follow

@@ -133,8 +133,7 @@ nb_status nb_render_cpu_double(const nb_kparams *kp, float *image, nb_render_res
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped)
     for (int s = 0; s < kp->spixels; s++) {
         double omega = 0.0;
-        if (omp_get_num_threads() > 1)
-            nb_fault_rows_ahead(image, (size_t)kp->fpixels * sizeof(float), kp->spixels, s);
+        nb_fault_rows_ahead(image, (size_t)kp->fpixels * sizeof(float), kp->spixels, s);
         /* first touch of the row on the thread that renders it */
         memset(image + (size_t)s * kp->fpixels, 0, (size_t)kp->fpixels * sizeof(float));
         for (int f = 0; f < kp->fpixels; f++) {

@@ -20,7 +20,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <omp.h>
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -728,12 +727,11 @@ void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, nb_row_
      * thread: in a pipe whose other stages are starting up, waiting for a
      * second thread to be scheduled costs more than the work */
     const double work = (double)kp->fpixels * kp->spixels * (kp->steps > 0 ? kp->steps : 1);
-    const size_t row_len = (size_t)kp->fpixels;
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped) if (work >= NB_PARALLEL_WORK)
     for (int s = 0; s < kp->spixels; s++) {
         vd omega = tod(splat(0.0f));
-        float *row = image + (size_t)s * row_len;
-        if (omp_get_num_threads() > 1) nb_fault_rows_ahead(image, row_len * sizeof(float), kp->spixels, s);
+        float *row = image + (size_t)s * kp->fpixels;
+        nb_fault_rows_ahead(image, (size_t)kp->fpixels * sizeof(float), kp->spixels, s);
         if (s < kp->roi_ymin || s > kp->roi_ymax) {
             memset(row, 0, (size_t)kp->fpixels * sizeof(float));
         } else {

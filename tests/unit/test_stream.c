@@ -1186,21 +1186,41 @@ static void test_fault_rows_ahead(void)
         return;
     }
     img[3 * block * row_bytes + 5] = 42; /* block 3 touched, by its own thread */
-    nb_fault_rows_ahead(img, row_bytes, (int)rows, 1);
-    ok(resident_pages(img + 1 * block * row_bytes, block * row_bytes) == 0 &&
-           resident_pages(img + 2 * block * row_bytes, block * row_bytes) == 0,
-       "fault ahead: a row inside a block faults nothing in");
-    nb_fault_rows_ahead(img, row_bytes, (int)rows, 0);
-    ok(resident_pages(img, 2 * block * row_bytes) == 2 * block_pages, "fault ahead: row 0 faults in blocks 0 and 1");
-    ok(resident_pages(img + 2 * block * row_bytes, block * row_bytes) == 0, "fault ahead: block 2 not yet");
-    nb_fault_rows_ahead(img, row_bytes, (int)rows, (int)block);
-    ok(resident_pages(img + 2 * block * row_bytes, block * row_bytes) == block_pages,
-       "fault ahead: the start of block 1 faults in block 2");
-    ok(img[2 * block * row_bytes] == 0 && img[bytes - 1] == 0, "fault ahead: fresh pages read as zeros");
-    nb_fault_rows_ahead(img, row_bytes, (int)rows, (int)(2 * block));
-    ok(img[3 * block * row_bytes + 5] == 42, "fault ahead: pages already written keep what they hold");
-    nb_fault_rows_ahead(img, row_bytes, (int)rows, (int)(3 * block)); /* the last block: nothing past the end */
-    ok(resident_pages(img, bytes) == 4 * block_pages, "fault ahead: the whole image resident");
+    /* as the render calls it: from a team of threads (here the main one of two) */
+    int team = 0;
+#pragma omp parallel num_threads(2)
+#pragma omp master
+    {
+        team = omp_get_num_threads();
+        if (team == 2) {
+            nb_fault_rows_ahead(img, row_bytes, (int)rows, 1);
+            ok(resident_pages(img + 1 * block * row_bytes, block * row_bytes) == 0 &&
+                   resident_pages(img + 2 * block * row_bytes, block * row_bytes) == 0,
+               "fault ahead: a row inside a block faults nothing in");
+            nb_fault_rows_ahead(img, row_bytes, (int)rows, 0);
+            ok(resident_pages(img, 2 * block * row_bytes) == 2 * block_pages,
+               "fault ahead: row 0 faults in blocks 0 and 1");
+            ok(resident_pages(img + 2 * block * row_bytes, block * row_bytes) == 0, "fault ahead: block 2 not yet");
+            nb_fault_rows_ahead(img, row_bytes, (int)rows, (int)block);
+            ok(resident_pages(img + 2 * block * row_bytes, block * row_bytes) == block_pages,
+               "fault ahead: the start of block 1 faults in block 2");
+            ok(img[2 * block * row_bytes] == 0 && img[bytes - 1] == 0, "fault ahead: fresh pages read as zeros");
+            nb_fault_rows_ahead(img, row_bytes, (int)rows, (int)(2 * block));
+            ok(img[3 * block * row_bytes + 5] == 42, "fault ahead: pages already written keep what they hold");
+            nb_fault_rows_ahead(img, row_bytes, (int)rows, (int)(3 * block)); /* the last block: nothing past the end */
+            ok(resident_pages(img, bytes) == 4 * block_pages, "fault ahead: the whole image resident");
+        }
+    }
+    if (team != 2) skip("no team of two OpenMP threads here", "nb_fault_rows_ahead from a team");
+    /* one thread faults nothing ahead: a fresh mapping stays as it is */
+    unsigned char *map1 = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map1 != MAP_FAILED) {
+        unsigned char *img1 = (unsigned char *)(((uintptr_t)map1 + huge - 1) & ~(uintptr_t)(huge - 1));
+        nb_fault_rows_ahead(img1, row_bytes, (int)rows, 0);
+        nb_fault_rows_ahead(img1, row_bytes, (int)rows, (int)block);
+        ok(resident_pages(img1, bytes) == 0, "fault ahead: a single thread faults nothing ahead");
+        munmap(map1, map_len);
+    }
     munmap(map, map_len);
 }
 
