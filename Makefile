@@ -2,6 +2,7 @@
 #   make            build every tool into bin/
 #   make check      build, then run every test (unit, CLI, parity); ends "N passed, N failed"
 #   make demo       install missing Debian packages (as root), build, render a default image
+#                   and a PNG picture of it (demo/preview.png)
 #   make bench      benchmarks (see bench/README.md)
 #   make install PREFIX=/usr/local
 #   make check-asan the whole suite under AddressSanitizer + UBSan
@@ -76,10 +77,11 @@ all: $(TOOL_BINS)
 
 # rebuild everything when the flags change (a probe found libtiff, OPT=...)
 FLAGS_STAMP := $(BUILD)/.flags-$(shell echo '$(CC) $(NB_CFLAGS) $(CFLAGS) $(NB_LDLIBS) $(LDFLAGS) $(NVCC) $(CUDA_ARCH)' | cksum | cut -d' ' -f1)
-$(FLAGS_STAMP):
-	@mkdir -p $(BUILD)
-	@rm -f $(BUILD)/.flags-*
-	@touch $@
+# made when the Makefile is read, not by a rule: under .SECONDARY a missing
+# target without prerequisites does not put what depends on it out of date
+ifeq ($(wildcard $(FLAGS_STAMP)),)
+$(shell mkdir -p $(BUILD) && rm -f $(BUILD)/.flags-* && touch $(FLAGS_STAMP))
+endif
 
 $(BUILD)/%.o: %.c $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -208,11 +210,14 @@ deps:
 demo: deps
 	@$(MAKE) --no-print-directory demo-built
 
+# DEMO: where the demo's files go
+DEMO ?= demo
 demo-built: all
-	@mkdir -p demo
+	@mkdir -p $(DEMO)
 	$(BIN)/nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 1024 \
-	    -default_F 100 | $(BIN)/nb-hkl | $(BIN)/nb-sim | $(BIN)/nb-convert -o demo/floatimage.bin
-	@echo "demo: wrote demo/floatimage.bin (1024 x 1024 float32 photons/pixel)"
+	    -default_F 100 | $(BIN)/nb-hkl | $(BIN)/nb-sim | $(BIN)/nb-convert -o $(DEMO)/floatimage.bin -o $(DEMO)/preview.png
+	@echo "demo: wrote $(DEMO)/floatimage.bin (1024 x 1024 float32 photons/pixel)"
+	@echo "demo: wrote $(DEMO)/preview.png, a picture of it: open $(abspath $(DEMO)/preview.png)"
 
 # ---- man pages: generated from each tool's --help source (nb_cli.c) -------
 man: all

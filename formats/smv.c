@@ -280,11 +280,21 @@ nb_status nb_smv_writer_put(nb_smv_writer *w, const int32_t *v, size_t k)
     return NB_OK;
 }
 
+int nb_smv_writer_put_u16_errno(nb_smv_writer *w, const uint16_t *v, size_t k)
+{
+    if (w->bits != 16) return EINVAL;
+    errno = 0;
+    if (fwrite(v, sizeof *v, k, nb_outfile_fp(w->of)) != k) return errno ? errno : EIO;
+    return 0;
+}
+
+const char *nb_smv_writer_path(const nb_smv_writer *w) { return nb_outfile_path(w->of); }
+
 nb_status nb_smv_writer_put_u16(nb_smv_writer *w, const uint16_t *v, size_t k)
 {
     if (w->bits != 16) return nb_error_set(NB_ERR_USAGE, "16-bit values for a %d-bit SMV", w->bits);
-    if (fwrite(v, sizeof *v, k, nb_outfile_fp(w->of)) != k)
-        return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", nb_outfile_path(w->of), strerror(errno ? errno : EIO));
+    int e = nb_smv_writer_put_u16_errno(w, v, k);
+    if (e) return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", nb_outfile_path(w->of), strerror(e));
     return NB_OK;
 }
 

@@ -78,6 +78,11 @@ typedef struct nb_smv_writer nb_smv_writer;
 nb_status nb_smv_writer_open(nb_smv_writer **w, const char *path, const nb_smv_meta *m, int bits);
 nb_status nb_smv_writer_put(nb_smv_writer *w, const int32_t *values, size_t count);
 nb_status nb_smv_writer_put_u16(nb_smv_writer *w, const uint16_t *values, size_t count); /* 16-bit files */
+/* The same from a thread other than the one that reports errors (nb_error's
+ * message is not thread-safe): 0, or the errno of the failed write, and no
+ * message; nb_smv_writer_path() names the file for one. */
+int nb_smv_writer_put_u16_errno(nb_smv_writer *w, const uint16_t *values, size_t count);
+const char *nb_smv_writer_path(const nb_smv_writer *w);
 nb_status nb_smv_writer_close(nb_smv_writer *w);
 void nb_smv_writer_abort(nb_smv_writer *w);
 

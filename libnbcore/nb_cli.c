@@ -1,3 +1,6 @@
+/* nb_cli.c - what every tool shares on its command line and at start-up:
+ * the standard options, --help and the man page from the flag registry, the
+ * command line quoted for provenance. */
 #include "nb_cli.h"
 
 #include <stdio.h>
@@ -12,6 +15,9 @@
 
 void nb_std_opts_init(nb_std_opts *o)
 {
+    /* every main() starts here: the one place to set up how a tool ends when
+     * its reader goes away */
+    nb_closed_output_is_quiet();
     memset(o, 0, sizeof *o);
     o->output = "-";
     o->input = "-";
@@ -114,6 +120,11 @@ static void print_option_lines(const nb_tool_info *tool, FILE *fp)
     fputs(std_help_info, fp);
 }
 
+/* the exit status that is not a number: the rule of nb_closed_output_is_quiet() */
+static const char *exit_sigpipe =
+    "When the reader of standard output goes away, the tool is killed by SIGPIPE (a shell\n"
+    "shows 141) and prints nothing, like 'yes | head': the stage that failed reports.";
+
 void nb_print_help(const nb_tool_info *tool, FILE *fp)
 {
     fprintf(fp, "Usage: %s %s\n%s\n", tool->name, tool->synopsis, tool->summary);
@@ -121,7 +132,7 @@ void nb_print_help(const nb_tool_info *tool, FILE *fp)
     fprintf(fp, "\nOptions:\n");
     print_option_lines(tool, fp);
     if (tool->examples) fprintf(fp, "\nExamples:\n%s", tool->examples);
-    fprintf(fp, "\nExit status: 0 success, 1 runtime or data error, 2 usage error.\n");
+    fprintf(fp, "\nExit status: 0 success, 1 runtime or data error, 2 usage error.\n%s\n", exit_sigpipe);
 }
 
 /* roff-escape a line: backslashes and leading dots/quotes */
@@ -186,6 +197,8 @@ void nb_print_man(const nb_tool_info *tool, FILE *fp)
         fprintf(fp, ".fi\n");
     }
     fprintf(fp, ".SH EXIT STATUS\n0 success, 1 runtime or data error, 2 usage error.\n");
+    roff(fp, exit_sigpipe);
+    fputc('\n', fp);
     fprintf(fp, ".SH SEE ALSO\n.BR nb-geom (1),\n.BR nb-hkl (1),\n.BR nb-sim (1),\n.BR nb-noise (1),\n"
                 ".BR nb-convert (1),\n.BR nb-bench (1)\n");
 }

@@ -31,6 +31,8 @@ typedef struct nb_tool_info {
     void (*version_extra)(FILE *fp); /* more --version lines (nb-sim: its backends), or NULL */
 } nb_tool_info;
 
+/* Every main() calls this first: besides the defaults it sets up the tool's
+ * quiet death by SIGPIPE when its reader goes away (nb_closed_output_is_quiet). */
 void nb_std_opts_init(nb_std_opts *o);
 /* If argv[*i] is a standard option (-h/--help, --version, -o FILE, -q, -v,
  * --threads N), handle it (printing help/version and exiting for those) and

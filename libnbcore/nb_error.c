@@ -1,8 +1,13 @@
+/* nb_error.c - the message of the current failure, the exit code of a status,
+ * and the warning and info lines every tool prints on stderr. */
 #include "nb_error.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "nb_util.h"
 
 static const char *tool_name = "nb";
 static char message[4096];
@@ -47,12 +52,16 @@ int nb_exit_code(nb_status status)
 {
     if (status == NB_OK) return 0;
     if (status == NB_ERR_USAGE) return 2;
+    if (status == NB_ERR_PIPE) return 128 + SIGPIPE;
     return 1;
 }
 
 void nb_exit_on_error(nb_status status)
 {
     if (status == NB_OK) return;
+    /* the reader that went away has failed, or stopped on purpose (head):
+     * its status and message tell what happened, a second one would not */
+    if (status == NB_ERR_PIPE) nb_die_of_sigpipe();
     fflush(stdout);
     fprintf(stderr, "%s: %s\n", tool_name, message[0] ? message : "unknown error");
     if (status == NB_ERR_USAGE)

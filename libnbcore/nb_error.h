@@ -16,7 +16,10 @@ typedef enum nb_status {
     NB_ERR_IO = 2,      /* open/read/write failed: exit 1 */
     NB_ERR_DATA = 3,    /* malformed or inconsistent input data: exit 1 */
     NB_ERR_NOMEM = 4,   /* allocation failed or would be absurd: exit 1 */
-    NB_ERR_UNSUPPORTED = 5 /* a valid request this build cannot do: exit 1 */
+    NB_ERR_UNSUPPORTED = 5, /* a valid request this build cannot do: exit 1 */
+    NB_ERR_PIPE = 6     /* the reader of a pipe we write went away (EPIPE): not
+                           this tool's failure but the reader's, so main() dies
+                           of SIGPIPE quietly, as with the signal itself */
 } nb_status;
 
 /* Name printed in front of every message ("nb-sim"); set once by main(). */
@@ -33,10 +36,12 @@ nb_status nb_error_prefix(nb_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 const char *nb_error_message(void);
 
-/* Exit code for a status: 0, 2 for usage, 1 otherwise. */
+/* Exit code for a status: 0, 2 for usage, 128 + SIGPIPE (what a shell shows
+ * for a death by SIGPIPE) for NB_ERR_PIPE, 1 otherwise. */
 int nb_exit_code(nb_status status);
 
-/* For main(): if status is not NB_OK, print "<tool>: <message>" and exit. */
+/* For main(): if status is not NB_OK, print "<tool>: <message>" and exit; for
+ * NB_ERR_PIPE print nothing and die of SIGPIPE (nb_die_of_sigpipe()). */
 void nb_exit_on_error(nb_status status);
 
 /* Logging to stderr, "<tool>: warning: ..." and plain info lines.

@@ -1,3 +1,6 @@
+/* nb_stream.c - the nb stream: records, header keys, payload arrays, the
+ * reader (pieces checksummed as they arrive, a payload hook, read-ahead) and
+ * the writer (vmsplice into pipes), and the CRC of each record. */
 #include "nb_stream.h"
 
 #include "nb_crc32.h"
@@ -932,15 +935,9 @@ nb_status nb_writer_open(nb_writer **out, const char *path)
     return NB_OK;
 }
 
-static nb_status write_failed(nb_writer *w, int e)
-{
-    const char *p = nb_outfile_path(w->of);
-    if (!e) e = EIO;
-    if (e == EPIPE)
-        return nb_error_set(NB_ERR_IO, "cannot write %s: the reader closed the pipe",
-                            strcmp(p, "-") ? p : "standard output");
-    return nb_error_set(NB_ERR_IO, "cannot write %s: %s", strcmp(p, "-") ? p : "standard output", strerror(e));
-}
+/* NB_ERR_PIPE for a reader that went away (main() then dies of SIGPIPE,
+ * quietly), NB_ERR_IO with a message for anything else */
+static nb_status write_failed(nb_writer *w, int e) { return nb_write_error(nb_outfile_path(w->of), e); }
 
 static nb_status write_all(nb_writer *w, const void *p, size_t n)
 {

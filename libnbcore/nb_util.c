@@ -1,9 +1,14 @@
+/* nb_util.c - small helpers every tool shares: growing strings, number
+ * parsing, large buffers, atomic output files and the temporaries' cleanup on
+ * exit or a fatal signal, a quiet death when a pipe's reader goes away, the
+ * progress bar, the clock. */
 #include "nb_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -166,11 +171,19 @@ void *nb_malloc_large(size_t size)
     return p;
 }
 
-void nb_fault_rows_ahead(void *image, size_t row_bytes, int rows, int row)
-{
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
+
+void nb_prefault(void *p, size_t size)
+{
+    const uintptr_t page = 4096, a = ((uintptr_t)p + page - 1) & ~(page - 1),
+                    b = ((uintptr_t)p + size) & ~(page - 1);
+    if (b > a) (void)madvise((void *)a, b - a, MADV_POPULATE_WRITE); /* a hint: failure is harmless */
+}
+
+void nb_fault_rows_ahead(void *image, size_t row_bytes, int rows, int row)
+{
     if (row_bytes == 0) return;
     const size_t block = row_bytes < NB_HUGE_PAGE ? NB_HUGE_PAGE / row_bytes : 1; /* rows */
     if (row % block) return;
@@ -183,9 +196,7 @@ void nb_fault_rows_ahead(void *image, size_t row_bytes, int rows, int row)
     size_t first = row == 0 ? 0 : (size_t)row + block, last = (size_t)row + 2 * block;
     if (last > (size_t)rows) last = (size_t)rows;
     if (first >= last) return;
-    const uintptr_t page = 4096, start = (uintptr_t)image + first * row_bytes, end = (uintptr_t)image + last * row_bytes;
-    uintptr_t a = (start + page - 1) & ~(page - 1), b = end & ~(page - 1);
-    if (b > a) (void)madvise((void *)a, b - a, MADV_POPULATE_WRITE); /* a hint: failure is harmless */
+    nb_prefault((char *)image + first * row_bytes, (last - first) * row_bytes);
 }
 
 char *nb_xstrdup(const char *s)
@@ -316,11 +327,54 @@ static void install_cleanup(void)
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_fatal_signal;
         sigemptyset(&sa.sa_mask);
-        /* keep SIGPIPE's default if it was ignored by the parent */
+        /* a signal the parent ignored stays ignored (nohup's SIGHUP).  In a
+         * tool SIGPIPE never is by now (nb_closed_output_is_quiet() ran
+         * first): a reader that goes away removes the temporaries here, and
+         * the re-raised signal kills the tool quietly */
         struct sigaction old;
         if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
         sigaction(sigs[i], &sa, NULL);
     }
+}
+
+void nb_closed_output_is_quiet(void)
+{
+    /* a write into a pipe without a reader would otherwise fail with EPIPE,
+     * and the tool report an error that is not its own */
+    struct sigaction old;
+    if (sigaction(SIGPIPE, NULL, &old) != 0 || old.sa_handler != on_fatal_signal) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_DFL;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGPIPE, &sa, NULL);
+    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
+void nb_die_of_sigpipe(void)
+{
+    remove_pending();
+    signal(SIGPIPE, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    /* raise() sends it to this thread: unblock it here, whatever the rest do */
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    raise(SIGPIPE);
+    _exit(128 + SIGPIPE); /* not reached: SIGPIPE's default action ends the process */
+}
+
+nb_status nb_write_error(const char *path, int e)
+{
+    const char *name = strcmp(path, "-") ? path : "standard output";
+    if (!e) e = EIO;
+    if (e == EPIPE) return nb_error_set(NB_ERR_PIPE, "cannot write %s: the reader closed the pipe", name);
+    if (!strcmp(path, "-")) return nb_error_set(NB_ERR_IO, "cannot write standard output: %s", strerror(e));
+    return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", path, strerror(e));
 }
 
 static void track(char *tmp)
@@ -366,8 +420,9 @@ nb_status nb_write_text_file(const char *path, const char *text, size_t len)
     nb_status st = nb_outfile_open(&of, path, 1);
     if (st) return st;
     if (len && fwrite(text, 1, len, nb_outfile_fp(of)) != len) {
+        int e = errno;
         nb_outfile_abort(of);
-        return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+        return nb_write_error(path, e);
     }
     return nb_outfile_commit(of);
 }
@@ -500,14 +555,14 @@ nb_status nb_outfile_commit(nb_outfile *of)
     if (!of) return NB_OK;
     if (fflush(of->fp) != 0 || ferror(of->fp)) e = errno ? errno : EIO;
     if (of->fp == stdout) {
-        if (e) st = nb_error_set(NB_ERR_IO, "cannot write to standard output: %s", strerror(e));
+        if (e) st = nb_write_error("-", e);
         outfile_free(of);
         return st;
     }
     if (fclose(of->fp) != 0 && !e) e = errno ? errno : EIO;
     of->fp = NULL;
     if (e) {
-        st = nb_error_set(NB_ERR_IO, "cannot write '%s': %s", of->path, strerror(e));
+        st = nb_write_error(of->path, e);
         if (of->tmp) unlink(of->tmp);
     } else if (of->tmp && rename(of->tmp, of->path) != 0) {
         e = errno;

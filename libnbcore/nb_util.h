@@ -45,6 +45,12 @@ void *nb_malloc_large(size_t size);
  * Does nothing when the calling team has one thread, or on kernels without
  * MADV_POPULATE_WRITE (5.14). */
 void nb_fault_rows_ahead(void *image, size_t row_bytes, int rows, int row);
+
+/* Fault in the pages of [p, p + size) now, in one call (MADV_POPULATE_WRITE;
+ * nothing on kernels without it): a fresh buffer written piece by piece
+ * otherwise takes a page fault per 4 KiB, each costing microseconds on a
+ * virtual machine.  Contents are left as they are. */
+void nb_prefault(void *p, size_t size);
 /* The widest SIMD the environment allows: NB_SIMD=generic 0, NB_SIMD=avx2 1,
  * otherwise 2 (whatever the CPU has).  The fast kernel and the CRC-32 follow
  * it, so that tests can run the narrower paths on a wider CPU. */
@@ -100,6 +106,26 @@ void nb_outfile_abort(nb_outfile *of);
  * has ended cleanly).  The string must stay valid while registered. */
 void nb_temp_register(char *path);
 void nb_temp_unregister(const char *path);
+
+/* The status of a write to `path` ("-": standard output) that failed with
+ * errno `e`: NB_ERR_PIPE when the reader of a pipe went away (EPIPE), else
+ * NB_ERR_IO, "cannot write 'PATH': <strerror>". */
+nb_status nb_write_error(const char *path, int e);
+
+/* ---- a reader that goes away -------------------------------------------- */
+/* A tool whose standard output's reader goes away ends as `yes | head` does:
+ * killed by SIGPIPE (a shell shows 141), printing nothing, so that a pipe's
+ * status and messages are those of the stage that failed, not of the stages
+ * before it.  A parent may have ignored SIGPIPE (`trap '' PIPE`, Python's
+ * subprocess) or blocked it, and both survive exec: this gives SIGPIPE its
+ * default action back (or leaves the temporary files' cleanup handler, which
+ * re-raises it) and unblocks it.  nb_std_opts_init() calls it, first thing in
+ * every tool's main(), before any thread starts. */
+void nb_closed_output_is_quiet(void);
+/* For main(), when a write failed with EPIPE all the same (NB_ERR_PIPE: the
+ * signal was caught or ignored after all): removes the pending temporary
+ * files, as the signal would have, and dies of SIGPIPE without a word. */
+void nb_die_of_sigpipe(void) __attribute__((noreturn));
 
 /* ---- progress ---------------------------------------------------------- */
 /* A one-line progress bar on stderr, drawn only when stderr is a terminal and

@@ -21,7 +21,8 @@
 #
 # Targets: all (default), plan, clean.  Rules: OUT/plan.nbs from GEOM (nb-geom
 # | nb-hkl), OUT/.shard-K-of-M from the plan (nb-sim --shard K/M | nb-noise |
-# nb-convert), OUT/.done when every shard is.
+# nb-convert), OUT/.done when every shard is.  A failing pipe fails make with
+# the status of the stage that caused it (ROOT_CAUSE below).
 
 HERE   := $(dir $(lastword $(MAKEFILE_LIST)))
 NB     ?= $(if $(NB_BIN),$(NB_BIN)/,$(if $(wildcard $(HERE)../bin/nb-sim),$(abspath $(HERE)../bin)/,))
@@ -36,9 +37,13 @@ SHARD_IDS := $(shell seq 1 $(SHARDS))
 SHARD_STAMPS := $(foreach k,$(SHARD_IDS),$(OUT)/.shard-$(k)-of-$(SHARDS))
 NOISE_STAGE := $(if $(filter off,$(NOISE)),,| $(NB)nb-noise -q $(NOISE))
 
-# a failing stage fails its pipeline (and make)
+# A failing pipe fails with its root cause's status (make shows it): that of
+# its first stage that failed other than by SIGPIPE (141: a later stage
+# stopped reading; the tools die of it quietly), else of its first failing
+# stage.  Not pipefail's last failing stage: after nb-sim fails, nb-convert
+# fails too, on the truncated stream.  Put $(ROOT_CAUSE) after every pipe.
 SHELL := /bin/bash
-.SHELLFLAGS := -o pipefail -c
+ROOT_CAUSE = s=($${PIPESTATUS[@]}); for c in $${s[@]/141/0} $${s[@]}; do [ $$c = 0 ] || exit $$c; done
 
 .PHONY: all plan clean
 .DELETE_ON_ERROR:
@@ -52,12 +57,12 @@ $(OUT)/plan.nbs: $(PLAN)
 ifneq ($(PLAN),)
 	cp $(PLAN) $@
 else
-	$(NB)nb-geom $(GEOM) -nframes $(FRAMES) -q | $(NB)nb-hkl -q -o $@
+	$(NB)nb-geom $(GEOM) -nframes $(FRAMES) -q | $(NB)nb-hkl -q -o $@; $(ROOT_CAUSE)
 endif
 
 # one shard: its block of frames, noised by (seed, frame), written by frame number
 $(OUT)/.shard-%-of-$(SHARDS): $(OUT)/plan.nbs
-	$(NB)nb-sim -q --shard $*/$(SHARDS) $< $(NOISE_STAGE) | (cd $(OUT) && $(NB)nb-convert -q -o '$(NAME)')
+	$(NB)nb-sim -q --shard $*/$(SHARDS) $< $(NOISE_STAGE) | (cd $(OUT) && $(NB)nb-convert -q -o '$(NAME)'); $(ROOT_CAUSE)
 	@touch $@
 
 $(OUT)/.done: $(SHARD_STAMPS)

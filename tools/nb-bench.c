@@ -24,14 +24,17 @@ extern char **environ;
 static const nb_tool_info tool = {
     "nb-bench",
     NB_BENCH,
-    "[--ref PATH] [--reps N] [--config NAME ...] [--threads LIST] [--json FILE] [--list]",
+    "[--ref PATH] [--dropin] [--dir DIR] [--reps N] [--config NAME ...] [--threads LIST] [--json FILE] [--list]",
     "benchmark the nb pipeline on named configurations, optionally against a reference nanoBragg",
     "nb-bench runs each configuration (--list shows them with their nanoBragg flags) through\n"
     "  nb-geom FLAGS | nb-hkl | nb-sim --threads T -v | nb-convert -o float.bin -o int.img\n"
     "and, with --ref PATH, through\n"
     "  PATH -nonoise -nopgm -floatfile float.bin -intfile int.img FLAGS\n"
-    "each run in a fresh temporary directory with OMP_NUM_THREADS=T, interleaved: ours, ref,\n"
-    "ref -roi 0 0 0 0 at each thread count in turn, then the next repetition.  For each\n"
+    "with --dropin, through the drop-in exactly as a user runs it in place of the reference\n"
+    "  nanobragg -nonoise -nopgm -floatfile float.bin -intfile int.img FLAGS\n"
+    "each run in a fresh temporary directory (under --dir DIR, else $TMPDIR, else /tmp) with\n"
+    "OMP_NUM_THREADS=T, interleaved: ours, drop-in, ref, ref -roi 0 0 0 0 at each thread count\n"
+    "in turn, then the next repetition.  For each\n"
     "configuration and thread count it reports the median, minimum and maximum wall time of\n"
     "the whole process (first fork to last exit), the render time, the throughput (pixels /\n"
     "median render time), the peak memory (largest max RSS of any stage, over the\n"
@@ -42,6 +45,9 @@ static const nb_tool_info tool = {
     "median time of the same command with -roi 0 0 0 0 (one pixel rendered, the same set-up\n"
     "and file writing).  The stages are found beside nb-bench.  See bench/README.md.",
     "      --ref PATH      also run this reference nanoBragg binary\n"
+    "      --dropin        also run the drop-in (pipelines/nanobragg) with the reference's\n"
+    "                      command line\n"
+    "      --dir DIR       make the run directories in DIR (a tmpfs or a disk, say)\n"
     "      --reps N        repetitions of each run (default 5)\n"
     "      --config NAME   run this configuration (repeatable, or NAME,NAME...; default: all)\n"
     "      --threads LIST  thread counts to run, comma-separated (default 2)\n"
@@ -50,7 +56,8 @@ static const nb_tool_info tool = {
     "  -o FILE             write the table to FILE (default: standard output; standard\n"
     "                      error when the JSON goes to standard output)\n",
     "  nb-bench --config seed-1024 --reps 3\n"
-    "  nb-bench --ref /path/to/nanoBragg --threads 1,2 --json bench/results.json\n",
+    "  nb-bench --ref /path/to/nanoBragg --threads 1,2 --json bench/results.json\n"
+    "  nb-bench --ref /path/to/nanoBragg --dropin --config seed-4096 --dir /dev/shm\n",
     1,
     NULL,
 };
@@ -139,6 +146,8 @@ typedef struct bench_opts {
     int threads[MAX_THREAD_COUNTS], nthreads;
     const char *json;
     int list;
+    int dropin;  /* also time the drop-in */
+    char *dir;   /* where the run directories go (resolved), or NULL */
 } bench_opts;
 
 static nb_status add_configs(bench_opts *o, const char *list)
@@ -197,6 +206,20 @@ static nb_status check_ref(bench_opts *o, const char *path)
     return NB_OK;
 }
 
+static nb_status check_dir(bench_opts *o, const char *path)
+{
+    struct stat sb;
+    char *full = realpath(path, NULL);
+    if (!full) return nb_error_set(NB_ERR_USAGE, "option --dir: cannot use '%s': %s", path, strerror(errno));
+    if (stat(full, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        free(full);
+        return nb_error_set(NB_ERR_USAGE, "option --dir: '%s' is not a directory", path);
+    }
+    free(o->dir);
+    o->dir = full;
+    return NB_OK;
+}
+
 static nb_status parse(int argc, char **argv, bench_opts *o, nb_std_opts *std)
 {
     nb_status st = NB_OK;
@@ -206,7 +229,7 @@ static nb_status parse(int argc, char **argv, bench_opts *o, nb_std_opts *std)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int takes_value = !strcmp(a, "--ref") || !strcmp(a, "--reps") || !strcmp(a, "--config") ||
-                          !strcmp(a, "--threads") || !strcmp(a, "--json");
+                          !strcmp(a, "--threads") || !strcmp(a, "--json") || !strcmp(a, "--dir");
         if (takes_value && i + 1 >= argc) return nb_error_set(NB_ERR_USAGE, "option %s needs a value", a);
         if (!strcmp(a, "--ref")) {
             st = check_ref(o, argv[++i]);
@@ -221,6 +244,10 @@ static nb_status parse(int argc, char **argv, bench_opts *o, nb_std_opts *std)
             o->json = argv[++i];
         } else if (!strcmp(a, "--list")) {
             o->list = 1;
+        } else if (!strcmp(a, "--dropin")) {
+            o->dropin = 1;
+        } else if (!strcmp(a, "--dir")) {
+            st = check_dir(o, argv[++i]);
         } else if (nb_std_option(&tool, std, argc, argv, &i, &st)) {
             /* -o, -q, -v (help and version exit there) */
         } else {
@@ -388,6 +415,7 @@ static void remove_dir(const char *dir)
 typedef struct bench_ctx {
     const bench_opts *o;
     char *bindir; /* where nb-bench and the stages live */
+    char *dropin; /* the drop-in script */
     char *hkl;    /* the golden P1.hkl */
     char *topdir; /* the temporary directory of this benchmark */
     char **envp;  /* environ with OMP_NUM_THREADS of the runs */
@@ -451,12 +479,17 @@ static void build_ours(const bench_ctx *c, const bench_config *cfg, int threads,
     for (size_t k = 0; k < sizeof conv / sizeof *conv; k++) args_push(&s[3].args, conv[k]);
 }
 
-static void build_ref(const bench_ctx *c, const bench_config *cfg, int roi, stage *s)
+/* One program with the reference's command line: the reference (with -roi 0 0
+ * 0 0 when roi is set) or the drop-in. */
+typedef enum { RUN_REF, RUN_REF_ROI, RUN_DROPIN } single_run;
+
+static void build_ref(const bench_ctx *c, const bench_config *cfg, single_run kind, stage *s)
 {
     const char *fixed[] = {"-nonoise", "-nopgm", "-floatfile", "float.bin", "-intfile", "int.img"};
+    const int roi = kind == RUN_REF_ROI;
     memset(s, 0, sizeof *s);
-    s->name = "reference";
-    args_push(&s->args, c->o->ref);
+    s->name = kind == RUN_DROPIN ? "nanobragg" : "reference";
+    args_push(&s->args, kind == RUN_DROPIN ? c->dropin : c->o->ref);
     for (size_t k = 0; k < sizeof fixed / sizeof *fixed; k++) args_push(&s->args, fixed[k]);
     args_push_flags(&s->args, cfg->flags, c->hkl);
     if (roi) args_push_flags(&s->args, "-roi 0 0 0 0", NULL);
@@ -529,16 +562,16 @@ static nb_status run_ours(const bench_ctx *c, const bench_config *cfg, int threa
     return st;
 }
 
-static nb_status run_ref(const bench_ctx *c, const bench_config *cfg, int roi, double *whole, long *rss)
+static nb_status run_ref(const bench_ctx *c, const bench_config *cfg, single_run kind, double *whole, long *rss)
 {
     char *dir;
     stage s;
     nb_status st = new_run_dir(c, &dir);
     if (st) return st;
-    build_ref(c, cfg, roi, &s);
+    build_ref(c, cfg, kind, &s);
     if (nb_verbosity() > 0) {
         char *cmd = stage_command(&s, 1, "");
-        nb_info("  ref: %s", cmd);
+        nb_info("  %s: %s", kind == RUN_DROPIN ? "drop-in" : "ref", cmd);
         free(cmd);
     }
     double t0 = nb_now();
@@ -583,6 +616,9 @@ typedef struct result {
     char kernel[32];
     stat3 ours_whole, ours_render;
     long ours_rss[4];
+    int have_dropin;
+    stat3 dropin_whole;
+    long dropin_rss;
     int have_ref;
     stat3 ref_whole, ref_setup;
     double ref_render; /* estimate; NAN when not positive */
@@ -600,13 +636,44 @@ static int largest_stage(const long rss[4])
 }
 
 /* One configuration at every thread count: each repetition runs the thread
- * counts in turn (ours, ref, ref set-up at each), so that the thread scaling,
- * like the ratios, compares runs made at the same time. */
+ * counts in turn (ours, drop-in, ref, ref set-up at each), so that the thread
+ * scaling, like the ratios, compares runs made at the same time. */
+enum { SERIES_OURS, SERIES_RENDER, SERIES_DROPIN, SERIES_REF, SERIES_REF_ROI, NSERIES };
+
+static nb_status bench_one_rep(bench_ctx *c, const bench_config *cfg, int threads, int rep, double *v, int n,
+                               result *r)
+{
+    const bench_opts *o = c->o;
+    ours_run run;
+    memset(&run, 0, sizeof run);
+    nb_status st = run_ours(c, cfg, threads, &run);
+    if (st) return st;
+    v[SERIES_OURS * n + rep] = run.whole, v[SERIES_RENDER * n + rep] = run.render;
+    r->pixels = run.pixels;
+    snprintf(r->kernel, sizeof r->kernel, "%s", run.kernel);
+    for (int k = 0; k < 4; k++)
+        if (run.rss[k] > r->ours_rss[k]) r->ours_rss[k] = run.rss[k];
+    nb_info("  ours %.3f s (render %.3f s)", run.whole, run.render);
+    long rss = 0, roi_rss = 0;
+    if (o->dropin) {
+        double *w = &v[SERIES_DROPIN * n + rep];
+        if ((st = run_ref(c, cfg, RUN_DROPIN, w, &rss))) return st;
+        if (rss > r->dropin_rss) r->dropin_rss = rss;
+        nb_info("  drop-in %.3f s", *w);
+    }
+    if (!o->ref) return NB_OK;
+    double *rw = &v[SERIES_REF * n + rep], *rs = &v[SERIES_REF_ROI * n + rep];
+    if ((st = run_ref(c, cfg, RUN_REF, rw, &rss)) || (st = run_ref(c, cfg, RUN_REF_ROI, rs, &roi_rss))) return st;
+    if (rss > r->ref_rss) r->ref_rss = rss;
+    nb_info("  ref %.3f s, with -roi 0 0 0 0 %.3f s", *rw, *rs);
+    return NB_OK;
+}
+
 static nb_status bench_config_runs(bench_ctx *c, const bench_config *cfg, result *res)
 {
     const bench_opts *o = c->o;
     const int n = o->reps, nt = o->nthreads;
-    double *v = calloc((size_t)4 * n * nt, sizeof *v);
+    double *v = calloc((size_t)NSERIES * n * nt, sizeof *v);
     if (!v) return nb_error_set(NB_ERR_NOMEM, "out of memory");
     nb_status st = NB_OK;
     for (int t = 0; t < nt; t++) {
@@ -614,37 +681,24 @@ static nb_status bench_config_runs(bench_ctx *c, const bench_config *cfg, result
         res[t].cfg = cfg;
         res[t].threads = o->threads[t];
         res[t].have_ref = o->ref != NULL;
+        res[t].have_dropin = o->dropin;
     }
     for (int rep = 0; rep < n && !st; rep++)
         for (int t = 0; t < nt && !st; t++) {
             const int threads = o->threads[t];
-            double *ow = v + (size_t)4 * n * t, *orr = ow + n, *rw = ow + 2 * n, *rs = ow + 3 * n;
-            result *r = &res[t];
             nb_info("%s, %d thread%s, repetition %d/%d", cfg->name, threads, threads == 1 ? "" : "s", rep + 1, n);
             set_threads_env(c, threads);
-            ours_run run;
-            memset(&run, 0, sizeof run);
-            if ((st = run_ours(c, cfg, threads, &run))) break;
-            ow[rep] = run.whole, orr[rep] = run.render;
-            r->pixels = run.pixels;
-            snprintf(r->kernel, sizeof r->kernel, "%s", run.kernel);
-            for (int k = 0; k < 4; k++)
-                if (run.rss[k] > r->ours_rss[k]) r->ours_rss[k] = run.rss[k];
-            nb_info("  ours %.3f s (render %.3f s)", run.whole, run.render);
-            if (!o->ref) continue;
-            long rss = 0, roi_rss = 0;
-            if ((st = run_ref(c, cfg, 0, &rw[rep], &rss)) || (st = run_ref(c, cfg, 1, &rs[rep], &roi_rss))) break;
-            if (rss > r->ref_rss) r->ref_rss = rss;
-            nb_info("  ref %.3f s, with -roi 0 0 0 0 %.3f s", rw[rep], rs[rep]);
+            st = bench_one_rep(c, cfg, threads, rep, v + (size_t)NSERIES * n * t, n, &res[t]);
         }
     for (int t = 0; t < nt && !st; t++) {
-        double *ow = v + (size_t)4 * n * t, *orr = ow + n, *rw = ow + 2 * n, *rs = ow + 3 * n;
+        const double *vt = v + (size_t)NSERIES * n * t;
         result *r = &res[t];
-        r->ours_whole = summarize(ow, n);
-        r->ours_render = summarize(orr, n);
+        r->ours_whole = summarize(vt + SERIES_OURS * n, n);
+        r->ours_render = summarize(vt + SERIES_RENDER * n, n);
+        if (o->dropin) r->dropin_whole = summarize(vt + SERIES_DROPIN * n, n);
         if (o->ref) {
-            r->ref_whole = summarize(rw, n);
-            r->ref_setup = summarize(rs, n);
+            r->ref_whole = summarize(vt + SERIES_REF * n, n);
+            r->ref_setup = summarize(vt + SERIES_REF_ROI * n, n);
             double est = r->ref_whole.median - r->ref_setup.median;
             r->ref_render = est > 0 ? est : NAN;
         }
@@ -711,13 +765,18 @@ static void print_scaling(FILE *fp, const bench_ctx *c, const result *r, int n)
         if (b < 0) continue;
         if (!any++) {
             fputs("\nThread scaling: median time at the fewest threads / median time at more (1.00: none).\n", fp);
-            fprintf(fp, "%-11s %4s  %3s  %11s  %10s%s\n", "config", "from", "to", "ours render", "ours whole",
-                    c->o->ref ? "  ref render   ref whole" : "");
+            fprintf(fp, "%-11s %4s  %3s  %11s  %10s%s%s\n", "config", "from", "to", "ours render", "ours whole",
+                    c->o->dropin ? "  drop whole" : "", c->o->ref ? "  ref render   ref whole" : "");
         }
         char v[4][32];
         fmt_num(v[0], sizeof v[0], "%.2f", ratio(r[b].ours_render.median, r[i].ours_render.median));
         fmt_num(v[1], sizeof v[1], "%.2f", ratio(r[b].ours_whole.median, r[i].ours_whole.median));
         fprintf(fp, "%-11s %4d  %3d  %11s  %10s", r[i].cfg->name, r[b].threads, r[i].threads, v[0], v[1]);
+        if (r[i].have_dropin) {
+            char d[32];
+            fmt_num(d, sizeof d, "%.2f", ratio(r[b].dropin_whole.median, r[i].dropin_whole.median));
+            fprintf(fp, "  %10s", d);
+        }
         if (r[i].have_ref && r[b].have_ref) {
             fmt_num(v[2], sizeof v[2], "%.2f", ratio(r[b].ref_render, r[i].ref_render));
             fmt_num(v[3], sizeof v[3], "%.2f", ratio(r[b].ref_whole.median, r[i].ref_whole.median));
@@ -731,14 +790,19 @@ static void print_table(FILE *fp, const bench_ctx *c, const result *r, int n)
 {
     const bench_opts *o = c->o;
     fprintf(fp, "nb-bench %s: %d repetition%s of each run%s.\n", NB_VERSION, o->reps, o->reps == 1 ? "" : "s",
-            o->ref ? ", interleaved: ours, ref, ref -roi 0 0 0 0 at each thread count"
+            o->ref ? (o->dropin ? ", interleaved: ours, drop-in, ref, ref -roi 0 0 0 0 at each thread count"
+                                : ", interleaved: ours, ref, ref -roi 0 0 0 0 at each thread count")
+            : o->dropin ? ", interleaved: ours, drop-in at each thread count"
             : o->nthreads > 1 ? ", interleaved: each thread count in turn" : "");
     fprintf(fp, "Times in ms, median (min-max); whole = first fork to last exit.  Mpx/s = detector pixels /\n"
                 "median render time.  Peak MiB = largest max RSS of any stage over the repetitions.\n");
+    if (o->dropin)
+        fprintf(fp, "drop = the drop-in %s, run with the reference's command line.\n", c->dropin);
     if (o->ref)
         fprintf(fp, "ref = %s; its render time is estimated as median whole - median whole\n"
                     "with -roi 0 0 0 0 (one pixel rendered).  render x, whole x: ref time / our time.\n",
                 o->ref);
+    if (o->dir) fprintf(fp, "Run directories in %s.\n", o->dir);
     fputc('\n', fp);
     char thr[16];
     print_row(fp, "config", "thr", "run", "whole ms", "render ms", "Mpx/s", "peak MiB", "kernel",
@@ -751,8 +815,14 @@ static void print_table(FILE *fp, const bench_ctx *c, const result *r, int n)
         fmt_num(mem, sizeof mem, "%.1f", r[i].ours_rss[largest_stage(r[i].ours_rss)] / 1024.0);
         snprintf(thr, sizeof thr, "%d", r[i].threads);
         print_row(fp, r[i].cfg->name, thr, "ours", whole, render, tput, mem, r[i].kernel, "", "");
-        if (!r[i].have_ref) continue;
         char rat_r[32], rat_w[32];
+        if (r[i].have_dropin) {
+            fmt_stat(whole, sizeof whole, r[i].dropin_whole);
+            fmt_num(mem, sizeof mem, "%.1f", r[i].dropin_rss / 1024.0);
+            fmt_num(rat_w, sizeof rat_w, "%.2f", ratio(r[i].ref_whole.median, r[i].dropin_whole.median));
+            print_row(fp, "", "", "drop", whole, "", "", mem, "", "", r[i].have_ref ? rat_w : "");
+        }
+        if (!r[i].have_ref) continue;
         fmt_stat(whole, sizeof whole, r[i].ref_whole);
         fmt_ms(render, sizeof render, r[i].ref_render);
         if (isfinite(r[i].ref_render)) strcat(render, " (estimate)");
@@ -796,6 +866,22 @@ static void json_stat(FILE *fp, const char *key, stat3 s)
     fputs("}", fp);
 }
 
+/* ",\n  "key": {"command": ..., "whole_s": ...": the opening of a one-program
+ * run's object (the drop-in's or the reference's), left open. */
+static void json_single_open(FILE *fp, const bench_ctx *c, const bench_config *cfg, single_run kind,
+                             const char *key, stat3 whole)
+{
+    stage s;
+    build_ref(c, cfg, kind, &s);
+    char *cmd = stage_command(&s, 1, "");
+    fprintf(fp, ",\n      \"%s\": {\n        \"command\": ", key);
+    json_str(fp, cmd);
+    fputs(",\n        ", fp);
+    json_stat(fp, "whole_s", whole);
+    args_free(&s.args);
+    free(cmd);
+}
+
 static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, const char *cmdline)
 {
     const bench_opts *o = c->o;
@@ -810,13 +896,18 @@ static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, con
     if (o->ref) json_str(fp, o->ref);
     else fputs("null", fp);
     fputs(",\n  \"method\": {\n"
-          "    \"order\": \"per repetition, at each thread count in turn: ours, then ref, then ref with -roi 0 0 0 "
-          "0 (interleaved)\",\n"
+          "    \"order\": \"per repetition, at each thread count in turn: ours, then the drop-in, then ref, then "
+          "ref with -roi 0 0 0 0 (interleaved)\",\n"
           "    \"whole\": \"wall time from the first fork to the last exit, each run in a fresh temporary "
-          "directory\",\n"
+          "directory\",\n",
+          fp);
+    fputs("    \"run_directories\": ", fp);
+    json_str(fp, o->dir ? o->dir : "$TMPDIR or /tmp");
+    fputs(",\n"
           "    \"ours\": \"nb-geom FLAGS | nb-hkl | nb-sim --threads T -v | nb-convert -o float.bin -o "
           "int.img\",\n"
           "    \"ours_render\": \"nb-sim's own measurement (the render time it logs with -v)\",\n"
+          "    \"dropin\": \"DROPIN -nonoise -nopgm -floatfile float.bin -intfile int.img FLAGS (with --dropin)\",\n"
           "    \"ref\": \"REF -nonoise -nopgm -floatfile float.bin -intfile int.img FLAGS\",\n"
           "    \"ref_render\": \"estimate: median whole time minus median whole time of the same command with -roi "
           "0 0 0 0 (one pixel rendered)\",\n"
@@ -830,7 +921,7 @@ static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, con
           fp);
     for (int i = 0; i < n; i++) {
         const result *x = &r[i];
-        stage s[4], rs;
+        stage s[4];
         build_ours(c, x->cfg, x->threads, s);
         char *ours_cmd = stage_command(s, 4, " | ");
         fprintf(fp, "%s\n    {\n      \"config\": ", i ? "," : "");
@@ -862,13 +953,12 @@ static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, con
         fputs("\n      }", fp);
         for (int k = 0; k < 4; k++) args_free(&s[k].args);
         free(ours_cmd);
+        if (x->have_dropin) {
+            json_single_open(fp, c, x->cfg, RUN_DROPIN, "dropin", x->dropin_whole);
+            fprintf(fp, ",\n        \"peak_rss_kib\": %ld\n      }", x->dropin_rss);
+        }
         if (x->have_ref) {
-            build_ref(c, x->cfg, 0, &rs);
-            char *ref_cmd = stage_command(&rs, 1, "");
-            fputs(",\n      \"ref\": {\n        \"command\": ", fp);
-            json_str(fp, ref_cmd);
-            fputs(",\n        ", fp);
-            json_stat(fp, "whole_s", x->ref_whole);
+            json_single_open(fp, c, x->cfg, RUN_REF, "ref", x->ref_whole);
             fputs(",\n        ", fp);
             json_stat(fp, "setup_s", x->ref_setup);
             fputs(",\n        \"render_s_estimate\": ", fp);
@@ -880,9 +970,11 @@ static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, con
             json_num(fp, ratio(x->ref_render, x->ours_render.median));
             fputs(", \"whole\": ", fp);
             json_num(fp, ratio(x->ref_whole.median, x->ours_whole.median));
+            if (x->have_dropin) {
+                fputs(", \"dropin_whole\": ", fp);
+                json_num(fp, ratio(x->ref_whole.median, x->dropin_whole.median));
+            }
             fputs("}", fp);
-            args_free(&rs.args);
-            free(ref_cmd);
         }
         int base = scaling_base(r, n, i);
         if (base >= 0) {
@@ -891,6 +983,10 @@ static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, con
             json_num(fp, ratio(y->ours_render.median, x->ours_render.median));
             fputs(", \"ours_whole\": ", fp);
             json_num(fp, ratio(y->ours_whole.median, x->ours_whole.median));
+            if (x->have_dropin && y->have_dropin) {
+                fputs(", \"dropin_whole\": ", fp);
+                json_num(fp, ratio(y->dropin_whole.median, x->dropin_whole.median));
+            }
             if (x->have_ref && y->have_ref) {
                 fputs(", \"ref_render\": ", fp);
                 json_num(fp, ratio(y->ref_render, x->ref_render));
@@ -916,6 +1012,17 @@ static nb_status locate(bench_ctx *c, const char *argv0)
     *strrchr(self, '/') = '\0';
     c->bindir = self;
     c->hkl = path_join(self, "../tests/golden/inputs/P1.hkl");
+    /* the drop-in: installed beside the tools, or in the source tree's pipelines/ */
+    c->dropin = path_join(self, "nanobragg");
+    if (access(c->dropin, X_OK) != 0) {
+        free(c->dropin);
+        c->dropin = path_join(self, "../pipelines/nanobragg");
+    }
+    char *dropin = realpath(c->dropin, NULL);
+    if (dropin) {
+        free(c->dropin);
+        c->dropin = dropin;
+    }
     char *hkl = realpath(c->hkl, NULL);
     if (hkl) {
         free(c->hkl);
@@ -935,6 +1042,9 @@ static nb_status check_inputs(const bench_ctx *c)
         free(path);
         if (st) return st;
     }
+    if (c->o->dropin && access(c->dropin, X_OK) != 0)
+        return nb_error_set(NB_ERR_IO, "cannot run the drop-in '%s' (looked for beside nb-bench and in "
+                                       "../pipelines): %s", c->dropin, strerror(errno));
     for (int i = 0; i < c->o->nconfigs; i++)
         if (strstr(configs[c->o->configs[i]].flags, "@HKL@") && access(c->hkl, R_OK) != 0)
             return nb_error_set(NB_ERR_IO, "configuration %s needs '%s': %s", configs[c->o->configs[i]].name, c->hkl,
@@ -978,6 +1088,7 @@ int main(int argc, char **argv)
     if (o.list) {
         list_configs(&c);
         free(c.bindir);
+        free(c.dropin);
         free(c.hkl);
         return 0;
     }
@@ -988,7 +1099,7 @@ int main(int argc, char **argv)
     nb_exit_on_error(open_output(&table, std.output));
     nb_exit_on_error(open_output(&json, o.json));
     const char *tmp = getenv("TMPDIR");
-    c.topdir = path_join(tmp && *tmp ? tmp : "/tmp", "nb-bench.XXXXXX");
+    c.topdir = path_join(o.dir ? o.dir : tmp && *tmp ? tmp : "/tmp", "nb-bench.XXXXXX");
     nb_status st = make_dir(c.topdir);
     int have_topdir = !st;
 
@@ -1003,6 +1114,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "%s: %s, %d thread%s: ours %.1f ms (render %.1f ms)", tool.name, r->cfg->name,
                         r->threads, r->threads == 1 ? "" : "s", 1e3 * r->ours_whole.median,
                         1e3 * r->ours_render.median);
+                if (r->have_dropin) fprintf(stderr, ", drop-in %.1f ms", 1e3 * r->dropin_whole.median);
                 if (r->have_ref) fprintf(stderr, ", ref %.1f ms", 1e3 * r->ref_whole.median);
                 fputc('\n', stderr);
             }
@@ -1030,9 +1142,11 @@ int main(int argc, char **argv)
     free(res);
     free(c.envp);
     free(c.bindir);
+    free(c.dropin);
     free(c.hkl);
     free(c.topdir);
     free(o.ref);
+    free(o.dir);
     nb_exit_on_error(st);
     return 0;
 }

@@ -534,12 +534,19 @@ typedef struct live_image {
     nb_roi roi;
     double int_scale, adc;
     uint16_t *ints;        /* LIVE_ROWS_MAX rows of the int image, as SMV values */
-    /* a payload not kept, with an SMV output: each piece's int values, made
-     * on the thread that reads it (nb_reader_set_piece_worker), per slot */
+    /* a payload not kept, with an SMV output: each piece's int values made,
+     * and written to the SMV files, on the thread that reads it
+     * (nb_reader_set_piece_worker), per slot, while this thread writes the
+     * raw floats: writing a file into the page cache costs the kernel more
+     * than the rest, so the two files are written on two threads */
     int convert_ahead;
+    uint16_t *slot_block;                /* the slots' int values, one block */
     uint16_t *slot_ints[NB_READER_SLOTS];
     size_t slot_cap;                     /* values each holds */
     size_t slot_bad[NB_READER_SLOTS];    /* the piece's first pixel not finite, its pixel count, or SIZE_MAX */
+    int slot_werr[NB_READER_SLOTS];      /* errno of the piece's failed SMV write, or 0 */
+    int slot_wout[NB_READER_SLOTS];      /* the output it failed on */
+    int ahead_failed;                    /* a piece failed: the reading thread writes no more */
     live_out outs[LIVE_MAX];
     int nouts;
 } live_image;
@@ -551,7 +558,7 @@ static void live_abort(live_image *L)
         if (L->outs[i].smv) nb_smv_writer_abort(L->outs[i].smv);
     }
     L->nouts = 0;
-    L->started = L->off = L->dropped = L->smv = L->convert_ahead = 0;
+    L->started = L->off = L->dropped = L->smv = L->convert_ahead = L->ahead_failed = 0;
 }
 
 static void live_convert_piece(void *ctx, int slot, const unsigned char *p, uint64_t off, size_t len);
@@ -621,16 +628,19 @@ static nb_status live_start(live_image *L, const nb_record *rec)
         st = nb_reader_drop_payload(L->r, pix_off, (size_t)fp * sizeof(float));
         L->dropped = !st;
     }
-    /* and the int values made where the pieces are read: reading, checksum
-     * and conversion on one thread, the two files' writing on the other */
+    /* and the int image made and written where the pieces are read: reading,
+     * checksum, conversion and the SMV files on one thread, the raw floats on
+     * the other */
     if (!st && L->dropped && L->smv) {
         size_t cap = nb_reader_piece_max(L->r) / sizeof(float);
-        for (int k = 0; k < NB_READER_SLOTS && !st; k++)
-            if (L->slot_cap < cap) {
-                free(L->slot_ints[k]);
-                L->slot_ints[k] = NULL;
-                st = nb_alloc_large((void **)&L->slot_ints[k], cap, sizeof(uint16_t), "int rows");
-            }
+        if (L->slot_cap < cap) {
+            free(L->slot_block);
+            L->slot_block = NULL, L->slot_cap = 0;
+            st = nb_alloc_large((void **)&L->slot_block, NB_READER_SLOTS * cap, sizeof(uint16_t), "int rows");
+            /* faulted in at once: 512 separate page faults cost the reading thread ~5 ms */
+            if (!st) nb_prefault(L->slot_block, NB_READER_SLOTS * cap * sizeof(uint16_t));
+            for (int k = 0; k < NB_READER_SLOTS && !st; k++) L->slot_ints[k] = L->slot_block + (size_t)k * cap;
+        }
         if (!st) L->slot_cap = cap;
         if (!st) st = nb_reader_set_piece_worker(L->r, live_convert_piece, L);
         L->convert_ahead = !st;
@@ -640,13 +650,14 @@ static nb_status live_start(live_image *L, const nb_record *rec)
     return st;
 }
 
-/* n pixels of rows (and their int values) into every live output. */
+/* n pixels of rows into every live raw float output, and their int values
+ * (unless NULL: written already) into every SMV one. */
 static nb_status live_put(live_image *L, const float *rows, const uint16_t *ints, size_t n)
 {
     nb_status st = NB_OK;
     for (int i = 0; i < L->nouts && !st; i++) {
         if (L->outs[i].bin) st = nb_rawfloat_writer_put(L->outs[i].bin, rows, n);
-        if (L->outs[i].smv) st = nb_smv_writer_put_u16(L->outs[i].smv, ints, n);
+        if (L->outs[i].smv && ints) st = nb_smv_writer_put_u16(L->outs[i].smv, ints, n);
     }
     return st;
 }
@@ -698,16 +709,26 @@ static int piece_rows(const live_image *L, uint64_t off, size_t len, int *y0_out
     return 1;
 }
 
-/* nb_piece_worker: a piece's int values (and finite check), on the reading
- * thread while this one writes the previous piece */
+/* nb_piece_worker: a piece's int values (and finite check), written to the
+ * SMV outputs, on the reading thread while this one writes the previous
+ * piece's raw floats.  Errors are left in the slot for this thread to report. */
 static void live_convert_piece(void *ctx, int slot, const unsigned char *p, uint64_t off, size_t len)
 {
     live_image *L = ctx;
     int y0, ny;
     L->slot_bad[slot] = SIZE_MAX;
+    L->slot_werr[slot] = 0;
     if (piece_rows(L, off, len, &y0, &ny) != 1 || (size_t)ny * (size_t)L->width > L->slot_cap) return;
+    const size_t n = (size_t)ny * (size_t)L->width;
     L->slot_bad[slot] = nb_int16_image_rows_checked((const float *)(const void *)p, L->width, y0, ny, L->roi,
                                                     L->int_scale, L->adc, L->slot_ints[slot]);
+    if (L->slot_bad[slot] < n || L->ahead_failed) return;
+    for (int i = 0; i < L->nouts && !L->slot_werr[slot]; i++)
+        if (L->outs[i].smv) {
+            L->slot_werr[slot] = nb_smv_writer_put_u16_errno(L->outs[i].smv, L->slot_ints[slot], n);
+            L->slot_wout[slot] = i;
+        }
+    L->ahead_failed = L->slot_werr[slot] != 0;
 }
 
 /* A payload that is not kept: the rows of the piece that has just come
@@ -725,12 +746,15 @@ static nb_status live_piece(live_image *L)
                             has < 0 ? -1 : y0, L->rows_done);
     const float *rows = (const float *)(const void *)p;
     if (!L->convert_ahead) return live_write_rows(L, rows, y0, ny);
-    /* the int values are there already: check, then write both */
+    /* the int rows are converted and written already: check, then write the floats */
     const size_t w = (size_t)L->width, n = (size_t)ny * w, bad = L->slot_bad[slot];
     if (bad == SIZE_MAX) return nb_error_set(NB_ERR_DATA, "internal error: rows %d to %d were not converted", y0, y0 + ny - 1);
     if (bad < n) return nonfinite_error((size_t)y0 * w + bad, w);
+    if (L->slot_werr[slot])
+        return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", nb_smv_writer_path(L->outs[L->slot_wout[slot]].smv),
+                            strerror(L->slot_werr[slot]));
     L->rows_done = y0 + ny;
-    return live_put(L, rows, L->slot_ints[slot], n);
+    return live_put(L, rows, NULL, n);
 }
 
 /* nb_payload_hook: start the live files at an IMAGE record's first piece */
@@ -1023,7 +1047,7 @@ int main(int argc, char **argv)
     }
     live_abort(&live);
     free(live.ints);
-    for (int k = 0; k < NB_READER_SLOTS; k++) free(live.slot_ints[k]);
+    free(live.slot_block);
     if (st) abort_pending();
     else st = commit_pending();
     if (have_plan) nb_plan_free(&plan);

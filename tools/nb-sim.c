@@ -289,6 +289,8 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
         nb_sim_setup_free(&setup);
         return st;
     }
+    /* faulted in here rather than a page at a time by the render's threads */
+    nb_prefault(res.row_stats, (size_t)plan->spixels * sizeof *res.row_stats);
     int use_cuda = 0;
     char path[64];
     st = pick_device(o, &use_cuda);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # Conventions every tool follows: standard options, exit codes (0 ok, 1 runtime
-# or data error, 2 usage error), "tool: message" on stderr, data only on stdout,
-# flags owned by another tool named as such, no binary on a terminal.
+# or data error, 2 usage error; killed by SIGPIPE, quietly, when the reader of
+# stdout goes away), "tool: message" on stderr, data only on stdout, flags
+# owned by another tool named as such, no binary on a terminal.
 
 load helper
 
@@ -253,6 +254,46 @@ EOF
     run_nb nb-sim -q plan.nbs -o no/such/dir/s.nbs
     expect_status 1
     expect_has "no/such/dir/s.nbs"
+}
+
+# A stage whose reader went away is not the cause of a failure: it ends as
+# `yes | head` does, whether its parent ignored SIGPIPE or not.
+@test "common: every tool writing into a closed pipe dies of SIGPIPE (141) without a word, SIGPIPE ignored or not" {
+    nb-geom $SMALL -q -o plan.nbs
+    nb-geom $SMALL -detpixels 1024 -q -o big.nbs
+    nb-sim -q -o img.nbs plan.nbs
+    nb-convert -q -o img.bin img.nbs
+    # big.nbs: a 4 MiB image, which nb-sim hands to a pipe with vmsplice
+    for how in "" ignoring_sigpipe; do
+        # -q: no statistics or noise line either; an error would still print
+        for cmd in "nb-geom -q $SMALL" "nb-hkl -q plan.nbs" "nb-sim -q plan.nbs" "nb-sim -q big.nbs" \
+            "nb-noise -q img.nbs" "nb-convert -q --import img.bin plan.nbs"; do
+            run $how into_closed_pipe $cmd
+            [ "$status" -eq 141 ] || { echo "${how:-default}: $cmd: status $status: $output"; return 1; }
+            [ -z "$output" ] || { echo "${how:-default}: $cmd printed: $output"; return 1; }
+        done
+    done
+}
+
+@test "common: every tool's --help into a closed pipe dies of SIGPIPE (141) without a word" {
+    for t in $NB_TOOLS; do
+        run ignoring_sigpipe into_closed_pipe "$t" --help
+        [ "$status" -eq 141 ] || { echo "$t: status $status: $output"; return 1; }
+        [ -z "$output" ] || { echo "$t printed: $output"; return 1; }
+    done
+}
+
+@test "common: when the last stage of a pipe fails, it alone reports; nb-sim before it ends by SIGPIPE or had finished" {
+    # a 16 MiB image, more than a pipe holds: nb-sim is still writing when
+    # nb-convert gives up (or, on a slow reader, has written it all: status 0)
+    for how in "" ignoring_sigpipe; do
+        run $how bash -c "nb-geom $SMALL -detpixels 2048 -q | nb-sim -q | nb-convert -q -o no/such/dir/x.bin
+                          echo \"statuses \${PIPESTATUS[*]}\""
+        expect_status 0
+        expect_has "nb-convert: cannot write 'no/such/dir/x.bin'"
+        expect_lacks "nb-sim"
+        [[ "${lines[-1]}" =~ ^statuses\ 0\ (141|0)\ 1$ ]] || { echo "${how:-default}: ${lines[-1]}"; return 1; }
+    done
 }
 
 @test "common: -q silences warnings, errors still print" {

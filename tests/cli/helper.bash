@@ -20,6 +20,13 @@
 #                          (dot files included: catches left-over temporaries)
 #   pixels FILE            the float32 values of a .bin image, one per line
 #   deg X [Y...]           degrees to radians, full precision
+#   into_closed_pipe CMD [ARGS...]
+#                          run CMD with standard output a pipe whose reader is
+#                          already gone: its first write meets no reader, for
+#                          certain (no race with a reader exiting)
+#   ignoring_sigpipe CMD [ARGS...]
+#                          run CMD with SIGPIPE ignored, as `trap '' PIPE` or
+#                          Python's subprocess leave it (inherited across exec)
 
 NB_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 NB_BIN="${NB_BIN:-$NB_ROOT/bin}"   # make check-asan points it at bin-asan
@@ -146,3 +153,24 @@ deg() {
         print ""
     }'
 }
+
+into_closed_pipe() {
+    local r w st
+    rm -f closed.fifo
+    mkfifo closed.fifo
+    # Linux opens a FIFO read-write without waiting; that end is the only
+    # reader, so the write end opens at once, and closing the reader leaves a
+    # pipe nobody will ever read
+    exec {r}<>closed.fifo {w}>closed.fifo
+    exec {r}<&-
+    rm -f closed.fifo
+    "$@" >&$w
+    st=$?
+    exec {w}>&-
+    return $st
+}
+
+ignoring_sigpipe() (
+    trap '' PIPE
+    "$@"
+)

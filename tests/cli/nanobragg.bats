@@ -128,6 +128,83 @@ tmpdir_is_empty() {
     expect_has "no/such/dir/x.bin"
 }
 
+# nb-convert fails at once on its output; nb-sim, still writing a 4 MiB image
+# into the pipe, is killed by SIGPIPE (or had finished): never the cause,
+# whatever the timing, and quiet, whether the caller ignores SIGPIPE or not.
+# (-nonoise keeps nb-noise out of the pipe; the stages that are in it say nothing.)
+@test "nanobragg: nb-convert's failure is the status (1) and the only error, in 20 runs, SIGPIPE ignored or not" {
+    mkdir run && cd run
+    local geo="-cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -default_F 100 -detpixels 1024"
+    local how i
+    for how in ":" "trap '' PIPE"; do
+        for i in $(seq 20); do
+            run bash -c "$how; \"\$0\" $geo -nonoise -floatfile no/such/dir/x.bin" "$NANOBRAGG"
+            expect_status 1
+            expect_has "nb-convert: cannot write 'no/such/dir/x.bin'"
+            expect_lacks "nb-sim:"
+            expect_lacks "nb-noise:"
+            expect_lacks "the reader closed the pipe"
+        done
+    done
+    no_files_but
+}
+
+# stand-ins for stages that must not run: a bin/ of links to the real tools,
+# with the named ones replaced by a script that fails saying so
+fake_bin() {
+    mkdir -p fake
+    local t
+    for t in "$NB_BIN"/nb-*; do ln -s "$t" "fake/$(basename "$t")"; done
+    for t in "$@"; do
+        rm "fake/$t"
+        printf '#!/bin/sh\ncat > /dev/null\necho "%s: ran" >&2\nexit 3\n' "$t" > "fake/$t"
+        chmod +x "fake/$t"
+    done
+}
+
+@test "nanobragg: nb-noise runs only without -nonoise" {
+    fake_bin nb-noise
+    mkdir run && cd run
+    run env NB_BIN="$NB_TMP/fake" "$NANOBRAGG" $SMALL -nonoise
+    expect_status 0
+    expect_lacks "nb-noise: ran"
+    [ -s floatimage.bin ]
+    [ ! -e noiseimage.img ]
+    run env NB_BIN="$NB_TMP/fake" "$NANOBRAGG" $SMALL -floatfile second.bin
+    expect_status 3
+    expect_has "nb-noise: ran"
+    [ ! -e second.bin ]
+}
+
+@test "nanobragg: nb-hkl runs only for -hkl, -dump or a Fdump.bin left in the directory" {
+    fake_bin nb-hkl
+    mkdir run && cd run
+    run env NB_BIN="$NB_TMP/fake" "$NANOBRAGG" $SMALL -nonoise
+    expect_status 0
+    expect_lacks "nb-hkl: ran"
+    # F from the plan's -default_F: the image nb-hkl's HKL record gives
+    nb-geom $SMALL 2>/dev/null | nb-hkl | nb-sim -q | nb-convert -o with-hkl.bin
+    cmp floatimage.bin with-hkl.bin
+    run env NB_BIN="$NB_TMP/fake" "$NANOBRAGG" $SMALL -nonoise -hkl "$NB_INPUTS/small.hkl"
+    expect_status 3
+    expect_has "nb-hkl: ran"
+    run env NB_BIN="$NB_TMP/fake" "$NANOBRAGG" $SMALL -nonoise -dump cache.bin
+    expect_status 3
+    expect_has "nb-hkl: ran"
+    touch Fdump.bin
+    run env NB_BIN="$NB_TMP/fake" "$NANOBRAGG" $SMALL -nonoise
+    expect_status 3
+    expect_has "nb-hkl: ran"
+}
+
+@test "nanobragg: a flag value that reads -nonoise (a file named so) skips nb-noise, and nb-convert then fails writing nothing" {
+    mkdir run && cd run
+    run "$NANOBRAGG" $SMALL -floatfile -nonoise
+    [ "$status" -ne 0 ]
+    expect_has "needs detector counts"
+    no_files_but
+}
+
 @test "nanobragg: a failing middle stage's status is propagated, and nothing is written" {
     # a copy of the drop-in beside a bin/ whose nb-sim fails with status 3
     mkdir -p fake/pipelines fake/bin run

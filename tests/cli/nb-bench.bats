@@ -148,3 +148,46 @@ EOF
     expect_has "seed-256"
     grep -q '"results"' stdout.bin
 }
+
+@test "nb-bench --dropin times the drop-in with the reference's command line, in --dir, interleaved after ours" {
+    mkdir runs
+    # a stand-in reference: it records where it ran and writes nothing
+    printf '#!/bin/sh\npwd >> "%s/ref-dirs"\n' "$NB_TMP" > fake-ref
+    chmod +x fake-ref
+    run_nb nb-bench --dropin --ref ./fake-ref --config seed-256 --reps 2 --threads 1 --dir runs -v \
+        --json out.json -o table.txt
+    expect_status 0
+    # the run directories were made in runs/, and removed
+    [ "$(grep -c "^$NB_TMP/runs/nb-bench\.[^/]*/run\." ref-dirs)" -eq 4 ]
+    [ -z "$(ls -A runs)" ]
+    order=$(printf "%s\n" "$output" | grep -oE "^  (ours|drop-in|ref): " | tr -d ' ' | tr '\n' ' ')
+    [ "$order" = "ours: drop-in: ref: ref: ours: drop-in: ref: ref: " ] || { echo "order: $order"; false; }
+    expect_has "pipelines/nanobragg -nonoise -nopgm -floatfile float.bin -intfile int.img -default_F 100"
+    grep -Eq "^ +drop +[0-9.]+ \([0-9.]+-[0-9.]+\)" table.txt
+    grep -q "drop = the drop-in" table.txt
+    command -v python3 >/dev/null || skip "python3 is not installed (needed to check the JSON)"
+    python3 - out.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+(r,) = d["results"]
+dr = r["dropin"]
+assert dr["command"].split()[0].endswith("nanobragg"), dr
+assert "-nonoise -nopgm -floatfile float.bin -intfile int.img" in dr["command"], dr
+s = dr["whole_s"]
+assert 0 < s["min"] <= s["median"] <= s["max"], s
+assert dr["peak_rss_kib"] > 0, dr
+want = r["ref"]["whole_s"]["median"] / s["median"]
+assert abs(r["ratio_ref_over_ours"]["dropin_whole"] - want) <= 1e-6 * want, r
+assert d["method"]["run_directories"].endswith("/runs"), d["method"]
+PY
+}
+
+@test "nb-bench: --dir must name a directory" {
+    run nb-bench --dir no-such-dir --config seed-256 --reps 1
+    expect_status 2
+    expect_has "option --dir: cannot use 'no-such-dir'"
+    touch plain
+    run nb-bench --dir plain --config seed-256 --reps 1
+    expect_status 2
+    expect_has "not a directory"
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # pipelines/: the Makefile workflow (make -j), the GNU parallel script and the
 # Slurm job-array script each give, frame for frame and byte for byte, the
-# files of one single run.
+# files of one single run; a failing shard fails each with the status and the
+# message of the stage that caused it.
 
 load helper
 
@@ -137,7 +138,92 @@ stop_slurm() {
     single_run
     for k in 4 5 6; do
         SLURM_ARRAY_TASK_ID=$k SLURM_ARRAY_TASK_MIN=4 SLURM_ARRAY_TASK_COUNT=3 NB="$NB_BIN" \
-            sh "$NB_ROOT/pipelines/slurm-sweep.sbatch" plan.nbs tasks -seed 1
+            bash "$NB_ROOT/pipelines/slurm-sweep.sbatch" plan.nbs tasks -seed 1
     done
     same_as_single tasks
+}
+
+# ---- the root cause of a failing shard -----------------------------------
+# A shard whose nb-sim fails (status 3) makes nb-noise and nb-convert fail too
+# ("empty stream", 1): the status is nb-sim's.  A shard whose nb-convert fails
+# (its output in a missing directory) leaves nb-sim and nb-noise writing to a
+# pipe nobody reads: they die of SIGPIPE quietly (the parent ignoring SIGPIPE
+# or not), and the status and the only message are nb-convert's.  Frames of
+# 1024^2 pixels (8 MiB records) are more than a pipe holds.
+
+fake_failing_sim() { # fake/: the built tools, with an nb-sim that fails
+    mkdir -p fake
+    for t in "$NB_BIN"/nb-*; do ln -s "$t" "fake/$(basename "$t")"; done
+    rm fake/nb-sim
+    printf '#!/bin/sh\necho "nb-sim: simulated failure" >&2\nexit 3\n' >fake/nb-sim
+    chmod +x fake/nb-sim
+}
+
+big_plan() {
+    nb-geom $GEOM -detpixels 1024 -nframes 2 -q | nb-hkl -q -o plan.nbs
+}
+
+@test "pipelines: sweep.mk fails with the status and message of a failing nb-sim, not of the stages after it" {
+    big_plan
+    fake_failing_sim
+    run make -s -f "$NB_ROOT/pipelines/sweep.mk" SHARDS=1 PLAN=plan.nbs OUT=mk NB="$PWD/fake/"
+    expect_status 2
+    expect_has "nb-sim: simulated failure"
+    expect_has "Error 3"
+    expect_lacks "Error 1"
+    [ ! -e mk/.shard-1-of-1 ]
+}
+
+@test "pipelines: sweep.mk fails with nb-convert's status and message alone when nb-convert fails" {
+    big_plan
+    for how in "" ignoring_sigpipe; do
+        run $how make -s -f "$NB_ROOT/pipelines/sweep.mk" SHARDS=1 PLAN=plan.nbs OUT=mk$how NAME='no/such/img_###.cbf'
+        expect_status 2
+        expect_has "nb-convert: cannot write 'no/such/img_001.cbf'"
+        expect_has "Error 1"
+        expect_lacks "nb-sim:"
+        expect_lacks "nb-noise:"
+    done
+}
+
+@test "pipelines: parallel-sweep fails with the status and message of a failing nb-sim, not of the stages after it" {
+    command -v parallel >/dev/null || skip "GNU parallel is not installed"
+    big_plan
+    fake_failing_sim
+    run env NB_BIN="$PWD/fake" "$NB_ROOT/pipelines/parallel-sweep" -s 1 plan.nbs par -seed 1
+    expect_status 3
+    expect_has "nb-sim: simulated failure"
+}
+
+@test "pipelines: parallel-sweep fails with nb-convert's status and message alone when nb-convert fails" {
+    command -v parallel >/dev/null || skip "GNU parallel is not installed"
+    big_plan
+    for how in "" ignoring_sigpipe; do
+        run $how "$NB_ROOT/pipelines/parallel-sweep" -s 1 -n 'no/such/img_###.cbf' plan.nbs par -seed 1
+        expect_status 1
+        expect_has "nb-convert: cannot write 'no/such/img_001.cbf'"
+        expect_lacks "nb-sim:"
+        expect_lacks "nb-noise:"
+    done
+}
+
+@test "pipelines: the Slurm script fails with the status and message of a failing nb-sim, not of the stages after it" {
+    big_plan
+    fake_failing_sim
+    run env SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_COUNT=1 NB="$PWD/fake" \
+        "$NB_ROOT/pipelines/slurm-sweep.sbatch" plan.nbs tasks -seed 1
+    expect_status 3
+    expect_has "nb-sim: simulated failure"
+}
+
+@test "pipelines: the Slurm script fails with nb-convert's status and message alone when nb-convert fails" {
+    big_plan
+    for how in "" ignoring_sigpipe; do
+        run $how env SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_COUNT=1 NB="$NB_BIN" \
+            NAME='no/such/img_###.cbf' "$NB_ROOT/pipelines/slurm-sweep.sbatch" plan.nbs tasks -seed 1
+        expect_status 1
+        expect_has "nb-convert: cannot write 'no/such/img_001.cbf'"
+        expect_lacks "nb-sim:"
+        expect_lacks "nb-noise:"
+    done
 }

@@ -1,9 +1,12 @@
 /* test_stream.c - the nb stream: records, headers, arrays, reader and writer,
  * and the reader's refusal of truncated, corrupted or foreign input. */
+#include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -13,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -618,6 +622,152 @@ static void test_put_consume(void)
     free(copy);
     free(sink.got.p);
     nb_record_free(&rec);
+}
+
+/* ---- a reader that goes away ---------------------------------------------- */
+/* Each case runs in a child, whose standard output is a pipe without a reader
+ * (its signal state and stdio are then its own); the parent sees how it ended. */
+
+static char closed_temp[512]; /* a registered temporary file the cases leave or remove */
+
+static void stdout_into_closed_pipe(void)
+{
+    int pfd[2];
+    if (pipe(pfd) != 0) _exit(90);
+    close(pfd[0]);
+    dup2(pfd[1], 1);
+    close(pfd[1]);
+}
+
+static void set_sigpipe(void (*handler)(int), int block)
+{
+    signal(SIGPIPE, handler);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    sigprocmask(block ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
+}
+
+/* ignored SIGPIPE: a small record, then a spliced 6 MiB one, fail with
+ * NB_ERR_PIPE (exit 0), anything else exits 10 + the status.  6 MiB and the
+ * CRC given: no OpenMP in this child of a process that has its threads. */
+static void case_epipe_status(void)
+{
+    set_sigpipe(SIG_IGN, 0);
+    stdout_into_closed_pipe();
+    nb_record rec;
+    float *px;
+    nb_writer *w;
+    nb_record_init(&rec, "PLAN");
+    nb_status st = nb_writer_open(&w, "-");
+    if (!st) st = nb_writer_put(w, &rec);
+    if (!st) st = nb_writer_end(w);
+    nb_record_free(&rec);
+    if (st != NB_ERR_PIPE) _exit(10 + (int)st);
+    clearerr(stdout);
+    nb_record_init(&rec, "IMAGE");
+    if (nb_record_add_array(&rec, "pixels", NB_F32, (size_t)3 << 19, NULL, (void **)&px)) _exit(91);
+    memset(px, 0, (size_t)6 << 20);
+    uint32_t crc = 0;
+    st = nb_writer_put_consume(w, &rec, &crc);
+    _exit(st == NB_ERR_PIPE ? 0 : 20 + (int)st);
+}
+
+/* ignored and blocked by the parent, as a tool may inherit it: the start-up
+ * call makes the write kill the process */
+static void case_quiet_after_ignored_and_blocked(void)
+{
+    set_sigpipe(SIG_IGN, 1);
+    nb_closed_output_is_quiet();
+    stdout_into_closed_pipe();
+    ssize_t k = write(1, "x", 1);
+    _exit(k < 0 ? 30 : 31);
+}
+
+/* with a temporary file registered (the cleanup handler installed), the
+ * start-up call again leaves that handler: the write removes the file and
+ * the process dies of SIGPIPE */
+static void case_cleanup_on_sigpipe(void)
+{
+    nb_closed_output_is_quiet();
+    nb_temp_register(closed_temp);
+    nb_closed_output_is_quiet();
+    stdout_into_closed_pipe();
+    ssize_t k = write(1, "x", 1);
+    _exit(k < 0 ? 40 : 41);
+}
+
+/* the fallback: main()'s nb_exit_on_error(NB_ERR_PIPE) with SIGPIPE ignored
+ * and blocked prints nothing, removes the temporary file, dies of SIGPIPE */
+static void case_exit_on_pipe_error(void)
+{
+    set_sigpipe(SIG_IGN, 1);
+    nb_temp_register(closed_temp);
+    nb_exit_on_error(nb_error_set(NB_ERR_PIPE, "cannot write standard output: the reader closed the pipe"));
+    _exit(50);
+}
+
+/* how a child running fn ended: its exit status, or 1000 + the signal; its
+ * standard error into `err` (up to size - 1 bytes) */
+static int in_child(void (*fn)(void), char *err, size_t size)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/child.err", tmpdir);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) dup2(fd, 2);
+        fn();
+        _exit(99);
+    }
+    int ws = 0;
+    if (pid < 0 || waitpid(pid, &ws, 0) != pid) return -1;
+    err[0] = '\0';
+    FILE *fp = fopen(path, "r");
+    if (fp) {
+        size_t n = fread(err, 1, size - 1, fp);
+        err[n] = '\0';
+        fclose(fp);
+    }
+    remove(path);
+    return WIFSIGNALED(ws) ? 1000 + WTERMSIG(ws) : WEXITSTATUS(ws);
+}
+
+static int make_closed_temp(void)
+{
+    snprintf(closed_temp, sizeof closed_temp, "%s/.pending.tmp", tmpdir);
+    FILE *fp = fopen(closed_temp, "w");
+    return fp && fclose(fp) == 0;
+}
+
+static void test_closed_pipe(void)
+{
+    char err[256];
+    struct stat stt;
+    ok(nb_exit_code(NB_ERR_PIPE) == 128 + SIGPIPE, "NB_ERR_PIPE's exit code is a shell's for SIGPIPE (141)");
+    nb_status st = nb_write_error("-", EPIPE);
+    ok(st == NB_ERR_PIPE, "a write meeting EPIPE is NB_ERR_PIPE: %s", nb_error_message());
+    st = nb_write_error("out.bin", ENOSPC);
+    ok(st == NB_ERR_IO && contains(nb_error_message(), "cannot write 'out.bin': No space left on device"),
+       "any other write error is NB_ERR_IO, named: %s", nb_error_message());
+
+    int how = in_child(case_epipe_status, err, sizeof err);
+    ok(how == 0, "SIGPIPE ignored: the writer returns NB_ERR_PIPE, record and spliced payload alike (%d)", how);
+    how = in_child(case_quiet_after_ignored_and_blocked, err, sizeof err);
+    ok(how == 1000 + SIGPIPE, "SIGPIPE ignored and blocked by the parent: after nb_closed_output_is_quiet() the "
+                              "write kills the process (%d)", how);
+    ok(make_closed_temp(), "a temporary file to clean up");
+    how = in_child(case_cleanup_on_sigpipe, err, sizeof err);
+    ok(how == 1000 + SIGPIPE && stat(closed_temp, &stt) != 0,
+       "with a temporary registered, SIGPIPE removes it and kills the process (%d)", how);
+    ok(make_closed_temp(), "a temporary file to clean up");
+    how = in_child(case_exit_on_pipe_error, err, sizeof err);
+    ok(how == 1000 + SIGPIPE, "nb_exit_on_error(NB_ERR_PIPE), SIGPIPE ignored and blocked: killed by SIGPIPE (%d)",
+       how);
+    ok(err[0] == '\0', "... printing nothing ('%s')", err);
+    ok(stat(closed_temp, &stt) != 0, "... and the temporary file is removed");
+    remove(closed_temp);
 }
 
 /* A hook that asks for the payload not to be kept and puts the pieces back
@@ -1232,6 +1382,7 @@ int main(void)
     test_arrays();
     test_writer_file();
     test_put_consume();
+    test_closed_pipe();
     test_drop_payload();
     test_fault_rows_ahead();
     test_segments_and_errors();
