@@ -124,6 +124,15 @@ static void print_option_lines(const nb_tool_info *tool, FILE *fp)
 static const char *exit_sigpipe =
     "When the reader of standard output goes away, the tool is killed by SIGPIPE (a shell\n"
     "shows 141) and prints nothing, like 'yes | head': the stage that failed reports.";
+/* and the other direction, for the tools that read a stream: the ABORT record */
+static const char *exit_upstream =
+    "When a stage before it in a pipe has failed, the tool prints nothing, hands the failure\n"
+    "on and exits with that stage's status (the stream ends in an ABORT record).";
+
+static int reads_stream(const nb_tool_info *tool)
+{
+    return (tool->owner & (NB_HKL | NB_SIM | NB_NOISE | NB_CONVERT)) != 0;
+}
 
 void nb_print_help(const nb_tool_info *tool, FILE *fp)
 {
@@ -133,6 +142,7 @@ void nb_print_help(const nb_tool_info *tool, FILE *fp)
     print_option_lines(tool, fp);
     if (tool->examples) fprintf(fp, "\nExamples:\n%s", tool->examples);
     fprintf(fp, "\nExit status: 0 success, 1 runtime or data error, 2 usage error.\n%s\n", exit_sigpipe);
+    if (reads_stream(tool)) fprintf(fp, "%s\n", exit_upstream);
 }
 
 /* roff-escape a line: backslashes and leading dots/quotes */
@@ -199,6 +209,10 @@ void nb_print_man(const nb_tool_info *tool, FILE *fp)
     fprintf(fp, ".SH EXIT STATUS\n0 success, 1 runtime or data error, 2 usage error.\n");
     roff(fp, exit_sigpipe);
     fputc('\n', fp);
+    if (reads_stream(tool)) {
+        roff(fp, exit_upstream);
+        fputc('\n', fp);
+    }
     fprintf(fp, ".SH SEE ALSO\n.BR nb-geom (1),\n.BR nb-hkl (1),\n.BR nb-sim (1),\n.BR nb-noise (1),\n"
                 ".BR nb-convert (1),\n.BR nb-bench (1)\n");
 }

@@ -1,6 +1,7 @@
 /* nb_stream.c - the nb stream: records, header keys, payload arrays, the
  * reader (pieces checksummed as they arrive, a payload hook, read-ahead) and
- * the writer (vmsplice into pipes), and the CRC of each record. */
+ * the writer (vmsplice into pipes), the CRC of each record, and the ABORT
+ * record a failing tool leaves on the pipe to the next stage. */
 #include "nb_stream.h"
 
 #include "nb_crc32.h"
@@ -19,6 +20,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include <pthread.h>
+#include <signal.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -423,6 +425,9 @@ struct nb_reader {
     int piece_slot;
     nb_piece_worker worker; /* nb_reader_set_piece_worker, for the current record */
     void *worker_ctx;
+    int from_pipe;          /* the input is a pipe (an ABORT is then told quietly) */
+    char abort_tool[64];    /* after an ABORT record: who failed, and how; the */
+    int abort_status;       /* stream ends there (abort_status 0: none came) */
 };
 
 /* ---- reading a payload in pieces ------------------------------------------ */
@@ -671,6 +676,8 @@ nb_status nb_reader_open(nb_reader **out, const char *path)
         }
         r->name = nb_xstrdup(path);
     }
+    struct stat sb;
+    r->from_pipe = fstat(fileno(r->fp), &sb) == 0 && S_ISFIFO(sb.st_mode);
     *out = r;
     return NB_OK;
 }
@@ -731,6 +738,37 @@ static nb_status truncated(nb_reader *r, const char *what, long idx, const char 
                         r->name, idx, (unsigned long long)got, (unsigned long long)want);
 }
 
+/* What the reader answers once it has met an ABORT record. */
+static nb_status upstream_failed(const nb_reader *r)
+{
+    return nb_error_upstream(r->abort_tool, r->abort_status, r->from_pipe,
+                             "%s: the stream ends where %s failed (status %d)", r->name, r->abort_tool,
+                             r->abort_status);
+}
+
+/* An ABORT record: the stage that wrote it (TOOL) failed with STATUS and has
+ * said why, or a stage after it handed it on.  The stream ends here. */
+static nb_status read_abort(nb_reader *r, const nb_record *rec)
+{
+    size_t len;
+    long status;
+    const char *tool = nb_hdr_find(rec, "TOOL", &len);
+    if (!tool) return nb_error_set(NB_ERR_DATA, "%s: ABORT record: missing key TOOL", r->name);
+    /* a name to print and to hand on: one short line of printable ASCII */
+    int printable = len > 0 && len < sizeof r->abort_tool;
+    for (size_t i = 0; printable && i < len; i++) printable = tool[i] >= 0x20 && tool[i] <= 0x7e;
+    if (!printable) return nb_error_set(NB_ERR_DATA, "%s: ABORT record: bad value for TOOL", r->name);
+    nb_status st = nb_hdr_get_long(rec, "STATUS", &status);
+    if (st) return nb_error_prefix(st, "%s", r->name);
+    if (status < 1 || status > 255)
+        return nb_error_set(NB_ERR_DATA, "%s: ABORT record: STATUS=%ld is not the status of a failure (1..255)",
+                            r->name, status);
+    memcpy(r->abort_tool, tool, len);
+    r->abort_tool[len] = '\0';
+    r->abort_status = (int)status;
+    return upstream_failed(r);
+}
+
 nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
 {
     unsigned char pre[NB_PREAMBLE_SIZE], crcb[4];
@@ -738,6 +776,7 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
     long idx = r->records_total + 1;
     *eof = 0;
     nb_record_free(rec);
+    if (r->abort_status) return upstream_failed(r); /* nothing follows an ABORT: the same answer again */
 
     size_t got = read_bytes(r, pre, NB_PREAMBLE_SIZE, &ioerr);
     if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
@@ -896,6 +935,7 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
                             idx, rec->type);
 
     r->records_total++;
+    if (nb_record_is(rec, "ABORT")) return read_abort(r, rec);
     if (nb_record_is(rec, "END")) {
         long n;
         nb_status st = nb_hdr_get_long(rec, "RECORDS", &n);
@@ -919,7 +959,56 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
 struct nb_writer {
     nb_outfile *of;
     long records_in_segment;
+    int on_stdout;  /* keeps stdout_in_record up to date */
 };
+
+/* ---- the ABORT record ---------------------------------------------------- */
+/* A tool that fails leaves an ABORT record on the pipe its stream goes down,
+ * so that the stages after it stop with its status and without a message of
+ * their own (nb_exit_on_error() calls leave_abort() through its failure
+ * hook).  Only between two records: after a half-written one the next stage
+ * must see the truncation.  Process-wide, since standard output is. */
+static int stdout_carries_stream; /* nb_stream_to_stdout(1), or a writer opened on "-" */
+static int stdout_in_record;      /* a writer on stdout has handed it part of a record */
+
+/* The failure hook: the ABORT record of `tool` failing with `status`, into
+ * standard output when that is a pipe carrying this tool's stream.  Built on
+ * the stack (no allocation: the failure may be a lack of memory). */
+static void leave_abort(const char *tool, int status)
+{
+    struct stat sb;
+    if (!stdout_carries_stream || stdout_in_record) return;
+    /* a terminal gets no binary; a file keeps no half stream with an ABORT
+     * in it (a saved stream that ends early is reported as truncated) */
+    if (fstat(STDOUT_FILENO, &sb) != 0 || !S_ISFIFO(sb.st_mode)) return;
+    /* what the FILE holds goes first; if that fails, where the pipe's stream
+     * ends is unknown */
+    if (ferror(stdout) || fflush(stdout) != 0) return;
+    char header[128];
+    int hlen = snprintf(header, sizeof header, "\nTOOL=%.64s\nSTATUS=%d\n", tool, status);
+    if (hlen < 0 || (size_t)hlen >= sizeof header) return;
+    nb_record rec;
+    memset(&rec, 0, sizeof rec);
+    snprintf(rec.type, sizeof rec.type, "ABORT");
+    rec.header = header;
+    rec.header_len = (size_t)hlen;
+    unsigned char pre[NB_PREAMBLE_SIZE], crcb[4];
+    make_preamble(&rec, pre);
+    uint32_t crc = crc_update((uint32_t)crc32(0L, Z_NULL, 0), pre, NB_PREAMBLE_SIZE);
+    put_u32(crcb, crc_update(crc, (const unsigned char *)header, (uint64_t)hlen));
+    /* the next stage may be gone too: then the write fails (EPIPE) and this
+     * tool still exits with its own status, not killed by SIGPIPE */
+    signal(SIGPIPE, SIG_IGN);
+    if (fwrite(pre, 1, sizeof pre, stdout) == sizeof pre && fwrite(header, 1, (size_t)hlen, stdout) == (size_t)hlen)
+        (void)fwrite(crcb, 1, sizeof crcb, stdout);
+    (void)fflush(stdout);
+}
+
+void nb_stream_to_stdout(int yes)
+{
+    stdout_carries_stream = yes;
+    nb_set_failure_hook(yes ? leave_abort : NULL);
+}
 
 nb_status nb_writer_open(nb_writer **out, const char *path)
 {
@@ -930,6 +1019,10 @@ nb_status nb_writer_open(nb_writer **out, const char *path)
     if (st) {
         free(w);
         return st;
+    }
+    if (nb_outfile_fp(w->of) == stdout) {
+        w->on_stdout = 1;
+        nb_stream_to_stdout(1);
     }
     *out = w;
     return NB_OK;
@@ -1007,12 +1100,14 @@ static nb_status writer_put(nb_writer *w, const nb_record *rec, int consume, con
      * of the pipe needs (a later parallel region starts them again) */
     if (rec->payload_len >= ((uint64_t)8 << 20)) omp_pause_resource_all(omp_pause_soft);
 #endif
+    if (w->on_stdout) stdout_in_record = 1; /* until the last byte is handed over */
     if ((st = write_all(w, pre, sizeof pre))) return st;
     if ((st = write_all(w, rec->header, rec->header_len))) return st;
     size_t done = 0;
     if (consume && (st = splice_payload(w, rec->payload, (size_t)rec->payload_len, &done))) return st;
     if ((st = write_all(w, rec->payload + done, (size_t)rec->payload_len - done))) return st;
     if ((st = write_all(w, crcb, 4))) return st;
+    if (w->on_stdout) stdout_in_record = 0;
     w->records_in_segment++;
     return NB_OK;
 }
@@ -1033,11 +1128,13 @@ nb_status nb_writer_end(nb_writer *w)
     nb_hdr_set_long(&end, "RECORDS", w->records_in_segment);
     make_preamble(&end, pre);
     put_u32(crcb, record_crc(&end, pre, NULL));
+    if (w->on_stdout) stdout_in_record = 1;
     st = write_all(w, pre, sizeof pre);
     if (!st) st = write_all(w, end.header, end.header_len);
     if (!st) st = write_all(w, crcb, 4);
     nb_record_free(&end);
     if (!st) {
+        if (w->on_stdout) stdout_in_record = 0;
         w->records_in_segment = 0;
         /* hand each finished segment on at once, so pipelines stream */
         if (fflush(nb_outfile_fp(w->of)) != 0) st = write_failed(w, errno);

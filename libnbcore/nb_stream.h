@@ -15,7 +15,9 @@
  * A segment ends with an END record whose header says RECORDS=<n>, the number
  * of records before it in that segment.  Streams may be concatenated (cat):
  * every segment carries its own END.  Unknown record types are passed through
- * untouched by every tool.  Full description: docs/stream-format.md.
+ * untouched by every tool.  An ABORT record (TOOL=, STATUS=) ends a stream
+ * whose writer failed: the stages after it stop with that status, quietly.
+ * Full description: docs/stream-format.md.
  */
 #ifndef NB_STREAM_H
 #define NB_STREAM_H
@@ -99,7 +101,11 @@ nb_status nb_reader_open(nb_reader **r, const char *path);
  * the stream sets *eof = 1 and returns NB_OK.  END records are returned too
  * (after their count was checked), so tools can mirror segment ends.
  * Errors: truncation, bad magic/version, CRC mismatch, absurd sizes, missing
- * END, wrong END count - all NB_ERR_DATA with a message naming the record. */
+ * END, wrong END count - all NB_ERR_DATA with a message naming the record.
+ * An ABORT record (a stage before this one failed) is not returned: it gives
+ * NB_ERR_UPSTREAM (nb_error_upstream(): nb_upstream_tool(), and the status,
+ * nb_exit_code()), quiet when the input is a pipe, and so does every later
+ * call: the stream ends there. */
 nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof);
 const char *nb_reader_name(const nb_reader *r);
 /* Called while a record's payload is read: first with have == 0, before any
@@ -141,8 +147,18 @@ void nb_reader_close(nb_reader *r);
 /* ---- writing ------------------------------------------------------------ */
 typedef struct nb_writer nb_writer;
 /* path "-" (or NULL) writes standard output, refusing a terminal; a file is
- * written under a temporary name and renamed by nb_writer_close(). */
+ * written under a temporary name and renamed by nb_writer_close().  A writer
+ * on standard output also does nb_stream_to_stdout(1). */
 nb_status nb_writer_open(nb_writer **w, const char *path);
+/* Whether standard output carries this tool's stream.  With 1, a failure
+ * (nb_exit_on_error()) leaves an ABORT record there - TOOL and STATUS of the
+ * failing stage, this tool or, for NB_ERR_UPSTREAM, the one it read of - when
+ * standard output is a pipe or FIFO (never a terminal or a file) and no
+ * record is half-written on it.  A tool whose stream goes to standard output
+ * says 1 first thing, so that a failure before its writer opens (its command
+ * line, its input) leaves one too, and 0 once its options send the stream
+ * elsewhere (-o FILE). */
+void nb_stream_to_stdout(int yes);
 nb_status nb_writer_put(nb_writer *w, const nb_record *rec);
 /* nb_writer_put for a record that is freed next: its payload's contents are
  * undefined afterwards (into a pipe, a large payload's pages are handed over

@@ -25,8 +25,10 @@
 
 static void oom(void)
 {
-    fprintf(stderr, "%s: out of memory\n", nb_tool_name());
-    exit(1);
+    /* the one way out of a failing tool, so that the next stage of a pipe
+     * gets its ABORT record too */
+    nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
+    exit(1); /* not reached */
 }
 
 void nb_strbuf_init(nb_strbuf *sb)

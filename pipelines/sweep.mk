@@ -40,8 +40,10 @@ NOISE_STAGE := $(if $(filter off,$(NOISE)),,| $(NB)nb-noise -q $(NOISE))
 # A failing pipe fails with its root cause's status (make shows it): that of
 # its first stage that failed other than by SIGPIPE (141: a later stage
 # stopped reading; the tools die of it quietly), else of its first failing
-# stage.  Not pipefail's last failing stage: after nb-sim fails, nb-convert
-# fails too, on the truncated stream.  Put $(ROOT_CAUSE) after every pipe.
+# stage.  Not pipefail's last failing stage: after nb-sim fails the stages
+# after it stop quietly with its status (the ABORT record it leaves on the
+# pipe), but after nb-sim is killed nb-convert fails with 1, on the truncated
+# stream.  Put $(ROOT_CAUSE) after every pipe.
 SHELL := /bin/bash
 ROOT_CAUSE = s=($${PIPESTATUS[@]}); for c in $${s[@]/141/0} $${s[@]}; do [ $$c = 0 ] || exit $$c; done
 

@@ -103,10 +103,7 @@ static void args_push(arglist *a, const char *s)
     if (a->n + 2 > a->cap) {
         a->cap = a->cap ? 2 * a->cap : 32;
         a->v = realloc(a->v, (size_t)a->cap * sizeof *a->v);
-        if (!a->v) {
-            fprintf(stderr, "%s: out of memory\n", tool.name);
-            abort();
-        }
+        if (!a->v) nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
     }
     a->v[a->n++] = nb_xstrdup(s);
     a->v[a->n] = NULL;
@@ -428,10 +425,7 @@ static void set_threads_env(bench_ctx *c, int threads)
     for (char **e = environ; *e; e++) n++;
     free(c->envp);
     c->envp = malloc((size_t)(n + 2) * sizeof *c->envp);
-    if (!c->envp) {
-        fprintf(stderr, "%s: out of memory\n", tool.name);
-        abort();
-    }
+    if (!c->envp) nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
     snprintf(c->omp, sizeof c->omp, "OMP_NUM_THREADS=%d", threads);
     int k = 0;
     for (char **e = environ; *e; e++)

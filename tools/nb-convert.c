@@ -949,10 +949,17 @@ int main(int argc, char **argv)
     memset(&o, 0, sizeof o);
     nb_set_tool_name(tool.name);
     nb_std_opts_init(&opts);
+    /* with --import the stream goes on to standard output (as it does with
+     * --format nbs -o -): a failure, on the command line already, leaves an
+     * ABORT record on the pipe to the next stage.  Writing files, this tool
+     * ends a pipeline and leaves none. */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--import")) nb_stream_to_stdout(1);
     o.outs = calloc((size_t)argc + 1, sizeof *o.outs);
     if (!o.outs) nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
     nb_exit_on_error(parse(argc, argv, &o, &opts));
     nb_std_apply(&opts);
+    nb_stream_to_stdout((o.import && !o.tee) || (o.tee && !strcmp(o.tee, "-")));
 
     nb_reader *r = NULL;
     nb_writer *w = NULL;

@@ -49,6 +49,9 @@ int main(int argc, char **argv)
 
     nb_set_tool_name(tool.name);
     nb_std_opts_init(&opts);
+    /* its stream goes to standard output unless -o says otherwise: a failure
+     * from here on leaves an ABORT record on the pipe to the next stage */
+    nb_stream_to_stdout(1);
     nb_request_defaults(&rq);
     if (!flags) nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
 
@@ -77,6 +80,7 @@ int main(int argc, char **argv)
         i += nvals;
     }
     nb_std_apply(&opts);
+    nb_stream_to_stdout(!strcmp(opts.output, "-"));
     rq.command_line = nb_join_args(argc, argv);
 
     /* the reference reads the -mask header, then the -img header, before any

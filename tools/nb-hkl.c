@@ -92,6 +92,9 @@ int main(int argc, char **argv)
 
     nb_set_tool_name(tool.name);
     nb_std_opts_init(&opts);
+    /* its stream goes to standard output unless -o says otherwise: a failure
+     * from here on leaves an ABORT record on the pipe to the next stage */
+    nb_stream_to_stdout(1);
     memset(&o, 0, sizeof o);
     for (int i = 1; i < argc; i++) {
         if (nb_std_option(&tool, &opts, argc, argv, &i, &st)) {
@@ -115,6 +118,7 @@ int main(int argc, char **argv)
         }
     }
     nb_std_apply(&opts);
+    nb_stream_to_stdout(!strcmp(opts.output, "-"));
 
     nb_reader *r = NULL;
     nb_writer *w = NULL;

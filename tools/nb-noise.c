@@ -187,9 +187,13 @@ int main(int argc, char **argv)
     memset(&o, 0, sizeof o);
     nb_set_tool_name(tool.name);
     nb_std_opts_init(&opts);
+    /* its stream goes to standard output unless -o says otherwise: a failure
+     * from here on leaves an ABORT record on the pipe to the next stage */
+    nb_stream_to_stdout(1);
     nb_noise_defaults(&o.p);
     nb_exit_on_error(parse(argc, argv, &o, &opts));
     nb_std_apply(&opts);
+    nb_stream_to_stdout(!strcmp(opts.output, "-"));
 
     nb_reader *r = NULL;
     nb_writer *w = NULL;

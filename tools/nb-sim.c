@@ -352,6 +352,9 @@ int main(int argc, char **argv)
 
     nb_set_tool_name(tool.name);
     nb_std_opts_init(&opts);
+    /* its stream goes to standard output unless -o says otherwise: a failure
+     * from here on leaves an ABORT record on the pipe to the next stage */
+    nb_stream_to_stdout(1);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device")) {
             const char *v = i + 1 < argc ? argv[++i] : "";
@@ -402,6 +405,7 @@ int main(int argc, char **argv)
         i += nvals;
     }
     nb_std_apply(&opts);
+    nb_stream_to_stdout(!strcmp(opts.output, "-"));
 
     nb_reader *r = NULL;
     nb_writer *w = NULL;

@@ -19,6 +19,10 @@ tmpdir_is_empty() {
     expect_status 0
     expect_has "nanobragg"
     expect_has "floatimage.bin"
+    # the whole of the script's opening comment, to its last line
+    expect_has "Exit status: that of the first stage"
+    expect_has "beside the script itself (an installation), or on PATH."
+    expect_has "  -cell A B C AL BE GA"
 }
 
 @test "nanobragg: a small case writes floatimage.bin in the working directory" {

@@ -1,5 +1,6 @@
 /* libFuzzer target: the nb stream reader, and the PLAN and HKL records it
- * hands on (nb_plan_from_record, nb_hkl_from_record). */
+ * hands on (nb_plan_from_record, nb_hkl_from_record); an ABORT record ends
+ * the reading with an exit status a process can have. */
 #include "fuzz_common.h"
 #include "nb_hkl.h"
 #include "nb_plan.h"
@@ -56,7 +57,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&rec, 0, sizeof rec);
     for (int n = 0; n < 64; n++) {
         int eof = 0;
-        if (nb_reader_next(r, &rec, &eof) || eof) break;
+        nb_status st = nb_reader_next(r, &rec, &eof);
+        /* what main() would exit with, and the tool it would hand on */
+        if (st == NB_ERR_UPSTREAM) {
+            int code = nb_exit_code(st);
+            const char *tool = nb_upstream_tool();
+            if (code < 1 || code > 255 || !tool[0] || strlen(tool) > 63 || strchr(tool, '\n')) abort();
+        }
+        if (st || eof) break;
         if (nb_record_is(&rec, "PLAN")) {
             nb_plan p;
             if (!nb_plan_from_record(&rec, &p)) nb_plan_free(&p);

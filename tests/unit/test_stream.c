@@ -1254,6 +1254,301 @@ static void test_unknown_passthrough_mem(void)
     free(s.p);
 }
 
+/* ---- the ABORT record ------------------------------------------------------ */
+
+static void bytes_append_abort(bytes *b, const char *tool, const char *status)
+{
+    nb_record ab;
+    nb_record_init(&ab, "ABORT");
+    if (tool) nb_hdr_set(&ab, "TOOL", tool);
+    if (status) nb_hdr_set(&ab, "STATUS", status);
+    bytes_append_record(b, &ab);
+    nb_record_free(&ab);
+}
+
+/* a FOO record of `payload` zero bytes */
+static void make_foo(nb_record *rec, size_t payload)
+{
+    nb_record_init(rec, "FOO");
+    nb_hdr_set(rec, "K", "v");
+    if (payload && nb_record_add_array(rec, "zeros", NB_U8, payload, NULL, NULL)) _exit(91);
+}
+
+/* The child cases below run with standard output a pipe (in_child_piped).
+ * Each starts as a fresh tool would, with standard output not yet said to
+ * carry a stream: this process may have opened a writer on it. */
+
+/* a record, then a failure: the record and an ABORT of this tool, status 1 */
+static void case_abort_after_record(void)
+{
+    nb_record rec;
+    nb_writer *w;
+    nb_set_tool_name("test-tool");
+    nb_stream_to_stdout(0);
+    make_foo(&rec, 10);
+    if (nb_writer_open(&w, "-") || nb_writer_put(w, &rec)) _exit(60);
+    nb_exit_on_error(nb_error_set(NB_ERR_DATA, "it went wrong"));
+    _exit(61);
+}
+
+/* declared before any writer (a command-line error): an ABORT alone, status 2 */
+static void case_abort_declared(void)
+{
+    nb_set_tool_name("test-tool");
+    nb_stream_to_stdout(0);
+    nb_stream_to_stdout(1);
+    nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "a bad flag"));
+    _exit(62);
+}
+
+/* standard output not declared a stream (a sink, nb-bench): nothing on it */
+static void case_abort_undeclared(void)
+{
+    nb_set_tool_name("test-tool");
+    nb_stream_to_stdout(0);
+    nb_exit_on_error(nb_error_set(NB_ERR_IO, "cannot open it"));
+    _exit(63);
+}
+
+/* declared, then sent elsewhere (-o FILE): nothing on standard output */
+static void case_abort_withdrawn(void)
+{
+    nb_set_tool_name("test-tool");
+    nb_stream_to_stdout(1);
+    nb_stream_to_stdout(0);
+    nb_exit_on_error(nb_error_set(NB_ERR_IO, "cannot open it"));
+    _exit(64);
+}
+
+/* an input that ends in an ABORT of nb-geom (a saved stream, so the reader
+ * says where it ends): the same ABORT handed on, and nb-geom's status */
+static void case_abort_forwarded(void)
+{
+    bytes in = {0};
+    nb_record rec, got;
+    nb_reader *r;
+    nb_writer *w;
+    int eof = 0;
+    nb_set_tool_name("test-tool");
+    nb_stream_to_stdout(0);
+    make_foo(&rec, 3);
+    bytes_append_record(&in, &rec);
+    bytes_append_abort(&in, "nb-geom", "2");
+    memset(&got, 0, sizeof got);
+    if (nb_writer_open(&w, "-") || nb_reader_open_mem(&r, in.p, in.n, "saved.nbs")) _exit(65);
+    nb_status st;
+    while (!(st = nb_reader_next(r, &got, &eof)) && !eof)
+        if (nb_writer_put(w, &got)) _exit(66);
+    nb_exit_on_error(st);
+    _exit(67);
+}
+
+/* a record half-written when the tool fails (a non-blocking pipe that is
+ * full): no ABORT after it, even once the FILE's error is cleared and the
+ * rest of its buffer goes out - the next stage must see the truncation */
+static int abort_sync_fd = -1;
+static void case_abort_mid_record(void)
+{
+    nb_record small, big;
+    nb_writer *w;
+    nb_set_tool_name("test-tool");
+    nb_stream_to_stdout(0);
+    make_foo(&small, 10);
+    /* beyond the widest pipe buffer (1 MiB), below the payloads whose CRC is
+     * taken on OpenMP threads (none in this child of a process that has its
+     * threads) */
+    make_foo(&big, (size_t)4 << 20);
+    int fl = fcntl(1, F_GETFL);
+    if (nb_writer_open(&w, "-") || nb_writer_put(w, &small)) _exit(68);
+    fcntl(1, F_SETFL, fl | O_NONBLOCK);
+    nb_status st = nb_writer_put(w, &big);
+    if (st != NB_ERR_IO) _exit(69);
+    fcntl(1, F_SETFL, fl);
+    clearerr(stdout);
+    if (write(abort_sync_fd, "x", 1) != 1) _exit(70); /* the parent now reads */
+    nb_exit_on_error(st);
+    _exit(71);
+}
+
+/* Like in_child, with standard output a pipe whose bytes end up in *out.
+ * sync: the parent waits for a byte on a second pipe (abort_sync_fd in the
+ * child) before it reads, so the child can fill the pipe first. */
+static int in_child_piped(void (*fn)(void), char *err, size_t size, bytes *out, int sync)
+{
+    char path[600];
+    int p[2], s[2] = {-1, -1};
+    out->p = NULL, out->n = 0;
+    snprintf(path, sizeof path, "%s/child.err", tmpdir);
+    if (pipe(p) != 0 || (sync && pipe(s) != 0)) return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) dup2(fd, 2);
+        dup2(p[1], 1);
+        close(p[0]), close(p[1]);
+        if (sync) close(s[0]), abort_sync_fd = s[1];
+        fn();
+        _exit(99);
+    }
+    close(p[1]);
+    if (sync) {
+        char c;
+        close(s[1]);
+        if (read(s[0], &c, 1) != 1) c = 0;
+        close(s[0]);
+    }
+    unsigned char chunk[65536];
+    ssize_t k;
+    while ((k = read(p[0], chunk, sizeof chunk)) > 0) bytes_append(out, chunk, (size_t)k);
+    close(p[0]);
+    int ws = 0;
+    if (pid < 0 || waitpid(pid, &ws, 0) != pid) return -1;
+    err[0] = '\0';
+    FILE *fp = fopen(path, "r");
+    if (fp) {
+        size_t n = fread(err, 1, size - 1, fp);
+        while (n && err[n - 1] == '\n') n--; /* one TAP line */
+        err[n] = '\0';
+        fclose(fp);
+    }
+    remove(path);
+    return WIFSIGNALED(ws) ? 1000 + WTERMSIG(ws) : WEXITSTATUS(ws);
+}
+
+/* whether buf holds the bytes s (binary-safe) */
+static int holds(const bytes *b, const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; b->p && i + n <= b->n; i++)
+        if (memcmp(b->p + i, s, n) == 0) return 1;
+    return 0;
+}
+
+/* Read the stream in b: the status it ends with, the records before (*n)
+ * and their types. */
+static nb_status read_to_abort(const bytes *b, char types[][NB_TYPE_LEN + 1], int *n)
+{
+    return read_all(b->p, b->n, n, types, 8);
+}
+
+static void test_abort_read(void)
+{
+    char types[8][NB_TYPE_LEN + 1];
+    int n;
+    nb_record foo;
+    make_foo(&foo, 5);
+
+    bytes s = {0};
+    bytes_append_record(&s, &foo);
+    bytes_append_abort(&s, "nb-geom", "2");
+    nb_status st = read_to_abort(&s, types, &n);
+    ok(st == NB_ERR_UPSTREAM && n == 1 && !strcmp(types[0], "FOO"),
+       "a record, then ABORT: the record, then NB_ERR_UPSTREAM (%d, %d records)", (int)st, n);
+    ok(!strcmp(nb_upstream_tool(), "nb-geom") && nb_upstream_status() == 2, "... naming nb-geom and status 2 (%s %d)",
+       nb_upstream_tool(), nb_upstream_status());
+    ok(nb_exit_code(st) == 2, "nb_exit_code(NB_ERR_UPSTREAM) is the upstream status (%d)", nb_exit_code(st));
+    ok(contains(nb_error_message(), "test: the stream ends where nb-geom failed (status 2)"),
+       "the message names the input, the tool and its status: %s", nb_error_message());
+
+    /* asked again after the ABORT: the same answer, nothing read beyond it */
+    bytes_append_end(&s, 1);
+    nb_reader *r;
+    nb_record got;
+    int eof = 0;
+    memset(&got, 0, sizeof got);
+    nb_reader_open_mem(&r, s.p, s.n, "again");
+    (void)nb_reader_next(r, &got, &eof);
+    st = nb_reader_next(r, &got, &eof);
+    nb_status st2 = nb_reader_next(r, &got, &eof);
+    ok(st == NB_ERR_UPSTREAM && st2 == NB_ERR_UPSTREAM && !eof, "the stream ends at the ABORT: a later call gives "
+                                                               "NB_ERR_UPSTREAM again, never the END after it");
+    nb_record_free(&got);
+    nb_reader_close(r);
+    free(s.p);
+
+    s = (bytes){0};
+    bytes_append_abort(&s, "nb-sim", "1");
+    st = read_to_abort(&s, types, &n);
+    ok(st == NB_ERR_UPSTREAM && n == 0 && nb_exit_code(st) == 1 && !strcmp(nb_upstream_tool(), "nb-sim"),
+       "an ABORT alone (the first stage failed before writing): NB_ERR_UPSTREAM, not 'empty stream' (%s)",
+       nb_error_message());
+    free(s.p);
+
+    static const struct {
+        const char *tool, *status, *msg;
+    } bad[] = {
+        {NULL, "2", "missing key TOOL"},      {"nb-geom", NULL, "missing key STATUS"},
+        {"nb-geom", "0", "STATUS=0"},         {"nb-geom", "256", "STATUS=256"},
+        {"nb-geom", "-1", "STATUS=-1"},       {"nb-geom", "two", "STATUS"},
+        {"", "2", "bad value for TOOL"},      {"nb\033[2Jgeom", "2", "bad value for TOOL"},
+        {"a-name-much-longer-than-any-tool-would-ever-have-it-is-refused-here", "2", "bad value for TOOL"},
+    };
+    int refused = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        s = (bytes){0};
+        bytes_append_abort(&s, bad[i].tool, bad[i].status);
+        st = read_to_abort(&s, types, &n);
+        if (st == NB_ERR_DATA && contains(nb_error_message(), "ABORT record") && contains(nb_error_message(), bad[i].msg))
+            refused++;
+        else
+            printf("# ABORT %s %s: %d %s\n", bad[i].tool ? bad[i].tool : "-", bad[i].status ? bad[i].status : "-",
+                   (int)st, nb_error_message());
+        free(s.p);
+    }
+    ok(refused == (int)(sizeof bad / sizeof bad[0]),
+       "an ABORT without a printable TOOL or a STATUS in 1..255 is a corrupt stream (NB_ERR_DATA)");
+    nb_record_free(&foo);
+}
+
+static void test_abort_write(void)
+{
+    char err[512], types[8][NB_TYPE_LEN + 1];
+    int n;
+    bytes out;
+    nb_status st;
+
+    int how = in_child_piped(case_abort_after_record, err, sizeof err, &out, 0);
+    ok(how == 1 && contains(err, "test-tool: it went wrong"), "a failing tool says why and exits 1 (%d: %s)", how, err);
+    st = read_to_abort(&out, types, &n);
+    ok(st == NB_ERR_UPSTREAM && n == 1 && !strcmp(types[0], "FOO") && !strcmp(nb_upstream_tool(), "test-tool") &&
+           nb_exit_code(st) == 1,
+       "... its record, then an ABORT with TOOL=test-tool STATUS=1 on the pipe (%d, %d records: %s)", (int)st, n,
+       nb_error_message());
+    free(out.p);
+
+    how = in_child_piped(case_abort_declared, err, sizeof err, &out, 0);
+    st = read_to_abort(&out, types, &n);
+    ok(how == 2 && st == NB_ERR_UPSTREAM && n == 0 && nb_exit_code(st) == 2,
+       "a usage error before the writer opens, stdout declared a stream: an ABORT alone, status 2 (%d, %d)", how,
+       (int)st);
+    free(out.p);
+
+    how = in_child_piped(case_abort_undeclared, err, sizeof err, &out, 0);
+    ok(how == 1 && out.n == 0, "stdout not a stream of this tool: nothing written on it (%d, %zu bytes)", how, out.n);
+    free(out.p);
+    how = in_child_piped(case_abort_withdrawn, err, sizeof err, &out, 0);
+    ok(how == 1 && out.n == 0, "declared, then withdrawn (-o FILE): nothing on stdout (%d, %zu bytes)", how, out.n);
+    free(out.p);
+
+    how = in_child_piped(case_abort_forwarded, err, sizeof err, &out, 0);
+    ok(how == 2 && contains(err, "test-tool: saved.nbs: the stream ends where nb-geom failed (status 2)"),
+       "an ABORT read from a saved stream: one line naming the input and nb-geom, nb-geom's status (%d: %s)", how,
+       err);
+    st = read_to_abort(&out, types, &n);
+    ok(st == NB_ERR_UPSTREAM && n == 1 && !strcmp(nb_upstream_tool(), "nb-geom") && nb_exit_code(st) == 2,
+       "... handed on: the record, then an ABORT of nb-geom, status 2 (%d, %d: %s)", (int)st, n, nb_error_message());
+    free(out.p);
+
+    how = in_child_piped(case_abort_mid_record, err, sizeof err, &out, 1);
+    st = read_to_abort(&out, types, &n);
+    ok(how == 1 && !holds(&out, "ABORT") && !holds(&out, "TOOL="),
+       "a record half-written when the tool fails: no ABORT after it (%d, %zu bytes)", how, out.n);
+    ok(st == NB_ERR_DATA && contains(nb_error_message(), "truncated stream"),
+       "... the reader reports the truncated stream: %s", nb_error_message());
+    free(out.p);
+}
+
 /* nb_crc32_update equals zlib's crc32 for every length and alignment, in
  * one call or in pieces (the accelerated paths fold 256, 64 and 16 bytes at a
  * time and hand the rest to zlib). */
@@ -1387,6 +1682,8 @@ int main(void)
     test_fault_rows_ahead();
     test_segments_and_errors();
     test_unknown_passthrough_mem();
+    test_abort_read();
+    test_abort_write();
     test_truncation_sweep();
     test_bitflip_sweep();
     rmdir(tmpdir);
