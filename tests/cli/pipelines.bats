@@ -55,11 +55,13 @@ same_as_single() { # same_as_single DIR
     done
 }
 
-# A real single-node Slurm (slurmctld + slurmd on 127.0.0.1, munge), started
-# for the test in its own directory and stopped after it.  Every daemon starts
-# with bats' descriptors closed (3 is its TAP channel): a daemon that keeps one
-# open makes bats wait for it forever after the last test.
-daemon() { "$@" </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-; }
+# A real single-node Slurm (slurmctld + slurmd on 127.0.0.1, and a munged of
+# its own), started for the test in its own directory and stopped after it.
+# The daemons run in the foreground as background jobs of the test, each a
+# simple command so that $! is its own pid (a daemon that forks away and is
+# then not stopped outlives the test), with bats' descriptors closed (3 is its
+# TAP channel): a daemon that keeps one open makes bats wait for it forever.
+SLURM_PIDS=""
 
 start_slurm() {
     command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null ||
@@ -67,16 +69,23 @@ start_slurm() {
     command -v munged >/dev/null || skip "munge is not installed"
     [ "$(id -u)" -eq 0 ] || skip "starting slurmd needs root here"
     [ -r /etc/munge/munge.key ] || skip "no munge key (/etc/munge/munge.key)"
-    if ! pgrep -x munged >/dev/null; then
-        mkdir -p /run/munge && chown munge:munge /run/munge 2>/dev/null
-        daemon runuser -u munge -- munged || daemon munged --force || skip "munged does not start"
-        MUNGED_STARTED=1
-    fi
-    local host port
+    local host port i
     host=$(hostname -s)
     port=$((20000 + RANDOM % 20000))
     SL="$PWD/slurm-run"
-    mkdir -p "$SL/state" "$SL/spool" "$SL/log"
+    mkdir -p "$SL/state" "$SL/spool" "$SL/log" "$SL/munge"
+    chmod 700 "$SL/munge"
+    # munged on a socket of the test's own: a system one, or another run's, is
+    # neither used nor stopped (with two suites at once, one stopped the munged
+    # the other's job array was using)
+    munged -F --force --socket="$SL/munge/munge.socket" --pid-file="$SL/munge/munged.pid" \
+        --seed-file="$SL/munge/munged.seed" --log-file="$SL/log/munged.log" </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
+    SLURM_PIDS="$!"
+    for i in $(seq 50); do
+        [ -S "$SL/munge/munge.socket" ] && break
+        sleep 0.2
+    done
+    [ -S "$SL/munge/munge.socket" ] || { stop_slurm; skip "munged does not start here (see $SL/log)"; }
     cat >"$SL/slurm.conf" <<CONF
 ClusterName=nbtest
 SlurmctldHost=$host(127.0.0.1)
@@ -84,6 +93,7 @@ SlurmUser=root
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
 AuthType=auth/munge
+AuthInfo=socket=$SL/munge/munge.socket
 StateSaveLocation=$SL/state
 SlurmdSpoolDir=$SL/spool
 SlurmctldPidFile=$SL/slurmctld.pid
@@ -102,10 +112,12 @@ NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
 PartitionName=nbtest Nodes=ALL Default=YES MaxTime=10 State=UP
 CONF
     export SLURM_CONF="$SL/slurm.conf"
-    daemon slurmctld -c || { stop_slurm; skip "slurmctld does not start here"; }
-    daemon slurmd || { stop_slurm; skip "slurmd does not start here"; }
-    local i
-    for i in $(seq 50); do
+    slurmctld -D -c </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
+    SLURM_PIDS="$SLURM_PIDS $!"
+    slurmd -D </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
+    SLURM_PIDS="$SLURM_PIDS $!"
+    # the node registers within seconds; a loaded machine may take longer
+    for i in $(seq 150); do
         sinfo -h -o %t 2>/dev/null | grep -q idle && return 0
         sleep 0.2
     done
@@ -113,20 +125,27 @@ CONF
     skip "the Slurm node did not come up (see $SL/log)"
 }
 
+# Stop the test's daemons and wait for them (SIGKILL after 10 s).
 stop_slurm() {
-    [ -n "${SL:-}" ] || return 0
-    scontrol shutdown >/dev/null 2>&1
-    local f
-    for f in "$SL/slurmd.pid" "$SL/slurmctld.pid"; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
-    [ "${MUNGED_STARTED:-0}" = 1 ] && pkill -x munged
-    sleep 0.5
+    local p i alive
+    [ -n "$SLURM_PIDS" ] || return 0
+    kill $SLURM_PIDS 2>/dev/null
+    for i in $(seq 50); do
+        alive=""
+        for p in $SLURM_PIDS; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ -z "$alive" ] && break
+        sleep 0.2
+    done
+    [ -z "$alive" ] || kill -KILL $SLURM_PIDS 2>/dev/null
+    wait $SLURM_PIDS 2>/dev/null || true # their status: killed, as asked
+    SLURM_PIDS=""
     return 0
 }
 
 @test "pipelines: slurm-sweep.sbatch as a job array under a real single-node Slurm reproduces the single run" {
     single_run
     start_slurm
-    run timeout 300 env NB="$NB_BIN" sbatch --wait --array=1-3 --export=ALL --chdir="$PWD" -o "$SL/log/task-%a.log" \
+    run timeout 600 env NB="$NB_BIN" sbatch --wait --array=1-3 --export=ALL --chdir="$PWD" -o "$SL/log/task-%a.log" \
         "$NB_ROOT/pipelines/slurm-sweep.sbatch" plan.nbs slurm -seed 1
     local st=$status out=$output
     stop_slurm
