@@ -477,7 +477,7 @@ static void build_ours(const bench_ctx *c, const bench_config *cfg, int threads,
  * 0 0 when roi is set) or the drop-in. */
 typedef enum { RUN_REF, RUN_REF_ROI, RUN_DROPIN } single_run;
 
-static void build_ref(const bench_ctx *c, const bench_config *cfg, single_run kind, stage *s)
+static void build_single(const bench_ctx *c, const bench_config *cfg, single_run kind, stage *s)
 {
     const char *fixed[] = {"-nonoise", "-nopgm", "-floatfile", "float.bin", "-intfile", "int.img"};
     const int roi = kind == RUN_REF_ROI;
@@ -556,13 +556,13 @@ static nb_status run_ours(const bench_ctx *c, const bench_config *cfg, int threa
     return st;
 }
 
-static nb_status run_ref(const bench_ctx *c, const bench_config *cfg, single_run kind, double *whole, long *rss)
+static nb_status run_single(const bench_ctx *c, const bench_config *cfg, single_run kind, double *whole, long *rss)
 {
     char *dir;
     stage s;
     nb_status st = new_run_dir(c, &dir);
     if (st) return st;
-    build_ref(c, cfg, kind, &s);
+    build_single(c, cfg, kind, &s);
     if (nb_verbosity() > 0) {
         char *cmd = stage_command(&s, 1, "");
         nb_info("  %s: %s", kind == RUN_DROPIN ? "drop-in" : "ref", cmd);
@@ -651,13 +651,13 @@ static nb_status bench_one_rep(bench_ctx *c, const bench_config *cfg, int thread
     long rss = 0, roi_rss = 0;
     if (o->dropin) {
         double *w = &v[SERIES_DROPIN * n + rep];
-        if ((st = run_ref(c, cfg, RUN_DROPIN, w, &rss))) return st;
+        if ((st = run_single(c, cfg, RUN_DROPIN, w, &rss))) return st;
         if (rss > r->dropin_rss) r->dropin_rss = rss;
         nb_info("  drop-in %.3f s", *w);
     }
     if (!o->ref) return NB_OK;
     double *rw = &v[SERIES_REF * n + rep], *rs = &v[SERIES_REF_ROI * n + rep];
-    if ((st = run_ref(c, cfg, RUN_REF, rw, &rss)) || (st = run_ref(c, cfg, RUN_REF_ROI, rs, &roi_rss))) return st;
+    if ((st = run_single(c, cfg, RUN_REF, rw, &rss)) || (st = run_single(c, cfg, RUN_REF_ROI, rs, &roi_rss))) return st;
     if (rss > r->ref_rss) r->ref_rss = rss;
     nb_info("  ref %.3f s, with -roi 0 0 0 0 %.3f s", *rw, *rs);
     return NB_OK;
@@ -866,7 +866,7 @@ static void json_single_open(FILE *fp, const bench_ctx *c, const bench_config *c
                              const char *key, stat3 whole)
 {
     stage s;
-    build_ref(c, cfg, kind, &s);
+    build_single(c, cfg, kind, &s);
     char *cmd = stage_command(&s, 1, "");
     fprintf(fp, ",\n      \"%s\": {\n        \"command\": ", key);
     json_str(fp, cmd);

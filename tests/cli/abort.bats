@@ -11,6 +11,14 @@ load helper
 # a plan that asks nb-hkl for a file that is not there
 MISSING_HKL="-cell 100 100 100 90 90 90 -detpixels 32 -hkl nope.hkl"
 
+# nb-convert on the saved stream FILE fails (1) saying MESSAGE and writes nothing
+convert_refuses() {
+    run_nb nb-convert -o x.bin "$1"
+    expect_status 1
+    expect_has "$2"
+    [ ! -e x.bin ] || false
+}
+
 @test "abort: nb-geom's usage error through nb-hkl | nb-sim | nb-convert: only its message, status 2 everywhere" {
     run bash -c 'nb-geom -lambda 1 | nb-hkl | nb-sim | nb-convert -o x.bin; s=(${PIPESTATUS[@]}); echo "statuses ${s[*]}"; exit ${s[3]}'
     expect_status 2
@@ -118,10 +126,7 @@ MISSING_HKL="-cell 100 100 100 90 90 90 -detpixels 32 -hkl nope.hkl"
     grep -a -q '^COMMAND=' img.nbs
     [ "$(grep -a -c 'ABORT' img.nbs)" -eq 0 ] || false
     [ "$(grep -a -c '^TOOL=' img.nbs)" -eq 0 ] || false
-    run_nb nb-convert -o x.bin img.nbs
-    expect_status 1
-    expect_has "nb-convert: img.nbs: truncated stream"
-    [ ! -e x.bin ] || false
+    convert_refuses img.nbs "nb-convert: img.nbs: truncated stream"
 }
 
 @test "abort: a stream with an ABORT saved through tee, read from the file: one line naming nb-geom, its status" {
@@ -194,10 +199,7 @@ forward_through() {
     grep -a -q '^TOOL=nb-hkl$' saved.nbs
     grep -a -q '^STATUS=1$' saved.nbs
     grep -a -q '^COMMAND=' saved.nbs
-    run_nb nb-convert -o x.bin saved.nbs
-    expect_status 1
-    expect_has "nb-convert: saved.nbs: the stream ends where nb-hkl failed (status 1)"
-    [ ! -e x.bin ] || false
+    convert_refuses saved.nbs "nb-convert: saved.nbs: the stream ends where nb-hkl failed (status 1)"
 }
 
 @test "abort: a stage that was killed leaves no ABORT: the next one reports the empty stream, status 1" {

@@ -340,7 +340,7 @@ EOF
     echo "$la / $lb / $lc"
     cmp a.img b.img
     [ "$la" = "$lb" ]
-    ! cmp -s a.img c.img
+    run ! cmp -s a.img c.img
     [ "$la" != "$lc" ]
     # the overload count is reported, and it is the pixels held at 65535
     local over
@@ -501,7 +501,7 @@ EOF
     mkdir clean && cd clean
     run "$NANOBRAGG" $g -default_F 1 -floatfile third.bin
     expect_status 0
-    ! cmp -s ../first.bin third.bin
+    run ! cmp -s ../first.bin third.bin
 }
 
 # ---------------------------------------------------------------- AT-IO-004
@@ -633,5 +633,5 @@ EOF
     [ "$output" = "$la" ]
     constant_counts 100 4 c.img
     cmp a.img b.img
-    ! cmp -s a.img c.img
+    run ! cmp -s a.img c.img
 }

@@ -330,7 +330,7 @@ EOF
     run_nb nb-sim -o /dev/null plan.nbs
     expect_lacks "rendering ["
     script -qec "nb-sim -noprogress -o /dev/null plan.nbs" /dev/null | tr '\r' '\n' >tty2.txt
-    ! grep -q "rendering \[" tty2.txt
+    run ! grep -q "rendering \[" tty2.txt
 }
 
 @test "common: the man pages format without groff warnings and name every option of --help" {
@@ -359,5 +359,6 @@ EOF
     OMP_NUM_THREADS=1 $vg nb-sim -q -o img.nbs hkl.nbs
     $vg nb-noise -q -o noisy.nbs img.nbs
     $vg nb-convert -q -o f_#.cbf -o f_#.img -o f_#.bin -o f_#.tif -o f_#.png -o XDS.INP -o f.geom noisy.nbs
-    [ -s f_2.cbf ] && [ -s XDS.INP ]
+    [ -s f_2.cbf ]
+    [ -s XDS.INP ]
 }

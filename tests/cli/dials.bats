@@ -30,7 +30,8 @@ need_dials() {
 @test "dials: the 30 frames are written, numbered 001..030" {
     need_dials
     for i in $(seq -f %03g 1 30); do [ -s "$SWEEP_DIR/sweep_$i.cbf" ] || { echo "no sweep_$i.cbf"; return 1; }; done
-    [ ! -e "$SWEEP_DIR/sweep_000.cbf" ] && [ ! -e "$SWEEP_DIR/sweep_031.cbf" ]
+    [ ! -e "$SWEEP_DIR/sweep_000.cbf" ]
+    [ ! -e "$SWEEP_DIR/sweep_031.cbf" ]
 }
 
 @test "dials: import, find_spots and index the sweep; the cell comes back within 0.5 %" {

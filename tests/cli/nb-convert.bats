@@ -219,7 +219,8 @@ rendered() { # rendered NAME [nb-geom args]: NAME.nbs = PLAN + IMAGE of the smal
     nb-geom $SMALL -osc 1 -nframes 3 | nb-sim -q -o s.nbs
     run_nb nb-convert -o img_##.cbf -o XDS.INP -o det.geom s.nbs
     expect_status 0
-    [ -s img_01.cbf ] && [ -s img_03.cbf ]
+    [ -s img_01.cbf ]
+    [ -s img_03.cbf ]
     grep -q "^NAME_TEMPLATE_OF_DATA_FRAMES= img_??.cbf$" XDS.INP
     grep -q "^DATA_RANGE= 1 3$" XDS.INP
     grep -q "^p0/max_fs = 31$" det.geom
@@ -240,7 +241,8 @@ rendered() { # rendered NAME [nb-geom args]: NAME.nbs = PLAN + IMAGE of the smal
     expect_has "'XDS.INP' needs the images' name"
     run_nb nb-convert -o one.cbf -o XDS.INP s.nbs
     expect_status 2
-    [ ! -e XDS.INP ] && [ ! -e one.cbf ]
+    [ ! -e XDS.INP ]
+    [ ! -e one.cbf ]
 }
 
 @test "nb-convert: libtiff is loaded only to write a TIFF (not at start-up)" {
@@ -260,7 +262,8 @@ rendered() { # rendered NAME [nb-geom args]: NAME.nbs = PLAN + IMAGE of the smal
     LD_LIBRARY_PATH=$PWD/lib run_nb nb-convert -o out.tif -o out.bin img.nbs
     expect_status 1
     expect_has "nb-convert: 'out.tif': cannot load libtiff: "
-    [ ! -e out.tif ] && [ ! -e out.bin ]
+    [ ! -e out.tif ]
+    [ ! -e out.bin ]
     # the real one: the same command writes the TIFF
     run_nb nb-convert -o out.tif img.nbs
     expect_status 0

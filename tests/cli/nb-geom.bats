@@ -366,10 +366,10 @@ EOF
     local plain
     plain=$(geom PIX0)
     approx "$plain" "0.1 0.0017 -0.0017"
-    ! approx "$(geom PIX0 -detector_rotx 5)" "$plain" 2>/dev/null
-    ! approx "$(geom PIX0 -detector_roty 5)" "$plain" 2>/dev/null
-    ! approx "$(geom PIX0 -detector_rotz 5)" "$plain" 2>/dev/null
-    ! approx "$(geom PIX0 -twotheta 10)" "$plain" 2>/dev/null
+    local moved
+    for moved in "-detector_rotx 5" "-detector_roty 5" "-detector_rotz 5" "-twotheta 10"; do
+        run ! approx "$(geom PIX0 $moved)" "$plain"
+    done
     approx "$(geom TWOTHETA -twotheta 10)" "$(deg 10)"
     approx "$(geom DETECTOR_ROTY -detector_roty 90)" "$(deg 90)"
     approx "$(geom FDET -detector_roty 90)" "1 0 0"
@@ -503,7 +503,7 @@ EOF
     nb-geom $base -mosaic_seed 7 > b.nbs
     nb-geom $base -mosaic_seed 8 > c.nbs
     cmp a.nbs b.nbs
-    ! cmp -s a.nbs c.nbs
+    run ! cmp -s a.nbs c.nbs
 }
 
 @test "nb-geom: -misset angles; -misset random with -misset_seed is reproducible" {
@@ -761,7 +761,7 @@ EOF
     expect_has "  Xbeam=0.00165 Ybeam=0.00165"
     # stdout: an nb stream from its first byte, no log text in it
     [ "$(head -c 4 stdout.bin | tail -c 3)" = NBS ]
-    ! grep -a -q 'convention selected' stdout.bin
+    run ! grep -a -q 'convention selected' stdout.bin
     [ "$(plan_key stdout.bin FPIXELS)" = 32 ]
 }
 

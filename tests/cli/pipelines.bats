@@ -37,13 +37,16 @@ same_as_single() { # same_as_single DIR
 @test "pipelines: sweep.mk from GEOM and FRAMES makes the plan itself" {
     make -s -f "$NB_ROOT/pipelines/sweep.mk" -j2 SHARDS=2 FRAMES=3 OUT=g GEOM="$GEOM" >/dev/null
     [ "$(plan_key g/plan.nbs NFRAMES)" = 3 ]
-    [ -s g/img_001.cbf ] && [ -s g/img_003.cbf ] && [ ! -e g/img_004.cbf ]
+    [ -s g/img_001.cbf ]
+    [ -s g/img_003.cbf ]
+    [ ! -e g/img_004.cbf ]
 }
 
 @test "pipelines: sweep.mk fails, and leaves no stamp, when a stage fails" {
     run make -s -f "$NB_ROOT/pipelines/sweep.mk" SHARDS=2 FRAMES=3 OUT=bad GEOM="-cell 78 78 37 90 90 90 -osc 1 -detpixels 32 -hkl missing.hkl"
     [ "$status" -ne 0 ]
-    [ ! -e bad/.done ] && [ ! -e bad/.shard-1-of-2 ]
+    [ ! -e bad/.done ]
+    [ ! -e bad/.shard-1-of-2 ]
 }
 
 @test "pipelines: parallel-sweep with 2 and 3 shards reproduces the single run" {

@@ -707,6 +707,25 @@ static void case_exit_on_pipe_error(void)
     _exit(50);
 }
 
+/* Wait for the child pid: its exit status, or 1000 + the signal that ended it;
+ * its standard error, left in the file `path` (removed), into `err` (up to
+ * size - 1 bytes; without its final newlines when one_line is set). */
+static int child_ended(pid_t pid, const char *path, char *err, size_t size, int one_line)
+{
+    int ws = 0;
+    if (pid < 0 || waitpid(pid, &ws, 0) != pid) return -1;
+    err[0] = '\0';
+    FILE *fp = fopen(path, "r");
+    if (fp) {
+        size_t n = fread(err, 1, size - 1, fp);
+        while (one_line && n && err[n - 1] == '\n') n--; /* one TAP line */
+        err[n] = '\0';
+        fclose(fp);
+    }
+    remove(path);
+    return WIFSIGNALED(ws) ? 1000 + WTERMSIG(ws) : WEXITSTATUS(ws);
+}
+
 /* how a child running fn ended: its exit status, or 1000 + the signal; its
  * standard error into `err` (up to size - 1 bytes) */
 static int in_child(void (*fn)(void), char *err, size_t size)
@@ -721,17 +740,7 @@ static int in_child(void (*fn)(void), char *err, size_t size)
         fn();
         _exit(99);
     }
-    int ws = 0;
-    if (pid < 0 || waitpid(pid, &ws, 0) != pid) return -1;
-    err[0] = '\0';
-    FILE *fp = fopen(path, "r");
-    if (fp) {
-        size_t n = fread(err, 1, size - 1, fp);
-        err[n] = '\0';
-        fclose(fp);
-    }
-    remove(path);
-    return WIFSIGNALED(ws) ? 1000 + WTERMSIG(ws) : WEXITSTATUS(ws);
+    return child_ended(pid, path, err, size, 0);
 }
 
 static int make_closed_temp(void)
@@ -1402,18 +1411,7 @@ static int in_child_piped(void (*fn)(void), char *err, size_t size, bytes *out, 
     ssize_t k;
     while ((k = read(p[0], chunk, sizeof chunk)) > 0) bytes_append(out, chunk, (size_t)k);
     close(p[0]);
-    int ws = 0;
-    if (pid < 0 || waitpid(pid, &ws, 0) != pid) return -1;
-    err[0] = '\0';
-    FILE *fp = fopen(path, "r");
-    if (fp) {
-        size_t n = fread(err, 1, size - 1, fp);
-        while (n && err[n - 1] == '\n') n--; /* one TAP line */
-        err[n] = '\0';
-        fclose(fp);
-    }
-    remove(path);
-    return WIFSIGNALED(ws) ? 1000 + WTERMSIG(ws) : WEXITSTATUS(ws);
+    return child_ended(pid, path, err, size, 1);
 }
 
 /* whether buf holds the bytes s (binary-safe) */
