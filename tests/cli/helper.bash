@@ -28,6 +28,9 @@
 #                          run CMD with SIGPIPE ignored, as `trap '' PIPE` or
 #                          Python's subprocess leave it (inherited across exec)
 
+# `run !` and `run -N` need bats 1.5 (Debian 12 has 1.8)
+bats_require_minimum_version 1.5.0
+
 NB_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 NB_BIN="${NB_BIN:-$NB_ROOT/bin}"   # make check-asan points it at bin-asan
 NB_INPUTS="$NB_ROOT/tests/golden/inputs"
