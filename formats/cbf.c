@@ -1,3 +1,6 @@
+/* cbf.c - miniCBF images as PILATUS and CBFlib write them: the header text
+ * that dxtbx, XDS and fabio read, byte-offset compression (and decompression,
+ * to read our files back in tests), Content-MD5.  Conventions: cbf.h. */
 #include "cbf.h"
 
 #include <errno.h>

@@ -1,3 +1,6 @@
+/* hkl.c - structure-factor files: "h k l F" text as the reference reads it
+ * (docs/deviations.md 2.1) and the Fdump.bin cache it writes and reads back
+ * on a later run without -hkl (2.2). */
 #include "hkl.h"
 
 #include <float.h>

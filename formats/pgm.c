@@ -1,3 +1,4 @@
+/* pgm.c - the reference's image.pgm: an 8-bit binary PGM preview. */
 #include "pgm.h"
 
 #include <stdio.h>

@@ -1,3 +1,5 @@
+/* png.c - 8-bit greyscale PNG previews of float images, with the automatic
+ * contrast of png.h, written with zlib alone (no libpng). */
 #include "png.h"
 
 #include <errno.h>

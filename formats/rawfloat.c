@@ -1,3 +1,6 @@
+/* rawfloat.c - the reference's floatimage.bin (raw little-endian float32,
+ * no header): written whole or a band of rows at a time, and read back for
+ * nb-convert --import. */
 #include "rawfloat.h"
 
 #include <errno.h>

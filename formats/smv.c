@@ -1,3 +1,6 @@
+/* smv.c - SMV (ADSC) images: the header reader that -img and -mask use, with
+ * the reference's rules, and the writer of the int and noise images (16-bit
+ * unsigned, or 32-bit as noisify), whole or a few rows at a time. */
 #include "smv.h"
 
 #include <errno.h>
@@ -314,22 +317,13 @@ void nb_smv_writer_abort(nb_smv_writer *w)
     free(w);
 }
 
-static nb_status smv_write_any(const char *path, const nb_smv_meta *m, const void *values, int bits, int is_u16)
+static nb_status smv_write_from_rows(const char *path, const nb_smv_meta *m, const nb_smv_rows *src, int bits)
 {
     nb_smv_writer *w;
     nb_status st = nb_smv_writer_open(&w, path, m, bits);
     if (st) return st;
-    size_t npix = (size_t)m->fpixels * (size_t)m->spixels;
-    if (is_u16) {
-        if ((st = nb_smv_writer_put_u16(w, values, npix))) {
-            nb_smv_writer_abort(w);
-            return st;
-        }
-        return nb_smv_writer_close(w);
-    }
     /* rows in chunks: from the caller's array, or filled by its function
      * (so that a whole int32 copy of the image is never needed) */
-    const nb_smv_rows *src = values;
     const size_t width = (size_t)m->fpixels;
     int rows = (int)(((size_t)1 << 18) / (width ? width : 1));
     if (rows < 1) rows = 1;
@@ -357,19 +351,8 @@ static nb_status smv_write_any(const char *path, const nb_smv_meta *m, const voi
     return nb_smv_writer_close(w);
 }
 
-nb_status nb_smv_write(const char *path, const nb_smv_meta *m, const int32_t *values, int bits)
-{
-    nb_smv_rows src = {values, NULL, NULL};
-    return nb_smv_write_rows(path, m, &src, bits);
-}
-
 nb_status nb_smv_write_rows(const char *path, const nb_smv_meta *m, const nb_smv_rows *rows, int bits)
 {
     if (bits != 16 && bits != 32) return nb_error_set(NB_ERR_USAGE, "SMV images are 16 or 32 bits, not %d", bits);
-    return smv_write_any(path, m, rows, bits, 0);
-}
-
-nb_status nb_smv_write_u16(const char *path, const nb_smv_meta *m, const uint16_t *values)
-{
-    return smv_write_any(path, m, values, 16, 1);
+    return smv_write_from_rows(path, m, rows, bits);
 }

@@ -58,11 +58,7 @@ void nb_smv_meta_from_plan(const nb_plan *p, double adc, int beam_mode, nb_smv_m
  * 512 bytes (1024 when it does not fit), then unsigned 16-bit (bits = 16,
  * TYPE=unsigned_short) or 32-bit (bits = 32, TYPE=long_integer as noisify)
  * pixels in the host's byte order, as the header says.  Values are clipped
- * to the type's range. */
-nb_status nb_smv_write(const char *path, const nb_smv_meta *m, const int32_t *values, int bits);
-nb_status nb_smv_write_u16(const char *path, const nb_smv_meta *m, const uint16_t *values);
-
-/* The pixels of nb_smv_write_rows: an array, or (counts NULL) a function
+ * to the type's range.  The pixels: an array, or (counts NULL) a function
  * that fills rows y0 .. y0 + ny - 1 (fpixels values each) on demand. */
 typedef struct nb_smv_rows {
     const int32_t *counts;

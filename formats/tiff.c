@@ -1,3 +1,7 @@
+/* tiff.c - greyscale TIFF (float32, uint16, uint32) through libtiff, which is
+ * loaded at run time (dlopen) so that the tools run where it is missing and
+ * only a TIFF output needs it; written in memory, then committed through
+ * nb_outfile.  Conventions: tiff.h. */
 #include "tiff.h"
 
 #include <errno.h>

@@ -119,17 +119,6 @@ void nb_warn(const char *fmt, ...)
     fputc('\n', stderr);
 }
 
-void nb_note(const char *fmt, ...)
-{
-    va_list ap;
-    if (verbosity < 0) return;
-    fprintf(stderr, "%s: note: ", tool_name);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
 void nb_info(const char *fmt, ...)
 {
     va_list ap;

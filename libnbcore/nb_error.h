@@ -77,8 +77,5 @@ void nb_set_verbosity(int level);
 int nb_verbosity(void);
 void nb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void nb_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* "<tool>: note: ..." - something the user should know that is not wrong
- * (silenced by -q only). */
-void nb_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

@@ -1,3 +1,6 @@
+/* nb_hkl.c - the dense F(hkl) grid: allocation and lookup, the HKL record that
+ * carries it down the pipe (nb-hkl writes it, nb-sim reads it), and the grid
+ * the kernels index (nb_hkl_grid).  Layout and keys: docs/stream-format.md. */
 #include "nb_hkl.h"
 
 #include <math.h>

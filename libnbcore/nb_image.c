@@ -1,3 +1,8 @@
+/* nb_image.c - what nb-convert derives from a float image, by the reference's
+ * rules (docs/physics.md 9 and 12): the automatic int and PGM scales, the int
+ * image (whole, or a band of rows on the fly, clipped to 16 bits), the 8-bit
+ * preview, and the image statistics, per row so that nb-sim can compute them
+ * while it renders and join them afterwards. */
 #include "nb_image.h"
 
 #include "nb_crc32.h"

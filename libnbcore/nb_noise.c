@@ -1,3 +1,7 @@
+/* nb_noise.c - detector counting for nb-noise: nanoBragg's Poisson noise image
+ * and, opt-in, the effects of its noisify program (flicker, calibration,
+ * point-spread function, gain, ADC, read-out), in noisify's order.  The model
+ * and its formulas: docs/physics.md 11. */
 #include "nb_noise.h"
 
 #include <math.h>

@@ -1,3 +1,7 @@
+/* nb_plan.c - the PLAN record: the resolved experiment written as header keys
+ * and arrays (one table of keys, so writing and reading cannot disagree), read
+ * back with every key checked, and the size limits a plan must respect.
+ * Keys and units: docs/stream-format.md, PLAN. */
 #include "nb_plan.h"
 
 #include <math.h>

@@ -34,7 +34,7 @@ typedef struct nb_plan {
     double distance, close_distance;    /* after the pivot/rotation update */
     double fdet[3], sdet[3], odet[3], pix0[3];
     double beam[3], polar_vector[3], spindle[3], twotheta_axis[3];
-    double Xbeam, Ybeam, Fbeam, Sbeam;  /* header values, m (see behaviour.md 8) */
+    double Xbeam, Ybeam, Fbeam, Sbeam;  /* header values, m (see docs/physics.md 2.2) */
     double Xclose, Yclose, Fclose, Sclose;
     double ORGX, ORGY;                  /* pixels */
     double dials_origin[3];             /* mm */

@@ -1,3 +1,6 @@
+/* nb_vec.c - the rotations the geometry needs (about x, y, z in the
+ * reference's order, and by a mosaic-domain matrix), with nanoBragg's
+ * operation order so that vectors agree with it to the last bit. */
 #include "nb_vec.h"
 
 #include <math.h>

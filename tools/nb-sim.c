@@ -296,7 +296,7 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
     st = pick_device(o, &use_cuda);
     if (!st && use_cuda) st = nb_render_cuda(cuda, &setup.kp, use_double, img, &res);
     else if (!st) st = use_double ? nb_render_cpu_double(&setup.kp, img, &res, &prog)
-                                  : nb_render_cpu_fast(&setup.kp, plan, img, &res, &prog);
+                                  : nb_render_cpu_fast(&setup.kp, img, &res, &prog);
     snprintf(path, sizeof path, "%s%s", use_cuda ? "cuda-" : "", use_double ? "double" : use_cuda ? "fast" : nb_fast_variant());
     nb_progress_finish(&prog);
     if (st) {

@@ -42,8 +42,7 @@ void nb_fparams_free(nb_fparams *fp);
 
 /* The fast single-precision path (nb_sim_fast.c), vectorised for the best
  * instruction set this CPU has (AVX-512, AVX2+FMA, or baseline). */
-nb_status nb_render_cpu_fast(const nb_kparams *kp, const nb_plan *plan, float *image, nb_render_result *res,
-                             nb_progress *prog);
+nb_status nb_render_cpu_fast(const nb_kparams *kp, float *image, nb_render_result *res, nb_progress *prog);
 /* Which variant nb_render_cpu_fast would run here: "avx512", "avx2" or "generic"
  * (NB_SIMD=avx2|generic in the environment forces a lower one). */
 const char *nb_fast_variant(void);

@@ -274,12 +274,10 @@ void nb_fparams_free(nb_fparams *fp)
     memset(fp, 0, sizeof *fp);
 }
 
-nb_status nb_render_cpu_fast(const nb_kparams *kp, const nb_plan *plan, float *image, nb_render_result *res,
-                             nb_progress *prog)
+nb_status nb_render_cpu_fast(const nb_kparams *kp, float *image, nb_render_result *res, nb_progress *prog)
 {
     nb_fparams fp;
     double *row_omega = NULL;
-    (void)plan;
     nb_status st = nb_fparams_build(kp, &fp);
     if (st) return st;
     if ((st = nb_calloc((void **)&row_omega, (size_t)kp->spixels, sizeof(double), "row sums"))) {

@@ -66,11 +66,16 @@ __global__ void k_fast(nb_fparams fp, float *image, double *row_omega, int *trip
 
 /* ---- device memory ------------------------------------------------------------ */
 
-/* A device copy of a host array, re-uploaded only when the host array or
- * its size changed (the same plan across frames keeps its copies). */
+/* A device copy of a host array, re-uploaded only when the array's contents
+ * changed (the same plan across frames keeps its copies).  The key is the
+ * contents, compared with a host copy of what was uploaded, not the host
+ * address: nb-sim frees and reallocates its arrays every frame, malloc hands
+ * the same addresses back, and the next frame's cells (rotated to its phi)
+ * would otherwise render with the last frame's. */
 typedef struct dev_array {
-    const void *host;
-    size_t bytes;
+    void *uploaded; /* host copy of the bytes now on the device */
+    size_t bytes;   /* their size; 0: nothing uploaded */
+    size_t capacity;
     void *dev;
 } dev_array;
 
@@ -97,19 +102,22 @@ static nb_status upload(nb_cuda *c, dev_array *a, const void *host, size_t bytes
 {
     cudaError_t e;
     if (!host || bytes == 0) {
-        a->host = host;
         a->bytes = 0;
         return NB_OK;
     }
-    if (a->host == host && a->bytes == bytes && a->dev) return NB_OK;
-    if (a->dev && a->bytes < bytes) {
-        cudaFree(a->dev);
-        a->dev = NULL;
+    if (a->bytes == bytes && memcmp(a->uploaded, host, bytes) == 0) return NB_OK;
+    if (a->capacity < bytes) {
+        if (a->dev) cudaFree(a->dev);
+        free(a->uploaded);
+        a->dev = NULL, a->uploaded = NULL, a->bytes = a->capacity = 0;
+        if ((e = cudaMalloc(&a->dev, bytes)) != cudaSuccess) return cuda_error(e, what);
+        if (!(a->uploaded = malloc(bytes))) return nb_error_set(NB_ERR_NOMEM, "out of memory for the %s", what);
+        a->capacity = bytes;
     }
-    if (!a->dev && (e = cudaMalloc(&a->dev, bytes)) != cudaSuccess) return cuda_error(e, what);
-    if ((e = cudaMemcpyAsync(a->dev, host, bytes, cudaMemcpyHostToDevice, c->stream)) != cudaSuccess)
+    memcpy(a->uploaded, host, bytes);
+    a->bytes = 0; /* not valid until the copy is queued */
+    if ((e = cudaMemcpyAsync(a->dev, a->uploaded, bytes, cudaMemcpyHostToDevice, c->stream)) != cudaSuccess)
         return cuda_error(e, what);
-    a->host = host;
     a->bytes = bytes;
     return NB_OK;
 }
@@ -117,6 +125,7 @@ static nb_status upload(nb_cuda *c, dev_array *a, const void *host, size_t bytes
 static void release(dev_array *a)
 {
     if (a->dev) cudaFree(a->dev);
+    free(a->uploaded);
     memset(a, 0, sizeof *a);
 }
 
@@ -187,8 +196,6 @@ extern "C" nb_status nb_render_cuda(nb_cuda *c, const nb_kparams *kp, int use_do
         /* the fast path's constants: built on the host, then copied */
         if ((st = nb_fparams_build(kp, &hf))) return st;
         size_t pad = hf.Fgrid ? 4 * ((size_t)kp->F.k_range * kp->F.l_range + kp->F.l_range + 1) : 0;
-        /* these host arrays are new every frame: force the copies */
-        c->pairs.host = c->src_i.host = c->src_E.host = c->src_B.host = c->inv2l.host = c->Fgrid.host = NULL;
         if ((st = upload(c, &c->pairs, hf.pairs, sizeof(nb_pair) * kp->nsources * kp->ncells, "pairs")) ||
             (st = upload(c, &c->src_i, hf.src_i, 3 * sizeof(float) * kp->nsources, "sources")) ||
             (st = upload(c, &c->src_E, hf.src_E, 3 * sizeof(float) * kp->nsources, "sources")) ||

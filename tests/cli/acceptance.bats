@@ -256,7 +256,7 @@ i = np.fromfile('auto.img', '<u2', offset=512).astype(np.float64)
 scale = 55000.0 / f.max()
 assert i.max() == 55040, i.max()
 # the reference's floorf(v + 0.5): v + 0.5 is rounded to single precision
-# first (21055.9994 becomes 21056), as its code does (behaviour.md)
+# first (21055.9994 becomes 21056), as its code does (docs/physics.md 12.1)
 want = np.clip(np.floor((f * scale + 40 + 0.5).astype(np.float32)), 0, 65535)
 assert np.array_equal(i, want), (i != want).sum()
 EOF

@@ -48,3 +48,22 @@ render_both() { # render_both NAME PRECISION [nb-geom flags]: NAME-cpu.bin and N
     nb-sim -q --device cuda -o g.nbs probe.nbs
     [[ "$(nb_key g.nbs RENDER_PATH)" == cuda-* ]]
 }
+
+@test "gpu: every frame of a rotation series is its own (no stale upload from the frame before)" {
+    need_gpu
+    # each frame's cells are rotated to its own phi in arrays nb-sim reallocates
+    # per frame, often at the same addresses: a device copy kept by address
+    # would render frames 2 and 3 at frame 1's phi
+    nb-geom -default_F 100 -cell 70 80 90 75 85 95 -lambda 1 -N 5 -distance 100 -detpixels 128 -pixel 0.8 \
+        -osc 5 -phisteps 2 -nframes 3 -o series.nbs
+    local prec dev i
+    for prec in single double; do
+        for dev in cpu cuda; do
+            nb-sim -q --device "$dev" -precision "$prec" series.nbs | nb-convert -q -o "$prec-$dev-#.bin"
+        done
+        for i in 1 2 3; do
+            compare "$prec-cpu-$i.bin" "$prec-cuda-$i.bin" 0.9999999 1e-5
+        done
+        run ! cmp -s "$prec-cuda-1.bin" "$prec-cuda-2.bin"
+    done
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # nb-geom: nanoBragg's experiment flags -> one PLAN record.  Values in the plan
-# are SI (metres, radians); expected values follow behaviour.md sections 3-13.
+# are SI (metres, radians); expected values follow docs/physics.md sections 1-8.
 
 load helper
 
@@ -306,7 +306,7 @@ EOF
 
 # ---- beam centre -------------------------------------------------------------
 
-@test "nb-geom: MOSFLM default beam centre is detsize/2 plus a pixel (behaviour.md 7)" {
+@test "nb-geom: MOSFLM default beam centre is detsize/2 plus a pixel (docs/physics.md 2.2)" {
     nb-geom -cell 100 -detpixels 64 -o plan.nbs
     approx "$(plan_key plan.nbs XBEAM)" 0.00325
     approx "$(plan_key plan.nbs FBEAM)" 0.0033
@@ -375,14 +375,14 @@ EOF
     approx "$(geom FDET -detector_roty 90)" "1 0 0"
 }
 
-@test "nb-geom: -twotheta under MOSFLM reports the perpendicular distance (behaviour.md 8)" {
+@test "nb-geom: -twotheta under MOSFLM reports the perpendicular distance (docs/physics.md 2.3)" {
     nb-geom -cell 100 -detpixels 64 -twotheta 10 -o plan.nbs 2>/dev/null
     approx "$(plan_key plan.nbs DISTANCE)" 0.0984808 1e-6
     approx "$(plan_key plan.nbs SBEAM)" 0.0035638 1e-5
     approx "$(plan_key plan.nbs FBEAM)" 0.0033
 }
 
-@test "nb-geom: the golden tilted detector (behaviour.md 8)" {
+@test "nb-geom: the golden tilted detector (docs/physics.md 2.3)" {
     nb-geom -cell 100 -distance 100 -detpixels 1024 -Xbeam 61.2 -Ybeam 61.2 -detector_rotx 5 \
         -detector_roty 3 -detector_rotz 2 -twotheta 15 -o plan.nbs 2>/dev/null
     approx "$(plan_key plan.nbs FDET)" "0.0311948 -0.0966502 0.994829" 1e-6

@@ -244,7 +244,7 @@ static void test_cell(void)
     near(nb_norm(bs), c * a * sin(be) / V, 1e-14, "|b*| = ca sin(beta)/V");
     double cos_gs = (cos(al) * cos(be) - cos(ga)) / (sin(al) * sin(be));
     near(nb_dot(as, bs) / nb_norm(as) / nb_norm(bs), cos_gs, 1e-14, "angle between a* and b* is gamma*");
-    /* c*_z: the reference's formula c* V/(abc sin gamma*) (behaviour.md 9.1),
+    /* c*_z: the reference's formula c* V/(abc sin gamma*) (docs/physics.md 3.1),
      * which equals sin(gamma)/(c sin(gamma*)) rather than 1/c, so the
      * default orientation of a triclinic cell is slightly off (the reference
      * prints 79.9723 95.0141 105.003 for this cell, see below); nb reproduces

@@ -222,7 +222,7 @@ int main(void)
             nb_render_result r2 = {0};
             memset(rows, 0xff, (size_t)plan.spixels * sizeof *rows);
             r2.row_stats = rows;
-            ok(nb_render_cpu_fast(&setup.kp, &plan, simd, &r2, NULL) == NB_OK, "%s: SIMD %s renders", cf->name, got);
+            ok(nb_render_cpu_fast(&setup.kp, simd, &r2, NULL) == NB_OK, "%s: SIMD %s renders", cf->name, got);
             reference_stats(simd, &plan, &want);
             nb_stats_from_rows(rows, plan.spixels, &have);
             check_stats("  SIMD per-row", &have, &want);
@@ -239,7 +239,7 @@ int main(void)
                 kp_cut.dmin = 1e-20;
                 float *cut = calloc(n, sizeof(float));
                 nb_render_result r3 = {0};
-                ok(nb_render_cpu_fast(&kp_cut, &plan, cut, &r3, NULL) == NB_OK &&
+                ok(nb_render_cpu_fast(&kp_cut, cut, &r3, NULL) == NB_OK &&
                        memcmp(cut, simd, n * sizeof(float)) == 0,
                    "  SIMD %s: a -dmin that cuts nothing renders the same bits", got);
                 free(cut);
