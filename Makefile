@@ -1,6 +1,7 @@
 # nb toolkit - plain GNU Makefile.
 #   make            build every tool into bin/
-#   make check      build, then run every test (unit, CLI, parity); ends "N passed, N failed"
+#   make check      build, then run every test (lint, unit, CLI, parity); ends "N passed, N failed"
+#   make lint       only the lint of the bats tests: every check can fail (tests/lint/)
 #   make demo       install missing Debian packages (as root), build, render a default image
 #                   and a PNG picture of it (demo/preview.png)
 #   make bench      benchmarks (see bench/README.md)
@@ -71,7 +72,7 @@ endif
 HEADERS := $(wildcard libnbcore/*.h) $(wildcard libnbcore/*.inc) $(wildcard formats/*.h) $(wildcard tools/*.h)
 
 .SECONDARY:
-.PHONY: all check check-built demo-built test-unit test-cli test-parity demo deps bench install clean check-asan man fuzz fuzz-regressions fuzz-regressions-built
+.PHONY: all check check-built demo-built lint test-unit test-cli test-parity demo deps bench install clean check-asan man fuzz fuzz-regressions fuzz-regressions-built
 
 all: $(TOOL_BINS)
 
@@ -142,6 +143,10 @@ check: deps
 
 check-built: all $(UNIT_BINS) $(TEST_TOOLS)
 	@tests/run-all.sh
+
+# needs no build: it reads tests/cli/*.bats (tests/lint/bats-checks.py)
+lint:
+	@tests/run-all.sh lint
 
 test-unit: all $(UNIT_BINS)
 	@tests/run-all.sh unit

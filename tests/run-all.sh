@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Run the test suites and print one summary line: "N passed, N failed, N skipped".
-#   tests/run-all.sh            every suite
+#   tests/run-all.sh            every suite (lint, unit, cli, parity)
 #   tests/run-all.sh unit cli   only those
-# Every suite speaks TAP; a "# SKIP" result counts as skipped.
+# Every suite speaks TAP; a "# SKIP" result counts as skipped.  lint runs
+# first: it takes seconds and needs no build (tests/lint/run.sh).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 suites=("$@")
-[ ${#suites[@]} -eq 0 ] && suites=(unit cli parity)
+[ ${#suites[@]} -eq 0 ] && suites=(lint unit cli parity)
 
 # A suite that hangs must fail, not stall CI: each runs under a time limit
 # (seconds; NB_SUITE_TIMEOUT overrides) far above its usual time.
@@ -43,6 +44,11 @@ crashed() { # name status file: a suite that died without reporting counts as on
 
 for suite in "${suites[@]}"; do
     case $suite in
+    lint)
+        out=$log/lint.tap
+        limit tests/lint/run.sh > "$out" 2>&1
+        crashed lint $? "$out"
+        count lint/bats-checks "$out" ;;
     unit)
         for t in "$BUILD"/tests/test_*; do
             [ -x "$t" ] || continue
@@ -67,7 +73,7 @@ for suite in "${suites[@]}"; do
         crashed parity $? "$out"
         count parity/golden "$out" ;;
     *)
-        echo "unknown suite '$suite' (unit, cli, parity)" >&2
+        echo "unknown suite '$suite' (lint, unit, cli, parity)" >&2
         exit 2 ;;
     esac
 done

@@ -210,7 +210,8 @@ forward_through() {
 }
 
 @test "abort: the drop-in with no cell prints only nb-geom's message and exits 2" {
-    mkdir run && cd run
+    mkdir run
+    cd run
     run "$NANOBRAGG" -lambda 6.2 -detpixels 32
     expect_status 2
     expect_has "nb-geom: no crystal"

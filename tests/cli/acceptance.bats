@@ -498,7 +498,8 @@ EOF
     expect_has "reading structure factors from 'Fdump.bin'"
     cmp first.bin second.bin
     # and the file made the difference: without it there are no structure factors at all
-    mkdir clean && cd clean
+    mkdir clean
+    cd clean
     run "$NANOBRAGG" $g -default_F 1 -floatfile third.bin
     expect_status 0
     run ! cmp -s ../first.bin third.bin

@@ -26,7 +26,8 @@ tmpdir_is_empty() {
 }
 
 @test "nanobragg: a small case writes floatimage.bin in the working directory" {
-    mkdir run && cd run
+    mkdir run
+    cd run
     run_nb "$NANOBRAGG" $SMALL
     expect_status 0
     [ "$(stat -c %s floatimage.bin)" -eq $((32 * 32 * 4)) ]
@@ -36,14 +37,16 @@ tmpdir_is_empty() {
 }
 
 @test "nanobragg: the image is the one the stages make" {
-    mkdir run && cd run
+    mkdir run
+    cd run
     "$NANOBRAGG" $SMALL 2>/dev/null
     nb-geom $SMALL | nb-sim -q | nb-convert -o ../stages.bin
     cmp floatimage.bin ../stages.bin
 }
 
 @test "nanobragg: the resolved geometry and the statistics go to stderr" {
-    mkdir run && cd run
+    mkdir run
+    cd run
     run_nb "$NANOBRAGG" $SMALL
     expect_status 0
     expect_has "mosflm convention selected."
@@ -53,7 +56,8 @@ tmpdir_is_empty() {
 }
 
 @test "nanobragg: -floatfile NAME is honoured" {
-    mkdir run && cd run
+    mkdir run
+    cd run
     run_nb "$NANOBRAGG" $SMALL -floatfile mine.bin
     expect_status 0
     [ "$(stat -c %s mine.bin)" -eq 4096 ]
@@ -63,7 +67,8 @@ tmpdir_is_empty() {
 }
 
 @test "nanobragg: with -hkl it writes Fdump.bin; a second run without -hkl reads it and warns" {
-    mkdir run && cd run
+    mkdir run
+    cd run
     local geo="-cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 32"
     run_nb "$NANOBRAGG" $geo -hkl "$NB_INPUTS/small.hkl" -floatfile first.bin
     expect_status 0
@@ -76,14 +81,16 @@ tmpdir_is_empty() {
 }
 
 @test "nanobragg: -dump names the cache" {
-    mkdir run && cd run
+    mkdir run
+    cd run
     "$NANOBRAGG" $SMALL -hkl "$NB_INPUTS/small.hkl" -dump cache.bin 2>/dev/null
     [ -f cache.bin ]
     [ ! -e Fdump.bin ]
 }
 
 @test "nanobragg: a stale Fdump.bin is used even with -default_F, as the reference does" {
-    mkdir run && cd run
+    mkdir run
+    cd run
     "$NANOBRAGG" $SMALL -hkl "$NB_INPUTS/small.hkl" -floatfile with-hkl.bin 2>/dev/null
     run_nb "$NANOBRAGG" $SMALL -floatfile stale.bin
     expect_status 0
@@ -93,7 +100,8 @@ tmpdir_is_empty() {
 
 @test "nanobragg: a usage error (no cell) fails and writes no files" {
     use_private_tmpdir
-    mkdir run && cd run
+    mkdir run
+    cd run
     run "$NANOBRAGG" -lambda 6.2 -N 5 -default_F 100 -detpixels 32
     expect_status 2
     expect_has "nb-geom: no crystal"
@@ -102,7 +110,8 @@ tmpdir_is_empty() {
 }
 
 @test "nanobragg: an unknown flag fails and writes no files" {
-    mkdir run && cd run
+    mkdir run
+    cd run
     run "$NANOBRAGG" $SMALL -no_such_flag
     expect_status 2
     expect_has "nb-geom: unknown option '-no_such_flag'"
@@ -110,7 +119,8 @@ tmpdir_is_empty() {
 }
 
 @test "nanobragg: no structure factors (AT-CLI-009) fails and writes no files" {
-    mkdir run && cd run
+    mkdir run
+    cd run
     run "$NANOBRAGG" -cell 100 100 100 90 90 90 -detpixels 32
     [ "$status" -ne 0 ]
     expect_has "no structure factors"
@@ -118,7 +128,8 @@ tmpdir_is_empty() {
 }
 
 @test "nanobragg: a missing -hkl file fails (1) and writes no files" {
-    mkdir run && cd run
+    mkdir run
+    cd run
     run "$NANOBRAGG" $SMALL -hkl nope.hkl
     expect_status 1
     expect_has "nb-hkl: cannot open 'nope.hkl'"
@@ -126,7 +137,8 @@ tmpdir_is_empty() {
 }
 
 @test "nanobragg: a failing last stage's status is the exit status" {
-    mkdir run && cd run
+    mkdir run
+    cd run
     run "$NANOBRAGG" $SMALL -floatfile no/such/dir/x.bin
     expect_status 1
     expect_has "no/such/dir/x.bin"
@@ -137,7 +149,8 @@ tmpdir_is_empty() {
 # whatever the timing, and quiet, whether the caller ignores SIGPIPE or not.
 # (-nonoise keeps nb-noise out of the pipe; the stages that are in it say nothing.)
 @test "nanobragg: nb-convert's failure is the status (1) and the only error, in 20 runs, SIGPIPE ignored or not" {
-    mkdir run && cd run
+    mkdir run
+    cd run
     local geo="-cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -default_F 100 -detpixels 1024"
     local how i
     for how in ":" "trap '' PIPE"; do
@@ -168,7 +181,8 @@ fake_bin() {
 
 @test "nanobragg: nb-noise runs only without -nonoise" {
     fake_bin nb-noise
-    mkdir run && cd run
+    mkdir run
+    cd run
     run env NB_BIN="$NB_TMP/fake" "$NANOBRAGG" $SMALL -nonoise
     expect_status 0
     expect_lacks "nb-noise: ran"
@@ -182,7 +196,8 @@ fake_bin() {
 
 @test "nanobragg: nb-hkl runs only for -hkl, -dump or a Fdump.bin left in the directory" {
     fake_bin nb-hkl
-    mkdir run && cd run
+    mkdir run
+    cd run
     run env NB_BIN="$NB_TMP/fake" "$NANOBRAGG" $SMALL -nonoise
     expect_status 0
     expect_lacks "nb-hkl: ran"
@@ -202,7 +217,8 @@ fake_bin() {
 }
 
 @test "nanobragg: a flag value that reads -nonoise (a file named so) skips nb-noise, and nb-convert then fails writing nothing" {
-    mkdir run && cd run
+    mkdir run
+    cd run
     run "$NANOBRAGG" $SMALL -floatfile -nonoise
     [ "$status" -ne 0 ]
     expect_has "needs detector counts"
@@ -228,7 +244,8 @@ fake_bin() {
 
 @test "nanobragg: leaves no temporary files behind" {
     use_private_tmpdir
-    mkdir run && cd run
+    mkdir run
+    cd run
     "$NANOBRAGG" $SMALL 2>/dev/null
     tmpdir_is_empty
     [ -z "$(ls -A | grep -v -x -e floatimage.bin -e intimage.img -e noiseimage.img -e image.pgm)" ] ||
@@ -236,7 +253,8 @@ fake_bin() {
 }
 
 @test "nanobragg: the reference's golden command lines run (small detector)" {
-    mkdir run && cd run
+    mkdir run
+    cd run
     run_nb "$NANOBRAGG" -default_F 100 -cell 70 80 90 75 85 95 -misset 10 5 3 -N 5 -lambda 1.0 \
         -distance 100 -detpixels 48 -pixel 1 -mosaic 0.5 -mosaic_dom 3 -mosaic_seed 777 -oversample 1
     expect_status 0

@@ -41,7 +41,8 @@ SERIES="-cell 78 78 37 90 90 90 -lambda 1 -N 5 -distance 150 -detpixels 48 -pixe
     for m in 1 2 3; do
         rm -f part*.nbs
         for k in $(seq "$m"); do nb-sim -q --shard "$k/$m" -o "part$k.nbs" plan.nbs; done
-        mkdir -p "m$m" && cat part*.nbs | nb-noise -q -seed 7 | (cd "m$m" && nb-convert -q -o ref_##.img)
+        mkdir -p "m$m"
+        cat part*.nbs | nb-noise -q -seed 7 | (cd "m$m" && nb-convert -q -o ref_##.img)
         for i in 01 02 03 04 05; do cmp "ref_$i.img" "m$m/ref_$i.img"; done
     done
     nb-sim -q --frames 2:4 plan.nbs | nb-noise -q -seed 7 | (mkdir -p fr && cd fr && nb-convert -q -o ref_##.img)

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The lint suite of tests/run-all.sh, in TAP: tests/lint/bats-checks.py finds
+# no bats check that cannot fail in tests/cli (test 1), and it reports exactly
+# the marked lines of its bad fixture and nothing in its good one (test 2), so
+# a lint that stopped seeing a pattern, or began to see one that is fine, fails.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../.."
+lint=tests/lint/bats-checks.py
+fixtures=tests/lint/fixtures
+
+echo "1..2"
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "ok 1 - lint: every check in tests/cli can fail # SKIP python3 is not installed"
+    echo "ok 2 - lint: self-test on tests/lint/fixtures # SKIP python3 is not installed"
+    exit 0
+fi
+
+failed=0
+
+# 1: the tree
+out=$(python3 "$lint" 2>&1)
+st=$?
+if [ "$st" -eq 0 ]; then
+    echo "ok 1 - lint: every check in tests/cli can fail"
+else
+    echo "not ok 1 - lint: every check in tests/cli can fail (bats-checks.py exited $st)"
+    failed=1
+    printf '%s\n' "$out" | sed 's/^/#   /'
+fi
+
+# 2: the fixtures.  A line of bad.bats ending in "# BAD !" or "# BAD &&" must
+# be reported as a negated command or an && list; "# BAD ... (next line)" on a
+# comment line stands for the line after it.
+problems=()
+want=$(awk '
+    /# BAD (!|&&) \(next line\)$/ { n = NR + 1; k = $0; sub(/.*# BAD /, "", k); sub(/ \(next line\)$/, "", k); print n, k; next }
+    /# BAD (!|&&)$/ { k = $0; sub(/.*# BAD /, "", k); print NR, k }' "$fixtures/bad.bats" | sort)
+got=$(python3 "$lint" "$fixtures/bad.bats" 2>/dev/null)
+st=$?
+[ "$st" -eq 1 ] || problems+=("bad.bats: exit status $st, not 1")
+got=$(printf '%s\n' "$got" | sed -n -E \
+    -e 's/^[^:]*:([0-9]+): negated command .*/\1 !/p' \
+    -e 's/^[^:]*:([0-9]+): && list .*/\1 \&\&/p' | sort)
+[ -n "$want" ] || problems+=("bad.bats: no marked line")
+while IFS= read -r line; do
+    [ -n "$line" ] && problems+=("bad.bats: line ${line% *} (${line#* }) not reported")
+done < <(comm -23 <(printf '%s\n' "$want") <(printf '%s\n' "$got"))
+while IFS= read -r line; do
+    [ -n "$line" ] && problems+=("bad.bats: line ${line% *} reported as ${line#* }, not marked so")
+done < <(comm -13 <(printf '%s\n' "$want") <(printf '%s\n' "$got"))
+out=$(python3 "$lint" "$fixtures/good.bats" 2>&1)
+st=$?
+[ "$st" -eq 0 ] || problems+=("good.bats: exit status $st, not 0: $out")
+# a usage error is 2, not a finding
+python3 "$lint" "$fixtures/no-such-file.bats" >/dev/null 2>&1
+st=$?
+[ "$st" -eq 2 ] || problems+=("a missing file: exit status $st, not 2")
+python3 "$lint" --no-such-option >/dev/null 2>&1
+st=$?
+[ "$st" -eq 2 ] || problems+=("an unknown option: exit status $st, not 2")
+if [ ${#problems[@]} -eq 0 ]; then
+    echo "ok 2 - lint: self-test: the $(printf '%s\n' "$want" | wc -l) marked lines of fixtures/bad.bats reported, nothing in good.bats"
+else
+    echo "not ok 2 - lint: self-test on tests/lint/fixtures"
+    printf '%s\n' "${problems[@]}" | sed 's/^/#   /'
+    failed=1
+fi
+exit "$failed"
