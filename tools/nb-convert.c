@@ -11,6 +11,7 @@
 #include "image_meta.h"
 #include "nb_cli.h"
 #include "nb_image.h"
+#include "nb_image_record.h"
 #include "nb_options.h"
 #include "nb_plan.h"
 #include "nb_stream.h"
@@ -227,7 +228,7 @@ static nb_status claim_output(const char *final, char **target)
 
 typedef struct frame {
     const nb_plan *plan;
-    const nb_record *rec;
+    const nb_image_info *im;   /* the IMAGE record's keys */
     const float *photons;
     const int32_t *counts; /* NULL when the stream has none */
     int counts_bits;
@@ -250,9 +251,8 @@ static void image_meta(const frame *fr, nb_image_meta *m)
     m->wavelength = p->lambda0;
     m->beam_f = p->Fbeam;
     m->beam_s = p->Sbeam;
-    double start = p->phi0, range = p->osc;
-    if (nb_hdr_has(fr->rec, "PHI_START")) nb_hdr_get_double(fr->rec, "PHI_START", &start);
-    if (nb_hdr_has(fr->rec, "PHI_RANGE")) nb_hdr_get_double(fr->rec, "PHI_RANGE", &range);
+    double start = fr->im->has.phi_start ? fr->im->phi_start : p->phi0;
+    double range = fr->im->has.phi_range ? fr->im->phi_range : p->osc;
     m->osc_start = start * 180.0 / M_PI;
     m->osc_range = range * 180.0 / M_PI;
     m->exposure = p->exposure;
@@ -293,7 +293,7 @@ static void smv_meta_for(const out_request *o, const frame *fr, double adc, nb_s
     nb_image_meta meta;
     image_meta(fr, &meta);
     nb_smv_meta_from_plan(fr->plan, adc, o->smv_beam, m);
-    if (nb_hdr_has(fr->rec, "PHI_START")) {
+    if (fr->im->has.phi_start) {
         m->phi_deg = m->osc_start_deg = meta.osc_start;
         m->osc_range_deg = meta.osc_range;
     }
@@ -438,44 +438,34 @@ static nb_status nonfinite_error(size_t bad, size_t width)
                         bad % width, bad / width);
 }
 
-static nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const conv_opts *o, int checked_finite,
-                               frame *fr)
+/* The frame of an IMAGE record (its keys in im, checked against the plan
+ * already) whose payload is there. */
+static nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const nb_image_info *im,
+                               const conv_opts *o, int checked_finite, frame *fr)
 {
-    const void *px;
-    size_t n;
-    long fp, sp;
+    const float *px;
     nb_status st;
     memset(fr, 0, sizeof *fr);
     fr->plan = plan;
-    fr->rec = rec;
-    if ((st = nb_hdr_get_long(rec, "FPIXELS", &fp)) || (st = nb_hdr_get_long(rec, "SPIXELS", &sp))) return st;
-    if ((st = nb_record_get_array(rec, "pixels", NB_F32, &px, &n))) return st;
-    if (fp <= 0 || sp <= 0 || n != (size_t)fp * (size_t)sp)
-        return nb_error_set(NB_ERR_DATA, "IMAGE record: %zu pixels but FPIXELS x SPIXELS = %ld x %ld", n, fp, sp);
-    if (fp != plan->fpixels || sp != plan->spixels)
-        return nb_error_set(NB_ERR_DATA, "IMAGE record is %ld x %ld pixels but its plan says %d x %d", fp, sp,
-                            plan->fpixels, plan->spixels);
-    fr->width = (int)fp;
-    fr->height = (int)sp;
+    fr->im = im;
+    if ((st = nb_image_pixels(rec, im, &px, NULL))) return st;
+    fr->width = im->fpixels;
+    fr->height = im->spixels;
     fr->photons = px;
-    size_t bad = checked_finite ? n : nb_first_nonfinite(fr->photons, n);
-    if (bad < n) return nonfinite_error(bad, (size_t)fp);
-    if (nb_hdr_has(rec, "FRAME") && (st = nb_hdr_get_long(rec, "FRAME", &fr->frame))) return st;
-    if (nb_record_has_array(rec, "counts")) {
-        if ((st = nb_record_get_array(rec, "counts", NB_I32, &px, &n))) return st;
-        if (n != (size_t)fp * (size_t)sp) return nb_error_set(NB_ERR_DATA, "IMAGE record: counts array has the wrong size");
-        fr->counts = px;
-        fr->counts_bits = 16;
-        fr->counts_adc = plan->adc;
-        if (nb_hdr_has(rec, "COUNTS_BITS") && (st = nb_hdr_get_int(rec, "COUNTS_BITS", &fr->counts_bits))) return st;
-        if (nb_hdr_has(rec, "COUNTS_ADC") && (st = nb_hdr_get_double(rec, "COUNTS_ADC", &fr->counts_adc))) return st;
+    size_t n = im->npixels, bad = checked_finite ? n : nb_first_nonfinite(fr->photons, n);
+    if (bad < n) return nonfinite_error(bad, (size_t)im->fpixels);
+    fr->frame = im->frame;
+    if (im->has_counts) {
+        if ((st = nb_image_counts(rec, im, &fr->counts, NULL))) return st;
+        fr->counts_bits = im->counts_bits;
+        fr->counts_adc = im->has.counts_adc ? im->counts_adc : plan->adc;
     }
     /* the reference's scales: from the image statistics (recomputed when a
      * stream carries none, e.g. an imported image) */
     nb_roi roi = {plan->roi_xmin, plan->roi_xmax, plan->roi_ymin, plan->roi_ymax};
-    if (nb_hdr_has(rec, "MAX_I") && nb_hdr_has(rec, "RMSD")) {
-        if ((st = nb_hdr_get_double(rec, "MAX_I", &fr->stats.max_I)) || (st = nb_hdr_get_double(rec, "RMSD", &fr->stats.rmsd)))
-            return st;
+    if (im->has.max_I && im->has.rmsd) {
+        fr->stats.max_I = im->max_I;
+        fr->stats.rmsd = im->rmsd;
     } else {
         if ((st = nb_image_stats(fr->photons, fr->width, fr->height, roi, plan->mask, &fr->stats))) return st;
     }
@@ -563,34 +553,27 @@ static void live_abort(live_image *L)
 
 static void live_convert_piece(void *ctx, int slot, const unsigned char *p, uint64_t off, size_t len);
 
-/* Which requests can be written live, and open them. */
-static nb_status live_start(live_image *L, const nb_record *rec)
+/* Which requests can be written live, and open them, for the IMAGE record
+ * whose keys are im (its payload not there yet). */
+static nb_status live_open(live_image *L, const nb_image_info *im)
 {
     const nb_plan *p = L->plan;
     const conv_opts *o = L->o;
-    long fp, sp, frame_no = 0;
-    uint64_t pix_off;
-    size_t n;
-    L->off = 1; /* unless all below holds: then the usual path finds what is wrong */
-    if (nb_hdr_get_long(rec, "FPIXELS", &fp) || nb_hdr_get_long(rec, "SPIXELS", &sp) || fp != p->fpixels ||
-        sp != p->spixels || nb_record_array_offset(rec, "pixels", NB_F32, &pix_off, &n) ||
-        n != (size_t)fp * (size_t)sp ||
-        (nb_hdr_has(rec, "FRAME") && nb_hdr_get_long(rec, "FRAME", &frame_no)))
-        return NB_OK;
-    double max_I;
-    int have_max = nb_hdr_has(rec, "MAX_I") && nb_hdr_has(rec, "RMSD") && !nb_hdr_get_double(rec, "MAX_I", &max_I);
-    int has_counts = nb_record_has_array(rec, "counts");
+    const long fp = im->fpixels, sp = im->spixels, frame_no = im->frame;
+    const uint64_t pix_off = im->pixels_offset;
+    int have_max = im->has.max_I && im->has.rmsd;
+    int has_counts = im->has_counts;
     out_request req[8];
     int nreq;
     const out_request *list = frame_requests(p, o, req, &nreq);
     frame fr;
     memset(&fr, 0, sizeof fr);
-    fr.plan = p, fr.rec = rec, fr.width = (int)fp, fr.height = (int)sp, fr.frame = frame_no;
+    fr.plan = p, fr.im = im, fr.width = (int)fp, fr.height = (int)sp, fr.frame = frame_no;
     L->width = (int)fp, L->height = (int)sp, L->rows_done = 0;
     L->pix_off = (size_t)pix_off;
     L->roi = (nb_roi){p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
     L->adc = adc_for(p, o);
-    L->int_scale = have_max ? int_scale_for(p, o, max_I) : 0.0;
+    L->int_scale = have_max ? int_scale_for(p, o, im->max_I) : 0.0;
     nb_status st = NB_OK;
     for (int k = 0; k < nreq && !st && L->nouts < LIVE_MAX; k++) {
         const out_request *q = &list[k];
@@ -647,6 +630,19 @@ static nb_status live_start(live_image *L, const nb_record *rec)
     } else if (!st && L->smv && !L->ints) {
         st = nb_alloc_large((void **)&L->ints, (size_t)LIVE_ROWS_MAX * (size_t)fp, sizeof *L->ints, "int rows");
     }
+    return st;
+}
+
+/* At an IMAGE record's first piece: its files written as it comes, when its
+ * keys are sound and match the plan (else the usual path, after the whole
+ * record, says what is wrong). */
+static nb_status live_start(live_image *L, const nb_record *rec)
+{
+    nb_image_info im;
+    L->off = 1;
+    if (nb_image_from_record(rec, &im)) return NB_OK;
+    nb_status st = nb_image_check_plan(&im, L->plan) ? NB_OK : live_open(L, &im);
+    nb_image_info_free(&im);
     return st;
 }
 
@@ -795,7 +791,15 @@ static nb_status import_image(const char *path, const nb_plan *plan, nb_record *
     nb_status st;
     size_t n = (size_t)plan->fpixels * plan->spixels;
     float *px;
-    nb_record_init(out, "IMAGE");
+    nb_image_info im;
+    nb_image_info_init(&im);
+    im.frame = 0, im.has.frame = 1;
+    im.panel = 0, im.has.panel = 1;
+    im.fpixels = plan->fpixels, im.spixels = plan->spixels;
+    snprintf(im.units, sizeof im.units, "photons");
+    if (strlen(path) >= sizeof im.imported_from) return nb_error_set(NB_ERR_USAGE, "'%s': the name is too long", path);
+    snprintf(im.imported_from, sizeof im.imported_from, "%s", path);
+    nb_image_record_init(out);
     nb_smv smv;
     if (nb_smv_signature(path)) {
         /* an SMV that cannot be read is an error, never raw floats */
@@ -810,11 +814,11 @@ static nb_status import_image(const char *path, const nb_plan *plan, nb_record *
         if (isnan(adc)) adc = plan->adc;
         double scale = plan->intfile_scale > 0 ? plan->intfile_scale : 1.0;
         int32_t *counts;
-        const void *stored_px;
-        /* adding "counts" may move the payload: find "pixels" again after it */
-        st = nb_record_add_array(out, "pixels", NB_F32, n, NULL, NULL);
-        if (!st) st = nb_record_add_array(out, "counts", NB_I32, n, NULL, (void **)&counts);
-        if (!st) st = nb_record_get_array(out, "pixels", NB_F32, &stored_px, NULL);
+        const float *stored_px;
+        /* adding the counts may move the payload: find the pixels again after it */
+        st = nb_image_add_pixels(out, n, NULL, NULL);
+        if (!st) st = nb_image_add_counts(out, n, NULL, &counts);
+        if (!st) st = nb_image_pixels(out, NULL, &stored_px, NULL);
         if (st) {
             nb_smv_free(&smv);
             return st;
@@ -825,24 +829,58 @@ static nb_status import_image(const char *path, const nb_plan *plan, nb_record *
             counts[i] = smv.pixels[i] > INT32_MAX ? INT32_MAX : (int32_t)smv.pixels[i];
             px[i] = (float)(((double)smv.pixels[i] - adc) / scale);
         }
-        nb_hdr_set_long(out, "COUNTS_BITS", 8 * smv.bytes_per_pixel);
-        nb_hdr_set_double(out, "COUNTS_ADC", adc);
+        im.counts_bits = 8 * smv.bytes_per_pixel, im.has.counts_bits = 1;
+        im.counts_adc = adc, im.has.counts_adc = 1;
         nb_smv_free(&smv);
+        /* the counts' keys first, as this record has always had them */
+        st = nb_image_put_header(&im, out, NB_IMAGE_COUNT_KEYS);
+        if (!st) st = nb_image_put_header(&im, out, NB_IMAGE_FRAME_KEYS);
     } else {
         float *data;
         size_t count = n;
         if ((st = nb_rawfloat_read(path, &data, &count))) return st;
-        st = nb_record_add_array(out, "pixels", NB_F32, n, data, NULL);
+        st = nb_image_add_pixels(out, n, data, NULL);
         free(data);
-        if (st) return st;
+        if (!st) st = nb_image_put_header(&im, out, NB_IMAGE_ALL_KEYS);
     }
-    nb_hdr_set_long(out, "FRAME", 0);
-    nb_hdr_set_long(out, "PANEL", 0);
-    nb_hdr_set_long(out, "FPIXELS", plan->fpixels);
-    nb_hdr_set_long(out, "SPIXELS", plan->spixels);
-    nb_hdr_set(out, "UNITS", "photons");
-    nb_hdr_set(out, "IMPORTED_FROM", path);
-    return NB_OK;
+    return st;
+}
+
+/* ---- converting ------------------------------------------------------------ */
+
+/* One IMAGE record to every requested file: its payload is there, or was all
+ * written as it came (live) and not kept. */
+static nb_status convert_image(const nb_record *rec, const nb_plan *plan, const conv_opts *o, live_image *live)
+{
+    nb_image_info im;
+    frame fr;
+    memset(&fr, 0, sizeof fr);
+    nb_status st = nb_image_from_record(rec, &im);
+    if (st) return st;
+    if ((st = nb_image_check_plan(&im, plan))) goto done;
+    int all_live = live->started && !live->off && live->rows_done == live->height;
+    /* a payload not kept was all written as it came (every output live) */
+    if (!live->dropped && (st = prepare_frame(plan, rec, &im, o, all_live, &fr))) goto done;
+    out_request req[8];
+    int n;
+    out_request *list = frame_requests(plan, o, req, &n);
+    if (n == 0) {
+        st = nb_error_set(NB_ERR_USAGE, "nothing to write: give -o FILE (the plan requests no files)");
+        goto done;
+    }
+    for (int k = 0; k < n && !st; k++) {
+        int was_live = 0;
+        if (IS_SIDECAR(list[k].format)) st = write_sidecar(&list[k], o, &fr);
+        else if (!(st = live_finish(live, k, &was_live)) && !was_live && list[k].format != FMT_NBS)
+            st = live->dropped ? nb_error_set(NB_ERR_DATA, "internal error: '%s' was not written as the image "
+                                                           "came, which is no longer there",
+                                              list[k].path)
+                               : write_one(&list[k], &fr);
+    }
+done:
+    live_abort(live); /* nothing is left open; ready for the next record */
+    nb_image_info_free(&im);
+    return st;
 }
 
 /* ---- main ------------------------------------------------------------------ */
@@ -1017,37 +1055,14 @@ int main(int argc, char **argv)
             have_plan = 1;
             live.plan = &plan;
         } else if (nb_record_is(&rec, "IMAGE")) {
-            frame fr;
             images++;
-            if (!have_plan) {
-                st = nb_error_set(NB_ERR_DATA, "an IMAGE record came before any PLAN record");
-                break;
-            }
-            int all_live = live.started && !live.off && live.rows_done == live.height;
-            /* a payload not kept was all written as it came (every output live) */
-            if (!live.dropped && (st = prepare_frame(&plan, &rec, &o, all_live, &fr))) break;
-            out_request req[8];
-            int n;
-            out_request *list = frame_requests(&plan, &o, req, &n);
-            if (n == 0) {
-                st = nb_error_set(NB_ERR_USAGE, "nothing to write: give -o FILE (the plan requests no files)");
-                break;
-            }
-            for (int k = 0; k < n && !st; k++) {
-                int was_live = 0;
-                if (IS_SIDECAR(list[k].format)) st = write_sidecar(&list[k], &o, &fr);
-                else if (!(st = live_finish(&live, k, &was_live)) && !was_live && list[k].format != FMT_NBS)
-                    st = live.dropped ? nb_error_set(NB_ERR_DATA, "internal error: '%s' was not written as the "
-                                                                  "image came, which is no longer there",
-                                                     list[k].path)
-                                      : write_one(&list[k], &fr);
-            }
-            live_abort(&live); /* nothing is left open; ready for the next record */
+            st = convert_image(&rec, have_plan ? &plan : NULL, &o, &live);
         }
     }
-    if (!st && images == 0)
-        st = nb_error_set(NB_ERR_DATA, "%s: the stream holds no %s", r ? nb_reader_name(r) : opts.input,
-                          o.import ? "PLAN record" : "IMAGE record (run nb-sim first)");
+    if (!st && images == 0) {
+        const char *name = r ? nb_reader_name(r) : opts.input;
+        st = o.import ? nb_error_set(NB_ERR_DATA, "%s: the stream holds no PLAN record", name) : nb_image_none(name);
+    }
     if (tee) {
         if (!st) st = nb_writer_close(tee);
         else nb_writer_abort(tee);

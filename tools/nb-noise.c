@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nb_cli.h"
+#include "nb_image_record.h"
 #include "nb_noise.h"
 #include "nb_options.h"
 #include "nb_physics.h"
@@ -115,69 +116,52 @@ static nb_status parse(int argc, char **argv, noise_opts *o, nb_std_opts *std)
     return NB_OK;
 }
 
-/* A copy of an IMAGE record without its counts array (when re-noising). */
-static nb_status strip_counts(const nb_record *in, nb_record *out)
-{
-    const void *px;
-    size_t n;
-    nb_status st = nb_record_get_array(in, "pixels", NB_F32, &px, &n);
-    if (st) return st;
-    nb_record_init(out, "IMAGE");
-    /* keep every header line except the array table and the noise keys */
-    char *hdr = nb_xstrdup(in->header), *save = NULL;
-    for (char *line = strtok_r(hdr, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *eq = strchr(line, '=');
-        if (!eq || !strncmp(line, "ARRAY.", 6) || !strncmp(line, "NOISE_", 6) || !strncmp(line, "COUNTS_", 7))
-            continue;
-        *eq = '\0';
-        nb_hdr_set(out, line, eq + 1);
-    }
-    free(hdr);
-    return nb_record_add_array(out, "pixels", NB_F32, n, px, NULL);
-}
-
+/* The IMAGE record `in` again, with its photons and the counts made from
+ * them (any earlier counts and their keys replaced). */
 static nb_status noise_image(const nb_plan *plan, const noise_opts *o, nb_rng *rng, const nb_record *in,
                              nb_record *out)
 {
-    long fp, sp, frame = 0;
-    const void *px;
-    size_t n;
-    nb_status st;
-    if ((st = nb_hdr_get_long(in, "FPIXELS", &fp)) || (st = nb_hdr_get_long(in, "SPIXELS", &sp))) return st;
-    if (nb_hdr_has(in, "FRAME") && (st = nb_hdr_get_long(in, "FRAME", &frame))) return st;
-    if ((st = nb_record_get_array(in, "pixels", NB_F32, &px, &n))) return st;
-    if (fp <= 0 || sp <= 0 || n != (size_t)fp * (size_t)sp)
-        return nb_error_set(NB_ERR_DATA, "IMAGE record: %zu pixels but FPIXELS x SPIXELS = %ld x %ld", n, fp, sp);
+    nb_image_info im;
+    const float *px;
+    nb_status st = nb_image_from_record(in, &im);
+    if (st) return st;
+    if ((st = nb_image_check_plan(&im, plan)) || (st = nb_image_pixels(in, &im, &px, NULL))) goto done;
 
     nb_noise_params p = o->p;
-    p.seed = nb_frame_seed(o->have_seed ? o->seed : plan->seed, frame);
+    p.seed = nb_frame_seed(o->have_seed ? o->seed : plan->seed, im.frame);
     p.adc = o->have_adc ? o->adc : plan->adc;
     if (o->have_fluence) p.photon_scale *= o->fluence / plan->fluence;
     p.psf_fwhm_pixels = o->psf_fwhm_um * 1e-6 / plan->pixel_size;
     p.roi_xmin = plan->roi_xmin, p.roi_xmax = plan->roi_xmax;
     p.roi_ymin = plan->roi_ymin, p.roi_ymax = plan->roi_ymax;
-    if (plan->fpixels != fp || plan->spixels != sp)
-        return nb_error_set(NB_ERR_DATA, "IMAGE record is %ld x %ld pixels but its plan says %d x %d", fp, sp,
-                            plan->fpixels, plan->spixels);
 
-    if ((st = strip_counts(in, out))) return st;
+    /* the frame's keys, its photons, then the counts and theirs */
+    nb_image_drop_counts(&im);
+    nb_image_record_init(out);
     int32_t *counts;
-    if ((st = nb_record_add_array(out, "counts", NB_I32, n, NULL, (void **)&counts))) return st;
+    if ((st = nb_image_put_header(&im, out, NB_IMAGE_FRAME_KEYS)) ||
+        (st = nb_image_add_pixels(out, im.npixels, px, NULL)) ||
+        (st = nb_image_add_counts(out, im.npixels, NULL, &counts)))
+        goto done;
     nb_noise_result res;
     /* frame 0 continues the plan's generator state, as the reference's noise
      * image follows its mosaic draws; other frames start afresh */
     nb_rng fresh;
     nb_rng_init(&fresh);
-    st = nb_noise_frame(&p, frame == 0 ? rng : &fresh, (const float *)px, (int)fp, (int)sp, counts, &res);
-    if (st) return st;
-    nb_hdr_set_long(out, "COUNTS_BITS", p.bits);
-    nb_hdr_set_double(out, "COUNTS_ADC", p.adc);
-    nb_hdr_set_double(out, "COUNTS_GAIN", p.gain);
-    nb_hdr_setf(out, "NOISE_SEED", "%lld", (long long)-p.seed);
-    nb_hdr_set_double(out, "NOISE_PHOTONS", res.photons);
-    nb_hdr_set_long(out, "NOISE_OVERLOADS", res.overloads);
-    if (nb_verbosity() >= 0) fprintf(stderr, "%.0f photons on noise image (%ld overloads)\n", res.photons, res.overloads);
-    return NB_OK;
+    st = nb_noise_frame(&p, im.frame == 0 ? rng : &fresh, px, im.fpixels, im.spixels, counts, &res);
+    if (st) goto done;
+    im.counts_bits = p.bits, im.has.counts_bits = 1;
+    im.counts_adc = p.adc, im.has.counts_adc = 1;
+    im.counts_gain = p.gain, im.has.counts_gain = 1;
+    im.noise_seed = -p.seed, im.has.noise_seed = 1;
+    im.noise_photons = res.photons, im.has.noise_photons = 1;
+    im.noise_overloads = res.overloads, im.has.noise_overloads = 1;
+    st = nb_image_put_header(&im, out, NB_IMAGE_COUNT_KEYS);
+    if (!st && nb_verbosity() >= 0)
+        fprintf(stderr, "%.0f photons on noise image (%ld overloads)\n", res.photons, res.overloads);
+done:
+    nb_image_info_free(&im);
+    return st;
 }
 
 int main(int argc, char **argv)
@@ -221,20 +205,15 @@ int main(int argc, char **argv)
         if (nb_record_is(&rec, "IMAGE") && !o.nonoise && pass) nb_info("the plan says -nonoise: no counts added");
         if (nb_record_is(&rec, "IMAGE")) images++;
         if (nb_record_is(&rec, "IMAGE") && !pass) {
-            if (!have_plan) {
-                st = nb_error_set(NB_ERR_DATA, "an IMAGE record came before any PLAN record");
-                break;
-            }
-            st = noise_image(&plan, &o, &rng, &rec, &out);
+            memset(&out, 0, sizeof out);
+            st = noise_image(have_plan ? &plan : NULL, &o, &rng, &rec, &out);
             if (!st) st = nb_writer_put(w, &out);
             nb_record_free(&out);
             continue;
         }
         st = nb_writer_put(w, &rec);
     }
-    if (!st && images == 0)
-        st = nb_error_set(NB_ERR_DATA, "%s: the stream holds no IMAGE record (run nb-sim first)",
-                          r ? nb_reader_name(r) : opts.input);
+    if (!st && images == 0) st = nb_image_none(r ? nb_reader_name(r) : opts.input);
     if (have_plan) nb_plan_free(&plan);
     nb_record_free(&rec);
     nb_reader_close(r);

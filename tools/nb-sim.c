@@ -7,6 +7,7 @@
 #include "nb_cli.h"
 #include "nb_hkl.h"
 #include "nb_image.h"
+#include "nb_image_record.h"
 #include "nb_options.h"
 #include "nb_plan.h"
 #include "nb_sim.h"
@@ -92,8 +93,8 @@ static void print_pixel(const nb_kparams *kp, const nb_plan *plan, int f, int s,
 }
 
 /* Statistics exactly as the reference computes them (in its pixel order),
- * and the CRC-32 of the pixels' bytes. */
-static nb_status image_stats(const nb_kparams *kp, const float *img, const nb_render_result *res, nb_record *rec,
+ * into the IMAGE record's keys, and the CRC-32 of the pixels' bytes. */
+static nb_status image_stats(const nb_kparams *kp, const float *img, const nb_render_result *res, nb_image_info *im,
                              uint32_t *pixels_crc)
 {
     nb_stats st;
@@ -120,13 +121,11 @@ static nb_status image_stats(const nb_kparams *kp, const float *img, const nb_re
         fprintf(stderr, "max_I = %g  at %g %g\n", st.max_I, max_x, max_y);
         fprintf(stderr, "mean= %g rms= %g rmsd= %g\n", st.mean, st.rms, st.rmsd);
     }
-    nb_hdr_set_double(rec, "MAX_I", st.max_I);
-    nb_hdr_set_double(rec, "MAX_I_X", max_x);
-    nb_hdr_set_double(rec, "MAX_I_Y", max_y);
-    nb_hdr_set_double(rec, "MEAN", st.mean);
-    nb_hdr_set_double(rec, "RMS", st.rms);
-    nb_hdr_set_double(rec, "RMSD", st.rmsd);
-    nb_hdr_set_double(rec, "SOLID_ANGLE", omega);
+    im->max_I = st.max_I, im->max_I_x = max_x, im->max_I_y = max_y;
+    im->mean = st.mean, im->rms = st.rms, im->rmsd = st.rmsd;
+    im->solid_angle = omega;
+    im->has.max_I = im->has.max_I_x = im->has.max_I_y = im->has.mean = im->has.rms = im->has.rmsd = 1;
+    im->has.solid_angle = 1;
     *pixels_crc = st.crc;
     return NB_OK;
 }
@@ -170,9 +169,8 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
         st = render(plan, hkl, o, f, &img, &pixels_crc);
         /* the pixels are the whole payload: their CRC, taken row by row as
          * they were rendered, is the payload's */
-        const void *px = NULL;
-        int crc_is_payloads = !st && !nb_record_get_array(&img, "pixels", NB_F32, &px, NULL) &&
-                              px == (const void *)img.payload &&
+        const float *px = NULL;
+        int crc_is_payloads = !st && !nb_image_pixels(&img, NULL, &px, NULL) && (const void *)px == img.payload &&
                               img.payload_len == (uint64_t)plan->fpixels * plan->spixels * sizeof(float);
         if (!st) st = nb_writer_put_consume(w, &img, crc_is_payloads ? &pixels_crc : NULL);
         nb_record_free(&img);
@@ -273,9 +271,8 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
     if ((st = nb_sim_setup_build(plan, hkl, &setup))) return st;
 
     float *img;
-    nb_record_init(out, "IMAGE");
-    st = nb_record_add_array(out, "pixels", NB_F32, (size_t)plan->fpixels * plan->spixels, NB_ARRAY_UNINITIALISED,
-                             (void **)&img);
+    nb_image_record_init(out);
+    st = nb_image_add_pixels(out, (size_t)plan->fpixels * plan->spixels, NB_ARRAY_UNINITIALISED, &img);
     if (st) {
         nb_sim_setup_free(&setup);
         return st;
@@ -324,20 +321,23 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
             }
     }
 
-    nb_hdr_set_long(out, "FRAME", frame);
-    nb_hdr_set_long(out, "NFRAMES", plan->nframes);
-    nb_hdr_set_long(out, "PANEL", 0);
-    nb_hdr_set_long(out, "FPIXELS", plan->fpixels);
-    nb_hdr_set_long(out, "SPIXELS", plan->spixels);
-    nb_hdr_set(out, "UNITS", "photons");
-    nb_hdr_set(out, "PRECISION", use_double ? "double" : "single");
-    nb_hdr_set_double(out, "PHI_START", plan->phi0);
-    nb_hdr_set_double(out, "PHI_RANGE", plan->osc);
-    nb_hdr_setf(out, "RENDERED_BY", "nb-sim %s", NB_VERSION);
-    nb_hdr_set_double(out, "RENDER_SECONDS", res.seconds);
-    nb_hdr_set(out, "RENDER_PATH", path);
-    if (use_cuda) nb_hdr_set_double(out, "KERNEL_SECONDS", res.kernel_seconds);
-    st = image_stats(&setup.kp, img, &res, out, pixels_crc);
+    nb_image_info im;
+    nb_image_info_init(&im);
+    im.frame = frame, im.has.frame = 1;
+    im.nframes = plan->nframes, im.has.nframes = 1;
+    im.panel = 0, im.has.panel = 1;
+    im.fpixels = plan->fpixels, im.spixels = plan->spixels;
+    snprintf(im.units, sizeof im.units, "photons");
+    snprintf(im.precision, sizeof im.precision, "%s", use_double ? "double" : "single");
+    im.phi_start = plan->phi0, im.has.phi_start = 1;
+    im.phi_range = plan->osc, im.has.phi_range = 1;
+    snprintf(im.rendered_by, sizeof im.rendered_by, "nb-sim %s", NB_VERSION);
+    im.render_seconds = res.seconds, im.has.render_seconds = 1;
+    snprintf(im.render_path, sizeof im.render_path, "%s", path);
+    im.kernel_seconds = res.kernel_seconds, im.has.kernel_seconds = use_cuda;
+    st = image_stats(&setup.kp, img, &res, &im, pixels_crc);
+    if (!st) st = nb_image_put_header(&im, out, NB_IMAGE_ALL_KEYS);
+    nb_image_info_free(&im);
     free(res.row_stats);
     nb_sim_setup_free(&setup);
     return st;

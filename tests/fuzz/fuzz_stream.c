@@ -1,14 +1,16 @@
-/* libFuzzer target: the nb stream reader, and the PLAN and HKL records it
- * hands on (nb_plan_from_record, nb_hkl_from_record); an ABORT record ends
+/* libFuzzer target: the nb stream reader, and the PLAN, HKL and IMAGE records
+ * it hands on (nb_plan_from_record, nb_hkl_from_record, nb_image_from_record,
+ * the IMAGE header also before its payload has come); an ABORT record ends
  * the reading with an exit status a process can have. */
 #include "fuzz_common.h"
 #include "nb_hkl.h"
+#include "nb_image_record.h"
 #include "nb_plan.h"
 #include "nb_stream.h"
 
 /* A second reading in which every payload is dropped (nb_reader_drop_payload)
- * and its pieces are looked at, by a piece worker and the hook: cut where a
- * pixels array starts, in units of 12 bytes. */
+ * and its pieces are looked at, by a piece worker and the hook: cut where the
+ * pixels array of a sound IMAGE header starts, in units of 12 bytes. */
 typedef struct drop_ctx {
     nb_reader *r;
     unsigned sum;
@@ -25,7 +27,11 @@ static nb_status drop_all(void *ctx, const nb_record *rec, uint64_t have)
     drop_ctx *d = ctx;
     if (have == 0) {
         uint64_t first = 0;
-        if (nb_record_array_offset(rec, "pixels", NB_F32, &first, NULL)) first = 0;
+        nb_image_info im;
+        if (nb_record_is(rec, "IMAGE") && !nb_image_from_record(rec, &im)) {
+            first = im.pixels_offset;
+            nb_image_info_free(&im);
+        }
         nb_status st = nb_reader_drop_payload(d->r, first, 12);
         return st ? st : nb_reader_set_piece_worker(d->r, look_at_piece, d);
     }
@@ -72,6 +78,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             nb_hkl h;
             nb_hkl_init(&h);
             if (!nb_hkl_from_record(&rec, &h)) nb_hkl_free(&h);
+        } else if (nb_record_is(&rec, "IMAGE")) {
+            nb_image_info im;
+            if (!nb_image_from_record(&rec, &im)) {
+                /* what a parsed record promises: its arrays are there, and it writes back */
+                const float *px;
+                const int32_t *counts;
+                if (nb_image_pixels(&rec, &im, &px, NULL)) abort();
+                if (im.has_counts && nb_image_counts(&rec, &im, &counts, NULL)) abort();
+                nb_record out;
+                nb_image_record_init(&out);
+                if (nb_image_put_header(&im, &out, NB_IMAGE_ALL_KEYS)) abort();
+                nb_record_free(&out);
+                nb_image_info_free(&im);
+            }
         }
     }
     nb_record_free(&rec);
