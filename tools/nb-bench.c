@@ -40,7 +40,7 @@ static const nb_tool_info tool = {
     "median render time), the peak memory (largest max RSS of any stage, over the\n"
     "repetitions) and the ratios ref/ours; with several thread counts, the thread scaling too\n"
     "(median at the fewest / median at more).\n"
-    "Our render time is nb-sim's own measurement (RENDER_SECONDS in its IMAGE record).  The\n"
+    "Our render time is nb-sim's own measurement, the time it logs with -v.  The\n"
     "reference does not print one: it is estimated as its median whole-process time minus the\n"
     "median time of the same command with -roi 0 0 0 0 (one pixel rendered, the same set-up\n"
     "and file writing).  The stages are found beside nb-bench.  See bench/README.md.",
