@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,59 +191,69 @@ nb_status nb_request_apply_args(nb_request *rq, int argc, char **argv)
     return st;
 }
 
-nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals, int nvals)
-{
-    double x;
-    int n;
-    nb_status st = NB_OK;
-#define NUM(dst, expr)                                          \
-    do {                                                        \
-        if ((st = num(name, vals[0], &x))) return st;           \
-        dst = (expr);                                           \
+/* One flag as given: its id, its spelling (for messages) and its values. */
+typedef struct flag_args {
+    int id;
+    const char *name;
+    char **vals;
+    int nvals;
+} flag_args;
+
+/* Each apply_*_flag below applies the flags of one part of the experiment:
+ * false for a flag that is not its own; otherwise true, with the outcome in
+ * *st.  NUM converts the flag's number into dst (the number is `x` in expr),
+ * INT takes its integer; a value that does not parse ends the handler. */
+#define NUM(dst, expr)                                              \
+    do {                                                            \
+        if ((*st = num(a->name, a->vals[0], &x))) return true;      \
+        dst = (expr);                                               \
     } while (0)
-#define INT(dst)                                                \
-    do {                                                        \
-        if ((st = inum(name, vals[0], &n))) return st;          \
-        dst = n;                                                \
+#define INT(dst)                                                    \
+    do {                                                            \
+        int n_;                                                     \
+        if ((*st = inum(a->name, a->vals[0], &n_))) return true;    \
+        dst = n_;                                                   \
     } while (0)
 
-    switch (id) {
-    case FL_IMG:
-    case FL_MASK:
-        break; /* read before everything else, see nb-geom */
-    case FL_MAT: set_str(&rq->matfile, vals[0]); break;
+/* -misset RX RY RZ, or -misset random */
+static nb_status apply_misset(nb_request *rq, const flag_args *a)
+{
+    if (a->nvals == 1) {
+        if (strcmp(a->vals[0], "random") != 0 && strcmp(a->vals[0], "rand") != 0)
+            return nb_error_set(NB_ERR_USAGE, "option -misset: expected three angles or 'random', got '%s'",
+                                a->vals[0]);
+        rq->misset_mode = -1;
+    } else {
+        double m[3];
+        nb_status st;
+        if ((st = vec3(a->name, a->vals, m))) return st;
+        for (int i = 0; i < 3; i++) rq->misset[i] = m[i] / RTD;
+        rq->misset_mode = 1;
+    }
+    return NB_OK;
+}
+
+/* the crystal: cell or matrix, orientation, size, mosaicity, spot shape */
+static bool apply_crystal_flag(nb_request *rq, const flag_args *a, nb_status *st)
+{
+    double x;
+    switch (a->id) {
+    case FL_MAT: set_str(&rq->matfile, a->vals[0]); break;
     case FL_CELL:
         rq->user_cell = 1;
-        for (int i = 0; i < nvals; i++) {
-            if ((st = num(name, vals[i], &x))) return st;
+        for (int i = 0; i < a->nvals; i++) {
+            if ((*st = num(a->name, a->vals[i], &x))) return true;
             rq->cell[i] = i < 3 ? x : x / RTD;
         }
         break;
-    case FL_MISSET:
-        if (nvals == 1) {
-            if (strcmp(vals[0], "random") != 0 && strcmp(vals[0], "rand") != 0)
-                return nb_error_set(NB_ERR_USAGE, "option -misset: expected three angles or 'random', got '%s'",
-                                    vals[0]);
-            rq->misset_mode = -1;
-        } else {
-            double m[3];
-            if ((st = vec3(name, vals, m))) return st;
-            for (int i = 0; i < 3; i++) rq->misset[i] = m[i] / RTD;
-            rq->misset_mode = 1;
-        }
-        break;
+    case FL_MISSET: *st = apply_misset(rq, a); break;
     case FL_MISSET_SEED:
-        if ((st = lnum(name, vals[0], &rq->misset_seed))) return st;
+        if ((*st = lnum(a->name, a->vals[0], &rq->misset_seed))) return true;
         rq->misset_seed = -rq->misset_seed;
         break;
     case FL_MOSAIC_SEED:
-        if ((st = lnum(name, vals[0], &rq->mosaic_seed))) return st;
+        if ((*st = lnum(a->name, a->vals[0], &rq->mosaic_seed))) return true;
         rq->mosaic_seed = -rq->mosaic_seed;
-        break;
-    case FL_SEED:
-        if ((st = lnum(name, vals[0], &rq->seed))) return st;
-        rq->seed = -rq->seed;
-        rq->seed_given = 1;
         break;
     case FL_NA: INT(rq->Na); break;
     case FL_NB: INT(rq->Nb); break;
@@ -261,9 +272,43 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
     case FL_DENSITY:
     case FL_MW:
     case FL_COHERENT:
-        if (nvals && (st = num(name, vals[0], &x))) return st;
-        nb_warn("%s has no effect on the image (as in the reference)", name);
+        if (a->nvals && (*st = num(a->name, a->vals[0], &x))) return true;
+        nb_warn("%s has no effect on the image (as in the reference)", a->name);
         break;
+    case FL_MOSAIC: NUM(rq->mosaic_spread, x / RTD); break;
+    case FL_MOSAIC_DOMAINS: INT(rq->mosaic_domains); break;
+    case FL_ROUND_XTAL: rq->shape = NB_SHAPE_ROUND; break;
+    case FL_SQUARE_XTAL: rq->shape = NB_SHAPE_SQUARE; break;
+    case FL_GAUSS_XTAL: rq->shape = NB_SHAPE_GAUSS; break;
+    case FL_TOPHAT_SPOTS: rq->shape = NB_SHAPE_TOPHAT; break;
+    case FL_FUDGE: NUM(rq->fudge, x); break;
+    default: return false;
+    }
+    return true;
+}
+
+/* -twotheta_axis X Y Z: the reference's -twotheta clause matches this flag
+ * too, so the angle becomes the axis' x component in degrees and the pivot SAMPLE */
+static nb_status apply_twotheta_axis(nb_request *rq, const flag_args *a)
+{
+    nb_status st;
+    rq->convention = NB_CUSTOM;
+    if ((st = vec3(a->name, a->vals, rq->twotheta_axis))) return st;
+    if (rq->twotheta != rq->twotheta_axis[0] / RTD)
+        nb_warn("-twotheta_axis also sets the two-theta angle to %g degrees (its first value), as the "
+                "reference does; give -twotheta after it to choose the angle",
+                rq->twotheta_axis[0]);
+    rq->twotheta = rq->twotheta_axis[0] / RTD;
+    rq->pivot = NB_PIVOT_SAMPLE;
+    return NB_OK;
+}
+
+/* the detector's placement: beam centres, pivot, convention and its vectors,
+ * distances, rotations */
+static bool apply_detector_placement_flag(nb_request *rq, const flag_args *a, nb_status *st)
+{
+    double x;
+    switch (a->id) {
     case FL_XBEAM:
         NUM(rq->Xbeam, x / 1000.0);
         rq->pivot = NB_PIVOT_BEAM;
@@ -289,9 +334,10 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
         rq->pivot = NB_PIVOT_SAMPLE;
         break;
     case FL_PIVOT:
-        if (strcmp(vals[0], "sample") == 0) rq->pivot = NB_PIVOT_SAMPLE;
-        else if (strcmp(vals[0], "beam") == 0) rq->pivot = NB_PIVOT_BEAM;
-        else return nb_error_set(NB_ERR_USAGE, "option -pivot: expected 'beam' or 'sample', got '%s'", vals[0]);
+        if (strcmp(a->vals[0], "sample") == 0) rq->pivot = NB_PIVOT_SAMPLE;
+        else if (strcmp(a->vals[0], "beam") == 0) rq->pivot = NB_PIVOT_BEAM;
+        else
+            *st = nb_error_set(NB_ERR_USAGE, "option -pivot: expected 'beam' or 'sample', got '%s'", a->vals[0]);
         break;
     /* the convention flags set the parse-time pivot as the reference does
      * (-dials: BEAM, which the DIALS block then forces to SAMPLE); marked as
@@ -301,56 +347,31 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
     case FL_ADXV: rq->convention = NB_ADXV, rq->pivot = NB_PIVOT_BEAM | PIVOT_IMPLIED; break;
     case FL_DENZO: rq->convention = NB_DENZO, rq->pivot = NB_PIVOT_BEAM | PIVOT_IMPLIED; break;
     case FL_DIALS: rq->convention = NB_DIALS, rq->pivot = NB_PIVOT_BEAM | PIVOT_IMPLIED; break;
-    case FL_FDET_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->fdet);
-    case FL_SDET_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->sdet);
-    case FL_ODET_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->odet);
-    case FL_BEAM_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->beam);
-    case FL_POLAR_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->polar);
-    case FL_SPINDLE_AXIS: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->spindle);
-    case FL_TWOTHETA_AXIS:
-        rq->convention = NB_CUSTOM;
-        if ((st = vec3(name, vals, rq->twotheta_axis))) return st;
-        /* the reference's -twotheta clause matches this flag too: the angle
-         * becomes the axis' x component in degrees and the pivot SAMPLE */
-        if (rq->twotheta != rq->twotheta_axis[0] / RTD)
-            nb_warn("-twotheta_axis also sets the two-theta angle to %g degrees (its first value), as the "
-                    "reference does; give -twotheta after it to choose the angle",
-                    rq->twotheta_axis[0]);
-        rq->twotheta = rq->twotheta_axis[0] / RTD;
-        rq->pivot = NB_PIVOT_SAMPLE;
-        break;
+    case FL_FDET_VECTOR: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->fdet); break;
+    case FL_SDET_VECTOR: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->sdet); break;
+    case FL_ODET_VECTOR: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->odet); break;
+    case FL_BEAM_VECTOR: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->beam); break;
+    case FL_POLAR_VECTOR: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->polar); break;
+    case FL_SPINDLE_AXIS: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->spindle); break;
+    case FL_TWOTHETA_AXIS: *st = apply_twotheta_axis(rq, a); break;
     case FL_PIX0_VECTOR: {
         double ignored[3];
-        if ((st = vec3(name, vals, ignored))) return st;
+        if ((*st = vec3(a->name, a->vals, ignored))) return true;
         rq->convention = NB_CUSTOM;
-        nb_warn("%s selects the custom convention but its values are ignored, as in the reference", name);
+        nb_warn("%s selects the custom convention but its values are ignored, as in the reference", a->name);
         break;
     }
     case FL_DISTANCE:
     case FL_CLOSE_DISTANCE:
         /* the reference divides by it (and a detector behind the sample is no detector) */
-        if ((st = num(name, vals[0], &x))) return st;
-        if (!(x > 0.0)) return nb_error_set(NB_ERR_USAGE, "option %s: must be positive, got %s", name, vals[0]);
-        if (id == FL_DISTANCE) rq->distance = x / 1000.0, rq->pivot = NB_PIVOT_BEAM;
+        if ((*st = num(a->name, a->vals[0], &x))) return true;
+        if (!(x > 0.0)) {
+            *st = nb_error_set(NB_ERR_USAGE, "option %s: must be positive, got %s", a->name, a->vals[0]);
+            return true;
+        }
+        if (a->id == FL_DISTANCE) rq->distance = x / 1000.0, rq->pivot = NB_PIVOT_BEAM;
         else rq->close_distance = x / 1000.0, rq->pivot = NB_PIVOT_SAMPLE;
         break;
-    case FL_DETECTOR_ABS: {
-        char what[80];
-        snprintf(what, sizeof what, "option %s", name);
-        if ((st = nb_parse_double_any(vals[0], &x, what))) return st;
-        if (isnan(x) || x < 0)
-            return nb_error_set(NB_ERR_USAGE, "option %s: attenuation depth must be >= 0 microns or inf", name);
-        if (isinf(x) || x == 0.0) {
-            /* no absorption: the reference also drops any thickness given before */
-            rq->detector_thick = 0.0;
-            rq->detector_mu = 0.0;
-        } else {
-            rq->detector_mu = 1.0 / (x * 1e-6);
-        }
-        break;
-    }
-    case FL_DETECTOR_THICK: NUM(rq->detector_thick, x * 1e-6); break;
-    case FL_THICKSTEPS: INT(rq->detector_thicksteps); break;
     case FL_TWOTHETA:
         NUM(rq->twotheta, x / RTD);
         rq->pivot = NB_PIVOT_SAMPLE;
@@ -358,6 +379,42 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
     case FL_ROTX: NUM(rq->rotx, x / RTD); break;
     case FL_ROTY: NUM(rq->roty, x / RTD); break;
     case FL_ROTZ: NUM(rq->rotz, x / RTD); break;
+    default: return false;
+    }
+    return true;
+}
+
+/* -detector_abs MICRONS|inf: the attenuation depth */
+static nb_status apply_detector_abs(nb_request *rq, const flag_args *a)
+{
+    char what[80];
+    double x;
+    nb_status st;
+    snprintf(what, sizeof what, "option %s", a->name);
+    if ((st = nb_parse_double_any(a->vals[0], &x, what))) return st;
+    if (isnan(x) || x < 0)
+        return nb_error_set(NB_ERR_USAGE, "option %s: attenuation depth must be >= 0 microns or inf", a->name);
+    if (isinf(x) || x == 0.0) {
+        /* no absorption: the reference also drops any thickness given before */
+        rq->detector_thick = 0.0;
+        rq->detector_mu = 0.0;
+    } else {
+        rq->detector_mu = 1.0 / (x * 1e-6);
+    }
+    return NB_OK;
+}
+
+/* the detector itself: size, pixels, sensor, oversampling, region of interest */
+static bool apply_detector_pixels_flag(nb_request *rq, const flag_args *a, nb_status *st)
+{
+    double x;
+    switch (a->id) {
+    case FL_IMG:
+    case FL_MASK:
+        break; /* read before everything else, see nb-geom */
+    case FL_DETECTOR_ABS: *st = apply_detector_abs(rq, a); break;
+    case FL_DETECTOR_THICK: NUM(rq->detector_thick, x * 1e-6); break;
+    case FL_THICKSTEPS: INT(rq->detector_thicksteps); break;
     case FL_DETSIZE:
         NUM(rq->detsize_f, x / 1000.0);
         rq->detsize_s = rq->detsize_f;
@@ -373,11 +430,6 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
     case FL_CURVED_DET: rq->curved_detector = 1; break;
     case FL_PIXEL: NUM(rq->pixel_size, x / 1000.0); break;
     case FL_POINT_PIXEL: rq->point_pixel = 1; break;
-    case FL_POLAR:
-        NUM(rq->polarization, x);
-        rq->nopolar = 0;
-        break;
-    case FL_NOPOLAR: rq->nopolar = 1; break;
     case FL_OVERSAMPLE: INT(rq->oversample); break;
     case FL_OVERSAMPLE_THICK: rq->oversample_thick = 1; break;
     case FL_OVERSAMPLE_POLAR: rq->oversample_polar = 1; break;
@@ -385,22 +437,38 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
     case FL_ROI: {
         int r[4];
         for (int i = 0; i < 4; i++)
-            if ((st = inum(name, vals[i], &r[i]))) return st;
+            if ((*st = inum(a->name, a->vals[i], &r[i]))) return true;
         rq->roi_xmin = r[0], rq->roi_xmax = r[1], rq->roi_ymin = r[2], rq->roi_ymax = r[3];
         break;
     }
+    default: return false;
+    }
+    return true;
+}
+
+/* the beam: wavelength, polarization, fluence, divergence, dispersion, sources */
+static bool apply_beam_flag(nb_request *rq, const flag_args *a, nb_status *st)
+{
+    double x;
+    switch (a->id) {
+    case FL_POLAR:
+        NUM(rq->polarization, x);
+        rq->nopolar = 0;
+        break;
+    case FL_NOPOLAR: rq->nopolar = 1; break;
     case FL_LAMBDA:
     case FL_ENERGY:
-        if ((st = num(name, vals[0], &x))) return st;
-        if (!(x > 0.0)) return nb_error_set(NB_ERR_USAGE, "option %s: must be positive, got %s", name, vals[0]);
-        rq->lambda0 = id == FL_LAMBDA ? x / 1.0e10 : (12398.42 / x) / 1.0e10;
+        if ((*st = num(a->name, a->vals[0], &x))) return true;
+        if (!(x > 0.0)) {
+            *st = nb_error_set(NB_ERR_USAGE, "option %s: must be positive, got %s", a->name, a->vals[0]);
+            return true;
+        }
+        rq->lambda0 = a->id == FL_LAMBDA ? x / 1.0e10 : (12398.42 / x) / 1.0e10;
         break;
     case FL_FLUENCE: NUM(rq->fluence, x); break;
     case FL_FLUX: NUM(rq->flux, x); break;
     case FL_EXPOSURE: NUM(rq->exposure, x); break;
     case FL_BEAMSIZE: NUM(rq->beamsize, x / 1000); break;
-    case FL_MOSAIC: NUM(rq->mosaic_spread, x / RTD); break;
-    case FL_MOSAIC_DOMAINS: INT(rq->mosaic_domains); break;
     case FL_DISPERSION: NUM(rq->dispersion, x / 100.0); break;
     case FL_DISPSTEPS: INT(rq->dispsteps); break;
     case FL_DIVERGENCE:
@@ -419,49 +487,72 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
         break;
     case FL_ROUND_DIV: rq->round_div = 1; break;
     case FL_SQUARE_DIV: rq->round_div = 0; break;
-    case FL_SOURCEFILE: set_str(&rq->sourcefile, vals[0]); break;
+    case FL_SOURCEFILE: set_str(&rq->sourcefile, a->vals[0]); break;
+    default: return false;
+    }
+    return true;
+}
+
+/* the rotation: phi start, oscillation, steps, frames */
+static bool apply_rotation_flag(nb_request *rq, const flag_args *a, nb_status *st)
+{
+    double x;
+    switch (a->id) {
     case FL_PHI: NUM(rq->phi0, x / RTD); break;
     case FL_OSC: NUM(rq->osc, x / RTD); break;
     case FL_PHISTEP: NUM(rq->phistep, x / RTD); break;
     case FL_PHISTEPS: INT(rq->phisteps); break;
     case FL_NFRAMES: INT(rq->nframes); break;
+    default: return false;
+    }
+    return true;
+}
+
+/* what the later stages do, recorded in the plan: structure factors,
+ * rendering, background, noise and output files */
+static bool apply_later_stage_flag(nb_request *rq, const flag_args *a, nb_status *st)
+{
+    double x;
+    switch (a->id) {
+    case FL_SEED:
+        if ((*st = lnum(a->name, a->vals[0], &rq->seed))) return true;
+        rq->seed = -rq->seed;
+        rq->seed_given = 1;
+        break;
     case FL_DMIN: NUM(rq->dmin, x * 1e-10); break;
     case FL_INTERPOLATE: rq->interpolate = 1; break;
     case FL_NOINTERPOLATE: rq->interpolate = 0; break;
-    case FL_ROUND_XTAL: rq->shape = NB_SHAPE_ROUND; break;
-    case FL_SQUARE_XTAL: rq->shape = NB_SHAPE_SQUARE; break;
-    case FL_GAUSS_XTAL: rq->shape = NB_SHAPE_GAUSS; break;
-    case FL_TOPHAT_SPOTS: rq->shape = NB_SHAPE_TOPHAT; break;
-    case FL_FUDGE: NUM(rq->fudge, x); break;
     case FL_WATER: NUM(rq->water_size, x / 1e6); break;
-    case FL_STOL: set_str(&rq->stolfile, vals[0]); break;
-    case FL_STOLOUT: nb_warn("%s: nothing is written (as in the reference)", name); break;
-    case FL_HKL: set_str(&rq->hklfile, vals[0]); break;
+    case FL_STOL: set_str(&rq->stolfile, a->vals[0]); break;
+    case FL_STOLOUT: nb_warn("%s: nothing is written (as in the reference)", a->name); break;
+    case FL_HKL: set_str(&rq->hklfile, a->vals[0]); break;
     case FL_DEFAULT_F: NUM(rq->default_F, x); break;
-    case FL_DUMP: set_str(&rq->dumpfile, vals[0]); break;
+    case FL_DUMP: set_str(&rq->dumpfile, a->vals[0]); break;
     case FL_PRINTOUT: rq->printout = 1; break;
     case FL_PRINTOUT_PIXEL:
         rq->printout = 1;
-        if ((st = inum(name, vals[0], &rq->printout_fpixel))) return st;
-        if ((st = inum(name, vals[1], &rq->printout_spixel))) return st;
+        if ((*st = inum(a->name, a->vals[0], &rq->printout_fpixel))) return true;
+        *st = inum(a->name, a->vals[1], &rq->printout_spixel);
         break;
     case FL_PROGRESS: rq->progress = 1; break;
     case FL_NOPROGRESS: rq->progress = 0; break;
     case FL_PRECISION:
-        if (strcmp(vals[0], "double") == 0) rq->precision_double = 1;
-        else if (strcmp(vals[0], "single") == 0) rq->precision_double = 0;
-        else return nb_error_set(NB_ERR_USAGE, "option -precision: expected 'single' or 'double', got '%s'", vals[0]);
+        if (strcmp(a->vals[0], "double") == 0) rq->precision_double = 1;
+        else if (strcmp(a->vals[0], "single") == 0) rq->precision_double = 0;
+        else
+            *st = nb_error_set(NB_ERR_USAGE, "option -precision: expected 'single' or 'double', got '%s'",
+                               a->vals[0]);
         break;
     case FL_ADC: NUM(rq->adc, x); break;
     case FL_NONOISE: rq->calculate_noise = 0; break;
     case FL_NOISEFILE:
-        set_str(&rq->noisefile, vals[0]);
+        set_str(&rq->noisefile, a->vals[0]);
         rq->calculate_noise = 1;
         break;
-    case FL_FLOATFILE: set_str(&rq->floatfile, vals[0]); break;
-    case FL_INTFILE: set_str(&rq->intfile, vals[0]); break;
+    case FL_FLOATFILE: set_str(&rq->floatfile, a->vals[0]); break;
+    case FL_INTFILE: set_str(&rq->intfile, a->vals[0]); break;
     case FL_PGMFILE:
-        set_str(&rq->pgmfile, vals[0]);
+        set_str(&rq->pgmfile, a->vals[0]);
         rq->write_pgm = 1;
         break;
     case FL_PGMSCALE:
@@ -470,11 +561,22 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
         break;
     case FL_NOPGM: rq->write_pgm = 0; break;
     case FL_SCALE: NUM(rq->intfile_scale, x); break;
-    default: return nb_error_set(NB_ERR_USAGE, "option %s is not handled by nb-geom", name);
+    default: return false;
     }
+    return true;
+}
 #undef NUM
 #undef INT
-    return st;
+
+nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals, int nvals)
+{
+    const flag_args a = {id, name, vals, nvals};
+    nb_status st = NB_OK;
+    if (apply_crystal_flag(rq, &a, &st) || apply_detector_placement_flag(rq, &a, &st) ||
+        apply_detector_pixels_flag(rq, &a, &st) || apply_beam_flag(rq, &a, &st) || apply_rotation_flag(rq, &a, &st) ||
+        apply_later_stage_flag(rq, &a, &st))
+        return st;
+    return nb_error_set(NB_ERR_USAGE, "option %s is not handled by nb-geom", name);
 }
 
 /* ---- sources ------------------------------------------------------------ */
