@@ -16,7 +16,6 @@
 #include "nb_options.h"
 #include "nb_physics.h"
 #include "nb_vec.h"
-#include "smv.h"
 
 #define RTD (180.0 * M_1_PI)
 /* or'ed into nb_request.pivot by a convention flag: a pivot nobody asked for */
@@ -102,46 +101,42 @@ static void set_str(char **dst, const char *v)
 
 /* ---- parsing ------------------------------------------------------------ */
 
-nb_status nb_request_read_header(nb_request *rq, const char *path, int is_mask)
+nb_status nb_request_apply_header(nb_request *rq, const nb_header_geometry *h, const char *path,
+                                  nb_header_role role)
 {
-    nb_smv smv;
-    nb_status st = nb_smv_read(path, is_mask, &smv);
-    double v;
-    if (st) return st;
+    nb_status st;
+    if (role == NB_HEADER_MASK && !h->pixels)
+        return nb_error_set(NB_ERR_DATA, "mask '%s': its pixels were not read", path);
     /* behaviour.md 6: SIZE1/2 always; the other keys when present */
-    rq->fpixels = smv.width;
-    rq->spixels = smv.height;
-    if (!isnan(v = nb_smv_value(&smv, "PIXEL_SIZE"))) rq->pixel_size = v / 1000.0;
+    rq->fpixels = h->width;
+    rq->spixels = h->height;
+    if (!isnan(h->pixel_size)) rq->pixel_size = h->pixel_size / 1000.0;
     rq->detsize_f = rq->pixel_size * rq->fpixels;
     rq->detsize_s = rq->pixel_size * rq->spixels;
-    if (!isnan(v = nb_smv_value(&smv, "DISTANCE"))) rq->distance = v / 1000.0;
-    if (!isnan(v = nb_smv_value(&smv, "CLOSE_DISTANCE"))) rq->close_distance = v / 1000.0;
-    if (!isnan(v = nb_smv_value(&smv, "WAVELENGTH"))) rq->lambda0 = v / 1e10;
-    if (!isnan(v = nb_smv_value(&smv, "BEAM_CENTER_X"))) rq->Xbeam = v / 1000.0;
-    if (!isnan(v = nb_smv_value(&smv, "BEAM_CENTER_Y")))
-        rq->Ybeam = is_mask ? rq->detsize_s - v / 1000.0 : v / 1000.0;
-    if (!isnan(v = nb_smv_value(&smv, "ORGX"))) rq->ORGX = v;
-    if (!isnan(v = nb_smv_value(&smv, "ORGY"))) rq->ORGY = v;
-    if (!isnan(v = nb_smv_value(&smv, "PHI"))) rq->phi0 = v / RTD;
-    if (!isnan(v = nb_smv_value(&smv, "OSC_RANGE"))) rq->osc = v / RTD;
-    if (!isnan(nb_smv_value(&smv, "TWOTHETA")))
+    if (!isnan(h->distance)) rq->distance = h->distance / 1000.0;
+    if (!isnan(h->close_distance)) rq->close_distance = h->close_distance / 1000.0;
+    if (!isnan(h->wavelength)) rq->lambda0 = h->wavelength / 1e10;
+    if (!isnan(h->beam_center_x)) rq->Xbeam = h->beam_center_x / 1000.0;
+    /* a mask's BEAM_CENTER_Y is counted from the other edge, as the reference reads it */
+    if (!isnan(h->beam_center_y))
+        rq->Ybeam = role == NB_HEADER_MASK ? rq->detsize_s - h->beam_center_y / 1000.0 : h->beam_center_y / 1000.0;
+    if (!isnan(h->orgx)) rq->ORGX = h->orgx;
+    if (!isnan(h->orgy)) rq->ORGY = h->orgy;
+    if (!isnan(h->phi)) rq->phi0 = h->phi / RTD;
+    if (!isnan(h->osc_range)) rq->osc = h->osc_range / RTD;
+    if (!isnan(h->twotheta))
         nb_warn("'%s': header TWOTHETA is ignored, as the reference does; use -twotheta", path);
-    if (is_mask) {
-        size_t n = (size_t)smv.width * (size_t)smv.height;
+    if (role == NB_HEADER_MASK) {
+        size_t n = (size_t)h->width * (size_t)h->height;
         free(rq->mask);
-        st = nb_calloc((void **)&rq->mask, n, 1, "mask");
-        if (st) {
-            nb_smv_free(&smv);
-            return st;
-        }
-        for (size_t i = 0; i < n; i++) rq->mask[i] = smv.pixels[i] != 0;
-        rq->mask_w = smv.width;
-        rq->mask_h = smv.height;
+        if ((st = nb_calloc((void **)&rq->mask, n, 1, "mask"))) return st;
+        for (size_t i = 0; i < n; i++) rq->mask[i] = h->pixels[i] != 0;
+        rq->mask_w = h->width;
+        rq->mask_h = h->height;
         set_str(&rq->maskfile, path);
     } else {
         set_str(&rq->imgfile, path);
     }
-    nb_smv_free(&smv);
     return NB_OK;
 }
 
