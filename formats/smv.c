@@ -1,6 +1,8 @@
 /* smv.c - SMV (ADSC) images: the header reader that -img and -mask use, with
- * the reference's rules, and the writer of the int and noise images (16-bit
- * unsigned, or 32-bit as noisify), whole or a few rows at a time. */
+ * the reference's rules (it hands the values to the geometry through
+ * nb_smv_apply_to_request, so libnbcore reads no file format), and the writer
+ * of the int and noise images (16-bit unsigned, or 32-bit as noisify), whole
+ * or a few rows at a time. */
 #include "smv.h"
 
 #include <errno.h>
@@ -30,6 +32,32 @@ double nb_smv_value(const nb_smv *smv, const char *key)
     const char *eq = strchr(hit, '=');
     if (!eq) return 0.0;
     return atof(eq + 1);
+}
+
+nb_status nb_smv_apply_to_request(nb_request *rq, const char *path, nb_header_role role)
+{
+    nb_smv smv;
+    nb_status st = nb_smv_read(path, role == NB_HEADER_MASK, &smv);
+    if (st) return st;
+    nb_header_geometry h = {
+        .width = smv.width,
+        .height = smv.height,
+        .pixel_size = nb_smv_value(&smv, "PIXEL_SIZE"),
+        .distance = nb_smv_value(&smv, "DISTANCE"),
+        .close_distance = nb_smv_value(&smv, "CLOSE_DISTANCE"),
+        .wavelength = nb_smv_value(&smv, "WAVELENGTH"),
+        .beam_center_x = nb_smv_value(&smv, "BEAM_CENTER_X"),
+        .beam_center_y = nb_smv_value(&smv, "BEAM_CENTER_Y"),
+        .orgx = nb_smv_value(&smv, "ORGX"),
+        .orgy = nb_smv_value(&smv, "ORGY"),
+        .phi = nb_smv_value(&smv, "PHI"),
+        .osc_range = nb_smv_value(&smv, "OSC_RANGE"),
+        .twotheta = nb_smv_value(&smv, "TWOTHETA"),
+        .pixels = smv.pixels,
+    };
+    st = nb_request_apply_header(rq, &h, path, role);
+    nb_smv_free(&smv);
+    return st;
 }
 
 int nb_smv_signature(const char *path)

@@ -31,6 +31,15 @@ void nb_smv_free(nb_smv *smv);
  * 0 when no '=' follows. */
 double nb_smv_value(const nb_smv *smv, const char *key);
 
+/* ---- -img and -mask ----------------------------------------------------------- */
+#include "nb_geometry.h"
+
+/* Read the SMV image of -img (role NB_HEADER_IMG) or -mask (NB_HEADER_MASK,
+ * with its pixels) and apply what its header says to the request
+ * (nb_request_apply_header): the keys the reference reads, by its ValueOf()
+ * rules (nb_smv_value). */
+nb_status nb_smv_apply_to_request(nb_request *rq, const char *path, nb_header_role role);
+
 /* ---- writing ---------------------------------------------------------------- */
 #include "nb_plan.h"
 

@@ -1,12 +1,13 @@
 /* From nanoBragg requests to an explicit plan.  The order of the steps and of
- * the arithmetic follows the reference program (behaviour.md sections 2-13);
- * section numbers below refer to that document. */
+ * the arithmetic follows the reference program; docs/physics.md sections 2-7
+ * give the formulas and the order. */
 #include "nb_geometry.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,6 @@
 #include "nb_options.h"
 #include "nb_physics.h"
 #include "nb_vec.h"
-#include "smv.h"
 
 #define RTD (180.0 * M_1_PI)
 /* or'ed into nb_request.pivot by a convention flag: a pivot nobody asked for */
@@ -101,46 +101,42 @@ static void set_str(char **dst, const char *v)
 
 /* ---- parsing ------------------------------------------------------------ */
 
-nb_status nb_request_read_header(nb_request *rq, const char *path, int is_mask)
+nb_status nb_request_apply_header(nb_request *rq, const nb_header_geometry *h, const char *path,
+                                  nb_header_role role)
 {
-    nb_smv smv;
-    nb_status st = nb_smv_read(path, is_mask, &smv);
-    double v;
-    if (st) return st;
-    /* behaviour.md 6: SIZE1/2 always; the other keys when present */
-    rq->fpixels = smv.width;
-    rq->spixels = smv.height;
-    if (!isnan(v = nb_smv_value(&smv, "PIXEL_SIZE"))) rq->pixel_size = v / 1000.0;
+    nb_status st;
+    if (role == NB_HEADER_MASK && !h->pixels)
+        return nb_error_set(NB_ERR_DATA, "mask '%s': its pixels were not read", path);
+    /* docs/physics.md 2.4: SIZE1/2 always; the other keys when present */
+    rq->fpixels = h->width;
+    rq->spixels = h->height;
+    if (!isnan(h->pixel_size)) rq->pixel_size = h->pixel_size / 1000.0;
     rq->detsize_f = rq->pixel_size * rq->fpixels;
     rq->detsize_s = rq->pixel_size * rq->spixels;
-    if (!isnan(v = nb_smv_value(&smv, "DISTANCE"))) rq->distance = v / 1000.0;
-    if (!isnan(v = nb_smv_value(&smv, "CLOSE_DISTANCE"))) rq->close_distance = v / 1000.0;
-    if (!isnan(v = nb_smv_value(&smv, "WAVELENGTH"))) rq->lambda0 = v / 1e10;
-    if (!isnan(v = nb_smv_value(&smv, "BEAM_CENTER_X"))) rq->Xbeam = v / 1000.0;
-    if (!isnan(v = nb_smv_value(&smv, "BEAM_CENTER_Y")))
-        rq->Ybeam = is_mask ? rq->detsize_s - v / 1000.0 : v / 1000.0;
-    if (!isnan(v = nb_smv_value(&smv, "ORGX"))) rq->ORGX = v;
-    if (!isnan(v = nb_smv_value(&smv, "ORGY"))) rq->ORGY = v;
-    if (!isnan(v = nb_smv_value(&smv, "PHI"))) rq->phi0 = v / RTD;
-    if (!isnan(v = nb_smv_value(&smv, "OSC_RANGE"))) rq->osc = v / RTD;
-    if (!isnan(nb_smv_value(&smv, "TWOTHETA")))
+    if (!isnan(h->distance)) rq->distance = h->distance / 1000.0;
+    if (!isnan(h->close_distance)) rq->close_distance = h->close_distance / 1000.0;
+    if (!isnan(h->wavelength)) rq->lambda0 = h->wavelength / 1e10;
+    if (!isnan(h->beam_center_x)) rq->Xbeam = h->beam_center_x / 1000.0;
+    /* a mask's BEAM_CENTER_Y is counted from the other edge, as the reference reads it */
+    if (!isnan(h->beam_center_y))
+        rq->Ybeam = role == NB_HEADER_MASK ? rq->detsize_s - h->beam_center_y / 1000.0 : h->beam_center_y / 1000.0;
+    if (!isnan(h->orgx)) rq->ORGX = h->orgx;
+    if (!isnan(h->orgy)) rq->ORGY = h->orgy;
+    if (!isnan(h->phi)) rq->phi0 = h->phi / RTD;
+    if (!isnan(h->osc_range)) rq->osc = h->osc_range / RTD;
+    if (!isnan(h->twotheta))
         nb_warn("'%s': header TWOTHETA is ignored, as the reference does; use -twotheta", path);
-    if (is_mask) {
-        size_t n = (size_t)smv.width * (size_t)smv.height;
+    if (role == NB_HEADER_MASK) {
+        size_t n = (size_t)h->width * (size_t)h->height;
         free(rq->mask);
-        st = nb_calloc((void **)&rq->mask, n, 1, "mask");
-        if (st) {
-            nb_smv_free(&smv);
-            return st;
-        }
-        for (size_t i = 0; i < n; i++) rq->mask[i] = smv.pixels[i] != 0;
-        rq->mask_w = smv.width;
-        rq->mask_h = smv.height;
+        if ((st = nb_calloc((void **)&rq->mask, n, 1, "mask"))) return st;
+        for (size_t i = 0; i < n; i++) rq->mask[i] = h->pixels[i] != 0;
+        rq->mask_w = h->width;
+        rq->mask_h = h->height;
         set_str(&rq->maskfile, path);
     } else {
         set_str(&rq->imgfile, path);
     }
-    nb_smv_free(&smv);
     return NB_OK;
 }
 
@@ -190,59 +186,69 @@ nb_status nb_request_apply_args(nb_request *rq, int argc, char **argv)
     return st;
 }
 
-nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals, int nvals)
-{
-    double x;
-    int n;
-    nb_status st = NB_OK;
-#define NUM(dst, expr)                                          \
-    do {                                                        \
-        if ((st = num(name, vals[0], &x))) return st;           \
-        dst = (expr);                                           \
+/* One flag as given: its id, its spelling (for messages) and its values. */
+typedef struct flag_args {
+    int id;
+    const char *name;
+    char **vals;
+    int nvals;
+} flag_args;
+
+/* Each apply_*_flag below applies the flags of one part of the experiment:
+ * false for a flag that is not its own; otherwise true, with the outcome in
+ * *st.  NUM converts the flag's number into dst (the number is `x` in expr),
+ * INT takes its integer; a value that does not parse ends the handler. */
+#define NUM(dst, expr)                                              \
+    do {                                                            \
+        if ((*st = num(a->name, a->vals[0], &x))) return true;      \
+        dst = (expr);                                               \
     } while (0)
-#define INT(dst)                                                \
-    do {                                                        \
-        if ((st = inum(name, vals[0], &n))) return st;          \
-        dst = n;                                                \
+#define INT(dst)                                                    \
+    do {                                                            \
+        int n_;                                                     \
+        if ((*st = inum(a->name, a->vals[0], &n_))) return true;    \
+        dst = n_;                                                   \
     } while (0)
 
-    switch (id) {
-    case FL_IMG:
-    case FL_MASK:
-        break; /* read before everything else, see nb-geom */
-    case FL_MAT: set_str(&rq->matfile, vals[0]); break;
+/* -misset RX RY RZ, or -misset random */
+static nb_status apply_misset(nb_request *rq, const flag_args *a)
+{
+    if (a->nvals == 1) {
+        if (strcmp(a->vals[0], "random") != 0 && strcmp(a->vals[0], "rand") != 0)
+            return nb_error_set(NB_ERR_USAGE, "option -misset: expected three angles or 'random', got '%s'",
+                                a->vals[0]);
+        rq->misset_mode = -1;
+    } else {
+        double m[3];
+        nb_status st;
+        if ((st = vec3(a->name, a->vals, m))) return st;
+        for (int i = 0; i < 3; i++) rq->misset[i] = m[i] / RTD;
+        rq->misset_mode = 1;
+    }
+    return NB_OK;
+}
+
+/* the crystal: cell or matrix, orientation, size, mosaicity, spot shape */
+static bool apply_crystal_flag(nb_request *rq, const flag_args *a, nb_status *st)
+{
+    double x;
+    switch (a->id) {
+    case FL_MAT: set_str(&rq->matfile, a->vals[0]); break;
     case FL_CELL:
         rq->user_cell = 1;
-        for (int i = 0; i < nvals; i++) {
-            if ((st = num(name, vals[i], &x))) return st;
+        for (int i = 0; i < a->nvals; i++) {
+            if ((*st = num(a->name, a->vals[i], &x))) return true;
             rq->cell[i] = i < 3 ? x : x / RTD;
         }
         break;
-    case FL_MISSET:
-        if (nvals == 1) {
-            if (strcmp(vals[0], "random") != 0 && strcmp(vals[0], "rand") != 0)
-                return nb_error_set(NB_ERR_USAGE, "option -misset: expected three angles or 'random', got '%s'",
-                                    vals[0]);
-            rq->misset_mode = -1;
-        } else {
-            double m[3];
-            if ((st = vec3(name, vals, m))) return st;
-            for (int i = 0; i < 3; i++) rq->misset[i] = m[i] / RTD;
-            rq->misset_mode = 1;
-        }
-        break;
+    case FL_MISSET: *st = apply_misset(rq, a); break;
     case FL_MISSET_SEED:
-        if ((st = lnum(name, vals[0], &rq->misset_seed))) return st;
+        if ((*st = lnum(a->name, a->vals[0], &rq->misset_seed))) return true;
         rq->misset_seed = -rq->misset_seed;
         break;
     case FL_MOSAIC_SEED:
-        if ((st = lnum(name, vals[0], &rq->mosaic_seed))) return st;
+        if ((*st = lnum(a->name, a->vals[0], &rq->mosaic_seed))) return true;
         rq->mosaic_seed = -rq->mosaic_seed;
-        break;
-    case FL_SEED:
-        if ((st = lnum(name, vals[0], &rq->seed))) return st;
-        rq->seed = -rq->seed;
-        rq->seed_given = 1;
         break;
     case FL_NA: INT(rq->Na); break;
     case FL_NB: INT(rq->Nb); break;
@@ -261,9 +267,43 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
     case FL_DENSITY:
     case FL_MW:
     case FL_COHERENT:
-        if (nvals && (st = num(name, vals[0], &x))) return st;
-        nb_warn("%s has no effect on the image (as in the reference)", name);
+        if (a->nvals && (*st = num(a->name, a->vals[0], &x))) return true;
+        nb_warn("%s has no effect on the image (as in the reference)", a->name);
         break;
+    case FL_MOSAIC: NUM(rq->mosaic_spread, x / RTD); break;
+    case FL_MOSAIC_DOMAINS: INT(rq->mosaic_domains); break;
+    case FL_ROUND_XTAL: rq->shape = NB_SHAPE_ROUND; break;
+    case FL_SQUARE_XTAL: rq->shape = NB_SHAPE_SQUARE; break;
+    case FL_GAUSS_XTAL: rq->shape = NB_SHAPE_GAUSS; break;
+    case FL_TOPHAT_SPOTS: rq->shape = NB_SHAPE_TOPHAT; break;
+    case FL_FUDGE: NUM(rq->fudge, x); break;
+    default: return false;
+    }
+    return true;
+}
+
+/* -twotheta_axis X Y Z: the reference's -twotheta clause matches this flag
+ * too, so the angle becomes the axis' x component in degrees and the pivot SAMPLE */
+static nb_status apply_twotheta_axis(nb_request *rq, const flag_args *a)
+{
+    nb_status st;
+    rq->convention = NB_CUSTOM;
+    if ((st = vec3(a->name, a->vals, rq->twotheta_axis))) return st;
+    if (rq->twotheta != rq->twotheta_axis[0] / RTD)
+        nb_warn("-twotheta_axis also sets the two-theta angle to %g degrees (its first value), as the "
+                "reference does; give -twotheta after it to choose the angle",
+                rq->twotheta_axis[0]);
+    rq->twotheta = rq->twotheta_axis[0] / RTD;
+    rq->pivot = NB_PIVOT_SAMPLE;
+    return NB_OK;
+}
+
+/* the detector's placement: beam centres, pivot, convention and its vectors,
+ * distances, rotations */
+static bool apply_detector_placement_flag(nb_request *rq, const flag_args *a, nb_status *st)
+{
+    double x;
+    switch (a->id) {
     case FL_XBEAM:
         NUM(rq->Xbeam, x / 1000.0);
         rq->pivot = NB_PIVOT_BEAM;
@@ -289,9 +329,10 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
         rq->pivot = NB_PIVOT_SAMPLE;
         break;
     case FL_PIVOT:
-        if (strcmp(vals[0], "sample") == 0) rq->pivot = NB_PIVOT_SAMPLE;
-        else if (strcmp(vals[0], "beam") == 0) rq->pivot = NB_PIVOT_BEAM;
-        else return nb_error_set(NB_ERR_USAGE, "option -pivot: expected 'beam' or 'sample', got '%s'", vals[0]);
+        if (strcmp(a->vals[0], "sample") == 0) rq->pivot = NB_PIVOT_SAMPLE;
+        else if (strcmp(a->vals[0], "beam") == 0) rq->pivot = NB_PIVOT_BEAM;
+        else
+            *st = nb_error_set(NB_ERR_USAGE, "option -pivot: expected 'beam' or 'sample', got '%s'", a->vals[0]);
         break;
     /* the convention flags set the parse-time pivot as the reference does
      * (-dials: BEAM, which the DIALS block then forces to SAMPLE); marked as
@@ -301,56 +342,31 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
     case FL_ADXV: rq->convention = NB_ADXV, rq->pivot = NB_PIVOT_BEAM | PIVOT_IMPLIED; break;
     case FL_DENZO: rq->convention = NB_DENZO, rq->pivot = NB_PIVOT_BEAM | PIVOT_IMPLIED; break;
     case FL_DIALS: rq->convention = NB_DIALS, rq->pivot = NB_PIVOT_BEAM | PIVOT_IMPLIED; break;
-    case FL_FDET_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->fdet);
-    case FL_SDET_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->sdet);
-    case FL_ODET_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->odet);
-    case FL_BEAM_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->beam);
-    case FL_POLAR_VECTOR: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->polar);
-    case FL_SPINDLE_AXIS: rq->convention = NB_CUSTOM; return vec3(name, vals, rq->spindle);
-    case FL_TWOTHETA_AXIS:
-        rq->convention = NB_CUSTOM;
-        if ((st = vec3(name, vals, rq->twotheta_axis))) return st;
-        /* the reference's -twotheta clause matches this flag too: the angle
-         * becomes the axis' x component in degrees and the pivot SAMPLE */
-        if (rq->twotheta != rq->twotheta_axis[0] / RTD)
-            nb_warn("-twotheta_axis also sets the two-theta angle to %g degrees (its first value), as the "
-                    "reference does; give -twotheta after it to choose the angle",
-                    rq->twotheta_axis[0]);
-        rq->twotheta = rq->twotheta_axis[0] / RTD;
-        rq->pivot = NB_PIVOT_SAMPLE;
-        break;
+    case FL_FDET_VECTOR: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->fdet); break;
+    case FL_SDET_VECTOR: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->sdet); break;
+    case FL_ODET_VECTOR: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->odet); break;
+    case FL_BEAM_VECTOR: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->beam); break;
+    case FL_POLAR_VECTOR: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->polar); break;
+    case FL_SPINDLE_AXIS: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->spindle); break;
+    case FL_TWOTHETA_AXIS: *st = apply_twotheta_axis(rq, a); break;
     case FL_PIX0_VECTOR: {
         double ignored[3];
-        if ((st = vec3(name, vals, ignored))) return st;
+        if ((*st = vec3(a->name, a->vals, ignored))) return true;
         rq->convention = NB_CUSTOM;
-        nb_warn("%s selects the custom convention but its values are ignored, as in the reference", name);
+        nb_warn("%s selects the custom convention but its values are ignored, as in the reference", a->name);
         break;
     }
     case FL_DISTANCE:
     case FL_CLOSE_DISTANCE:
         /* the reference divides by it (and a detector behind the sample is no detector) */
-        if ((st = num(name, vals[0], &x))) return st;
-        if (!(x > 0.0)) return nb_error_set(NB_ERR_USAGE, "option %s: must be positive, got %s", name, vals[0]);
-        if (id == FL_DISTANCE) rq->distance = x / 1000.0, rq->pivot = NB_PIVOT_BEAM;
+        if ((*st = num(a->name, a->vals[0], &x))) return true;
+        if (!(x > 0.0)) {
+            *st = nb_error_set(NB_ERR_USAGE, "option %s: must be positive, got %s", a->name, a->vals[0]);
+            return true;
+        }
+        if (a->id == FL_DISTANCE) rq->distance = x / 1000.0, rq->pivot = NB_PIVOT_BEAM;
         else rq->close_distance = x / 1000.0, rq->pivot = NB_PIVOT_SAMPLE;
         break;
-    case FL_DETECTOR_ABS: {
-        char what[80];
-        snprintf(what, sizeof what, "option %s", name);
-        if ((st = nb_parse_double_any(vals[0], &x, what))) return st;
-        if (isnan(x) || x < 0)
-            return nb_error_set(NB_ERR_USAGE, "option %s: attenuation depth must be >= 0 microns or inf", name);
-        if (isinf(x) || x == 0.0) {
-            /* no absorption: the reference also drops any thickness given before */
-            rq->detector_thick = 0.0;
-            rq->detector_mu = 0.0;
-        } else {
-            rq->detector_mu = 1.0 / (x * 1e-6);
-        }
-        break;
-    }
-    case FL_DETECTOR_THICK: NUM(rq->detector_thick, x * 1e-6); break;
-    case FL_THICKSTEPS: INT(rq->detector_thicksteps); break;
     case FL_TWOTHETA:
         NUM(rq->twotheta, x / RTD);
         rq->pivot = NB_PIVOT_SAMPLE;
@@ -358,6 +374,42 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
     case FL_ROTX: NUM(rq->rotx, x / RTD); break;
     case FL_ROTY: NUM(rq->roty, x / RTD); break;
     case FL_ROTZ: NUM(rq->rotz, x / RTD); break;
+    default: return false;
+    }
+    return true;
+}
+
+/* -detector_abs MICRONS|inf: the attenuation depth */
+static nb_status apply_detector_abs(nb_request *rq, const flag_args *a)
+{
+    char what[80];
+    double x;
+    nb_status st;
+    snprintf(what, sizeof what, "option %s", a->name);
+    if ((st = nb_parse_double_any(a->vals[0], &x, what))) return st;
+    if (isnan(x) || x < 0)
+        return nb_error_set(NB_ERR_USAGE, "option %s: attenuation depth must be >= 0 microns or inf", a->name);
+    if (isinf(x) || x == 0.0) {
+        /* no absorption: the reference also drops any thickness given before */
+        rq->detector_thick = 0.0;
+        rq->detector_mu = 0.0;
+    } else {
+        rq->detector_mu = 1.0 / (x * 1e-6);
+    }
+    return NB_OK;
+}
+
+/* the detector itself: size, pixels, sensor, oversampling, region of interest */
+static bool apply_detector_pixels_flag(nb_request *rq, const flag_args *a, nb_status *st)
+{
+    double x;
+    switch (a->id) {
+    case FL_IMG:
+    case FL_MASK:
+        break; /* read before everything else, see nb-geom */
+    case FL_DETECTOR_ABS: *st = apply_detector_abs(rq, a); break;
+    case FL_DETECTOR_THICK: NUM(rq->detector_thick, x * 1e-6); break;
+    case FL_THICKSTEPS: INT(rq->detector_thicksteps); break;
     case FL_DETSIZE:
         NUM(rq->detsize_f, x / 1000.0);
         rq->detsize_s = rq->detsize_f;
@@ -373,11 +425,6 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
     case FL_CURVED_DET: rq->curved_detector = 1; break;
     case FL_PIXEL: NUM(rq->pixel_size, x / 1000.0); break;
     case FL_POINT_PIXEL: rq->point_pixel = 1; break;
-    case FL_POLAR:
-        NUM(rq->polarization, x);
-        rq->nopolar = 0;
-        break;
-    case FL_NOPOLAR: rq->nopolar = 1; break;
     case FL_OVERSAMPLE: INT(rq->oversample); break;
     case FL_OVERSAMPLE_THICK: rq->oversample_thick = 1; break;
     case FL_OVERSAMPLE_POLAR: rq->oversample_polar = 1; break;
@@ -385,22 +432,38 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
     case FL_ROI: {
         int r[4];
         for (int i = 0; i < 4; i++)
-            if ((st = inum(name, vals[i], &r[i]))) return st;
+            if ((*st = inum(a->name, a->vals[i], &r[i]))) return true;
         rq->roi_xmin = r[0], rq->roi_xmax = r[1], rq->roi_ymin = r[2], rq->roi_ymax = r[3];
         break;
     }
+    default: return false;
+    }
+    return true;
+}
+
+/* the beam: wavelength, polarization, fluence, divergence, dispersion, sources */
+static bool apply_beam_flag(nb_request *rq, const flag_args *a, nb_status *st)
+{
+    double x;
+    switch (a->id) {
+    case FL_POLAR:
+        NUM(rq->polarization, x);
+        rq->nopolar = 0;
+        break;
+    case FL_NOPOLAR: rq->nopolar = 1; break;
     case FL_LAMBDA:
     case FL_ENERGY:
-        if ((st = num(name, vals[0], &x))) return st;
-        if (!(x > 0.0)) return nb_error_set(NB_ERR_USAGE, "option %s: must be positive, got %s", name, vals[0]);
-        rq->lambda0 = id == FL_LAMBDA ? x / 1.0e10 : (12398.42 / x) / 1.0e10;
+        if ((*st = num(a->name, a->vals[0], &x))) return true;
+        if (!(x > 0.0)) {
+            *st = nb_error_set(NB_ERR_USAGE, "option %s: must be positive, got %s", a->name, a->vals[0]);
+            return true;
+        }
+        rq->lambda0 = a->id == FL_LAMBDA ? x / 1.0e10 : (12398.42 / x) / 1.0e10;
         break;
     case FL_FLUENCE: NUM(rq->fluence, x); break;
     case FL_FLUX: NUM(rq->flux, x); break;
     case FL_EXPOSURE: NUM(rq->exposure, x); break;
     case FL_BEAMSIZE: NUM(rq->beamsize, x / 1000); break;
-    case FL_MOSAIC: NUM(rq->mosaic_spread, x / RTD); break;
-    case FL_MOSAIC_DOMAINS: INT(rq->mosaic_domains); break;
     case FL_DISPERSION: NUM(rq->dispersion, x / 100.0); break;
     case FL_DISPSTEPS: INT(rq->dispsteps); break;
     case FL_DIVERGENCE:
@@ -419,49 +482,72 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
         break;
     case FL_ROUND_DIV: rq->round_div = 1; break;
     case FL_SQUARE_DIV: rq->round_div = 0; break;
-    case FL_SOURCEFILE: set_str(&rq->sourcefile, vals[0]); break;
+    case FL_SOURCEFILE: set_str(&rq->sourcefile, a->vals[0]); break;
+    default: return false;
+    }
+    return true;
+}
+
+/* the rotation: phi start, oscillation, steps, frames */
+static bool apply_rotation_flag(nb_request *rq, const flag_args *a, nb_status *st)
+{
+    double x;
+    switch (a->id) {
     case FL_PHI: NUM(rq->phi0, x / RTD); break;
     case FL_OSC: NUM(rq->osc, x / RTD); break;
     case FL_PHISTEP: NUM(rq->phistep, x / RTD); break;
     case FL_PHISTEPS: INT(rq->phisteps); break;
     case FL_NFRAMES: INT(rq->nframes); break;
+    default: return false;
+    }
+    return true;
+}
+
+/* what the later stages do, recorded in the plan: structure factors,
+ * rendering, background, noise and output files */
+static bool apply_later_stage_flag(nb_request *rq, const flag_args *a, nb_status *st)
+{
+    double x;
+    switch (a->id) {
+    case FL_SEED:
+        if ((*st = lnum(a->name, a->vals[0], &rq->seed))) return true;
+        rq->seed = -rq->seed;
+        rq->seed_given = 1;
+        break;
     case FL_DMIN: NUM(rq->dmin, x * 1e-10); break;
     case FL_INTERPOLATE: rq->interpolate = 1; break;
     case FL_NOINTERPOLATE: rq->interpolate = 0; break;
-    case FL_ROUND_XTAL: rq->shape = NB_SHAPE_ROUND; break;
-    case FL_SQUARE_XTAL: rq->shape = NB_SHAPE_SQUARE; break;
-    case FL_GAUSS_XTAL: rq->shape = NB_SHAPE_GAUSS; break;
-    case FL_TOPHAT_SPOTS: rq->shape = NB_SHAPE_TOPHAT; break;
-    case FL_FUDGE: NUM(rq->fudge, x); break;
     case FL_WATER: NUM(rq->water_size, x / 1e6); break;
-    case FL_STOL: set_str(&rq->stolfile, vals[0]); break;
-    case FL_STOLOUT: nb_warn("%s: nothing is written (as in the reference)", name); break;
-    case FL_HKL: set_str(&rq->hklfile, vals[0]); break;
+    case FL_STOL: set_str(&rq->stolfile, a->vals[0]); break;
+    case FL_STOLOUT: nb_warn("%s: nothing is written (as in the reference)", a->name); break;
+    case FL_HKL: set_str(&rq->hklfile, a->vals[0]); break;
     case FL_DEFAULT_F: NUM(rq->default_F, x); break;
-    case FL_DUMP: set_str(&rq->dumpfile, vals[0]); break;
+    case FL_DUMP: set_str(&rq->dumpfile, a->vals[0]); break;
     case FL_PRINTOUT: rq->printout = 1; break;
     case FL_PRINTOUT_PIXEL:
         rq->printout = 1;
-        if ((st = inum(name, vals[0], &rq->printout_fpixel))) return st;
-        if ((st = inum(name, vals[1], &rq->printout_spixel))) return st;
+        if ((*st = inum(a->name, a->vals[0], &rq->printout_fpixel))) return true;
+        *st = inum(a->name, a->vals[1], &rq->printout_spixel);
         break;
     case FL_PROGRESS: rq->progress = 1; break;
     case FL_NOPROGRESS: rq->progress = 0; break;
     case FL_PRECISION:
-        if (strcmp(vals[0], "double") == 0) rq->precision_double = 1;
-        else if (strcmp(vals[0], "single") == 0) rq->precision_double = 0;
-        else return nb_error_set(NB_ERR_USAGE, "option -precision: expected 'single' or 'double', got '%s'", vals[0]);
+        if (strcmp(a->vals[0], "double") == 0) rq->precision_double = 1;
+        else if (strcmp(a->vals[0], "single") == 0) rq->precision_double = 0;
+        else
+            *st = nb_error_set(NB_ERR_USAGE, "option -precision: expected 'single' or 'double', got '%s'",
+                               a->vals[0]);
         break;
     case FL_ADC: NUM(rq->adc, x); break;
     case FL_NONOISE: rq->calculate_noise = 0; break;
     case FL_NOISEFILE:
-        set_str(&rq->noisefile, vals[0]);
+        set_str(&rq->noisefile, a->vals[0]);
         rq->calculate_noise = 1;
         break;
-    case FL_FLOATFILE: set_str(&rq->floatfile, vals[0]); break;
-    case FL_INTFILE: set_str(&rq->intfile, vals[0]); break;
+    case FL_FLOATFILE: set_str(&rq->floatfile, a->vals[0]); break;
+    case FL_INTFILE: set_str(&rq->intfile, a->vals[0]); break;
     case FL_PGMFILE:
-        set_str(&rq->pgmfile, vals[0]);
+        set_str(&rq->pgmfile, a->vals[0]);
         rq->write_pgm = 1;
         break;
     case FL_PGMSCALE:
@@ -470,11 +556,22 @@ nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals
         break;
     case FL_NOPGM: rq->write_pgm = 0; break;
     case FL_SCALE: NUM(rq->intfile_scale, x); break;
-    default: return nb_error_set(NB_ERR_USAGE, "option %s is not handled by nb-geom", name);
+    default: return false;
     }
+    return true;
+}
 #undef NUM
 #undef INT
-    return st;
+
+nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals, int nvals)
+{
+    const flag_args a = {id, name, vals, nvals};
+    nb_status st = NB_OK;
+    if (apply_crystal_flag(rq, &a, &st) || apply_detector_placement_flag(rq, &a, &st) ||
+        apply_detector_pixels_flag(rq, &a, &st) || apply_beam_flag(rq, &a, &st) || apply_rotation_flag(rq, &a, &st) ||
+        apply_later_stage_flag(rq, &a, &st))
+        return st;
+    return nb_error_set(NB_ERR_USAGE, "option %s is not handled by nb-geom", name);
 }
 
 /* ---- sources ------------------------------------------------------------ */
@@ -630,7 +727,7 @@ static nb_status read_matrix(const char *path, double lambda0, double a_star[3],
     return NB_OK;
 }
 
-/* Sampling auto-selection (behaviour.md 11.1): count n, range R, step d;
+/* Sampling auto-selection (docs/physics.md 4): count n, range R, step d;
  * "unset" is negative.  `count_only_range` is the range used when only the
  * count is given; `thickness` selects the thickness variant (d = R/2). */
 static void auto_steps(int *n, double *R, double *d, double count_only_range, int thickness)
@@ -681,338 +778,422 @@ static const char *convention_name(int c)
     }
 }
 
-#define LOG(...) nb_strbuf_printf(log, __VA_ARGS__)
+/* ---- resolution: one step per stage of the reference's order ------------ */
 
-static nb_status resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log);
+/* What the steps of resolve() share.  `w` is the working copy of the request:
+ * the reference updates its variables in place, and later steps see what
+ * earlier ones made of them.  The rest are the values a step derives for a
+ * later one or for the plan. */
+typedef struct resolve_state {
+    nb_request w;
+    nb_strbuf *log;
+    int pivot_asked;            /* the pivot came from the user, not from a convention flag */
+    double Fclose, Sclose, Fbeam, Sbeam;
+    double vert[3];             /* beam x polar: the axis of horizontal divergence */
+    double pix0[3], ORGX, ORGY, dials_origin[3];
+    double cell[6];             /* the user's cell, its missing values filled in */
+    double V_cell, V_star;      /* Angstrom^3, and V_star as computed (1/V_cell may round differently) */
+    double a[3], b[3], c[3], a_star[3], b_star[3], c_star[3];
+    double misset[3];
+    int misset_mode;
+    int64_t misset_seed, mosaic_seed; /* the generators' running seeds */
+    int divsteps, nsources;
+} resolve_state;
 
-/* On failure nothing of the plan is left allocated (its parts are made one
- * after another; an error may come after some of them). */
-nb_status nb_resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
+#define LOG(...) nb_strbuf_printf(s->log, __VA_ARGS__)
+
+/* 5: the detector's size in pixels, checked against the mask */
+static nb_status resolve_detector_size(resolve_state *s, nb_plan *plan)
 {
-    nb_status st = resolve(rq, plan, log);
-    if (st) nb_plan_free(plan);
-    return st;
+    nb_request *w = &s->w;
+    nb_status st;
+    if (w->pixel_size <= 0 || !isfinite(w->pixel_size))
+        return nb_error_set(NB_ERR_USAGE, "pixel size must be positive (got %g mm)", w->pixel_size * 1000);
+    if (w->fpixels < 0 || w->spixels < 0)
+        return nb_error_set(NB_ERR_USAGE, "detector pixel counts must be positive");
+    if (w->fpixels) w->detsize_f = w->pixel_size * w->fpixels;
+    if (w->spixels) w->detsize_s = w->pixel_size * w->spixels;
+    if (!(w->detsize_f / w->pixel_size < 2e9) || !(w->detsize_s / w->pixel_size < 2e9))
+        return nb_error_set(NB_ERR_USAGE, "detector of %g x %g mm with %g mm pixels is too large",
+                            w->detsize_f * 1000, w->detsize_s * 1000, w->pixel_size * 1000);
+    w->fpixels = (int)ceil(w->detsize_f / w->pixel_size - 0.5);
+    w->spixels = (int)ceil(w->detsize_s / w->pixel_size - 0.5);
+    plan->fpixels = w->fpixels;
+    plan->spixels = w->spixels;
+    if ((st = nb_plan_check_size(plan))) return st;
+    if (w->mask && (w->mask_w != w->fpixels || w->mask_h != w->spixels))
+        return nb_error_set(NB_ERR_USAGE, "mask '%s' is %d x %d pixels but the detector is %d x %d", w->maskfile,
+                            w->mask_w, w->mask_h, w->fpixels, w->spixels);
+    return NB_OK;
 }
 
-static nb_status resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
+/* 5: fluence from flux, and a sample no larger than the beam */
+static void resolve_fluence(resolve_state *s)
 {
-    nb_request w = *rq; /* working copy: the reference updates its variables in place */
-    nb_status st = NB_OK;
-    int pivot_asked = !(rq->pivot & PIVOT_IMPLIED);
-    w.pivot &= ~PIVOT_IMPLIED;
-    double vector[3], newvector[3];
-    nb_plan_init(plan);
-
-    /* ---- 5: detector size, fluence, beam-centre defaults ---- */
-    if (w.pixel_size <= 0 || !isfinite(w.pixel_size))
-        return nb_error_set(NB_ERR_USAGE, "pixel size must be positive (got %g mm)", w.pixel_size * 1000);
-    if (w.fpixels < 0 || w.spixels < 0)
-        return nb_error_set(NB_ERR_USAGE, "detector pixel counts must be positive");
-    if (w.fpixels) w.detsize_f = w.pixel_size * w.fpixels;
-    if (w.spixels) w.detsize_s = w.pixel_size * w.spixels;
-    if (!(w.detsize_f / w.pixel_size < 2e9) || !(w.detsize_s / w.pixel_size < 2e9))
-        return nb_error_set(NB_ERR_USAGE, "detector of %g x %g mm with %g mm pixels is too large",
-                            w.detsize_f * 1000, w.detsize_s * 1000, w.pixel_size * 1000);
-    w.fpixels = (int)ceil(w.detsize_f / w.pixel_size - 0.5);
-    w.spixels = (int)ceil(w.detsize_s / w.pixel_size - 0.5);
-    plan->fpixels = w.fpixels;
-    plan->spixels = w.spixels;
-    if ((st = nb_plan_check_size(plan))) return st;
-    if (w.mask && (w.mask_w != w.fpixels || w.mask_h != w.spixels))
-        return nb_error_set(NB_ERR_USAGE, "mask '%s' is %d x %d pixels but the detector is %d x %d", w.maskfile,
-                            w.mask_w, w.mask_h, w.fpixels, w.spixels);
-
-    if (w.flux != 0.0 && w.exposure > 0.0 && w.beamsize >= 0) w.fluence = w.flux * w.exposure / w.beamsize / w.beamsize;
-    if (w.beamsize >= 0) {
-        if (w.beamsize < w.sample_y) {
-            nb_warn("clipping sample (%g m high) with beam (%g m)", w.sample_y, w.beamsize);
-            w.sample_y = w.beamsize;
+    nb_request *w = &s->w;
+    if (w->flux != 0.0 && w->exposure > 0.0 && w->beamsize >= 0)
+        w->fluence = w->flux * w->exposure / w->beamsize / w->beamsize;
+    if (w->beamsize >= 0) {
+        if (w->beamsize < w->sample_y) {
+            nb_warn("clipping sample (%g m high) with beam (%g m)", w->sample_y, w->beamsize);
+            w->sample_y = w->beamsize;
         }
-        if (w.beamsize < w.sample_z) {
-            nb_warn("clipping sample (%g m wide) with beam (%g m)", w.sample_z, w.beamsize);
-            w.sample_z = w.beamsize;
+        if (w->beamsize < w->sample_z) {
+            nb_warn("clipping sample (%g m wide) with beam (%g m)", w->sample_z, w->beamsize);
+            w->sample_z = w->beamsize;
         }
     }
-    if (w.exposure > 0.0) w.flux = w.fluence / w.exposure * w.beamsize * w.beamsize;
+    if (w->exposure > 0.0) w->flux = w->fluence / w->exposure * w->beamsize * w->beamsize;
+}
 
-    double Fclose = NAN, Sclose = NAN, Fbeam, Sbeam;
-    if (!isnan(w.ORGX)) Fclose = (w.ORGX - 0.5) * w.pixel_size;
-    if (!isnan(w.ORGY)) Sclose = (w.ORGY - 0.5) * w.pixel_size;
-    if (isnan(Fclose)) Fclose = w.detsize_f / 2.0;
-    if (isnan(Sclose)) Sclose = w.detsize_s / 2.0;
-    if (isnan(w.Xclose)) w.Xclose = Fclose;
-    if (isnan(w.Yclose)) w.Yclose = Sclose;
-    Fbeam = Fclose;
-    Sbeam = Sclose;
-    if (w.roi_xmin < 0) w.roi_xmin = 0;
-    if (w.roi_xmax < 0) w.roi_xmax = w.fpixels;
-    if (w.roi_ymin < 0) w.roi_ymin = 0;
-    if (w.roi_ymax < 0) w.roi_ymax = w.spixels;
+/* 5: the beam-centre and ROI defaults, before any convention */
+static void resolve_beam_center_defaults(resolve_state *s)
+{
+    nb_request *w = &s->w;
+    s->Fclose = s->Sclose = NAN;
+    if (!isnan(w->ORGX)) s->Fclose = (w->ORGX - 0.5) * w->pixel_size;
+    if (!isnan(w->ORGY)) s->Sclose = (w->ORGY - 0.5) * w->pixel_size;
+    if (isnan(s->Fclose)) s->Fclose = w->detsize_f / 2.0;
+    if (isnan(s->Sclose)) s->Sclose = w->detsize_s / 2.0;
+    if (isnan(w->Xclose)) w->Xclose = s->Fclose;
+    if (isnan(w->Yclose)) w->Yclose = s->Sclose;
+    s->Fbeam = s->Fclose;
+    s->Sbeam = s->Sclose;
+    if (w->roi_xmin < 0) w->roi_xmin = 0;
+    if (w->roi_xmax < 0) w->roi_xmax = w->fpixels;
+    if (w->roi_ymin < 0) w->roi_ymin = 0;
+    if (w->roi_ymax < 0) w->roi_ymax = w->spixels;
+}
 
-    /* ---- 7: the convention block (forces the pivot) ---- */
-    switch (w.convention) {
+/* 7: the convention block: its vectors and beam centre, then the pivot it forces */
+static void resolve_convention(resolve_state *s)
+{
+    nb_request *w = &s->w;
+    switch (w->convention) {
     case NB_ADXV:
-        if (isnan(w.Xbeam)) w.Xbeam = (w.detsize_f + w.pixel_size) / 2.0;
-        if (isnan(w.Ybeam)) w.Ybeam = (w.detsize_s - w.pixel_size) / 2.0;
-        set3(w.beam, 0, 0, 1), set3(w.fdet, 1, 0, 0), set3(w.sdet, 0, -1, 0), set3(w.odet, 0, 0, 1);
-        set3(w.twotheta_axis, -1, 0, 0), set3(w.polar, 1, 0, 0), set3(w.spindle, 1, 0, 0);
-        Fbeam = w.Xbeam;
-        Sbeam = w.detsize_s - w.Ybeam;
+        if (isnan(w->Xbeam)) w->Xbeam = (w->detsize_f + w->pixel_size) / 2.0;
+        if (isnan(w->Ybeam)) w->Ybeam = (w->detsize_s - w->pixel_size) / 2.0;
+        set3(w->beam, 0, 0, 1), set3(w->fdet, 1, 0, 0), set3(w->sdet, 0, -1, 0), set3(w->odet, 0, 0, 1);
+        set3(w->twotheta_axis, -1, 0, 0), set3(w->polar, 1, 0, 0), set3(w->spindle, 1, 0, 0);
+        s->Fbeam = w->Xbeam;
+        s->Sbeam = w->detsize_s - w->Ybeam;
         break;
     case NB_MOSFLM:
     case NB_DENZO:
-        if (isnan(w.Xbeam)) w.Xbeam = (w.detsize_s + w.pixel_size) / 2.0;
-        if (isnan(w.Ybeam)) w.Ybeam = (w.detsize_f + w.pixel_size) / 2.0;
-        set3(w.beam, 1, 0, 0), set3(w.odet, 1, 0, 0), set3(w.fdet, 0, 0, 1), set3(w.sdet, 0, -1, 0);
-        set3(w.twotheta_axis, 0, 0, -1), set3(w.polar, 0, 0, 1), set3(w.spindle, 0, 0, 1);
+        if (isnan(w->Xbeam)) w->Xbeam = (w->detsize_s + w->pixel_size) / 2.0;
+        if (isnan(w->Ybeam)) w->Ybeam = (w->detsize_f + w->pixel_size) / 2.0;
+        set3(w->beam, 1, 0, 0), set3(w->odet, 1, 0, 0), set3(w->fdet, 0, 0, 1), set3(w->sdet, 0, -1, 0);
+        set3(w->twotheta_axis, 0, 0, -1), set3(w->polar, 0, 0, 1), set3(w->spindle, 0, 0, 1);
         /* MOSFLM's first pixel centre sits half a pixel in; DENZO's does not */
-        Fbeam = w.Ybeam + (w.convention == NB_MOSFLM ? 0.5 : 0.0) * w.pixel_size;
-        Sbeam = w.Xbeam + (w.convention == NB_MOSFLM ? 0.5 : 0.0) * w.pixel_size;
+        s->Fbeam = w->Ybeam + (w->convention == NB_MOSFLM ? 0.5 : 0.0) * w->pixel_size;
+        s->Sbeam = w->Xbeam + (w->convention == NB_MOSFLM ? 0.5 : 0.0) * w->pixel_size;
         break;
     case NB_XDS:
     case NB_DIALS:
-        if (isnan(w.Xbeam)) w.Xbeam = w.Xclose;
-        if (isnan(w.Ybeam)) w.Ybeam = w.Yclose;
-        set3(w.beam, 0, 0, 1), set3(w.fdet, 1, 0, 0), set3(w.sdet, 0, 1, 0), set3(w.odet, 0, 0, 1);
-        if (w.convention == NB_XDS)
-            set3(w.twotheta_axis, 1, 0, 0), set3(w.polar, 1, 0, 0), set3(w.spindle, 1, 0, 0);
+        if (isnan(w->Xbeam)) w->Xbeam = w->Xclose;
+        if (isnan(w->Ybeam)) w->Ybeam = w->Yclose;
+        set3(w->beam, 0, 0, 1), set3(w->fdet, 1, 0, 0), set3(w->sdet, 0, 1, 0), set3(w->odet, 0, 0, 1);
+        if (w->convention == NB_XDS)
+            set3(w->twotheta_axis, 1, 0, 0), set3(w->polar, 1, 0, 0), set3(w->spindle, 1, 0, 0);
         else
-            set3(w.twotheta_axis, 0, 1, 0), set3(w.polar, 0, 1, 0), set3(w.spindle, 0, 1, 0);
-        Fbeam = w.Xbeam;
-        Sbeam = w.Ybeam;
+            set3(w->twotheta_axis, 0, 1, 0), set3(w->polar, 0, 1, 0), set3(w->spindle, 0, 1, 0);
+        s->Fbeam = w->Xbeam;
+        s->Sbeam = w->Ybeam;
         break;
     default: /* CUSTOM keeps the vectors and the parse-time pivot */
-        if (isnan(w.Xbeam)) w.Xbeam = w.Xclose;
-        if (isnan(w.Ybeam)) w.Ybeam = w.Yclose;
-        Fbeam = w.Xbeam;
-        Sbeam = w.Ybeam;
-        Fclose = w.Xbeam;
-        Sclose = w.Ybeam;
+        if (isnan(w->Xbeam)) w->Xbeam = w->Xclose;
+        if (isnan(w->Ybeam)) w->Ybeam = w->Yclose;
+        s->Fbeam = w->Xbeam;
+        s->Sbeam = w->Ybeam;
+        s->Fclose = w->Xbeam;
+        s->Sclose = w->Ybeam;
         break;
     }
-    int forced_pivot = w.pivot;
-    if (w.convention == NB_ADXV || w.convention == NB_MOSFLM || w.convention == NB_DENZO) forced_pivot = NB_PIVOT_BEAM;
-    if (w.convention == NB_XDS || w.convention == NB_DIALS) forced_pivot = NB_PIVOT_SAMPLE;
-    if (pivot_asked && forced_pivot != w.pivot)
+    int forced_pivot = w->pivot;
+    if (w->convention == NB_ADXV || w->convention == NB_MOSFLM || w->convention == NB_DENZO)
+        forced_pivot = NB_PIVOT_BEAM;
+    if (w->convention == NB_XDS || w->convention == NB_DIALS) forced_pivot = NB_PIVOT_SAMPLE;
+    if (s->pivot_asked && forced_pivot != w->pivot)
         nb_warn("the %s convention pivots the detector about the %s, whatever -pivot, -distance or beam-centre "
                 "options asked (as in the reference)",
-                convention_name(w.convention), forced_pivot == NB_PIVOT_BEAM ? "direct-beam spot" : "sample");
-    w.pivot = forced_pivot;
+                convention_name(w->convention), forced_pivot == NB_PIVOT_BEAM ? "direct-beam spot" : "sample");
+    w->pivot = forced_pivot;
+}
 
-    /* ---- 6: unit vectors ---- */
-    nb_unitize(w.beam, w.beam);
-    nb_unitize(w.fdet, w.fdet);
-    nb_unitize(w.sdet, w.sdet);
-    if (nb_unitize(w.odet, w.odet) != 1.0) {
+/* 6: unit vectors, and the axis of horizontal divergence */
+static void resolve_unit_vectors(resolve_state *s)
+{
+    nb_request *w = &s->w;
+    nb_unitize(w->beam, w->beam);
+    nb_unitize(w->fdet, w->fdet);
+    nb_unitize(w->sdet, w->sdet);
+    if (nb_unitize(w->odet, w->odet) != 1.0) {
         nb_warn("auto-generating odet_vector");
-        nb_cross(w.fdet, w.sdet, w.odet);
-        nb_unitize(w.odet, w.odet);
+        nb_cross(w->fdet, w->sdet, w->odet);
+        nb_unitize(w->odet, w->odet);
     }
-    nb_unitize(w.polar, w.polar);
-    nb_unitize(w.spindle, w.spindle);
-    double vert[3];
-    nb_cross(w.beam, w.polar, vert);
-    nb_unitize(vert, vert);
+    nb_unitize(w->polar, w->polar);
+    nb_unitize(w->spindle, w->spindle);
+    nb_cross(w->beam, w->polar, s->vert);
+    nb_unitize(s->vert, s->vert);
+}
 
-    if (!w.matfile && !(w.user_cell && w.cell[0] != 0.0))
-        return nb_error_set(NB_ERR_USAGE, "no crystal: give -cell A B C AL BE GA or -mat FILE");
-
-    /* ---- 8: sampling auto-selection ---- */
-    if (w.phisteps < 0) {
-        if (w.osc < 0.0) {
-            if (w.phistep <= 0.0) {
-                w.phisteps = 1, w.osc = 0.0, w.phistep = 0.0;
+/* 8: phi steps from any two of -osc, -phistep and -phisteps */
+static void resolve_phi_steps(nb_request *w)
+{
+    if (w->phisteps < 0) {
+        if (w->osc < 0.0) {
+            if (w->phistep <= 0.0) {
+                w->phisteps = 1, w->osc = 0.0, w->phistep = 0.0;
             } else {
-                w.osc = w.phistep;
-                w.phisteps = 2;
+                w->osc = w->phistep;
+                w->phisteps = 2;
             }
         } else {
-            if (w.phistep <= 0.0) {
-                w.phisteps = 2;
-                w.phistep = w.osc / 2.0;
+            if (w->phistep <= 0.0) {
+                w->phisteps = 2;
+                w->phistep = w->osc / 2.0;
             } else {
-                w.phisteps = (int)ceil(w.osc / w.phistep);
+                w->phisteps = (int)ceil(w->osc / w->phistep);
             }
         }
     } else {
-        if (w.phisteps == 0) w.phisteps = 1;
-        if (w.osc < 0.0) {
-            if (w.phistep <= 0.0) {
-                w.osc = 1.0 / RTD;
-                w.phistep = w.osc / w.phisteps;
+        if (w->phisteps == 0) w->phisteps = 1;
+        if (w->osc < 0.0) {
+            if (w->phistep <= 0.0) {
+                w->osc = 1.0 / RTD;
+                w->phistep = w->osc / w->phisteps;
             } else {
-                w.osc = w.phistep;
-                w.phisteps = 2;
+                w->osc = w->phistep;
+                w->phisteps = 2;
             }
-        } else if (w.phistep < 0.0) {
-            w.phistep = w.osc / w.phisteps;
+        } else if (w->phistep < 0.0) {
+            w->phistep = w->osc / w->phisteps;
         }
     }
-    auto_steps(&w.hdivsteps, &w.hdivrange, &w.hdivstep, 1.0, 0);
-    auto_steps(&w.vdivsteps, &w.vdivrange, &w.vdivstep, 1.0, 0);
-    auto_steps(&w.dispsteps, &w.dispersion, &w.dispstep, 1.0, 0);
-    auto_steps(&w.detector_thicksteps, &w.detector_thick, &w.detector_thickstep, 0.5e-6, 1);
-    if (w.detector_thick > 0.0 && w.detector_mu < 0.0) {
-        w.detector_mu = 1.0 / w.detector_thick;
-        nb_warn("setting detector attenuation coefficient to %g /m (1/thickness)", w.detector_mu);
-    }
-    if (w.mosaic_domains <= 0) {
-        if (w.mosaic_spread < 0.0) {
-            w.mosaic_domains = 1;
-            w.mosaic_spread = 0.0;
-        } else if (w.mosaic_spread == 0.0) {
-            w.mosaic_domains = 1;
+}
+
+/* 8: the number of mosaic domains from the spread, as the reference corrects it */
+static void resolve_mosaic_count(nb_request *w)
+{
+    if (w->mosaic_domains <= 0) {
+        if (w->mosaic_spread < 0.0) {
+            w->mosaic_domains = 1;
+            w->mosaic_spread = 0.0;
+        } else if (w->mosaic_spread == 0.0) {
+            w->mosaic_domains = 1;
         } else {
             nb_warn("finite mosaicity with only one domain! upping to 10 mosaic domains");
-            w.mosaic_domains = 10;
+            w->mosaic_domains = 10;
         }
     } else {
-        if (w.mosaic_spread < 0.0) {
+        if (w->mosaic_spread < 0.0) {
             nb_warn("no mosaic spread specified.  setting mosaic_domains = 1");
-            w.mosaic_spread = 0.0;
-            w.mosaic_domains = 1;
-        } else if (w.mosaic_spread == 0.0) {
+            w->mosaic_spread = 0.0;
+            w->mosaic_domains = 1;
+        } else if (w->mosaic_spread == 0.0) {
             nb_warn("zero mosaic spread specified.  setting mosaic_domains = 1");
-            w.mosaic_domains = 1;
+            w->mosaic_domains = 1;
         }
     }
-    if (w.hdivrange <= 0.0 || w.hdivstep <= 0.0 || w.hdivsteps <= 0) w.hdivsteps = 1, w.hdivrange = 0.0, w.hdivstep = 0.0;
-    if (w.vdivrange <= 0.0 || w.vdivstep <= 0.0 || w.vdivsteps <= 0) w.vdivsteps = 1, w.vdivrange = 0.0, w.vdivstep = 0.0;
-    if (w.dispersion <= 0.0 || w.dispstep <= 0.0 || w.dispsteps <= 0) w.dispsteps = 1, w.dispersion = 0.0, w.dispstep = 0.0;
-    if (w.detector_thick <= 0.0 || w.detector_thickstep <= 0.0 || w.detector_thicksteps <= 0)
-        w.detector_thicksteps = 1, w.detector_thick = 0.0, w.detector_thickstep = 0.0;
+}
 
-    if (w.nframes < 1 || w.nframes > 10000000)
-        return nb_error_set(NB_ERR_USAGE, "option -nframes: expected 1 .. 10000000 frames, got %d", w.nframes);
-    if (w.nframes > 1 && w.osc <= 0.0)
-        return nb_error_set(NB_ERR_USAGE, "option -nframes %d needs an oscillation per frame: give -osc", w.nframes);
+/* 8: sampling auto-selection: phi, divergence, dispersion, sensor layers, mosaic domains */
+static void resolve_sampling(nb_request *w)
+{
+    resolve_phi_steps(w);
+    auto_steps(&w->hdivsteps, &w->hdivrange, &w->hdivstep, 1.0, 0);
+    auto_steps(&w->vdivsteps, &w->vdivrange, &w->vdivstep, 1.0, 0);
+    auto_steps(&w->dispsteps, &w->dispersion, &w->dispstep, 1.0, 0);
+    auto_steps(&w->detector_thicksteps, &w->detector_thick, &w->detector_thickstep, 0.5e-6, 1);
+    if (w->detector_thick > 0.0 && w->detector_mu < 0.0) {
+        w->detector_mu = 1.0 / w->detector_thick;
+        nb_warn("setting detector attenuation coefficient to %g /m (1/thickness)", w->detector_mu);
+    }
+    resolve_mosaic_count(w);
+    if (w->hdivrange <= 0.0 || w->hdivstep <= 0.0 || w->hdivsteps <= 0)
+        w->hdivsteps = 1, w->hdivrange = 0.0, w->hdivstep = 0.0;
+    if (w->vdivrange <= 0.0 || w->vdivstep <= 0.0 || w->vdivsteps <= 0)
+        w->vdivsteps = 1, w->vdivrange = 0.0, w->vdivstep = 0.0;
+    if (w->dispersion <= 0.0 || w->dispstep <= 0.0 || w->dispsteps <= 0)
+        w->dispsteps = 1, w->dispersion = 0.0, w->dispstep = 0.0;
+    if (w->detector_thick <= 0.0 || w->detector_thickstep <= 0.0 || w->detector_thicksteps <= 0)
+        w->detector_thicksteps = 1, w->detector_thick = 0.0, w->detector_thickstep = 0.0;
+}
 
-    /* limits on work the reference would happily start and never finish */
-    if (w.phisteps > 1000000 || w.mosaic_domains > 1000000 || w.hdivsteps > 100000 || w.vdivsteps > 100000 ||
-        w.dispsteps > 100000 || w.detector_thicksteps > 100000 ||
-        (double)(w.hdivsteps > 0 ? w.hdivsteps : 1) * (w.vdivsteps > 0 ? w.vdivsteps : 1) *
-                (w.dispsteps > 0 ? w.dispsteps : 1) > 1e6)
+/* the frame count, and limits on work the reference would happily start and never finish */
+static nb_status check_sampling_limits(const nb_request *w)
+{
+    if (w->nframes < 1 || w->nframes > 10000000)
+        return nb_error_set(NB_ERR_USAGE, "option -nframes: expected 1 .. 10000000 frames, got %d", w->nframes);
+    if (w->nframes > 1 && w->osc <= 0.0)
+        return nb_error_set(NB_ERR_USAGE, "option -nframes %d needs an oscillation per frame: give -osc", w->nframes);
+    if (w->phisteps > 1000000 || w->mosaic_domains > 1000000 || w->hdivsteps > 100000 || w->vdivsteps > 100000 ||
+        w->dispsteps > 100000 || w->detector_thicksteps > 100000 ||
+        (double)(w->hdivsteps > 0 ? w->hdivsteps : 1) * (w->vdivsteps > 0 ? w->vdivsteps : 1) *
+                (w->dispsteps > 0 ? w->dispsteps : 1) > 1e6)
         return nb_error_set(NB_ERR_USAGE, "absurd sampling: %d phi steps, %d mosaic domains, %dx%d divergence, "
                                           "%d wavelengths, %d layers",
-                            w.phisteps, w.mosaic_domains, w.hdivsteps, w.vdivsteps, w.dispsteps,
-                            w.detector_thicksteps);
+                            w->phisteps, w->mosaic_domains, w->hdivsteps, w->vdivsteps, w->dispsteps,
+                            w->detector_thicksteps);
+    return NB_OK;
+}
 
-    /* ---- 9: detector geometry ---- */
-    LOG("%s convention selected.\n", convention_name(w.convention));
-    double pix0[3] = {0, 0, 0};
-    nb_rotate_xyz(w.odet, vector, w.rotx, w.roty, w.rotz);
-    double ratio = nb_dot(w.beam, vector);
+/* 9: the detector rotated and placed about its pivot: pix0, the beam and
+ * near-point centres it ends with, ORGX/ORGY and the DIALS origin */
+static nb_status resolve_detector_position(resolve_state *s)
+{
+    nb_request *w = &s->w;
+    double vector[3], newvector[3];
+    double *pix0 = s->pix0;
+    LOG("%s convention selected.\n", convention_name(w->convention));
+    set3(pix0, 0, 0, 0);
+    nb_rotate_xyz(w->odet, vector, w->rotx, w->roty, w->rotz);
+    double ratio = nb_dot(w->beam, vector);
     if (ratio == 0.0) ratio = DBL_MIN;
-    if (isnan(w.close_distance)) w.close_distance = fabs(ratio * w.distance);
-    w.distance = w.close_distance / ratio;
-    if (w.pivot == NB_PIVOT_SAMPLE) {
+    if (isnan(w->close_distance)) w->close_distance = fabs(ratio * w->distance);
+    w->distance = w->close_distance / ratio;
+    if (w->pivot == NB_PIVOT_SAMPLE) {
         LOG("pivoting detector around sample\n");
-        for (int i = 0; i < 3; i++) pix0[i] = -Fclose * w.fdet[i] - Sclose * w.sdet[i] + w.close_distance * w.odet[i];
-        nb_rotate_xyz(pix0, pix0, w.rotx, w.roty, w.rotz);
-        nb_rotate_axis(pix0, pix0, w.twotheta_axis, w.twotheta);
+        for (int i = 0; i < 3; i++)
+            pix0[i] = -s->Fclose * w->fdet[i] - s->Sclose * w->sdet[i] + w->close_distance * w->odet[i];
+        nb_rotate_xyz(pix0, pix0, w->rotx, w->roty, w->rotz);
+        nb_rotate_axis(pix0, pix0, w->twotheta_axis, w->twotheta);
     }
-    nb_rotate_xyz(w.fdet, w.fdet, w.rotx, w.roty, w.rotz);
-    nb_rotate_xyz(w.sdet, w.sdet, w.rotx, w.roty, w.rotz);
-    nb_rotate_xyz(w.odet, w.odet, w.rotx, w.roty, w.rotz);
-    nb_rotate_axis(w.fdet, w.fdet, w.twotheta_axis, w.twotheta);
-    nb_rotate_axis(w.sdet, w.sdet, w.twotheta_axis, w.twotheta);
-    nb_rotate_axis(w.odet, w.odet, w.twotheta_axis, w.twotheta);
-    if (w.pivot == NB_PIVOT_BEAM) {
+    nb_rotate_xyz(w->fdet, w->fdet, w->rotx, w->roty, w->rotz);
+    nb_rotate_xyz(w->sdet, w->sdet, w->rotx, w->roty, w->rotz);
+    nb_rotate_xyz(w->odet, w->odet, w->rotx, w->roty, w->rotz);
+    nb_rotate_axis(w->fdet, w->fdet, w->twotheta_axis, w->twotheta);
+    nb_rotate_axis(w->sdet, w->sdet, w->twotheta_axis, w->twotheta);
+    nb_rotate_axis(w->odet, w->odet, w->twotheta_axis, w->twotheta);
+    if (w->pivot == NB_PIVOT_BEAM) {
         LOG("pivoting detector around direct beam spot\n");
-        for (int i = 0; i < 3; i++) pix0[i] = -Fbeam * w.fdet[i] - Sbeam * w.sdet[i] + w.distance * w.beam[i];
+        for (int i = 0; i < 3; i++) pix0[i] = -s->Fbeam * w->fdet[i] - s->Sbeam * w->sdet[i] + w->distance * w->beam[i];
     }
-    Fclose = -nb_dot(pix0, w.fdet);
-    Sclose = -nb_dot(pix0, w.sdet);
-    w.close_distance = nb_dot(pix0, w.odet);
-    for (int i = 0; i < 3; i++) newvector[i] = w.close_distance / ratio * w.beam[i] - pix0[i];
-    Fbeam = nb_dot(w.fdet, newvector);
-    Sbeam = nb_dot(w.sdet, newvector);
-    w.distance = w.close_distance / ratio;
-    double ORGX = Fclose / w.pixel_size + 0.5;
-    double ORGY = Sclose / w.pixel_size + 0.5;
-    double dials_origin[3];
+    s->Fclose = -nb_dot(pix0, w->fdet);
+    s->Sclose = -nb_dot(pix0, w->sdet);
+    w->close_distance = nb_dot(pix0, w->odet);
+    for (int i = 0; i < 3; i++) newvector[i] = w->close_distance / ratio * w->beam[i] - pix0[i];
+    s->Fbeam = nb_dot(w->fdet, newvector);
+    s->Sbeam = nb_dot(w->sdet, newvector);
+    w->distance = w->close_distance / ratio;
+    s->ORGX = s->Fclose / w->pixel_size + 0.5;
+    s->ORGY = s->Sclose / w->pixel_size + 0.5;
     set3(newvector, 0, 0, 1);
-    dials_origin[0] = 1000.0 * nb_dot(pix0, newvector);
+    s->dials_origin[0] = 1000.0 * nb_dot(pix0, newvector);
     set3(newvector, 0, 1, 0);
-    dials_origin[1] = 1000.0 * nb_dot(pix0, newvector);
+    s->dials_origin[1] = 1000.0 * nb_dot(pix0, newvector);
     set3(newvector, -1, 0, 0);
-    dials_origin[2] = 1000.0 * nb_dot(pix0, newvector);
-    LOG("XDS incident beam: %g %g %g\n", nb_dot(w.beam, w.fdet), nb_dot(w.beam, w.sdet), nb_dot(w.beam, w.odet));
-    if (!isfinite(w.distance) || !isfinite(pix0[0]) || !isfinite(pix0[1]) || !isfinite(pix0[2]))
+    s->dials_origin[2] = 1000.0 * nb_dot(pix0, newvector);
+    LOG("XDS incident beam: %g %g %g\n", nb_dot(w->beam, w->fdet), nb_dot(w->beam, w->sdet),
+        nb_dot(w->beam, w->odet));
+    if (!isfinite(w->distance) || !isfinite(pix0[0]) || !isfinite(pix0[1]) || !isfinite(pix0[2]))
         return nb_error_set(NB_ERR_USAGE, "the detector geometry is degenerate (beam parallel to the detector plane?)");
+    return NB_OK;
+}
 
-    /* ---- 10: interpolation choice, on N as parsed ---- */
-    if (w.interpolate > 1) {
-        if (w.Na <= 2 || w.Nb <= 2 || w.Nc <= 2) {
+/* 10: interpolation choice, on N as parsed */
+static void resolve_interpolation(resolve_state *s)
+{
+    nb_request *w = &s->w;
+    if (w->interpolate > 1) {
+        if (w->Na <= 2 || w->Nb <= 2 || w->Nc <= 2) {
             LOG("auto-selected tricubic interpolation of structure factors\n");
-            w.interpolate = 1;
+            w->interpolate = 1;
         } else {
             LOG("auto-selected no interpolation\n");
-            w.interpolate = 0;
+            w->interpolate = 0;
         }
     }
+}
 
-    /* ---- 11: the cell ---- */
-    double a[3] = {0, 0, 0}, b[3] = {0, 0, 0}, c[3] = {0, 0, 0};
-    double a_star[3] = {0, 0, 0}, b_star[3] = {0, 0, 0}, c_star[3] = {0, 0, 0};
-    double cell[6], V_cell = 0;
-    memcpy(cell, w.cell, sizeof cell);
-    if (w.user_cell) {
+/* 11: the reciprocal vectors from -cell, then from -mat when given */
+static nb_status resolve_reciprocal_cell(resolve_state *s)
+{
+    nb_request *w = &s->w;
+    double *cell = s->cell;
+    set3(s->a_star, 0, 0, 0), set3(s->b_star, 0, 0, 0), set3(s->c_star, 0, 0, 0);
+    memcpy(cell, w->cell, sizeof s->cell);
+    s->V_cell = 0;
+    if (w->user_cell) {
         if (cell[1] <= 0.0) cell[1] = cell[0];
         if (cell[2] <= 0.0) cell[2] = cell[0];
         for (int i = 3; i < 6; i++)
             if (cell[i] <= 0.0) cell[i] = M_PI / 2;
-        V_cell = nb_cell_reciprocal(cell, a_star, b_star, c_star);
+        s->V_cell = nb_cell_reciprocal(cell, s->a_star, s->b_star, s->c_star);
     }
-    if (w.matfile) {
-        LOG("reading %s\n", w.matfile);
-        if ((st = read_matrix(w.matfile, w.lambda0, a_star, b_star, c_star))) return st;
+    if (w->matfile) {
+        LOG("reading %s\n", w->matfile);
+        return read_matrix(w->matfile, w->lambda0, s->a_star, s->b_star, s->c_star);
     }
-    double misset[3] = {0, 0, 0};
-    int misset_mode = w.misset_mode;
-    memcpy(misset, w.misset, sizeof misset);
+    return NB_OK;
+}
+
+/* 11: the misset, random (the plan's generator's first draws) or given, applied to the reciprocal vectors */
+static void resolve_misset(resolve_state *s, nb_plan *plan)
+{
+    nb_request *w = &s->w;
+    double *misset = s->misset;
+    s->misset_mode = w->misset_mode;
+    memcpy(misset, w->misset, sizeof s->misset);
     plan->rng = (nb_rng){0};
     nb_rng_init(&plan->rng);
-    int64_t misset_seed = w.misset_seed, mosaic_seed = w.mosaic_seed;
-    if (misset_mode == -1) {
+    s->misset_seed = w->misset_seed, s->mosaic_seed = w->mosaic_seed;
+    if (s->misset_mode == -1) {
         double umat[9];
         /* the reference passes 90 meaning degrees, but the function takes
-         * radians: keep it for identical orientations (behaviour.md 9.3) */
-        nb_mosaic_rotation_umat(&plan->rng, 90.0f, umat, &misset_seed);
+         * radians: keep it for identical orientations (docs/physics.md 3.3) */
+        nb_mosaic_rotation_umat(&plan->rng, 90.0f, umat, &s->misset_seed);
         nb_umat2misset(umat, misset);
         LOG("random orientation misset angles: %f %f %f deg\n", misset[0] * RTD, misset[1] * RTD, misset[2] * RTD);
-        misset_mode = 1;
+        s->misset_mode = 1;
     }
-    if (misset_mode > 0) {
-        nb_rotate_xyz(a_star, a_star, misset[0], misset[1], misset[2]);
-        nb_rotate_xyz(b_star, b_star, misset[0], misset[1], misset[2]);
-        nb_rotate_xyz(c_star, c_star, misset[0], misset[1], misset[2]);
+    if (s->misset_mode > 0) {
+        nb_rotate_xyz(s->a_star, s->a_star, misset[0], misset[1], misset[2]);
+        nb_rotate_xyz(s->b_star, s->b_star, misset[0], misset[1], misset[2]);
+        nb_rotate_xyz(s->c_star, s->c_star, misset[0], misset[1], misset[2]);
     }
+}
+
+/* 11: real-space vectors from the reciprocal ones (the user's edge lengths
+ * kept exact), and the reciprocal ones again from those */
+static nb_status resolve_real_cell(resolve_state *s)
+{
     double axb_s[3], bxc_s[3], cxa_s[3];
-    nb_cross(a_star, b_star, axb_s);
-    nb_cross(b_star, c_star, bxc_s);
-    nb_cross(c_star, a_star, cxa_s);
-    double V_star = nb_dot(a_star, bxc_s);
-    if (w.user_cell) {
+    nb_cross(s->a_star, s->b_star, axb_s);
+    nb_cross(s->b_star, s->c_star, bxc_s);
+    nb_cross(s->c_star, s->a_star, cxa_s);
+    double V_star = nb_dot(s->a_star, bxc_s);
+    if (s->w.user_cell) {
         /* keep the user's edge lengths exact */
-        vrescale(bxc_s, bxc_s, cell[0] / V_cell);
-        vrescale(cxa_s, cxa_s, cell[1] / V_cell);
-        vrescale(axb_s, axb_s, cell[2] / V_cell);
-        V_star = 1.0 / V_cell;
+        vrescale(bxc_s, bxc_s, s->cell[0] / s->V_cell);
+        vrescale(cxa_s, cxa_s, s->cell[1] / s->V_cell);
+        vrescale(axb_s, axb_s, s->cell[2] / s->V_cell);
+        V_star = 1.0 / s->V_cell;
     }
-    V_cell = 1.0 / V_star;
-    if (!isfinite(V_cell) || V_cell == 0.0)
+    s->V_star = V_star;
+    s->V_cell = 1.0 / V_star;
+    if (!isfinite(s->V_cell) || s->V_cell == 0.0)
         return nb_error_set(NB_ERR_DATA, "the unit cell is degenerate (zero or infinite volume)");
-    vscale(bxc_s, a, V_cell);
-    vscale(cxa_s, b, V_cell);
-    vscale(axb_s, c, V_cell);
+    vscale(bxc_s, s->a, s->V_cell);
+    vscale(cxa_s, s->b, s->V_cell);
+    vscale(axb_s, s->c, s->V_cell);
     double axb[3], bxc[3], cxa[3];
-    nb_cross(a, b, axb);
-    nb_cross(b, c, bxc);
-    nb_cross(c, a, cxa);
-    vscale(bxc, a_star, V_star);
-    vscale(cxa, b_star, V_star);
-    vscale(axb, c_star, V_star);
+    nb_cross(s->a, s->b, axb);
+    nb_cross(s->b, s->c, bxc);
+    nb_cross(s->c, s->a, cxa);
+    vscale(bxc, s->a_star, V_star);
+    vscale(cxa, s->b_star, V_star);
+    vscale(axb, s->c_star, V_star);
+    return NB_OK;
+}
+
+/* 11: the cell's lengths and angles, checked, logged and into the plan; then
+ * the real-space vectors in meters */
+static void report_cell(resolve_state *s, nb_plan *plan)
+{
+    const double *a = s->a, *b = s->b, *c = s->c, *a_star = s->a_star, *b_star = s->b_star, *c_star = s->c_star;
+    double V_cell = s->V_cell, V_star = s->V_star;
     double am = vmag(a), bm = vmag(b), cm = vmag(c);
     double asm_ = vmag(a_star), bsm = vmag(b_star), csm = vmag(c_star);
     double sin_a = asm_ * V_cell / bm / cm, sin_b = bsm * V_cell / am / cm, sin_g = csm * V_cell / am / bm;
@@ -1050,116 +1231,158 @@ static nb_status resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
     LOG("Z: %11.8f %11.8f %11.8f\n", a_star[2], b_star[2], c_star[2]);
     plan->unit_cell[0] = am, plan->unit_cell[1] = bm, plan->unit_cell[2] = cm;
     plan->unit_cell[3] = alpha * RTD, plan->unit_cell[4] = beta * RTD, plan->unit_cell[5] = gamma * RTD;
-    vscale(a, a, 1e-10);
-    vscale(b, b, 1e-10);
-    vscale(c, c, 1e-10);
+    vscale(s->a, s->a, 1e-10);
+    vscale(s->b, s->b, 1e-10);
+    vscale(s->c, s->c, 1e-10);
+}
 
-    /* ---- 12: crystal size to N, oversampling ---- */
-    if (w.sample_x > 0) w.Na = ceil(w.sample_x / vmag(a));
-    if (w.sample_y > 0) w.Nb = ceil(w.sample_y / vmag(b));
-    if (w.sample_z > 0) w.Nc = ceil(w.sample_z / vmag(c));
-    if (w.Na <= 1.0) w.Na = 1.0;
-    if (w.Nb <= 1.0) w.Nb = 1.0;
-    if (w.Nc <= 1.0) w.Nc = 1.0;
-    if (w.Na > 1e6 || w.Nb > 1e6 || w.Nc > 1e6)
-        return nb_error_set(NB_ERR_USAGE, "absurd crystal: %g x %g x %g unit cells", w.Na, w.Nb, w.Nc);
-    double xa = vmag(a) * w.Na, xb = vmag(b) * w.Nb, xc = vmag(c) * w.Nc;
+/* 11: the cell, oriented */
+static nb_status resolve_crystal(resolve_state *s, nb_plan *plan)
+{
+    nb_status st;
+    if ((st = resolve_reciprocal_cell(s))) return st;
+    resolve_misset(s, plan);
+    if ((st = resolve_real_cell(s))) return st;
+    report_cell(s, plan);
+    return NB_OK;
+}
+
+/* 12: crystal size to N, then the oversampling the crystal and pixel ask for */
+static nb_status resolve_crystal_size(resolve_state *s)
+{
+    nb_request *w = &s->w;
+    if (w->sample_x > 0) w->Na = ceil(w->sample_x / vmag(s->a));
+    if (w->sample_y > 0) w->Nb = ceil(w->sample_y / vmag(s->b));
+    if (w->sample_z > 0) w->Nc = ceil(w->sample_z / vmag(s->c));
+    if (w->Na <= 1.0) w->Na = 1.0;
+    if (w->Nb <= 1.0) w->Nb = 1.0;
+    if (w->Nc <= 1.0) w->Nc = 1.0;
+    if (w->Na > 1e6 || w->Nb > 1e6 || w->Nc > 1e6)
+        return nb_error_set(NB_ERR_USAGE, "absurd crystal: %g x %g x %g unit cells", w->Na, w->Nb, w->Nc);
+    double xa = vmag(s->a) * w->Na, xb = vmag(s->b) * w->Nb, xc = vmag(s->c) * w->Nc;
     LOG("crystal is %g x %g x %g microns\n", xa * 1e6, xb * 1e6, xc * 1e6);
     double xmax = xa;
     if (xmax < xb) xmax = xb;
     if (xmax < xc) xmax = xc;
-    double reciprocal_pixel_size = w.lambda0 * w.distance / w.pixel_size;
+    double reciprocal_pixel_size = w->lambda0 * w->distance / w->pixel_size;
     double rec = ceil(3.0 * xmax / reciprocal_pixel_size);
     /* NaN (an infinite crystal over an infinite pixel) falls to 1, as <= 0 does */
     int recommended = rec > 1e6 ? 1000000 : rec >= 1.0 ? (int)rec : 1;
-    if (w.oversample <= 0) {
-        w.oversample = recommended;
-        LOG("auto-selected %d-fold oversampling\n", w.oversample);
+    if (w->oversample <= 0) {
+        w->oversample = recommended;
+        LOG("auto-selected %d-fold oversampling\n", w->oversample);
     }
-    if (w.oversample < recommended)
+    if (w->oversample < recommended)
         nb_warn("maximum dimension of sample is %g A but reciprocal pixel size is %g A: intensity may vary "
                 "significantly across a pixel! recommend -oversample %d to work around this",
                 xmax * 1e10, reciprocal_pixel_size * 1e10, recommended);
-    if (w.oversample > 1000)
+    if (w->oversample > 1000)
         return nb_error_set(NB_ERR_USAGE, "oversampling of %d x %d sub-pixels per pixel is absurd (give -oversample)",
-                            w.oversample, w.oversample);
-    LOG("approximate MW = %g\n", xa * xb * xc * 1.2e6 * NB_AVOGADRO / (w.Na * w.Nb * w.Nc));
+                            w->oversample, w->oversample);
+    LOG("approximate MW = %g\n", xa * xb * xc * 1.2e6 * NB_AVOGADRO / (w->Na * w->Nb * w->Nc));
+    return NB_OK;
+}
 
-    /* ---- 14: an amorphous table is read and checked, then never used ---- */
-    if (w.stolfile) {
-        char *text;
-        size_t len;
-        if ((st = nb_read_file(w.stolfile, &text, &len))) return st;
-        int any = 0;
-        for (size_t i = 0; i < len; i++)
-            if (!isspace((unsigned char)text[i])) any = 1;
-        free(text);
-        if (!any) return nb_error_set(NB_ERR_DATA, "'%s': no data in the file", w.stolfile);
-        nb_warn("'%s' is read but not used for the image (as in the reference)", w.stolfile);
-    }
+/* 14: an amorphous table is read and checked, then never used */
+static nb_status check_stol_file(const nb_request *w)
+{
+    if (!w->stolfile) return NB_OK;
+    char *text;
+    size_t len;
+    nb_status st;
+    if ((st = nb_read_file(w->stolfile, &text, &len))) return st;
+    int any = 0;
+    for (size_t i = 0; i < len; i++)
+        if (!isspace((unsigned char)text[i])) any = 1;
+    free(text);
+    if (!any) return nb_error_set(NB_ERR_DATA, "'%s': no data in the file", w->stolfile);
+    nb_warn("'%s' is read but not used for the image (as in the reference)", w->stolfile);
+    return NB_OK;
+}
 
-    for (int t = 0; t < w.detector_thicksteps; ++t) LOG("thick%d = %g um\n", t, w.detector_thickstep * t * 1e6);
-    for (int t = 0; t < w.phisteps; ++t) LOG("phi%d = %g\n", t, (w.phi0 + w.phistep * t) * RTD);
-
-    /* ---- 15: sources ---- */
-    int divsteps = -1, nsources = 0;
+/* 15: the rows (X Y Z weight lambda) of -sourcefile, missing columns defaulted */
+static nb_status source_rows_from_file(resolve_state *s, double (**rows_out)[5])
+{
+    const nb_request *w = &s->w;
+    const int max_rows = 1000000;
     double (*rows)[5] = NULL;
-    if (w.sourcefile) {
-        const int max_rows = 1000000;
-        if ((st = nb_calloc((void **)&rows, (size_t)max_rows, sizeof *rows, "source list"))) return st;
-        if ((st = read_source_file(w.sourcefile, rows, max_rows, &nsources))) {
-            free(rows);
-            return st;
-        }
-        for (int i = 0; i < nsources; i++) {
-            for (int k = 0; k < 3; k++)
-                if (isnan(rows[i][k])) rows[i][k] = -10.0 * w.beam[k];
-            if (isnan(rows[i][3])) rows[i][3] = 1.0;
-            if (isnan(rows[i][4])) rows[i][4] = w.lambda0;
-        }
-    } else {
-        divsteps = 0;
-        for (int pass = 0; pass < 2; pass++) {
-            int count = 0;
-            for (int ih = 0; ih < w.hdivsteps; ++ih) {
-                for (int iv = 0; iv < w.vdivsteps; ++iv) {
-                    double hdiv = w.hdivstep * ih - w.hdivrange / 2.0;
-                    double vdiv = w.vdivstep * iv - w.vdivrange / 2.0;
-                    /* elliptical trim; a zero range gives NaN and keeps the point */
-                    double test = (hdiv * hdiv - w.hdivstep * w.hdivstep / 4.0 * (1 - w.hdivsteps % 2)) / w.hdivrange /
-                                  w.hdivrange;
-                    test += (vdiv * vdiv - w.vdivstep * w.vdivstep / 4.0 * (1 - w.vdivsteps % 2)) / w.vdivrange /
-                            w.vdivrange;
-                    if (w.round_div && test * 4.0 > 1.1) continue;
-                    if (pass == 0) {
-                        ++divsteps;
-                        LOG("divergence deviation: %g %g\n", hdiv, vdiv);
-                        continue;
-                    }
-                    double v[3], nv[3];
-                    for (int k = 0; k < 3; k++) v[k] = -10.0 * w.beam[k];
-                    nb_rotate_axis(v, nv, w.polar, vdiv);
-                    nb_rotate_axis(nv, v, vert, hdiv);
-                    for (int id = 0; id < w.dispsteps; ++id) {
-                        double lambda = w.lambda0 * (1.0 + w.dispstep * id - w.dispersion / 2.0);
-                        rows[count][0] = v[0];
-                        rows[count][1] = v[1];
-                        rows[count][2] = v[2];
-                        rows[count][3] = 1.0 / nsources;
-                        rows[count][4] = lambda;
-                        count++;
-                    }
+    nb_status st;
+    if ((st = nb_calloc((void **)&rows, (size_t)max_rows, sizeof *rows, "source list"))) return st;
+    if ((st = read_source_file(w->sourcefile, rows, max_rows, &s->nsources))) {
+        free(rows);
+        return st;
+    }
+    for (int i = 0; i < s->nsources; i++) {
+        for (int k = 0; k < 3; k++)
+            if (isnan(rows[i][k])) rows[i][k] = -10.0 * w->beam[k];
+        if (isnan(rows[i][3])) rows[i][3] = 1.0;
+        if (isnan(rows[i][4])) rows[i][4] = w->lambda0;
+    }
+    *rows_out = rows;
+    return NB_OK;
+}
+
+/* 15: the rows of divergence x dispersion: a first pass counts (and logs)
+ * the divergence points kept by the elliptical trim, a second fills them in */
+static nb_status source_rows_from_divergence(resolve_state *s, double (**rows_out)[5])
+{
+    const nb_request *w = &s->w;
+    double (*rows)[5] = NULL;
+    nb_status st;
+    s->divsteps = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        int count = 0;
+        for (int ih = 0; ih < w->hdivsteps; ++ih) {
+            for (int iv = 0; iv < w->vdivsteps; ++iv) {
+                double hdiv = w->hdivstep * ih - w->hdivrange / 2.0;
+                double vdiv = w->vdivstep * iv - w->vdivrange / 2.0;
+                /* elliptical trim; a zero range gives NaN and keeps the point */
+                double test = (hdiv * hdiv - w->hdivstep * w->hdivstep / 4.0 * (1 - w->hdivsteps % 2)) /
+                              w->hdivrange / w->hdivrange;
+                test += (vdiv * vdiv - w->vdivstep * w->vdivstep / 4.0 * (1 - w->vdivsteps % 2)) / w->vdivrange /
+                        w->vdivrange;
+                if (w->round_div && test * 4.0 > 1.1) continue;
+                if (pass == 0) {
+                    ++s->divsteps;
+                    LOG("divergence deviation: %g %g\n", hdiv, vdiv);
+                    continue;
+                }
+                double v[3], nv[3];
+                for (int k = 0; k < 3; k++) v[k] = -10.0 * w->beam[k];
+                nb_rotate_axis(v, nv, w->polar, vdiv);
+                nb_rotate_axis(nv, v, s->vert, hdiv);
+                for (int id = 0; id < w->dispsteps; ++id) {
+                    double lambda = w->lambda0 * (1.0 + w->dispstep * id - w->dispersion / 2.0);
+                    rows[count][0] = v[0];
+                    rows[count][1] = v[1];
+                    rows[count][2] = v[2];
+                    rows[count][3] = 1.0 / s->nsources;
+                    rows[count][4] = lambda;
+                    count++;
                 }
             }
-            if (pass == 0) {
-                for (int id = 0; id < w.dispsteps; ++id)
-                    LOG("lambda%d = %.15g\n", id, w.lambda0 * (1.0 + w.dispstep * id - w.dispersion / 2.0));
-                nsources = divsteps * w.dispsteps;
-                if (nsources <= 0) return nb_error_set(NB_ERR_USAGE, "the divergence settings leave no source");
-                if ((st = nb_calloc((void **)&rows, (size_t)nsources, sizeof *rows, "source list"))) return st;
-            }
+        }
+        if (pass == 0) {
+            for (int id = 0; id < w->dispsteps; ++id)
+                LOG("lambda%d = %.15g\n", id, w->lambda0 * (1.0 + w->dispstep * id - w->dispersion / 2.0));
+            s->nsources = s->divsteps * w->dispsteps;
+            if (s->nsources <= 0) return nb_error_set(NB_ERR_USAGE, "the divergence settings leave no source");
+            if ((st = nb_calloc((void **)&rows, (size_t)s->nsources, sizeof *rows, "source list"))) return st;
         }
     }
+    *rows_out = rows;
+    return NB_OK;
+}
+
+/* 15: the sources, from a file or from divergence and dispersion, into the plan */
+static nb_status resolve_sources(resolve_state *s, nb_plan *plan)
+{
+    double (*rows)[5] = NULL;
+    nb_status st;
+    s->divsteps = -1, s->nsources = 0;
+    st = s->w.sourcefile ? source_rows_from_file(s, &rows) : source_rows_from_divergence(s, &rows);
+    if (st) return st;
+    int nsources = s->nsources;
     LOG("  created a total of %d sources:\n", nsources);
     if ((st = nb_calloc((void **)&plan->sources, (size_t)nsources, sizeof *plan->sources, "sources"))) {
         free(rows);
@@ -1178,143 +1401,174 @@ static nb_status resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
     }
     free(rows);
     plan->nsources = nsources;
+    return NB_OK;
+}
 
-    /* ---- 16: mosaic domains (domain 0 is forced to the identity) ---- */
-    if ((st = nb_calloc((void **)&plan->mosaic_umats, (size_t)w.mosaic_domains, 9 * sizeof(double), "mosaic matrices")))
+/* 16: mosaic domains, drawn after the random misset from the same generator
+ * (domain 0 is forced to the identity, after its draw) */
+static nb_status resolve_mosaic(resolve_state *s, nb_plan *plan)
+{
+    const nb_request *w = &s->w;
+    nb_status st;
+    if ((st = nb_calloc((void **)&plan->mosaic_umats, (size_t)w->mosaic_domains, 9 * sizeof(double),
+                        "mosaic matrices")))
         return st;
-    for (int d = 0; d < w.mosaic_domains; ++d) {
+    for (int d = 0; d < w->mosaic_domains; ++d) {
         double *U = plan->mosaic_umats + 9 * d;
-        nb_mosaic_rotation_umat(&plan->rng, (float)w.mosaic_spread, U, &mosaic_seed);
+        nb_mosaic_rotation_umat(&plan->rng, (float)w->mosaic_spread, U, &s->mosaic_seed);
         if (d == 0) {
             memset(U, 0, 9 * sizeof(double));
             U[0] = U[4] = U[8] = 1.0;
         }
     }
-    LOG("  created a total of %d mosaic domains\n", w.mosaic_domains);
+    LOG("  created a total of %d mosaic domains\n", w->mosaic_domains);
+    return NB_OK;
+}
 
-    /* ---- the summary block ---- */
+/* the reference's summary block, then the extras it does not print */
+static void log_summary(const resolve_state *s)
+{
+    const nb_request *w = &s->w;
     static const char *shape_words[] = {"parallelpiped", "ellipsoidal", "gaussian", "tophat-spot"};
-    LOG("  %s xtal: %.0fx%.0fx%.0f cells\n", shape_words[w.shape], w.Na, w.Nb, w.Nc);
-    LOG("  wave=%g meters +/- %g%% in %d steps\n", w.lambda0, w.dispersion * 100, w.dispsteps);
-    if (w.nopolar) LOG("  polarization effect disabled\n");
-    else LOG("  Kahn polarization factor: %f\n", w.polarization);
-    if (w.curved_detector) LOG("  curved detector: all pixels same distance from origin\n");
-    if (w.point_pixel) LOG("  pixel obliquity effect disabled\n");
-    LOG("  incident fluence: %g photons/m^2\n", w.fluence);
-    LOG("  distance=%g detsize=%gx%g  pixel=%g meters (%dx%d pixels)\n", w.distance, w.detsize_f, w.detsize_s,
-        w.pixel_size, w.fpixels, w.spixels);
-    LOG("  sensor is %g m thick in %d layers with mu= %g\n", w.detector_thick, w.detector_thicksteps, w.detector_mu);
-    LOG("  Xbeam=%g Ybeam=%g\n", w.Xbeam, w.Ybeam);
-    LOG("  Fbeam=%g Sbeam=%g\n", Fbeam, Sbeam);
-    LOG("  Xclose=%g Yclose=%g\n", w.Xclose, w.Yclose);
-    LOG("  Fclose=%g Sclose=%g\n", Fclose, Sclose);
-    LOG("  DIRECTION_OF_DETECTOR_X-AXIS= %g %g %g\n", w.fdet[0], w.fdet[1], w.fdet[2]);
-    LOG("  DIRECTION_OF_DETECTOR_Y-AXIS= %g %g %g\n", w.sdet[0], w.sdet[1], w.sdet[2]);
-    LOG("  DIRECTION_OF_DETECTOR_Z-AXIS= %g %g %g\n", w.odet[0], w.odet[1], w.odet[2]);
-    LOG("  INCIDENT_BEAM_DIRECTION= %g %g %g\n", w.beam[0], w.beam[1], w.beam[2]);
-    LOG("  spindle ROTATION_AXIS= %g %g %g\n", w.spindle[0], w.spindle[1], w.spindle[2]);
-    nb_cross(w.beam, w.polar, vector);
+    double vector[3];
+    LOG("  %s xtal: %.0fx%.0fx%.0f cells\n", shape_words[w->shape], w->Na, w->Nb, w->Nc);
+    LOG("  wave=%g meters +/- %g%% in %d steps\n", w->lambda0, w->dispersion * 100, w->dispsteps);
+    if (w->nopolar) LOG("  polarization effect disabled\n");
+    else LOG("  Kahn polarization factor: %f\n", w->polarization);
+    if (w->curved_detector) LOG("  curved detector: all pixels same distance from origin\n");
+    if (w->point_pixel) LOG("  pixel obliquity effect disabled\n");
+    LOG("  incident fluence: %g photons/m^2\n", w->fluence);
+    LOG("  distance=%g detsize=%gx%g  pixel=%g meters (%dx%d pixels)\n", w->distance, w->detsize_f, w->detsize_s,
+        w->pixel_size, w->fpixels, w->spixels);
+    LOG("  sensor is %g m thick in %d layers with mu= %g\n", w->detector_thick, w->detector_thicksteps,
+        w->detector_mu);
+    LOG("  Xbeam=%g Ybeam=%g\n", w->Xbeam, w->Ybeam);
+    LOG("  Fbeam=%g Sbeam=%g\n", s->Fbeam, s->Sbeam);
+    LOG("  Xclose=%g Yclose=%g\n", w->Xclose, w->Yclose);
+    LOG("  Fclose=%g Sclose=%g\n", s->Fclose, s->Sclose);
+    LOG("  DIRECTION_OF_DETECTOR_X-AXIS= %g %g %g\n", w->fdet[0], w->fdet[1], w->fdet[2]);
+    LOG("  DIRECTION_OF_DETECTOR_Y-AXIS= %g %g %g\n", w->sdet[0], w->sdet[1], w->sdet[2]);
+    LOG("  DIRECTION_OF_DETECTOR_Z-AXIS= %g %g %g\n", w->odet[0], w->odet[1], w->odet[2]);
+    LOG("  INCIDENT_BEAM_DIRECTION= %g %g %g\n", w->beam[0], w->beam[1], w->beam[2]);
+    LOG("  spindle ROTATION_AXIS= %g %g %g\n", w->spindle[0], w->spindle[1], w->spindle[2]);
+    nb_cross(w->beam, w->polar, vector);
     LOG("  POLARIZATION_PLANE_NORMAL= %g %g %g\n", vector[0], vector[1], vector[2]);
-    LOG("  dials origin= %g %g %g\n", dials_origin[0], dials_origin[1], dials_origin[2]);
-    LOG("  roi: %d < x < %d && %d < y < %d\n", w.roi_xmin, w.roi_xmax, w.roi_ymin, w.roi_ymax);
-    LOG("  hdivrange=%g hdivstep=%g  radians\n", w.hdivrange, w.hdivstep);
-    LOG("  vdivrange=%g vdivstep=%g  radians\n", w.vdivrange, w.vdivstep);
-    LOG("  %d divergence steps\n", divsteps);
-    LOG("  %d sources\n", nsources);
-    LOG("  %d mosaic domains over mosaic spread of %g degrees\n", w.mosaic_domains, w.mosaic_spread * RTD);
-    LOG("  %d phi steps from %g to %g degrees\n", w.phisteps, w.phi0 * RTD, (w.phi0 + w.osc) * RTD);
-    if (w.nframes > 1)
-        LOG("  %d frames: a rotation series from %g to %g degrees\n", w.nframes, w.phi0 * RTD,
-            (w.phi0 + w.nframes * w.osc) * RTD);
-    LOG("  %dx%d pixel oversample steps%s%s%s\n", w.oversample, w.oversample, w.oversample_thick ? " +thick" : "",
-        w.oversample_polar ? " +polar" : "", w.oversample_omega ? " +omega" : "");
-    if (w.mask) LOG("  skipping zero-flagged pixels in %s\n", w.maskfile);
-    if (w.calculate_noise) {
+    LOG("  dials origin= %g %g %g\n", s->dials_origin[0], s->dials_origin[1], s->dials_origin[2]);
+    LOG("  roi: %d < x < %d && %d < y < %d\n", w->roi_xmin, w->roi_xmax, w->roi_ymin, w->roi_ymax);
+    LOG("  hdivrange=%g hdivstep=%g  radians\n", w->hdivrange, w->hdivstep);
+    LOG("  vdivrange=%g vdivstep=%g  radians\n", w->vdivrange, w->vdivstep);
+    LOG("  %d divergence steps\n", s->divsteps);
+    LOG("  %d sources\n", s->nsources);
+    LOG("  %d mosaic domains over mosaic spread of %g degrees\n", w->mosaic_domains, w->mosaic_spread * RTD);
+    LOG("  %d phi steps from %g to %g degrees\n", w->phisteps, w->phi0 * RTD, (w->phi0 + w->osc) * RTD);
+    if (w->nframes > 1)
+        LOG("  %d frames: a rotation series from %g to %g degrees\n", w->nframes, w->phi0 * RTD,
+            (w->phi0 + w->nframes * w->osc) * RTD);
+    LOG("  %dx%d pixel oversample steps%s%s%s\n", w->oversample, w->oversample, w->oversample_thick ? " +thick" : "",
+        w->oversample_polar ? " +polar" : "", w->oversample_omega ? " +omega" : "");
+    if (w->mask) LOG("  skipping zero-flagged pixels in %s\n", w->maskfile);
+    if (w->calculate_noise) {
         LOG("\n  noise image paramters:\n");
-        LOG("  seed: %lld\n", (long long)w.seed);
-        LOG("  water droplet size: %g m\n", w.water_size);
+        LOG("  seed: %lld\n", (long long)w->seed);
+        LOG("  water droplet size: %g m\n", w->water_size);
     }
-    /* extras the reference does not print */
-    LOG("  pix0_vector= %.10g %.10g %.10g\n", pix0[0], pix0[1], pix0[2]);
-    LOG("  ORGX=%g ORGY=%g\n", ORGX, ORGY);
-    LOG("  distance=%g close_distance=%g (mm)\n", w.distance * 1000, w.close_distance * 1000);
+    LOG("  pix0_vector= %.10g %.10g %.10g\n", s->pix0[0], s->pix0[1], s->pix0[2]);
+    LOG("  ORGX=%g ORGY=%g\n", s->ORGX, s->ORGY);
+    LOG("  distance=%g close_distance=%g (mm)\n", w->distance * 1000, w->close_distance * 1000);
+}
 
-    /* ---- into the plan ---- */
-    plan->command_line = nb_xstrdup(rq->command_line ? rq->command_line : "");
-    plan->pixel_size = w.pixel_size;
-    plan->detsize_f = w.detsize_f;
-    plan->detsize_s = w.detsize_s;
-    plan->distance = w.distance;
-    plan->close_distance = w.close_distance;
-    memcpy(plan->fdet, w.fdet, sizeof plan->fdet);
-    memcpy(plan->sdet, w.sdet, sizeof plan->sdet);
-    memcpy(plan->odet, w.odet, sizeof plan->odet);
-    memcpy(plan->pix0, pix0, sizeof plan->pix0);
-    memcpy(plan->beam, w.beam, sizeof plan->beam);
-    memcpy(plan->polar_vector, w.polar, sizeof plan->polar_vector);
-    memcpy(plan->spindle, w.spindle, sizeof plan->spindle);
-    memcpy(plan->twotheta_axis, w.twotheta_axis, sizeof plan->twotheta_axis);
-    plan->Xbeam = w.Xbeam, plan->Ybeam = w.Ybeam, plan->Fbeam = Fbeam, plan->Sbeam = Sbeam;
-    plan->Xclose = w.Xclose, plan->Yclose = w.Yclose, plan->Fclose = Fclose, plan->Sclose = Sclose;
-    plan->ORGX = ORGX, plan->ORGY = ORGY;
-    memcpy(plan->dials_origin, dials_origin, sizeof dials_origin);
-    snprintf(plan->convention, sizeof plan->convention, "%s", convention_name(w.convention));
-    snprintf(plan->pivot, sizeof plan->pivot, "%s", w.pivot == NB_PIVOT_BEAM ? "beam" : "sample");
-    plan->rotx = w.rotx, plan->roty = w.roty, plan->rotz = w.rotz, plan->twotheta = w.twotheta;
-    plan->curved_detector = w.curved_detector;
-    plan->point_pixel = w.point_pixel;
-    plan->detector_thick = w.detector_thick;
-    plan->detector_thickstep = w.detector_thickstep;
-    plan->detector_thicksteps = w.detector_thicksteps;
-    plan->detector_mu = w.detector_mu;
-    plan->roi_xmin = w.roi_xmin, plan->roi_xmax = w.roi_xmax;
-    plan->roi_ymin = w.roi_ymin, plan->roi_ymax = w.roi_ymax;
-    plan->oversample = w.oversample;
-    plan->oversample_thick = w.oversample_thick;
-    plan->oversample_polar = w.oversample_polar;
-    plan->oversample_omega = w.oversample_omega;
-    if (w.mask) {
-        size_t n = (size_t)w.fpixels * (size_t)w.spixels;
+/* into the plan: the detector, its sensor and sampling, and the mask */
+static nb_status plan_detector(const resolve_state *s, nb_plan *plan)
+{
+    const nb_request *w = &s->w;
+    nb_status st;
+    plan->pixel_size = w->pixel_size;
+    plan->detsize_f = w->detsize_f;
+    plan->detsize_s = w->detsize_s;
+    plan->distance = w->distance;
+    plan->close_distance = w->close_distance;
+    memcpy(plan->fdet, w->fdet, sizeof plan->fdet);
+    memcpy(plan->sdet, w->sdet, sizeof plan->sdet);
+    memcpy(plan->odet, w->odet, sizeof plan->odet);
+    memcpy(plan->pix0, s->pix0, sizeof plan->pix0);
+    memcpy(plan->beam, w->beam, sizeof plan->beam);
+    memcpy(plan->polar_vector, w->polar, sizeof plan->polar_vector);
+    memcpy(plan->spindle, w->spindle, sizeof plan->spindle);
+    memcpy(plan->twotheta_axis, w->twotheta_axis, sizeof plan->twotheta_axis);
+    plan->Xbeam = w->Xbeam, plan->Ybeam = w->Ybeam, plan->Fbeam = s->Fbeam, plan->Sbeam = s->Sbeam;
+    plan->Xclose = w->Xclose, plan->Yclose = w->Yclose, plan->Fclose = s->Fclose, plan->Sclose = s->Sclose;
+    plan->ORGX = s->ORGX, plan->ORGY = s->ORGY;
+    memcpy(plan->dials_origin, s->dials_origin, sizeof plan->dials_origin);
+    snprintf(plan->convention, sizeof plan->convention, "%s", convention_name(w->convention));
+    snprintf(plan->pivot, sizeof plan->pivot, "%s", w->pivot == NB_PIVOT_BEAM ? "beam" : "sample");
+    plan->rotx = w->rotx, plan->roty = w->roty, plan->rotz = w->rotz, plan->twotheta = w->twotheta;
+    plan->curved_detector = w->curved_detector;
+    plan->point_pixel = w->point_pixel;
+    plan->detector_thick = w->detector_thick;
+    plan->detector_thickstep = w->detector_thickstep;
+    plan->detector_thicksteps = w->detector_thicksteps;
+    plan->detector_mu = w->detector_mu;
+    plan->roi_xmin = w->roi_xmin, plan->roi_xmax = w->roi_xmax;
+    plan->roi_ymin = w->roi_ymin, plan->roi_ymax = w->roi_ymax;
+    plan->oversample = w->oversample;
+    plan->oversample_thick = w->oversample_thick;
+    plan->oversample_polar = w->oversample_polar;
+    plan->oversample_omega = w->oversample_omega;
+    if (w->mask) {
+        size_t n = (size_t)w->fpixels * (size_t)w->spixels;
         if ((st = nb_calloc((void **)&plan->mask, n, 1, "mask"))) return st;
-        memcpy(plan->mask, w.mask, n);
+        memcpy(plan->mask, w->mask, n);
     }
-    plan->lambda0 = w.lambda0;
-    plan->dispersion = w.dispersion, plan->dispstep = w.dispstep, plan->dispsteps = w.dispsteps;
-    plan->hdivrange = w.hdivrange, plan->hdivstep = w.hdivstep, plan->hdivsteps = w.hdivsteps;
-    plan->vdivrange = w.vdivrange, plan->vdivstep = w.vdivstep, plan->vdivsteps = w.vdivsteps;
-    plan->divsteps = divsteps;
-    plan->round_div = w.round_div;
-    plan->kahn_factor = w.polarization;
-    plan->nopolar = w.nopolar;
-    plan->fluence = w.fluence, plan->flux = w.flux, plan->exposure = w.exposure, plan->beamsize = w.beamsize;
-    memcpy(plan->cell_a, a, sizeof a);
-    memcpy(plan->cell_b, b, sizeof b);
-    memcpy(plan->cell_c, c, sizeof c);
-    memcpy(plan->recip_a, a_star, sizeof a_star);
-    memcpy(plan->recip_b, b_star, sizeof b_star);
-    memcpy(plan->recip_c, c_star, sizeof c_star);
-    memcpy(plan->misset, misset_mode > 0 ? misset : (double[3]){0, 0, 0}, sizeof plan->misset);
-    plan->Na = w.Na, plan->Nb = w.Nb, plan->Nc = w.Nc;
-    plan->shape = w.shape;
-    plan->fudge = w.fudge;
-    plan->mosaic_spread = w.mosaic_spread;
-    plan->mosaic_domains = w.mosaic_domains;
-    plan->phi0 = w.phi0, plan->phistep = w.phistep, plan->osc = w.osc, plan->phisteps = w.phisteps;
-    plan->nframes = w.nframes;
-    plan->water_size = w.water_size;
-    plan->dmin = w.dmin;
-    plan->interpolate = w.interpolate;
-    plan->seed = w.seed;
-    plan->mosaic_seed = w.mosaic_seed;
-    plan->misset_seed = w.misset_seed;
-    plan->hkl_file = nb_xstrdup(w.hklfile);
-    plan->default_F = w.default_F;
-    plan->dump_file = nb_xstrdup(w.dumpfile);
-    plan->floatfile = nb_xstrdup(w.floatfile);
-    plan->intfile = nb_xstrdup(w.intfile);
-    plan->noisefile = nb_xstrdup(w.noisefile);
-    plan->pgmfile = nb_xstrdup(w.pgmfile);
-    if (w.reference_defaults) {
+    return NB_OK;
+}
+
+/* into the plan: the beam, the crystal and the rotation */
+static void plan_beam_and_crystal(const resolve_state *s, nb_plan *plan)
+{
+    const nb_request *w = &s->w;
+    plan->lambda0 = w->lambda0;
+    plan->dispersion = w->dispersion, plan->dispstep = w->dispstep, plan->dispsteps = w->dispsteps;
+    plan->hdivrange = w->hdivrange, plan->hdivstep = w->hdivstep, plan->hdivsteps = w->hdivsteps;
+    plan->vdivrange = w->vdivrange, plan->vdivstep = w->vdivstep, plan->vdivsteps = w->vdivsteps;
+    plan->divsteps = s->divsteps;
+    plan->round_div = w->round_div;
+    plan->kahn_factor = w->polarization;
+    plan->nopolar = w->nopolar;
+    plan->fluence = w->fluence, plan->flux = w->flux, plan->exposure = w->exposure, plan->beamsize = w->beamsize;
+    memcpy(plan->cell_a, s->a, sizeof s->a);
+    memcpy(plan->cell_b, s->b, sizeof s->b);
+    memcpy(plan->cell_c, s->c, sizeof s->c);
+    memcpy(plan->recip_a, s->a_star, sizeof s->a_star);
+    memcpy(plan->recip_b, s->b_star, sizeof s->b_star);
+    memcpy(plan->recip_c, s->c_star, sizeof s->c_star);
+    memcpy(plan->misset, s->misset_mode > 0 ? s->misset : (double[3]){0, 0, 0}, sizeof plan->misset);
+    plan->Na = w->Na, plan->Nb = w->Nb, plan->Nc = w->Nc;
+    plan->shape = w->shape;
+    plan->fudge = w->fudge;
+    plan->mosaic_spread = w->mosaic_spread;
+    plan->mosaic_domains = w->mosaic_domains;
+    plan->phi0 = w->phi0, plan->phistep = w->phistep, plan->osc = w->osc, plan->phisteps = w->phisteps;
+    plan->nframes = w->nframes;
+    plan->water_size = w->water_size;
+    plan->dmin = w->dmin;
+    plan->interpolate = w->interpolate;
+    plan->seed = w->seed;
+    plan->mosaic_seed = w->mosaic_seed;
+    plan->misset_seed = w->misset_seed;
+}
+
+/* into the plan: what the later stages are asked to do (files, scales, noise, precision) */
+static void plan_requests(const resolve_state *s, nb_plan *plan)
+{
+    const nb_request *w = &s->w;
+    plan->hkl_file = nb_xstrdup(w->hklfile);
+    plan->default_F = w->default_F;
+    plan->dump_file = nb_xstrdup(w->dumpfile);
+    plan->floatfile = nb_xstrdup(w->floatfile);
+    plan->intfile = nb_xstrdup(w->intfile);
+    plan->noisefile = nb_xstrdup(w->noisefile);
+    plan->pgmfile = nb_xstrdup(w->pgmfile);
+    if (w->reference_defaults) {
         /* the reference always writes these, under these names */
         if (!plan->dump_file) {
             plan->dump_file = nb_xstrdup("Fdump.bin");
@@ -1325,15 +1579,62 @@ static nb_status resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
         if (!plan->noisefile) plan->noisefile = nb_xstrdup("noiseimage.img");
         if (!plan->pgmfile) plan->pgmfile = nb_xstrdup("image.pgm");
     }
-    plan->intfile_scale = w.intfile_scale;
-    plan->pgm_scale = w.pgm_scale;
-    plan->adc = w.adc;
-    plan->calculate_noise = w.calculate_noise;
-    plan->write_pgm = w.write_pgm;
-    plan->precision_double = w.precision_double;
-    plan->printout = w.printout;
-    plan->printout_fpixel = w.printout_fpixel;
-    plan->printout_spixel = w.printout_spixel;
-    plan->progress = w.progress;
+    plan->intfile_scale = w->intfile_scale;
+    plan->pgm_scale = w->pgm_scale;
+    plan->adc = w->adc;
+    plan->calculate_noise = w->calculate_noise;
+    plan->write_pgm = w->write_pgm;
+    plan->precision_double = w->precision_double;
+    plan->printout = w->printout;
+    plan->printout_fpixel = w->printout_fpixel;
+    plan->printout_spixel = w->printout_spixel;
+    plan->progress = w->progress;
+}
+
+/* The steps in the reference's order: each may read what an earlier one
+ * resolved, and warnings, log lines and random draws come in that order. */
+static nb_status resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
+{
+    resolve_state state = {.w = *rq, .log = log};
+    resolve_state *s = &state;
+    nb_request *w = &s->w;
+    nb_status st;
+    s->pivot_asked = !(rq->pivot & PIVOT_IMPLIED);
+    w->pivot &= ~PIVOT_IMPLIED;
+    nb_plan_init(plan);
+
+    if ((st = resolve_detector_size(s, plan))) return st;
+    resolve_fluence(s);
+    resolve_beam_center_defaults(s);
+    resolve_convention(s);
+    resolve_unit_vectors(s);
+    if (!w->matfile && !(w->user_cell && w->cell[0] != 0.0))
+        return nb_error_set(NB_ERR_USAGE, "no crystal: give -cell A B C AL BE GA or -mat FILE");
+    resolve_sampling(w);
+    if ((st = check_sampling_limits(w))) return st;
+    if ((st = resolve_detector_position(s))) return st;
+    resolve_interpolation(s);
+    if ((st = resolve_crystal(s, plan))) return st;
+    if ((st = resolve_crystal_size(s))) return st;
+    if ((st = check_stol_file(w))) return st;
+    for (int t = 0; t < w->detector_thicksteps; ++t) LOG("thick%d = %g um\n", t, w->detector_thickstep * t * 1e6);
+    for (int t = 0; t < w->phisteps; ++t) LOG("phi%d = %g\n", t, (w->phi0 + w->phistep * t) * RTD);
+    if ((st = resolve_sources(s, plan))) return st;
+    if ((st = resolve_mosaic(s, plan))) return st;
+    log_summary(s);
+
+    plan->command_line = nb_xstrdup(rq->command_line ? rq->command_line : "");
+    if ((st = plan_detector(s, plan))) return st;
+    plan_beam_and_crystal(s, plan);
+    plan_requests(s, plan);
     return NB_OK;
+}
+
+/* On failure nothing of the plan is left allocated (its parts are made one
+ * after another; an error may come after some of them). */
+nb_status nb_resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
+{
+    nb_status st = resolve(rq, plan, log);
+    if (st) nb_plan_free(plan);
+    return st;
 }

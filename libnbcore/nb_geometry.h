@@ -2,7 +2,7 @@
  *
  * nb_request holds the requests exactly as the reference keeps them after
  * parsing (its units, its "unset" sentinels: NaN or -1).  nb_resolve() then
- * runs the reference's resolution in its order (behaviour.md section 2):
+ * runs the reference's resolution in its order (docs/physics.md 2-7):
  * detector size, fluence, beam-centre defaults, the convention block, vector
  * normalisation, sampling auto-selection, pivot and rotations, interpolation
  * choice, the cell and missetting, crystal size to N and oversampling,
@@ -83,16 +83,38 @@ void nb_request_defaults(nb_request *rq);
 void nb_request_free(nb_request *rq);
 
 /* Apply one flag (from nb_options) with its values.  -img/-mask headers must
- * be applied first (nb_request_read_header) - nb-geom does that. */
+ * be applied first (nb_request_apply_header) - nb-geom does that. */
 nb_status nb_request_apply(nb_request *rq, int flag_id, const char *name, char **vals, int nvals);
 /* Apply a whole list of nb-geom flags and their values (argv[0] is the first
  * flag, not a program name); a flag nb-geom does not own is a usage error
  * naming its owner.  Returns the first failure. */
 nb_status nb_request_apply_args(nb_request *rq, int argc, char **argv);
 
-/* Read an SMV header for -img (is_mask = 0) or -mask (1) into the request, as
- * the reference does before parsing the rest of the command line. */
-nb_status nb_request_read_header(nb_request *rq, const char *path, int is_mask);
+/* What the header of an -img or -mask image says about the experiment, in
+ * the header's own units; NAN where it is silent.  The library reads no image
+ * file: nb-geom reads the header through formats/ (SMV:
+ * nb_smv_apply_to_request) and hands the values over. */
+typedef struct nb_header_geometry {
+    int width, height;                            /* pixels, fast and slow: always given */
+    double pixel_size, distance, close_distance;  /* mm */
+    double wavelength;                            /* Angstrom */
+    double beam_center_x, beam_center_y;          /* mm */
+    double orgx, orgy;                            /* pixels */
+    double phi, osc_range;                        /* degrees */
+    double twotheta;                              /* degrees: reported as ignored, as the reference ignores it */
+    const uint32_t *pixels;                       /* width x height, zero = skip: a mask's (NULL for -img) */
+} nb_header_geometry;
+
+/* Which flag named the image: both set the geometry from the header; a mask's
+ * BEAM_CENTER_Y counts from the other edge (as the reference reads it) and its
+ * zero pixels are not rendered. */
+typedef enum nb_header_role { NB_HEADER_IMG, NB_HEADER_MASK } nb_header_role;
+
+/* Apply an -img or -mask header (`path` names it in messages and in the plan)
+ * to the request, as the reference does before parsing the rest of the
+ * command line.  A mask needs its pixels. */
+nb_status nb_request_apply_header(nb_request *rq, const nb_header_geometry *h, const char *path,
+                                  nb_header_role role);
 
 /* Resolve into a plan.  `log` receives the reference's console lines for the
  * resolved geometry (printed by nb-geom -v); warnings go to nb_warn(). */

@@ -769,15 +769,12 @@ static nb_status read_abort(nb_reader *r, const nb_record *rec)
     return upstream_failed(r);
 }
 
-nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
+/* A record's preamble (magic, version, type, lengths) into pre.  At the end
+ * of the input, between records, *eof = 1 when the stream ended properly
+ * (after an END record). */
+static nb_status read_preamble(nb_reader *r, unsigned char pre[NB_PREAMBLE_SIZE], long idx, int *eof)
 {
-    unsigned char pre[NB_PREAMBLE_SIZE], crcb[4];
     int ioerr;
-    long idx = r->records_total + 1;
-    *eof = 0;
-    nb_record_free(rec);
-    if (r->abort_status) return upstream_failed(r); /* nothing follows an ABORT: the same answer again */
-
     size_t got = read_bytes(r, pre, NB_PREAMBLE_SIZE, &ioerr);
     if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
     if (got == 0) {
@@ -802,7 +799,14 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
                             r->name, idx, version, NB_STREAM_VERSION);
     if (!host_is_little_endian())
         return nb_error_set(NB_ERR_UNSUPPORTED, "the nb stream is little-endian; this host is big-endian");
+    return NB_OK;
+}
 
+/* The preamble's type (into rec) and lengths, checked before anything is
+ * allocated for them */
+static nb_status parse_preamble(const nb_reader *r, const unsigned char pre[NB_PREAMBLE_SIZE], long idx,
+                                nb_record *rec, uint32_t *hlen_out, uint64_t *plen_out)
+{
     /* type: printable ASCII then NUL padding */
     int ended = 0;
     for (int i = 0; i < NB_TYPE_LEN; i++) {
@@ -830,10 +834,20 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
                             "(corrupt stream?)",
                             r->name, idx, rec->type, b, m);
     }
+    *hlen_out = hlen;
+    *plen_out = plen;
+    return NB_OK;
+}
 
+/* The header (hlen bytes, NUL-terminated in rec); *crc starts over the
+ * preamble and the header */
+static nb_status read_header(nb_reader *r, const unsigned char pre[NB_PREAMBLE_SIZE], long idx, uint32_t hlen,
+                             nb_record *rec, uint32_t *crc_out)
+{
+    int ioerr;
     rec->header = malloc((size_t)hlen + 1);
     if (!rec->header) return nb_error_set(NB_ERR_NOMEM, "out of memory reading record %ld", idx);
-    got = read_bytes(r, rec->header, hlen, &ioerr);
+    size_t got = read_bytes(r, rec->header, hlen, &ioerr);
     if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
     if (got < hlen) return truncated(r, "header", idx, rec->type, got, hlen);
     rec->header[hlen] = '\0';
@@ -841,99 +855,128 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
     uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
     crc = crc_update(crc, pre, NB_PREAMBLE_SIZE);
     crc = crc_update(crc, (const unsigned char *)rec->header, rec->header_len);
+    *crc_out = crc;
+    return NB_OK;
+}
 
+/* What the input can still give: a length it cannot hold is a truncated (or
+ * corrupt) stream, found before the allocation.  Memory and regular files
+ * know their size; a pipe does not (UINT64_MAX): from a pipe, a large
+ * payload is read into a growing buffer, so memory follows the bytes that
+ * actually come. */
+static uint64_t input_left(const nb_reader *r)
+{
     uint64_t avail = UINT64_MAX;
-    if (plen) {
-        /* a length the input cannot hold is a truncated (or corrupt) stream,
-         * found before the allocation: memory and regular files know their
-         * size; from a pipe, a large payload is read into a growing buffer,
-         * so memory follows the bytes that actually come */
-        struct stat sb;
-        if (!r->fp) avail = r->mem_len - r->mem_pos;
-        else if (fstat(fileno(r->fp), &sb) == 0 && S_ISREG(sb.st_mode)) {
-            long pos = ftell(r->fp);
-            if (pos >= 0 && (uint64_t)sb.st_size >= (uint64_t)pos) avail = (uint64_t)sb.st_size - (uint64_t)pos;
-        }
-        if (plen > avail) return truncated(r, "payload", idx, rec->type, avail, plen);
-        if (r->hook) {
-            /* the hook's first call, before any of the payload: it may ask
-             * for the payload not to be kept (nb_reader_drop_payload) */
-            rec->payload_len = plen;
-            r->announcing = 1, r->drop = 0, r->worker = NULL, r->announced_len = plen;
-            nb_status st = r->hook(r->hook_ctx, rec, 0);
-            r->announcing = 0;
-            if (st) return st;
-        }
+    struct stat sb;
+    if (!r->fp) avail = r->mem_len - r->mem_pos;
+    else if (fstat(fileno(r->fp), &sb) == 0 && S_ISREG(sb.st_mode)) {
+        long pos = ftell(r->fp);
+        if (pos >= 0 && (uint64_t)sb.st_size >= (uint64_t)pos) avail = (uint64_t)sb.st_size - (uint64_t)pos;
     }
-    if (plen && r->drop) {
-        uint64_t have = 0;
+    return avail;
+}
+
+/* The hook's first call, before any of the payload (plen bytes): it may ask
+ * for the payload not to be kept (nb_reader_drop_payload) */
+static nb_status announce_payload(nb_reader *r, nb_record *rec, uint64_t plen)
+{
+    rec->payload_len = plen;
+    r->announcing = 1, r->drop = 0, r->worker = NULL, r->announced_len = plen;
+    nb_status st = r->hook(r->hook_ctx, rec, 0);
+    r->announcing = 0;
+    return st;
+}
+
+/* A payload that is not kept (nb_reader_drop_payload): only shown to the hook */
+static nb_status read_payload_not_kept(nb_reader *r, nb_record *rec, long idx, uint64_t plen, uint32_t *crc)
+{
+    uint64_t have = 0;
+    int ioerr = 0;
+    r->drop = 0;
+    nb_status st = read_payload_dropped(r, rec, plen, crc, &have, &ioerr);
+    if (st) return st;
+    if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
+    if (have < plen) return truncated(r, "payload", idx, rec->type, have, plen);
+    return NB_OK;
+}
+
+static nb_status payload_nomem(long idx, const nb_record *rec, uint64_t plen)
+{
+    char b[64];
+    nb_format_bytes((double)plen, b, sizeof b);
+    return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for record %ld (%s)", b, idx, rec->type);
+}
+
+/* A payload kept in the record (plen bytes of which the input can give
+ * avail): allocated once when its size is known, else grown as it comes */
+static nb_status read_payload_kept(nb_reader *r, nb_record *rec, long idx, uint64_t plen, uint64_t avail,
+                                   uint32_t *crc)
+{
+    int ioerr;
+    const uint64_t grow_from = (uint64_t)256 << 20;
+    size_t first = avail == UINT64_MAX && plen > grow_from ? (size_t)grow_from : (size_t)plen;
+    rec->payload = nb_malloc_large(first);
+    if (!rec->payload) return payload_nomem(idx, rec, plen);
+    rec->payload_cap = first;
+    rec->payload_len = plen; /* for the hook's nb_record_get_array; only `have` bytes are there */
+    uint64_t have = 0;
+    /* in pieces, each checksummed while it is in cache and shown to the
+     * hook, so that a consumer works while the rest arrives */
+    const size_t piece = (size_t)1 << 20;
+    /* a large payload for a hook, with a second thread to spare and no
+     * reallocation ahead: read it on that thread */
+    int ahead = 0;
+    if (r->hook && r->fp && plen >= 4 * (uint64_t)piece && rec->payload_cap == plen && threads_allowed()) {
         int ioerr2 = 0;
-        r->drop = 0;
-        nb_status st = read_payload_dropped(r, rec, plen, &crc, &have, &ioerr2);
+        nb_status st = read_payload_ahead(r, rec, rec->payload, plen, crc, &have, &ioerr2, &ahead);
         if (st) return st;
         if (ioerr2) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr2));
-        if (have < plen) return truncated(r, "payload", idx, rec->type, have, plen);
-    } else if (plen) {
-        const uint64_t grow_from = (uint64_t)256 << 20;
-        size_t first = avail == UINT64_MAX && plen > grow_from ? (size_t)grow_from : (size_t)plen;
-        rec->payload = nb_malloc_large(first);
-        if (!rec->payload) {
-            char b[64];
-            nb_format_bytes((double)plen, b, sizeof b);
-            return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for record %ld (%s)", b, idx, rec->type);
-        }
-        rec->payload_cap = first;
-        rec->payload_len = plen; /* for the hook's nb_record_get_array; only `have` bytes are there */
-        uint64_t have = 0;
-        /* in pieces, each checksummed while it is in cache and shown to the
-         * hook, so that a consumer works while the rest arrives */
-        const size_t piece = (size_t)1 << 20;
-        /* a large payload for a hook, with a second thread to spare and no
-         * reallocation ahead: read it on that thread */
-        int ahead = 0;
-        if (r->hook && r->fp && plen >= 4 * (uint64_t)piece && rec->payload_cap == plen && threads_allowed()) {
-            int ioerr2 = 0;
-            nb_status st = read_payload_ahead(r, rec, rec->payload, plen, &crc, &have, &ioerr2, &ahead);
-            if (st) return st;
-            if (ioerr2) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr2));
-        }
-        while (!ahead && have < plen) {
-            if (have == rec->payload_cap) {
-                size_t cap = rec->payload_cap * 2 < plen ? rec->payload_cap * 2 : (size_t)plen;
-                unsigned char *q = realloc(rec->payload, cap);
-                if (!q) {
-                    char b[64];
-                    nb_format_bytes((double)plen, b, sizeof b);
-                    return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for record %ld (%s)", b, idx, rec->type);
-                }
-                rec->payload = q, rec->payload_cap = cap;
-            }
-            size_t want = rec->payload_cap - (size_t)have < piece ? rec->payload_cap - (size_t)have : piece;
-            got = read_bytes(r, rec->payload + have, want, &ioerr);
-            if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
-            crc = crc_update(crc, rec->payload + have, got);
-            have += got;
-            if (got < want) break; /* the input ended */
-            if (r->hook) {
-                nb_status st = r->hook(r->hook_ctx, rec, have);
-                if (st) return st;
-            }
-        }
-        if (have < plen) return truncated(r, "payload", idx, rec->type, have, plen);
     }
-    rec->payload_len = plen;
+    while (!ahead && have < plen) {
+        if (have == rec->payload_cap) {
+            size_t cap = rec->payload_cap * 2 < plen ? rec->payload_cap * 2 : (size_t)plen;
+            unsigned char *q = realloc(rec->payload, cap);
+            if (!q) return payload_nomem(idx, rec, plen);
+            rec->payload = q, rec->payload_cap = cap;
+        }
+        size_t want = rec->payload_cap - (size_t)have < piece ? rec->payload_cap - (size_t)have : piece;
+        size_t got = read_bytes(r, rec->payload + have, want, &ioerr);
+        if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
+        *crc = crc_update(*crc, rec->payload + have, got);
+        have += got;
+        if (got < want) break; /* the input ended */
+        if (r->hook) {
+            nb_status st = r->hook(r->hook_ctx, rec, have);
+            if (st) return st;
+        }
+    }
+    if (have < plen) return truncated(r, "payload", idx, rec->type, have, plen);
+    return NB_OK;
+}
 
-    got = read_bytes(r, crcb, 4, &ioerr);
+/* The CRC-32 after the payload, against the one computed while reading; and
+ * a header that is text throughout */
+static nb_status check_crc(nb_reader *r, const nb_record *rec, long idx, uint32_t crc)
+{
+    unsigned char crcb[4];
+    int ioerr;
+    size_t got = read_bytes(r, crcb, 4, &ioerr);
     if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
     if (got < 4) return truncated(r, "checksum", idx, rec->type, got, 4);
     uint32_t want = get_u32(crcb);
     if (want != crc)
         return nb_error_set(NB_ERR_DATA, "%s: corrupt stream: record %ld (%s) fails its CRC-32 check", r->name, idx,
                             rec->type);
-    if (memchr(rec->header, '\0', hlen))
+    if (memchr(rec->header, '\0', rec->header_len))
         return nb_error_set(NB_ERR_DATA, "%s: corrupt stream: record %ld (%s) has a NUL byte in its header", r->name,
                             idx, rec->type);
+    return NB_OK;
+}
 
+/* A whole record has come: count it.  An ABORT ends the stream; an END
+ * closes a segment, and must count its records right. */
+static nb_status count_record(nb_reader *r, const nb_record *rec)
+{
     r->records_total++;
     if (nb_record_is(rec, "ABORT")) return read_abort(r, rec);
     if (nb_record_is(rec, "END")) {
@@ -952,6 +995,35 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
         r->last_was_end = 0;
     }
     return NB_OK;
+}
+
+/* One record, in the order its bytes come: each part checked before the next
+ * is read or allocated for, the CRC over all of them last. */
+nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
+{
+    unsigned char pre[NB_PREAMBLE_SIZE];
+    long idx = r->records_total + 1;
+    uint32_t hlen = 0, crc = 0; /* set by the steps below when they succeed */
+    uint64_t plen = 0;
+    nb_status st;
+    *eof = 0;
+    nb_record_free(rec);
+    if (r->abort_status) return upstream_failed(r); /* nothing follows an ABORT: the same answer again */
+
+    if ((st = read_preamble(r, pre, idx, eof)) || *eof) return st;
+    if ((st = parse_preamble(r, pre, idx, rec, &hlen, &plen))) return st;
+    if ((st = read_header(r, pre, idx, hlen, rec, &crc))) return st;
+    if (plen) {
+        uint64_t avail = input_left(r);
+        if (plen > avail) return truncated(r, "payload", idx, rec->type, avail, plen);
+        if (r->hook && (st = announce_payload(r, rec, plen))) return st;
+        st = r->drop ? read_payload_not_kept(r, rec, idx, plen, &crc)
+                     : read_payload_kept(r, rec, idx, plen, avail, &crc);
+        if (st) return st;
+    }
+    rec->payload_len = plen;
+    if ((st = check_crc(r, rec, idx, crc))) return st;
+    return count_record(r, rec);
 }
 
 /* ---- writer ------------------------------------------------------------ */

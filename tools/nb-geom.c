@@ -10,6 +10,7 @@
 #include "nb_plan.h"
 #include "nb_stream.h"
 #include "nb_util.h"
+#include "smv.h"
 
 static const nb_tool_info tool = {
     "nb-geom",
@@ -90,8 +91,8 @@ int main(int argc, char **argv)
         if (flags[k].flag->id == FL_MASK) maskfile = argv[flags[k].index + 1];
         if (flags[k].flag->id == FL_IMG) imgfile = argv[flags[k].index + 1];
     }
-    if (maskfile) nb_exit_on_error(nb_request_read_header(&rq, maskfile, 1));
-    if (imgfile) nb_exit_on_error(nb_request_read_header(&rq, imgfile, 0));
+    if (maskfile) nb_exit_on_error(nb_smv_apply_to_request(&rq, maskfile, NB_HEADER_MASK));
+    if (imgfile) nb_exit_on_error(nb_smv_apply_to_request(&rq, imgfile, NB_HEADER_IMG));
 
     /* pass 2: apply in order */
     int misset_from_seed_quirk = 0;
