@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # The reference's acceptance tests AT-CLI-001..009, AT-IO-001..004 and AT-NOISE-001
-# (/work/shared/reference/acceptance-tests.md, sections 2 and 3), run against the
+# (the ids of the reference's specification; each test says what it checks), run against the
 # drop-in pipelines/nanobragg (our "nanoBragg") and the tools.  Where the spec text and
 # the reference program's code disagree, the code wins (the "C note" of each AT):
 # -pivot does not override a named convention, -img beats -mask whatever the order,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Parity against the reference's golden outputs (tests/golden, a copy of
-# ../shared/golden).  For every case of cases.tsv, run through the drop-in
+# Parity against the reference's golden outputs (tests/golden: the reference
+# program's own images for 40 cases, cases.tsv).  For every case of cases.tsv, run through the drop-in
 # pipelines/nanobragg, TAP lines for:
 #   float/double  -precision double: corr >= 0.999999, |sum ratio - 1| <= 1e-6,
 #                 max |diff| <= 1e-5 x image max (over the ROI when the case sets one)
