@@ -15,6 +15,7 @@
 
 #include "nb_options.h"
 #include "nb_physics.h"
+#include "nb_util.h"
 #include "nb_vec.h"
 
 #define RTD (180.0 * M_1_PI)
@@ -172,17 +173,98 @@ static nb_status vec3(const char *name, char **vals, double out[3])
     return NB_OK;
 }
 
-nb_status nb_request_apply_args(nb_request *rq, int argc, char **argv)
+void nb_scanned_args_free(nb_scanned_args *args)
+{
+    free(args->flags);
+    memset(args, 0, sizeof *args);
+}
+
+nb_status nb_request_scan_args(nb_request *rq, int argc, char **argv, const nb_args_hooks *hooks,
+                               nb_scanned_args *out)
 {
     nb_status st = NB_OK;
-    for (int i = 0; i < argc && !st; i++) {
-        const nb_flag *f = nb_flag_lookup(argv[i]);
-        if (!f || !(f->owners & NB_GEOM)) return nb_flag_reject(argv[i], NB_GEOM);
-        int nvals = 0;
+    memset(out, 0, sizeof *out);
+    out->argc = argc;
+    out->argv = argv;
+    if ((st = nb_calloc((void **)&out->flags, (size_t)argc + 1, sizeof *out->flags, "the flag list"))) return st;
+    for (int i = 0; i < argc; i++) {
+        if (hooks && hooks->tool_option && hooks->tool_option(hooks->ctx, argc, argv, &i, &st)) {
+            if (st) break;
+            continue;
+        }
+        if (!strcmp(argv[i], "--reference-defaults")) {
+            rq->reference_defaults = 1;
+            continue;
+        }
+        const nb_flag *f = nb_flag_lookup_for(argv[i], NB_GEOM);
+        if (!f || !(f->owners & NB_GEOM)) {
+            st = nb_flag_reject(argv[i], NB_GEOM);
+            break;
+        }
+        int nvals;
         if ((st = nb_flag_collect(f, argc, argv, i, &nvals))) break;
-        st = nb_request_apply(rq, f->id, f->name, argv + i + 1, nvals);
+        if (f->id == FL_CURVED_DET && i == argc - 1) {
+            nb_warn("-curved_det as the last argument is ignored, as the reference does (it needs a value after it)");
+            continue;
+        }
+        out->flags[out->count++] = (struct nb_scanned_flag){f->id, i, nvals};
         i += nvals;
     }
+    if (st) nb_scanned_args_free(out);
+    return st;
+}
+
+/* The reference's -misset clause also matches -misset_seed: followed by two
+ * more arguments, it takes the seed and those two as fixed angles (atof: a
+ * flag reads as 0).  Returns 1 when it did. */
+static int misset_seed_quirk(nb_request *rq, const nb_scanned_args *args, int index, double angles[3])
+{
+    char **argv = args->argv;
+    if (index + 3 >= args->argc || strstr(argv[index + 1], "rand")) return 0;
+    for (int j = 0; j < 3; j++) angles[j] = atof(argv[index + 1 + j]);
+    for (int j = 0; j < 3; j++) rq->misset[j] = angles[j] / (180.0 * M_1_PI);
+    rq->misset_mode = 1;
+    return 1;
+}
+
+nb_status nb_request_apply_scanned(nb_request *rq, const nb_scanned_args *args, const nb_args_hooks *hooks)
+{
+    nb_status st;
+    /* the reference reads the -mask header, then the -img header, before any
+     * other flag, so flags override headers and -img beats -mask */
+    const char *maskfile = NULL, *imgfile = NULL;
+    for (int k = 0; k < args->count; k++) {
+        if (args->flags[k].id == FL_MASK) maskfile = args->argv[args->flags[k].index + 1];
+        if (args->flags[k].id == FL_IMG) imgfile = args->argv[args->flags[k].index + 1];
+    }
+    if (hooks && hooks->load_header) {
+        if (maskfile && (st = hooks->load_header(rq, maskfile, NB_HEADER_MASK))) return st;
+        if (imgfile && (st = hooks->load_header(rq, imgfile, NB_HEADER_IMG))) return st;
+    }
+
+    int quirk = 0;
+    double quirk_misset[3] = {0, 0, 0};
+    for (int k = 0; k < args->count; k++) {
+        const struct nb_scanned_flag *a = &args->flags[k];
+        const char *name = args->argv[a->index];
+        if ((st = nb_request_apply(rq, a->id, name, args->argv + a->index + 1, a->nvals))) return st;
+        if (a->id == FL_MISSET) quirk = 0;
+        if (a->id == FL_MISSET_SEED && misset_seed_quirk(rq, args, a->index, quirk_misset)) quirk = 1;
+    }
+    if (quirk)
+        nb_warn("-misset_seed also set a fixed misset of %g %g %g degrees (its value and the next two "
+                "arguments), as the reference does; put -misset random after -misset_seed",
+                quirk_misset[0], quirk_misset[1], quirk_misset[2]);
+    return NB_OK;
+}
+
+nb_status nb_request_apply_args(nb_request *rq, int argc, char **argv, const nb_args_hooks *hooks)
+{
+    nb_scanned_args args;
+    nb_status st = nb_request_scan_args(rq, argc, argv, hooks, &args);
+    if (st) return st;
+    st = nb_request_apply_scanned(rq, &args, hooks);
+    nb_scanned_args_free(&args);
     return st;
 }
 

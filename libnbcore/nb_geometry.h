@@ -85,10 +85,47 @@ void nb_request_free(nb_request *rq);
 /* Apply one flag (from nb_options) with its values.  -img/-mask headers must
  * be applied first (nb_request_apply_header) - nb-geom does that. */
 nb_status nb_request_apply(nb_request *rq, int flag_id, const char *name, char **vals, int nvals);
-/* Apply a whole list of nb-geom flags and their values (argv[0] is the first
- * flag, not a program name); a flag nb-geom does not own is a usage error
- * naming its owner.  Returns the first failure. */
-nb_status nb_request_apply_args(nb_request *rq, int argc, char **argv);
+/* Which flag named the image: both set the geometry from the header; a mask's
+ * BEAM_CENTER_Y counts from the other edge (as the reference reads it) and its
+ * zero pixels are not rendered. */
+typedef enum nb_header_role { NB_HEADER_IMG, NB_HEADER_MASK } nb_header_role;
+
+/* nb-geom's command line, read in the reference's order by the one loop
+ * that nb-geom, the tests and the fuzzers share.  argv[0] is the first
+ * argument, not a program name.  nb_request_scan_args recognises every
+ * argument (a flag nb-geom does not own is a usage error naming its owner);
+ * nb_request_apply_scanned then reads the -mask header, then the -img header
+ * (so that flags override headers and -img beats -mask), then applies the
+ * flags in order, with the reference's quirks: a -misset_seed followed by two
+ * more arguments also sets a fixed misset, a -curved_det without a value is
+ * ignored.  The two halves let a tool act on its own options in between. */
+typedef struct nb_args_hooks {
+    /* A tool's own option at argv[*i] (-o, -q, --threads ...): returns 1 when
+     * it is one, with *i on its last value and *st set on a bad value; 0
+     * otherwise.  NULL: the tool has none. */
+    int (*tool_option)(void *ctx, int argc, char **argv, int *i, nb_status *st);
+    void *ctx;
+    /* Reads an -img or -mask header into the request (libnbcore reads no
+     * image format; nb-geom passes nb_smv_apply_to_request).  NULL: -img and
+     * -mask are left to the caller. */
+    nb_status (*load_header)(nb_request *rq, const char *path, nb_header_role role);
+} nb_args_hooks;
+
+typedef struct nb_scanned_args {
+    int argc;
+    char **argv;
+    int count;
+    struct nb_scanned_flag {
+        int id, index, nvals; /* the flag, its position in argv, its values */
+    } *flags;
+} nb_scanned_args;
+
+nb_status nb_request_scan_args(nb_request *rq, int argc, char **argv, const nb_args_hooks *hooks,
+                               nb_scanned_args *out);
+nb_status nb_request_apply_scanned(nb_request *rq, const nb_scanned_args *args, const nb_args_hooks *hooks);
+void nb_scanned_args_free(nb_scanned_args *args);
+/* Both halves at once (hooks may be NULL). */
+nb_status nb_request_apply_args(nb_request *rq, int argc, char **argv, const nb_args_hooks *hooks);
 
 /* What the header of an -img or -mask image says about the experiment, in
  * the header's own units; NAN where it is silent.  The library reads no image
@@ -104,11 +141,6 @@ typedef struct nb_header_geometry {
     double twotheta;                              /* degrees: reported as ignored, as the reference ignores it */
     const uint32_t *pixels;                       /* width x height, zero = skip: a mask's (NULL for -img) */
 } nb_header_geometry;
-
-/* Which flag named the image: both set the geometry from the header; a mask's
- * BEAM_CENTER_Y counts from the other edge (as the reference reads it) and its
- * zero pixels are not rendered. */
-typedef enum nb_header_role { NB_HEADER_IMG, NB_HEADER_MASK } nb_header_role;
 
 /* Apply an -img or -mask header (`path` names it in messages and in the plan)
  * to the request, as the reference does before parsing the rest of the

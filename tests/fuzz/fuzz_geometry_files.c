@@ -21,10 +21,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int argc = (int)(sizeof argv / sizeof argv[0]) - (data[0] % 3 == 0 ? 7 : 0);
     nb_request rq;
     nb_request_defaults(&rq);
-    /* a mask's header and pixels are read before the flags, as nb-geom reads them
-     * (nb_request_apply_args leaves -img and -mask to its caller) */
-    nb_status st = data[0] % 3 == 2 ? nb_smv_apply_to_request(&rq, path, NB_HEADER_MASK) : NB_OK;
-    if (!st) st = nb_request_apply_args(&rq, argc, argv);
+    /* nb-geom's own loop, with its reader of -img and -mask headers */
+    const nb_args_hooks hooks = {NULL, NULL, nb_smv_apply_to_request};
+    nb_status st = nb_request_apply_args(&rq, argc, argv, &hooks);
     nb_plan plan;
     nb_strbuf log;
     nb_strbuf_init(&log);

@@ -38,7 +38,7 @@ static nb_status apply_args(nb_request *rq, const char *args)
     argv[argc++] = "nb-geom";
     for (char *tok = strtok(copy, " "); tok && argc < 127; tok = strtok(NULL, " ")) argv[argc++] = tok;
     argv[argc] = NULL;
-    nb_status st = nb_request_apply_args(rq, argc - 1, argv + 1);
+    nb_status st = nb_request_apply_args(rq, argc - 1, argv + 1, NULL);
     free(copy);
     return st;
 }
@@ -591,6 +591,62 @@ static void test_auto_selection(void)
     nb_plan_free(&p);
 }
 
+
+/* The one command-line loop that nb-geom, these tests and the fuzzers share:
+ * what nb-geom accepts, it accepts, with the reference's quirks. */
+static int header_calls, header_roles[4];
+static nb_status fake_header(nb_request *rq, const char *path, nb_header_role role)
+{
+    (void)rq, (void)path;
+    if (header_calls < 4) header_roles[header_calls] = role;
+    header_calls++;
+    return NB_OK;
+}
+
+static void test_command_line(void)
+{
+    nb_request rq;
+    nb_request_defaults(&rq);
+    ok(apply_args(&rq, "-cell 100 -detpixels 32 -scale 2") == NB_OK && rq.intfile_scale == 2,
+       "-scale is taken as nb-geom takes it (the int image's scale)");
+    nb_request_free(&rq);
+
+    nb_request_defaults(&rq);
+    ok(apply_args(&rq, "-cell 100 -misset_seed 5 -N 3 -detpixels 32") == NB_OK && rq.misset_mode == 1 &&
+           fabs(rq.misset[0] - 5 * M_PI / 180) < 1e-15 && rq.misset[1] == 0 && fabs(rq.misset[2] - 3 * M_PI / 180) < 1e-15,
+       "-misset_seed with two more arguments also sets a fixed misset (reference quirk)");
+    nb_request_free(&rq);
+    nb_request_defaults(&rq);
+    ok(apply_args(&rq, "-cell 100 -detpixels 32 -misset_seed 5") == NB_OK && rq.misset_mode == 0,
+       "-misset_seed at the end sets only the seed");
+    nb_request_free(&rq);
+
+    nb_request_defaults(&rq);
+    ok(apply_args(&rq, "--reference-defaults -cell 100 -curved_det") == NB_OK && rq.reference_defaults &&
+           !rq.curved_detector,
+       "--reference-defaults is read; a -curved_det without a value is ignored");
+    nb_request_free(&rq);
+
+    nb_request_defaults(&rq);
+    ok(apply_args(&rq, "-cell 100 -nfram 3") == NB_ERR_USAGE, "an unknown flag is a usage error");
+    nb_request_free(&rq);
+
+    /* headers: -mask before -img whatever the order, then the flags */
+    char *argv[] = {"-img", "a.img", "-cell", "100", "-mask", "m.img"};
+    const nb_args_hooks hooks = {NULL, NULL, fake_header};
+    nb_request_defaults(&rq);
+    header_calls = 0;
+    ok(nb_request_apply_args(&rq, 6, argv, &hooks) == NB_OK && header_calls == 2 &&
+           header_roles[0] == NB_HEADER_MASK && header_roles[1] == NB_HEADER_IMG,
+       "the -mask header is read before the -img header");
+    nb_request_free(&rq);
+    nb_request_defaults(&rq);
+    header_calls = 0;
+    ok(nb_request_apply_args(&rq, 6, argv, NULL) == NB_OK && header_calls == 0,
+       "without a header reader, -img and -mask are left to the caller");
+    nb_request_free(&rq);
+}
+
 int main(void)
 {
     nb_set_tool_name("test_geometry");
@@ -604,5 +660,6 @@ int main(void)
     test_resolve_xds();
     test_resolve_defaults();
     test_auto_selection();
+    test_command_line();
     return tap_done();
 }

@@ -119,7 +119,7 @@ static int build_plan(const char *args, nb_plan *plan)
     nb_request_defaults(&rq);
     rq.seed = -1;
     rq.misset_seed = -1;
-    nb_status st = nb_request_apply_args(&rq, argc, argv);
+    nb_status st = nb_request_apply_args(&rq, argc, argv, NULL);
     nb_strbuf log;
     nb_strbuf_init(&log);
     if (!st) st = nb_resolve(&rq, plan, &log);

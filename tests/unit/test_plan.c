@@ -27,7 +27,7 @@ static nb_status apply_args(nb_request *rq, const char *args)
     argv[argc++] = "nb-geom";
     for (char *tok = strtok(copy, " "); tok && argc < 159; tok = strtok(NULL, " ")) argv[argc++] = tok;
     argv[argc] = NULL;
-    nb_status st = nb_request_apply_args(rq, argc - 1, argv + 1);
+    nb_status st = nb_request_apply_args(rq, argc - 1, argv + 1, NULL);
     free(copy);
     return st;
 }
