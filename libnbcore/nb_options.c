@@ -1,7 +1,7 @@
 /* nb_options.c - the flag table of every tool: each spelling with its owner,
- * its argument count and its help; exact lookup, the "did you mean" and
- * "that flag belongs to nb-xxx" messages, and the collection of a command
- * line into the flags a tool owns and those it passes on in the plan. */
+ * its argument count and its help; exact lookup, the "did you mean" message
+ * and the one naming the tool that owns a flag, and the collection of a
+ * command line into the flags a tool owns and those it passes on in the plan. */
 #include "nb_options.h"
 
 #include <string.h>

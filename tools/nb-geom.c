@@ -1,7 +1,5 @@
 /* nb-geom: nanoBragg's experiment flags in, an explicit plan out. */
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "nb_cli.h"

@@ -29,29 +29,29 @@ else
     printf '%s\n' "$out" | sed 's/^/#   /'
 fi
 
-# 2: the fixtures.  A line of bad.bats ending in "# BAD !" or "# BAD &&" must
+# 2: the fixtures.  A line of bad.bats-fixture ending in "# BAD !" or "# BAD &&" must
 # be reported as a negated command or an && list; "# BAD ... (next line)" on a
 # comment line stands for the line after it.
 problems=()
 want=$(awk '
     /# BAD (!|&&) \(next line\)$/ { n = NR + 1; k = $0; sub(/.*# BAD /, "", k); sub(/ \(next line\)$/, "", k); print n, k; next }
-    /# BAD (!|&&)$/ { k = $0; sub(/.*# BAD /, "", k); print NR, k }' "$fixtures/bad.bats" | sort)
-got=$(python3 "$lint" "$fixtures/bad.bats" 2>/dev/null)
+    /# BAD (!|&&)$/ { k = $0; sub(/.*# BAD /, "", k); print NR, k }' "$fixtures/bad.bats-fixture" | sort)
+got=$(python3 "$lint" "$fixtures/bad.bats-fixture" 2>/dev/null)
 st=$?
-[ "$st" -eq 1 ] || problems+=("bad.bats: exit status $st, not 1")
+[ "$st" -eq 1 ] || problems+=("bad.bats-fixture: exit status $st, not 1")
 got=$(printf '%s\n' "$got" | sed -n -E \
     -e 's/^[^:]*:([0-9]+): negated command .*/\1 !/p' \
     -e 's/^[^:]*:([0-9]+): && list .*/\1 \&\&/p' | sort)
-[ -n "$want" ] || problems+=("bad.bats: no marked line")
+[ -n "$want" ] || problems+=("bad.bats-fixture: no marked line")
 while IFS= read -r line; do
-    [ -n "$line" ] && problems+=("bad.bats: line ${line% *} (${line#* }) not reported")
+    [ -n "$line" ] && problems+=("bad.bats-fixture: line ${line% *} (${line#* }) not reported")
 done < <(comm -23 <(printf '%s\n' "$want") <(printf '%s\n' "$got"))
 while IFS= read -r line; do
-    [ -n "$line" ] && problems+=("bad.bats: line ${line% *} reported as ${line#* }, not marked so")
+    [ -n "$line" ] && problems+=("bad.bats-fixture: line ${line% *} reported as ${line#* }, not marked so")
 done < <(comm -13 <(printf '%s\n' "$want") <(printf '%s\n' "$got"))
-out=$(python3 "$lint" "$fixtures/good.bats" 2>&1)
+out=$(python3 "$lint" "$fixtures/good.bats-fixture" 2>&1)
 st=$?
-[ "$st" -eq 0 ] || problems+=("good.bats: exit status $st, not 0: $out")
+[ "$st" -eq 0 ] || problems+=("good.bats-fixture: exit status $st, not 0: $out")
 # a usage error is 2, not a finding
 python3 "$lint" "$fixtures/no-such-file.bats" >/dev/null 2>&1
 st=$?
@@ -60,7 +60,7 @@ python3 "$lint" --no-such-option >/dev/null 2>&1
 st=$?
 [ "$st" -eq 2 ] || problems+=("an unknown option: exit status $st, not 2")
 if [ ${#problems[@]} -eq 0 ]; then
-    echo "ok 2 - lint: self-test: the $(printf '%s\n' "$want" | wc -l) marked lines of fixtures/bad.bats reported, nothing in good.bats"
+    echo "ok 2 - lint: self-test: the $(printf '%s\n' "$want" | wc -l) marked lines of fixtures/bad.bats-fixture reported, nothing in good.bats-fixture"
 else
     echo "not ok 2 - lint: self-test on tests/lint/fixtures"
     printf '%s\n' "${problems[@]}" | sed 's/^/#   /'
