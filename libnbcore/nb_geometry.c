@@ -92,6 +92,9 @@ void nb_request_free(nb_request *rq)
     }
     free(rq->mask);
     rq->mask = NULL;
+    nb_detector_file_free(rq->panels);
+    free(rq->panels);
+    rq->panels = NULL;
 }
 
 static void set_str(char **dst, const char *v)
@@ -230,6 +233,7 @@ static int misset_seed_quirk(nb_request *rq, const nb_scanned_args *args, int in
 nb_status nb_request_apply_scanned(nb_request *rq, const nb_scanned_args *args, const nb_args_hooks *hooks)
 {
     nb_status st;
+    if ((st = nb_request_take_panels(rq, args, hooks))) return st;
     /* the reference reads the -mask header, then the -img header, before any
      * other flag, so flags override headers and -img beats -mask */
     const char *maskfile = NULL, *imgfile = NULL;
@@ -488,6 +492,7 @@ static bool apply_detector_pixels_flag(nb_request *rq, const flag_args *a, nb_st
     switch (a->id) {
     case FL_IMG:
     case FL_MASK:
+    case FL_PANELS:
         break; /* read before everything else, see nb-geom */
     case FL_DETECTOR_ABS: *st = apply_detector_abs(rq, a); break;
     case FL_DETECTOR_THICK: NUM(rq->detector_thick, x * 1e-6); break;
@@ -1707,6 +1712,7 @@ static nb_status resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
 
     plan->command_line = nb_xstrdup(rq->command_line ? rq->command_line : "");
     if ((st = plan_detector(s, plan))) return st;
+    if (rq->panels && (st = nb_plan_place_panels(rq->panels, plan))) return st;
     plan_beam_and_crystal(s, plan);
     plan_requests(s, plan);
     return NB_OK;

@@ -20,6 +20,25 @@
 enum nb_convention { NB_CUSTOM, NB_ADXV, NB_MOSFLM, NB_XDS, NB_DIALS, NB_DENZO };
 enum nb_pivot { NB_PIVOT_SAMPLE, NB_PIVOT_BEAM };
 
+/* A detector read from a file (nb-geom -panels FILE): its panels in the
+ * file's own laboratory frame, and what ties that frame to the plan's. */
+typedef enum nb_frame_tie {
+    NB_TIE_SPINDLE,     /* beam and `second` (a rotation axis) onto the plan's beam and spindle */
+    NB_TIE_POLAR,       /* beam and `second` (across the beam) onto the plan's beam and polarization */
+    NB_TIE_DIALS_FIXED  /* DIALS's fixed frame: lab (x, y, z) is ours (z, y, -x) swapped, as -dials puts it */
+} nb_frame_tie;
+
+typedef struct nb_detector_file {
+    int npanels;
+    nb_panel *panels;     /* metres; detector_thick < 0: the file gives no sensor (the flags' then) */
+    double beam[3];       /* the beam's propagation direction, in the file's frame */
+    double second[3];     /* see tie */
+    nb_frame_tie tie;
+    int sensor_from_flags; /* -detector_thick or -detector_abs given: they apply to every panel */
+} nb_detector_file;
+
+void nb_detector_file_free(nb_detector_file *d);
+
 typedef struct nb_request {
     /* detector (metres, radians as the reference converts at parse time) */
     double pixel_size, distance, close_distance, detsize_f, detsize_s;
@@ -65,6 +84,7 @@ typedef struct nb_request {
     char *imgfile, *maskfile, *stolfile;
     unsigned char *mask;        /* from -mask: 1 = render, 0 = skip */
     int mask_w, mask_h;
+    nb_detector_file *panels;   /* -panels FILE, read; NULL: the flags' one-panel detector */
     /* requests for later stages */
     char *hklfile, *dumpfile;
     double default_F;
@@ -109,6 +129,9 @@ typedef struct nb_args_hooks {
      * image format; nb-geom passes nb_smv_apply_to_request).  NULL: -img and
      * -mask are left to the caller. */
     nb_status (*load_header)(nb_request *rq, const char *path, nb_header_role role);
+    /* Reads a -panels detector file (DIALS .expt, CrystFEL .geom) in its own
+     * frame (nb-geom passes nb_detector_file_read).  NULL: -panels is refused. */
+    nb_status (*load_panels)(const char *path, nb_detector_file *out);
 } nb_args_hooks;
 
 typedef struct nb_scanned_args {
@@ -147,6 +170,17 @@ typedef struct nb_header_geometry {
  * command line.  A mask needs its pixels. */
 nb_status nb_request_apply_header(nb_request *rq, const nb_header_geometry *h, const char *path,
                                   nb_header_role role);
+
+/* -panels on a command line (nb_request_apply_scanned calls it first): the
+ * flags that place the one-panel detector are refused beside it, the file
+ * is read through hooks->load_panels into rq->panels, and panel 0's size,
+ * pixel and distance stand in for the default detector's (the automatic
+ * oversampling and -v's log use them). */
+nb_status nb_request_take_panels(nb_request *rq, const nb_scanned_args *args, const nb_args_hooks *hooks);
+/* The file's panels into a resolved plan (nb_resolve calls it): rotated from
+ * the file's frame onto the plan's (see nb_frame_tie), odet away from the
+ * sample, the sensor from the file or the flags, full ROI, no mask. */
+nb_status nb_plan_place_panels(const nb_detector_file *d, nb_plan *plan);
 
 /* Resolve into a plan.  `log` receives the reference's console lines for the
  * resolved geometry (printed by nb-geom -v); warnings go to nb_warn(). */

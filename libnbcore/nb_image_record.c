@@ -23,6 +23,8 @@
 #define RECORD_TYPE "IMAGE"
 #define PIXELS_ARRAY "pixels"
 #define COUNTS_ARRAY "counts"
+#define PANEL_PIXELS_KEY "PANEL_PIXELS" /* with PANELS > 1: "f0 s0 f1 s1 ...", panel after panel */
+#define MAX_PANELS 4096
 
 enum ftype { F_INT, F_LONG, F_I64, F_DBL, F_TEXT };
 enum { FRAME_PART = NB_IMAGE_FRAME_KEYS, COUNT_PART = NB_IMAGE_COUNT_KEYS };
@@ -52,6 +54,7 @@ static const field fields[] = {
     OPT("PANEL", F_LONG, FRAME_PART, panel),
     REQ("FPIXELS", fpixels),
     REQ("SPIXELS", spixels),
+    {"PANELS", F_INT, FRAME_PART, OFF(npanels), OFF(has.panels), 0, 0},
     TXT("UNITS", units),
     TXT("PRECISION", precision),
     FIN("PHI_START", FRAME_PART, phi_start),
@@ -90,6 +93,7 @@ void nb_image_info_init(nb_image_info *im)
 {
     memset(im, 0, sizeof *im);
     im->nframes = 1;
+    im->npanels = 1;
     im->counts_bits = 16;
     im->counts_gain = 1.0;
 }
@@ -98,6 +102,7 @@ void nb_image_info_free(nb_image_info *im)
 {
     free(im->extra);
     free(im->extra_counts);
+    free(im->panel_pixels);
     nb_image_info_init(im);
 }
 
@@ -147,6 +152,14 @@ nb_status nb_image_put_header(const nb_image_info *im, nb_record *rec, unsigned 
             break;
         }
     }
+    if ((parts & FRAME_PART) && im->panel_pixels) {
+        nb_strbuf sb;
+        nb_strbuf_init(&sb);
+        for (int i = 0; i < im->npanels; i++)
+            nb_strbuf_printf(&sb, "%s%d %d", i ? " " : "", im->panel_pixels[2 * i], im->panel_pixels[2 * i + 1]);
+        nb_hdr_set(rec, PANEL_PIXELS_KEY, sb.data);
+        nb_strbuf_free(&sb);
+    }
     if (parts & FRAME_PART) put_lines(rec, im->extra);
     if (parts & COUNT_PART) put_lines(rec, im->extra_counts);
     return NB_OK;
@@ -186,6 +199,7 @@ static nb_status get_field(const nb_record *rec, const field *f, nb_image_info *
 static int is_known(const char *key, size_t len)
 {
     if (len >= strlen(ARRAY_PREFIX) && !strncmp(key, ARRAY_PREFIX, strlen(ARRAY_PREFIX))) return 1;
+    if (len == strlen(PANEL_PIXELS_KEY) && !memcmp(key, PANEL_PIXELS_KEY, len)) return 1;
     for (size_t i = 0; i < NFIELDS; i++)
         if (strlen(fields[i].key) == len && !memcmp(key, fields[i].key, len)) return 1;
     return 0;
@@ -223,15 +237,54 @@ static void keep_unknown(const nb_record *rec, nb_image_info *im)
     nb_strbuf_free(&part[1]);
 }
 
+/* PANELS and PANEL_PIXELS, when there are several panels: the layout into
+ * im, and the pixels of all of them into *total (else left alone). */
+static nb_status get_panels(const nb_record *rec, nb_image_info *im, long fp, long sp, size_t *total)
+{
+    nb_status st;
+    int n = 1;
+    if (nb_hdr_has(rec, "PANELS") && (st = nb_hdr_get_int(rec, "PANELS", &n))) return st;
+    if (n < 1 || n > MAX_PANELS) return bad("PANELS", "must be 1 .. 4096");
+    im->npanels = n;
+    if (n == 1) return NB_OK;
+    char *text = NULL;
+    if ((st = nb_hdr_get_str(rec, PANEL_PIXELS_KEY, &text))) return st;
+    if ((st = nb_calloc((void **)&im->panel_pixels, 2 * (size_t)n, sizeof(int), "the panel layout"))) {
+        free(text);
+        return st;
+    }
+    char *q = text, *end;
+    size_t sum = 0;
+    for (int i = 0; i < 2 * n && !st; i++, q = end) {
+        long v = strtol(q, &end, 10);
+        if (end == q || v <= 0 || v > 1000000) st = bad(PANEL_PIXELS_KEY, "is not PANELS pairs of pixel counts");
+        im->panel_pixels[i] = (int)v;
+        if (i % 2) sum += (size_t)im->panel_pixels[i - 1] * (size_t)v;
+    }
+    if (!st && *q) st = bad(PANEL_PIXELS_KEY, "has more values than PANELS pairs");
+    if (!st && (im->panel_pixels[0] != fp || im->panel_pixels[1] != sp))
+        st = bad(PANEL_PIXELS_KEY, "does not start with FPIXELS SPIXELS");
+    free(text);
+    *total = sum;
+    return st;
+}
+
 /* The size keys and the arrays they describe. */
 static nb_status get_arrays(const nb_record *rec, nb_image_info *im)
 {
     long fp, sp;
-    size_t n;
+    size_t n, want;
     nb_status st;
     if ((st = nb_hdr_get_long(rec, "FPIXELS", &fp)) || (st = nb_hdr_get_long(rec, "SPIXELS", &sp))) return st;
     if ((st = nb_record_array_offset(rec, PIXELS_ARRAY, NB_F32, &im->pixels_offset, &n))) return st;
-    if (fp <= 0 || sp <= 0 || fp > INT_MAX || sp > INT_MAX || n != (size_t)fp * (size_t)sp)
+    if (fp <= 0 || sp <= 0 || fp > INT_MAX || sp > INT_MAX)
+        return nb_error_set(NB_ERR_DATA, RECORD_TYPE " record: FPIXELS x SPIXELS = %ld x %ld", fp, sp);
+    want = (size_t)fp * (size_t)sp;
+    if ((st = get_panels(rec, im, fp, sp, &want))) return st;
+    if (n != want && im->npanels > 1)
+        return nb_error_set(NB_ERR_DATA, RECORD_TYPE " record: %zu pixels but its %d panels have %zu", n,
+                            im->npanels, want);
+    if (n != want)
         return nb_error_set(NB_ERR_DATA, RECORD_TYPE " record: %zu pixels but FPIXELS x SPIXELS = %ld x %ld", n, fp,
                             sp);
     im->fpixels = (int)fp, im->spixels = (int)sp;
@@ -287,7 +340,29 @@ nb_status nb_image_check_plan(const nb_image_info *im, const nb_plan *plan)
     if (plan->fpixels != im->fpixels || plan->spixels != im->spixels)
         return nb_error_set(NB_ERR_DATA, RECORD_TYPE " record is %d x %d pixels but its plan says %d x %d",
                             im->fpixels, im->spixels, plan->fpixels, plan->spixels);
+    if (im->npanels != nb_plan_npanels(plan))
+        return nb_error_set(NB_ERR_DATA, RECORD_TYPE " record has %d panel%s but its plan has %d", im->npanels,
+                            im->npanels == 1 ? "" : "s", nb_plan_npanels(plan));
+    for (int i = 1; i < im->npanels; i++) {
+        int f, s;
+        nb_plan_panel_dims(plan, i, &f, &s, NULL);
+        if (im->panel_pixels[2 * i] != f || im->panel_pixels[2 * i + 1] != s)
+            return nb_error_set(NB_ERR_DATA, RECORD_TYPE " record: panel %d is %d x %d pixels but its plan says %d x %d",
+                                i, im->panel_pixels[2 * i], im->panel_pixels[2 * i + 1], f, s);
+    }
     return NB_OK;
+}
+
+nb_status nb_image_set_panels(nb_image_info *im, const nb_plan *plan)
+{
+    int n = nb_plan_npanels(plan);
+    free(im->panel_pixels);
+    im->panel_pixels = NULL;
+    im->npanels = n, im->has.panels = n > 1;
+    if (n == 1) return NB_OK;
+    nb_status st = nb_calloc((void **)&im->panel_pixels, 2 * (size_t)n, sizeof(int), "the panel layout");
+    for (int i = 0; i < n && !st; i++) nb_plan_panel_dims(plan, i, &im->panel_pixels[2 * i], &im->panel_pixels[2 * i + 1], NULL);
+    return st;
 }
 
 void nb_image_drop_counts(nb_image_info *im)

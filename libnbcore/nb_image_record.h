@@ -35,7 +35,10 @@ typedef struct nb_image_info {
     long frame;                 /* FRAME: 0-based index in the series (0 when absent) */
     long nframes;               /* NFRAMES: frames in the series */
     long panel;                 /* PANEL: detector panel; always 0 (the whole detector) */
-    int fpixels, spixels;       /* FPIXELS, SPIXELS: width and height (required) */
+    int fpixels, spixels;       /* FPIXELS, SPIXELS: width and height (required; panel 0's) */
+    int npanels;                /* PANELS: panels of the detector (1 when absent) */
+    int *panel_pixels;          /* PANEL_PIXELS: fast and slow pixel counts of each panel (2 x
+                                   npanels, malloc'ed), NULL for one panel */
     char units[16];             /* UNITS: "photons" */
     char precision[16];         /* PRECISION: the kernel's arithmetic, "single" or "double" */
     double phi_start;           /* PHI_START, rad: spindle angle at the start of the frame */
@@ -60,13 +63,13 @@ typedef struct nb_image_info {
     long noise_overloads;       /* NOISE_OVERLOADS: pixels clipped at the counter's maximum */
 
     struct {                    /* which optional numeric keys are present */
-        int frame, nframes, panel, phi_start, phi_range, render_seconds, kernel_seconds;
+        int frame, nframes, panel, panels, phi_start, phi_range, render_seconds, kernel_seconds;
         int max_I, max_I_x, max_I_y, mean, rms, rmsd, solid_angle;
         int counts_bits, counts_adc, counts_gain, noise_seed, noise_photons, noise_overloads;
     } has;
 
     /* the arrays, as nb_image_from_record found them described */
-    size_t npixels;             /* FPIXELS x SPIXELS, the length of each array */
+    size_t npixels;             /* FPIXELS x SPIXELS (the sum over the panels), the length of each array */
     uint64_t pixels_offset;     /* byte offset of the pixels in the payload */
     int has_counts;             /* a counts array is there */
     uint64_t counts_offset;
@@ -105,8 +108,10 @@ nb_status nb_image_put_header(const nb_image_info *im, nb_record *rec, unsigned 
 nb_status nb_image_from_record(const nb_record *rec, nb_image_info *im);
 
 /* The image belongs to the plan: there is one (NULL: "an IMAGE record came
- * before any PLAN record"), and its size is the plan's. */
+ * before any PLAN record"), and its size is the plan's (every panel's). */
 nb_status nb_image_check_plan(const nb_image_info *im, const nb_plan *plan);
+/* The panel layout of a plan into im (PANELS and PANEL_PIXELS; nothing for one panel). */
+nb_status nb_image_set_panels(nb_image_info *im, const nb_plan *plan);
 
 /* Forget the counts' keys (and the unknown ones of that part), before the
  * counts are made again: nb-noise replaces them. */

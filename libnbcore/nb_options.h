@@ -48,6 +48,8 @@ enum nb_flag_id {
     /* nb-noise's detector effects (noisify's) */
     FL_FLICKER, FL_CALIBRATION, FL_CALIB_SEED, FL_READOUT, FL_GAIN, FL_PSF, FL_PSF_FWHM, FL_PSF_RADIUS,
     FL_BITS, FL_PHOTON_SCALE, FL_NOISE_FLUENCE,
+    /* a detector of several panels from a file */
+    FL_PANELS,
     FL_COUNT
 };
 

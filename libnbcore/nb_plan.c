@@ -73,6 +73,18 @@ static const field fields[] = {
     I("PROGRESS", progress),
 };
 
+/* The keys of panels 1.., each as PANEL<i>.<key> (panel 0 is the keys above). */
+#define PF(k, t, m) {k, t, offsetof(nb_panel, m), 0}
+static const field panel_fields[] = {
+    PF("FPIXELS", F_INT, fpixels), PF("SPIXELS", F_INT, spixels), PF("PIXEL_SIZE", F_DBL, pixel_size),
+    PF("FDET", F_VEC3, fdet), PF("SDET", F_VEC3, sdet), PF("ODET", F_VEC3, odet), PF("PIX0", F_VEC3, pix0),
+    PF("DETECTOR_THICK", F_DBL, detector_thick), PF("DETECTOR_THICKSTEP", F_DBL, detector_thickstep),
+    PF("DETECTOR_THICKSTEPS", F_INT, detector_thicksteps), PF("DETECTOR_MU", F_DBL, detector_mu),
+    PF("ROI_XMIN", F_INT, roi_xmin), PF("ROI_XMAX", F_INT, roi_xmax), PF("ROI_YMIN", F_INT, roi_ymin),
+    PF("ROI_YMAX", F_INT, roi_ymax),
+};
+#define NB_MAX_PANELS 4096
+
 static const char *shape_names[] = {"square", "round", "gauss", "tophat"};
 
 const char *nb_shape_name(int shape)
@@ -95,6 +107,8 @@ void nb_plan_init(nb_plan *p)
 
 void nb_plan_free(nb_plan *p)
 {
+    for (int i = 0; i < p->nextra_panels; i++) free(p->extra_panels[i].mask);
+    free(p->extra_panels);
     free(p->command_line);
     free(p->mask);
     free(p->sources);
@@ -113,31 +127,133 @@ static nb_status bad(const char *key, const char *why)
     return nb_error_set(NB_ERR_DATA, "PLAN record: %s %s", key, why);
 }
 
+/* One key of a table into the header, from the struct at base. */
+static nb_status put_field(nb_record *rec, const field *f, const char *key, const void *base_)
+{
+    const char *base = (const char *)base_ + f->off;
+    switch (f->type) {
+    case F_INT: nb_hdr_set_long(rec, key, *(const int *)base); break;
+    case F_I64: nb_hdr_setf(rec, key, "%lld", (long long)*(const int64_t *)base); break;
+    case F_DBL: nb_hdr_set_double(rec, key, *(const double *)base); break;
+    case F_VEC3: nb_hdr_set_vec3(rec, key, (const double *)base); break;
+    case F_CHARS: nb_hdr_set(rec, key, base); break;
+    case F_STR: {
+        const char *s = *(char *const *)base;
+        if (s) {
+            /* header values are single lines */
+            if (strchr(s, '\n')) return nb_error_set(NB_ERR_DATA, "value of %s contains a newline", key);
+            nb_hdr_set(rec, key, s);
+        }
+        break;
+    }
+    }
+    return NB_OK;
+}
+
+/* One key of a table from the header into the struct at base, checked. */
+static nb_status get_field(const nb_record *rec, const field *f, const char *key, void *base_)
+{
+    char *base = (char *)base_ + f->off;
+    nb_status st = NB_OK;
+    switch (f->type) {
+    case F_INT: st = nb_hdr_get_int(rec, key, (int *)base); break;
+    case F_I64: {
+        long v;
+        st = nb_hdr_get_long(rec, key, &v);
+        *(int64_t *)base = v;
+        break;
+    }
+    case F_DBL:
+        st = nb_hdr_get_double(rec, key, (double *)base);
+        if (!st && !isfinite(*(double *)base)) st = bad(key, "is not a finite number");
+        break;
+    case F_VEC3:
+        st = nb_hdr_get_vec3(rec, key, (double *)base);
+        for (int k = 0; !st && k < 3; k++)
+            if (!isfinite(((double *)base)[k])) st = bad(key, "holds a non-finite number");
+        break;
+    case F_CHARS: {
+        size_t len;
+        const char *v = nb_hdr_find(rec, key, &len);
+        if (!v) return nb_error_set(NB_ERR_DATA, "PLAN record: missing key %s", key);
+        if (len >= f->size) return bad(key, "is too long");
+        memcpy(base, v, len);
+        base[len] = '\0';
+        break;
+    }
+    case F_STR:
+        if (nb_hdr_has(rec, key)) st = nb_hdr_get_str(rec, key, (char **)base);
+        break;
+    }
+    return st;
+}
+
+/* PANELS and the keys and masks of panels 1.. (a one-panel plan has none of
+ * them, so its record is what it always was). */
+static nb_status put_panels(const nb_plan *p, nb_record *rec)
+{
+    nb_status st;
+    char key[64];
+    nb_hdr_set_long(rec, "PANELS", nb_plan_npanels(p));
+    for (int i = 1; i <= p->nextra_panels; i++) {
+        const nb_panel *q = &p->extra_panels[i - 1];
+        for (size_t k = 0; k < sizeof panel_fields / sizeof panel_fields[0]; k++) {
+            snprintf(key, sizeof key, "PANEL%d.%s", i, panel_fields[k].key);
+            if ((st = put_field(rec, &panel_fields[k], key, q))) return st;
+        }
+        if (q->mask) {
+            snprintf(key, sizeof key, "mask%d", i);
+            st = nb_record_add_array(rec, key, NB_U8, (size_t)q->fpixels * (size_t)q->spixels, q->mask, NULL);
+            if (st) return st;
+        }
+    }
+    return NB_OK;
+}
+
+/* The keys and masks of panels 1.. when PANELS says there are any. */
+static nb_status get_panels(const nb_record *rec, nb_plan *p)
+{
+    nb_status st;
+    char key[64];
+    int n = 1;
+    if (nb_hdr_has(rec, "PANELS") && (st = nb_hdr_get_int(rec, "PANELS", &n))) return st;
+    if (n < 1 || n > NB_MAX_PANELS) return bad("PANELS", "must be 1 .. 4096");
+    if (n == 1) return NB_OK;
+    if ((st = nb_calloc((void **)&p->extra_panels, (size_t)n - 1, sizeof *p->extra_panels, "panels"))) return st;
+    p->nextra_panels = n - 1;
+    for (int i = 1; i < n; i++) {
+        nb_panel *q = &p->extra_panels[i - 1];
+        for (size_t k = 0; k < sizeof panel_fields / sizeof panel_fields[0]; k++) {
+            snprintf(key, sizeof key, "PANEL%d.%s", i, panel_fields[k].key);
+            if ((st = get_field(rec, &panel_fields[k], key, q))) return st;
+        }
+        snprintf(key, sizeof key, "PANEL%d", i);
+        if (q->fpixels <= 0 || q->spixels <= 0 || q->fpixels > 1000000 || q->spixels > 1000000)
+            return nb_error_set(NB_ERR_DATA, "PLAN record: %s.FPIXELS/SPIXELS must be 1 .. 1000000", key);
+        if (!(q->pixel_size > 0)) return nb_error_set(NB_ERR_DATA, "PLAN record: %s.PIXEL_SIZE must be positive", key);
+        if (q->detector_thicksteps < 1)
+            return nb_error_set(NB_ERR_DATA, "PLAN record: %s.DETECTOR_THICKSTEPS must be >= 1", key);
+        snprintf(key, sizeof key, "mask%d", i);
+        if (nb_record_has_array(rec, key)) {
+            const void *data;
+            size_t count;
+            if ((st = nb_record_get_array(rec, key, NB_U8, &data, &count))) return st;
+            if (count != (size_t)q->fpixels * (size_t)q->spixels) return bad(key, "does not match its panel's size");
+            if ((st = nb_calloc((void **)&q->mask, count, 1, "mask"))) return st;
+            memcpy(q->mask, data, count);
+        }
+    }
+    if ((double)nb_plan_total_pixels(p) > 2147483647.0)
+        return bad("PANELS", "hold more than 2^31-1 pixels in all");
+    return NB_OK;
+}
+
 nb_status nb_plan_to_record(const nb_plan *p, nb_record *rec)
 {
     nb_status st;
     nb_record_init(rec, "PLAN");
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        const field *f = &fields[i];
-        const char *base = (const char *)p + f->off;
-        switch (f->type) {
-        case F_INT: nb_hdr_set_long(rec, f->key, *(const int *)base); break;
-        case F_I64: nb_hdr_setf(rec, f->key, "%lld", (long long)*(const int64_t *)base); break;
-        case F_DBL: nb_hdr_set_double(rec, f->key, *(const double *)base); break;
-        case F_VEC3: nb_hdr_set_vec3(rec, f->key, (const double *)base); break;
-        case F_CHARS: nb_hdr_set(rec, f->key, base); break;
-        case F_STR: {
-            const char *s = *(char *const *)base;
-            if (s) {
-                /* header values are single lines */
-                if (strchr(s, '\n'))
-                    return nb_error_set(NB_ERR_DATA, "value of %s contains a newline", f->key);
-                nb_hdr_set(rec, f->key, s);
-            }
-            break;
-        }
-        }
-    }
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if ((st = put_field(rec, &fields[i], fields[i].key, p))) return st;
     nb_hdr_set(rec, "SHAPE", nb_shape_name(p->shape));
     nb_hdr_setf(rec, "UNIT_CELL", "%.10g %.10g %.10g %.10g %.10g %.10g", p->unit_cell[0], p->unit_cell[1],
                 p->unit_cell[2], p->unit_cell[3], p->unit_cell[4], p->unit_cell[5]);
@@ -166,7 +282,7 @@ nb_status nb_plan_to_record(const nb_plan *p, nb_record *rec)
         st = nb_record_add_array(rec, "mask", NB_U8, (size_t)p->fpixels * (size_t)p->spixels, p->mask, NULL);
         if (st) return st;
     }
-    return NB_OK;
+    return p->nextra_panels ? put_panels(p, rec) : NB_OK;
 }
 
 nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
@@ -174,52 +290,11 @@ nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
     nb_status st;
     nb_plan_init(p);
     if (!nb_record_is(rec, "PLAN")) return nb_error_set(NB_ERR_DATA, "expected a PLAN record, got %s", rec->type);
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        const field *f = &fields[i];
-        char *base = (char *)p + f->off;
-        switch (f->type) {
-        case F_INT: st = nb_hdr_get_int(rec, f->key, (int *)base); break;
-        case F_I64: {
-            long v;
-            st = nb_hdr_get_long(rec, f->key, &v);
-            *(int64_t *)base = v;
-            break;
-        }
-        case F_DBL:
-            st = nb_hdr_get_double(rec, f->key, (double *)base);
-            if (!st && !isfinite(*(double *)base)) st = bad(f->key, "is not a finite number");
-            break;
-        case F_VEC3:
-            st = nb_hdr_get_vec3(rec, f->key, (double *)base);
-            for (int k = 0; !st && k < 3; k++)
-                if (!isfinite(((double *)base)[k])) st = bad(f->key, "holds a non-finite number");
-            break;
-        case F_CHARS: {
-            size_t len;
-            const char *v = nb_hdr_find(rec, f->key, &len);
-            if (!v) {
-                st = nb_error_set(NB_ERR_DATA, "PLAN record: missing key %s", f->key);
-                break;
-            }
-            if (len >= f->size) {
-                st = bad(f->key, "is too long");
-                break;
-            }
-            memcpy(base, v, len);
-            base[len] = '\0';
-            st = NB_OK;
-            break;
-        }
-        case F_STR:
-            st = NB_OK;
-            if (nb_hdr_has(rec, f->key)) st = nb_hdr_get_str(rec, f->key, (char **)base);
-            break;
-        }
-        if (st) {
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if ((st = get_field(rec, &fields[i], fields[i].key, p))) {
             nb_plan_free(p);
             return st;
         }
-    }
     char *shape = NULL;
     if ((st = nb_hdr_get_str(rec, "SHAPE", &shape))) goto fail;
     p->shape = nb_shape_from_name(shape);
@@ -302,6 +377,7 @@ nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
         if ((st = nb_calloc((void **)&p->mask, count, 1, "mask"))) goto fail;
         memcpy(p->mask, data, count);
     }
+    if ((st = get_panels(rec, p))) goto fail;
     return NB_OK;
 fail:
     nb_plan_free(p);
@@ -322,4 +398,92 @@ nb_status nb_plan_check_size(const nb_plan *p)
                             p->fpixels, p->spixels, b);
     }
     return NB_OK;
+}
+
+/* ---- panels ---------------------------------------------------------------- */
+
+int nb_plan_npanels(const nb_plan *p) { return 1 + p->nextra_panels; }
+
+void nb_plan_panel_dims(const nb_plan *p, int i, int *fpixels, int *spixels, size_t *offset)
+{
+    size_t off = (size_t)p->fpixels * (size_t)p->spixels;
+    int f = p->fpixels, s = p->spixels;
+    if (i == 0) off = 0;
+    for (int k = 1; k <= i && k <= p->nextra_panels; k++) {
+        f = p->extra_panels[k - 1].fpixels, s = p->extra_panels[k - 1].spixels;
+        if (k < i) off += (size_t)f * (size_t)s;
+    }
+    if (fpixels) *fpixels = f;
+    if (spixels) *spixels = s;
+    if (offset) *offset = off;
+}
+
+size_t nb_plan_total_pixels(const nb_plan *p)
+{
+    size_t n = (size_t)p->fpixels * (size_t)p->spixels;
+    for (int k = 0; k < p->nextra_panels; k++)
+        n += (size_t)p->extra_panels[k].fpixels * (size_t)p->extra_panels[k].spixels;
+    return n;
+}
+
+void nb_panel_from_plan(const nb_plan *p, nb_panel *q)
+{
+    q->fpixels = p->fpixels, q->spixels = p->spixels, q->pixel_size = p->pixel_size;
+    memcpy(q->fdet, p->fdet, sizeof q->fdet);
+    memcpy(q->sdet, p->sdet, sizeof q->sdet);
+    memcpy(q->odet, p->odet, sizeof q->odet);
+    memcpy(q->pix0, p->pix0, sizeof q->pix0);
+    q->detector_thick = p->detector_thick, q->detector_thickstep = p->detector_thickstep;
+    q->detector_thicksteps = p->detector_thicksteps, q->detector_mu = p->detector_mu;
+    q->roi_xmin = p->roi_xmin, q->roi_xmax = p->roi_xmax, q->roi_ymin = p->roi_ymin, q->roi_ymax = p->roi_ymax;
+    q->mask = p->mask;
+}
+
+void nb_panel_to_plan(const nb_panel *q, nb_plan *p)
+{
+    p->fpixels = q->fpixels, p->spixels = q->spixels, p->pixel_size = q->pixel_size;
+    memcpy(p->fdet, q->fdet, sizeof p->fdet);
+    memcpy(p->sdet, q->sdet, sizeof p->sdet);
+    memcpy(p->odet, q->odet, sizeof p->odet);
+    memcpy(p->pix0, q->pix0, sizeof p->pix0);
+    p->detector_thick = q->detector_thick, p->detector_thickstep = q->detector_thickstep;
+    p->detector_thicksteps = q->detector_thicksteps, p->detector_mu = q->detector_mu;
+    p->roi_xmin = q->roi_xmin, p->roi_xmax = q->roi_xmax, p->roi_ymin = q->roi_ymin, p->roi_ymax = q->roi_ymax;
+    p->mask = q->mask;
+}
+
+static double dot3(const double a[3], const double b[3]) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
+
+void nb_plan_derive_detector(nb_plan *p)
+{
+    p->detsize_f = p->fpixels * p->pixel_size;
+    p->detsize_s = p->spixels * p->pixel_size;
+    p->close_distance = dot3(p->pix0, p->odet);
+    double ratio = dot3(p->beam, p->odet);
+    /* a panel parallel to the beam is never hit by it: its "distance" is the
+     * perpendicular one (only a curved detector uses it, and -panels refuses that) */
+    p->distance = fabs(ratio) > 1e-12 ? p->close_distance / ratio : p->close_distance;
+    p->Fclose = -dot3(p->pix0, p->fdet);
+    p->Sclose = -dot3(p->pix0, p->sdet);
+    double R[3];
+    for (int k = 0; k < 3; k++) R[k] = p->distance * p->beam[k] - p->pix0[k];
+    p->Fbeam = dot3(p->fdet, R), p->Sbeam = dot3(p->sdet, R);
+    p->Xbeam = p->Fbeam, p->Ybeam = p->Sbeam;
+    p->Xclose = p->Fclose, p->Yclose = p->Sclose;
+    p->ORGX = p->Fclose / p->pixel_size + 0.5;
+    p->ORGY = p->Sclose / p->pixel_size + 0.5;
+    p->dials_origin[0] = 1000.0 * p->pix0[2];
+    p->dials_origin[1] = 1000.0 * p->pix0[1];
+    p->dials_origin[2] = -1000.0 * p->pix0[0];
+    p->rotx = p->roty = p->rotz = p->twotheta = 0.0;
+}
+
+void nb_plan_panel_view(const nb_plan *p, int i, nb_plan *view)
+{
+    *view = *p;
+    view->nextra_panels = 0;
+    view->extra_panels = NULL;
+    if (i == 0 || i > p->nextra_panels) return;
+    nb_panel_to_plan(&p->extra_panels[i - 1], view);
+    nb_plan_derive_detector(view);
 }

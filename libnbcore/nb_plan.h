@@ -23,6 +23,19 @@ typedef struct nb_source {
     double lambda;  /* m */
 } nb_source;
 
+/* One flat detector panel beyond the first (panel 0 is the plan's own
+ * detector fields): what the kernels need of it.  Lab frame and units as the
+ * plan's; odet points away from the sample (pix0 . odet > 0). */
+typedef struct nb_panel {
+    int fpixels, spixels;
+    double pixel_size;
+    double fdet[3], sdet[3], odet[3], pix0[3];
+    double detector_thick, detector_thickstep, detector_mu;
+    int detector_thicksteps;
+    int roi_xmin, roi_xmax, roi_ymin, roi_ymax; /* inclusive pixel indices */
+    unsigned char *mask;                /* NULL or fpixels*spixels, 0 = skip */
+} nb_panel;
+
 typedef struct nb_plan {
     /* provenance */
     char *command_line;
@@ -47,6 +60,10 @@ typedef struct nb_plan {
     int roi_xmin, roi_xmax, roi_ymin, roi_ymax; /* inclusive pixel indices */
     int oversample, oversample_thick, oversample_polar, oversample_omega;
     unsigned char *mask;                /* NULL or fpixels*spixels, 0 = skip */
+    /* a detector of several panels (nb-geom -panels): panel 0 is the fields
+     * above, panels 1 .. nextra_panels are these (owned, masks included) */
+    int nextra_panels;
+    nb_panel *extra_panels;
 
     /* beam */
     double lambda0;
@@ -115,5 +132,28 @@ int nb_shape_from_name(const char *name);
 
 /* Pixels in the image; fails on absurd sizes with the memory they would need. */
 nb_status nb_plan_check_size(const nb_plan *p);
+
+/* ---- panels ---------------------------------------------------------------- */
+/* Panels of the detector (1 for nanoBragg's flags), and the pixels of all of
+ * them: an IMAGE holds the panels' pixels one panel after another. */
+int nb_plan_npanels(const nb_plan *p);
+size_t nb_plan_total_pixels(const nb_plan *p);
+/* Panel i's pixel counts and where its pixels start in the image. */
+void nb_plan_panel_dims(const nb_plan *p, int i, int *fpixels, int *spixels, size_t *offset);
+/* The plan as a one-panel plan of panel i: a shallow copy (never freed; it
+ * shares p's arrays) whose detector fields are panel i's, with the values
+ * derived from them (distances, beam spot, near point, XDS and DIALS origins)
+ * recomputed as nb_plan_derive_detector does.  Panel 0 is p itself, as is. */
+void nb_plan_panel_view(const nb_plan *p, int i, nb_plan *view);
+/* Recompute from FPIXELS, SPIXELS, PIXEL_SIZE, FDET, SDET, ODET, PIX0 and the
+ * beam the values that follow from them (docs/physics.md 2.4, steps 6-7):
+ * CLOSE_DISTANCE = PIX0 . ODET, DISTANCE = CLOSE_DISTANCE / (BEAM . ODET),
+ * FCLOSE/SCLOSE, FBEAM/SBEAM (and XBEAM/YBEAM, XCLOSE/YCLOSE the same), ORGX/ORGY,
+ * DIALS_ORIGIN_MM and the detector size; no rotations (they are in the vectors). */
+void nb_plan_derive_detector(nb_plan *p);
+/* Panel i's fields into panel 0's, or the reverse (the mask pointer moves,
+ * ownership does not). */
+void nb_panel_from_plan(const nb_plan *p, nb_panel *out);
+void nb_panel_to_plan(const nb_panel *in, nb_plan *p);
 
 #endif

@@ -316,6 +316,11 @@ static nb_status write_sidecar(out_request *o, const conv_opts *all, const frame
     char *target = NULL;
     nb_status st = NB_OK;
     int overload = fr->counts && fr->counts_bits == 32 ? 2147483647 : 65535;
+    if (o->format == FMT_XDS && nb_plan_npanels(fr->plan) > 1)
+        return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': XDS reads one image file per frame, and a detector of %d "
+                                                "panels is written as one file per panel: XDS.INP describes "
+                                                "one-panel detectors only",
+                            o->path, nb_plan_npanels(fr->plan));
     if (o->format == FMT_XDS) {
         const out_request *img = NULL;
         for (int k = 0; k < all->nouts && !img; k++)
@@ -357,6 +362,50 @@ static nb_status write_one(const out_request *o, const frame *fr)
         st = write_format(o, target, final, fr);
     }
     free(target);
+    return st;
+}
+
+/* The file of panel i: a '#' run's name gets "p<i>_" before the run (the
+ * frame number stays last, for DIALS's templates: img_p1_0001.cbf), any
+ * other name "-p<i>" before its extension (img-p1.cbf). */
+static void panel_path(const char *tmpl, int i, char *out, size_t size)
+{
+    const char *h = strchr(tmpl, '#'), *slash = strrchr(tmpl, '/');
+    const char *dot = strrchr(tmpl, '.');
+    if (dot && slash && dot < slash) dot = NULL;
+    if (h) snprintf(out, size, "%.*sp%d_%s", (int)(h - tmpl), tmpl, i, h);
+    else if (dot) snprintf(out, size, "%.*s-p%d%s", (int)(dot - tmpl), tmpl, i, dot);
+    else snprintf(out, size, "%s-p%d", tmpl, i);
+}
+
+/* A detector of several panels: a raw float file holds them all, one after
+ * another; a one-panel format is one file per panel (panel_path), each
+ * with its panel's geometry and the image's common scales. */
+static nb_status write_panels(const out_request *o, const frame *fr)
+{
+    const nb_plan *plan = fr->plan;
+    if (o->format == FMT_BIN) {
+        frame all = *fr;
+        all.width = (int)nb_plan_total_pixels(plan), all.height = 1;
+        return write_one(o, &all);
+    }
+    nb_status st = NB_OK;
+    for (int i = 0; i < nb_plan_npanels(plan) && !st; i++) {
+        nb_plan view;
+        size_t off;
+        char tmpl[NB_PATH_MAX];
+        nb_plan_panel_view(plan, i, &view);
+        nb_plan_panel_dims(plan, i, &view.fpixels, &view.spixels, &off);
+        frame pf = *fr;
+        pf.plan = &view;
+        pf.width = view.fpixels, pf.height = view.spixels;
+        pf.photons = fr->photons + off;
+        if (fr->counts) pf.counts = fr->counts + off;
+        panel_path(o->path, i, tmpl, sizeof tmpl);
+        out_request po = *o;
+        po.path = tmpl;
+        st = write_one(&po, &pf);
+    }
     return st;
 }
 
@@ -466,6 +515,10 @@ static nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const 
     if (im->has.max_I && im->has.rmsd) {
         fr->stats.max_I = im->max_I;
         fr->stats.rmsd = im->rmsd;
+    } else if (im->npanels > 1) {
+        /* over every pixel of every panel, as one row */
+        nb_roi all = {0, (int)n, 0, 1};
+        if ((st = nb_image_stats(fr->photons, (int)n, 1, all, NULL, &fr->stats))) return st;
     } else {
         if ((st = nb_image_stats(fr->photons, fr->width, fr->height, roi, plan->mask, &fr->stats))) return st;
     }
@@ -640,6 +693,8 @@ static nb_status live_start(live_image *L, const nb_record *rec)
 {
     nb_image_info im;
     L->off = 1;
+    /* several panels: written when the record is complete, panel by panel */
+    if (nb_plan_npanels(L->plan) > 1) return NB_OK;
     if (nb_image_from_record(rec, &im)) return NB_OK;
     nb_status st = nb_image_check_plan(&im, L->plan) ? NB_OK : live_open(L, &im);
     nb_image_info_free(&im);
@@ -789,6 +844,10 @@ static nb_status live_finish(live_image *L, int k, int *was_live)
 static nb_status import_image(const char *path, const nb_plan *plan, nb_record *out)
 {
     nb_status st;
+    if (nb_plan_npanels(plan) > 1)
+        return nb_error_set(NB_ERR_UNSUPPORTED, "--import '%s': the plan's detector has %d panels; only one-panel "
+                                                "images can be imported",
+                            path, nb_plan_npanels(plan));
     size_t n = (size_t)plan->fpixels * plan->spixels;
     float *px;
     nb_image_info im;
@@ -875,7 +934,8 @@ static nb_status convert_image(const nb_record *rec, const nb_plan *plan, const 
             st = live->dropped ? nb_error_set(NB_ERR_DATA, "internal error: '%s' was not written as the image "
                                                            "came, which is no longer there",
                                               list[k].path)
-                               : write_one(&list[k], &fr);
+                 : im.npanels > 1 ? write_panels(&list[k], &fr)
+                                  : write_one(&list[k], &fr);
     }
 done:
     live_abort(live); /* nothing is left open; ready for the next record */

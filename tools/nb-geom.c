@@ -8,6 +8,7 @@
 #include "nb_plan.h"
 #include "nb_stream.h"
 #include "nb_util.h"
+#include "detector_file.h"
 #include "smv.h"
 
 static const nb_tool_info tool = {
@@ -21,12 +22,17 @@ static const nb_tool_info tool = {
     "for nb-hkl, nb-sim, nb-noise and nb-convert.  Flags meant for later stages (-hkl,\n"
     "-default_F, -floatfile, -seed, ...) are recorded in the plan, so those stages can run on\n"
     "their defaults.  Flags are matched exactly.  With -v the resolved geometry is printed on\n"
-    "standard error in the reference's log format.",
+    "standard error in the reference's log format.  -panels FILE takes the detector (only the\n"
+    "detector) from a DIALS experiment list (.expt) or a CrystFEL geometry (.geom): one or\n"
+    "more flat panels, tied to the flags' beam and spindle (or polarization); the flags that\n"
+    "place the one-panel detector (-distance, -pixel, -detpixels, beam centres, rotations,\n"
+    "-roi, -img, -mask ...) are then usage errors.",
     "      --reference-defaults\n"
     "                      behave like the nanoBragg program: request floatimage.bin,\n"
     "                      intimage.img, noiseimage.img, image.pgm and the Fdump.bin cache\n",
     "  nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 1024 \\\n"
     "          -default_F 100 > plan.nbs\n"
+    "  nb-geom -panels imported.expt -cell 78 78 37 90 90 90 -lambda 1 -N 10 -oversample 1 -o plan.nbs\n"
     "  nb-geom -v -xds -cell 78 78 37 90 90 90 -misset random -ORGX 256 -ORGY 256 -o plan.nbs\n",
     0,
     NULL,
@@ -53,7 +59,7 @@ int main(int argc, char **argv)
 
     /* the command line: every argument recognised first, then (once -o and
      * -q are known) the headers and the flags applied in order */
-    const nb_args_hooks hooks = {std_option, &opts, nb_smv_apply_to_request};
+    const nb_args_hooks hooks = {std_option, &opts, nb_smv_apply_to_request, nb_detector_file_read};
     nb_scanned_args args;
     nb_exit_on_error(nb_request_scan_args(&rq, argc - 1, argv + 1, &hooks, &args));
     nb_std_apply(&opts);

@@ -131,9 +131,6 @@ static nb_status noise_image(const nb_plan *plan, const noise_opts *o, nb_rng *r
     p.seed = nb_frame_seed(o->have_seed ? o->seed : plan->seed, im.frame);
     p.adc = o->have_adc ? o->adc : plan->adc;
     if (o->have_fluence) p.photon_scale *= o->fluence / plan->fluence;
-    p.psf_fwhm_pixels = o->psf_fwhm_um * 1e-6 / plan->pixel_size;
-    p.roi_xmin = plan->roi_xmin, p.roi_xmax = plan->roi_xmax;
-    p.roi_ymin = plan->roi_ymin, p.roi_ymax = plan->roi_ymax;
 
     /* the frame's keys, its photons, then the counts and theirs */
     nb_image_drop_counts(&im);
@@ -143,12 +140,32 @@ static nb_status noise_image(const nb_plan *plan, const noise_opts *o, nb_rng *r
         (st = nb_image_add_pixels(out, im.npixels, px, NULL)) ||
         (st = nb_image_add_counts(out, im.npixels, NULL, &counts)))
         goto done;
-    nb_noise_result res;
+    nb_noise_result res = {0};
     /* frame 0 continues the plan's generator state, as the reference's noise
      * image follows its mosaic draws; other frames start afresh */
     nb_rng fresh;
     nb_rng_init(&fresh);
-    st = nb_noise_frame(&p, im.frame == 0 ? rng : &fresh, px, im.fpixels, im.spixels, counts, &res);
+    /* each panel on its own (its ROI, its pixel size for the PSF, which never
+     * spreads across panels); panel i > 0 draws from seeds derived from the
+     * frame's (and calibration) seeds as frames do, so panel 0 is what a
+     * one-panel detector would get */
+    for (int i = 0; i < im.npanels && !st; i++) {
+        nb_plan v;
+        size_t off;
+        nb_noise_result pres;
+        nb_plan_panel_view(plan, i, &v);
+        nb_plan_panel_dims(plan, i, NULL, NULL, &off);
+        nb_noise_params pp = p;
+        pp.seed = nb_frame_seed(p.seed, i);
+        pp.calib_seed = nb_frame_seed(p.calib_seed, i);
+        pp.psf_fwhm_pixels = o->psf_fwhm_um * 1e-6 / v.pixel_size;
+        pp.roi_xmin = v.roi_xmin, pp.roi_xmax = v.roi_xmax;
+        pp.roi_ymin = v.roi_ymin, pp.roi_ymax = v.roi_ymax;
+        if (i > 0) nb_rng_init(&fresh);
+        st = nb_noise_frame(&pp, im.frame == 0 && i == 0 ? rng : &fresh, px + off, v.fpixels, v.spixels,
+                            counts + off, &pres);
+        res.photons += pres.photons, res.overloads += pres.overloads, res.lost_photons += pres.lost_photons;
+    }
     if (st) goto done;
     im.counts_bits = p.bits, im.has.counts_bits = 1;
     im.counts_adc = p.adc, im.has.counts_adc = 1;

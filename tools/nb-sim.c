@@ -256,27 +256,26 @@ static nb_status pick_device(const sim_opts *o, int *use_cuda)
     return NB_OK;
 }
 
-static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, long frame, nb_record *out,
-                        uint32_t *pixels_crc)
+/* What rendering one panel gave: its rows' statistics, its solid angle, the
+ * kernel that ran and its times. */
+typedef struct panel_render {
+    nb_render_result res;
+    double steps, subpixel_size;
+    int oversample, use_cuda, use_double;
+    char path[64];
+} panel_render;
+
+/* Render one panel (plan is a one-panel plan, nb_plan_panel_view) into img,
+ * with the reference's -printout lines; pr->res.row_stats holds the rows'
+ * statistics (filled here when the backend did not). */
+static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *o, float *img, panel_render *pr)
 {
-    /* frame i of a series is the plan with its spindle start moved by i osc */
-    nb_plan frame_plan = *series;
-    frame_plan.phi0 = series->phi0 + (double)frame * series->osc;
-    const nb_plan *plan = &frame_plan;
     nb_sim_setup setup;
     nb_status st;
     /* default (-1 in the plan): the fast single-precision path */
     int precision = o->precision >= 0 ? o->precision : plan->precision_double;
     int use_double = precision == 1;
     if ((st = nb_sim_setup_build(plan, hkl, &setup))) return st;
-
-    float *img;
-    nb_image_record_init(out);
-    st = nb_image_add_pixels(out, (size_t)plan->fpixels * plan->spixels, NB_ARRAY_UNINITIALISED, &img);
-    if (st) {
-        nb_sim_setup_free(&setup);
-        return st;
-    }
     nb_progress prog;
     int progress = o->progress >= 0 ? o->progress : plan->progress;
     nb_progress_start(&prog, "rendering", plan->spixels, progress && !plan->printout);
@@ -289,12 +288,11 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
     /* faulted in here rather than a page at a time by the render's threads */
     nb_prefault(res.row_stats, (size_t)plan->spixels * sizeof *res.row_stats);
     int use_cuda = 0;
-    char path[64];
     st = pick_device(o, &use_cuda);
     if (!st && use_cuda) st = nb_render_cuda(cuda, &setup.kp, use_double, img, &res);
     else if (!st) st = use_double ? nb_render_cpu_double(&setup.kp, img, &res, &prog)
                                   : nb_render_cpu_fast(&setup.kp, img, &res, &prog);
-    snprintf(path, sizeof path, "%s%s", use_cuda ? "cuda-" : "", use_double ? "double" : use_cuda ? "fast" : nb_fast_variant());
+    snprintf(pr->path, sizeof pr->path, "%s%s", use_cuda ? "cuda-" : "", use_double ? "double" : use_cuda ? "fast" : nb_fast_variant());
     nb_progress_finish(&prog);
     if (st) {
         free(res.row_stats);
@@ -305,7 +303,7 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
         nb_warn("tricubic interpolation left the F grid for some pixels; those evaluations used the nearest "
                 "neighbour (the reference would switch interpolation off for the rest of the image)");
     nb_info("rendered %d x %d pixels in %.6f s (%d steps per pixel, %s path)", plan->fpixels, plan->spixels,
-            res.seconds, (int)setup.kp.steps, path);
+            res.seconds, (int)setup.kp.steps, pr->path);
     if (use_cuda) nb_info("  GPU kernel %.3f ms", res.kernel_seconds * 1e3);
 
     int printout = o->have_printout ? o->printout : plan->printout;
@@ -320,26 +318,136 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
                 print_pixel(&setup.kp, plan, f, s, img[(size_t)s * plan->fpixels + f]);
             }
     }
+    pr->steps = setup.kp.steps;
+    pr->subpixel_size = setup.kp.subpixel_size;
+    pr->oversample = setup.kp.oversample;
+    pr->use_cuda = use_cuda, pr->use_double = use_double;
+    pr->res = res;
+    nb_sim_setup_free(&setup);
+    return NB_OK;
+}
+
+/* The statistics of a detector of several panels (the reference's figures
+ * over all their pixels; the maximum's position is on its panel, from that
+ * panel's PIX0): rows of every panel, in panel order. */
+static void panels_stats(const nb_plan *plan, float *img, panel_render *pr, nb_image_info *im)
+{
+    int np = nb_plan_npanels(plan);
+    double omega = 0.0, max_I = 0.0, max_x = 0.0, max_y = 0.0;
+    double sum = 0, sumsq = 0, sum_all = 0;
+    long n = 0, n_all = 0;
+    /* first pass: sums; the largest pixel (the first panel holding it) */
+    for (int i = 0; i < np; i++) {
+        nb_plan v;
+        size_t off;
+        nb_plan_panel_view(plan, i, &v);
+        nb_plan_panel_dims(plan, i, NULL, NULL, &off);
+        nb_roi roi = {v.roi_xmin, v.roi_xmax, v.roi_ymin, v.roi_ymax};
+        nb_row_stats *rows = pr[i].res.row_stats;
+        for (int y = 0; y < v.spixels; y++) {
+            if (!pr[i].res.row_stats_filled)
+                nb_row_stats_compute(img + off + (size_t)y * v.fpixels, v.fpixels, y, roi,
+                                     v.mask ? v.mask + (size_t)y * v.fpixels : NULL, &rows[y]);
+            sum += rows[y].sum, sumsq += rows[y].sumsq, n += rows[y].n;
+            sum_all += rows[y].sum_all, n_all += rows[y].n_all;
+            if (rows[y].max > max_I) {
+                int os = pr[i].oversample;
+                long f = rows[y].arg % v.fpixels, s = rows[y].arg / v.fpixels;
+                max_I = rows[y].max;
+                max_x = pr[i].subpixel_size * (f * os + os - 1) + pr[i].subpixel_size / 2.0;
+                max_y = pr[i].subpixel_size * (s * os + os - 1) + pr[i].subpixel_size / 2.0;
+            }
+        }
+        omega += pr[i].res.omega_sum / pr[i].steps;
+    }
+    double mean = sum / (n > 0 ? n : 1);
+    /* second: the deviations around that mean, over every ROI pixel */
+    double dev = 0.0;
+    for (int i = 0; i < np; i++) {
+        nb_plan v;
+        nb_plan_panel_view(plan, i, &v);
+        const nb_row_stats *rows = pr[i].res.row_stats;
+        for (int y = 0; y < v.spixels; y++) {
+            if (rows[y].n_all == 0) continue;
+            double d = rows[y].sum_all / rows[y].n_all - mean;
+            dev += rows[y].m2_all + rows[y].n_all * d * d;
+        }
+    }
+    im->max_I = max_I, im->max_I_x = max_x, im->max_I_y = max_y;
+    im->mean = mean;
+    im->rms = sqrt(sumsq / ((n > 1 ? n : 2) - 1));
+    im->rmsd = sqrt(dev / ((n_all > 1 ? n_all : 2) - 1));
+    im->solid_angle = omega;
+    im->has.max_I = im->has.max_I_x = im->has.max_I_y = im->has.mean = im->has.rms = im->has.rmsd = 1;
+    im->has.solid_angle = 1;
+    if (nb_verbosity() >= 0) {
+        fprintf(stderr, "solid angle subtended by detector = %g steradian ( %g%% sphere)\n", omega,
+                100 * omega / 4 / M_PI);
+        fprintf(stderr, "max_I = %g  at %g %g\n", im->max_I, max_x, max_y);
+        fprintf(stderr, "mean= %g rms= %g rmsd= %g\n", im->mean, im->rms, im->rmsd);
+    }
+}
+
+static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, long frame, nb_record *out,
+                        uint32_t *pixels_crc)
+{
+    /* frame i of a series is the plan with its spindle start moved by i osc */
+    nb_plan frame_plan = *series;
+    frame_plan.phi0 = series->phi0 + (double)frame * series->osc;
+    const nb_plan *plan = &frame_plan;
+    const int np = nb_plan_npanels(plan);
+    nb_status st;
+    panel_render *pr;
+    float *img;
+    nb_image_record_init(out);
+    st = nb_image_add_pixels(out, nb_plan_total_pixels(plan), NB_ARRAY_UNINITIALISED, &img);
+    if (st) return st;
+    if ((st = nb_calloc((void **)&pr, (size_t)np, sizeof *pr, "panel renders"))) return st;
+    /* each panel with the kernels as they are: its own geometry in nb_kparams */
+    double seconds = 0.0, kernel_seconds = 0.0;
+    for (int i = 0; i < np && !st; i++) {
+        nb_plan v;
+        size_t off;
+        nb_plan_panel_view(plan, i, &v);
+        nb_plan_panel_dims(plan, i, NULL, NULL, &off);
+        if (np > 1) nb_info("panel %d of %d", i, np);
+        st = render_panel(&v, hkl, o, img + off, &pr[i]);
+        seconds += pr[i].res.seconds, kernel_seconds += pr[i].res.kernel_seconds;
+    }
 
     nb_image_info im;
     nb_image_info_init(&im);
-    im.frame = frame, im.has.frame = 1;
-    im.nframes = plan->nframes, im.has.nframes = 1;
-    im.panel = 0, im.has.panel = 1;
-    im.fpixels = plan->fpixels, im.spixels = plan->spixels;
-    snprintf(im.units, sizeof im.units, "photons");
-    snprintf(im.precision, sizeof im.precision, "%s", use_double ? "double" : "single");
-    im.phi_start = plan->phi0, im.has.phi_start = 1;
-    im.phi_range = plan->osc, im.has.phi_range = 1;
-    snprintf(im.rendered_by, sizeof im.rendered_by, "nb-sim %s", NB_VERSION);
-    im.render_seconds = res.seconds, im.has.render_seconds = 1;
-    snprintf(im.render_path, sizeof im.render_path, "%s", path);
-    im.kernel_seconds = res.kernel_seconds, im.has.kernel_seconds = use_cuda;
-    st = image_stats(&setup.kp, img, &res, &im, pixels_crc);
+    if (!st) {
+        int use_cuda = pr[0].use_cuda, use_double = pr[0].use_double;
+        im.frame = frame, im.has.frame = 1;
+        im.nframes = plan->nframes, im.has.nframes = 1;
+        im.panel = 0, im.has.panel = 1;
+        im.fpixels = plan->fpixels, im.spixels = plan->spixels;
+        st = nb_image_set_panels(&im, plan);
+        snprintf(im.units, sizeof im.units, "photons");
+        snprintf(im.precision, sizeof im.precision, "%s", use_double ? "double" : "single");
+        im.phi_start = plan->phi0, im.has.phi_start = 1;
+        im.phi_range = plan->osc, im.has.phi_range = 1;
+        snprintf(im.rendered_by, sizeof im.rendered_by, "nb-sim %s", NB_VERSION);
+        im.render_seconds = seconds, im.has.render_seconds = 1;
+        snprintf(im.render_path, sizeof im.render_path, "%s", pr[0].path);
+        im.kernel_seconds = kernel_seconds, im.has.kernel_seconds = use_cuda;
+    }
+    if (!st && np == 1) {
+        nb_kparams kp; /* what image_stats reads of the one panel */
+        memset(&kp, 0, sizeof kp);
+        kp.fpixels = plan->fpixels, kp.spixels = plan->spixels, kp.mask = plan->mask;
+        kp.roi_xmin = plan->roi_xmin, kp.roi_xmax = plan->roi_xmax;
+        kp.roi_ymin = plan->roi_ymin, kp.roi_ymax = plan->roi_ymax;
+        kp.oversample = pr[0].oversample, kp.subpixel_size = pr[0].subpixel_size, kp.steps = pr[0].steps;
+        st = image_stats(&kp, img, &pr[0].res, &im, pixels_crc);
+    } else if (!st) {
+        panels_stats(plan, img, pr, &im);
+    }
     if (!st) st = nb_image_put_header(&im, out, NB_IMAGE_ALL_KEYS);
     nb_image_info_free(&im);
-    free(res.row_stats);
-    nb_sim_setup_free(&setup);
+    for (int i = 0; i < np; i++) free(pr[i].res.row_stats);
+    free(pr);
     return st;
 }
 

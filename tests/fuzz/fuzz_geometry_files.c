@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     nb_request rq;
     nb_request_defaults(&rq);
     /* nb-geom's own loop, with its reader of -img and -mask headers */
-    const nb_args_hooks hooks = {NULL, NULL, nb_smv_apply_to_request};
+    const nb_args_hooks hooks = {NULL, NULL, nb_smv_apply_to_request, NULL};
     nb_status st = nb_request_apply_args(&rq, argc, argv, &hooks);
     nb_plan plan;
     nb_strbuf log;

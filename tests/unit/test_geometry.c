@@ -633,7 +633,7 @@ static void test_command_line(void)
 
     /* headers: -mask before -img whatever the order, then the flags */
     char *argv[] = {"-img", "a.img", "-cell", "100", "-mask", "m.img"};
-    const nb_args_hooks hooks = {NULL, NULL, fake_header};
+    const nb_args_hooks hooks = {NULL, NULL, fake_header, NULL};
     nb_request_defaults(&rq);
     header_calls = 0;
     ok(nb_request_apply_args(&rq, 6, argv, &hooks) == NB_OK && header_calls == 2 &&

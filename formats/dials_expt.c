@@ -1,0 +1,191 @@
+/* dials_expt.c - the detector of a DIALS experiment list (.expt JSON, as
+ * dials.import writes it) for nb-geom -panels.
+ *
+ * The first experiment's detector, beam and goniometer are read (dxtbx's
+ * serialisation: lengths in mm, mu in 1/mm).  Panels inside a hierarchy
+ * hold frames local to their group: fast = lf0 F + lf1 S + lf2 N and
+ * origin = O + lo0 F + lo1 S + lo2 N in the group's frame (F, S, N = F x S,
+ * O), groups likewise down from the laboratory.  The beam's "direction" is
+ * dxtbx's sample-to-source vector: the propagation direction is its
+ * negative.  The lab-frame rotation axis is setting_rotation . rotation_axis;
+ * without a single-axis goniometer the frame is tied by DIALS's fixed
+ * convention instead (docs/physics.md, Panels). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "detector_file.h"
+#include "json.h"
+#include "nb_util.h"
+
+typedef struct frame3 {
+    double f[3], s[3], n[3], o[3];
+} frame3;
+
+static nb_status bad(const char *name, const char *what) { return nb_error_set(NB_ERR_DATA, "'%s': %s", name, what); }
+
+/* The model of kind `kind` ("detector", "beam", "goniometer") that the
+ * first experiment points to (index 0 when it says nothing); NULL when absent. */
+static const nb_json *model(const nb_json *root, const char *kind)
+{
+    const nb_json *list = nb_json_get(root, kind);
+    const nb_json *exp = nb_json_at(nb_json_get(root, "experiment"), 0);
+    const nb_json *ix = nb_json_get(exp, kind);
+    if (exp && (!ix || ix->type != NB_JSON_NUMBER)) return NULL;
+    size_t i = ix ? (size_t)ix->number : 0;
+    if (ix && (ix->number < 0 || ix->number != floor(ix->number))) return NULL;
+    return nb_json_at(list, i);
+}
+
+/* A node's local frame composed with its parent's global one. */
+static int compose(const nb_json *node, const frame3 *parent, frame3 *out)
+{
+    double lf[3], ls[3], lo[3];
+    if (nb_json_numbers(nb_json_get(node, "fast_axis"), lf, 3) ||
+        nb_json_numbers(nb_json_get(node, "slow_axis"), ls, 3) || nb_json_numbers(nb_json_get(node, "origin"), lo, 3))
+        return -1;
+    for (int k = 0; k < 3; k++) {
+        out->f[k] = lf[0] * parent->f[k] + lf[1] * parent->s[k] + lf[2] * parent->n[k];
+        out->s[k] = ls[0] * parent->f[k] + ls[1] * parent->s[k] + ls[2] * parent->n[k];
+        out->o[k] = parent->o[k] + lo[0] * parent->f[k] + lo[1] * parent->s[k] + lo[2] * parent->n[k];
+    }
+    out->n[0] = out->f[1] * out->s[2] - out->f[2] * out->s[1];
+    out->n[1] = out->f[2] * out->s[0] - out->f[0] * out->s[2];
+    out->n[2] = out->f[0] * out->s[1] - out->f[1] * out->s[0];
+    double m = sqrt(out->n[0] * out->n[0] + out->n[1] * out->n[1] + out->n[2] * out->n[2]);
+    if (!(m > 0)) return -1;
+    for (int k = 0; k < 3; k++) out->n[k] /= m;
+    return 0;
+}
+
+/* One panel's size, pixel and sensor (its frame comes from compose). */
+static nb_status read_panel(const nb_json *pj, const frame3 *fr, const char *name, int index, nb_panel *out)
+{
+    double size[2], px[2], v;
+    char what[128];
+    snprintf(what, sizeof what, "panel %d needs image_size, pixel_size, fast_axis, slow_axis and origin", index);
+    if (nb_json_numbers(nb_json_get(pj, "image_size"), size, 2) || nb_json_numbers(nb_json_get(pj, "pixel_size"), px, 2))
+        return bad(name, what);
+    if (size[0] < 1 || size[1] < 1 || size[0] > 1000000 || size[1] > 1000000 || size[0] != floor(size[0]) ||
+        size[1] != floor(size[1]))
+        return nb_error_set(NB_ERR_DATA, "'%s': panel %d's image_size is not two pixel counts", name, index);
+    if (!(px[0] > 0) || fabs(px[0] - px[1]) > 1e-9 * px[0])
+        return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': panel %d has pixels of %g x %g mm: only square pixels are "
+                                                "supported", name, index, px[0], px[1]);
+    memset(out, 0, sizeof *out);
+    out->fpixels = (int)size[0], out->spixels = (int)size[1];
+    out->pixel_size = px[0] * 1e-3;
+    for (int k = 0; k < 3; k++) {
+        out->fdet[k] = fr->f[k], out->sdet[k] = fr->s[k];
+        out->pix0[k] = fr->o[k] * 1e-3;
+    }
+    const nb_json *t = nb_json_get(pj, "thickness"), *mu = nb_json_get(pj, "mu");
+    v = t && t->type == NB_JSON_NUMBER ? t->number : -1.0;
+    out->detector_thick = v > 0 ? v * 1e-3 : v; /* 0: no absorption; < 0: not given */
+    out->detector_mu = mu && mu->type == NB_JSON_NUMBER ? mu->number * 1e3 : 0.0;
+    return NB_OK;
+}
+
+/* The hierarchy below node (frames composed down from parent) into the
+ * panels it reaches; seen[] marks them. */
+static nb_status walk(const nb_json *node, const frame3 *parent, const nb_json *panels, const char *name,
+                      nb_detector_file *out, int *seen, int depth)
+{
+    const nb_json *leaf = nb_json_get(node, "panel");
+    if (depth > 32) return bad(name, "the detector hierarchy is nested too deeply");
+    if (leaf) {
+        if (leaf->type != NB_JSON_NUMBER || leaf->number < 0 || leaf->number >= out->npanels ||
+            seen[(int)leaf->number])
+            return bad(name, "the detector hierarchy names a panel that is not there, or one twice");
+        int i = (int)leaf->number;
+        frame3 fr;
+        seen[i] = 1;
+        if (compose(nb_json_at(panels, (size_t)i), parent, &fr)) return bad(name, "a panel has no frame");
+        return read_panel(nb_json_at(panels, (size_t)i), &fr, name, i, &out->panels[i]);
+    }
+    frame3 fr;
+    if (compose(node, parent, &fr)) return bad(name, "a detector group has no frame");
+    const nb_json *kids = nb_json_get(node, "children");
+    for (size_t k = 0; kids && k < kids->count; k++) {
+        nb_status st = walk(nb_json_at(kids, k), &fr, panels, name, out, seen, depth + 1);
+        if (st) return st;
+    }
+    return NB_OK;
+}
+
+/* The detector's panels, through its hierarchy when it has one. */
+static nb_status read_detector(const nb_json *det, const char *name, nb_detector_file *out)
+{
+    const frame3 lab = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {0, 0, 0}};
+    const nb_json *panels = nb_json_get(det, "panels");
+    if (!panels || panels->type != NB_JSON_ARRAY || panels->count == 0) return bad(name, "the detector has no panels");
+    if (panels->count > 4096) return bad(name, "more than 4096 panels");
+    out->npanels = (int)panels->count;
+    nb_status st = nb_calloc((void **)&out->panels, panels->count, sizeof *out->panels, "panels");
+    int *seen = NULL;
+    if (!st) st = nb_calloc((void **)&seen, panels->count, sizeof *seen, "panels");
+    const nb_json *h = nb_json_get(det, "hierarchy");
+    if (!st && h) st = walk(h, &lab, panels, name, out, seen, 0);
+    for (int i = 0; i < out->npanels && !st; i++) {
+        frame3 fr;
+        if (seen[i]) continue;
+        /* not in the hierarchy (or none): a frame in the laboratory's */
+        if (compose(nb_json_at(panels, (size_t)i), &lab, &fr)) st = bad(name, "a panel has no frame");
+        else st = read_panel(nb_json_at(panels, (size_t)i), &fr, name, i, &out->panels[i]);
+    }
+    free(seen);
+    return st;
+}
+
+/* The beam direction and the rotation axis that tie DIALS's frame to ours. */
+static nb_status read_tie(const nb_json *root, const char *name, nb_detector_file *out)
+{
+    double dir[3], axis[3], S[9];
+    if (nb_json_numbers(nb_json_get(model(root, "beam"), "direction"), dir, 3))
+        return bad(name, "the experiment has no beam with a direction");
+    for (int k = 0; k < 3; k++) out->beam[k] = -dir[k];
+    const nb_json *g = model(root, "goniometer");
+    if (!g || nb_json_numbers(nb_json_get(g, "rotation_axis"), axis, 3)) {
+        out->tie = NB_TIE_DIALS_FIXED;
+        nb_info("'%s' has no single-axis goniometer: DIALS's fixed frame is taken", name);
+        return NB_OK;
+    }
+    if (nb_json_numbers(nb_json_get(g, "setting_rotation"), S, 9)) {
+        const double I[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+        memcpy(S, I, sizeof S);
+    }
+    for (int i = 0; i < 3; i++) out->second[i] = S[3 * i] * axis[0] + S[3 * i + 1] * axis[1] + S[3 * i + 2] * axis[2];
+    out->tie = NB_TIE_SPINDLE;
+    return NB_OK;
+}
+
+nb_status nb_dials_expt_parse(const char *text, size_t len, const char *name, nb_detector_file *out)
+{
+    nb_json root;
+    memset(out, 0, sizeof *out);
+    nb_status st = nb_json_parse(text, len, name, &root);
+    if (st) return st;
+    const nb_json *det = model(&root, "detector");
+    if (!det) st = bad(name, "no detector in the experiment list (is it a DIALS .expt?)");
+    if (!st) st = read_detector(det, name, out);
+    if (!st) st = read_tie(&root, name, out);
+    nb_json_free(&root);
+    if (st) nb_detector_file_free(out);
+    return st;
+}
+
+nb_status nb_detector_file_read(const char *path, nb_detector_file *out)
+{
+    const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+    if (!dot || (slash && dot < slash) || (strcmp(dot, ".expt") && strcmp(dot, ".json") && strcmp(dot, ".geom")))
+        return nb_error_set(NB_ERR_USAGE, "-panels '%s': name a DIALS experiment list (.expt, .json) or a CrystFEL "
+                                          "geometry (.geom)",
+                            path);
+    char *text;
+    size_t len;
+    nb_status st = nb_read_file(path, &text, &len);
+    if (st) return st;
+    st = !strcmp(dot, ".geom") ? nb_crystfel_geom_parse(text, path, out) : nb_dials_expt_parse(text, len, path, out);
+    free(text);
+    return st;
+}
