@@ -1,0 +1,237 @@
+#!/usr/bin/env bats
+# A detector of several panels (nb-geom -panels FILE): a 2x2 tiled detector of
+# tilted panels from a CrystFEL .geom renders, writes one CBF per panel and a
+# .geom of all of them, and every panel is, bit for bit, the one-panel render
+# of that panel alone; nb-noise and nb-convert handle the panels; the usage
+# errors.  With DIALS: an image written as CBF, dials.import'ed, renders again
+# from the .expt (correlation >= 0.9999), and the same detector split into two
+# coplanar panels gives the same pixels (>= 0.999999).
+
+load helper
+
+PY=${NB_TEST_PYTHON:-/usr/bin/python3}
+XTAL="-cell 78 78 37 90 90 90 -misset 10 20 30 -lambda 1 -N 10 -default_F 100 -oversample 1"
+PANEL_PIXELS=3072 # 64 x 48, every tile
+
+# Four 64 x 48 tiles of 0.2 mm around the beam at 80 mm, three of them tilted
+# by 5 degrees (about the slow axis, the fast axis, or in plane with a tilt)
+# and one 2 mm further back.
+write_tiles() {
+    cat > tiles.geom <<'EOF'
+; a 2x2 tiled detector
+res = 5000
+clen = 0.08
+coffset = 0
+q0/min_fs = 0
+q0/max_fs = 63
+q0/min_ss = 0
+q0/max_ss = 47
+q0/corner_x = -66
+q0/corner_y = -50
+q0/fs = +0.9961947x +0.0y +0.0871557z
+q0/ss = +0.0x +1.0y +0.0z
+q1/min_fs = 0
+q1/max_fs = 63
+q1/min_ss = 48
+q1/max_ss = 95
+q1/corner_x = 2
+q1/corner_y = -50
+q1/fs = +1.0x
+q1/ss = +0.0x +0.9961947y -0.0871557z
+q2/min_fs = 0
+q2/max_fs = 63
+q2/min_ss = 96
+q2/max_ss = 143
+q2/corner_x = -66
+q2/corner_y = 2
+q2/fs = +0.9961947x +0.0871557y
+q2/ss = -0.0868241x +0.9961947y +0.0075961z
+q3/min_fs = 0
+q3/max_fs = 63
+q3/min_ss = 144
+q3/max_ss = 191
+q3/corner_x = 2
+q3/corner_y = 2
+q3/clen = 0.082
+q3/fs = +1.0x
+q3/ss = +1.0y
+EOF
+}
+
+# bytes of panel K (0-based) of a raw float file of equal panels
+panel_slice() {
+    tail -c +$(($2 * PANEL_PIXELS * 4 + 1)) "$1" | head -c $((PANEL_PIXELS * 4))
+}
+
+@test "panels: a 2x2 tiled detector of tilted panels renders; every panel is the one-panel render of it alone" {
+    write_tiles
+    nb-geom -q -panels tiles.geom $XTAL -o tiles.nbs
+    [ "$(plan_key tiles.nbs PANELS)" = 4 ] || false
+    nb-sim -q tiles.nbs | nb-convert -q -o tile.cbf -o all.bin -o all.geom
+    [ "$(stat -c %s all.bin)" -eq $((4 * PANEL_PIXELS * 4)) ] || false
+    for k in 0 1 2 3; do
+        [ -s "tile-p$k.cbf" ] || false
+        { grep -v '^q' tiles.geom; grep "^q$k/" tiles.geom; } > "one$k.geom"
+        nb-geom -q -panels "one$k.geom" $XTAL | nb-sim -q | nb-convert -q -o "one$k.bin"
+        panel_slice all.bin "$k" > "slice$k.bin"
+        cmp "slice$k.bin" "one$k.bin"
+    done
+    [ ! -e tile.cbf ] || false
+    # the panels are not all alike: the tilts matter
+    run ! cmp slice0.bin slice3.bin
+}
+
+@test "panels: the .geom written for the panels describes all four and renders the same image again" {
+    write_tiles
+    nb-geom -q -panels tiles.geom $XTAL | nb-sim -q | nb-convert -q -o all.bin -o all.geom
+    [ "$(grep -c '/min_fs' all.geom)" -eq 4 ] || false
+    grep -qx 'p3/min_ss = 144' all.geom
+    grep -qx 'p3/max_ss = 191' all.geom
+    nb-geom -q -panels all.geom $XTAL | nb-sim -q | nb-convert -q -o back.bin
+    # the .geom holds 6 to 8 decimals: the same pixels to 1e-5 of the maximum
+    paste <(pixels all.bin) <(pixels back.bin) | awk '
+        { d = $1 - $2; if (d < 0) d = -d; if (d > dmax) dmax = d; if ($1 > m) m = $1 }
+        END { if (!(m > 0) || dmax > 1e-5 * m) { print "max diff " dmax " of " m; exit 1 } }'
+}
+
+# the binary section of a CBF (from its start marker on): the counts
+cbf_data() {
+    local off
+    off=$(LC_ALL=C grep -obaP '\x0c\x1a\x04\xd5' "$1" | head -1 | cut -d: -f1)
+    [ -n "$off" ] || return 1
+    tail -c +$((off + 1)) "$1"
+}
+
+@test "panels: nb-noise counts every panel; panel 0 gets the counts a one-panel detector would" {
+    write_tiles
+    nb-geom -q -panels tiles.geom $XTAL -seed 5 | nb-sim -q | nb-noise -q | nb-convert -q -o n_####.cbf -o n.tif
+    { grep -v '^q' tiles.geom; grep "^q0/" tiles.geom; } > one0.geom
+    nb-geom -q -panels one0.geom $XTAL -seed 5 | nb-sim -q | nb-noise -q | nb-convert -q -o single_####.cbf
+    for k in 0 1 2 3; do [ -s "n_p${k}_0001.cbf" ] || false; [ -s "n-p$k.tif" ] || false; done
+    cbf_data n_p0_0001.cbf > multi0.dat
+    cbf_data single_0001.cbf > single0.dat
+    [ -s single0.dat ] || false
+    cmp multi0.dat single0.dat
+    run ! cmp n_p1_0001.cbf n_p2_0001.cbf
+}
+
+@test "panels: a one-panel plan has no panel keys, and its stream is unchanged by the panel code" {
+    nb-geom $SMALL -q -o plan.nbs
+    run ! grep -a -q 'PANELS=' plan.nbs
+    nb-sim -q plan.nbs -o img.nbs
+    run ! grep -a -q 'PANEL_PIXELS=' img.nbs
+    [ "$(nb_key img.nbs PANEL)" = 0 ] || false
+}
+
+@test "panels: flags that place the one-panel detector are usage errors beside -panels" {
+    write_tiles
+    run_nb nb-geom -panels tiles.geom $XTAL -distance 100
+    expect_status 2
+    expect_has "nb-geom: -distance cannot be used with -panels: the detector comes from 'tiles.geom'"
+    run_nb nb-geom -panels tiles.geom $XTAL -detpixels 64
+    expect_status 2
+    expect_has "-detpixels cannot be used with -panels"
+    run_nb nb-geom -panels tiles.geom $XTAL -Xbeam 3
+    expect_status 2
+}
+
+@test "panels: unreadable, unknown and malformed detector files are clear errors" {
+    run_nb nb-geom -panels missing.expt $XTAL
+    expect_status 1
+    expect_has "nb-geom: cannot open 'missing.expt': No such file or directory"
+    : > det.txt
+    run_nb nb-geom -panels det.txt $XTAL
+    expect_status 2
+    expect_has "name a DIALS experiment list (.expt, .json) or a CrystFEL geometry (.geom)"
+    printf '{"detector": [ {"panels": [ }\n' > bad.expt
+    run_nb nb-geom -panels bad.expt $XTAL
+    expect_status 1
+    expect_has "nb-geom: 'bad.expt': JSON error at line 1"
+    printf 'p0/min_fs = 0\np0/max_fs = 9\np0/min_ss = 0\np0/max_ss = 9\np0/res = 5000\np0/clen = 0.1\nbad_gap/min_x = 3\n' > bad.geom
+    run_nb nb-geom -panels bad.geom $XTAL
+    expect_status 1
+    expect_has "bad regions (bad_gap) are not supported"
+    printf 'p0/min_fs = 0\np0/max_fs = 9\np0/min_ss = 0\np0/max_ss = 9\np0/res = 5000\np0/clen = 0.1\np0/wibble = 3\n' > odd.geom
+    run_nb nb-geom -panels odd.geom $XTAL
+    expect_status 1
+    expect_has "the key 'wibble' is not supported"
+    no_files_but det.txt bad.expt bad.geom odd.geom stdout.bin
+}
+
+@test "panels: XDS.INP and --import refuse a detector of several panels, writing nothing" {
+    write_tiles
+    nb-geom -q -panels tiles.geom $XTAL | nb-sim -q -o img.nbs
+    run_nb nb-convert -o x_###.cbf -o XDS.INP img.nbs
+    expect_status 1
+    expect_has "XDS.INP describes one-panel detectors only"
+    nb-geom -q -panels tiles.geom $XTAL -o plan.nbs
+    head -c 400 /dev/zero > flat.bin
+    run_nb nb-convert --import flat.bin plan.nbs
+    expect_status 1
+    expect_has "only one-panel images can be imported"
+    no_files_but tiles.geom img.nbs plan.nbs flat.bin stdout.bin
+}
+
+need_dials() {
+    command -v dials.import >/dev/null 2>&1 || skip "DIALS is not installed (dials.import)"
+    "$PY" -c 'import dxtbx, numpy' 2>/dev/null || skip "dxtbx and numpy are not importable by $PY"
+}
+
+# correlation of two raw float files, and whether it reaches $3
+correlation_at_least() {
+    "$PY" - "$1" "$2" "$3" <<'PY'
+import sys
+import numpy as np
+a = np.fromfile(sys.argv[1], "<f4").astype(float)
+b = np.fromfile(sys.argv[2], "<f4").astype(float)
+assert a.size == b.size, (a.size, b.size)
+c = np.corrcoef(a, b)[0, 1]
+print("correlation %.12f (gate %s)" % (c, sys.argv[3]))
+sys.exit(0 if c >= float(sys.argv[3]) else 1)
+PY
+}
+
+@test "panels: DIALS round trip: a CBF through dials.import, its .expt renders the same image" {
+    need_dials
+    F="-detpixels 256 -pixel 0.172 -distance 150 -Xbeam 20 -Ybeam 25"
+    nb-geom -q $XTAL $F | nb-sim -q | nb-convert -q -o orig.bin -o img_0001.cbf
+    dials.import img_0001.cbf output.experiments=imported.expt >import.log 2>&1 || { tail -20 import.log; false; }
+    nb-geom -q -panels imported.expt $XTAL | nb-sim -q | nb-convert -q -o back.bin
+    run correlation_at_least orig.bin back.bin 0.9999
+    echo "$output" >&3
+    expect_status 0
+}
+
+@test "panels: DIALS: the imported detector split into two coplanar panels renders the same pixels" {
+    need_dials
+    nb-geom -q $XTAL -detpixels 256 -pixel 0.172 -distance 150 -Xbeam 20 -Ybeam 25 | nb-sim -q \
+        | nb-convert -q -o img_0001.cbf
+    dials.import img_0001.cbf output.experiments=imported.expt >import.log 2>&1 || { tail -20 import.log; false; }
+    # rows 0..99 and 100..255 as two panels (the hierarchy's frames are local)
+    "$PY" - <<'PY'
+import json
+from dxtbx.model.experiment_list import ExperimentListFactory
+el = ExperimentListFactory.from_json_file("imported.expt", check_format=False)
+p = el[0].detector[0]
+d = json.load(open("imported.expt"))
+det = d["detector"][0]
+det.pop("hierarchy", None)
+top = dict(det["panels"][0])
+W, H = p.get_image_size()
+px = p.get_pixel_size()[1]
+s = p.get_slow_axis()
+o = p.get_origin()
+top.update(fast_axis=list(p.get_fast_axis()), slow_axis=list(s), origin=list(o), image_size=[W, 100])
+bottom = dict(top)
+bottom.update(origin=[o[k] + 100 * px * s[k] for k in range(3)], image_size=[W, H - 100])
+det["panels"] = [top, bottom]
+json.dump(d, open("split.expt", "w"))
+PY
+    nb-geom -q -panels split.expt $XTAL -o split.nbs
+    [ "$(plan_key split.nbs PANELS)" = 2 ] || false
+    nb-sim -q split.nbs | nb-convert -q -o split.bin
+    nb-geom -q -panels imported.expt $XTAL | nb-sim -q | nb-convert -q -o whole.bin
+    run correlation_at_least whole.bin split.bin 0.999999
+    echo "$output" >&3
+    expect_status 0
+}
