@@ -49,7 +49,12 @@ static const nb_tool_info tool = {
     "counts), -pgmfile.  Every file is written under a temporary name and renamed when\n"
     "complete; they are renamed into place only when the stream has ended cleanly.  A '#'\n"
     "run in a file name is replaced by the frame number (img_####.cbf: img_0001.cbf ...);\n"
-    "without one, a stream of several images is an error.  With --import FILE the direction reverses: a raw float or SMV image becomes an\n"
+    "without one, a stream of several images is an error.  A detector of several panels\n"
+    "(nb-geom -panels) is written as: raw float, every panel one after another in one file;\n"
+    "the one-panel formats (SMV, CBF, TIFF, PGM, PNG), one file per panel, the panel's number\n"
+    "before the '#' run (img_###.cbf: img_p0_001.cbf, img_p1_001.cbf ...) or else before the\n"
+    "extension (img.cbf: img-p0.cbf, img-p1.cbf ...); .geom, all the panels; XDS.INP is refused.\n"
+    "With --import FILE the direction reverses: a raw float or SMV image becomes an\n"
     "IMAGE record after the PLAN of the input stream, so it can be re-noised or converted.",
     "  -o FILE             write FILE (repeatable); the format follows the extension\n"
     "      --format NAME   format of the next -o: bin smv cbf tif tif-float tif16 tif32 pgm png nbs\n"

@@ -24,7 +24,10 @@ static const nb_tool_info tool = {
     "counts are nanoBragg's noise image: Poisson deviates from its generator in its pixel\n"
     "order over the ROI, plus the ADC offset, clipped at 65535 - the same seed and the same\n"
     "float image give the same counts.  The seed comes from -seed or the plan; frame i of a\n"
-    "series uses a seed derived from (seed, i).  The effects of nanoBragg's noisify program\n"
+    "series uses a seed derived from (seed, i).  Each panel of a detector of several panels\n"
+    "(nb-geom -panels) is counted on its own, over its ROI, its PSF never crossing into another:\n"
+    "panel 0 as a one-panel detector, panel j from seeds derived from (seed, j) and\n"
+    "(-calib_seed, j).  The effects of nanoBragg's noisify program\n"
     "are opt-in: -flicker, -calibration, -readout, -gain, -psf, -bits, -scale, -fluence.",
     NULL,
     "  nb-geom ... | nb-hkl | nb-sim | nb-noise -seed 7 | nb-convert -o noisy.img\n"
