@@ -135,6 +135,9 @@ static nb_status place(const nb_panel *in, const double R[3][3], const nb_detect
     if (no < 1e-6) return nb_error_set(NB_ERR_DATA, "-panels: panel %d's fast and slow axes are parallel", index);
     /* the normal away from the sample, as the kernels' solid angle and
      * sensor depth need (close_distance = pix0 . odet > 0) */
+    if (!(fabs(nb_dot(out->pix0, out->odet)) / no > 1e-9))
+        return nb_error_set(NB_ERR_DATA, "-panels: panel %d's plane passes through the sample (no clen or origin?)",
+                            index);
     double sign = nb_dot(out->pix0, out->odet) < 0 ? -1.0 : 1.0;
     for (int k = 0; k < 3; k++) out->odet[k] *= sign / no;
     if (d->sensor_from_flags || in->detector_thick < 0) {

@@ -426,19 +426,6 @@ size_t nb_plan_total_pixels(const nb_plan *p)
     return n;
 }
 
-void nb_panel_from_plan(const nb_plan *p, nb_panel *q)
-{
-    q->fpixels = p->fpixels, q->spixels = p->spixels, q->pixel_size = p->pixel_size;
-    memcpy(q->fdet, p->fdet, sizeof q->fdet);
-    memcpy(q->sdet, p->sdet, sizeof q->sdet);
-    memcpy(q->odet, p->odet, sizeof q->odet);
-    memcpy(q->pix0, p->pix0, sizeof q->pix0);
-    q->detector_thick = p->detector_thick, q->detector_thickstep = p->detector_thickstep;
-    q->detector_thicksteps = p->detector_thicksteps, q->detector_mu = p->detector_mu;
-    q->roi_xmin = p->roi_xmin, q->roi_xmax = p->roi_xmax, q->roi_ymin = p->roi_ymin, q->roi_ymax = p->roi_ymax;
-    q->mask = p->mask;
-}
-
 void nb_panel_to_plan(const nb_panel *q, nb_plan *p)
 {
     p->fpixels = q->fpixels, p->spixels = q->spixels, p->pixel_size = q->pixel_size;

@@ -151,9 +151,8 @@ void nb_plan_panel_view(const nb_plan *p, int i, nb_plan *view);
  * FCLOSE/SCLOSE, FBEAM/SBEAM (and XBEAM/YBEAM, XCLOSE/YCLOSE the same), ORGX/ORGY,
  * DIALS_ORIGIN_MM and the detector size; no rotations (they are in the vectors). */
 void nb_plan_derive_detector(nb_plan *p);
-/* Panel i's fields into panel 0's, or the reverse (the mask pointer moves,
+/* A panel's fields into the plan's detector fields (the mask pointer moves,
  * ownership does not). */
-void nb_panel_from_plan(const nb_plan *p, nb_panel *out);
 void nb_panel_to_plan(const nb_panel *in, nb_plan *p);
 
 #endif

@@ -147,15 +147,18 @@ cbf_data() {
     run_nb nb-geom -panels bad.expt $XTAL
     expect_status 1
     expect_has "nb-geom: 'bad.expt': JSON error at line 1"
-    printf 'p0/min_fs = 0\np0/max_fs = 9\np0/min_ss = 0\np0/max_ss = 9\np0/res = 5000\np0/clen = 0.1\nbad_gap/min_x = 3\n' > bad.geom
-    run_nb nb-geom -panels bad.geom $XTAL
-    expect_status 1
-    expect_has "bad regions (bad_gap) are not supported"
-    printf 'p0/min_fs = 0\np0/max_fs = 9\np0/min_ss = 0\np0/max_ss = 9\np0/res = 5000\np0/clen = 0.1\np0/wibble = 3\n' > odd.geom
-    run_nb nb-geom -panels odd.geom $XTAL
-    expect_status 1
-    expect_has "the key 'wibble' is not supported"
-    no_files_but det.txt bad.expt bad.geom odd.geom stdout.bin
+    # a good 10 x 10 panel, then one line CrystFEL-wise wrong for us
+    local extra
+    for extra in 'bad_gap/min_x = 3|bad regions (bad_gap) are not supported' \
+        "p0/wibble = 3|the key 'wibble' is not supported" \
+        "clen = /LCLS/detector_1/EncoderValue|a camera length read from the data is not supported" \
+        "p0/corner_x = 0|panel 0's plane passes through the sample"; do
+        printf 'p0/min_fs = 0\np0/max_fs = 9\np0/min_ss = 0\np0/max_ss = 9\np0/res = 5000\n%s\n' "${extra%%|*}" > odd.geom
+        run_nb nb-geom -panels odd.geom $XTAL
+        expect_status 1
+        expect_has "${extra#*|}"
+    done
+    no_files_but det.txt bad.expt odd.geom stdout.bin
 }
 
 @test "panels: XDS.INP and --import refuse a detector of several panels, writing nothing" {
