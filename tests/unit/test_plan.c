@@ -648,12 +648,68 @@ static void test_options(void)
     nb_request_free(&rq);
 }
 
+/* A plan of three panels (one with a mask) through the record and back:
+ * every panel's keys and mask as written, the views' derived values, the
+ * IMAGE layout; PANELS out of range is refused. */
+static void test_panels(void)
+{
+    nb_plan p, q;
+    nb_record rec;
+    if (make_plan(&p) != NB_OK) {
+        ok(0, "panels: the base plan builds");
+        return;
+    }
+    p.nextra_panels = 2;
+    p.extra_panels = calloc(2, sizeof *p.extra_panels);
+    for (int i = 0; i < 2; i++) {
+        nb_panel *e = &p.extra_panels[i];
+        e->fpixels = 10 + i, e->spixels = 7, e->pixel_size = 2e-4;
+        e->fdet[1] = 1, e->sdet[2] = -1, e->odet[0] = 1;
+        e->pix0[0] = 0.1 + 0.01 * i, e->pix0[1] = -0.001, e->pix0[2] = 0.002;
+        e->detector_thicksteps = 1;
+        e->roi_xmax = e->fpixels, e->roi_ymax = e->spixels;
+    }
+    p.extra_panels[1].mask = calloc(11 * 7, 1);
+    p.extra_panels[1].mask[5] = 1;
+    nb_status st = round_trip(&p, &q, &rec);
+    ok(st == NB_OK, "panels: a plan of 3 panels reads back (%s)", st ? nb_error_message() : "ok");
+    if (!st) {
+        ok(nb_plan_npanels(&q) == 3, "panels: 3 panels read");
+        ok(q.extra_panels[1].fpixels == 11 && q.extra_panels[1].mask && q.extra_panels[1].mask[5] == 1 &&
+               q.extra_panels[1].mask[4] == 0,
+           "panels: panel 2's size and mask come back");
+        ok(!memcmp(q.extra_panels[0].pix0, p.extra_panels[0].pix0, sizeof p.extra_panels[0].pix0),
+           "panels: panel 1's PIX0 comes back bit for bit");
+        ok(nb_plan_total_pixels(&q) == (size_t)FP * SP + 70 + 77, "panels: the pixels of all panels");
+        size_t off;
+        nb_plan_panel_dims(&q, 2, NULL, NULL, &off);
+        ok(off == (size_t)FP * SP + 70, "panels: panel 2 starts after panels 0 and 1");
+        nb_plan v;
+        nb_plan_panel_view(&q, 1, &v);
+        near(v.close_distance, 0.1, 1e-15, "panels: panel 1's close distance is PIX0 . ODET");
+        near(v.ORGX, 0.001 / 2e-4 + 0.5, 1e-12, "panels: panel 1's ORGX from its near point");
+        nb_plan_free(&q);
+        nb_hdr_set(&rec, "PANELS", "5000");
+        st = nb_plan_from_record(&rec, &q);
+        ok(st && contains(nb_error_message(), "PANELS must be 1 .. 4096"), "panels: PANELS=5000 is refused: %s",
+           nb_error_message());
+        nb_hdr_set(&rec, "PANELS", "3");
+        nb_hdr_set(&rec, "PANEL2.SPIXELS", "0");
+        st = nb_plan_from_record(&rec, &q);
+        ok(st && contains(nb_error_message(), "PANEL2.FPIXELS/SPIXELS"), "panels: an empty panel is refused: %s",
+           nb_error_message());
+        nb_record_free(&rec);
+    }
+    nb_plan_free(&p);
+}
+
 int main(void)
 {
     nb_set_tool_name("test_plan");
     nb_set_verbosity(-1);
     test_round_trip();
     test_corrupted();
+    test_panels();
     test_options();
     return tap_done();
 }
