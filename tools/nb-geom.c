@@ -22,13 +22,10 @@ static const nb_tool_info tool = {
     "-default_F, -floatfile, -seed, ...) are recorded in the plan, so those stages can run on\n"
     "their defaults.  Flags are matched exactly.  With -v the resolved geometry is printed on\n"
     "standard error in the reference's log format.",
-    "      --reference-defaults\n"
-    "                      behave like the nanoBragg program: request floatimage.bin,\n"
-    "                      intimage.img, noiseimage.img, image.pgm and the Fdump.bin cache\n",
+    &nb_request_opts,
     "  nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 1024 \\\n"
     "          -default_F 100 > plan.nbs\n"
     "  nb-geom -v -xds -cell 78 78 37 90 90 90 -misset random -ORGX 256 -ORGY 256 -o plan.nbs\n",
-    0,
     NULL,
 };
 
