@@ -21,26 +21,18 @@ typedef struct noise_opts {
     double adc, fluence, psf_fwhm_um;
 } noise_opts;
 
-/* -bits 16|32: noisify's two counter depths */
-static nb_status apply_bits(const nb_opt_args *a)
+/* noisify's integer settings and what each allows: -bits 16|32 (the two
+ * counter depths), -psf_radius 0..100000 pixels (0: automatic) */
+static nb_status apply_noise_int(const nb_opt_args *a)
 {
     noise_opts *o = a->dest;
+    int bits = a->opt->id == FL_BITS, *v = bits ? &o->p.bits : &o->p.psf_radius;
     char what[64];
     snprintf(what, sizeof what, "option %s", a->name);
-    nb_status st = nb_parse_int(a->vals[0], &o->p.bits, what);
+    nb_status st = nb_parse_int(a->vals[0], v, what);
     if (st) return st;
-    if (o->p.bits != 16 && o->p.bits != 32) return nb_error_set(NB_ERR_USAGE, "option -bits: 16 or 32, not %s", a->vals[0]);
-    return NB_OK;
-}
-
-static nb_status apply_psf_radius(const nb_opt_args *a)
-{
-    noise_opts *o = a->dest;
-    char what[64];
-    snprintf(what, sizeof what, "option %s", a->name);
-    nb_status st = nb_parse_int(a->vals[0], &o->p.psf_radius, what);
-    if (st) return st;
-    if (o->p.psf_radius < 0 || o->p.psf_radius > 100000)
+    if (bits && *v != 16 && *v != 32) return nb_error_set(NB_ERR_USAGE, "option -bits: 16 or 32, not %s", a->vals[0]);
+    if (!bits && (*v < 0 || *v > 100000))
         return nb_error_set(NB_ERR_USAGE, "option -psf_radius: %s pixels is not sensible", a->vals[0]);
     return NB_OK;
 }
@@ -70,9 +62,9 @@ static const nb_opt rows[] = {
     {FL_CALIB_SEED, .type = NB_OPT_SEED, .at = {NO(p.calib_seed)}},
     {FL_NONOISE, .type = NB_OPT_SET, .sets = {{NO(nonoise), 1}}},
     {FL_ADC, .type = NB_OPT_DOUBLE, .at = {NO(adc)}, .sets = {{NO(have_adc), 1}}},
-    {FL_BITS, .type = NB_OPT_CALLBACK, .fn = apply_bits},
+    {FL_BITS, .type = NB_OPT_CALLBACK, .fn = apply_noise_int},
     {FL_PSF, .type = NB_OPT_CHOICE, .at = {NO(p.psf)}, .choices = psfs, .expected = "'gauss' or 'fiber'"},
-    {FL_PSF_RADIUS, .type = NB_OPT_CALLBACK, .fn = apply_psf_radius},
+    {FL_PSF_RADIUS, .type = NB_OPT_CALLBACK, .fn = apply_noise_int},
     EFFECT(FL_FLICKER, p.flicker),
     EFFECT(FL_CALIBRATION, p.calibration),
     EFFECT(FL_READOUT, p.readout),
