@@ -23,6 +23,11 @@ void nb_std_opts_init(nb_std_opts *o)
     o->input = "-";
 }
 
+static int reads_stream(const nb_tool_info *tool)
+{
+    return (tool->owner & (NB_HKL | NB_SIM | NB_NOISE | NB_CONVERT)) != 0;
+}
+
 static const char *std_help_output = "  -o FILE             write the output stream to FILE (default: standard output)\n";
 static const char *std_help_verbosity =
     "  -q                  quiet: no warnings\n"
@@ -78,6 +83,27 @@ int nb_std_option(const nb_tool_info *tool, nb_std_opts *o, int argc, char **arg
     return 0;
 }
 
+/* the standard options, for the loop */
+typedef struct std_ctx {
+    const nb_tool_info *tool;
+    nb_std_opts *o;
+} std_ctx;
+
+static int std_option_hook(void *ctx, int argc, char **argv, int *i, nb_status *st)
+{
+    std_ctx *c = ctx;
+    return nb_std_option(c->tool, c->o, argc, argv, i, st);
+}
+
+nb_status nb_tool_parse(const nb_tool_info *tool, nb_std_opts *o, void *dest, int argc, char **argv)
+{
+    const nb_opt_table none = {tool->owner, NULL, 0};
+    std_ctx c = {tool, o};
+    /* nb-geom and nb-bench read no stream: a stray word is an error there */
+    const nb_opts_hooks hooks = {std_option_hook, &c, reads_stream(tool) ? &o->input : NULL};
+    return nb_opts_parse(tool->opts ? tool->opts : &none, argc - 1, argv + 1, &hooks, dest);
+}
+
 void nb_std_apply(const nb_std_opts *o)
 {
     if (o->quiet) nb_set_verbosity(-1);
@@ -85,6 +111,24 @@ void nb_std_apply(const nb_std_opts *o)
 #ifdef _OPENMP
     if (o->threads > 0) omp_set_num_threads(o->threads);
 #endif
+}
+
+/* One option's lines: its spellings and metavar, then its help in the
+ * column at 22 (on the next line when they are wider); a help of several
+ * lines ('\n') keeps to that column.  Long options are indented as in
+ * "  -h, --help". */
+static void print_option(FILE *fp, const char *names, const char *metavar, const char *help)
+{
+    char left[320];
+    snprintf(left, sizeof left, "%s%s%s%s", names[1] == '-' ? "      " : "  ", names, metavar[0] ? " " : "",
+             metavar);
+    if (strlen(left) < 22) fprintf(fp, "%-22s", left);
+    else fprintf(fp, "%s\n%-22s", left, "");
+    for (const char *p = help; *p; p++) {
+        fputc(*p, fp);
+        if (*p == '\n') fprintf(fp, "%-22s", "");
+    }
+    fputc('\n', fp);
 }
 
 static void print_flag_lines(const nb_tool_info *tool, FILE *fp)
@@ -101,22 +145,31 @@ static void print_flag_lines(const nb_tool_info *tool, FILE *fp)
                 strcat(names, ", ");
                 strcat(names, t[j].name);
             }
-        char left[320];
-        snprintf(left, sizeof left, "  %s%s%s", names, t[i].metavar[0] ? " " : "", t[i].metavar);
-        if (strlen(left) < 22) fprintf(fp, "%-22s%s\n", left, t[i].help);
-        else fprintf(fp, "%s\n%-22s%s\n", left, "", t[i].help);
+        print_option(fp, names, t[i].metavar, t[i].help);
     }
 }
 
-/* The tool's own lines, then the standard options it does not document itself
- * (-o, --threads). */
+/* Whether the tool's table has a spelling of its own, which then replaces
+ * the standard option's help line. */
+static int own_spelling(const nb_tool_info *tool, const char *name)
+{
+    for (int i = 0; tool->opts && i < tool->opts->nrows; i++)
+        if (tool->opts->rows[i].name && !strcmp(tool->opts->rows[i].name, name)) return 1;
+    return 0;
+}
+
+/* The registry's lines, the tool's own options (those with a help line),
+ * then the standard options it does not document itself (-o, --threads). */
 static void print_option_lines(const nb_tool_info *tool, FILE *fp)
 {
     print_flag_lines(tool, fp);
-    if (tool->extra_options) fputs(tool->extra_options, fp);
-    if (!tool->own_output_option) fputs(std_help_output, fp);
+    for (int i = 0; tool->opts && i < tool->opts->nrows; i++) {
+        const nb_opt *r = &tool->opts->rows[i];
+        if (r->name && r->help) print_option(fp, r->name, r->metavar ? r->metavar : "", r->help);
+    }
+    if (!own_spelling(tool, "-o")) fputs(std_help_output, fp);
     fputs(std_help_verbosity, fp);
-    if (!tool->extra_options || !strstr(tool->extra_options, "--threads ")) fputs(std_help_threads, fp);
+    if (!own_spelling(tool, "--threads")) fputs(std_help_threads, fp);
     fputs(std_help_info, fp);
 }
 
@@ -128,11 +181,6 @@ static const char *exit_sigpipe =
 static const char *exit_upstream =
     "When a stage before it in a pipe has failed, the tool prints nothing, hands the failure\n"
     "on and exits with that stage's status (the stream ends in an ABORT record).";
-
-static int reads_stream(const nb_tool_info *tool)
-{
-    return (tool->owner & (NB_HKL | NB_SIM | NB_NOISE | NB_CONVERT)) != 0;
-}
 
 void nb_print_help(const nb_tool_info *tool, FILE *fp)
 {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "nb_error.h"
+#include "nb_options.h"
 
 #ifndef NB_VERSION
 #define NB_VERSION "0.1.0"
@@ -24,10 +25,10 @@ typedef struct nb_tool_info {
     const char *synopsis;    /* "[OPTIONS] [STREAM]" */
     const char *summary;     /* one line */
     const char *description; /* paragraphs, may be NULL */
-    const char *extra_options; /* tool-specific options not in the registry, "  -x  help\n" lines;
-                                  a "--threads " line there replaces the standard one */
+    const nb_opt_table *opts; /* its flags: the registry's it owns, bound, and its own spellings
+                                 (listed after them in --help; a -o or --threads row of its own
+                                 replaces the standard one's line) */
     const char *examples;    /* may be NULL */
-    int own_output_option;   /* 1: the tool documents -o itself (not "the output stream") */
     void (*version_extra)(FILE *fp); /* more --version lines (nb-sim: its backends), or NULL */
 } nb_tool_info;
 
@@ -39,6 +40,11 @@ void nb_std_opts_init(nb_std_opts *o);
  * return 1, advancing *i past its value.  Returns 0 otherwise; on a standard
  * option with a bad value sets *st. */
 int nb_std_option(const nb_tool_info *tool, nb_std_opts *o, int argc, char **argv, int *i, nb_status *st);
+/* The tool's command line (argv[0] its name) through the one loop: its
+ * table's own spellings, the standard options, the registry flags it owns
+ * (each applied to `dest`, its options struct, as it comes), and one input
+ * stream into o->input. */
+nb_status nb_tool_parse(const nb_tool_info *tool, nb_std_opts *o, void *dest, int argc, char **argv);
 /* Apply verbosity and --threads. */
 void nb_std_apply(const nb_std_opts *o);
 

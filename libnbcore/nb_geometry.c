@@ -144,77 +144,20 @@ nb_status nb_request_apply_header(nb_request *rq, const nb_header_geometry *h, c
     return NB_OK;
 }
 
-static nb_status num(const char *name, const char *s, double *out)
-{
-    char what[80];
-    snprintf(what, sizeof what, "option %s", name);
-    return nb_parse_double(s, out, what);
-}
-
-static nb_status inum(const char *name, const char *s, int *out)
-{
-    char what[80];
-    snprintf(what, sizeof what, "option %s", name);
-    return nb_parse_int(s, out, what);
-}
-
-static nb_status lnum(const char *name, const char *s, int64_t *out)
-{
-    char what[80];
-    long v;
-    snprintf(what, sizeof what, "option %s", name);
-    nb_status st = nb_parse_long(s, &v, what);
-    if (!st) *out = v;
-    return st;
-}
-
-static nb_status vec3(const char *name, char **vals, double out[3])
-{
-    nb_status st;
-    for (int i = 0; i < 3; i++)
-        if ((st = num(name, vals[i], &out[i]))) return st;
-    return NB_OK;
-}
-
-void nb_scanned_args_free(nb_scanned_args *args)
-{
-    free(args->flags);
-    memset(args, 0, sizeof *args);
-}
-
 nb_status nb_request_scan_args(nb_request *rq, int argc, char **argv, const nb_args_hooks *hooks,
                                nb_scanned_args *out)
 {
-    nb_status st = NB_OK;
-    memset(out, 0, sizeof *out);
-    out->argc = argc;
-    out->argv = argv;
-    if ((st = nb_calloc((void **)&out->flags, (size_t)argc + 1, sizeof *out->flags, "the flag list"))) return st;
-    for (int i = 0; i < argc; i++) {
-        if (hooks && hooks->tool_option && hooks->tool_option(hooks->ctx, argc, argv, &i, &st)) {
-            if (st) break;
-            continue;
-        }
-        if (!strcmp(argv[i], "--reference-defaults")) {
-            rq->reference_defaults = 1;
-            continue;
-        }
-        const nb_flag *f = nb_flag_lookup_for(argv[i], NB_GEOM);
-        if (!f || !(f->owners & NB_GEOM)) {
-            st = nb_flag_reject(argv[i], NB_GEOM);
-            break;
-        }
-        int nvals;
-        if ((st = nb_flag_collect(f, argc, argv, i, &nvals))) break;
-        if (f->id == FL_CURVED_DET && i == argc - 1) {
-            nb_warn("-curved_det as the last argument is ignored, as the reference does (it needs a value after it)");
-            continue;
-        }
-        out->flags[out->count++] = (struct nb_scanned_flag){f->id, i, nvals};
-        i += nvals;
+    (void)rq; /* every flag, --reference-defaults too, is applied by nb_request_apply_scanned */
+    const nb_opts_hooks h = {hooks ? hooks->tool_option : NULL, hooks ? hooks->ctx : NULL, NULL};
+    nb_status st = nb_opts_scan(&nb_request_opts, argc, argv, &h, out);
+    if (st) return st;
+    /* the reference wants a value after -curved_det: as the last argument it
+     * does nothing */
+    if (out->count && out->flags[out->count - 1].id == FL_CURVED_DET && out->flags[out->count - 1].index == argc - 1) {
+        nb_warn("-curved_det as the last argument is ignored, as the reference does (it needs a value after it)");
+        out->count--;
     }
-    if (st) nb_scanned_args_free(out);
-    return st;
+    return NB_OK;
 }
 
 /* The reference's -misset clause also matches -misset_seed: followed by two
@@ -251,7 +194,7 @@ nb_status nb_request_apply_scanned(nb_request *rq, const nb_scanned_args *args, 
     for (int k = 0; k < args->count; k++) {
         const struct nb_scanned_flag *a = &args->flags[k];
         const char *name = args->argv[a->index];
-        if ((st = nb_request_apply(rq, a->id, name, args->argv + a->index + 1, a->nvals))) return st;
+        if ((st = nb_opt_apply(a->row, rq, name, args->argv + a->index + 1, a->nvals))) return st;
         if (a->id == FL_MISSET) quirk = 0;
         if (a->id == FL_MISSET_SEED && misset_seed_quirk(rq, args, a->index, quirk_misset)) quirk = 1;
     }
@@ -272,109 +215,86 @@ nb_status nb_request_apply_args(nb_request *rq, int argc, char **argv, const nb_
     return st;
 }
 
-/* One flag as given: its id, its spelling (for messages) and its values. */
-typedef struct flag_args {
-    int id;
-    const char *name;
-    char **vals;
-    int nvals;
-} flag_args;
+nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals, int nvals)
+{
+    const nb_opt *row = nb_opt_row(&nb_request_opts, id);
+    if (!row) return nb_error_set(NB_ERR_USAGE, "option %s is not handled by nb-geom", name);
+    return nb_opt_apply(row, rq, name, vals, nvals);
+}
 
-/* Each apply_*_flag below applies the flags of one part of the experiment:
- * false for a flag that is not its own; otherwise true, with the outcome in
- * *st.  NUM converts the flag's number into dst (the number is `x` in expr),
- * INT takes its integer; a value that does not parse ends the handler. */
-#define NUM(dst, expr)                                              \
-    do {                                                            \
-        if ((*st = num(a->name, a->vals[0], &x))) return true;      \
-        dst = (expr);                                               \
-    } while (0)
-#define INT(dst)                                                    \
-    do {                                                            \
-        int n_;                                                     \
-        if ((*st = inum(a->name, a->vals[0], &n_))) return true;    \
-        dst = n_;                                                   \
-    } while (0)
+/* ---- nb-geom's option table ---------------------------------------------- */
+
+/* The units the reference converts to at parse time (metres, radians), each
+ * with the reference's own arithmetic: x / 1e6 and x * 1e-6 differ in the
+ * last bit for some x, so each flag keeps the one the reference uses. */
+static double milli(double x) { return x / 1000.0; } /* mm to m, mrad to rad */
+static double deg_to_rad(double x) { return x / RTD; }
+static double angstrom_to_m(double x) { return x / 1.0e10; }
+static double angstrom_to_m_mul(double x) { return x * 1e-10; }
+static double ev_to_m(double x) { return (12398.42 / x) / 1.0e10; }
+static double micron_to_m(double x) { return x / 1e6; }
+static double micron_to_m_mul(double x) { return x * 1e-6; }
+static double percent(double x) { return x / 100.0; }
+
+/* -cell A [B C AL BE GA]: lengths as given, angles to radians */
+static nb_status apply_cell(const nb_opt_args *a)
+{
+    nb_request *rq = a->dest;
+    nb_status st;
+    double x;
+    rq->user_cell = 1;
+    for (int i = 0; i < a->nvals; i++) {
+        if ((st = nb_opt_number(a->opt, a->name, a->vals[i], &x))) return st;
+        rq->cell[i] = i < 3 ? x : x / RTD;
+    }
+    return NB_OK;
+}
 
 /* -misset RX RY RZ, or -misset random */
-static nb_status apply_misset(nb_request *rq, const flag_args *a)
+static nb_status apply_misset(const nb_opt_args *a)
 {
+    nb_request *rq = a->dest;
     if (a->nvals == 1) {
         if (strcmp(a->vals[0], "random") != 0 && strcmp(a->vals[0], "rand") != 0)
             return nb_error_set(NB_ERR_USAGE, "option -misset: expected three angles or 'random', got '%s'",
                                 a->vals[0]);
         rq->misset_mode = -1;
-    } else {
-        double m[3];
-        nb_status st;
-        if ((st = vec3(a->name, a->vals, m))) return st;
-        for (int i = 0; i < 3; i++) rq->misset[i] = m[i] / RTD;
-        rq->misset_mode = 1;
+        return NB_OK;
     }
+    double m[3];
+    nb_status st;
+    for (int i = 0; i < 3; i++)
+        if ((st = nb_opt_number(a->opt, a->name, a->vals[i], &m[i]))) return st;
+    for (int i = 0; i < 3; i++) rq->misset[i] = m[i] / RTD;
+    rq->misset_mode = 1;
     return NB_OK;
 }
 
-/* the crystal: cell or matrix, orientation, size, mosaicity, spot shape */
-static bool apply_crystal_flag(nb_request *rq, const flag_args *a, nb_status *st)
+/* -density, -MW, -coherent: read (a bad number is still an error) and ignored */
+static nb_status apply_no_effect(const nb_opt_args *a)
 {
     double x;
-    switch (a->id) {
-    case FL_MAT: set_str(&rq->matfile, a->vals[0]); break;
-    case FL_CELL:
-        rq->user_cell = 1;
-        for (int i = 0; i < a->nvals; i++) {
-            if ((*st = num(a->name, a->vals[i], &x))) return true;
-            rq->cell[i] = i < 3 ? x : x / RTD;
-        }
-        break;
-    case FL_MISSET: *st = apply_misset(rq, a); break;
-    case FL_MISSET_SEED:
-        if ((*st = lnum(a->name, a->vals[0], &rq->misset_seed))) return true;
-        rq->misset_seed = -rq->misset_seed;
-        break;
-    case FL_MOSAIC_SEED:
-        if ((*st = lnum(a->name, a->vals[0], &rq->mosaic_seed))) return true;
-        rq->mosaic_seed = -rq->mosaic_seed;
-        break;
-    case FL_NA: INT(rq->Na); break;
-    case FL_NB: INT(rq->Nb); break;
-    case FL_NC: INT(rq->Nc); break;
-    case FL_N:
-        INT(rq->Na);
-        rq->Nb = rq->Nc = rq->Na;
-        break;
-    case FL_SAMPLE_SIZE:
-        NUM(rq->sample_x, x / 1000);
-        rq->sample_y = rq->sample_z = rq->sample_x;
-        break;
-    case FL_SAMPLE_X: NUM(rq->sample_x, x / 1000); break;
-    case FL_SAMPLE_Y: NUM(rq->sample_y, x / 1000); break;
-    case FL_SAMPLE_Z: NUM(rq->sample_z, x / 1000); break;
-    case FL_DENSITY:
-    case FL_MW:
-    case FL_COHERENT:
-        if (a->nvals && (*st = num(a->name, a->vals[0], &x))) return true;
-        nb_warn("%s has no effect on the image (as in the reference)", a->name);
-        break;
-    case FL_MOSAIC: NUM(rq->mosaic_spread, x / RTD); break;
-    case FL_MOSAIC_DOMAINS: INT(rq->mosaic_domains); break;
-    case FL_ROUND_XTAL: rq->shape = NB_SHAPE_ROUND; break;
-    case FL_SQUARE_XTAL: rq->shape = NB_SHAPE_SQUARE; break;
-    case FL_GAUSS_XTAL: rq->shape = NB_SHAPE_GAUSS; break;
-    case FL_TOPHAT_SPOTS: rq->shape = NB_SHAPE_TOPHAT; break;
-    case FL_FUDGE: NUM(rq->fudge, x); break;
-    default: return false;
-    }
-    return true;
+    nb_status st;
+    if (a->nvals && (st = nb_opt_number(a->opt, a->name, a->vals[0], &x))) return st;
+    nb_warn("%s has no effect on the image (as in the reference)", a->name);
+    return NB_OK;
+}
+
+static nb_status apply_stolout(const nb_opt_args *a)
+{
+    nb_warn("%s: nothing is written (as in the reference)", a->name);
+    return NB_OK;
 }
 
 /* -twotheta_axis X Y Z: the reference's -twotheta clause matches this flag
  * too, so the angle becomes the axis' x component in degrees and the pivot SAMPLE */
-static nb_status apply_twotheta_axis(nb_request *rq, const flag_args *a)
+static nb_status apply_twotheta_axis(const nb_opt_args *a)
 {
+    nb_request *rq = a->dest;
     nb_status st;
     rq->convention = NB_CUSTOM;
-    if ((st = vec3(a->name, a->vals, rq->twotheta_axis))) return st;
+    for (int i = 0; i < 3; i++)
+        if ((st = nb_opt_number(a->opt, a->name, a->vals[i], &rq->twotheta_axis[i]))) return st;
     if (rq->twotheta != rq->twotheta_axis[0] / RTD)
         nb_warn("-twotheta_axis also sets the two-theta angle to %g degrees (its first value), as the "
                 "reference does; give -twotheta after it to choose the angle",
@@ -384,90 +304,23 @@ static nb_status apply_twotheta_axis(nb_request *rq, const flag_args *a)
     return NB_OK;
 }
 
-/* the detector's placement: beam centres, pivot, convention and its vectors,
- * distances, rotations */
-static bool apply_detector_placement_flag(nb_request *rq, const flag_args *a, nb_status *st)
+/* -pix0_vector X Y Z: read, then ignored as the reference does */
+static nb_status apply_pix0_vector(const nb_opt_args *a)
 {
-    double x;
-    switch (a->id) {
-    case FL_XBEAM:
-        NUM(rq->Xbeam, x / 1000.0);
-        rq->pivot = NB_PIVOT_BEAM;
-        break;
-    case FL_YBEAM:
-        NUM(rq->Ybeam, x / 1000.0);
-        rq->pivot = NB_PIVOT_BEAM;
-        break;
-    case FL_XCLOSE:
-        NUM(rq->Xclose, x / 1000.0);
-        rq->pivot = NB_PIVOT_SAMPLE;
-        break;
-    case FL_YCLOSE:
-        NUM(rq->Yclose, x / 1000.0);
-        rq->pivot = NB_PIVOT_SAMPLE;
-        break;
-    case FL_ORGX:
-        NUM(rq->ORGX, x);
-        rq->pivot = NB_PIVOT_SAMPLE;
-        break;
-    case FL_ORGY:
-        NUM(rq->ORGY, x);
-        rq->pivot = NB_PIVOT_SAMPLE;
-        break;
-    case FL_PIVOT:
-        if (strcmp(a->vals[0], "sample") == 0) rq->pivot = NB_PIVOT_SAMPLE;
-        else if (strcmp(a->vals[0], "beam") == 0) rq->pivot = NB_PIVOT_BEAM;
-        else
-            *st = nb_error_set(NB_ERR_USAGE, "option -pivot: expected 'beam' or 'sample', got '%s'", a->vals[0]);
-        break;
-    /* the convention flags set the parse-time pivot as the reference does
-     * (-dials: BEAM, which the DIALS block then forces to SAMPLE); marked as
-     * implied, so that nb_resolve does not report it as an overridden request */
-    case FL_MOSFLM: rq->convention = NB_MOSFLM, rq->pivot = NB_PIVOT_BEAM | PIVOT_IMPLIED; break;
-    case FL_XDS: rq->convention = NB_XDS, rq->pivot = NB_PIVOT_SAMPLE | PIVOT_IMPLIED; break;
-    case FL_ADXV: rq->convention = NB_ADXV, rq->pivot = NB_PIVOT_BEAM | PIVOT_IMPLIED; break;
-    case FL_DENZO: rq->convention = NB_DENZO, rq->pivot = NB_PIVOT_BEAM | PIVOT_IMPLIED; break;
-    case FL_DIALS: rq->convention = NB_DIALS, rq->pivot = NB_PIVOT_BEAM | PIVOT_IMPLIED; break;
-    case FL_FDET_VECTOR: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->fdet); break;
-    case FL_SDET_VECTOR: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->sdet); break;
-    case FL_ODET_VECTOR: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->odet); break;
-    case FL_BEAM_VECTOR: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->beam); break;
-    case FL_POLAR_VECTOR: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->polar); break;
-    case FL_SPINDLE_AXIS: rq->convention = NB_CUSTOM, *st = vec3(a->name, a->vals, rq->spindle); break;
-    case FL_TWOTHETA_AXIS: *st = apply_twotheta_axis(rq, a); break;
-    case FL_PIX0_VECTOR: {
-        double ignored[3];
-        if ((*st = vec3(a->name, a->vals, ignored))) return true;
-        rq->convention = NB_CUSTOM;
-        nb_warn("%s selects the custom convention but its values are ignored, as in the reference", a->name);
-        break;
-    }
-    case FL_DISTANCE:
-    case FL_CLOSE_DISTANCE:
-        /* the reference divides by it (and a detector behind the sample is no detector) */
-        if ((*st = num(a->name, a->vals[0], &x))) return true;
-        if (!(x > 0.0)) {
-            *st = nb_error_set(NB_ERR_USAGE, "option %s: must be positive, got %s", a->name, a->vals[0]);
-            return true;
-        }
-        if (a->id == FL_DISTANCE) rq->distance = x / 1000.0, rq->pivot = NB_PIVOT_BEAM;
-        else rq->close_distance = x / 1000.0, rq->pivot = NB_PIVOT_SAMPLE;
-        break;
-    case FL_TWOTHETA:
-        NUM(rq->twotheta, x / RTD);
-        rq->pivot = NB_PIVOT_SAMPLE;
-        break;
-    case FL_ROTX: NUM(rq->rotx, x / RTD); break;
-    case FL_ROTY: NUM(rq->roty, x / RTD); break;
-    case FL_ROTZ: NUM(rq->rotz, x / RTD); break;
-    default: return false;
-    }
-    return true;
+    nb_request *rq = a->dest;
+    double ignored;
+    nb_status st;
+    for (int i = 0; i < 3; i++)
+        if ((st = nb_opt_number(a->opt, a->name, a->vals[i], &ignored))) return st;
+    rq->convention = NB_CUSTOM;
+    nb_warn("%s selects the custom convention but its values are ignored, as in the reference", a->name);
+    return NB_OK;
 }
 
 /* -detector_abs MICRONS|inf: the attenuation depth */
-static nb_status apply_detector_abs(nb_request *rq, const flag_args *a)
+static nb_status apply_detector_abs(const nb_opt_args *a)
 {
+    nb_request *rq = a->dest;
     char what[80];
     double x;
     nb_status st;
@@ -485,181 +338,175 @@ static nb_status apply_detector_abs(nb_request *rq, const flag_args *a)
     return NB_OK;
 }
 
-/* the detector itself: size, pixels, sensor, oversampling, region of interest */
-static bool apply_detector_pixels_flag(nb_request *rq, const flag_args *a, nb_status *st)
-{
-    double x;
-    switch (a->id) {
-    case FL_IMG:
-    case FL_MASK:
-    case FL_PANELS:
-        break; /* read before everything else, see nb-geom */
-    case FL_DETECTOR_ABS: *st = apply_detector_abs(rq, a); break;
-    case FL_DETECTOR_THICK: NUM(rq->detector_thick, x * 1e-6); break;
-    case FL_THICKSTEPS: INT(rq->detector_thicksteps); break;
-    case FL_DETSIZE:
-        NUM(rq->detsize_f, x / 1000.0);
-        rq->detsize_s = rq->detsize_f;
-        break;
-    case FL_DETSIZE_F: NUM(rq->detsize_f, x / 1000.0); break;
-    case FL_DETSIZE_S: NUM(rq->detsize_s, x / 1000.0); break;
-    case FL_DETPIXELS:
-        INT(rq->fpixels);
-        rq->spixels = rq->fpixels;
-        break;
-    case FL_DETPIXELS_F: INT(rq->fpixels); break;
-    case FL_DETPIXELS_S: INT(rq->spixels); break;
-    case FL_CURVED_DET: rq->curved_detector = 1; break;
-    case FL_PIXEL: NUM(rq->pixel_size, x / 1000.0); break;
-    case FL_POINT_PIXEL: rq->point_pixel = 1; break;
-    case FL_OVERSAMPLE: INT(rq->oversample); break;
-    case FL_OVERSAMPLE_THICK: rq->oversample_thick = 1; break;
-    case FL_OVERSAMPLE_POLAR: rq->oversample_polar = 1; break;
-    case FL_OVERSAMPLE_OMEGA: rq->oversample_omega = 1; break;
-    case FL_ROI: {
-        int r[4];
-        for (int i = 0; i < 4; i++)
-            if ((*st = inum(a->name, a->vals[i], &r[i]))) return true;
-        rq->roi_xmin = r[0], rq->roi_xmax = r[1], rq->roi_ymin = r[2], rq->roi_ymax = r[3];
-        break;
-    }
-    default: return false;
-    }
-    return true;
-}
+static const nb_opt_choice pivots[] = {{"sample", NB_PIVOT_SAMPLE}, {"beam", NB_PIVOT_BEAM}, {NULL, 0}};
+static const nb_opt_choice precisions[] = {{"double", 1}, {"single", 0}, {NULL, 0}};
 
-/* the beam: wavelength, polarization, fluence, divergence, dispersion, sources */
-static bool apply_beam_flag(nb_request *rq, const flag_args *a, nb_status *st)
-{
-    double x;
-    switch (a->id) {
-    case FL_POLAR:
-        NUM(rq->polarization, x);
-        rq->nopolar = 0;
-        break;
-    case FL_NOPOLAR: rq->nopolar = 1; break;
-    case FL_LAMBDA:
-    case FL_ENERGY:
-        if ((*st = num(a->name, a->vals[0], &x))) return true;
-        if (!(x > 0.0)) {
-            *st = nb_error_set(NB_ERR_USAGE, "option %s: must be positive, got %s", a->name, a->vals[0]);
-            return true;
-        }
-        rq->lambda0 = a->id == FL_LAMBDA ? x / 1.0e10 : (12398.42 / x) / 1.0e10;
-        break;
-    case FL_FLUENCE: NUM(rq->fluence, x); break;
-    case FL_FLUX: NUM(rq->flux, x); break;
-    case FL_EXPOSURE: NUM(rq->exposure, x); break;
-    case FL_BEAMSIZE: NUM(rq->beamsize, x / 1000); break;
-    case FL_DISPERSION: NUM(rq->dispersion, x / 100.0); break;
-    case FL_DISPSTEPS: INT(rq->dispsteps); break;
-    case FL_DIVERGENCE:
-        NUM(rq->hdivrange, x / 1000.0);
-        rq->vdivrange = rq->hdivrange;
-        break;
-    case FL_HDIVRANGE: NUM(rq->hdivrange, x / 1000.0); break;
-    case FL_VDIVRANGE: NUM(rq->vdivrange, x / 1000.0); break;
-    case FL_HDIVSTEP: NUM(rq->hdivstep, x / 1000.0); break;
-    case FL_VDIVSTEP: NUM(rq->vdivstep, x / 1000.0); break;
-    case FL_HDIVSTEPS: INT(rq->hdivsteps); break;
-    case FL_VDIVSTEPS: INT(rq->vdivsteps); break;
-    case FL_DIVSTEPS:
-        INT(rq->hdivsteps);
-        rq->vdivsteps = rq->hdivsteps;
-        break;
-    case FL_ROUND_DIV: rq->round_div = 1; break;
-    case FL_SQUARE_DIV: rq->round_div = 0; break;
-    case FL_SOURCEFILE: set_str(&rq->sourcefile, a->vals[0]); break;
-    default: return false;
-    }
-    return true;
-}
+/* Row builders: a flag's field(s) of nb_request and what it reads. */
+#define RQ(f) NB_AT(nb_request, f)
+#define SET(id, f, v) {id, .type = NB_OPT_SET, .sets = {{RQ(f), v}}}
+#define NUM(id, conv, ...) {id, .type = NB_OPT_DOUBLE, .at = {__VA_ARGS__}, .convert = conv}
+#define INT(id, ...) {id, .type = NB_OPT_INT, .at = {__VA_ARGS__}}
+#define STR(id, f) {id, .type = NB_OPT_STRDUP, .at = {RQ(f)}}
+#define FN(id, f) {id, .type = NB_OPT_CALLBACK, .fn = f}
+/* a number that also sets the pivot, as the reference's parser does */
+#define PIVOTING(id, conv, f, p) {id, .type = NB_OPT_DOUBLE, .at = {RQ(f)}, .convert = conv, .sets = {{RQ(pivot), p}}}
+/* a convention flag sets the parse-time pivot as the reference does (-dials:
+ * BEAM, which the DIALS block then forces to SAMPLE), marked as implied, so
+ * that nb_resolve does not report it as an overridden request */
+#define CONVENTION(id, c, p) {id, .type = NB_OPT_SET, .sets = {{RQ(convention), c}, {RQ(pivot), p | PIVOT_IMPLIED}}}
+/* a custom vector selects the custom convention */
+#define VECTOR(id, f) {id, .type = NB_OPT_VEC3, .at = {RQ(f)}, .sets = {{RQ(convention), NB_CUSTOM}}}
 
-/* the rotation: phi start, oscillation, steps, frames */
-static bool apply_rotation_flag(nb_request *rq, const flag_args *a, nb_status *st)
-{
-    double x;
-    switch (a->id) {
-    case FL_PHI: NUM(rq->phi0, x / RTD); break;
-    case FL_OSC: NUM(rq->osc, x / RTD); break;
-    case FL_PHISTEP: NUM(rq->phistep, x / RTD); break;
-    case FL_PHISTEPS: INT(rq->phisteps); break;
-    case FL_NFRAMES: INT(rq->nframes); break;
-    default: return false;
-    }
-    return true;
-}
-
-/* what the later stages do, recorded in the plan: structure factors,
- * rendering, background, noise and output files */
-static bool apply_later_stage_flag(nb_request *rq, const flag_args *a, nb_status *st)
-{
-    double x;
-    switch (a->id) {
-    case FL_SEED:
-        if ((*st = lnum(a->name, a->vals[0], &rq->seed))) return true;
-        rq->seed = -rq->seed;
-        rq->seed_given = 1;
-        break;
-    case FL_DMIN: NUM(rq->dmin, x * 1e-10); break;
-    case FL_INTERPOLATE: rq->interpolate = 1; break;
-    case FL_NOINTERPOLATE: rq->interpolate = 0; break;
-    case FL_WATER: NUM(rq->water_size, x / 1e6); break;
-    case FL_STOL: set_str(&rq->stolfile, a->vals[0]); break;
-    case FL_STOLOUT: nb_warn("%s: nothing is written (as in the reference)", a->name); break;
-    case FL_HKL: set_str(&rq->hklfile, a->vals[0]); break;
-    case FL_DEFAULT_F: NUM(rq->default_F, x); break;
-    case FL_DUMP: set_str(&rq->dumpfile, a->vals[0]); break;
-    case FL_PRINTOUT: rq->printout = 1; break;
-    case FL_PRINTOUT_PIXEL:
-        rq->printout = 1;
-        if ((*st = inum(a->name, a->vals[0], &rq->printout_fpixel))) return true;
-        *st = inum(a->name, a->vals[1], &rq->printout_spixel);
-        break;
-    case FL_PROGRESS: rq->progress = 1; break;
-    case FL_NOPROGRESS: rq->progress = 0; break;
-    case FL_PRECISION:
-        if (strcmp(a->vals[0], "double") == 0) rq->precision_double = 1;
-        else if (strcmp(a->vals[0], "single") == 0) rq->precision_double = 0;
-        else
-            *st = nb_error_set(NB_ERR_USAGE, "option -precision: expected 'single' or 'double', got '%s'",
-                               a->vals[0]);
-        break;
-    case FL_ADC: NUM(rq->adc, x); break;
-    case FL_NONOISE: rq->calculate_noise = 0; break;
-    case FL_NOISEFILE:
-        set_str(&rq->noisefile, a->vals[0]);
-        rq->calculate_noise = 1;
-        break;
-    case FL_FLOATFILE: set_str(&rq->floatfile, a->vals[0]); break;
-    case FL_INTFILE: set_str(&rq->intfile, a->vals[0]); break;
-    case FL_PGMFILE:
-        set_str(&rq->pgmfile, a->vals[0]);
-        rq->write_pgm = 1;
-        break;
-    case FL_PGMSCALE:
-        NUM(rq->pgm_scale, x);
-        rq->write_pgm = 1;
-        break;
-    case FL_NOPGM: rq->write_pgm = 0; break;
-    case FL_SCALE: NUM(rq->intfile_scale, x); break;
-    default: return false;
-    }
-    return true;
-}
+static const nb_opt request_rows[] = {
+    /* the crystal: cell or matrix, orientation, size, mosaicity, spot shape */
+    {FL_IMG, .type = NB_OPT_SET}, /* its header is read before every flag: nb_request_apply_scanned */
+    {FL_MASK, .type = NB_OPT_SET},
+    {FL_PANELS, .type = NB_OPT_SET}, /* its file is read before every flag too */
+    STR(FL_MAT, matfile),
+    FN(FL_CELL, apply_cell),
+    FN(FL_MISSET, apply_misset),
+    {FL_MISSET_SEED, .type = NB_OPT_SEED, .at = {RQ(misset_seed)}},
+    {FL_MOSAIC_SEED, .type = NB_OPT_SEED, .at = {RQ(mosaic_seed)}},
+    {FL_NA, .type = NB_OPT_INT_DOUBLE, .at = {RQ(Na)}},
+    {FL_NB, .type = NB_OPT_INT_DOUBLE, .at = {RQ(Nb)}},
+    {FL_NC, .type = NB_OPT_INT_DOUBLE, .at = {RQ(Nc)}},
+    {FL_N, .type = NB_OPT_INT_DOUBLE, .at = {RQ(Na), RQ(Nb), RQ(Nc)}},
+    NUM(FL_SAMPLE_SIZE, milli, RQ(sample_x), RQ(sample_y), RQ(sample_z)),
+    NUM(FL_SAMPLE_X, milli, RQ(sample_x)),
+    NUM(FL_SAMPLE_Y, milli, RQ(sample_y)),
+    NUM(FL_SAMPLE_Z, milli, RQ(sample_z)),
+    FN(FL_DENSITY, apply_no_effect),
+    FN(FL_MW, apply_no_effect),
+    FN(FL_COHERENT, apply_no_effect),
+    NUM(FL_MOSAIC, deg_to_rad, RQ(mosaic_spread)),
+    INT(FL_MOSAIC_DOMAINS, RQ(mosaic_domains)),
+    SET(FL_ROUND_XTAL, shape, NB_SHAPE_ROUND),
+    SET(FL_SQUARE_XTAL, shape, NB_SHAPE_SQUARE),
+    SET(FL_GAUSS_XTAL, shape, NB_SHAPE_GAUSS),
+    SET(FL_TOPHAT_SPOTS, shape, NB_SHAPE_TOPHAT),
+    NUM(FL_FUDGE, NULL, RQ(fudge)),
+    /* the detector's placement: beam centres, pivot, convention and its
+     * vectors, distances, rotations */
+    PIVOTING(FL_XBEAM, milli, Xbeam, NB_PIVOT_BEAM),
+    PIVOTING(FL_YBEAM, milli, Ybeam, NB_PIVOT_BEAM),
+    PIVOTING(FL_XCLOSE, milli, Xclose, NB_PIVOT_SAMPLE),
+    PIVOTING(FL_YCLOSE, milli, Yclose, NB_PIVOT_SAMPLE),
+    PIVOTING(FL_ORGX, NULL, ORGX, NB_PIVOT_SAMPLE),
+    PIVOTING(FL_ORGY, NULL, ORGY, NB_PIVOT_SAMPLE),
+    {FL_PIVOT, .type = NB_OPT_CHOICE, .at = {RQ(pivot)}, .choices = pivots, .expected = "'beam' or 'sample'"},
+    CONVENTION(FL_MOSFLM, NB_MOSFLM, NB_PIVOT_BEAM),
+    CONVENTION(FL_XDS, NB_XDS, NB_PIVOT_SAMPLE),
+    CONVENTION(FL_ADXV, NB_ADXV, NB_PIVOT_BEAM),
+    CONVENTION(FL_DENZO, NB_DENZO, NB_PIVOT_BEAM),
+    CONVENTION(FL_DIALS, NB_DIALS, NB_PIVOT_BEAM),
+    VECTOR(FL_FDET_VECTOR, fdet),
+    VECTOR(FL_SDET_VECTOR, sdet),
+    VECTOR(FL_ODET_VECTOR, odet),
+    VECTOR(FL_BEAM_VECTOR, beam),
+    VECTOR(FL_POLAR_VECTOR, polar),
+    VECTOR(FL_SPINDLE_AXIS, spindle),
+    FN(FL_TWOTHETA_AXIS, apply_twotheta_axis),
+    FN(FL_PIX0_VECTOR, apply_pix0_vector),
+    /* the reference divides by a distance (and a detector behind the sample is no detector) */
+    {FL_DISTANCE, .type = NB_OPT_DOUBLE, .at = {RQ(distance)}, .check = NB_CHECK_POSITIVE, .convert = milli,
+     .sets = {{RQ(pivot), NB_PIVOT_BEAM}}},
+    {FL_CLOSE_DISTANCE, .type = NB_OPT_DOUBLE, .at = {RQ(close_distance)}, .check = NB_CHECK_POSITIVE,
+     .convert = milli, .sets = {{RQ(pivot), NB_PIVOT_SAMPLE}}},
+    PIVOTING(FL_TWOTHETA, deg_to_rad, twotheta, NB_PIVOT_SAMPLE),
+    NUM(FL_ROTX, deg_to_rad, RQ(rotx)),
+    NUM(FL_ROTY, deg_to_rad, RQ(roty)),
+    NUM(FL_ROTZ, deg_to_rad, RQ(rotz)),
+    /* the detector itself: size, pixels, sensor, oversampling, region of interest */
+    FN(FL_DETECTOR_ABS, apply_detector_abs),
+    NUM(FL_DETECTOR_THICK, micron_to_m_mul, RQ(detector_thick)),
+    INT(FL_THICKSTEPS, RQ(detector_thicksteps)),
+    NUM(FL_DETSIZE, milli, RQ(detsize_f), RQ(detsize_s)),
+    NUM(FL_DETSIZE_F, milli, RQ(detsize_f)),
+    NUM(FL_DETSIZE_S, milli, RQ(detsize_s)),
+    INT(FL_DETPIXELS, RQ(fpixels), RQ(spixels)),
+    INT(FL_DETPIXELS_F, RQ(fpixels)),
+    INT(FL_DETPIXELS_S, RQ(spixels)),
+    SET(FL_CURVED_DET, curved_detector, 1),
+    NUM(FL_PIXEL, milli, RQ(pixel_size)),
+    SET(FL_POINT_PIXEL, point_pixel, 1),
+    INT(FL_OVERSAMPLE, RQ(oversample)),
+    SET(FL_OVERSAMPLE_THICK, oversample_thick, 1),
+    SET(FL_OVERSAMPLE_POLAR, oversample_polar, 1),
+    SET(FL_OVERSAMPLE_OMEGA, oversample_omega, 1),
+    {FL_ROI, .type = NB_OPT_INTS, .at = {RQ(roi_xmin), RQ(roi_xmax), RQ(roi_ymin), RQ(roi_ymax)}},
+    /* the beam: wavelength, polarization, fluence, divergence, dispersion, sources */
+    {FL_POLAR, .type = NB_OPT_DOUBLE, .at = {RQ(polarization)}, .sets = {{RQ(nopolar), 0}}},
+    SET(FL_NOPOLAR, nopolar, 1),
+    {FL_LAMBDA, .type = NB_OPT_DOUBLE, .at = {RQ(lambda0)}, .check = NB_CHECK_POSITIVE, .convert = angstrom_to_m},
+    {FL_ENERGY, .type = NB_OPT_DOUBLE, .at = {RQ(lambda0)}, .check = NB_CHECK_POSITIVE, .convert = ev_to_m},
+    NUM(FL_FLUENCE, NULL, RQ(fluence)),
+    NUM(FL_FLUX, NULL, RQ(flux)),
+    NUM(FL_EXPOSURE, NULL, RQ(exposure)),
+    NUM(FL_BEAMSIZE, milli, RQ(beamsize)),
+    NUM(FL_DISPERSION, percent, RQ(dispersion)),
+    INT(FL_DISPSTEPS, RQ(dispsteps)),
+    NUM(FL_DIVERGENCE, milli, RQ(hdivrange), RQ(vdivrange)),
+    NUM(FL_HDIVRANGE, milli, RQ(hdivrange)),
+    NUM(FL_VDIVRANGE, milli, RQ(vdivrange)),
+    NUM(FL_HDIVSTEP, milli, RQ(hdivstep)),
+    NUM(FL_VDIVSTEP, milli, RQ(vdivstep)),
+    INT(FL_HDIVSTEPS, RQ(hdivsteps)),
+    INT(FL_VDIVSTEPS, RQ(vdivsteps)),
+    INT(FL_DIVSTEPS, RQ(hdivsteps), RQ(vdivsteps)),
+    SET(FL_ROUND_DIV, round_div, 1),
+    SET(FL_SQUARE_DIV, round_div, 0),
+    STR(FL_SOURCEFILE, sourcefile),
+    /* the rotation: phi start, oscillation, steps, frames */
+    NUM(FL_PHI, deg_to_rad, RQ(phi0)),
+    NUM(FL_OSC, deg_to_rad, RQ(osc)),
+    NUM(FL_PHISTEP, deg_to_rad, RQ(phistep)),
+    INT(FL_PHISTEPS, RQ(phisteps)),
+    INT(FL_NFRAMES, RQ(nframes)),
+    /* what the later stages do, recorded in the plan: structure factors,
+     * rendering, background, noise and output files */
+    {FL_SEED, .type = NB_OPT_SEED, .at = {RQ(seed)}, .sets = {{RQ(seed_given), 1}}},
+    NUM(FL_DMIN, angstrom_to_m_mul, RQ(dmin)),
+    SET(FL_INTERPOLATE, interpolate, 1),
+    SET(FL_NOINTERPOLATE, interpolate, 0),
+    NUM(FL_WATER, micron_to_m, RQ(water_size)),
+    STR(FL_STOL, stolfile),
+    FN(FL_STOLOUT, apply_stolout),
+    STR(FL_HKL, hklfile),
+    NUM(FL_DEFAULT_F, NULL, RQ(default_F)),
+    STR(FL_DUMP, dumpfile),
+    SET(FL_PRINTOUT, printout, 1),
+    {FL_PRINTOUT_PIXEL, .type = NB_OPT_INTS, .at = {RQ(printout_fpixel), RQ(printout_spixel)},
+     .sets = {{RQ(printout), 1}}},
+    SET(FL_PROGRESS, progress, 1),
+    SET(FL_NOPROGRESS, progress, 0),
+    {FL_PRECISION, .type = NB_OPT_CHOICE, .at = {RQ(precision_double)}, .choices = precisions,
+     .expected = "'single' or 'double'"},
+    NUM(FL_ADC, NULL, RQ(adc)),
+    SET(FL_NONOISE, calculate_noise, 0),
+    {FL_NOISEFILE, .type = NB_OPT_STRDUP, .at = {RQ(noisefile)}, .sets = {{RQ(calculate_noise), 1}}},
+    STR(FL_FLOATFILE, floatfile),
+    STR(FL_INTFILE, intfile),
+    {FL_PGMFILE, .type = NB_OPT_STRDUP, .at = {RQ(pgmfile)}, .sets = {{RQ(write_pgm), 1}}},
+    {FL_PGMSCALE, .type = NB_OPT_DOUBLE, .at = {RQ(pgm_scale)}, .sets = {{RQ(write_pgm), 1}}},
+    SET(FL_NOPGM, write_pgm, 0),
+    NUM(FL_SCALE, NULL, RQ(intfile_scale)),
+    /* nb-geom's own option */
+    {NB_OPT_LOCAL, "--reference-defaults", 0, "",
+     "behave like the nanoBragg program: request floatimage.bin,\n"
+     "intimage.img, noiseimage.img, image.pgm and the Fdump.bin cache",
+     .type = NB_OPT_SET, .sets = {{RQ(reference_defaults), 1}}},
+};
+#undef RQ
+#undef SET
 #undef NUM
 #undef INT
+#undef STR
+#undef FN
+#undef PIVOTING
+#undef CONVENTION
+#undef VECTOR
 
-nb_status nb_request_apply(nb_request *rq, int id, const char *name, char **vals, int nvals)
-{
-    const flag_args a = {id, name, vals, nvals};
-    nb_status st = NB_OK;
-    if (apply_crystal_flag(rq, &a, &st) || apply_detector_placement_flag(rq, &a, &st) ||
-        apply_detector_pixels_flag(rq, &a, &st) || apply_beam_flag(rq, &a, &st) || apply_rotation_flag(rq, &a, &st) ||
-        apply_later_stage_flag(rq, &a, &st))
-        return st;
-    return nb_error_set(NB_ERR_USAGE, "option %s is not handled by nb-geom", name);
-}
+const nb_opt_table nb_request_opts = {NB_GEOM, request_rows, (int)(sizeof request_rows / sizeof request_rows[0])};
 
 /* ---- sources ------------------------------------------------------------ */
 

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "nb_error.h"
+#include "nb_options.h"
 #include "nb_plan.h"
 #include "nb_util.h"
 
@@ -102,8 +103,14 @@ typedef struct nb_request {
 void nb_request_defaults(nb_request *rq);
 void nb_request_free(nb_request *rq);
 
-/* Apply one flag (from nb_options) with its values.  -img/-mask headers must
- * be applied first (nb_request_apply_header) - nb-geom does that. */
+/* nb-geom's option table: each of its flags bound to its field of
+ * nb_request, with its check and the reference's parse-time unit conversion
+ * (docs/physics.md 2), or to a handler for the irregular ones. */
+extern const nb_opt_table nb_request_opts;
+
+/* Apply one flag (from nb_options) with its values, by its row of
+ * nb_request_opts.  -img/-mask headers must be applied first
+ * (nb_request_apply_header) - nb-geom does that. */
 nb_status nb_request_apply(nb_request *rq, int flag_id, const char *name, char **vals, int nvals);
 /* Which flag named the image: both set the geometry from the header; a mask's
  * BEAM_CENTER_Y counts from the other edge (as the reference reads it) and its
@@ -134,19 +141,9 @@ typedef struct nb_args_hooks {
     nb_status (*load_panels)(const char *path, nb_detector_file *out);
 } nb_args_hooks;
 
-typedef struct nb_scanned_args {
-    int argc;
-    char **argv;
-    int count;
-    struct nb_scanned_flag {
-        int id, index, nvals; /* the flag, its position in argv, its values */
-    } *flags;
-} nb_scanned_args;
-
 nb_status nb_request_scan_args(nb_request *rq, int argc, char **argv, const nb_args_hooks *hooks,
                                nb_scanned_args *out);
 nb_status nb_request_apply_scanned(nb_request *rq, const nb_scanned_args *args, const nb_args_hooks *hooks);
-void nb_scanned_args_free(nb_scanned_args *args);
 /* Both halves at once (hooks may be NULL). */
 nb_status nb_request_apply_args(nb_request *rq, int argc, char **argv, const nb_args_hooks *hooks);
 

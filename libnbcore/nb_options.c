@@ -1,10 +1,17 @@
-/* nb_options.c - the flag table of every tool: each spelling with its owner,
- * its argument count and its help; exact lookup, the "did you mean" message
- * and the one naming the tool that owns a flag, and the collection of a
- * command line into the flags a tool owns and those it passes on in the plan. */
+/* nb_options.c - the flag registry of every tool: each spelling with its
+ * owner, its argument count and its help; exact lookup, the "did you mean"
+ * message and the one naming the tool that owns a flag; and the one loop
+ * that reads a tool's command line through its option table, with the typed
+ * handlers that parse, check, convert and store a flag's values (written
+ * once here, not once per flag in each tool). */
 #include "nb_options.h"
 
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "nb_util.h"
 
 #define G NB_GEOM
 #define H NB_HKL
@@ -275,6 +282,11 @@ nb_status nb_flag_reject(const char *arg, unsigned this_tool)
             }
         return nb_error_set(NB_ERR_USAGE, "option '%s' belongs to %s, not %s", arg, tools, nb_tool_name());
     }
+    return nb_flag_unknown(arg, this_tool);
+}
+
+nb_status nb_flag_unknown(const char *arg, unsigned this_tool)
+{
     if (arg[0] != '-') return nb_error_set(NB_ERR_USAGE, "unexpected argument '%s'", arg);
     /* suggest the closest spelling this tool accepts */
     const char *best = NULL;
@@ -336,4 +348,212 @@ nb_status nb_flag_collect(const nb_flag *f, int argc, char **argv, int i, int *n
         *nargs = f->min_args;
         return NB_OK;
     }
+}
+
+/* ---- option tables: the typed handlers ----------------------------------------- */
+
+const nb_opt *nb_opt_row(const nb_opt_table *t, int id)
+{
+    for (int i = 0; i < t->nrows; i++)
+        if (t->rows[i].id == id) return &t->rows[i];
+    return NULL;
+}
+
+/* the destination field of NB_AT(...) `at` in `dest` */
+static void *field(void *dest, size_t at)
+{
+    return (char *)dest + (at - 1);
+}
+
+nb_status nb_opt_number(const nb_opt *row, const char *name, const char *val, double *x)
+{
+    char what[80];
+    snprintf(what, sizeof what, "option %s", name);
+    nb_status st = nb_parse_double(val, x, what);
+    if (st) return st;
+    /* the reference divides by a distance or a wavelength: zero is no value */
+    if (row->check == NB_CHECK_POSITIVE && !(*x > 0.0))
+        return nb_error_set(NB_ERR_USAGE, "option %s: must be positive, got %s", name, val);
+    if (row->check == NB_CHECK_NONNEG && *x < 0)
+        return nb_error_set(NB_ERR_USAGE, "option %s: must not be negative (%s)", name, val);
+    return NB_OK;
+}
+
+/* An integer value: an int's range, or a long's (the seeds). */
+static nb_status parse_int(const char *name, const char *val, long *out, int fits_int)
+{
+    char what[80];
+    snprintf(what, sizeof what, "option %s", name);
+    if (!fits_int) return nb_parse_long(val, out, what);
+    int n;
+    nb_status st = nb_parse_int(val, &n, what);
+    if (!st) *out = n;
+    return st;
+}
+
+static nb_status apply_choice(const nb_opt *row, void *dest, const char *name, const char *val)
+{
+    for (const nb_opt_choice *c = row->choices; c->word; c++)
+        if (!strcmp(val, c->word)) {
+            for (int k = 0; k < NB_OPT_MAX_AT && row->at[k]; k++) *(int *)field(dest, row->at[k]) = c->value;
+            return NB_OK;
+        }
+    return nb_error_set(NB_ERR_USAGE, "option %s: expected %s, got '%s'", name, row->expected, val);
+}
+
+/* The value types that store one value into every destination. */
+static nb_status apply_scalar(const nb_opt *row, void *dest, const char *name, const char *val)
+{
+    nb_status st;
+    double x = 0;
+    long n = 0;
+    if (row->type == NB_OPT_DOUBLE) {
+        if ((st = nb_opt_number(row, name, val, &x))) return st;
+        if (row->convert) x = row->convert(x);
+    } else if ((st = parse_int(name, val, &n, row->type != NB_OPT_SEED))) {
+        return st;
+    }
+    for (int k = 0; k < NB_OPT_MAX_AT && row->at[k]; k++) {
+        void *p = field(dest, row->at[k]);
+        switch (row->type) {
+        case NB_OPT_DOUBLE: *(double *)p = x; break;
+        case NB_OPT_INT: *(int *)p = (int)n; break;
+        case NB_OPT_INT_DOUBLE: *(double *)p = (int)n; break;
+        case NB_OPT_SEED: *(int64_t *)p = -(int64_t)n; break;
+        default: break;
+        }
+    }
+    return NB_OK;
+}
+
+/* The value types that store several values, the k-th into destination k
+ * (NB_OPT_INTS), or three into one array (NB_OPT_VEC3). */
+static nb_status apply_several(const nb_opt *row, void *dest, const char *name, char **vals, int nvals)
+{
+    nb_status st;
+    if (row->type == NB_OPT_VEC3) {
+        double *v = field(dest, row->at[0]);
+        char what[80];
+        snprintf(what, sizeof what, "option %s", name);
+        for (int k = 0; k < 3; k++)
+            if ((st = nb_parse_double(vals[k], &v[k], what))) return st;
+        return NB_OK;
+    }
+    long n[NB_OPT_MAX_AT];
+    if (nvals > NB_OPT_MAX_AT) return nb_error_set(NB_ERR_USAGE, "option %s: too many values", name);
+    for (int k = 0; k < nvals; k++)
+        if ((st = parse_int(name, vals[k], &n[k], 1))) return st;
+    for (int k = 0; k < nvals && row->at[k]; k++) *(int *)field(dest, row->at[k]) = (int)n[k];
+    return NB_OK;
+}
+
+nb_status nb_opt_apply(const nb_opt *row, void *dest, const char *name, char **vals, int nvals)
+{
+    nb_status st = NB_OK;
+    switch (row->type) {
+    case NB_OPT_SET: break;
+    case NB_OPT_DOUBLE:
+    case NB_OPT_INT:
+    case NB_OPT_INT_DOUBLE:
+    case NB_OPT_SEED: st = apply_scalar(row, dest, name, vals[0]); break;
+    case NB_OPT_STRING: *(const char **)field(dest, row->at[0]) = vals[0]; break;
+    case NB_OPT_STRDUP: {
+        char **p = field(dest, row->at[0]);
+        free(*p);
+        *p = nb_xstrdup(vals[0]);
+        break;
+    }
+    case NB_OPT_VEC3:
+    case NB_OPT_INTS: st = apply_several(row, dest, name, vals, nvals); break;
+    case NB_OPT_CHOICE: st = apply_choice(row, dest, name, vals[0]); break;
+    case NB_OPT_CALLBACK: {
+        const nb_opt_args a = {row, name, vals, nvals, dest};
+        st = row->fn(&a);
+        break;
+    }
+    }
+    if (st) return st;
+    for (int k = 0; k < NB_OPT_MAX_SETS && row->sets[k].at; k++) *(int *)field(dest, row->sets[k].at) = row->sets[k].value;
+    return NB_OK;
+}
+
+/* ---- the one command-line loop -------------------------------------------------- */
+
+/* The table's row with this spelling of its own, or NULL. */
+static const nb_opt *local_row(const nb_opt_table *t, const char *arg)
+{
+    for (int i = 0; i < t->nrows; i++)
+        if (t->rows[i].name && !strcmp(t->rows[i].name, arg)) return &t->rows[i];
+    return NULL;
+}
+
+/* What argv[i] is: the row that reads it and its values (*row set), a
+ * standard option the hook took, or the input stream (*row NULL). */
+static nb_status recognise(const nb_opt_table *t, int argc, char **argv, int *i, const nb_opts_hooks *h,
+                           int *ninputs, const nb_opt **row, int *nvals)
+{
+    const char *arg = argv[*i];
+    nb_status st = NB_OK;
+    *row = local_row(t, arg);
+    *nvals = 0;
+    if (*row) {
+        if ((*row)->nargs && *i + 1 >= argc)
+            return (*row)->needs ? nb_error_set(NB_ERR_USAGE, "option %s needs %s", arg, (*row)->needs)
+                                 : nb_error_set(NB_ERR_USAGE, "option %s needs a value (%s)", arg, (*row)->metavar);
+        *nvals = (*row)->nargs;
+        return NB_OK;
+    }
+    if (h && h->tool_option && h->tool_option(h->ctx, argc, argv, i, &st)) return st;
+    const nb_flag *f = t->owner ? nb_flag_lookup_for(arg, t->owner) : NULL;
+    if (!f && h && h->input && (arg[0] != '-' || !strcmp(arg, "-"))) {
+        if ((*ninputs)++) return nb_error_set(NB_ERR_USAGE, "only one input stream, got '%s' too", arg);
+        *h->input = arg;
+        return NB_OK;
+    }
+    if (!t->owner) return nb_flag_unknown(arg, 0);
+    if (!f || !(f->owners & t->owner)) return nb_flag_reject(arg, t->owner);
+    if (!(*row = nb_opt_row(t, f->id)))
+        return nb_error_set(NB_ERR_USAGE, "option %s is not handled by %s", arg, nb_tool_name());
+    return nb_flag_collect(f, argc, argv, *i, nvals);
+}
+
+/* Both loops: apply each flag as it comes (dest), or record it (out). */
+static nb_status walk(const nb_opt_table *t, int argc, char **argv, const nb_opts_hooks *h, void *dest,
+                      nb_scanned_args *out)
+{
+    int ninputs = 0;
+    for (int i = 0; i < argc; i++) {
+        const nb_opt *row;
+        int nvals;
+        nb_status st = recognise(t, argc, argv, &i, h, &ninputs, &row, &nvals);
+        if (st) return st;
+        if (!row) continue;
+        if (out) out->flags[out->count++] = (struct nb_scanned_flag){row, row->id, i, nvals};
+        else if ((st = nb_opt_apply(row, dest, argv[i], argv + i + 1, nvals))) return st;
+        i += nvals;
+    }
+    return NB_OK;
+}
+
+nb_status nb_opts_parse(const nb_opt_table *t, int argc, char **argv, const nb_opts_hooks *hooks, void *dest)
+{
+    return walk(t, argc, argv, hooks, dest, NULL);
+}
+
+nb_status nb_opts_scan(const nb_opt_table *t, int argc, char **argv, const nb_opts_hooks *hooks,
+                       nb_scanned_args *out)
+{
+    memset(out, 0, sizeof *out);
+    out->argc = argc;
+    out->argv = argv;
+    nb_status st = nb_calloc((void **)&out->flags, (size_t)argc + 1, sizeof *out->flags, "the flag list");
+    if (!st) st = walk(t, argc, argv, hooks, NULL, out);
+    if (st) nb_scanned_args_free(out);
+    return st;
+}
+
+void nb_scanned_args_free(nb_scanned_args *args)
+{
+    free(args->flags);
+    memset(args, 0, sizeof *args);
 }

@@ -21,6 +21,8 @@
 
 extern char **environ;
 
+static const nb_opt_table table;
+
 static const nb_tool_info tool = {
     "nb-bench",
     NB_BENCH,
@@ -44,21 +46,10 @@ static const nb_tool_info tool = {
     "reference does not print one: it is estimated as its median whole-process time minus the\n"
     "median time of the same command with -roi 0 0 0 0 (one pixel rendered, the same set-up\n"
     "and file writing).  The stages are found beside nb-bench.  See bench/README.md.",
-    "      --ref PATH      also run this reference nanoBragg binary\n"
-    "      --dropin        also run the drop-in (pipelines/nanobragg) with the reference's\n"
-    "                      command line\n"
-    "      --dir DIR       make the run directories in DIR (a tmpfs or a disk, say)\n"
-    "      --reps N        repetitions of each run (default 5)\n"
-    "      --config NAME   run this configuration (repeatable, or NAME,NAME...; default: all)\n"
-    "      --threads LIST  thread counts to run, comma-separated (default 2)\n"
-    "      --json FILE     also write the results as JSON ('-': standard output)\n"
-    "      --list          print the configurations with their flags, and exit\n"
-    "  -o FILE             write the table to FILE (default: standard output; standard\n"
-    "                      error when the JSON goes to standard output)\n",
+    &table,
     "  nb-bench --config seed-1024 --reps 3\n"
     "  nb-bench --ref /path/to/nanoBragg --threads 1,2 --json bench/results.json\n"
     "  nb-bench --ref /path/to/nanoBragg --dropin --config seed-4096 --dir /dev/shm\n",
-    1,
     NULL,
 };
 
@@ -145,10 +136,14 @@ typedef struct bench_opts {
     int list;
     int dropin;  /* also time the drop-in */
     char *dir;   /* where the run directories go (resolved), or NULL */
+    const char *output; /* -o FILE: the table's, or NULL */
 } bench_opts;
 
-static nb_status add_configs(bench_opts *o, const char *list)
+/* --config NAME[,NAME...] */
+static nb_status add_configs(const nb_opt_args *a)
 {
+    bench_opts *o = a->dest;
+    const char *list = a->vals[0];
     char *copy = nb_xstrdup(list), *save = NULL;
     nb_status st = NB_OK;
     int names = 0;
@@ -169,8 +164,11 @@ static nb_status add_configs(bench_opts *o, const char *list)
     return st;
 }
 
-static nb_status parse_threads(bench_opts *o, const char *list)
+/* --threads N[,N...] */
+static nb_status parse_threads(const nb_opt_args *a)
 {
+    bench_opts *o = a->dest;
+    const char *list = a->vals[0];
     char *copy = nb_xstrdup(list), *save = NULL;
     nb_status st = NB_OK;
     o->nthreads = 0;
@@ -189,8 +187,10 @@ static nb_status parse_threads(bench_opts *o, const char *list)
     return st;
 }
 
-static nb_status check_ref(bench_opts *o, const char *path)
+static nb_status check_ref(const nb_opt_args *a)
 {
+    bench_opts *o = a->dest;
+    const char *path = a->vals[0];
     struct stat sb;
     char *full = realpath(path, NULL);
     if (!full) return nb_error_set(NB_ERR_USAGE, "option --ref: cannot use '%s': %s", path, strerror(errno));
@@ -203,8 +203,10 @@ static nb_status check_ref(bench_opts *o, const char *path)
     return NB_OK;
 }
 
-static nb_status check_dir(bench_opts *o, const char *path)
+static nb_status check_dir(const nb_opt_args *a)
 {
+    bench_opts *o = a->dest;
+    const char *path = a->vals[0];
     struct stat sb;
     char *full = realpath(path, NULL);
     if (!full) return nb_error_set(NB_ERR_USAGE, "option --dir: cannot use '%s': %s", path, strerror(errno));
@@ -217,41 +219,54 @@ static nb_status check_dir(bench_opts *o, const char *path)
     return NB_OK;
 }
 
+static nb_status check_reps(const nb_opt_args *a)
+{
+    bench_opts *o = a->dest;
+    nb_status st = nb_parse_int(a->vals[0], &o->reps, "option --reps");
+    if (!st && (o->reps < 1 || o->reps > 10000))
+        st = nb_error_set(NB_ERR_USAGE, "option --reps: %d is not a sensible repetition count", o->reps);
+    return st;
+}
+
+/* nb-bench owns no nanoBragg flag (table owner 0): a flag of another tool is
+ * an unknown option here */
+#define BO(f) NB_AT(bench_opts, f)
+#define OWN(name, metavar, help, ...) {NB_OPT_LOCAL, name, 1, metavar, help, .needs = "a value", __VA_ARGS__}
+static const nb_opt rows[] = {
+    OWN("--ref", "PATH", "also run this reference nanoBragg binary", .type = NB_OPT_CALLBACK, .fn = check_ref),
+    {NB_OPT_LOCAL, "--dropin", 0, "",
+     "also run the drop-in (pipelines/nanobragg) with the reference's\n"
+     "command line",
+     .type = NB_OPT_SET, .sets = {{BO(dropin), 1}}},
+    OWN("--dir", "DIR", "make the run directories in DIR (a tmpfs or a disk, say)", .type = NB_OPT_CALLBACK,
+        .fn = check_dir),
+    OWN("--reps", "N", "repetitions of each run (default 5)", .type = NB_OPT_CALLBACK, .fn = check_reps),
+    OWN("--config", "NAME", "run this configuration (repeatable, or NAME,NAME...; default: all)",
+        .type = NB_OPT_CALLBACK, .fn = add_configs),
+    OWN("--threads", "LIST", "thread counts to run, comma-separated (default 2)", .type = NB_OPT_CALLBACK,
+        .fn = parse_threads),
+    OWN("--json", "FILE", "also write the results as JSON ('-': standard output)", .type = NB_OPT_STRING,
+        .at = {BO(json)}),
+    {NB_OPT_LOCAL, "--list", 0, "", "print the configurations with their flags, and exit", .type = NB_OPT_SET,
+     .sets = {{BO(list), 1}}},
+    {NB_OPT_LOCAL, "-o", 1, "FILE",
+     "write the table to FILE (default: standard output; standard\n"
+     "error when the JSON goes to standard output)",
+     .needs = "a file name", .type = NB_OPT_STRING, .at = {BO(output)}},
+    {NB_OPT_LOCAL, "--output", 1, "FILE", NULL, .needs = "a file name", .type = NB_OPT_STRING, .at = {BO(output)}},
+};
+#undef BO
+#undef OWN
+static const nb_opt_table table = {0, rows, (int)(sizeof rows / sizeof rows[0])};
+
 static nb_status parse(int argc, char **argv, bench_opts *o, nb_std_opts *std)
 {
-    nb_status st = NB_OK;
     o->reps = 5;
     o->threads[0] = 2;
     o->nthreads = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int takes_value = !strcmp(a, "--ref") || !strcmp(a, "--reps") || !strcmp(a, "--config") ||
-                          !strcmp(a, "--threads") || !strcmp(a, "--json") || !strcmp(a, "--dir");
-        if (takes_value && i + 1 >= argc) return nb_error_set(NB_ERR_USAGE, "option %s needs a value", a);
-        if (!strcmp(a, "--ref")) {
-            st = check_ref(o, argv[++i]);
-        } else if (!strcmp(a, "--reps")) {
-            if (!(st = nb_parse_int(argv[++i], &o->reps, "option --reps")) && (o->reps < 1 || o->reps > 10000))
-                st = nb_error_set(NB_ERR_USAGE, "option --reps: %d is not a sensible repetition count", o->reps);
-        } else if (!strcmp(a, "--config")) {
-            st = add_configs(o, argv[++i]);
-        } else if (!strcmp(a, "--threads")) {
-            st = parse_threads(o, argv[++i]);
-        } else if (!strcmp(a, "--json")) {
-            o->json = argv[++i];
-        } else if (!strcmp(a, "--list")) {
-            o->list = 1;
-        } else if (!strcmp(a, "--dropin")) {
-            o->dropin = 1;
-        } else if (!strcmp(a, "--dir")) {
-            st = check_dir(o, argv[++i]);
-        } else if (nb_std_option(&tool, std, argc, argv, &i, &st)) {
-            /* -o, -q, -v (help and version exit there) */
-        } else {
-            st = nb_error_set(NB_ERR_USAGE, a[0] == '-' ? "unknown option '%s'" : "unexpected argument '%s'", a);
-        }
-        if (st) return st;
-    }
+    nb_status st = nb_tool_parse(&tool, std, o, argc, argv);
+    if (st) return st;
+    if (o->output) std->output = o->output;
     if (o->nconfigs == 0)
         for (int c = 0; c < NCONFIGS; c++) o->configs[o->nconfigs++] = c;
     return NB_OK;

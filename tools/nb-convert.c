@@ -24,6 +24,8 @@
 #include "xds_inp.h"
 #include "tiff.h"
 
+static const nb_opt_table table;
+
 static const nb_tool_info tool = {
     "nb-convert",
     NB_CONVERT,
@@ -56,19 +58,11 @@ static const nb_tool_info tool = {
     "extension (img.cbf: img-p0.cbf, img-p1.cbf ...); .geom, all the panels; XDS.INP is refused.\n"
     "With --import FILE the direction reverses: a raw float or SMV image becomes an\n"
     "IMAGE record after the PLAN of the input stream, so it can be re-noised or converted.",
-    "  -o FILE             write FILE (repeatable); the format follows the extension\n"
-    "      --format NAME   format of the next -o: bin smv cbf tif tif-float tif16 tif32 pgm png nbs\n"
-    "                      xds geom\n"
-    "      --smv-beam reference|dxtbx\n"
-    "                      BEAM_CENTER_X/Y of -o SMV files: as nanoBragg writes them, or (default)\n"
-    "                      so that dxtbx/DIALS find the true beam position; -intfile and\n"
-    "                      -noisefile always use nanoBragg's values\n"
-    "      --import FILE   read FILE (raw float32 or SMV) as the image of the input plan\n",
+    &table,
     "  nb-geom ... | nb-hkl | nb-sim | nb-noise -seed 1 | nb-convert -o frame.cbf -o preview.png\n"
     "  nb-convert -o floatimage.bin -o image.pgm -pgmscale 2 rendered.nbs\n"
     "  nb-geom -detpixels 1024 -distance 100 -cell 100 100 100 90 90 90 \\\n"
     "      | nb-convert --import floatimage.bin | nb-noise -seed 3 | nb-convert -o noisy.img\n",
-    1,
     NULL,
 };
 
@@ -100,6 +94,7 @@ typedef struct conv_opts {
     int smv_beam;
     const char *import;
     const char *tee;        /* -o FILE.nbs: a copy of the stream */
+    int pending_format;     /* --format's, for the next -o; -1: none */
 } conv_opts;
 
 static int format_from_name(const char *name)
@@ -950,91 +945,91 @@ done:
 
 /* ---- main ------------------------------------------------------------------ */
 
+/* -o FILE: its format from --format before it, or from its name */
+static nb_status add_output(const nb_opt_args *a)
+{
+    conv_opts *o = a->dest;
+    out_request *r = &o->outs[o->nouts++];
+    r->path = a->vals[0];
+    r->format = o->pending_format >= 0 ? o->pending_format : format_from_path(r->path);
+    r->source = SRC_AUTO;
+    o->pending_format = -1;
+    if (r->format < 0)
+        return nb_error_set(NB_ERR_USAGE,
+                            "cannot tell the format of '%s' from its name (known: .bin .img .smv .cbf .tif "
+                            ".pgm .png .nbs .INP .geom); use --format",
+                            r->path);
+    return NB_OK;
+}
+
+static nb_status set_format(const nb_opt_args *a)
+{
+    conv_opts *o = a->dest;
+    o->pending_format = format_from_name(a->vals[0]);
+    if (o->pending_format < 0) return nb_error_set(NB_ERR_USAGE, "unknown format '%s'", a->vals[0]);
+    return NB_OK;
+}
+
+/* the reference's output files, requested here rather than in the plan */
+static nb_status add_reference_output(const nb_opt_args *a)
+{
+    conv_opts *o = a->dest;
+    const char *v = a->vals[0];
+    out_request *r = &o->outs[o->nouts++];
+    switch (a->opt->id) {
+    case FL_FLOATFILE: *r = (out_request){v, FMT_BIN, SRC_AUTO, 0, 0, 0}; break;
+    case FL_INTFILE: *r = (out_request){v, FMT_SMV, SRC_INT, NB_SMV_BEAM_REFERENCE, 0, 0}; break;
+    case FL_NOISEFILE: *r = (out_request){v, FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 0, 0}; break;
+    default: *r = (out_request){v, FMT_PGM, SRC_AUTO, 0, 0, 0}; break;
+    }
+    return NB_OK;
+}
+
+static const nb_opt_choice smv_beams[] = {
+    {"reference", NB_SMV_BEAM_REFERENCE}, {"dxtbx", NB_SMV_BEAM_DXTBX}, {NULL, 0}};
+
+/* each flag overrides the plan's request: have_* says it was given */
+#define CO(f) NB_AT(conv_opts, f)
+static const nb_opt rows[] = {
+    {FL_FLOATFILE, .type = NB_OPT_CALLBACK, .fn = add_reference_output},
+    {FL_INTFILE, .type = NB_OPT_CALLBACK, .fn = add_reference_output},
+    {FL_NOISEFILE, .type = NB_OPT_CALLBACK, .fn = add_reference_output},
+    {FL_PGMFILE, .type = NB_OPT_CALLBACK, .fn = add_reference_output},
+    {FL_NOPGM, .type = NB_OPT_SET, .sets = {{CO(nopgm), 1}}},
+    {FL_SCALE, .type = NB_OPT_DOUBLE, .at = {CO(scale)}, .sets = {{CO(have_scale), 1}}},
+    {FL_PGMSCALE, .type = NB_OPT_DOUBLE, .at = {CO(pgmscale)}, .sets = {{CO(have_pgmscale), 1}}},
+    {FL_ADC, .type = NB_OPT_DOUBLE, .at = {CO(adc)}, .sets = {{CO(have_adc), 1}}},
+    {NB_OPT_LOCAL, "-o", 1, "FILE", "write FILE (repeatable); the format follows the extension",
+     .needs = "a file name", .type = NB_OPT_CALLBACK, .fn = add_output},
+    {NB_OPT_LOCAL, "--output", 1, "FILE", NULL, .needs = "a file name", .type = NB_OPT_CALLBACK, .fn = add_output},
+    {NB_OPT_LOCAL, "--format", 1, "NAME",
+     "format of the next -o: bin smv cbf tif tif-float tif16 tif32 pgm png nbs\n"
+     "xds geom",
+     .needs = "a name", .type = NB_OPT_CALLBACK, .fn = set_format},
+    {NB_OPT_LOCAL, "--smv-beam", 1, "reference|dxtbx",
+     "BEAM_CENTER_X/Y of -o SMV files: as nanoBragg writes them, or (default)\n"
+     "so that dxtbx/DIALS find the true beam position; -intfile and\n"
+     "-noisefile always use nanoBragg's values",
+     .needs = "'reference' or 'dxtbx'", .type = NB_OPT_CHOICE, .at = {CO(smv_beam)}, .choices = smv_beams,
+     .expected = "'reference' or 'dxtbx'"},
+    {NB_OPT_LOCAL, "--import", 1, "FILE", "read FILE (raw float32 or SMV) as the image of the input plan",
+     .needs = "a file name", .type = NB_OPT_STRING, .at = {CO(import)}},
+};
+#undef CO
+static const nb_opt_table table = {NB_CONVERT, rows, (int)(sizeof rows / sizeof rows[0])};
+
 static nb_status parse(int argc, char **argv, conv_opts *o, nb_std_opts *std)
 {
-    nb_status st = NB_OK;
-    int ninputs = 0, pending_format = -1;
     o->smv_beam = NB_SMV_BEAM_DXTBX;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (i + 1 >= argc) return nb_error_set(NB_ERR_USAGE, "option %s needs a file name", a);
-            out_request *r = &o->outs[o->nouts++];
-            r->path = argv[++i];
-            r->format = pending_format >= 0 ? pending_format : format_from_path(r->path);
-            r->source = SRC_AUTO;
-            pending_format = -1;
-            if (r->format < 0)
-                return nb_error_set(NB_ERR_USAGE,
-                                    "cannot tell the format of '%s' from its name (known: .bin .img .smv .cbf .tif "
-                                    ".pgm .png .nbs .INP .geom); use --format",
-                                    r->path);
-            continue;
-        }
-        if (!strcmp(a, "--format")) {
-            if (i + 1 >= argc) return nb_error_set(NB_ERR_USAGE, "option --format needs a name");
-            pending_format = format_from_name(argv[++i]);
-            if (pending_format < 0) return nb_error_set(NB_ERR_USAGE, "unknown format '%s'", argv[i]);
-            continue;
-        }
-        if (!strcmp(a, "--smv-beam")) {
-            if (i + 1 >= argc) return nb_error_set(NB_ERR_USAGE, "option --smv-beam needs 'reference' or 'dxtbx'");
-            const char *v = argv[++i];
-            if (!strcmp(v, "reference")) o->smv_beam = NB_SMV_BEAM_REFERENCE;
-            else if (!strcmp(v, "dxtbx")) o->smv_beam = NB_SMV_BEAM_DXTBX;
-            else return nb_error_set(NB_ERR_USAGE, "option --smv-beam: expected 'reference' or 'dxtbx', got '%s'", v);
-            continue;
-        }
-        if (!strcmp(a, "--import")) {
-            if (i + 1 >= argc) return nb_error_set(NB_ERR_USAGE, "option --import needs a file name");
-            o->import = argv[++i];
-            continue;
-        }
-        if (nb_std_option(&tool, std, argc, argv, &i, &st)) {
-            if (st) return st;
-            continue;
-        }
-        const nb_flag *f = nb_flag_lookup_for(a, NB_CONVERT);
-        if (!f && (a[0] != '-' || !strcmp(a, "-"))) {
-            if (ninputs++) return nb_error_set(NB_ERR_USAGE, "only one input stream, got '%s' too", a);
-            std->input = a;
-            continue;
-        }
-        if (!f || !(f->owners & NB_CONVERT)) return nb_flag_reject(a, NB_CONVERT);
-        int nvals;
-        if ((st = nb_flag_collect(f, argc, argv, i, &nvals))) return st;
-        const char *v = nvals ? argv[i + 1] : NULL;
-        char what[64];
-        snprintf(what, sizeof what, "option %s", f->name);
-        out_request *r = &o->outs[o->nouts];
-        switch (f->id) {
-        case FL_FLOATFILE: *r = (out_request){v, FMT_BIN, SRC_AUTO, 0, 0, 0}, o->nouts++; break;
-        case FL_INTFILE: *r = (out_request){v, FMT_SMV, SRC_INT, NB_SMV_BEAM_REFERENCE, 0, 0}, o->nouts++; break;
-        case FL_NOISEFILE: *r = (out_request){v, FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 0, 0}, o->nouts++; break;
-        case FL_PGMFILE: *r = (out_request){v, FMT_PGM, SRC_AUTO, 0, 0, 0}, o->nouts++; break;
-        case FL_NOPGM: o->nopgm = 1; break;
-        case FL_SCALE:
-            if ((st = nb_parse_double(v, &o->scale, what))) return st;
-            o->have_scale = 1;
-            break;
-        case FL_PGMSCALE:
-            if ((st = nb_parse_double(v, &o->pgmscale, what))) return st;
-            o->have_pgmscale = 1;
-            break;
-        case FL_ADC:
-            if ((st = nb_parse_double(v, &o->adc, what))) return st;
-            o->have_adc = 1;
-            break;
-        default: return nb_error_set(NB_ERR_USAGE, "option %s is not handled by nb-convert", f->name);
-        }
-        i += nvals;
-    }
-    if (pending_format >= 0)
-        return nb_error_set(NB_ERR_USAGE, "--format %s must come before the -o FILE it applies to", fmt_names[pending_format]);
+    o->pending_format = -1;
+    nb_status st = nb_tool_parse(&tool, std, o, argc, argv);
+    if (st) return st;
+    if (o->pending_format >= 0)
+        return nb_error_set(NB_ERR_USAGE, "--format %s must come before the -o FILE it applies to",
+                            fmt_names[o->pending_format]);
     for (int k = 0; k < o->nouts; k++) {
         out_request *r = &o->outs[k];
         if (r->format == FMT_SMV && r->source == SRC_AUTO) r->smv_beam = o->smv_beam;
-        nb_status st;
         if ((r->format == FMT_TIF || r->format == FMT_TIF_FLOAT || r->format == FMT_TIF16 || r->format == FMT_TIF32) &&
             (st = nb_tiff_load()))
             return nb_error_prefix(st, "'%s'", r->path);

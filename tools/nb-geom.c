@@ -27,14 +27,11 @@ static const nb_tool_info tool = {
     "more flat panels, tied to the flags' beam and spindle (or polarization); the flags that\n"
     "place the one-panel detector (-distance, -pixel, -detpixels, beam centres, rotations,\n"
     "-roi, -img, -mask ...) are then usage errors.",
-    "      --reference-defaults\n"
-    "                      behave like the nanoBragg program: request floatimage.bin,\n"
-    "                      intimage.img, noiseimage.img, image.pgm and the Fdump.bin cache\n",
+    &nb_request_opts,
     "  nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 1024 \\\n"
     "          -default_F 100 > plan.nbs\n"
     "  nb-geom -panels imported.expt -cell 78 78 37 90 90 90 -lambda 1 -N 10 -oversample 1 -o plan.nbs\n"
     "  nb-geom -v -xds -cell 78 78 37 90 90 90 -misset random -ORGX 256 -ORGY 256 -o plan.nbs\n",
-    0,
     NULL,
 };
 

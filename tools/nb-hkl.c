@@ -13,6 +13,21 @@
 #include "nb_stream.h"
 #include "nb_util.h"
 
+typedef struct hkl_opts {
+    const char *hkl, *dump;
+    double default_F;
+    int have_hkl, have_dump, have_default;
+} hkl_opts;
+
+/* each flag overrides the plan's request: have_* says it was given */
+#define HO(f) NB_AT(hkl_opts, f)
+static const nb_opt rows[] = {
+    {FL_HKL, .type = NB_OPT_STRING, .at = {HO(hkl)}, .sets = {{HO(have_hkl), 1}}},
+    {FL_DUMP, .type = NB_OPT_STRING, .at = {HO(dump)}, .sets = {{HO(have_dump), 1}}},
+    {FL_DEFAULT_F, .type = NB_OPT_DOUBLE, .at = {HO(default_F)}, .sets = {{HO(have_default), 1}}},
+};
+static const nb_opt_table table = {NB_HKL, rows, (int)(sizeof rows / sizeof rows[0])};
+
 static const nb_tool_info tool = {
     "nb-hkl",
     NB_HKL,
@@ -23,18 +38,11 @@ static const nb_tool_info tool = {
     "from a binary Fdump.bin cache (-dump without -hkl), or nothing but a constant\n"
     "(-default_F).  Requests recorded in the plan by nb-geom are used unless overridden\n"
     "here.  With -hkl and -dump the cache is written, byte-compatible with nanoBragg's.",
-    NULL,
+    &table,
     "  nb-geom -cell 70 80 90 75 85 95 -N 5 -distance 100 | nb-hkl -hkl P1.hkl | nb-sim | ...\n"
     "  nb-hkl -hkl P1.hkl -dump Fdump.bin < plan.nbs > plan+hkl.nbs\n",
-    0,
     NULL,
 };
-
-typedef struct hkl_opts {
-    const char *hkl, *dump;
-    double default_F;
-    int have_hkl, have_dump, have_default;
-} hkl_opts;
 
 static int file_exists(const char *path)
 {
@@ -88,7 +96,6 @@ int main(int argc, char **argv)
     nb_std_opts opts;
     hkl_opts o;
     nb_status st = NB_OK;
-    int ninputs = 0;
 
     nb_set_tool_name(tool.name);
     nb_std_opts_init(&opts);
@@ -96,27 +103,7 @@ int main(int argc, char **argv)
      * from here on leaves an ABORT record on the pipe to the next stage */
     nb_stream_to_stdout(1);
     memset(&o, 0, sizeof o);
-    for (int i = 1; i < argc; i++) {
-        if (nb_std_option(&tool, &opts, argc, argv, &i, &st)) {
-            nb_exit_on_error(st);
-            continue;
-        }
-        const nb_flag *f = nb_flag_lookup_for(argv[i], NB_HKL);
-        if (!f && (argv[i][0] != '-' || !strcmp(argv[i], "-"))) {
-            if (ninputs++) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "only one input stream, got '%s' too", argv[i]));
-            opts.input = argv[i];
-            continue;
-        }
-        if (!f || !(f->owners & NB_HKL)) nb_exit_on_error(nb_flag_reject(argv[i], NB_HKL));
-        if (i + 1 >= argc) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option %s needs a value (%s)", f->name, f->metavar));
-        const char *v = argv[++i];
-        if (f->id == FL_HKL) o.hkl = v, o.have_hkl = 1;
-        else if (f->id == FL_DUMP) o.dump = v, o.have_dump = 1;
-        else if (f->id == FL_DEFAULT_F) {
-            nb_exit_on_error(nb_parse_double(v, &o.default_F, "option -default_F"));
-            o.have_default = 1;
-        }
-    }
+    nb_exit_on_error(nb_tool_parse(&tool, &opts, &o, argc, argv));
     nb_std_apply(&opts);
     nb_stream_to_stdout(!strcmp(opts.output, "-"));
 

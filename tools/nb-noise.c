@@ -14,6 +14,70 @@
 #include "nb_stream.h"
 #include "nb_util.h"
 
+typedef struct noise_opts {
+    nb_noise_params p;
+    int have_seed, have_adc, nonoise, have_fluence;
+    int64_t seed;
+    double adc, fluence, psf_fwhm_um;
+} noise_opts;
+
+/* noisify's integer settings and what each allows: -bits 16|32 (the two
+ * counter depths), -psf_radius 0..100000 pixels (0: automatic) */
+static nb_status apply_noise_int(const nb_opt_args *a)
+{
+    noise_opts *o = a->dest;
+    int bits = a->opt->id == FL_BITS, *v = bits ? &o->p.bits : &o->p.psf_radius;
+    char what[64];
+    snprintf(what, sizeof what, "option %s", a->name);
+    nb_status st = nb_parse_int(a->vals[0], v, what);
+    if (st) return st;
+    if (bits && *v != 16 && *v != 32) return nb_error_set(NB_ERR_USAGE, "option -bits: 16 or 32, not %s", a->vals[0]);
+    if (!bits && (*v < 0 || *v > 100000))
+        return nb_error_set(NB_ERR_USAGE, "option -psf_radius: %s pixels is not sensible", a->vals[0]);
+    return NB_OK;
+}
+
+/* -fluence: not negative (the row's check), and then not zero either: the
+ * photons are rescaled by its ratio to the plan's */
+static nb_status apply_fluence(const nb_opt_args *a)
+{
+    noise_opts *o = a->dest;
+    double x;
+    nb_status st = nb_opt_number(a->opt, a->name, a->vals[0], &x);
+    if (st) return st;
+    if (x <= 0) return nb_error_set(NB_ERR_USAGE, "option -fluence must be positive");
+    o->fluence = x;
+    return NB_OK;
+}
+
+static const nb_opt_choice psfs[] = {
+    {"gauss", NB_PSF_GAUSS}, {"gaussian", NB_PSF_GAUSS}, {"fiber", NB_PSF_FIBER}, {"fibre", NB_PSF_FIBER}, {NULL, 0}};
+
+/* each flag overrides the plan's request: have_* says it was given; noisify's
+ * fractions, widths and scales are never negative */
+#define NO(f) NB_AT(noise_opts, f)
+#define EFFECT(id, f) {id, .type = NB_OPT_DOUBLE, .at = {NO(f)}, .check = NB_CHECK_NONNEG}
+static const nb_opt rows[] = {
+    {FL_SEED, .type = NB_OPT_SEED, .at = {NO(seed)}, .sets = {{NO(have_seed), 1}}},
+    {FL_CALIB_SEED, .type = NB_OPT_SEED, .at = {NO(p.calib_seed)}},
+    {FL_NONOISE, .type = NB_OPT_SET, .sets = {{NO(nonoise), 1}}},
+    {FL_ADC, .type = NB_OPT_DOUBLE, .at = {NO(adc)}, .sets = {{NO(have_adc), 1}}},
+    {FL_BITS, .type = NB_OPT_CALLBACK, .fn = apply_noise_int},
+    {FL_PSF, .type = NB_OPT_CHOICE, .at = {NO(p.psf)}, .choices = psfs, .expected = "'gauss' or 'fiber'"},
+    {FL_PSF_RADIUS, .type = NB_OPT_CALLBACK, .fn = apply_noise_int},
+    EFFECT(FL_FLICKER, p.flicker),
+    EFFECT(FL_CALIBRATION, p.calibration),
+    EFFECT(FL_READOUT, p.readout),
+    EFFECT(FL_GAIN, p.gain),
+    EFFECT(FL_PSF_FWHM, psf_fwhm_um),
+    EFFECT(FL_PHOTON_SCALE, p.photon_scale),
+    {FL_NOISE_FLUENCE, .type = NB_OPT_CALLBACK, .check = NB_CHECK_NONNEG, .fn = apply_fluence,
+     .sets = {{NO(have_fluence), 1}}},
+};
+#undef NO
+#undef EFFECT
+static const nb_opt_table table = {NB_NOISE, rows, (int)(sizeof rows / sizeof rows[0])};
+
 static const nb_tool_info tool = {
     "nb-noise",
     NB_NOISE,
@@ -29,95 +93,11 @@ static const nb_tool_info tool = {
     "panel 0 as a one-panel detector, panel j from seeds derived from (seed, j) and\n"
     "(-calib_seed, j).  The effects of nanoBragg's noisify program\n"
     "are opt-in: -flicker, -calibration, -readout, -gain, -psf, -bits, -scale, -fluence.",
-    NULL,
+    &table,
     "  nb-geom ... | nb-hkl | nb-sim | nb-noise -seed 7 | nb-convert -o noisy.img\n"
     "  nb-noise -seed 2 -readout 3 -psf gauss -psf_fwhm 100 < rendered.nbs | nb-convert -o frame.cbf\n",
-    0,
     NULL,
 };
-
-typedef struct noise_opts {
-    nb_noise_params p;
-    int have_seed, have_adc, nonoise, have_fluence;
-    int64_t seed;
-    double adc, fluence, psf_fwhm_um;
-} noise_opts;
-
-static nb_status parse(int argc, char **argv, noise_opts *o, nb_std_opts *std)
-{
-    nb_status st = NB_OK;
-    int ninputs = 0;
-    o->psf_fwhm_um = 46.0;
-    for (int i = 1; i < argc; i++) {
-        if (nb_std_option(&tool, std, argc, argv, &i, &st)) {
-            if (st) return st;
-            continue;
-        }
-        const nb_flag *f = nb_flag_lookup_for(argv[i], NB_NOISE);
-        if (!f && (argv[i][0] != '-' || !strcmp(argv[i], "-"))) {
-            if (ninputs++) return nb_error_set(NB_ERR_USAGE, "only one input stream, got '%s' too", argv[i]);
-            std->input = argv[i];
-            continue;
-        }
-        if (!f || !(f->owners & NB_NOISE)) return nb_flag_reject(argv[i], NB_NOISE);
-        int nvals;
-        if ((st = nb_flag_collect(f, argc, argv, i, &nvals))) return st;
-        const char *v = nvals ? argv[i + 1] : NULL;
-        char what[64];
-        snprintf(what, sizeof what, "option %s", f->name);
-        double x = 0;
-        long l = 0;
-        switch (f->id) {
-        case FL_SEED:
-            if ((st = nb_parse_long(v, &l, what))) return st;
-            o->seed = -(int64_t)l;
-            o->have_seed = 1;
-            break;
-        case FL_CALIB_SEED:
-            if ((st = nb_parse_long(v, &l, what))) return st;
-            o->p.calib_seed = -(int64_t)l;
-            break;
-        case FL_NONOISE: o->nonoise = 1; break;
-        case FL_ADC:
-            if ((st = nb_parse_double(v, &o->adc, what))) return st;
-            o->have_adc = 1;
-            break;
-        case FL_BITS:
-            if ((st = nb_parse_int(v, &o->p.bits, what))) return st;
-            if (o->p.bits != 16 && o->p.bits != 32) return nb_error_set(NB_ERR_USAGE, "option -bits: 16 or 32, not %s", v);
-            break;
-        case FL_PSF:
-            if (!strcmp(v, "gauss") || !strcmp(v, "gaussian")) o->p.psf = NB_PSF_GAUSS;
-            else if (!strcmp(v, "fiber") || !strcmp(v, "fibre")) o->p.psf = NB_PSF_FIBER;
-            else return nb_error_set(NB_ERR_USAGE, "option -psf: expected 'gauss' or 'fiber', got '%s'", v);
-            break;
-        case FL_PSF_RADIUS:
-            if ((st = nb_parse_int(v, &o->p.psf_radius, what))) return st;
-            if (o->p.psf_radius < 0 || o->p.psf_radius > 100000)
-                return nb_error_set(NB_ERR_USAGE, "option -psf_radius: %s pixels is not sensible", v);
-            break;
-        default:
-            if ((st = nb_parse_double(v, &x, what))) return st;
-            if (x < 0) return nb_error_set(NB_ERR_USAGE, "option %s: must not be negative (%s)", f->name, v);
-            switch (f->id) {
-            case FL_FLICKER: o->p.flicker = x; break;
-            case FL_CALIBRATION: o->p.calibration = x; break;
-            case FL_READOUT: o->p.readout = x; break;
-            case FL_GAIN: o->p.gain = x; break;
-            case FL_PSF_FWHM: o->psf_fwhm_um = x; break;
-            case FL_PHOTON_SCALE: o->p.photon_scale = x; break;
-            case FL_NOISE_FLUENCE:
-                if (x <= 0) return nb_error_set(NB_ERR_USAGE, "option -fluence must be positive");
-                o->fluence = x;
-                o->have_fluence = 1;
-                break;
-            default: return nb_error_set(NB_ERR_USAGE, "option %s is not handled by nb-noise", f->name);
-            }
-        }
-        i += nvals;
-    }
-    return NB_OK;
-}
 
 /* The IMAGE record `in` again, with its photons and the counts made from
  * them (any earlier counts and their keys replaced). */
@@ -195,7 +175,8 @@ int main(int argc, char **argv)
      * from here on leaves an ABORT record on the pipe to the next stage */
     nb_stream_to_stdout(1);
     nb_noise_defaults(&o.p);
-    nb_exit_on_error(parse(argc, argv, &o, &opts));
+    o.psf_fwhm_um = 46.0;
+    nb_exit_on_error(nb_tool_parse(&tool, &opts, &o, argc, argv));
     nb_std_apply(&opts);
     nb_stream_to_stdout(!strcmp(opts.output, "-"));
 

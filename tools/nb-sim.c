@@ -16,6 +16,7 @@
 #include "nb_util.h"
 
 static void print_backends(FILE *fp);
+static const nb_opt_table table;
 
 static const nb_tool_info tool = {
     "nb-sim",
@@ -33,20 +34,10 @@ static const nb_tool_info tool = {
     "over rows.  -precision double is the reference-faithful path.  --device cuda renders on the\n"
     "GPU (the same physics source).  Statistics of the image (max and where, mean, rms, rmsd)\n"
     "go to standard error as the reference prints them.",
-    "      --device cpu|cuda|auto\n"
-    "                      where to render (default auto: CUDA when this build has it and a\n"
-    "                      GPU is present, else the CPU); --version lists the backends\n"
-    "      --frames A:B    render frames A to B of a series only (1-based, inclusive: the\n"
-    "                      frames of files _000A .. _000B)\n"
-    "      --shard K/M     render the K-th of M near-equal contiguous blocks of frames\n"
-    "                      (1 <= K <= M); '--shard slurm' takes K and M from a Slurm job\n"
-    "                      array (SLURM_ARRAY_TASK_ID, _MIN, _COUNT).  Any split gives the\n"
-    "                      same frames, bit for bit, and the shards' streams joined with\n"
-    "                      cat are one valid stream\n",
+    &table,
     "  nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -default_F 100 | nb-sim | nb-convert -o img.bin\n"
     "  nb-sim --threads 2 -precision double -o rendered.nbs plan.nbs\n"
     "  nb-geom ... -osc 1 -nframes 90 -o sweep.nbs; nb-sim --shard 2/3 -o part2.nbs sweep.nbs\n",
-    0,
     print_backends,
 };
 
@@ -227,6 +218,50 @@ static nb_status parse_shard(const char *v, int *k, int *m)
         return nb_error_set(NB_ERR_USAGE, "option --shard %s: expected 1 <= K <= M, got K = %d, M = %d", v, *k, *m);
     return NB_OK;
 }
+
+static nb_status apply_frames(const nb_opt_args *a)
+{
+    sim_opts *o = a->dest;
+    return parse_frames(a->vals[0], &o->frame_first, &o->frame_last);
+}
+
+static nb_status apply_shard(const nb_opt_args *a)
+{
+    sim_opts *o = a->dest;
+    return parse_shard(a->vals[0], &o->shard_k, &o->shard_m);
+}
+
+static const nb_opt_choice devices[] = {{"cpu", DEV_CPU}, {"cuda", DEV_CUDA}, {"auto", DEV_AUTO}, {NULL, 0}};
+static const nb_opt_choice precisions[] = {{"double", 1}, {"single", 0}, {NULL, 0}};
+
+/* each flag overrides the plan's request (have_printout: -printout was given) */
+#define SO(f) NB_AT(sim_opts, f)
+static const nb_opt rows[] = {
+    {FL_PRECISION, .type = NB_OPT_CHOICE, .at = {SO(precision)}, .choices = precisions,
+     .expected = "'single' or 'double'"},
+    {FL_PRINTOUT, .type = NB_OPT_SET, .sets = {{SO(printout), 1}, {SO(have_printout), 1}}},
+    {FL_PRINTOUT_PIXEL, .type = NB_OPT_INTS, .at = {SO(printout_f), SO(printout_s)},
+     .sets = {{SO(printout), 1}, {SO(have_printout), 1}}},
+    {FL_PROGRESS, .type = NB_OPT_SET, .sets = {{SO(progress), 1}}},
+    {FL_NOPROGRESS, .type = NB_OPT_SET, .sets = {{SO(progress), 0}}},
+    {NB_OPT_LOCAL, "--device", 1, "cpu|cuda|auto",
+     "where to render (default auto: CUDA when this build has it and a\n"
+     "GPU is present, else the CPU); --version lists the backends",
+     .type = NB_OPT_CHOICE, .at = {SO(device)}, .choices = devices, .expected = "cpu, cuda or auto"},
+    {NB_OPT_LOCAL, "--frames", 1, "A:B",
+     "render frames A to B of a series only (1-based, inclusive: the\n"
+     "frames of files _000A .. _000B)",
+     .needs = "a value", .type = NB_OPT_CALLBACK, .fn = apply_frames},
+    {NB_OPT_LOCAL, "--shard", 1, "K/M",
+     "render the K-th of M near-equal contiguous blocks of frames\n"
+     "(1 <= K <= M); '--shard slurm' takes K and M from a Slurm job\n"
+     "array (SLURM_ARRAY_TASK_ID, _MIN, _COUNT).  Any split gives the\n"
+     "same frames, bit for bit, and the shards' streams joined with\n"
+     "cat are one valid stream",
+     .needs = "a value", .type = NB_OPT_CALLBACK, .fn = apply_shard},
+};
+#undef SO
+static const nb_opt_table table = {NB_SIM, rows, (int)(sizeof rows / sizeof rows[0])};
 
 /* The CUDA context, opened at the first render that wants it. */
 static nb_cuda *cuda;
@@ -456,62 +491,13 @@ int main(int argc, char **argv)
     nb_std_opts opts;
     sim_opts o = {DEV_AUTO, -1, 0, -1, -1, 0, -1, 0, 0, 0, 0};
     nb_status st = NB_OK;
-    int ninputs = 0;
 
     nb_set_tool_name(tool.name);
     nb_std_opts_init(&opts);
     /* its stream goes to standard output unless -o says otherwise: a failure
      * from here on leaves an ABORT record on the pipe to the next stage */
     nb_stream_to_stdout(1);
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--device")) {
-            const char *v = i + 1 < argc ? argv[++i] : "";
-            if (!strcmp(v, "cpu")) o.device = DEV_CPU;
-            else if (!strcmp(v, "cuda")) o.device = DEV_CUDA;
-            else if (!strcmp(v, "auto")) o.device = DEV_AUTO;
-            else nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option --device: expected cpu, cuda or auto, got '%s'", v));
-            continue;
-        }
-        if (!strcmp(argv[i], "--frames") || !strcmp(argv[i], "--shard")) {
-            if (i + 1 >= argc)
-                nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option %s needs a value", argv[i]));
-            if (argv[i][2] == 'f') nb_exit_on_error(parse_frames(argv[i + 1], &o.frame_first, &o.frame_last));
-            else nb_exit_on_error(parse_shard(argv[i + 1], &o.shard_k, &o.shard_m));
-            i++;
-            continue;
-        }
-        if (nb_std_option(&tool, &opts, argc, argv, &i, &st)) {
-            nb_exit_on_error(st);
-            continue;
-        }
-        const nb_flag *f = nb_flag_lookup_for(argv[i], NB_SIM);
-        if (!f && (argv[i][0] != '-' || !strcmp(argv[i], "-"))) {
-            if (ninputs++) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "only one input stream, got '%s' too", argv[i]));
-            opts.input = argv[i];
-            continue;
-        }
-        if (!f || !(f->owners & NB_SIM)) nb_exit_on_error(nb_flag_reject(argv[i], NB_SIM));
-        int nvals;
-        nb_exit_on_error(nb_flag_collect(f, argc, argv, i, &nvals));
-        switch (f->id) {
-        case FL_PRECISION:
-            if (!strcmp(argv[i + 1], "double")) o.precision = 1;
-            else if (!strcmp(argv[i + 1], "single")) o.precision = 0;
-            else nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option -precision: expected 'single' or 'double', got '%s'", argv[i + 1]));
-            break;
-        case FL_PRINTOUT:
-            o.printout = 1, o.have_printout = 1;
-            break;
-        case FL_PRINTOUT_PIXEL:
-            o.printout = 1, o.have_printout = 1;
-            nb_exit_on_error(nb_parse_int(argv[i + 1], &o.printout_f, "option -printout_pixel"));
-            nb_exit_on_error(nb_parse_int(argv[i + 2], &o.printout_s, "option -printout_pixel"));
-            break;
-        case FL_PROGRESS: o.progress = 1; break;
-        case FL_NOPROGRESS: o.progress = 0; break;
-        }
-        i += nvals;
-    }
+    nb_exit_on_error(nb_tool_parse(&tool, &opts, &o, argc, argv));
     nb_std_apply(&opts);
     nb_stream_to_stdout(!strcmp(opts.output, "-"));
 

@@ -20,21 +20,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (char *t = strtok(text, " \t\n\r\f\v"); t && argc < 256; t = strtok(NULL, " \t\n\r\f\v")) argv[argc++] = t;
     nb_request rq;
     nb_request_defaults(&rq);
-    nb_status st = NB_OK;
-    for (int i = 0; i < argc && !st; i++) {
-        const nb_flag *f = nb_flag_lookup_for(argv[i], NB_GEOM);
-        int nvals = 0;
-        if (!f || !(f->owners & NB_GEOM)) {
-            st = NB_ERR_USAGE;
-            break;
+    /* nb-geom's own loop (nb_request_scan_args and _apply_scanned), with no
+     * header reader; files would be read from the fuzzer's machine by the
+     * resolution, so the flags from the first file flag on are dropped */
+    nb_scanned_args args;
+    nb_status st = nb_request_scan_args(&rq, argc, argv, NULL, &args);
+    if (!st) {
+        for (int k = 0; k < args.count; k++) {
+            int id = args.flags[k].id;
+            if (id == FL_MAT || id == FL_SOURCEFILE || id == FL_MASK || id == FL_IMG || id == FL_HKL || id == FL_STOL) {
+                args.count = k;
+                break;
+            }
         }
-        /* files would be read from the fuzzer's machine: keep to the numbers */
-        if (f->id == FL_MAT || f->id == FL_SOURCEFILE || f->id == FL_MASK || f->id == FL_IMG || f->id == FL_HKL ||
-            f->id == FL_STOL)
-            break;
-        st = nb_flag_collect(f, argc, argv, i, &nvals);
-        if (!st) st = nb_request_apply(&rq, f->id, f->name, argv + i + 1, nvals);
-        i += nvals;
+        st = nb_request_apply_scanned(&rq, &args, NULL);
+        nb_scanned_args_free(&args);
     }
     nb_plan plan;
     nb_strbuf log;

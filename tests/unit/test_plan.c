@@ -703,6 +703,137 @@ static void test_panels(void)
     nb_plan_free(&p);
 }
 
+/* ---- option tables: the typed rows and the one loop ------------------------ */
+
+typedef struct demo_opts {
+    double d;
+    double both[2];
+    int n, pair[2], word, given, other;
+    int64_t seed;
+    const char *s;
+    char *copy;
+    double v[3];
+} demo_opts;
+
+static double times_ten(double x) { return x * 10; }
+
+static int callback_calls;
+static nb_status demo_callback(const nb_opt_args *a)
+{
+    demo_opts *o = a->dest;
+    callback_calls++;
+    o->other = a->nvals;
+    return NB_OK;
+}
+
+static const nb_opt_choice demo_words[] = {{"one", 1}, {"two", 2}, {NULL, 0}};
+#define DO(f) NB_AT(demo_opts, f)
+static const nb_opt demo_rows[] = {
+    {FL_DISTANCE, .type = NB_OPT_DOUBLE, .at = {DO(d)}, .check = NB_CHECK_POSITIVE, .convert = times_ten,
+     .sets = {{DO(given), 1}, {DO(other), 7}}},
+    {FL_DIVERGENCE, .type = NB_OPT_DOUBLE, .at = {DO(both[0]), DO(both[1])}, .check = NB_CHECK_NONNEG},
+    {FL_DETPIXELS, .type = NB_OPT_INT, .at = {DO(n)}},
+    {FL_PRINTOUT_PIXEL, .type = NB_OPT_INTS, .at = {DO(pair[0]), DO(pair[1])}},
+    {FL_SEED, .type = NB_OPT_SEED, .at = {DO(seed)}},
+    {FL_HKL, .type = NB_OPT_STRING, .at = {DO(s)}},
+    {FL_DUMP, .type = NB_OPT_STRDUP, .at = {DO(copy)}},
+    {FL_FDET_VECTOR, .type = NB_OPT_VEC3, .at = {DO(v)}},
+    {FL_PRECISION, .type = NB_OPT_CHOICE, .at = {DO(word)}, .choices = demo_words, .expected = "'one' or 'two'"},
+    {FL_ROI, .type = NB_OPT_CALLBACK, .fn = demo_callback},
+    {NB_OPT_LOCAL, "--own", 1, "X", "an option of its own", .needs = "an X", .type = NB_OPT_STRING, .at = {DO(s)}},
+};
+#undef DO
+static const nb_opt_table demo_table = {NB_GEOM, demo_rows, (int)(sizeof demo_rows / sizeof demo_rows[0])};
+
+/* the loop on a command line of words (no program name) */
+static nb_status demo_parse(const nb_opt_table *t, const char *line, demo_opts *o, const char **input)
+{
+    static char buf[512];
+    char *argv[32];
+    int argc = 0;
+    snprintf(buf, sizeof buf, "%s", line);
+    for (char *tok = strtok(buf, " "); tok && argc < 31; tok = strtok(NULL, " ")) argv[argc++] = tok;
+    const nb_opts_hooks hooks = {NULL, NULL, input};
+    return nb_opts_parse(t, argc, argv, &hooks, o);
+}
+
+static void test_option_tables(void)
+{
+    demo_opts o;
+    const char *input = NULL;
+    memset(&o, 0, sizeof o);
+    ok(demo_parse(&demo_table, "-distance 2.5", &o, NULL) == NB_OK && o.d == 25 && o.given == 1 && o.other == 7,
+       "a number: parsed, converted, its sets set");
+    ok(demo_parse(&demo_table, "-distance 0", &o, NULL) == NB_ERR_USAGE &&
+           !strcmp(nb_error_message(), "option -distance: must be positive, got 0"),
+       "the positive check: %s", nb_error_message());
+    ok(demo_parse(&demo_table, "-distance x", &o, NULL) == NB_ERR_USAGE && contains(nb_error_message(), "-distance"),
+       "a bad number: %s", nb_error_message());
+    ok(demo_parse(&demo_table, "-divergence 0.5", &o, NULL) == NB_OK && o.both[0] == 0.5 && o.both[1] == 0.5,
+       "a value goes to every destination");
+    ok(demo_parse(&demo_table, "-divergence -1", &o, NULL) == NB_ERR_USAGE &&
+           !strcmp(nb_error_message(), "option -divergence: must not be negative (-1)"),
+       "the not-negative check: %s", nb_error_message());
+    ok(demo_parse(&demo_table, "-detpixels 12 -printout_pixel 3 4 -seed 5", &o, NULL) == NB_OK && o.n == 12 &&
+           o.pair[0] == 3 && o.pair[1] == 4 && o.seed == -5,
+       "an integer, one integer per destination, a seed kept negated");
+    ok(demo_parse(&demo_table, "-detpixels 1.5", &o, NULL) == NB_ERR_USAGE && contains(nb_error_message(), "integer"),
+       "an integer flag refuses 1.5: %s", nb_error_message());
+    ok(demo_parse(&demo_table, "-hkl a.hkl -dump b.bin -dump c.bin", &o, NULL) == NB_OK && !strcmp(o.s, "a.hkl") &&
+           o.copy && !strcmp(o.copy, "c.bin"),
+       "a string, and a copy that replaces the previous one");
+    ok(demo_parse(&demo_table, "-fdet_vector 1 2 3 -precision two", &o, NULL) == NB_OK && o.v[0] == 1 &&
+           o.v[2] == 3 && o.word == 2,
+       "a vector, a word");
+    ok(demo_parse(&demo_table, "-precision three", &o, NULL) == NB_ERR_USAGE &&
+           !strcmp(nb_error_message(), "option -precision: expected 'one' or 'two', got 'three'"),
+       "a word not in the list: %s", nb_error_message());
+    ok(demo_parse(&demo_table, "-roi 1 2 3 4", &o, NULL) == NB_OK && callback_calls == 1 && o.other == 4,
+       "a callback gets the values");
+    ok(demo_parse(&demo_table, "--own x1 stream.nbs", &o, &input) == NB_OK && !strcmp(o.s, "x1") &&
+           input && !strcmp(input, "stream.nbs"),
+       "a spelling of the table's own, and the input stream");
+    ok(demo_parse(&demo_table, "a.nbs b.nbs", &o, &input) == NB_ERR_USAGE &&
+           contains(nb_error_message(), "only one input stream"),
+       "one input stream: %s", nb_error_message());
+    ok(demo_parse(&demo_table, "stray", &o, NULL) == NB_ERR_USAGE &&
+           !strcmp(nb_error_message(), "unexpected argument 'stray'"),
+       "no input stream wanted: %s", nb_error_message());
+    ok(demo_parse(&demo_table, "--own", &o, NULL) == NB_ERR_USAGE &&
+           !strcmp(nb_error_message(), "option --own needs an X"),
+       "a missing value of a spelling of its own: %s", nb_error_message());
+    ok(demo_parse(&demo_table, "-detpixels", &o, NULL) == NB_ERR_USAGE &&
+           !strcmp(nb_error_message(), "option -detpixels needs a value (N)"),
+       "a missing value of a registry flag: %s", nb_error_message());
+    ok(demo_parse(&demo_table, "-lambda 1", &o, NULL) == NB_ERR_USAGE && contains(nb_error_message(), "not handled"),
+       "a flag the tool owns without a row is refused: %s", nb_error_message());
+    ok(demo_parse(&demo_table, "-readout 1", &o, NULL) == NB_ERR_USAGE && contains(nb_error_message(), "nb-noise"),
+       "a flag of another tool names it: %s", nb_error_message());
+    const nb_opt_table no_registry = {0, demo_rows, (int)(sizeof demo_rows / sizeof demo_rows[0])};
+    ok(demo_parse(&no_registry, "-distance 1", &o, NULL) == NB_ERR_USAGE &&
+           !strcmp(nb_error_message(), "unknown option '-distance'"),
+       "a tool that owns no registry flag: %s", nb_error_message());
+    free(o.copy);
+
+    /* nb-geom's table binds every flag nb-geom owns, once; nothing else */
+    int n = 0, unbound = 0, twice = 0, foreign = 0;
+    const nb_flag *t = nb_flag_table(&n);
+    for (int i = 0; i < n; i++) {
+        if (!(t[i].owners & NB_GEOM)) continue;
+        int rows = 0;
+        for (int k = 0; k < nb_request_opts.nrows; k++) rows += nb_request_opts.rows[k].id == t[i].id;
+        if (rows == 0) printf("#   %s has no row\n", t[i].name);
+        unbound += rows == 0, twice += rows > 1;
+    }
+    for (int k = 0; k < nb_request_opts.nrows; k++) {
+        const nb_opt *r = &nb_request_opts.rows[k];
+        if (r->id != NB_OPT_LOCAL && !(nb_flag_lookup_for(nb_flag_canonical(r->id), NB_GEOM)->owners & NB_GEOM))
+            foreign++;
+    }
+    ok(unbound == 0 && twice == 0 && foreign == 0, "nb-geom's table binds each of its flags once (%d unbound, %d twice, "
+       "%d not its own)", unbound, twice, foreign);
+}
+
 int main(void)
 {
     nb_set_tool_name("test_plan");
@@ -711,5 +842,6 @@ int main(void)
     test_corrupted();
     test_panels();
     test_options();
+    test_option_tables();
     return tap_done();
 }
