@@ -1,9 +1,11 @@
 /* nb_physics.h - the per-pixel physics of nanoBragg, in one place.
  *
  * Every function here is inline and marked NB_HD, so the same source compiles
- * for the host (the CPU kernels, the unit tests) and for a CUDA device.  The
- * reference-faithful double-precision pixel function nb_pixel_double() is the
- * model every other backend is checked against.
+ * for the host (the CPU kernels, the unit tests) and for a CUDA device.  What
+ * a pixel collects is nb_pixel.inc, the one pixel model; this header holds
+ * the terms it is instantiated with for the reference-faithful double pixel
+ * nb_pixel_double() (the model every other backend is checked against) and
+ * the single-precision scalar pixel nb_pixel_fast().
  *
  * The order of floating-point operations follows nanoBragg.c so that the
  * double path reproduces its images to rounding (see docs/physics.md for the
@@ -14,6 +16,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 #ifdef __CUDACC__
 #define NB_HD __host__ __device__ static inline
@@ -32,6 +35,10 @@
 #define NB_DEFAULT_FLUENCE 125932015286227086360700780544.0
 
 enum nb_shape { NB_SHAPE_SQUARE = 0, NB_SHAPE_ROUND = 1, NB_SHAPE_GAUSS = 2, NB_SHAPE_TOPHAT = 3 };
+/* The kernels render these shapes and no other: a plan with another is refused
+ * before rendering, and the lattice factors give NaN for it (never a
+ * silent top-hat). */
+NB_HD int nb_shape_known(int shape) { return shape >= NB_SHAPE_SQUARE && shape <= NB_SHAPE_TOPHAT; }
 
 /* ---- vectors ------------------------------------------------------------ */
 
@@ -295,7 +302,8 @@ NB_HD double nb_lattice_factor(const nb_kparams *p, double h, double k, double l
     double dz = (h - h0) * p->a_star[2] + (k - k0) * p->b_star[2] + (l - l0) * p->c_star[2];
     double rad_star_sqr = (dx * dx + dy * dy + dz * dz) * p->Na * p->Na * p->Nb * p->Nb * p->Nc * p->Nc;
     if (p->shape == NB_SHAPE_GAUSS) return p->Na * p->Nb * p->Nc * exp(-(rad_star_sqr / 0.63 * p->fudge));
-    return p->Na * p->Nb * p->Nc * (rad_star_sqr * p->fudge < 0.3969);
+    if (p->shape == NB_SHAPE_TOPHAT) return p->Na * p->Nb * p->Nc * (rad_star_sqr * p->fudge < 0.3969);
+    return NAN;
 }
 
 /* Diagnostics of one evaluated pixel, for -printout. */
@@ -308,6 +316,140 @@ typedef struct nb_pixel_trace {
     double cell[9];     /* last a, b, c used, m */
 } nb_pixel_trace;
 
+/* ---- the reference-faithful double pixel: nb_pixel.inc's terms in double,
+ * in the reference's order of operations ------------------------------- */
+
+typedef struct nb_dpx_ctx {
+    const nb_kparams *p;
+    int fpixel, spixel;
+    double *omega_sum;
+    int *tripped;
+    nb_pixel_trace *trace; /* NULL: the last values are not kept */
+} nb_dpx_ctx;
+typedef struct nb_dpx_geo {
+    double pos[3], diffracted[3], airpath;
+} nb_dpx_geo;
+typedef struct nb_dpx_src {
+    double incident[3], scattering[3];
+} nb_dpx_src;
+typedef struct nb_dpx_idx {
+    double h, k, l;
+    int h0, k0, l0;
+} nb_dpx_idx;
+
+NB_HD void nb_dpx_slow_step(nb_dpx_ctx *c, int t, int subS) { (void)c, (void)t, (void)subS; }
+
+NB_HD void nb_dpx_subpixel(nb_dpx_ctx *c, int t, int subS, int subF, nb_dpx_geo *g)
+{
+    const nb_kparams *p = c->p;
+    const int os = p->oversample;
+    double Odet = t * p->thickstep;
+    double Fdet = p->subpixel_size * (c->fpixel * os + subF) + p->subpixel_size / 2.0;
+    double Sdet = p->subpixel_size * (c->spixel * os + subS) + p->subpixel_size / 2.0;
+    for (int i = 0; i < 3; i++) g->pos[i] = Fdet * p->fdet[i] + Sdet * p->sdet[i] + Odet * p->odet[i] + p->pix0[i];
+    if (p->curved_detector) {
+        /* every pixel at `distance`: planar lab y, z read as angles */
+        double v[3], nv[3];
+        for (int i = 0; i < 3; i++) v[i] = p->distance * p->beam[i];
+        nb_rotate_axis(v, nv, p->sdet, g->pos[1] / p->distance);
+        nb_rotate_axis(nv, g->pos, p->fdet, g->pos[2] / p->distance);
+    }
+    g->airpath = nb_unitize(g->pos, g->diffracted);
+    if (c->trace)
+        for (int i = 0; i < 3; i++) c->trace->pos[i] = g->pos[i];
+}
+
+NB_HD double nb_dpx_omega(nb_dpx_ctx *c, const nb_dpx_geo *g)
+{
+    const nb_kparams *p = c->p;
+    const double airpath = g->airpath;
+    if (p->point_pixel) return 1.0 / airpath / airpath;
+    return p->pixel_size * p->pixel_size / airpath / airpath * p->close_distance / airpath;
+}
+
+NB_HD void nb_dpx_add_omega(nb_dpx_ctx *c, double omega, int live)
+{
+    (void)live;
+    *c->omega_sum += omega;
+}
+
+NB_HD double nb_dpx_capture(nb_dpx_ctx *c, const nb_dpx_geo *g, int t)
+{
+    const nb_kparams *p = c->p;
+    double parallax = nb_dot(g->diffracted, p->odet);
+    return exp(-t * p->thickstep * p->mu / parallax) - exp(-(t + 1) * p->thickstep * p->mu / parallax);
+}
+
+/* The scattering vector; the source is cut (0) beyond -dmin. */
+NB_HD int nb_dpx_source(nb_dpx_ctx *c, const nb_dpx_geo *g, int src, nb_dpx_src *sv)
+{
+    const nb_kparams *p = c->p;
+    const double lambda = p->src_lambda[src];
+    for (int i = 0; i < 3; i++) {
+        sv->incident[i] = p->src_incident[3 * src + i];
+        sv->scattering[i] = (g->diffracted[i] - sv->incident[i]) / lambda;
+    }
+    double stol = 0.5 * nb_norm(sv->scattering);
+    if (c->trace) c->trace->stol = stol;
+    return p->dmin > 0.0 && stol > 0.0 && p->dmin > 0.5 / stol ? 0 : -1;
+}
+
+NB_HD double nb_dpx_polarization(nb_dpx_ctx *c, nb_dpx_geo *g, nb_dpx_src *sv, int src)
+{
+    (void)src;
+    return nb_polarization_factor(c->p->kahn_factor, sv->incident, g->diffracted, c->p->polar_vector);
+}
+
+NB_HD void nb_dpx_index(nb_dpx_ctx *c, const nb_dpx_geo *g, const nb_dpx_src *sv, int src, int cell, nb_dpx_idx *x)
+{
+    (void)g, (void)src;
+    const double *abc = c->p->cells + 9 * cell;
+    x->h = nb_dot(abc + 0, sv->scattering);
+    x->k = nb_dot(abc + 3, sv->scattering);
+    x->l = nb_dot(abc + 6, sv->scattering);
+    x->h0 = (int)ceil(x->h - 0.5);
+    x->k0 = (int)ceil(x->k - 0.5);
+    x->l0 = (int)ceil(x->l - 0.5);
+    if (c->trace) {
+        c->trace->h = x->h, c->trace->k = x->k, c->trace->l = x->l;
+        c->trace->h0 = x->h0, c->trace->k0 = x->k0, c->trace->l0 = x->l0;
+    }
+}
+
+NB_HD double nb_dpx_lattice(nb_dpx_ctx *c, const nb_dpx_idx *x)
+{
+    double F_latt = nb_lattice_factor(c->p, x->h, x->k, x->l);
+    if (c->trace) c->trace->F_latt = F_latt;
+    return F_latt;
+}
+
+NB_HD double nb_dpx_structure(nb_dpx_ctx *c, const nb_dpx_idx *x, int accept)
+{
+    (void)accept;
+    const nb_kparams *p = c->p;
+    double F_cell;
+    if (p->interpolate && nb_tricubic_safe(&p->F, x->h, x->k, x->l)) {
+        F_cell = nb_F_tricubic(&p->F, x->h, x->k, x->l);
+    } else {
+        if (p->interpolate) *c->tripped = 1;
+        F_cell = nb_F_nearest(&p->F, x->h0, x->k0, x->l0);
+    }
+    if (c->trace) c->trace->F_cell = F_cell;
+    return F_cell;
+}
+
+NB_HD double nb_dpx_term(nb_dpx_ctx *c, double F_cell, double F_latt)
+{
+    (void)c;
+    return F_cell * F_cell * F_latt * F_latt;
+}
+
+NB_HD double nb_dpx_scale(nb_dpx_ctx *c, double I) { return c->p->r_e_sqr * c->p->fluence * I / c->p->steps; }
+
+#define PX_FN(name) nb_dpx_##name
+#define PX_REAL double
+#include "nb_pixel_scalar.inc"
+
 /* Render one pixel in double precision, exactly as the reference's pixel loop
  * does (for pixels inside the ROI and the mask).  Returns the photons/pixel;
  * adds this pixel's solid angles to *omega_sum; sets *tripped when a tricubic
@@ -316,102 +458,19 @@ typedef struct nb_pixel_trace {
 NB_HD double nb_pixel_double(const nb_kparams *p, int fpixel, int spixel, double *omega_sum, int *tripped,
                              nb_pixel_trace *trace)
 {
-    double I = p->I_bg;
-    double polar = p->nopolar ? 1.0 : 0.0;
-    double omega_pixel = 0.0;
-    double capture_fraction = 0.0;
-    double pixel_pos[3], diffracted[3], incident[3], scattering[3];
-    double h = 0, k = 0, l = 0, F_cell = 0, F_latt = 0, stol = 0;
-    int h0 = 0, k0 = 0, l0 = 0;
-    const int os = p->oversample;
-
-    for (int thick_tic = 0; thick_tic < p->thicksteps; ++thick_tic) {
-        double Odet = thick_tic * p->thickstep;
-        capture_fraction = 0.0;
-        if (p->thick == 0.0) capture_fraction = 1.0;
-        for (int subS = 0; subS < os; ++subS) {
-            for (int subF = 0; subF < os; ++subF) {
-                double Fdet = p->subpixel_size * (fpixel * os + subF) + p->subpixel_size / 2.0;
-                double Sdet = p->subpixel_size * (spixel * os + subS) + p->subpixel_size / 2.0;
-                for (int i = 0; i < 3; i++)
-                    pixel_pos[i] = Fdet * p->fdet[i] + Sdet * p->sdet[i] + Odet * p->odet[i] + p->pix0[i];
-                if (p->curved_detector) {
-                    /* every pixel at `distance`: planar lab y, z read as angles */
-                    double v[3], nv[3];
-                    for (int i = 0; i < 3; i++) v[i] = p->distance * p->beam[i];
-                    nb_rotate_axis(v, nv, p->sdet, pixel_pos[1] / p->distance);
-                    nb_rotate_axis(nv, pixel_pos, p->fdet, pixel_pos[2] / p->distance);
-                }
-                double airpath = nb_unitize(pixel_pos, diffracted);
-                if (omega_pixel == 0.0 || p->oversample_omega) {
-                    omega_pixel = p->pixel_size * p->pixel_size / airpath / airpath * p->close_distance / airpath;
-                    if (p->point_pixel) omega_pixel = 1.0 / airpath / airpath;
-                }
-                *omega_sum += omega_pixel;
-                if (capture_fraction == 0.0 || p->oversample_thick) {
-                    double parallax = nb_dot(diffracted, p->odet);
-                    capture_fraction = exp(-thick_tic * p->thickstep * p->mu / parallax) -
-                                       exp(-(thick_tic + 1) * p->thickstep * p->mu / parallax);
-                }
-                for (int source = 0; source < p->nsources; ++source) {
-                    incident[0] = p->src_incident[3 * source + 0];
-                    incident[1] = p->src_incident[3 * source + 1];
-                    incident[2] = p->src_incident[3 * source + 2];
-                    double lambda = p->src_lambda[source];
-                    scattering[0] = (diffracted[0] - incident[0]) / lambda;
-                    scattering[1] = (diffracted[1] - incident[1]) / lambda;
-                    scattering[2] = (diffracted[2] - incident[2]) / lambda;
-                    stol = 0.5 * nb_norm(scattering);
-                    if (p->dmin > 0.0 && stol > 0.0 && p->dmin > 0.5 / stol) continue;
-                    if (polar == 0.0 || p->oversample_polar)
-                        polar = nb_polarization_factor(p->kahn_factor, incident, diffracted, p->polar_vector);
-                    for (int cell = 0; cell < p->ncells; ++cell) {
-                        const double *abc = p->cells + 9 * cell;
-                        h = nb_dot(abc + 0, scattering);
-                        k = nb_dot(abc + 3, scattering);
-                        l = nb_dot(abc + 6, scattering);
-                        h0 = (int)ceil(h - 0.5);
-                        k0 = (int)ceil(k - 0.5);
-                        l0 = (int)ceil(l - 0.5);
-                        F_latt = nb_lattice_factor(p, h, k, l);
-                        if (F_latt == 0.0 && p->water_size == 0.0) continue;
-                        if (p->interpolate && nb_tricubic_safe(&p->F, h, k, l)) {
-                            F_cell = nb_F_tricubic(&p->F, h, k, l);
-                        } else {
-                            if (p->interpolate) *tripped = 1;
-                            F_cell = nb_F_nearest(&p->F, h0, k0, l0);
-                        }
-                        I += F_cell * F_cell * F_latt * F_latt;
-                        if (p->oversample_thick) I *= capture_fraction;
-                        if (p->oversample_polar) I *= polar;
-                        if (p->oversample_omega) I *= omega_pixel;
-                    }
-                }
-            }
-        }
-    }
-    double value = p->r_e_sqr * p->fluence * I / p->steps;
-    if (!p->oversample_thick) value *= capture_fraction;
-    if (!p->oversample_polar) value *= polar;
-    if (!p->oversample_omega) value *= omega_pixel;
+    if (trace) memset(trace, 0, sizeof *trace);
+    nb_dpx_ctx c = {p, fpixel, spixel, omega_sum, tripped, trace};
+    const nb_pixel_opts general = {0, 0, 0};
+    const nb_dpx_rules rules = nb_dpx_rules_of(p, general);
+    nb_dpx_sums f = nb_dpx_collect(&c, general, &rules, -1);
     if (trace) {
-        for (int i = 0; i < 3; i++) trace->pos[i] = pixel_pos[i];
-        trace->stol = stol;
-        trace->h = h;
-        trace->k = k;
-        trace->l = l;
-        trace->h0 = h0;
-        trace->k0 = k0;
-        trace->l0 = l0;
-        trace->F_cell = F_cell;
-        trace->F_latt = F_latt;
-        trace->I = I;
-        trace->polar = polar;
-        trace->omega = omega_pixel;
-        trace->capture = capture_fraction;
+        trace->I = f.I;
+        trace->polar = f.polar;
+        trace->omega = f.omega;
+        trace->capture = f.capture;
         for (int i = 0; i < 9; i++) trace->cell[i] = p->ncells ? p->cells[9 * (p->ncells - 1) + i] : 0.0;
     }
-    return value;
+    return f.value;
 }
 
 /* ---- the fast pixel -------------------------------------------------------- */
@@ -445,132 +504,176 @@ typedef struct nb_fparams {
     int cheb;                       /* N a, b, c whole and <= NB_CHEB_MAX_N */
 } nb_fparams;
 
-/* One pixel on the fast path, in plain scalar code: the same arithmetic as
- * the CPU's SIMD kernel lane by lane (nb_sim_fast.c) and the CUDA kernel.
- * Returns photons/pixel; adds the evaluated solid angles to *omega_sum; sets
- * *tripped where a tricubic neighbourhood left the grid. */
+/* ---- the fast pixel in plain scalar code: nb_pixel.inc's terms as the
+ * SIMD kernel computes them (nb_sim_fast.c), one pixel at a time: the host
+ * tests' and the CUDA kernel's ------------------------------------------- */
+
+typedef struct nb_fpx_ctx {
+    const nb_fparams *fp;
+    const nb_kparams *kp;
+    int fpixel, spixel;
+    double *omega_sum;
+    int *tripped;
+    double C[3]; /* the current layer's and slow sub-step's part of the position */
+} nb_fpx_ctx;
+typedef struct nb_fpx_geo {
+    double pos[3], inv; /* the position, 1/r in double */
+    float invf, d[3];   /* 1/r, the direction */
+} nb_fpx_geo;
+typedef struct nb_fpx_src {
+    float c2t;
+} nb_fpx_src;
+typedef struct nb_fpx_idx {
+    float dh, dk, dl;
+    int ih, ik, il;
+} nb_fpx_idx;
+
+
+NB_HD void nb_fpx_slow_step(nb_fpx_ctx *c, int t, int subS)
+{
+    const nb_kparams *kp = c->kp;
+    const double Odet = t * kp->thickstep, sub = kp->subpixel_size;
+    const double Sdet = sub * ((double)c->spixel * kp->oversample + subS) + sub / 2.0;
+    for (int i = 0; i < 3; i++) c->C[i] = Sdet * kp->sdet[i] + Odet * kp->odet[i] + kp->pix0[i];
+}
+
+NB_HD void nb_fpx_subpixel(nb_fpx_ctx *c, int t, int subS, int subF, nb_fpx_geo *g)
+{
+    (void)t, (void)subS;
+    const nb_kparams *kp = c->kp;
+    const double sub = kp->subpixel_size;
+    const double Fdet = sub * ((double)c->fpixel * kp->oversample + subF) + sub / 2.0;
+    for (int i = 0; i < 3; i++) g->pos[i] = Fdet * kp->fdet[i] + c->C[i];
+    if (kp->curved_detector) {
+        double v[3], nv[3];
+        for (int i = 0; i < 3; i++) v[i] = kp->distance * kp->beam[i];
+        nb_rotate_axis(v, nv, kp->sdet, g->pos[1] / kp->distance);
+        nb_rotate_axis(nv, g->pos, kp->fdet, g->pos[2] / kp->distance);
+    }
+    const double r2 = g->pos[0] * g->pos[0] + g->pos[1] * g->pos[1] + g->pos[2] * g->pos[2];
+    /* 1/r: a single-precision estimate refined by a Newton step in double */
+    double inv = (double)nb_rsqrtf2((float)r2);
+    g->inv = inv * (1.5 - 0.5 * r2 * inv * inv);
+    g->invf = (float)g->inv;
+    for (int i = 0; i < 3; i++) g->d[i] = (float)g->pos[i] * g->invf;
+}
+
+NB_HD float nb_fpx_omega(nb_fpx_ctx *c, const nb_fpx_geo *g)
+{
+    const nb_kparams *kp = c->kp;
+    const float pix2_close = (float)(kp->pixel_size * kp->pixel_size * kp->close_distance);
+    return kp->point_pixel ? g->invf * g->invf : pix2_close * g->invf * g->invf * g->invf;
+}
+
+NB_HD void nb_fpx_add_omega(nb_fpx_ctx *c, float omega, int live)
+{
+    (void)live;
+    *c->omega_sum += omega;
+}
+
+NB_HD float nb_fpx_along(const nb_fpx_geo *g, const float v[3]) { return g->d[0] * v[0] + g->d[1] * v[1] + g->d[2] * v[2]; }
+
+NB_HD float nb_fpx_capture(nb_fpx_ctx *c, const nb_fpx_geo *g, int t)
+{
+    const nb_kparams *kp = c->kp;
+    const float odet[3] = {(float)kp->odet[0], (float)kp->odet[1], (float)kp->odet[2]};
+    return nb_capture(nb_fpx_along(g, odet), (float)(kp->thickstep * kp->mu), t);
+}
+
+NB_HD int nb_fpx_source(nb_fpx_ctx *c, const nb_fpx_geo *g, int src, nb_fpx_src *sv)
+{
+    sv->c2t = nb_fpx_along(g, c->fp->src_i + 3 * src);
+    if (c->fp->dmin <= 0.0f) return -1;
+    return -nb_within_dmin(sv->c2t, c->fp->src_inv2lambda[src], c->fp->dmin);
+}
+
+NB_HD float nb_fpx_polarization(nb_fpx_ctx *c, nb_fpx_geo *g, nb_fpx_src *sv, int src)
+{
+    const float kahn = (float)c->kp->kahn_factor;
+    float dE = 0.0f, dB = 0.0f;
+    if (kahn != 0.0f) {
+        dE = nb_fpx_along(g, c->fp->src_E + 3 * src);
+        dB = nb_fpx_along(g, c->fp->src_B + 3 * src);
+    }
+    return nb_polar(kahn, sv->c2t, dE, dB);
+}
+
+NB_HD void nb_fpx_index(nb_fpx_ctx *c, const nb_fpx_geo *g, const nb_fpx_src *sv, int src, int cell, nb_fpx_idx *x)
+{
+    (void)sv;
+    const nb_pair *pc = c->fp->pairs + (size_t)src * c->kp->ncells + cell;
+    double hkl[3], whole[3];
+    float frac[3];
+    for (int i = 0; i < 3; i++) {
+        hkl[i] = (pc->A[3 * i] * g->pos[0] + pc->A[3 * i + 1] * g->pos[1] + pc->A[3 * i + 2] * g->pos[2]) * g->inv -
+                 pc->hi[i];
+        whole[i] = nb_rint(hkl[i]);
+        frac[i] = (float)(hkl[i] - whole[i]);
+    }
+    x->dh = frac[0], x->dk = frac[1], x->dl = frac[2];
+    x->ih = (int)whole[0], x->ik = (int)whole[1], x->il = (int)whole[2];
+}
+
+NB_HD float nb_fpx_lattice(nb_fpx_ctx *c, const nb_fpx_idx *x)
+{
+    const nb_fparams *fp = c->fp;
+    const nb_kparams *kp = c->kp;
+    return nb_lattice(kp->shape, fp->cheb, x->dh, x->dk, x->dl, (float)kp->Na, (float)kp->Nb, (float)kp->Nc,
+                      (float)kp->fudge, fp->a_star, fp->b_star, fp->c_star);
+}
+
+/* F_cell: the default, the nearest grid value, or tricubic where the 4x4x4
+ * neighbourhood is inside the grid (the nearest value elsewhere). */
+NB_HD float nb_fpx_structure(nb_fpx_ctx *c, const nb_fpx_idx *x, int accept)
+{
+    (void)accept;
+    const nb_fparams *fp = c->fp;
+    const nb_fgrid *g = &c->kp->F;
+    float F_cell = (float)g->default_F;
+    if (fp->fmode == NB_FMODE_DEFAULT) return F_cell;
+    const int ih = x->ih, ik = x->ik, il = x->il;
+    if (ih >= g->h_min && ih <= g->h_max && ik >= g->k_min && ik <= g->k_max && il >= g->l_min && il <= g->l_max)
+        F_cell = fp->Fgrid[((ih - g->h_min) * g->k_range + (ik - g->k_min)) * g->l_range + (il - g->l_min)];
+    if (fp->fmode != NB_FMODE_TRICUBIC) return F_cell;
+    const float hh = (float)ih + x->dh, kk = (float)ik + x->dk, ll = (float)il + x->dl;
+    if (!(hh >= (float)(g->h_min + 2) && hh <= (float)(g->h_max - 2) && kk >= (float)(g->k_min + 2) &&
+          kk <= (float)(g->k_max - 2) && ll >= (float)(g->l_min + 2) && ll <= (float)(g->l_max - 2))) {
+        *c->tripped = 1;
+        return F_cell;
+    }
+    /* floor and the position within the cell, from the nearest index */
+    const int nh = x->dh < 0.0f, nk = x->dk < 0.0f, nl = x->dl < 0.0f;
+    float wh[4], wk[4], wl[4];
+    nb_cubic_weights(x->dh + (nh ? 1.0f : 0.0f), wh);
+    nb_cubic_weights(x->dk + (nk ? 1.0f : 0.0f), wk);
+    nb_cubic_weights(x->dl + (nl ? 1.0f : 0.0f), wl);
+    const int base = ((ih - nh - 1 - g->h_min) * g->k_range + (ik - nk - 1 - g->k_min)) * g->l_range +
+                     (il - nl - 1 - g->l_min);
+    return nb_tricubic_block(fp->Fgrid + base, g->k_range, g->l_range, wh, wk, wl);
+}
+
+NB_HD float nb_fpx_term(nb_fpx_ctx *c, float F_cell, float F_latt)
+{
+    (void)c;
+    return F_cell * F_cell * F_latt * F_latt;
+}
+
+NB_HD float nb_fpx_scale(nb_fpx_ctx *c, float I) { return (float)(c->kp->r_e_sqr * c->kp->fluence / c->kp->steps) * I; }
+
+#define PX_FN(name) nb_fpx_##name
+#define PX_REAL float
+#include "nb_pixel_scalar.inc"
+
+/* One pixel on the fast path, in plain scalar code: the SIMD kernel's terms
+ * (nb_sim_fast.c) for one pixel.  Returns photons/pixel; adds the evaluated
+ * solid angles to *omega_sum; sets *tripped where a tricubic neighbourhood
+ * left the grid. */
 NB_HD float nb_pixel_fast(const nb_fparams *fp, int fpixel, int spixel, double *omega_sum, int *tripped)
 {
-    const nb_kparams *kp = &fp->kp;
-    const nb_fgrid *g = &kp->F;
-    const int os = kp->oversample;
-    const double sub = kp->subpixel_size;
-    const float kahn = (float)kp->kahn_factor;
-    const int any_os = kp->oversample_thick || kp->oversample_polar || kp->oversample_omega;
-    const float Na = (float)kp->Na, Nb = (float)kp->Nb, Nc = (float)kp->Nc, fudge = (float)kp->fudge;
-    const float pix2_close = (float)(kp->pixel_size * kp->pixel_size * kp->close_distance);
-    float I = (float)kp->I_bg, polar = kp->nopolar ? 1.0f : 0.0f, omega = 0.0f, capture = 0.0f;
-
-    for (int t = 0; t < kp->thicksteps; t++) {
-        const double Odet = t * kp->thickstep;
-        capture = kp->thick != 0.0 ? 0.0f : 1.0f;
-        for (int subS = 0; subS < os; subS++) {
-            const double Sdet = sub * ((double)spixel * os + subS) + sub / 2.0;
-            const double Cx = Sdet * kp->sdet[0] + Odet * kp->odet[0] + kp->pix0[0];
-            const double Cy = Sdet * kp->sdet[1] + Odet * kp->odet[1] + kp->pix0[1];
-            const double Cz = Sdet * kp->sdet[2] + Odet * kp->odet[2] + kp->pix0[2];
-            for (int subF = 0; subF < os; subF++) {
-                const double Fdet = sub * ((double)fpixel * os + subF) + sub / 2.0;
-                double pos[3] = {Fdet * kp->fdet[0] + Cx, Fdet * kp->fdet[1] + Cy, Fdet * kp->fdet[2] + Cz};
-                if (kp->curved_detector) {
-                    double v[3], nv[3];
-                    for (int i = 0; i < 3; i++) v[i] = kp->distance * kp->beam[i];
-                    nb_rotate_axis(v, nv, kp->sdet, pos[1] / kp->distance);
-                    nb_rotate_axis(nv, pos, kp->fdet, pos[2] / kp->distance);
-                }
-                double r2 = pos[0] * pos[0] + pos[1] * pos[1] + pos[2] * pos[2];
-                /* 1/r: a single-precision estimate refined by a Newton step in double */
-                double inv = (double)nb_rsqrtf2((float)r2);
-                inv = inv * (1.5 - 0.5 * r2 * inv * inv);
-                float invf = (float)inv;
-                float om = kp->point_pixel ? invf * invf : pix2_close * invf * invf * invf;
-                omega = omega == 0.0f || kp->oversample_omega ? om : omega;
-                *omega_sum += omega;
-                float dx = (float)pos[0] * invf, dy = (float)pos[1] * invf, dz = (float)pos[2] * invf;
-                if (kp->thick != 0.0) {
-                    float rho = dx * (float)kp->odet[0] + dy * (float)kp->odet[1] + dz * (float)kp->odet[2];
-                    float mu_over = (float)(kp->thickstep * kp->mu) / rho;
-                    float cap = nb_expf(-(float)t * mu_over) - nb_expf(-(float)(t + 1) * mu_over);
-                    capture = capture == 0.0f || kp->oversample_thick ? cap : capture;
-                }
-                for (int src = 0; src < kp->nsources; src++) {
-                    const float *si = fp->src_i + 3 * src;
-                    float c2t = dx * si[0] + dy * si[1] + dz * si[2];
-                    if (fp->dmin > 0.0f) {
-                        float stol = nb_sqrtf(2.0f - 2.0f * c2t) * fp->src_inv2lambda[src];
-                        if (stol > 0.0f && fp->dmin * stol > 0.5f) continue;
-                    }
-                    if (polar == 0.0f || kp->oversample_polar) {
-                        float dE = 0.0f, dB = 0.0f;
-                        if (kahn != 0.0f) {
-                            const float *sE = fp->src_E + 3 * src, *sB = fp->src_B + 3 * src;
-                            dE = dx * sE[0] + dy * sE[1] + dz * sE[2];
-                            dB = dx * sB[0] + dy * sB[1] + dz * sB[2];
-                        }
-                        polar = nb_polar(kahn, c2t, dE, dB);
-                    }
-                    float mult = (kp->oversample_thick ? capture : 1.0f) * (kp->oversample_polar ? polar : 1.0f) *
-                                 (kp->oversample_omega ? omega : 1.0f);
-                    const nb_pair *pc = fp->pairs + (size_t)src * kp->ncells;
-                    for (int cell = 0; cell < kp->ncells; cell++, pc++) {
-                        double hkl[3];
-                        for (int i = 0; i < 3; i++)
-                            hkl[i] = (pc->A[3 * i] * pos[0] + pc->A[3 * i + 1] * pos[1] + pc->A[3 * i + 2] * pos[2]) *
-                                         inv -
-                                     pc->hi[i];
-                        double h0 = nb_rint(hkl[0]), k0 = nb_rint(hkl[1]), l0 = nb_rint(hkl[2]);
-                        float dh = (float)(hkl[0] - h0), dk = (float)(hkl[1] - k0), dl = (float)(hkl[2] - l0);
-                        float F_latt = nb_lattice(kp->shape, fp->cheb, dh, dk, dl, Na, Nb, Nc, fudge, fp->a_star,
-                                                  fp->b_star, fp->c_star);
-                        float F_cell = (float)g->default_F;
-                        if (fp->fmode != NB_FMODE_DEFAULT) {
-                            int ih = (int)h0, ik = (int)k0, il = (int)l0;
-                            if (ih >= g->h_min && ih <= g->h_max && ik >= g->k_min && ik <= g->k_max &&
-                                il >= g->l_min && il <= g->l_max)
-                                F_cell = fp->Fgrid[((ih - g->h_min) * g->k_range + (ik - g->k_min)) * g->l_range +
-                                                   (il - g->l_min)];
-                            if (fp->fmode == NB_FMODE_TRICUBIC) {
-                                float hh = (float)ih + dh, kk = (float)ik + dk, ll = (float)il + dl;
-                                int safe = hh >= (float)(g->h_min + 2) && hh <= (float)(g->h_max - 2) &&
-                                           kk >= (float)(g->k_min + 2) && kk <= (float)(g->k_max - 2) &&
-                                           ll >= (float)(g->l_min + 2) && ll <= (float)(g->l_max - 2);
-                                if (!safe) {
-                                    *tripped = 1;
-                                } else {
-                                    /* floor and the position within the cell, from the nearest index */
-                                    int nh = dh < 0.0f, nk = dk < 0.0f, nl = dl < 0.0f;
-                                    float wh[4], wk[4], wl[4];
-                                    nb_cubic_weights(dh + (nh ? 1.0f : 0.0f), wh);
-                                    nb_cubic_weights(dk + (nk ? 1.0f : 0.0f), wk);
-                                    nb_cubic_weights(dl + (nl ? 1.0f : 0.0f), wl);
-                                    int base = ((ih - nh - 1 - g->h_min) * g->k_range + (ik - nk - 1 - g->k_min)) *
-                                                   g->l_range +
-                                               (il - nl - 1 - g->l_min);
-                                    float sum = 0.0f;
-                                    for (int a = 0; a < 4; a++)
-                                        for (int b = 0; b < 4; b++) {
-                                            const float *row = fp->Fgrid + base + (a * g->k_range + b) * g->l_range;
-                                            float sl = wl[0] * row[0] + wl[1] * row[1] + wl[2] * row[2] + wl[3] * row[3];
-                                            sum += wh[a] * wk[b] * sl;
-                                        }
-                                    F_cell = sum;
-                                }
-                            }
-                        }
-                        float term = F_cell * F_cell * F_latt * F_latt;
-                        /* the reference skips zero lattice terms unless there is water */
-                        if (F_latt == 0.0f && kp->water_size == 0.0) continue;
-                        I = any_os ? (I + term) * mult : I + term;
-                    }
-                }
-            }
-        }
-    }
-    float v = (float)(kp->r_e_sqr * kp->fluence / kp->steps) * I;
-    if (!kp->oversample_thick) v *= capture;
-    if (!kp->oversample_polar) v *= polar;
-    if (!kp->oversample_omega) v *= omega;
-    return v;
+    nb_fpx_ctx c = {fp, &fp->kp, fpixel, spixel, omega_sum, tripped, {0.0, 0.0, 0.0}};
+    const nb_pixel_opts general = {0, 0, 0};
+    const nb_fpx_rules rules = nb_fpx_rules_of(&fp->kp, general);
+    return nb_fpx_collect(&c, general, &rules, -1).value;
 }
 
 #endif

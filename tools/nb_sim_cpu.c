@@ -88,6 +88,10 @@ nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setu
     memcpy(kp->c_star, plan->recip_c, sizeof kp->c_star);
     kp->Na = plan->Na, kp->Nb = plan->Nb, kp->Nc = plan->Nc;
     kp->shape = plan->shape;
+    if (!nb_shape_known(kp->shape)) {
+        st = nb_error_set(NB_ERR_DATA, "the plan's crystal shape %d is none of square, round, gauss, tophat", kp->shape);
+        goto fail;
+    }
     kp->fudge = plan->fudge;
     kp->kahn_factor = plan->kahn_factor;
     kp->nopolar = plan->nopolar;

@@ -4,13 +4,15 @@
  * A group of W neighbouring pixels of a row is one set of vectors (GCC
  * vector extensions): W = 16 floats, one register, with AVX-512; 8 with
  * AVX2; 4 with the generic SSE2 build.  This file is compiled once per
- * instruction set with NB_FAST_NAME naming the entry point; nb_sim_cpu.c picks one at run time.  The physics
- * after the Miller index is nb_fastmath.inc, the same source the scalar
- * (host test and CUDA) instantiation in nb_physics.h is built from.
+ * instruction set with NB_FAST_NAME naming the entry point; nb_sim_cpu.c
+ * picks one at run time.  What a pixel collects is nb_pixel.inc, the one
+ * pixel model, instantiated here with terms for W lanes (vx_px_*); the
+ * physics after the Miller index is nb_fastmath.inc, the same source the
+ * scalar (host test and CUDA) instantiation in nb_physics.h is built from.
  *
  * Precision: on a flat detector the Miller indices at the centre of each
  * group are double, and the lanes' offsets from them single precision from
- * exact differences (render_row_impl); on a curved one every lane's index is
+ * exact differences (vx_px_index); on a curved one every lane's index is
  * double.  From the fractional index on (lattice factor, structure factor,
  * polarization, solid angle, absorption, accumulation) single precision.
  * The order of the loops and the "first value" rules of the reference (solid
@@ -228,15 +230,7 @@ INL vf structure_factor(const nb_fparams *fs, vi ih, vi ik, vi il, vf dh, vf dk,
         while (!unread[first]) first++;
         const int b0 = base[first];
         const vi mine = unread & (base == b0);
-        const float *F0 = Fg + b0;
-        vf part = splat(0.0f);
-        for (int a = 0; a < 4; a++)
-            for (int b = 0; b < 4; b++) {
-                const float *r = F0 + (a * g->k_range + b) * g->l_range;
-                vf sl = wl[0] * r[0] + wl[1] * r[1] + wl[2] * r[2] + wl[3] * r[3];
-                part += wh[a] * wk[b] * sl;
-            }
-        sum = self(mine, part, sum);
+        sum = self(mine, vx_tricubic_block(Fg + b0, g->k_range, g->l_range, wh, wk, wl), sum);
         unread &= ~mine;
     }
     if (any_lane(unread)) {
@@ -327,7 +321,7 @@ INL row_part row_part_at(const nb_kparams *kp, int s_row, double Odet, int subS)
     return r;
 }
 
-/* The groups' centres for a chunk of a row: what render_row_impl would
+/* The groups' centres for a chunk of a row: what vx_flat_subpixel would
  * compute per group and sub-pixel step in scalar double, done here for
  * TABLE_GROUPS groups at a time in double vectors - a table per step (layer,
  * slow and fast sub-pixel), up to TABLE_STEPS of them.  With one (source,
@@ -376,7 +370,7 @@ INL void fill_pair_table(pair_table *tab, const pos_table *pos, const nb_pair *p
     }
 }
 
-/* One group of up to W pixels of row s_row, starting at fast index f0.
+/* ---- the pixel model's terms for W lanes (nb_pixel.inc) ----------------- *
  *
  * The Miller index of a flat detector's pixel is h = (A.pos)/|pos| - A.i,
  * with A.pos linear along the row.  It is split at the group's centre c:
@@ -391,36 +385,277 @@ INL void fill_pair_table(pair_table *tab, const pos_table *pos, const nb_pair *p
  * at a fraction of the cost of double lanes.  A curved detector's positions
  * are not linear along the row: there every lane's index is computed in
  * double. */
-INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict row, vd *omega_acc, int *tripped,
-                         const int curved, const int simple, const int one_step, const int one_pair, const int full)
+
+/* What a row's groups share, and where the group now rendered is. */
+typedef struct vx_px_ctx {
+    const nb_fparams *fs;
+    const nb_kparams *kp;
+    int curved, tabled, parts_tabled, pair_tabled, series, with_dmin, fmode, cube_n;
+    int s_row, os, nthick;
+    float Na, Nb, Nc, fudge, kahn, pix2_close, scale;
+    double sub, ff, centre;
+    vf df;                     /* the lanes' distances from the group's centre, along the fast axis */
+    const row_part *parts;     /* per layer and slow sub-step, when parts_tabled */
+    const pos_table *pos;      /* per step, for the chunk, when tabled */
+    const pair_table *pair;    /* per step, for the chunk, when pair_tabled */
+    row_part rp;               /* the current layer and slow sub-step */
+    double Odet;
+    int step0;                 /* (t os + subS) os: the tables' index of subF = 0 */
+    int g, f0;                 /* the group: its place in the chunk, its first pixel */
+    vd omega_sum;              /* the solid angles: summed in float over a block of */
+    vf omega_block;            /* 16 evaluations, the blocks in double */
+    int in_block;
+    int *tripped;
+} vx_px_ctx;
+
+typedef struct vx_px_geo {
+    vd px, py, pz, inv;        /* curved: the lanes' positions and 1/r in double */
+    vf invf, dxf, dyf, dzf;    /* 1/r; curved: the direction */
+    vf dfi, dinv, Ff;          /* flat: df / r, 1/r_f - 1/r_c, the lanes' Fdet */
+    double Fc, invc;           /* flat: the group's centre */
+    int step;
+} vx_px_geo;
+typedef struct vx_px_src {
+    vf c2t;
+} vx_px_src;
+typedef struct vx_px_idx {
+    vf dh, dk, dl; /* fractional parts */
+    vi ih, ik, il; /* nearest whole indices (with an F table) */
+} vx_px_idx;
+
+/* the component along v of the sub-pixel's direction */
+INL vf vx_along(const vx_px_ctx *c, const vx_px_geo *g, double v0, double v1, double v2)
 {
-    /* a private copy: the image's float stores cannot alias it, so what the
-     * compiler loads once stays loaded across the row */
-    const nb_fparams fs_copy = *fs_shared, *fs = &fs_copy;
+    if (c->curved) return g->dxf * (float)v0 + g->dyf * (float)v1 + g->dzf * (float)v2;
+    return flat_dot(g->Ff, g->invf, c->kp->fdet, c->rp.Cx, c->rp.Cy, c->rp.Cz, v0, v1, v2);
+}
+
+INL void vx_px_slow_step(vx_px_ctx *c, int t, int subS)
+{
+    c->Odet = t * c->kp->thickstep;
+    c->rp = c->parts_tabled ? c->parts[t * c->os + subS] : row_part_at(c->kp, c->s_row, c->Odet, subS);
+    c->step0 = (t * c->os + subS) * c->os;
+}
+
+/* a curved detector: every lane's position rotated onto the sphere, in double */
+INL void vx_curved_subpixel(const vx_px_ctx *c, int subF, vx_px_geo *g)
+{
+    const nb_kparams *kp = c->kp;
+    vd Fdet = c->sub * ((tod(lane_index) + c->f0) * c->os + subF) + c->sub / 2.0;
+    g->px = Fdet * kp->fdet[0] + c->rp.Cx, g->py = Fdet * kp->fdet[1] + c->rp.Cy;
+    g->pz = Fdet * kp->fdet[2] + c->rp.Cz;
+    for (int j = 0; j < W; j++) {
+        double v[3], nv[3], q[3] = {g->px[j], g->py[j], g->pz[j]};
+        for (int i = 0; i < 3; i++) v[i] = kp->distance * kp->beam[i];
+        nb_rotate_axis(v, nv, kp->sdet, q[1] / kp->distance);
+        nb_rotate_axis(nv, q, kp->fdet, q[2] / kp->distance);
+        g->px[j] = q[0], g->py[j] = q[1], g->pz[j] = q[2];
+    }
+    vd r2 = g->px * g->px + g->py * g->py + g->pz * g->pz;
+    /* 1/r: single-precision estimate, one Newton step in double (1e-10) */
+    vd inv = tod(rsqrt_est(tof(r2)));
+    g->inv = inv * (1.5 - 0.5 * r2 * inv * inv);
+    g->invf = tof(g->inv);
+    g->dxf = tof(g->px * g->inv), g->dyf = tof(g->py * g->inv), g->dzf = tof(g->pz * g->inv);
+}
+
+/* a flat detector: the group's centre in double, the lanes as small offsets from it */
+INL void vx_flat_subpixel(const vx_px_ctx *c, int subF, vx_px_geo *g)
+{
+    float r2c_f, rc_f, invc_f, invc2_f, slope_f, Fc_f;
+    g->Fc = c->sub * ((c->f0 + c->centre) * c->os + subF) + c->sub / 2.0;
+    if (c->tabled) {
+        const pos_table *pt = &c->pos[g->step];
+        r2c_f = pt->r2c[c->g], rc_f = pt->rc[c->g], invc_f = pt->invc[c->g], invc2_f = pt->invc2[c->g];
+        slope_f = pt->slope[c->g], Fc_f = pt->Fc[c->g];
+        g->invc = pt->invc_d[c->g];
+    } else {
+        const double Fc = g->Fc, r2c = (Fc * c->ff + c->rp.fc) * Fc + c->rp.cc, rc = sqrt(r2c);
+        g->invc = 1.0 / rc;
+        r2c_f = (float)r2c, rc_f = (float)rc, invc_f = (float)g->invc, invc2_f = (float)(g->invc * g->invc);
+        slope_f = (float)(2.0 * c->ff * Fc + c->rp.fc), Fc_f = (float)Fc;
+    }
+    const vf df = c->df;
+    const vf dr2 = df * (slope_f + (float)c->ff * df); /* r_f^2 - r_c^2 */
+    if (c->series) {
+        /* 1/r_f - 1/r_c = (1/r_c) ((1 + e)^(-1/2) - 1), e = dr2 / r_c^2 small */
+        const vf e = dr2 * invc2_f;
+        g->dinv = (e * invc_f) *
+                  (-0.5f + e * (0.375f + e * (-0.3125f + e * (0.2734375f + e * (-0.24609375f + e * 0.2255859375f)))));
+    } else {
+        /* 1/r_f - 1/r_c = -dr2 / (r_f r_c (r_f + r_c)) */
+        const vf r2f = r2c_f + dr2;
+        const vf invf = rsqrt_est(r2f);
+        g->dinv = -dr2 * invf * invc_f * rcp_est(r2f * invf + rc_f);
+    }
+    g->invf = invc_f + g->dinv; /* 1/r_f, from the exact difference */
+    g->dfi = df * g->invf;
+    g->Ff = Fc_f + df; /* the direction's components by flat_dot */
+}
+
+INL void vx_px_subpixel(vx_px_ctx *c, int t, int subS, int subF, vx_px_geo *g)
+{
+    (void)t, (void)subS;
+    g->step = c->step0 + subF;
+    if (c->curved) vx_curved_subpixel(c, subF, g);
+    else vx_flat_subpixel(c, subF, g);
+}
+
+INL vf vx_px_omega(vx_px_ctx *c, const vx_px_geo *g)
+{
+    return c->kp->point_pixel ? g->invf * g->invf : c->pix2_close * g->invf * g->invf * g->invf;
+}
+
+INL void vx_px_add_omega(vx_px_ctx *c, vf omega, vi live)
+{
+    c->omega_block += self(live, omega, splat(0.0f));
+    if (++c->in_block == 16) {
+        c->omega_sum += tod(c->omega_block);
+        c->omega_block = splat(0.0f);
+        c->in_block = 0;
+    }
+}
+
+INL vf vx_px_capture(vx_px_ctx *c, const vx_px_geo *g, int t)
+{
+    const nb_kparams *kp = c->kp;
+    const vf rho = vx_along(c, g, kp->odet[0], kp->odet[1], kp->odet[2]);
+    return vx_capture(rho, (float)(kp->thickstep * kp->mu), t);
+}
+
+INL vi vx_px_source(vx_px_ctx *c, const vx_px_geo *g, int src, vx_px_src *sv)
+{
+    const float *si = c->fs->src_i + 3 * src;
+    sv->c2t = vx_along(c, g, si[0], si[1], si[2]);
+    if (!c->with_dmin) return maskall(1);
+    return vx_within_dmin(sv->c2t, c->fs->src_inv2lambda[src], c->fs->dmin);
+}
+
+INL vf vx_px_polarization(vx_px_ctx *c, vx_px_geo *g, vx_px_src *sv, int src)
+{
+    vf dE = splat(0.0f), dB = splat(0.0f);
+    if (c->kahn != 0.0f) {
+        const float *sE = c->fs->src_E + 3 * src, *sB = c->fs->src_B + 3 * src;
+        dE = vx_along(c, g, sE[0], sE[1], sE[2]);
+        dB = vx_along(c, g, sB[0], sB[1], sB[2]);
+    }
+    return vx_polar(c->kahn, sv->c2t, dE, dB);
+}
+
+INL void vx_px_index(vx_px_ctx *c, const vx_px_geo *g, const vx_px_src *sv, int src, int cell, vx_px_idx *x)
+{
+    (void)sv;
+    const nb_pair *pc = c->fs->pairs + (size_t)src * c->kp->ncells + cell;
+    if (c->curved) {
+        /* Miller indices in double: (A.pos)/|pos| - A.i; fractional parts in single */
+        vd h = (pc->A[0] * g->px + pc->A[1] * g->py + pc->A[2] * g->pz) * g->inv - pc->hi[0];
+        vd k = (pc->A[3] * g->px + pc->A[4] * g->py + pc->A[5] * g->pz) * g->inv - pc->hi[1];
+        vd l = (pc->A[6] * g->px + pc->A[7] * g->py + pc->A[8] * g->pz) * g->inv - pc->hi[2];
+        vd h0 = rintd(h), k0 = rintd(k), l0 = rintd(l);
+        x->dh = tof(h - h0), x->dk = tof(k - k0), x->dl = tof(l - l0);
+        x->ih = __builtin_convertvector(h0, vi), x->ik = __builtin_convertvector(k0, vi);
+        x->il = __builtin_convertvector(l0, vi);
+        return;
+    }
+    /* the centre's indices in double, whole parts off; the lanes' offsets in single */
+    float frac[3], P_f[3];
+    int whole[3];
+    if (c->pair_tabled) {
+        const pair_table *pr = &c->pair[g->step];
+        for (int i = 0; i < 3; i++) frac[i] = pr->frac[i][c->g], P_f[i] = pr->P[i][c->g], whole[i] = pr->whole[i][c->g];
+    } else {
+        for (int i = 0; i < 3; i++) {
+            /* associated as fill_pair_table does: the same bits */
+            const double P = g->Fc * pc->Af[i] + (c->rp.Sdet * pc->As[i] + c->Odet * pc->Ao[i] + pc->Ap[i]);
+            const double cen = P * g->invc - pc->hi[i], r = rint(cen);
+            frac[i] = (float)(cen - r), P_f[i] = (float)P;
+            whole[i] = c->fmode != NB_FMODE_DEFAULT ? (int)r : 0;
+        }
+    }
+    vf dh = frac[0] + (float)pc->Af[0] * g->dfi + P_f[0] * g->dinv;
+    vf dk = frac[1] + (float)pc->Af[1] * g->dfi + P_f[1] * g->dinv;
+    vf dl = frac[2] + (float)pc->Af[2] * g->dfi + P_f[2] * g->dinv;
+    const vf rh = rintf_v(dh), rk = rintf_v(dk), rl = rintf_v(dl);
+    x->dh = dh - rh, x->dk = dk - rk, x->dl = dl - rl;
+    if (c->fmode != NB_FMODE_DEFAULT) {
+        x->ih = whole[0] + __builtin_convertvector(rh, vi);
+        x->ik = whole[1] + __builtin_convertvector(rk, vi);
+        x->il = whole[2] + __builtin_convertvector(rl, vi);
+    } else {
+        x->ih = x->ik = x->il = (vi){0};
+    }
+}
+
+INL vf vx_px_lattice(vx_px_ctx *c, const vx_px_idx *x)
+{
+    return lattice_here(c->fs, c->cube_n, x->dh, x->dk, x->dl, c->Na, c->Nb, c->Nc, c->fudge);
+}
+
+INL vf vx_px_structure(vx_px_ctx *c, const vx_px_idx *x, vi accept)
+{
+    if (c->fmode == NB_FMODE_DEFAULT) return splat((float)c->kp->F.default_F);
+    return structure_factor(c->fs, x->ih, x->ik, x->il, x->dh, x->dk, x->dl, accept, c->tripped);
+}
+
+INL vf vx_px_term(vx_px_ctx *c, vf F_cell, vf F_latt)
+{
+    (void)c;
+    vf term = F_cell * F_cell * F_latt * F_latt;
+    /* rounded before it is added, in every instantiation: a plan renders
+     * to the same bits whichever runs it (a fused multiply-add here in
+     * one and not in another would differ in the last place - and
+     * -dmin must leave the pixels it does not cut unchanged) */
+    no_contract(&term);
+    return term;
+}
+
+INL vf vx_px_scale(vx_px_ctx *c, vf I) { return c->scale * I; }
+
+#define PX_FN(name) vx_px_##name
+#define PX_INLINE INL
+#define PX_REAL vf
+#define PX_LANES W
+#define PX_MASK vi
+#define PX_IS(cond) (cond)
+#define PX_ALL(on) maskall(on)
+#define PX_SEL(m, a, b) self((m), (a), (b))
+#define PX_ANY(m) any_lane(m)
+#define PX_SPLAT(x) splat((float)(x))
+#include "nb_pixel.inc"
+
+/* ---- rows ---------------------------------------------------------------- */
+
+/* What the compiler may assume of a row's pixels (see render_row). */
+typedef struct row_kind {
+    int curved;        /* a curved detector (else flat: the centre-offset index) */
+    nb_pixel_opts px;  /* one step, one pair, simple */
+    int full;          /* every pixel of the row rendered, in whole groups */
+} row_kind;
+
+/* The row's constants, in the context its groups share. */
+INL void row_context(vx_px_ctx *c, const nb_fparams *fs, int s_row, const row_kind k, int *tripped)
+{
     const nb_kparams *kp = &fs->kp;
+    /* every field set (no memset: the compiler keeps the fields in registers) */
+    c->fs = fs, c->kp = kp, c->s_row = s_row, c->tripped = tripped;
+    c->parts = NULL, c->pos = NULL, c->pair = NULL;
+    c->Odet = 0.0, c->step0 = 0, c->g = 0, c->f0 = 0, c->in_block = 0;
+    c->curved = k.curved;
     /* one_step: one sub-pixel and one layer, known to the compiler */
-    const int os = one_step ? 1 : kp->oversample, nthick = one_step ? 1 : kp->thicksteps;
-    /* one_pair: one source and one cell */
-    const int nsources = one_pair ? 1 : kp->nsources, ncells = one_pair ? 1 : kp->ncells;
-    const double sub = kp->subpixel_size;
-    const vi os_thick = maskall(kp->oversample_thick), os_polar = maskall(kp->oversample_polar);
-    const vi os_omega = maskall(kp->oversample_omega);
-    const int any_os = simple ? 0 : kp->oversample_thick || kp->oversample_polar || kp->oversample_omega;
-    const float kahn = (float)kp->kahn_factor;
-    const int with_thickness = simple ? 0 : kp->thick != 0.0, with_dmin = simple ? 0 : fs->dmin > 0.0f;
-    const int fmode = simple ? NB_FMODE_DEFAULT : fs->fmode;
-    const float Na = (float)kp->Na, Nb = (float)kp->Nb, Nc = (float)kp->Nc, fudge = (float)kp->fudge;
-    /* whether the first sub-pixel evaluates the polarization: not with
-     * -nopolar, unless -oversample_polar (the reference's rule) */
-    const int first_polar = !kp->nopolar || kp->oversample_polar;
-    const int cube_n = kp->shape == NB_SHAPE_SQUARE && fs->cheb && Na == Nb && Nb == Nc ? (int)Na : 0;
-    const vi water_zero = maskall(kp->water_size == 0.0);
-    const float pix2_close = (float)(kp->pixel_size * kp->pixel_size * kp->close_distance);
-    const double ff = kp->fdet[0] * kp->fdet[0] + kp->fdet[1] * kp->fdet[1] + kp->fdet[2] * kp->fdet[2];
-    /* the lanes' distances from the group's centre, along the fast axis */
-    const double centre = (W - 1) / 2.0;
-    const vf df = tof((tod(lane_index) - centre) * (sub * os));
-    const float scale = (float)(kp->r_e_sqr * kp->fluence / kp->steps);
+    c->os = k.px.one_step ? 1 : kp->oversample;
+    c->nthick = k.px.one_step ? 1 : kp->thicksteps;
+    const int nthick = c->nthick;
+    c->with_dmin = k.px.simple ? 0 : fs->dmin > 0.0f;
+    c->fmode = k.px.simple ? NB_FMODE_DEFAULT : fs->fmode;
+    c->Na = (float)kp->Na, c->Nb = (float)kp->Nb, c->Nc = (float)kp->Nc, c->fudge = (float)kp->fudge;
+    c->kahn = (float)kp->kahn_factor;
+    c->cube_n = kp->shape == NB_SHAPE_SQUARE && fs->cheb && c->Na == c->Nb && c->Nb == c->Nc ? (int)c->Na : 0;
+    c->pix2_close = (float)(kp->pixel_size * kp->pixel_size * kp->close_distance);
+    c->scale = (float)(kp->r_e_sqr * kp->fluence / kp->steps);
+    c->sub = kp->subpixel_size;
+    c->ff = kp->fdet[0] * kp->fdet[0] + kp->fdet[1] * kp->fdet[1] + kp->fdet[2] * kp->fdet[2];
+    c->centre = (W - 1) / 2.0;
+    c->df = tof((tod(lane_index) - c->centre) * (c->sub * c->os));
     /* series: the lanes' 1/r from a series in e = (r_f^2 - r_c^2) / r_c^2
      * (cheaper than square root and reciprocal estimates) where |e| <= 0.03
      * on the whole detector, so that six terms leave an error below 5e-12 of
@@ -428,265 +663,95 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict
      * |r_f^2 - r_c^2| <= 2 r_c |df| + df^2. */
     const double r_min = fabs(kp->close_distance) - fabs(kp->thick);
     const double q = r_min > 0.0 ? (W - 1) / 2.0 * kp->pixel_size / r_min : 1.0;
-    const int series = !curved && 2.0 * q + q * q <= 0.03;
+    c->series = !k.curved && 2.0 * q + q * q <= 0.03;
+    c->parts_tabled = !k.curved && nthick * c->os <= TABLE_STEPS;
+    c->tabled = !k.curved && nthick * c->os * c->os <= TABLE_STEPS;
+    c->pair_tabled = c->tabled && k.px.one_pair;
+    c->omega_sum = tod(splat(0.0f));
+    c->omega_block = splat(0.0f);
+}
+
+/* The tables of a chunk of TABLE_GROUPS groups starting at pixel c0. */
+INL void fill_tables(const vx_px_ctx *c, pos_table *pos, pair_table *pair, int c0)
+{
+    for (int t = 0, k = 0; t < c->nthick; t++)
+        for (int subS = 0; subS < c->os; subS++) {
+            const row_part rp = c->parts[t * c->os + subS];
+            for (int subF = 0; subF < c->os; subF++, k++) {
+                fill_pos_table(&pos[k], c->kp, c0, c->centre, c->ff, &rp, c->os, subF);
+                if (c->pair_tabled)
+                    fill_pair_table(&pair[k], &pos[k], c->fs->pairs, &rp, t * c->kp->thickstep,
+                                    c->fmode != NB_FMODE_DEFAULT);
+            }
+        }
+}
+
+/* Which lanes of the group of n pixels at f0 are rendered; 0 when none is. */
+INL int group_live(const nb_kparams *kp, int s_row, int f0, int n, int full, vi *live)
+{
+    if (full) {
+        *live = maskall(1);
+        return 1;
+    }
+    if (!kp->mask && f0 >= kp->roi_xmin && f0 + n - 1 <= kp->roi_xmax) {
+        *live = lane_index < (float)n; /* the usual case: all inside the ROI */
+        return 1;
+    }
+    int livei[W];
+    for (int j = 0; j < W; j++) {
+        int f = f0 + j;
+        int on = j < n && f >= kp->roi_xmin && f <= kp->roi_xmax && (!kp->mask || kp->mask[(size_t)s_row * kp->fpixels + f]);
+        livei[j] = on ? -1 : 0;
+    }
+    memcpy(live, livei, sizeof *live);
+    return any_lane(*live);
+}
+
+/* Row s_row, a group of W pixels at a time, a chunk of groups' tables at a time. */
+INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict row, vd *omega_acc, int *tripped,
+                         const row_kind k)
+{
+    /* a private copy: the image's float stores cannot alias it, so what the
+     * compiler loads once stays loaded across the row */
+    const nb_fparams fs_copy = *fs_shared, *fs = &fs_copy;
+    const nb_kparams *kp = &fs->kp;
+    vx_px_ctx c;
+    row_context(&c, fs, s_row, k, tripped);
+    c.omega_sum = *omega_acc;
     /* the row's parts, per layer and slow sub-step (t os + subS): computed
      * once per row, used by the tables and by every group */
-    const int nparts = nthick * os;
-    const int parts_tabled = !curved && nparts <= TABLE_STEPS;
-    row_part parts[one_step ? 1 : TABLE_STEPS];
-    if (parts_tabled)
-        for (int t = 0; t < nthick; t++)
-            for (int subS = 0; subS < os; subS++) parts[t * os + subS] = row_part_at(kp, s_row, t * kp->thickstep, subS);
-    /* the solid angles: summed in float over a block of groups, the blocks in
-     * double (a local: a store through omega_acc could alias kp's doubles) */
-    vd omega_sum = *omega_acc;
-    vf omega_block = splat(0.0f);
-    int groups_in_block = 0;
+    row_part parts[k.px.one_step ? 1 : TABLE_STEPS];
+    if (c.parts_tabled)
+        for (int t = 0; t < c.nthick; t++)
+            for (int subS = 0; subS < c.os; subS++)
+                parts[t * c.os + subS] = row_part_at(kp, s_row, t * kp->thickstep, subS);
     /* tabled (flat): the groups' centres are done ahead, a chunk of the row
      * at a time, in vectors of doubles - no scalar square root and division
      * at the head of each group's chain */
-    const int steps = nthick * os * os;
-    const int tabled = !curved && steps <= TABLE_STEPS;
-    pos_table pos[one_step ? 1 : TABLE_STEPS];
-    pair_table pair[one_pair && !one_step ? TABLE_STEPS : 1];
+    pos_table pos[k.px.one_step ? 1 : TABLE_STEPS];
+    pair_table pair[k.px.one_pair && !k.px.one_step ? TABLE_STEPS : 1];
+    c.parts = parts, c.pos = pos, c.pair = pair;
+    const vx_px_rules rules = vx_px_rules_of(kp, k.px);
     for (int c0 = 0; c0 < kp->fpixels; c0 += TABLE_GROUPS * W) {
-    const int groups = (kp->fpixels - c0 + W - 1) / W < TABLE_GROUPS ? (kp->fpixels - c0 + W - 1) / W : TABLE_GROUPS;
-    if (tabled) {
-        for (int t = 0, k = 0; t < nthick; t++)
-            for (int subS = 0; subS < os; subS++) {
-                const row_part rp = parts[t * os + subS];
-                for (int subF = 0; subF < os; subF++, k++) {
-                    fill_pos_table(&pos[k], kp, c0, centre, ff, &rp, os, subF);
-                    if (one_pair)
-                        fill_pair_table(&pair[k], &pos[k], fs->pairs, &rp, t * kp->thickstep, fmode != NB_FMODE_DEFAULT);
-                }
+        const int left = (kp->fpixels - c0 + W - 1) / W, groups = left < TABLE_GROUPS ? left : TABLE_GROUPS;
+        if (c.tabled) fill_tables(&c, pos, pair, c0);
+        for (int g = 0; g < groups; g++) {
+            const int f0 = c0 + g * W;
+            const int n = k.full ? W : kp->fpixels - f0 < W ? kp->fpixels - f0 : W;
+            float *out = row + f0;
+            vi live;
+            if (!group_live(kp, s_row, f0, n, k.full, &live)) {
+                memset(out, 0, (size_t)n * sizeof(float));
+                continue;
             }
-    }
-    for (int g = 0; g < groups; g++) {
-    const int f0 = c0 + g * W;
-    const int n = full ? W : kp->fpixels - f0 < W ? kp->fpixels - f0 : W;
-    float *out = row + f0;
-    /* which lanes are pixels to render (full: every lane of every group) */
-    vi live;
-    if (full) {
-        live = maskall(1);
-    } else if (!kp->mask && f0 >= kp->roi_xmin && f0 + n - 1 <= kp->roi_xmax) {
-        live = lane_index < (float)n; /* the usual case: all inside the ROI */
-    } else {
-        int livei[W];
-        for (int j = 0; j < W; j++) {
-            int f = f0 + j;
-            int on = j < n && f >= kp->roi_xmin && f <= kp->roi_xmax &&
-                     (!kp->mask || kp->mask[(size_t)s_row * kp->fpixels + f]);
-            livei[j] = on ? -1 : 0;
-        }
-        memcpy(&live, livei, sizeof live);
-        if (!any_lane(live)) {
-            memset(out, 0, (size_t)n * sizeof(float));
-            continue;
+            c.g = g, c.f0 = f0;
+            vf val = vx_px_collect(&c, k.px, &rules, live).value;
+            if (!k.full) val = self(live, val, splat(0.0f));
+            if (n >= W) memcpy(out, &val, sizeof val);
+            else memcpy(out, &val, (size_t)n * sizeof(float));
         }
     }
-
-    vf I = splat((float)kp->I_bg);
-    vf polar = splat(kp->nopolar ? 1.0f : 0.0f);
-    vf omega = splat(0.0f), capture = splat(0.0f);
-
-    for (int t = 0; t < nthick; t++) {
-        const double Odet = t * kp->thickstep;
-        capture = splat(with_thickness ? 0.0f : 1.0f);
-        for (int subS = 0; subS < os; subS++) {
-            const row_part rp = parts_tabled ? parts[t * os + subS] : row_part_at(kp, s_row, Odet, subS);
-            const double Sdet = rp.Sdet, Cx = rp.Cx, Cy = rp.Cy, Cz = rp.Cz, cc = rp.cc, fc = rp.fc;
-            for (int subF = 0; subF < os; subF++) {
-                /* ---- the sub-pixel's position and direction ---- */
-                const double Fc = sub * ((f0 + centre) * os + subF) + sub / 2.0; /* the group's centre */
-                vd px, py, pz, inv;
-                vf invf, dxf = splat(0.0f), dyf = splat(0.0f), dzf = splat(0.0f), dfi = splat(0.0f),
-                   dinv = splat(0.0f), Ff_flat = splat(0.0f);
-                double invc = 0.0;
-                if (curved) {
-                    vd Fdet = sub * ((tod(lane_index) + f0) * os + subF) + sub / 2.0;
-                    px = Fdet * kp->fdet[0] + Cx, py = Fdet * kp->fdet[1] + Cy, pz = Fdet * kp->fdet[2] + Cz;
-                    for (int j = 0; j < W; j++) {
-                        double v[3], nv[3], q[3] = {px[j], py[j], pz[j]};
-                        for (int i = 0; i < 3; i++) v[i] = kp->distance * kp->beam[i];
-                        nb_rotate_axis(v, nv, kp->sdet, q[1] / kp->distance);
-                        nb_rotate_axis(nv, q, kp->fdet, q[2] / kp->distance);
-                        px[j] = q[0], py[j] = q[1], pz[j] = q[2];
-                    }
-                    vd r2 = px * px + py * py + pz * pz;
-                    /* 1/r: single-precision estimate, one Newton step in double (1e-10) */
-                    inv = tod(rsqrt_est(tof(r2)));
-                    inv = inv * (1.5 - 0.5 * r2 * inv * inv);
-                    invf = tof(inv);
-                    dxf = tof(px * inv), dyf = tof(py * inv), dzf = tof(pz * inv);
-                } else {
-                    /* the centre in double; the lanes as small offsets from it */
-                    float r2c_f, rc_f, invc_f, invc2_f, slope_f, Fc_f;
-                    if (tabled) {
-                        const pos_table *pt = &pos[one_step ? 0 : (t * os + subS) * os + subF];
-                        r2c_f = pt->r2c[g], rc_f = pt->rc[g], invc_f = pt->invc[g], invc2_f = pt->invc2[g];
-                        slope_f = pt->slope[g], Fc_f = pt->Fc[g];
-                        invc = pt->invc_d[g];
-                    } else {
-                        const double r2c = (Fc * ff + fc) * Fc + cc, rc = sqrt(r2c);
-                        invc = 1.0 / rc;
-                        r2c_f = (float)r2c, rc_f = (float)rc, invc_f = (float)invc, invc2_f = (float)(invc * invc);
-                        slope_f = (float)(2.0 * ff * Fc + fc), Fc_f = (float)Fc;
-                    }
-                    const vf dr2 = df * (slope_f + (float)ff * df); /* r_f^2 - r_c^2 */
-                    if (series) {
-                        /* 1/r_f - 1/r_c = (1/r_c) ((1 + e)^(-1/2) - 1), e = dr2 / r_c^2 small */
-                        const vf e = dr2 * invc2_f;
-                        dinv = (e * invc_f) * (-0.5f + e * (0.375f + e * (-0.3125f + e * (0.2734375f +
-                                                            e * (-0.24609375f + e * 0.2255859375f)))));
-                    } else {
-                        /* 1/r_f - 1/r_c = -dr2 / (r_f r_c (r_f + r_c)) */
-                        const vf r2f = r2c_f + dr2;
-                        invf = rsqrt_est(r2f);
-                        dinv = -dr2 * invf * invc_f * rcp_est(r2f * invf + rc_f);
-                    }
-                    invf = invc_f + dinv; /* 1/r_f, from the exact difference */
-                    dfi = df * invf;
-                    const vf Ff = Fc_f + df;
-                    Ff_flat = Ff; /* the direction's components by flat_dot */
-                    (void)px, (void)py, (void)pz, (void)inv;
-                }
-                {
-                    vf om = kp->point_pixel ? invf * invf : pix2_close * invf * invf * invf;
-                    /* with one sub-pixel, the first is the only value */
-                    omega = one_step ? om : self((omega == 0.0f) | os_omega, om, omega);
-                    omega_block += self(live, omega, splat(0.0f));
-                    if (++groups_in_block == 16) {
-                        omega_sum += tod(omega_block);
-                        omega_block = splat(0.0f);
-                        groups_in_block = 0;
-                    }
-                }
-                /* fraction absorbed in this layer, at this obliquity; without
-                 * -oversample_thick only the last layer's first value is used
-                 * (the others are overwritten), so only it is computed */
-                if (with_thickness &&
-                    (kp->oversample_thick || (t == nthick - 1 && any_lane(live & (capture == 0.0f))))) {
-                    vf rho = curved ? dxf * (float)kp->odet[0] + dyf * (float)kp->odet[1] + dzf * (float)kp->odet[2]
-                                    : flat_dot(Ff_flat, invf, kp->fdet, Cx, Cy, Cz, kp->odet[0], kp->odet[1], kp->odet[2]);
-                    vf mu_over = (float)(kp->thickstep * kp->mu) / rho;
-                    vf cap = vx_expf(-(float)t * mu_over) - vx_expf(-(float)(t + 1) * mu_over);
-                    capture = self((capture == 0.0f) | os_thick, cap, capture);
-                }
-
-                for (int src = 0; src < nsources; src++) {
-                    const float *si = fs->src_i + 3 * src;
-                    vf c2t = curved ? dxf * si[0] + dyf * si[1] + dzf * si[2]
-                                    : flat_dot(Ff_flat, invf, kp->fdet, Cx, Cy, Cz, si[0], si[1], si[2]);
-                    vi ok = live;
-                    if (with_dmin) {
-                        vf stol = vx_sqrtf(2.0f - 2.0f * c2t) * fs->src_inv2lambda[src];
-                        ok &= ~((stol > 0.0f) & (fs->dmin * stol > 0.5f));
-                        if (!any_lane(ok)) continue;
-                    }
-                    /* the polarization where it is still to be computed */
-                    vi need = ok & ((polar == 0.0f) | os_polar);
-                    /* with one sub-pixel, the first source evaluates it on every lane that is
-                     * rendered (first_polar) */
-                    if (one_step && src == 0) need = first_polar ? ok : maskall(0);
-                    if (one_step && src == 0 ? first_polar : any_lane(need)) {
-                        const float *sE = fs->src_E + 3 * src, *sB = fs->src_B + 3 * src;
-                        vf dE = splat(0.0f), dB = splat(0.0f);
-                        if (kahn != 0.0f) {
-                            dE = curved ? dxf * sE[0] + dyf * sE[1] + dzf * sE[2]
-                                        : flat_dot(Ff_flat, invf, kp->fdet, Cx, Cy, Cz, sE[0], sE[1], sE[2]);
-                            dB = curved ? dxf * sB[0] + dyf * sB[1] + dzf * sB[2]
-                                        : flat_dot(Ff_flat, invf, kp->fdet, Cx, Cy, Cz, sB[0], sB[1], sB[2]);
-                        }
-                        polar = self(need, vx_polar(kahn, c2t, dE, dB), polar);
-                    }
-                    const vf mult = any_os ? self(os_thick, capture, splat(1.0f)) * self(os_polar, polar, splat(1.0f)) *
-                                                 self(os_omega, omega, splat(1.0f))
-                                           : splat(1.0f);
-                    const vi accept_base = ok;
-
-                    const nb_pair *pc = fs->pairs + (size_t)src * kp->ncells;
-                    for (int cell = 0; cell < ncells; cell++, pc++) {
-                        vf dh, dk, dl;
-                        vi ih, ik, il;
-                        if (curved) {
-                            /* Miller indices in double: (A.pos)/|pos| - A.i; fractional parts in single */
-                            vd h = (pc->A[0] * px + pc->A[1] * py + pc->A[2] * pz) * inv - pc->hi[0];
-                            vd k = (pc->A[3] * px + pc->A[4] * py + pc->A[5] * pz) * inv - pc->hi[1];
-                            vd l = (pc->A[6] * px + pc->A[7] * py + pc->A[8] * pz) * inv - pc->hi[2];
-                            vd h0 = rintd(h), k0 = rintd(k), l0 = rintd(l);
-                            dh = tof(h - h0), dk = tof(k - k0), dl = tof(l - l0);
-                            ih = __builtin_convertvector(h0, vi), ik = __builtin_convertvector(k0, vi);
-                            il = __builtin_convertvector(l0, vi);
-                        } else {
-                            /* the centre's indices in double, whole parts off; the lanes' offsets in single */
-                            float frac[3], P_f[3];
-                            int whole[3];
-                            if (tabled && one_pair) {
-                                const pair_table *pr = &pair[one_step ? 0 : (t * os + subS) * os + subF];
-                                for (int i = 0; i < 3; i++)
-                                    frac[i] = pr->frac[i][g], P_f[i] = pr->P[i][g], whole[i] = pr->whole[i][g];
-                            } else {
-                                for (int i = 0; i < 3; i++) {
-                                    /* associated as fill_pair_table does: the same bits */
-                                    const double P = Fc * pc->Af[i] + (Sdet * pc->As[i] + Odet * pc->Ao[i] + pc->Ap[i]);
-                                    const double c = P * invc - pc->hi[i], r = rint(c);
-                                    frac[i] = (float)(c - r), P_f[i] = (float)P;
-                                    whole[i] = fmode != NB_FMODE_DEFAULT ? (int)r : 0;
-                                }
-                            }
-                            dh = frac[0] + (float)pc->Af[0] * dfi + P_f[0] * dinv;
-                            dk = frac[1] + (float)pc->Af[1] * dfi + P_f[1] * dinv;
-                            dl = frac[2] + (float)pc->Af[2] * dfi + P_f[2] * dinv;
-                            const vf rh = rintf_v(dh), rk = rintf_v(dk), rl = rintf_v(dl);
-                            dh -= rh, dk -= rk, dl -= rl;
-                            if (fmode != NB_FMODE_DEFAULT) {
-                                ih = whole[0] + __builtin_convertvector(rh, vi);
-                                ik = whole[1] + __builtin_convertvector(rk, vi);
-                                il = whole[2] + __builtin_convertvector(rl, vi);
-                            } else {
-                                ih = ik = il = (vi){0};
-                            }
-                        }
-                        const vf F_latt = lattice_here(fs, cube_n, dh, dk, dl, Na, Nb, Nc, fudge);
-                        vf F_cell = splat((float)kp->F.default_F);
-                        if (fmode != NB_FMODE_DEFAULT)
-                            F_cell = structure_factor(fs, ih, ik, il, dh, dk, dl, accept_base, tripped);
-                        vf term = F_cell * F_cell * F_latt * F_latt;
-                        /* rounded before it is added, in every instantiation: a plan renders
-                         * to the same bits whichever runs it (a fused multiply-add here in
-                         * one and not in another would differ in the last place - and
-                         * -dmin must leave the pixels it does not cut unchanged) */
-                        no_contract(&term);
-                        /* the reference skips zero lattice terms unless there is water; in
-                         * the simple path adding one changes nothing (F is the finite default) */
-                        const vi accept = accept_base & ~((F_latt == 0.0f) & water_zero);
-                        if (any_os) I = self(accept, (I + term) * mult, I);
-                        else if (simple) I += term; /* dead lanes are cleared at the end */
-                        else I += self(accept, term, splat(0.0f));
-                    }
-                }
-            }
-        }
-    }
-    vf val = scale * I;
-    if (!simple) {
-        val *= self(os_thick, splat(1.0f), capture);
-        val *= self(os_polar, splat(1.0f), polar);
-        val *= self(os_omega, splat(1.0f), omega);
-    } else {
-        /* the same order as above (capture is 1 here): a plan renders to
-         * the same bits whichever instantiation runs it */
-        val *= polar;
-        val *= omega;
-    }
-    if (!full) val = self(live, val, splat(0.0f));
-    if (n >= W) memcpy(out, &val, sizeof val);
-    else memcpy(out, &val, (size_t)n * sizeof(float));
-    }
-    }
-    *omega_acc = omega_sum + tod(omega_block);
+    *omega_acc = c.omega_sum + tod(c.omega_block);
 }
 
 /* the pixel-steps below which the render runs on one thread */
@@ -706,15 +771,17 @@ static void render_row(const nb_fparams *fs, int s_row, float *row, vd *omega_ac
     const int one_step = kp->oversample == 1 && kp->thicksteps == 1, one_pair = kp->nsources == 1 && kp->ncells == 1;
     /* full: every pixel of the row is rendered, in whole groups */
     const int full = !kp->mask && kp->roi_xmin <= 0 && kp->roi_xmax >= kp->fpixels - 1 && kp->fpixels % W == 0;
-    if (kp->curved_detector) render_row_impl(fs, s_row, row, omega_acc, tripped, 1, 0, 0, 0, 0);
-    else if (simple && one_step && one_pair && full) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 1, 1, 1);
-    else if (simple && one_step && one_pair) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 1, 1, 0);
-    else if (simple && one_step && full) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 1, 0, 1);
-    else if (simple && one_step) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 1, 0, 0);
-    else if (simple && one_pair) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 0, 1, 0);
-    else if (simple) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 1, 0, 0, 0);
-    else if (one_pair) render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 0, 0, 1, 0);
-    else render_row_impl(fs, s_row, row, omega_acc, tripped, 0, 0, 0, 0, 0);
+#define RENDER(...) render_row_impl(fs, s_row, row, omega_acc, tripped, (row_kind){__VA_ARGS__})
+    if (kp->curved_detector) RENDER(.curved = 1);
+    else if (simple && one_step && one_pair && full) RENDER(.px = {.simple = 1, .one_step = 1, .one_pair = 1}, .full = 1);
+    else if (simple && one_step && one_pair) RENDER(.px = {.simple = 1, .one_step = 1, .one_pair = 1});
+    else if (simple && one_step && full) RENDER(.px = {.simple = 1, .one_step = 1}, .full = 1);
+    else if (simple && one_step) RENDER(.px = {.simple = 1, .one_step = 1});
+    else if (simple && one_pair) RENDER(.px = {.simple = 1, .one_pair = 1});
+    else if (simple) RENDER(.px = {.simple = 1});
+    else if (one_pair) RENDER(.px = {.one_pair = 1});
+    else RENDER(.curved = 0);
+#undef RENDER
 }
 
 void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, nb_row_stats *row_stats, int *tripped_out,

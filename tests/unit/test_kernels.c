@@ -146,6 +146,43 @@ static void compare(const char *what, const float *ref, const float *test, size_
        corr, rel, rel_max);
 }
 
+/* A shape the kernels do not know is refused before rendering, and every
+ * kernel's lattice factor gives NaN for it: never a silent top-hat. */
+static void check_unknown_shape(void)
+{
+    nb_plan plan;
+    nb_hkl hkl;
+    nb_sim_setup setup;
+    nb_hkl_init(&hkl);
+    if (build_plan("-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 8 -tophat_spots",
+                   &plan) != NB_OK) {
+        ok(0, "unknown shape: plan resolves (%s)", nb_error_message());
+        return;
+    }
+    hkl.default_F = plan.default_F;
+    plan.shape = NB_SHAPE_TOPHAT + 1;
+    ok(nb_sim_setup_build(&plan, &hkl, &setup) == NB_ERR_DATA && strstr(nb_error_message(), "crystal shape"),
+       "unknown shape: the setup refuses it (%s)", nb_error_message());
+    plan.shape = NB_SHAPE_TOPHAT;
+    if (nb_sim_setup_build(&plan, &hkl, &setup) != NB_OK) {
+        ok(0, "unknown shape: the top-hat setup builds (%s)", nb_error_message());
+        nb_plan_free(&plan);
+        return;
+    }
+    nb_fparams fp;
+    ok(nb_fparams_build(&setup.kp, &fp) == NB_OK, "unknown shape: fast parameters build");
+    double omega = 0.0;
+    int tripped = 0;
+    ok(!isnan(nb_pixel_double(&setup.kp, 4, 4, &omega, &tripped, NULL)) && !isnan(nb_pixel_fast(&fp, 4, 4, &omega, &tripped)),
+       "unknown shape: a top-hat pixel is a number in both paths");
+    setup.kp.shape = fp.kp.shape = NB_SHAPE_TOPHAT + 1;
+    ok(isnan(nb_pixel_double(&setup.kp, 4, 4, &omega, &tripped, NULL)), "unknown shape: the double pixel is NaN");
+    ok(isnan(nb_pixel_fast(&fp, 4, 4, &omega, &tripped)), "unknown shape: the fast pixel is NaN");
+    nb_fparams_free(&fp);
+    nb_sim_setup_free(&setup);
+    nb_plan_free(&plan);
+}
+
 int main(void)
 {
     nb_set_verbosity(-1);
@@ -251,5 +288,6 @@ int main(void)
         nb_hkl_free(&hkl);
         nb_plan_free(&plan);
     }
+    check_unknown_shape();
     return tap_done();
 }
