@@ -6,6 +6,7 @@
 #include "nb_image.h"
 
 #include "nb_crc32.h"
+#include "nb_tuning.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -39,9 +40,6 @@ static void roi_columns(nb_roi r, int width, int y, int *x0, int *x1)
 #else
 #define NB_VECTOR_CLAMPS
 #endif
-
-/* the pixels below which a pass runs on one thread */
-#define NB_PARALLEL_MIN ((size_t)1 << 21)
 
 void nb_int_image(const float *img, int width, int height, nb_roi roi, double scale, double adc, int32_t *out)
 {

@@ -21,10 +21,8 @@
 #include <zlib.h>
 #include <pthread.h>
 #include <signal.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
+#include "nb_tuning.h"
 #include "nb_util.h"
 
 /* ---- little-endian helpers --------------------------------------------- */
@@ -568,8 +566,6 @@ static nb_status read_payload_ahead(nb_reader *r, const nb_record *rec, unsigned
     return st;
 }
 
-static int threads_allowed(void);
-
 /* A payload that is not kept (plen bytes) through the ring; *have: the bytes that came. */
 static nb_status read_payload_dropped(nb_reader *r, const nb_record *rec, uint64_t plen, uint32_t *crc,
                                       uint64_t *have, int *ioerr_out)
@@ -584,7 +580,7 @@ static nb_status read_payload_dropped(nb_reader *r, const nb_record *rec, uint64
     *have = 0;
     *ioerr_out = 0;
     int ahead = 0;
-    if (r->fp && plen >= (uint64_t)4 << 20 && threads_allowed()) {
+    if (r->fp && plen >= (uint64_t)4 << 20 && nb_threads_spare()) {
         nb_status st = read_payload_ahead(r, rec, NULL, plen, crc, have, ioerr_out, &ahead);
         if (ahead || st) return st;
     }
@@ -603,15 +599,6 @@ static nb_status read_payload_dropped(nb_reader *r, const nb_record *rec, uint64
         *have += got;
     }
     return st;
-}
-
-static int threads_allowed(void)
-{
-#ifdef _OPENMP
-    return omp_get_max_threads() > 1;
-#else
-    return 0;
-#endif
 }
 
 void nb_reader_set_payload_hook(nb_reader *r, nb_payload_hook hook, void *ctx)
@@ -926,7 +913,7 @@ static nb_status read_payload_kept(nb_reader *r, nb_record *rec, long idx, uint6
     /* a large payload for a hook, with a second thread to spare and no
      * reallocation ahead: read it on that thread */
     int ahead = 0;
-    if (r->hook && r->fp && plen >= 4 * (uint64_t)piece && rec->payload_cap == plen && threads_allowed()) {
+    if (r->hook && r->fp && plen >= 4 * (uint64_t)piece && rec->payload_cap == plen && nb_threads_spare()) {
         int ioerr2 = 0;
         nb_status st = read_payload_ahead(r, rec, rec->payload, plen, crc, &have, &ioerr2, &ahead);
         if (st) return st;
@@ -1166,12 +1153,8 @@ static nb_status writer_put(nb_writer *w, const nb_record *rec, int consume, con
     if (nb_record_is(rec, "END")) return nb_writer_end(w);
     make_preamble(rec, pre);
     put_u32(crcb, record_crc(rec, pre, payload_crc));
-#ifdef _OPENMP
-    /* a long write follows a large (parallel) checksum or render: release
-     * OpenMP's idle threads, which would spin-wait on a core the next stage
-     * of the pipe needs (a later parallel region starts them again) */
-    if (rec->payload_len >= ((uint64_t)8 << 20)) omp_pause_resource_all(omp_pause_soft);
-#endif
+    /* a long write follows a large (parallel) checksum or render */
+    if (rec->payload_len >= ((uint64_t)8 << 20)) nb_threads_release_idle();
     if (w->on_stdout) stdout_in_record = 1; /* until the last byte is handed over */
     if ((st = write_all(w, pre, sizeof pre))) return st;
     if ((st = write_all(w, rec->header, rec->header_len))) return st;

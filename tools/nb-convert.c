@@ -15,6 +15,7 @@
 #include "nb_options.h"
 #include "nb_plan.h"
 #include "nb_stream.h"
+#include "nb_tuning.h"
 #include "nb_util.h"
 #include "pgm.h"
 #include "png.h"

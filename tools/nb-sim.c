@@ -13,6 +13,7 @@
 #include "nb_sim.h"
 #include "nb_sim_cuda.h"
 #include "nb_stream.h"
+#include "nb_tuning.h"
 #include "nb_util.h"
 
 static void print_backends(FILE *fp);

@@ -7,6 +7,7 @@
 #include "nb_image.h"
 #include "nb_physics.h"
 #include "nb_plan.h"
+#include "nb_tuning.h"
 #include "nb_util.h"
 
 /* Everything the kernels need, with the storage behind kp's pointers. */

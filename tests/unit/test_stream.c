@@ -23,6 +23,7 @@
 #include "nb_crc32.h"
 #include "nb_error.h"
 #include "nb_stream.h"
+#include "nb_tuning.h"
 #include "nb_util.h"
 #include "tap.h"
 
