@@ -355,16 +355,56 @@ static uint32_t crc_parallel(uint32_t crc, const unsigned char *p, uint64_t n)
     return crc;
 }
 
-/* payload_crc: the payload's CRC when the caller has it (NULL: computed here) */
-static uint32_t record_crc(const nb_record *rec, const unsigned char pre[NB_PREAMBLE_SIZE],
-                           const uint32_t *payload_crc)
+/* ---- a payload's CRC from its producer ------------------------------------ */
+
+nb_status nb_payload_crc_init(nb_payload_crc *pc, uint64_t offset, size_t piece_len, size_t pieces)
+{
+    memset(pc, 0, sizeof *pc);
+    nb_status st = nb_calloc((void **)&pc->crc, pieces ? pieces : 1, sizeof *pc->crc, "the payload's CRCs");
+    if (st) return st;
+    /* faulted in here rather than a page at a time by the producer's threads */
+    nb_prefault(pc->crc, pieces * sizeof *pc->crc);
+    pc->offset = offset, pc->piece_len = piece_len, pc->pieces = pieces;
+    return NB_OK;
+}
+
+void nb_payload_crc_take(nb_payload_crc *pc, size_t i, const void *piece)
+{
+    pc->crc[i] = nb_crc32_update(0, piece, pc->piece_len);
+}
+
+void nb_payload_crc_free(nb_payload_crc *pc)
+{
+    free(pc->crc);
+    memset(pc, 0, sizeof *pc);
+}
+
+/* Where the producer's pieces lie, checked against the payload */
+static nb_status payload_crc_check(const nb_record *rec, const nb_payload_crc *pc)
+{
+    if (!pc) return NB_OK;
+    uint64_t covered = (uint64_t)pc->piece_len * pc->pieces;
+    if (pc->offset > rec->payload_len || covered > rec->payload_len - pc->offset)
+        return nb_error_set(NB_ERR_USAGE, "internal error: the CRCs of %zu pieces of %zu bytes from offset %llu lie "
+                                          "outside the %llu-byte payload of a %s record",
+                            pc->pieces, pc->piece_len, (unsigned long long)pc->offset,
+                            (unsigned long long)rec->payload_len, rec->type);
+    return NB_OK;
+}
+
+/* The record's CRC; the payload's from its producer's pieces (pc, checked
+ * already) where it gave them, else read here */
+static uint32_t record_crc(const nb_record *rec, const unsigned char pre[NB_PREAMBLE_SIZE], const nb_payload_crc *pc)
 {
     uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
     crc = crc_update(crc, pre, NB_PREAMBLE_SIZE);
     crc = crc_update(crc, (const unsigned char *)rec->header, rec->header_len);
-    if (payload_crc)
-        return nb_crc32_combine_op(crc, *payload_crc, nb_crc32_combine_gen(rec->payload_len));
-    return crc_parallel(crc, rec->payload, rec->payload_len);
+    if (!pc) return crc_parallel(crc, rec->payload, rec->payload_len);
+    crc = crc_parallel(crc, rec->payload, pc->offset);
+    const uint32_t op = nb_crc32_combine_gen(pc->piece_len); /* pieces of one length: one operator */
+    for (size_t i = 0; i < pc->pieces; i++) crc = nb_crc32_combine_op(crc, pc->crc[i], op);
+    uint64_t end = pc->offset + (uint64_t)pc->piece_len * pc->pieces;
+    return end < rec->payload_len ? crc_parallel(crc, rec->payload + end, rec->payload_len - end) : crc;
 }
 
 static nb_status check_writable(const nb_record *rec)
@@ -1145,10 +1185,11 @@ static nb_status splice_payload(nb_writer *w, unsigned char *payload, size_t n, 
 #endif
 }
 
-static nb_status writer_put(nb_writer *w, const nb_record *rec, int consume, const uint32_t *payload_crc)
+static nb_status writer_put(nb_writer *w, const nb_record *rec, int consume, const nb_payload_crc *payload_crc)
 {
     unsigned char pre[NB_PREAMBLE_SIZE], crcb[4];
     nb_status st = check_writable(rec);
+    if (!st) st = payload_crc_check(rec, payload_crc);
     if (st) return st;
     if (nb_record_is(rec, "END")) return nb_writer_end(w);
     make_preamble(rec, pre);
@@ -1169,7 +1210,7 @@ static nb_status writer_put(nb_writer *w, const nb_record *rec, int consume, con
 
 nb_status nb_writer_put(nb_writer *w, const nb_record *rec) { return writer_put(w, rec, 0, NULL); }
 
-nb_status nb_writer_put_consume(nb_writer *w, nb_record *rec, const uint32_t *payload_crc)
+nb_status nb_writer_put_consume(nb_writer *w, nb_record *rec, const nb_payload_crc *payload_crc)
 {
     return writer_put(w, rec, 1, payload_crc);
 }

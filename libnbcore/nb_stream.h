@@ -160,12 +160,32 @@ nb_status nb_writer_open(nb_writer **w, const char *path);
  * elsewhere (-o FILE). */
 void nb_stream_to_stdout(int yes);
 nb_status nb_writer_put(nb_writer *w, const nb_record *rec);
+
+/* A payload's CRC-32 taken by its producer, piece by piece, while each piece
+ * is still in cache (nb-sim: each row of the image as it is rendered, on the
+ * thread that rendered it).  The writer then joins the pieces' CRCs
+ * (nb_crc32_combine) instead of reading the whole payload again, a pass at
+ * memory speed over an image long out of cache.  The pieces lie end to end:
+ * `pieces` of `piece_len` bytes from payload offset `offset`; the writer
+ * checksums any bytes before or after them itself. */
+typedef struct nb_payload_crc {
+    uint64_t offset;
+    size_t piece_len;
+    size_t pieces;
+    uint32_t *crc; /* one per piece, set by nb_payload_crc_take */
+} nb_payload_crc;
+nb_status nb_payload_crc_init(nb_payload_crc *pc, uint64_t offset, size_t piece_len, size_t pieces);
+/* Piece i's CRC from its piece_len bytes; distinct pieces may be taken on
+ * different threads at once. */
+void nb_payload_crc_take(nb_payload_crc *pc, size_t i, const void *piece);
+void nb_payload_crc_free(nb_payload_crc *pc);
+
 /* nb_writer_put for a record that is freed next: its payload's contents are
  * undefined afterwards (into a pipe, a large payload's pages are handed over
- * instead of copied, and read back as zeros).  payload_crc: NULL, or the
- * payload's CRC-32 (nb_crc32_update(0, payload, payload_len)) where the
- * caller has it already (nb-sim takes it row by row while rows are in cache). */
-nb_status nb_writer_put_consume(nb_writer *w, nb_record *rec, const uint32_t *payload_crc);
+ * instead of copied, and read back as zeros).  crc: NULL (the writer
+ * checksums the payload), or its pieces' CRCs, every one taken, from the
+ * payload as it is now (a piece outside the payload is an error). */
+nb_status nb_writer_put_consume(nb_writer *w, nb_record *rec, const nb_payload_crc *crc);
 /* Write the END record of the current segment (count of records since the
  * last END). */
 nb_status nb_writer_end(nb_writer *w);

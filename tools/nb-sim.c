@@ -94,9 +94,8 @@ static void print_pixel(const nb_kparams *kp, const nb_plan *plan, int f, int s,
 }
 
 /* Statistics exactly as the reference computes them (in its pixel order),
- * into the IMAGE record's keys, and the CRC-32 of the pixels' bytes. */
-static nb_status image_stats(const nb_kparams *kp, const float *img, const nb_render_result *res, nb_image_info *im,
-                             uint32_t *pixels_crc)
+ * into the IMAGE record's keys. */
+static nb_status image_stats(const nb_kparams *kp, const float *img, const nb_render_result *res, nb_image_info *im)
 {
     nb_stats st;
     nb_roi roi = {kp->roi_xmin, kp->roi_xmax, kp->roi_ymin, kp->roi_ymax};
@@ -127,12 +126,11 @@ static nb_status image_stats(const nb_kparams *kp, const float *img, const nb_re
     im->solid_angle = omega;
     im->has.max_I = im->has.max_I_x = im->has.max_I_y = im->has.mean = im->has.rms = im->has.rmsd = 1;
     im->has.solid_angle = 1;
-    *pixels_crc = st.crc;
     return NB_OK;
 }
 
 static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, long frame, nb_record *out,
-                        uint32_t *pixels_crc);
+                        nb_payload_crc *row_crc, int *row_crc_taken);
 
 /* The frames this run renders, [*first, *last] 0-based, from --frames and
  * --shard; an empty range (a shard with no frames) is allowed. */
@@ -166,14 +164,11 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
         nb_info("frames %ld to %ld of %d", first + 1, last + 1, plan->nframes);
     for (long f = first; f <= last && !st; f++) {
         nb_record img;
-        uint32_t pixels_crc;
-        st = render(plan, hkl, o, f, &img, &pixels_crc);
-        /* the pixels are the whole payload: their CRC, taken row by row as
-         * they were rendered, is the payload's */
-        const float *px = NULL;
-        int crc_is_payloads = !st && !nb_image_pixels(&img, NULL, &px, NULL) && (const void *)px == img.payload &&
-                              img.payload_len == (uint64_t)plan->fpixels * plan->spixels * sizeof(float);
-        if (!st) st = nb_writer_put_consume(w, &img, crc_is_payloads ? &pixels_crc : NULL);
+        nb_payload_crc row_crc; /* the pixels' rows' CRCs, taken as they were rendered */
+        int taken = 0;
+        st = render(plan, hkl, o, f, &img, &row_crc, &taken);
+        if (!st) st = nb_writer_put_consume(w, &img, taken ? &row_crc : NULL);
+        nb_payload_crc_free(&row_crc);
         nb_record_free(&img);
     }
     return st;
@@ -257,8 +252,11 @@ static nb_status pick_device(const sim_opts *o, int *use_cuda)
     return NB_OK;
 }
 
+/* Frame `frame` of the plan into an IMAGE record; the CRC-32 of each row of
+ * its pixels into row_crc (freed by the caller in any case), *row_crc_taken
+ * when the renderer took them all. */
 static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, long frame, nb_record *out,
-                        uint32_t *pixels_crc)
+                        nb_payload_crc *row_crc, int *row_crc_taken)
 {
     /* frame i of a series is the plan with its spindle start moved by i osc */
     nb_plan frame_plan = *series;
@@ -272,8 +270,14 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
     if ((st = nb_sim_setup_build(plan, hkl, &setup))) return st;
 
     float *img;
+    memset(row_crc, 0, sizeof *row_crc);
+    *row_crc_taken = 0;
     nb_image_record_init(out);
     st = nb_image_add_pixels(out, (size_t)plan->fpixels * plan->spixels, NB_ARRAY_UNINITIALISED, &img);
+    /* the pixels' rows, where they lie in the payload (adding the keys does not move it) */
+    if (!st)
+        st = nb_payload_crc_init(row_crc, (uint64_t)((unsigned char *)img - out->payload),
+                                 (size_t)plan->fpixels * sizeof(float), (size_t)plan->spixels);
     if (st) {
         nb_sim_setup_free(&setup);
         return st;
@@ -289,6 +293,7 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
     }
     /* faulted in here rather than a page at a time by the render's threads */
     nb_prefault(res.row_stats, (size_t)plan->spixels * sizeof *res.row_stats);
+    res.row_crc = row_crc;
     int use_cuda = 0;
     char path[64];
     st = pick_device(o, &use_cuda);
@@ -336,7 +341,8 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
     im.render_seconds = res.seconds, im.has.render_seconds = 1;
     snprintf(im.render_path, sizeof im.render_path, "%s", path);
     im.kernel_seconds = res.kernel_seconds, im.has.kernel_seconds = use_cuda;
-    st = image_stats(&setup.kp, img, &res, &im, pixels_crc);
+    st = image_stats(&setup.kp, img, &res, &im);
+    *row_crc_taken = res.row_stats_filled;
     if (!st) st = nb_image_put_header(&im, out, NB_IMAGE_ALL_KEYS);
     nb_image_info_free(&im);
     free(res.row_stats);

@@ -540,19 +540,31 @@ static void *drain_pipe(void *arg)
  * gets the same record either way, and a wrong CRC is the one written. */
 static void test_put_consume(void)
 {
-    const size_t n = (size_t)3 << 20; /* 12 MiB of floats: above the size that is spliced */
+    const size_t n = (size_t)3 << 20, width = 3072; /* 12 MiB of floats: above the size that is spliced */
     nb_record rec;
     float *px;
+    unsigned char *tail;
     nb_record_init(&rec, "IMAGE");
     nb_hdr_set_long(&rec, "FPIXELS", 3);
-    if (nb_record_add_array(&rec, "pixels", NB_F32, n, NULL, (void **)&px)) {
+    /* bytes before and after the pixels, which the writer checksums itself */
+    if (nb_record_add_array(&rec, "head", NB_U8, 5, "abcde", NULL) ||
+        nb_record_add_array(&rec, "pixels", NB_F32, n, NULL, (void **)&px) ||
+        nb_record_add_array(&rec, "tail", NB_U8, 3, "xyz", (void **)&tail)) {
         ok(0, "allocate a 12 MiB record");
         return;
     }
     for (size_t i = 0; i < n; i++) px[i] = (float)(i % 1000003) * 0.25f;
     unsigned char *copy = malloc((size_t)rec.payload_len);
     memcpy(copy, rec.payload, (size_t)rec.payload_len);
-    uint32_t crc = nb_crc32_update(0, rec.payload, rec.payload_len);
+    /* the pixels' rows' CRCs, as a producer takes them */
+    nb_payload_crc crc;
+    if (nb_payload_crc_init(&crc, (uint64_t)((unsigned char *)px - rec.payload), width * sizeof(float), n / width)) {
+        ok(0, "nb_payload_crc_init");
+        return;
+    }
+    for (size_t y = 0; y < n / width; y++) nb_payload_crc_take(&crc, y, px + y * width);
+    ok(crc.offset == 8 && tail >= (unsigned char *)(px + n), "the pixels lie between two other arrays (offset %llu)",
+       (unsigned long long)crc.offset);
 
     int pfd[2];
     pipe_sink sink = {0};
@@ -596,15 +608,15 @@ static void test_put_consume(void)
     ok(zero_floats > n - 2048, "the payload's pages were handed over (%zu of %zu floats now read as 0)", zero_floats,
        n);
 #endif
-    /* into a file (no splicing): the caller's CRC is the one written */
+    /* into a file (no splicing): the caller's CRCs are the ones written */
     memcpy(rec.payload, copy, (size_t)rec.payload_len);
     char path[512];
     snprintf(path, sizeof path, "%s/consume.nbs", tmpdir);
     for (int wrong = 0; wrong < 2; wrong++) {
         nb_writer *w;
-        uint32_t c = crc ^ (uint32_t)wrong;
+        crc.crc[17] ^= (uint32_t)wrong;
         st = nb_writer_open(&w, path);
-        if (!st) st = nb_writer_put_consume(w, &rec, &c);
+        if (!st) st = nb_writer_put_consume(w, &rec, &crc);
         if (!st) st = nb_writer_end(w);
         if (!st) st = nb_writer_close(w);
         nb_status rst = st;
@@ -615,11 +627,23 @@ static void test_put_consume(void)
             nb_reader_close(r);
         }
         if (wrong)
-            ok(rst == NB_ERR_DATA && strstr(nb_error_message(), "CRC"), "a wrong payload CRC is written: %s",
+            ok(rst == NB_ERR_DATA && strstr(nb_error_message(), "CRC"), "a wrong piece's CRC is written: %s",
                nb_error_message());
         else
-            ok(!st && !rst, "the right payload CRC reads back");
+            ok(!st && !rst, "the right pieces' CRCs read back");
     }
+    /* pieces that do not fit in the payload are refused, before anything is written */
+    crc.pieces++;
+    nb_writer *w;
+    st = nb_writer_open(&w, path);
+    if (!st) {
+        st = nb_writer_put_consume(w, &rec, &crc);
+        nb_writer_abort(w);
+    }
+    ok(st == NB_ERR_USAGE && strstr(nb_error_message(), "outside the"), "CRCs of pieces outside the payload: %s",
+       nb_error_message());
+    nb_payload_crc_free(&crc);
+    ok(crc.crc == NULL && crc.pieces == 0, "nb_payload_crc_free leaves it empty");
     free(copy);
     free(sink.got.p);
     nb_record_free(&rec);
@@ -669,7 +693,8 @@ static void case_epipe_status(void)
     nb_record_init(&rec, "IMAGE");
     if (nb_record_add_array(&rec, "pixels", NB_F32, (size_t)3 << 19, NULL, (void **)&px)) _exit(91);
     memset(px, 0, (size_t)6 << 20);
-    uint32_t crc = 0;
+    uint32_t zeros_crc = nb_crc32_update(0, px, (size_t)6 << 20);
+    nb_payload_crc crc = {0, (size_t)6 << 20, 1, &zeros_crc};
     st = nb_writer_put_consume(w, &rec, &crc);
     _exit(st == NB_ERR_PIPE ? 0 : 20 + (int)st);
 }
