@@ -36,19 +36,7 @@ void nb_threads_release_idle(void)
 
 nb_status nb_alloc_large(void **out, size_t count, size_t size, const char *what)
 {
-    *out = NULL;
-    if (count == 0 || size == 0) count = size = 1;
-    if (count > SIZE_MAX / size)
-        return nb_error_set(NB_ERR_NOMEM, "cannot allocate %zu x %zu bytes for %s: size overflows", count, size,
-                            what);
-    void *p = nb_malloc_large(count * size);
-    if (!p) {
-        char b[64];
-        nb_format_bytes((double)count * (double)size, b, sizeof b);
-        return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for %s: %s", b, what, strerror(ENOMEM));
-    }
-    *out = p;
-    return NB_OK;
+    return nb_alloc_checked(out, count, size, what, nb_malloc_large);
 }
 
 int nb_simd_limit(void)

@@ -99,7 +99,7 @@ void nb_format_bytes(double bytes, char *buf, size_t size)
     else snprintf(buf, size, "%.1f %s", bytes, units[u]);
 }
 
-nb_status nb_calloc(void **out, size_t count, size_t size, const char *what)
+nb_status nb_alloc_checked(void **out, size_t count, size_t size, const char *what, void *(*alloc)(size_t bytes))
 {
     *out = NULL;
     if (count == 0 || size == 0) count = size = 1;
@@ -107,7 +107,7 @@ nb_status nb_calloc(void **out, size_t count, size_t size, const char *what)
         return nb_error_set(NB_ERR_NOMEM, "cannot allocate %zu x %zu bytes for %s: size overflows",
                             count, size, what);
     }
-    void *p = calloc(count, size);
+    void *p = alloc(count * size);
     if (!p) {
         char b[64];
         nb_format_bytes((double)count * (double)size, b, sizeof b);
@@ -115,6 +115,13 @@ nb_status nb_calloc(void **out, size_t count, size_t size, const char *what)
     }
     *out = p;
     return NB_OK;
+}
+
+static void *zeroed(size_t bytes) { return calloc(bytes, 1); }
+
+nb_status nb_calloc(void **out, size_t count, size_t size, const char *what)
+{
+    return nb_alloc_checked(out, count, size, what, zeroed);
 }
 
 uint64_t nb_memory_limit(void)

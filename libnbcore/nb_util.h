@@ -31,6 +31,8 @@ char *nb_strbuf_take(nb_strbuf *sb);
 /* Allocate with a readable error instead of NULL ("cannot allocate 4.0 GiB for
  * the image: Cannot allocate memory").  `what` names the purpose. */
 nb_status nb_calloc(void **out, size_t count, size_t size, const char *what);
+/* The same checks and message around another allocator of count * size bytes. */
+nb_status nb_alloc_checked(void **out, size_t count, size_t size, const char *what, void *(*alloc)(size_t bytes));
 /* The most memory one buffer may take: the machine's physical memory, or
  * less with NB_MEMORY_LIMIT=BYTES[K|M|G] in the environment.  Sizes read from
  * files (grids, payloads) beyond it are refused with the size they would need. */
