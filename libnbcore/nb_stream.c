@@ -1,6 +1,7 @@
 /* nb_stream.c - the nb stream: records, header keys, payload arrays, the
- * reader (pieces checksummed as they arrive, a payload hook, read-ahead) and
- * the writer (vmsplice into pipes), the CRC of each record, and the ABORT
+ * reader (pieces checksummed as they arrive, an optional payload consumer,
+ * read-ahead) and the writer (vmsplice into pipes; a payload's CRC from its
+ * producer's pieces), the CRC of each record, and the ABORT
  * record a failing tool leaves on the pipe to the next stage. */
 #include "nb_stream.h"
 
