@@ -1,5 +1,5 @@
 /* rawfloat.c - the reference's floatimage.bin (raw little-endian float32,
- * no header): written whole or a band of rows at a time, and read back for
+ * no header): written a band of rows at a time, and read back for
  * nb-convert --import. */
 #include "rawfloat.h"
 
@@ -17,18 +17,6 @@ nb_status nb_rawfloat_writer_put(nb_outfile *of, const float *pixels, size_t cou
     if (fwrite(pixels, sizeof(float), count, nb_outfile_fp(of)) != count)
         return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", nb_outfile_path(of), strerror(errno ? errno : EIO));
     return NB_OK;
-}
-
-nb_status nb_rawfloat_write(const char *path, const float *pixels, size_t count)
-{
-    nb_outfile *of;
-    nb_status st = nb_rawfloat_writer_open(&of, path);
-    if (st) return st;
-    if ((st = nb_rawfloat_writer_put(of, pixels, count))) {
-        nb_outfile_abort(of);
-        return st;
-    }
-    return nb_outfile_commit(of);
 }
 
 nb_status nb_rawfloat_read(const char *path, float **pixels, size_t *count)

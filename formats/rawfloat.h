@@ -8,9 +8,8 @@
 #include "nb_error.h"
 #include "nb_util.h"
 
-nb_status nb_rawfloat_write(const char *path, const float *pixels, size_t count);
-/* The same in pieces, for pixels that arrive a few rows at a time: open,
- * put them in order, then nb_outfile_commit (or nb_outfile_abort). */
+/* Write one in pieces (a few rows at a time, as they come): open, put the
+ * pixels in order, then nb_outfile_commit (or nb_outfile_abort). */
 nb_status nb_rawfloat_writer_open(nb_outfile **of, const char *path);
 nb_status nb_rawfloat_writer_put(nb_outfile *of, const float *pixels, size_t count);
 /* Read a raw float file of exactly `count` pixels (count 0: any size, returned in *count). */

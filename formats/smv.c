@@ -1,8 +1,8 @@
 /* smv.c - SMV (ADSC) images: the header reader that -img and -mask use, with
  * the reference's rules (it hands the values to the geometry through
  * nb_smv_apply_to_request, so libnbcore reads no file format), and the writer
- * of the int and noise images (16-bit unsigned, or 32-bit as noisify), whole
- * or a few rows at a time. */
+ * of the int and noise images (16-bit unsigned, or 32-bit as noisify), a few
+ * rows at a time. */
 #include "smv.h"
 
 #include <errno.h>
@@ -238,6 +238,7 @@ nb_status nb_smv_writer_open(nb_smv_writer **out, const char *path, const nb_smv
     const uint16_t one = 1;
     const char *order = *(const unsigned char *)&one == 1 ? "little_endian" : "big_endian";
     *out = NULL;
+    if (bits != 16 && bits != 32) return nb_error_set(NB_ERR_USAGE, "SMV images are 16 or 32 bits, not %d", bits);
     int n = snprintf(head, sizeof head,
                      "{\nHEADER_BYTES=%%d;\nDIM=2;\nBYTE_ORDER=%s;\nTYPE=%s;\n"
                      "SIZE1=%d;\nSIZE2=%d;\nPIXEL_SIZE=%g;\nDISTANCE=%g;\n"
@@ -343,44 +344,4 @@ void nb_smv_writer_abort(nb_smv_writer *w)
     nb_outfile_abort(w->of);
     free(w->packed);
     free(w);
-}
-
-static nb_status smv_write_from_rows(const char *path, const nb_smv_meta *m, const nb_smv_rows *src, int bits)
-{
-    nb_smv_writer *w;
-    nb_status st = nb_smv_writer_open(&w, path, m, bits);
-    if (st) return st;
-    /* rows in chunks: from the caller's array, or filled by its function
-     * (so that a whole int32 copy of the image is never needed) */
-    const size_t width = (size_t)m->fpixels;
-    int rows = (int)(((size_t)1 << 18) / (width ? width : 1));
-    if (rows < 1) rows = 1;
-    int32_t *chunk = src->counts ? NULL : malloc((size_t)rows * width * sizeof *chunk);
-    if (!src->counts && !chunk) {
-        nb_smv_writer_abort(w);
-        return nb_error_set(NB_ERR_NOMEM, "out of memory for the SMV rows");
-    }
-    for (int y0 = 0; y0 < m->spixels && !st; y0 += rows) {
-        int ny = m->spixels - y0 < rows ? m->spixels - y0 : rows;
-        const int32_t *v;
-        if (src->counts) {
-            v = src->counts + (size_t)y0 * width;
-        } else {
-            src->fill(src->ctx, y0, ny, chunk);
-            v = chunk;
-        }
-        st = nb_smv_writer_put(w, v, (size_t)ny * width);
-    }
-    free(chunk);
-    if (st) {
-        nb_smv_writer_abort(w);
-        return st;
-    }
-    return nb_smv_writer_close(w);
-}
-
-nb_status nb_smv_write_rows(const char *path, const nb_smv_meta *m, const nb_smv_rows *rows, int bits)
-{
-    if (bits != 16 && bits != 32) return nb_error_set(NB_ERR_USAGE, "SMV images are 16 or 32 bits, not %d", bits);
-    return smv_write_from_rows(path, m, rows, bits);
 }

@@ -63,22 +63,13 @@ enum nb_smv_beam { NB_SMV_BEAM_REFERENCE = 0, NB_SMV_BEAM_DXTBX = 1 };
 
 void nb_smv_meta_from_plan(const nb_plan *p, double adc, int beam_mode, nb_smv_meta *m);
 
-/* Write an SMV image: the reference's header (plus ADC_OFFSET), padded to
- * 512 bytes (1024 when it does not fit), then unsigned 16-bit (bits = 16,
+/* Write an SMV image in pieces (a few rows at a time, as they come): open
+ * (writes the reference's header, plus ADC_OFFSET, padded to 512 bytes, 1024
+ * when it does not fit), put the values in order, close (commits the file)
+ * or abort (removes it).  Pixels are unsigned 16-bit (bits = 16,
  * TYPE=unsigned_short) or 32-bit (bits = 32, TYPE=long_integer as noisify)
- * pixels in the host's byte order, as the header says.  Values are clipped
- * to the type's range.  The pixels: an array, or (counts NULL) a function
- * that fills rows y0 .. y0 + ny - 1 (fpixels values each) on demand. */
-typedef struct nb_smv_rows {
-    const int32_t *counts;
-    void (*fill)(void *ctx, int y0, int ny, int32_t *out);
-    void *ctx;
-} nb_smv_rows;
-nb_status nb_smv_write_rows(const char *path, const nb_smv_meta *m, const nb_smv_rows *rows, int bits);
-
-/* The same in pieces, for pixels that arrive a few rows at a time: open
- * (writes the header), put the values in order (clamped to 0..65535 for 16
- * bits), close (commits the file) or abort (removes it). */
+ * in the host's byte order, as the header says; values are clipped to the
+ * type's range. */
 typedef struct nb_smv_writer nb_smv_writer;
 nb_status nb_smv_writer_open(nb_smv_writer **w, const char *path, const nb_smv_meta *m, int bits);
 nb_status nb_smv_writer_put(nb_smv_writer *w, const int32_t *values, size_t count);

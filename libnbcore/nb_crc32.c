@@ -18,7 +18,7 @@
 
 #include <zlib.h>
 
-#include "nb_util.h"
+#include "nb_tuning.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define NB_CRC_CLMUL 1

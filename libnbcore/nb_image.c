@@ -5,7 +5,7 @@
  * while it renders and join them afterwards. */
 #include "nb_image.h"
 
-#include "nb_crc32.h"
+#include "nb_tuning.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -39,9 +39,6 @@ static void roi_columns(nb_roi r, int width, int y, int *x0, int *x1)
 #else
 #define NB_VECTOR_CLAMPS
 #endif
-
-/* the pixels below which a pass runs on one thread */
-#define NB_PARALLEL_MIN ((size_t)1 << 21)
 
 void nb_int_image(const float *img, int width, int height, nb_roi roi, double scale, double adc, int32_t *out)
 {
@@ -195,11 +192,6 @@ void nb_stats_from_rows(const nb_row_stats *rows, int height, nb_stats *out)
     out->max_I = max_I;
     out->max_index = max_index;
     out->mean = avg;
-    /* the rows' CRCs joined (rows of one image: one length, one operator) */
-    uint32_t crc = height > 0 ? rows[0].crc : 0;
-    const uint32_t op = height > 0 ? nb_crc32_combine_gen((uint64_t)rows[0].width * sizeof(float)) : 0;
-    for (int y = 1; y < height; y++) crc = nb_crc32_combine_op(crc, rows[y].crc, op);
-    out->crc = crc;
 }
 
 nb_status nb_image_stats(const float *img, int width, int height, nb_roi roi, const unsigned char *mask,

@@ -44,7 +44,6 @@ typedef struct nb_image_stats {
     long max_index;     /* -1 when no pixel exceeded 0 */
     double mean, rms, rmsd;
     long rendered;
-    uint32_t crc;       /* CRC-32 of the whole image's bytes, rows in order */
 } nb_stats;
 
 nb_status nb_image_stats(const float *img, int width, int height, nb_roi roi, const unsigned char *mask,
@@ -57,8 +56,6 @@ typedef struct nb_row_stats {
     long arg, n;            /* first index holding max (-1: none above 0), count */
     double sum_all, m2_all; /* ROI pixels, masked ones included: sum, sum of (v - row mean)^2 */
     long n_all;
-    uint32_t crc; /* CRC-32 of the row's bytes (all width pixels) */
-    int width;
 } nb_row_stats;
 void nb_row_stats_compute(const float *row, int width, int y, nb_roi roi, const unsigned char *mask_row,
                           nb_row_stats *rs);

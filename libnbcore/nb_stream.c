@@ -1,6 +1,7 @@
 /* nb_stream.c - the nb stream: records, header keys, payload arrays, the
- * reader (pieces checksummed as they arrive, a payload hook, read-ahead) and
- * the writer (vmsplice into pipes), the CRC of each record, and the ABORT
+ * reader (pieces checksummed as they arrive, an optional payload consumer,
+ * read-ahead) and the writer (vmsplice into pipes; a payload's CRC from its
+ * producer's pieces), the CRC of each record, and the ABORT
  * record a failing tool leaves on the pipe to the next stage. */
 #include "nb_stream.h"
 
@@ -21,10 +22,8 @@
 #include <zlib.h>
 #include <pthread.h>
 #include <signal.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
+#include "nb_tuning.h"
 #include "nb_util.h"
 
 /* ---- little-endian helpers --------------------------------------------- */
@@ -357,16 +356,56 @@ static uint32_t crc_parallel(uint32_t crc, const unsigned char *p, uint64_t n)
     return crc;
 }
 
-/* payload_crc: the payload's CRC when the caller has it (NULL: computed here) */
-static uint32_t record_crc(const nb_record *rec, const unsigned char pre[NB_PREAMBLE_SIZE],
-                           const uint32_t *payload_crc)
+/* ---- a payload's CRC from its producer ------------------------------------ */
+
+nb_status nb_payload_crc_init(nb_payload_crc *pc, uint64_t offset, size_t piece_len, size_t pieces)
+{
+    memset(pc, 0, sizeof *pc);
+    nb_status st = nb_calloc((void **)&pc->crc, pieces ? pieces : 1, sizeof *pc->crc, "the payload's CRCs");
+    if (st) return st;
+    /* faulted in here rather than a page at a time by the producer's threads */
+    nb_prefault(pc->crc, pieces * sizeof *pc->crc);
+    pc->offset = offset, pc->piece_len = piece_len, pc->pieces = pieces;
+    return NB_OK;
+}
+
+void nb_payload_crc_take(nb_payload_crc *pc, size_t i, const void *piece)
+{
+    pc->crc[i] = nb_crc32_update(0, piece, pc->piece_len);
+}
+
+void nb_payload_crc_free(nb_payload_crc *pc)
+{
+    free(pc->crc);
+    memset(pc, 0, sizeof *pc);
+}
+
+/* Where the producer's pieces lie, checked against the payload */
+static nb_status payload_crc_check(const nb_record *rec, const nb_payload_crc *pc)
+{
+    if (!pc) return NB_OK;
+    uint64_t covered = (uint64_t)pc->piece_len * pc->pieces;
+    if (pc->offset > rec->payload_len || covered > rec->payload_len - pc->offset)
+        return nb_error_set(NB_ERR_USAGE, "internal error: the CRCs of %zu pieces of %zu bytes from offset %llu lie "
+                                          "outside the %llu-byte payload of its %s record",
+                            pc->pieces, pc->piece_len, (unsigned long long)pc->offset,
+                            (unsigned long long)rec->payload_len, rec->type);
+    return NB_OK;
+}
+
+/* The record's CRC; the payload's from its producer's pieces (pc, checked
+ * already) where it gave them, else read here */
+static uint32_t record_crc(const nb_record *rec, const unsigned char pre[NB_PREAMBLE_SIZE], const nb_payload_crc *pc)
 {
     uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
     crc = crc_update(crc, pre, NB_PREAMBLE_SIZE);
     crc = crc_update(crc, (const unsigned char *)rec->header, rec->header_len);
-    if (payload_crc)
-        return nb_crc32_combine_op(crc, *payload_crc, nb_crc32_combine_gen(rec->payload_len));
-    return crc_parallel(crc, rec->payload, rec->payload_len);
+    if (!pc) return crc_parallel(crc, rec->payload, rec->payload_len);
+    crc = crc_parallel(crc, rec->payload, pc->offset);
+    const uint32_t op = nb_crc32_combine_gen(pc->piece_len); /* pieces of one length: one operator */
+    for (size_t i = 0; i < pc->pieces; i++) crc = nb_crc32_combine_op(crc, pc->crc[i], op);
+    uint64_t end = pc->offset + (uint64_t)pc->piece_len * pc->pieces;
+    return end < rec->payload_len ? crc_parallel(crc, rec->payload + end, rec->payload_len - end) : crc;
 }
 
 static nb_status check_writable(const nb_record *rec)
@@ -411,71 +450,81 @@ struct nb_reader {
     long records_total;     /* including END records */
     uint64_t offset;        /* bytes consumed */
     int last_was_end;
-    nb_payload_hook hook;   /* told as a payload arrives (nb_reader_set_payload_hook) */
-    void *hook_ctx;
-    /* a payload that is not kept (nb_reader_drop_payload): its pieces */
-    int announcing, drop;
-    uint64_t drop_first, announced_len;
-    size_t drop_unit, drop_target; /* the unit; the piece size aimed at */
-    unsigned char *ring;    /* DROP_SLOTS slots of ring_slot bytes, kept for the next record */
+    nb_payload_consumer consumer; /* nb_reader_set_consumer; begin NULL: none */
+    nb_payload_how how;     /* for the current record's payload, from the consumer's begin */
+    unsigned char *ring;    /* NB_READER_SLOTS slots of ring_slot bytes, kept for the next record */
     size_t ring_slot;
-    const unsigned char *piece;
-    uint64_t piece_off;
-    size_t piece_len;
-    int piece_slot;
-    nb_piece_worker worker; /* nb_reader_set_piece_worker, for the current record */
-    void *worker_ctx;
     int from_pipe;          /* the input is a pipe (an ABORT is then told quietly) */
     char abort_tool[64];    /* after an ABORT record: who failed, and how; the */
     int abort_status;       /* stream ends there (abort_status 0: none came) */
 };
 
 /* ---- reading a payload in pieces ------------------------------------------ */
-/* A payload is read in pieces, each checksummed while it is in cache: a kept
- * one (into the record's buffer) in pieces of 1 MiB; one that is not kept
- * (nb_reader_drop_payload) through a ring of DROP_SLOTS pieces of a
- * sixteenth of the payload (64 KiB to 1 MiB: the ring stays well below the
- * payload it replaces) - the bytes before `first` in pieces of at most that,
- * then whole multiples of `unit` (a consumer's rows never straddle two
- * pieces) - each shown to the hook once. */
-enum { DROP_SLOTS = NB_READER_SLOTS };
+/* Every payload is read in pieces, each checksummed while it is in cache.  One
+ * that no consumer looks at goes into the record in pieces of 1 MiB.  One
+ * shown to a consumer (nb_payload_consumer) is cut as its begin() asked - the
+ * bytes before `first` in pieces of at most the piece size (a sixteenth of
+ * the payload, 64 KiB to 1 MiB), then whole multiples of `unit`, so that a
+ * consumer's rows never straddle two pieces - and read into the record, or
+ * (NB_PAYLOAD_SHOW_ONLY) through a ring of NB_READER_SLOTS pieces, reused.
+ * Piece i is in slot i % NB_READER_SLOTS; from a file or pipe, with a second
+ * thread to spare, a large payload is read (and prepared) on that thread,
+ * at most NB_READER_SLOTS pieces ahead of the consumer. */
 
 static size_t read_bytes(nb_reader *r, void *dst, size_t n, int *ioerr);
 static uint32_t crc_update(uint32_t crc, const unsigned char *p, uint64_t n);
+static nb_status truncated(nb_reader *r, const char *what, long idx, const char *type, uint64_t got,
+                           uint64_t want);
 
-static size_t piece_len(const nb_reader *r, int dropped, uint64_t off, uint64_t plen)
+static int shown(const nb_reader *r) { return r->how.use != NB_PAYLOAD_KEEP; }
+
+/* The length of the piece at payload offset off (plen bytes in all) */
+static size_t piece_len(const nb_reader *r, uint64_t off, uint64_t plen)
 {
     uint64_t left = plen - off, len = (uint64_t)1 << 20;
-    if (dropped) {
-        const size_t target = r->drop_target;
-        if (off < r->drop_first) len = r->drop_first - off < target ? r->drop_first - off : target;
-        else len = r->drop_unit >= target ? r->drop_unit : target / r->drop_unit * r->drop_unit;
+    if (shown(r)) {
+        const size_t target = r->how.piece_size, unit = r->how.unit ? r->how.unit : 1;
+        if (off < r->how.first) len = r->how.first - off < target ? r->how.first - off : target;
+        else len = unit >= target ? unit : target / unit * unit;
     }
     return (size_t)(len < left ? len : left);
 }
 
-/* The hook for the piece of a dropped payload at offset off (len bytes in a slot). */
-static nb_status drop_show(nb_reader *r, const nb_record *rec, int slot, uint64_t off, size_t len)
+/* Where piece i (at payload offset off) is read to: the record's buffer
+ * (large enough), or a slot of the ring */
+static unsigned char *piece_dst(const nb_reader *r, unsigned char *buf, uint64_t i, uint64_t off)
 {
-    const unsigned char *p = r->ring + (size_t)slot * r->ring_slot;
-    r->piece = p, r->piece_off = off, r->piece_len = len, r->piece_slot = slot;
-    nb_status st = r->hook(r->hook_ctx, rec, off + len);
-    r->piece = NULL;
-    return st;
+    return buf ? buf + off : r->ring + (size_t)(i % NB_READER_SLOTS) * r->ring_slot;
 }
 
-/* A payload read on a second thread (read, CRC and a dropped payload's piece
- * worker) while the hook works on the main thread on what has arrived: the
- * two halves of a consumer's work overlap.  Progress is published under the
- * mutex; into the ring, the reading stays at most DROP_SLOTS pieces ahead of
- * the hook. */
+/* The consumer's prepare (when its begin set one), then, on the caller's
+ * thread, its piece */
+static void prepare_piece(const nb_reader *r, const unsigned char *p, uint64_t off, size_t len, uint64_t i)
+{
+    if (!r->how.prepare) return;
+    nb_payload_piece pc = {p, off, len, (int)(i % NB_READER_SLOTS)};
+    r->how.prepare(r->consumer.ctx, &pc);
+}
+
+static nb_status show_piece(const nb_reader *r, const unsigned char *p, uint64_t off, size_t len, uint64_t i)
+{
+    nb_payload_piece pc = {p, off, len, (int)(i % NB_READER_SLOTS)};
+    return r->consumer.piece(r->consumer.ctx, &pc);
+}
+
+/* A payload read on a second thread (read, CRC and the consumer's prepare)
+ * while the consumer's piece works on the caller's thread on what has
+ * arrived: the two halves of a consumer's work overlap.  Progress is
+ * published under the mutex; the reading stays at most NB_READER_SLOTS pieces
+ * ahead of the consumer (the ring's slots, and the prepare's storage per
+ * slot, are then reused only once the consumer is done with them). */
 typedef struct read_ahead {
     nb_reader *r;
     unsigned char *buf;        /* the record's buffer, or NULL: the ring */
     uint64_t len;
-    uint64_t filled, released; /* pieces read; pieces the hook is done with */
-    uint64_t off[DROP_SLOTS];  /* where the ring's pieces start, and their lengths */
-    size_t got[DROP_SLOTS];
+    uint64_t filled, released; /* pieces read; pieces the consumer is done with */
+    uint64_t off[NB_READER_SLOTS]; /* where the slots' pieces start, and their lengths */
+    size_t got[NB_READER_SLOTS];
     uint64_t have;             /* bytes read */
     uint32_t crc;
     int ioerr, done, stop;
@@ -491,20 +540,19 @@ static void *read_ahead_main(void *arg)
     uint32_t crc = ra->crc;
     while (off < ra->len) {
         pthread_mutex_lock(&ra->mu);
-        while (!ra->buf && ra->filled - ra->released >= DROP_SLOTS && !ra->stop) pthread_cond_wait(&ra->cv, &ra->mu);
+        while (ra->filled - ra->released >= NB_READER_SLOTS && !ra->stop) pthread_cond_wait(&ra->cv, &ra->mu);
         int stop = ra->stop;
         pthread_mutex_unlock(&ra->mu);
         if (stop) break;
-        const int slot = (int)(i % DROP_SLOTS);
-        size_t want = piece_len(r, !ra->buf, off, ra->len);
-        unsigned char *dst = ra->buf ? ra->buf + off : r->ring + (size_t)slot * r->ring_slot;
+        size_t want = piece_len(r, off, ra->len);
+        unsigned char *dst = piece_dst(r, ra->buf, i, off);
         int ioerr = 0;
         size_t got = read_bytes(r, dst, want, &ioerr);
         crc = crc_update(crc, dst, got);
         int end = got < want || ioerr;
-        if (r->worker && !end) r->worker(r->worker_ctx, slot, dst, off, got);
+        if (!end) prepare_piece(r, dst, off, got, i);
         pthread_mutex_lock(&ra->mu);
-        ra->off[slot] = off, ra->got[slot] = got;
+        ra->off[i % NB_READER_SLOTS] = off, ra->got[i % NB_READER_SLOTS] = got;
         ra->filled = ++i, ra->have = off + got, ra->crc = crc, ra->ioerr = ioerr;
         pthread_cond_broadcast(&ra->cv);
         pthread_mutex_unlock(&ra->mu);
@@ -518,13 +566,13 @@ static void *read_ahead_main(void *arg)
     return NULL;
 }
 
-/* Read rec's payload (plen bytes) on a second thread, into buf (the record's
- * buffer, big enough) or, with buf NULL, through the ring; the hook is called
- * here - with all that has arrived of a kept payload, with each piece of a
- * dropped one.  *started = 0 when no thread could be had (the caller reads on
- * this one).  Returns what was read in *have_out and the running CRC in *crc. */
-static nb_status read_payload_ahead(nb_reader *r, const nb_record *rec, unsigned char *buf, uint64_t plen,
-                                    uint32_t *crc, uint64_t *have_out, int *ioerr_out, int *started)
+/* Read a shown payload (plen bytes) on a second thread, into buf (the
+ * record's buffer, big enough) or, with buf NULL, through the ring; each
+ * whole piece is shown here.  *started = 0 when no thread could be had (the
+ * caller reads on this one).  Returns what was read in *have_out and the
+ * running CRC in *crc. */
+static nb_status read_payload_ahead(nb_reader *r, unsigned char *buf, uint64_t plen, uint32_t *crc,
+                                    uint64_t *have_out, int *ioerr_out, int *started)
 {
     read_ahead ra;
     memset(&ra, 0, sizeof ra);
@@ -543,20 +591,17 @@ static nb_status read_payload_ahead(nb_reader *r, const nb_record *rec, unsigned
     }
     *started = 1;
     nb_status st = NB_OK;
-    for (uint64_t shown = 0;;) { /* pieces the hook has had */
+    for (uint64_t next = 0;; next++) { /* the piece to show next */
         pthread_mutex_lock(&ra.mu);
-        while (ra.filled == shown && !ra.done) pthread_cond_wait(&ra.cv, &ra.mu);
-        const uint64_t filled = ra.filled, have = ra.have;
-        const int slot = (int)(shown % DROP_SLOTS);
-        const uint64_t off = ra.off[slot];
-        const size_t got = ra.got[slot];
+        while (ra.filled == next && !ra.done) pthread_cond_wait(&ra.cv, &ra.mu);
+        const uint64_t filled = ra.filled, off = ra.off[next % NB_READER_SLOTS];
+        const size_t got = ra.got[next % NB_READER_SLOTS];
         pthread_mutex_unlock(&ra.mu);
-        if (filled == shown) break; /* the reading ended */
-        if (!st && buf) st = r->hook(r->hook_ctx, rec, have);
-        else if (!st && got == piece_len(r, 1, off, plen)) st = drop_show(r, rec, slot, off, got);
-        shown = buf ? filled : shown + 1;
+        if (filled == next) break; /* the reading ended */
+        /* a short piece is the end of a truncated input: not shown */
+        if (!st && got == piece_len(r, off, plen)) st = show_piece(r, piece_dst(r, buf, next, off), off, got, next);
         pthread_mutex_lock(&ra.mu);
-        ra.released = shown;
+        ra.released = next + 1;
         if (st) ra.stop = 1;
         pthread_cond_broadcast(&ra.cv);
         pthread_mutex_unlock(&ra.mu);
@@ -568,89 +613,114 @@ static nb_status read_payload_ahead(nb_reader *r, const nb_record *rec, unsigned
     return st;
 }
 
-static int threads_allowed(void);
-
-/* A payload that is not kept (plen bytes) through the ring; *have: the bytes that came. */
-static nb_status read_payload_dropped(nb_reader *r, const nb_record *rec, uint64_t plen, uint32_t *crc,
-                                      uint64_t *have, int *ioerr_out)
+static nb_status payload_nomem(long idx, const nb_record *rec, uint64_t plen)
 {
-    size_t slot = nb_reader_piece_max(r);
-    if (r->ring_slot < slot) {
-        free(r->ring);
-        r->ring = nb_malloc_large(slot * DROP_SLOTS);
-        r->ring_slot = r->ring ? slot : 0;
-        if (!r->ring) return nb_error_set(NB_ERR_NOMEM, "out of memory for the reading buffer of %s", r->name);
-    }
-    *have = 0;
-    *ioerr_out = 0;
-    int ahead = 0;
-    if (r->fp && plen >= (uint64_t)4 << 20 && threads_allowed()) {
-        nb_status st = read_payload_ahead(r, rec, NULL, plen, crc, have, ioerr_out, &ahead);
-        if (ahead || st) return st;
-    }
-    /* one thread: read a piece, then show it */
+    char b[64];
+    nb_format_bytes((double)plen, b, sizeof b);
+    return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for record %ld (%s)", b, idx, rec->type);
+}
+
+/* Read the payload (plen bytes) on this thread, piece by piece: into rec's
+ * buffer (grown as the bytes come when it is smaller than plen) or, with
+ * kept 0, through the ring; shown pieces are prepared and shown.  *have: the
+ * bytes that came. */
+static nb_status read_pieces(nb_reader *r, nb_record *rec, long idx, uint64_t plen, int kept, uint32_t *crc,
+                             uint64_t *have, int *ioerr)
+{
     nb_status st = NB_OK;
-    while (*have < plen && !st) {
-        size_t want = piece_len(r, 1, *have, plen);
-        size_t got = read_bytes(r, r->ring, want, ioerr_out);
-        *crc = crc_update(*crc, r->ring, got);
-        if (got < want || *ioerr_out) {
-            *have += got;
-            break;
+    for (uint64_t i = 0; *have < plen && !st; i++) {
+        const uint64_t off = *have;
+        const size_t want = piece_len(r, off, plen);
+        while (kept && off + want > rec->payload_cap) {
+            size_t cap = rec->payload_cap * 2 < plen ? rec->payload_cap * 2 : (size_t)plen;
+            unsigned char *q = realloc(rec->payload, cap);
+            if (!q) return payload_nomem(idx, rec, plen);
+            rec->payload = q, rec->payload_cap = cap;
         }
-        if (r->worker) r->worker(r->worker_ctx, 0, r->ring, *have, got);
-        st = drop_show(r, rec, 0, *have, got);
+        unsigned char *dst = piece_dst(r, kept ? rec->payload : NULL, i, off);
+        size_t got = read_bytes(r, dst, want, ioerr);
+        *crc = crc_update(*crc, dst, got);
         *have += got;
+        if (got < want || *ioerr) break; /* the input ended */
+        if (shown(r)) {
+            prepare_piece(r, dst, off, got, i);
+            st = show_piece(r, dst, off, got, i);
+        }
     }
     return st;
 }
 
-static int threads_allowed(void)
+/* A payload shown to the consumer only (NB_PAYLOAD_SHOW_ONLY), through the ring */
+static nb_status read_payload_show_only(nb_reader *r, nb_record *rec, long idx, uint64_t plen, uint32_t *crc)
 {
-#ifdef _OPENMP
-    return omp_get_max_threads() > 1;
-#else
-    return 0;
-#endif
+    size_t slot = r->how.unit > r->how.piece_size ? r->how.unit : r->how.piece_size;
+    if (r->ring_slot < slot) {
+        free(r->ring);
+        r->ring = nb_malloc_large(slot * NB_READER_SLOTS);
+        r->ring_slot = r->ring ? slot : 0;
+        if (!r->ring) return nb_error_set(NB_ERR_NOMEM, "out of memory for the reading buffer of %s", r->name);
+    }
+    uint64_t have = 0;
+    int ioerr = 0, ahead = 0;
+    nb_status st = NB_OK;
+    if (r->fp && plen >= (uint64_t)4 << 20 && nb_threads_spare())
+        st = read_payload_ahead(r, NULL, plen, crc, &have, &ioerr, &ahead);
+    if (!st && !ahead) st = read_pieces(r, rec, idx, plen, 0, crc, &have, &ioerr);
+    if (st) return st;
+    if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
+    if (have < plen) return truncated(r, "payload", idx, rec->type, have, plen);
+    return NB_OK;
 }
 
-void nb_reader_set_payload_hook(nb_reader *r, nb_payload_hook hook, void *ctx)
+/* A payload kept in the record (plen bytes of which the input can give
+ * avail): allocated once when its size is known, else grown as it comes */
+static nb_status read_payload_kept(nb_reader *r, nb_record *rec, long idx, uint64_t plen, uint64_t avail,
+                                   uint32_t *crc)
 {
-    r->hook = hook;
-    r->hook_ctx = ctx;
+    const uint64_t grow_from = (uint64_t)256 << 20;
+    size_t first = avail == UINT64_MAX && plen > grow_from ? (size_t)grow_from : (size_t)plen;
+    rec->payload = nb_malloc_large(first);
+    if (!rec->payload) return payload_nomem(idx, rec, plen);
+    rec->payload_cap = first;
+    uint64_t have = 0;
+    int ioerr = 0, ahead = 0;
+    nb_status st = NB_OK;
+    /* a large payload for a consumer, with a second thread to spare and no
+     * reallocation ahead: read it on that thread */
+    if (shown(r) && r->fp && plen >= (uint64_t)4 << 20 && rec->payload_cap == plen && nb_threads_spare())
+        st = read_payload_ahead(r, rec->payload, plen, crc, &have, &ioerr, &ahead);
+    if (!st && !ahead) st = read_pieces(r, rec, idx, plen, 1, crc, &have, &ioerr);
+    if (st) return st;
+    if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
+    if (have < plen) return truncated(r, "payload", idx, rec->type, have, plen);
+    return NB_OK;
 }
 
-nb_status nb_reader_drop_payload(nb_reader *r, uint64_t first, size_t unit)
+/* How this record's payload (plen bytes) is read: kept and not shown, unless
+ * the consumer's begin asks otherwise */
+static nb_status begin_payload(nb_reader *r, nb_record *rec, uint64_t plen)
 {
-    if (!r->announcing) return nb_error_set(NB_ERR_USAGE, "nb_reader_drop_payload: only from a hook's first call");
-    if (unit == 0) return nb_error_set(NB_ERR_USAGE, "nb_reader_drop_payload: a unit of 0 bytes");
     const uint64_t least = (uint64_t)64 << 10, most = (uint64_t)1 << 20;
-    uint64_t target = r->announced_len / 16;
-    target = target < least ? least : target > most ? most : target;
-    r->drop = 1, r->drop_first = first, r->drop_unit = unit, r->drop_target = (size_t)target;
+    uint64_t target = plen / 16;
+    memset(&r->how, 0, sizeof r->how);
+    r->how.use = NB_PAYLOAD_KEEP;
+    r->how.piece_size = (size_t)(target < least ? least : target > most ? most : target);
+    if (!r->consumer.begin) return NB_OK;
+    rec->payload_len = plen;
+    nb_status st = r->consumer.begin(r->consumer.ctx, rec, &r->how);
+    if (st) return st;
+    if (r->how.use != NB_PAYLOAD_KEEP && r->how.use != NB_PAYLOAD_KEEP_AND_SHOW && r->how.use != NB_PAYLOAD_SHOW_ONLY)
+        return nb_error_set(NB_ERR_USAGE, "internal error: a payload consumer asked for use %d", (int)r->how.use);
+    if (shown(r) && !r->consumer.piece)
+        return nb_error_set(NB_ERR_USAGE, "internal error: a payload consumer without a piece function");
+    if (!shown(r)) r->how.prepare = NULL;
     return NB_OK;
 }
 
-const unsigned char *nb_reader_piece(const nb_reader *r, uint64_t *offset, size_t *len, int *slot)
+void nb_reader_set_consumer(nb_reader *r, const nb_payload_consumer *c)
 {
-    *offset = r->piece_off;
-    *len = r->piece ? r->piece_len : 0;
-    if (slot) *slot = r->piece_slot;
-    return r->piece;
-}
-
-nb_status nb_reader_set_piece_worker(nb_reader *r, nb_piece_worker fn, void *ctx)
-{
-    if (!r->announcing || !r->drop)
-        return nb_error_set(NB_ERR_USAGE, "nb_reader_set_piece_worker: only from a hook's first call, after "
-                                          "nb_reader_drop_payload");
-    r->worker = fn, r->worker_ctx = ctx;
-    return NB_OK;
-}
-
-size_t nb_reader_piece_max(const nb_reader *r)
-{
-    return r->drop_unit >= r->drop_target ? r->drop_unit : r->drop_target;
+    if (c) r->consumer = *c;
+    else memset(&r->consumer, 0, sizeof r->consumer);
 }
 
 nb_status nb_reader_open(nb_reader **out, const char *path)
@@ -876,84 +946,6 @@ static uint64_t input_left(const nb_reader *r)
     return avail;
 }
 
-/* The hook's first call, before any of the payload (plen bytes): it may ask
- * for the payload not to be kept (nb_reader_drop_payload) */
-static nb_status announce_payload(nb_reader *r, nb_record *rec, uint64_t plen)
-{
-    rec->payload_len = plen;
-    r->announcing = 1, r->drop = 0, r->worker = NULL, r->announced_len = plen;
-    nb_status st = r->hook(r->hook_ctx, rec, 0);
-    r->announcing = 0;
-    return st;
-}
-
-/* A payload that is not kept (nb_reader_drop_payload): only shown to the hook */
-static nb_status read_payload_not_kept(nb_reader *r, nb_record *rec, long idx, uint64_t plen, uint32_t *crc)
-{
-    uint64_t have = 0;
-    int ioerr = 0;
-    r->drop = 0;
-    nb_status st = read_payload_dropped(r, rec, plen, crc, &have, &ioerr);
-    if (st) return st;
-    if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
-    if (have < plen) return truncated(r, "payload", idx, rec->type, have, plen);
-    return NB_OK;
-}
-
-static nb_status payload_nomem(long idx, const nb_record *rec, uint64_t plen)
-{
-    char b[64];
-    nb_format_bytes((double)plen, b, sizeof b);
-    return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for record %ld (%s)", b, idx, rec->type);
-}
-
-/* A payload kept in the record (plen bytes of which the input can give
- * avail): allocated once when its size is known, else grown as it comes */
-static nb_status read_payload_kept(nb_reader *r, nb_record *rec, long idx, uint64_t plen, uint64_t avail,
-                                   uint32_t *crc)
-{
-    int ioerr;
-    const uint64_t grow_from = (uint64_t)256 << 20;
-    size_t first = avail == UINT64_MAX && plen > grow_from ? (size_t)grow_from : (size_t)plen;
-    rec->payload = nb_malloc_large(first);
-    if (!rec->payload) return payload_nomem(idx, rec, plen);
-    rec->payload_cap = first;
-    rec->payload_len = plen; /* for the hook's nb_record_get_array; only `have` bytes are there */
-    uint64_t have = 0;
-    /* in pieces, each checksummed while it is in cache and shown to the
-     * hook, so that a consumer works while the rest arrives */
-    const size_t piece = (size_t)1 << 20;
-    /* a large payload for a hook, with a second thread to spare and no
-     * reallocation ahead: read it on that thread */
-    int ahead = 0;
-    if (r->hook && r->fp && plen >= 4 * (uint64_t)piece && rec->payload_cap == plen && threads_allowed()) {
-        int ioerr2 = 0;
-        nb_status st = read_payload_ahead(r, rec, rec->payload, plen, crc, &have, &ioerr2, &ahead);
-        if (st) return st;
-        if (ioerr2) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr2));
-    }
-    while (!ahead && have < plen) {
-        if (have == rec->payload_cap) {
-            size_t cap = rec->payload_cap * 2 < plen ? rec->payload_cap * 2 : (size_t)plen;
-            unsigned char *q = realloc(rec->payload, cap);
-            if (!q) return payload_nomem(idx, rec, plen);
-            rec->payload = q, rec->payload_cap = cap;
-        }
-        size_t want = rec->payload_cap - (size_t)have < piece ? rec->payload_cap - (size_t)have : piece;
-        size_t got = read_bytes(r, rec->payload + have, want, &ioerr);
-        if (ioerr) return nb_error_set(NB_ERR_IO, "cannot read %s: %s", r->name, strerror(ioerr));
-        *crc = crc_update(*crc, rec->payload + have, got);
-        have += got;
-        if (got < want) break; /* the input ended */
-        if (r->hook) {
-            nb_status st = r->hook(r->hook_ctx, rec, have);
-            if (st) return st;
-        }
-    }
-    if (have < plen) return truncated(r, "payload", idx, rec->type, have, plen);
-    return NB_OK;
-}
-
 /* The CRC-32 after the payload, against the one computed while reading; and
  * a header that is text throughout */
 static nb_status check_crc(nb_reader *r, const nb_record *rec, long idx, uint32_t crc)
@@ -1016,9 +1008,9 @@ nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof)
     if (plen) {
         uint64_t avail = input_left(r);
         if (plen > avail) return truncated(r, "payload", idx, rec->type, avail, plen);
-        if (r->hook && (st = announce_payload(r, rec, plen))) return st;
-        st = r->drop ? read_payload_not_kept(r, rec, idx, plen, &crc)
-                     : read_payload_kept(r, rec, idx, plen, avail, &crc);
+        if ((st = begin_payload(r, rec, plen))) return st;
+        st = r->how.use == NB_PAYLOAD_SHOW_ONLY ? read_payload_show_only(r, rec, idx, plen, &crc)
+                                                : read_payload_kept(r, rec, idx, plen, avail, &crc);
         if (st) return st;
     }
     rec->payload_len = plen;
@@ -1158,20 +1150,17 @@ static nb_status splice_payload(nb_writer *w, unsigned char *payload, size_t n, 
 #endif
 }
 
-static nb_status writer_put(nb_writer *w, const nb_record *rec, int consume, const uint32_t *payload_crc)
+static nb_status writer_put(nb_writer *w, const nb_record *rec, int consume, const nb_payload_crc *payload_crc)
 {
     unsigned char pre[NB_PREAMBLE_SIZE], crcb[4];
     nb_status st = check_writable(rec);
+    if (!st) st = payload_crc_check(rec, payload_crc);
     if (st) return st;
     if (nb_record_is(rec, "END")) return nb_writer_end(w);
     make_preamble(rec, pre);
     put_u32(crcb, record_crc(rec, pre, payload_crc));
-#ifdef _OPENMP
-    /* a long write follows a large (parallel) checksum or render: release
-     * OpenMP's idle threads, which would spin-wait on a core the next stage
-     * of the pipe needs (a later parallel region starts them again) */
-    if (rec->payload_len >= ((uint64_t)8 << 20)) omp_pause_resource_all(omp_pause_soft);
-#endif
+    /* a long write follows a large (parallel) checksum or render */
+    if (rec->payload_len >= ((uint64_t)8 << 20)) nb_threads_release_idle();
     if (w->on_stdout) stdout_in_record = 1; /* until the last byte is handed over */
     if ((st = write_all(w, pre, sizeof pre))) return st;
     if ((st = write_all(w, rec->header, rec->header_len))) return st;
@@ -1186,7 +1175,7 @@ static nb_status writer_put(nb_writer *w, const nb_record *rec, int consume, con
 
 nb_status nb_writer_put(nb_writer *w, const nb_record *rec) { return writer_put(w, rec, 0, NULL); }
 
-nb_status nb_writer_put_consume(nb_writer *w, nb_record *rec, const uint32_t *payload_crc)
+nb_status nb_writer_put_consume(nb_writer *w, nb_record *rec, const nb_payload_crc *payload_crc)
 {
     return writer_put(w, rec, 1, payload_crc);
 }

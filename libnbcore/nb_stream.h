@@ -108,40 +108,67 @@ nb_status nb_reader_open(nb_reader **r, const char *path);
  * call: the stream ends there. */
 nb_status nb_reader_next(nb_reader *r, nb_record *rec, int *eof);
 const char *nb_reader_name(const nb_reader *r);
-/* Called while a record's payload is read: first with have == 0, before any
- * of it (rec's type, header and payload_len are set, rec->payload is not),
- * then after each piece: the first `have` bytes of rec->payload are there
- * (rec->payload may move between calls).  The record's CRC is checked only
- * after the last piece, so whatever the hook starts must be undoable
- * (temporary files).  A non-zero return stops the reading with that status. */
-typedef nb_status (*nb_payload_hook)(void *ctx, const nb_record *rec, uint64_t have);
-void nb_reader_set_payload_hook(nb_reader *r, nb_payload_hook hook, void *ctx);
-/* From the hook's first call (have == 0): this record's payload is not to be
- * kept.  It is then read through a few buffers of a sixteenth of the payload
- * (64 KiB to 1 MiB), reused: the bytes before `first` in pieces, then pieces
- * of whole multiples of `unit`
- * bytes (whole rows of an image, say, that then never straddle two pieces).
- * The hook is called once per piece and finds it with nb_reader_piece (valid
- * only during that call); rec->payload stays NULL, also in the record
- * returned (nb_record_get_array then fails).  Memory: a few MiB instead of
- * the payload, which need not be allocated (or its pages zeroed). */
-nb_status nb_reader_drop_payload(nb_reader *r, uint64_t first, size_t unit);
-/* The buffers such a payload is read through: a piece is in one of
- * NB_READER_SLOTS, of at most nb_reader_piece_max(r) bytes (after
- * nb_reader_drop_payload). */
+
+/* ---- a payload's consumer (optional) -------------------------------------- */
+/* nb_reader_next returns each record whole, and that is all most tools need.
+ * A tool that wants to work on a large payload while the rest of it arrives
+ * (nb-convert writes an image's files as it comes) sets a consumer on its
+ * reader.  The contract, for each record with a payload:
+ *
+ *  1. begin(ctx, rec, how), before any of the payload: rec has its type,
+ *     header and payload_len, not its payload.  *how comes as "keep the
+ *     payload, show no piece of it" (NB_PAYLOAD_KEEP), with how->piece_size
+ *     set; begin may ask for the pieces (use, first, unit) and a prepare step.
+ *  2. prepare(ctx, piece), when begin set one: each piece in order, on the
+ *     thread that reads the input (a second thread when one is spare, else
+ *     just before 3), after its CRC is taken.  It runs beside piece() working
+ *     on an earlier piece, so it may touch only what is its own for that
+ *     piece: storage for piece->slot, files that only it writes.  It cannot
+ *     fail or set a message (nb_error is not thread-safe): it leaves its
+ *     result in the slot for piece() to report.
+ *  3. piece(ctx, piece): each piece in order, on the caller's thread.  The
+ *     bytes are valid during the call only.
+ *
+ * The record's CRC is checked only after the last piece, so whatever begin
+ * and piece start must be undoable (temporary files).  A failing begin or
+ * piece stops the reading with its status.  Pieces: at most
+ * max(how->piece_size, how->unit) bytes; none straddles `first`; from
+ * `first` on, whole multiples of `unit` (but the last); piece i is in slot
+ * i % NB_READER_SLOTS, and the reading stays at most NB_READER_SLOTS pieces
+ * ahead of piece(). */
 enum { NB_READER_SLOTS = 4 };
-size_t nb_reader_piece_max(const nb_reader *r);
-/* In a hook call for a payload that is not kept: the piece that just came,
- * *len bytes from payload offset *offset, in buffer *slot (slot may be NULL). */
-const unsigned char *nb_reader_piece(const nb_reader *r, uint64_t *offset, size_t *len, int *slot);
-/* Also from the hook's first call, after nb_reader_drop_payload: fn is called
- * for each whole piece on the thread that reads it (a second thread when
- * there is one), after its CRC is taken and before the hook sees it, with
- * the slot the hook will be told.  It works beside the hook (on an earlier
- * piece), so it may only compute into storage of its own for that slot,
- * which the hook then uses: no I/O, no error messages. */
-typedef void (*nb_piece_worker)(void *ctx, int slot, const unsigned char *piece, uint64_t offset, size_t len);
-nb_status nb_reader_set_piece_worker(nb_reader *r, nb_piece_worker fn, void *ctx);
+
+typedef enum nb_payload_use {
+    NB_PAYLOAD_KEEP,          /* read whole into rec->payload, no piece shown (the default) */
+    NB_PAYLOAD_KEEP_AND_SHOW, /* read into rec->payload, each piece shown as it arrives */
+    NB_PAYLOAD_SHOW_ONLY      /* only shown, through a few reused buffers: rec->payload stays NULL,
+                                 also in the record returned (nb_record_get_array then fails); a few
+                                 MiB of memory instead of the payload, never allocated or zeroed */
+} nb_payload_use;
+
+typedef struct nb_payload_piece {
+    const unsigned char *data; /* len bytes from payload offset `offset` */
+    uint64_t offset;
+    size_t len;
+    int slot;                  /* 0 .. NB_READER_SLOTS - 1 */
+} nb_payload_piece;
+
+typedef struct nb_payload_how {
+    nb_payload_use use;
+    uint64_t first;            /* pieces from this payload offset on hold whole units */
+    size_t unit;               /* bytes (an image's row); 0: any */
+    void (*prepare)(void *ctx, const nb_payload_piece *piece); /* NULL: none */
+    size_t piece_size;         /* set by the reader: the size it reads in */
+} nb_payload_how;
+
+typedef struct nb_payload_consumer {
+    nb_status (*begin)(void *ctx, const nb_record *rec, nb_payload_how *how);
+    nb_status (*piece)(void *ctx, const nb_payload_piece *piece);
+    void *ctx;
+} nb_payload_consumer;
+
+/* Set (copied) or, with NULL, remove the reader's consumer. */
+void nb_reader_set_consumer(nb_reader *r, const nb_payload_consumer *c);
 void nb_reader_close(nb_reader *r);
 
 /* ---- writing ------------------------------------------------------------ */
@@ -160,12 +187,32 @@ nb_status nb_writer_open(nb_writer **w, const char *path);
  * elsewhere (-o FILE). */
 void nb_stream_to_stdout(int yes);
 nb_status nb_writer_put(nb_writer *w, const nb_record *rec);
+
+/* A payload's CRC-32 taken by its producer, piece by piece, while each piece
+ * is still in cache (nb-sim: each row of the image as it is rendered, on the
+ * thread that rendered it).  The writer then joins the pieces' CRCs
+ * (nb_crc32_combine) instead of reading the whole payload again, a pass at
+ * memory speed over an image long out of cache.  The pieces lie end to end:
+ * `pieces` of `piece_len` bytes from payload offset `offset`; the writer
+ * checksums any bytes before or after them itself. */
+typedef struct nb_payload_crc {
+    uint64_t offset;
+    size_t piece_len;
+    size_t pieces;
+    uint32_t *crc; /* one per piece, set by nb_payload_crc_take */
+} nb_payload_crc;
+nb_status nb_payload_crc_init(nb_payload_crc *pc, uint64_t offset, size_t piece_len, size_t pieces);
+/* Piece i's CRC from its piece_len bytes; distinct pieces may be taken on
+ * different threads at once. */
+void nb_payload_crc_take(nb_payload_crc *pc, size_t i, const void *piece);
+void nb_payload_crc_free(nb_payload_crc *pc);
+
 /* nb_writer_put for a record that is freed next: its payload's contents are
  * undefined afterwards (into a pipe, a large payload's pages are handed over
- * instead of copied, and read back as zeros).  payload_crc: NULL, or the
- * payload's CRC-32 (nb_crc32_update(0, payload, payload_len)) where the
- * caller has it already (nb-sim takes it row by row while rows are in cache). */
-nb_status nb_writer_put_consume(nb_writer *w, nb_record *rec, const uint32_t *payload_crc);
+ * instead of copied, and read back as zeros).  crc: NULL (the writer
+ * checksums the payload), or its pieces' CRCs, every one taken, from the
+ * payload as it is now (a piece outside the payload is an error). */
+nb_status nb_writer_put_consume(nb_writer *w, nb_record *rec, const nb_payload_crc *crc);
 /* Write the END record of the current segment (count of records since the
  * last END). */
 nb_status nb_writer_end(nb_writer *w);

@@ -1,8 +1,10 @@
 /* nb_util.c - small helpers every tool shares: growing strings, number
- * parsing, large buffers, atomic output files and the temporaries' cleanup on
+ * parsing, allocation with a message, atomic output files and the temporaries' cleanup on
  * exit or a fatal signal, a quiet death when a pipe's reader goes away, the
  * progress bar, the clock. */
 #include "nb_util.h"
+
+#include "nb_tuning.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,13 +15,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* ---- growing string ---------------------------------------------------- */
 
@@ -101,7 +99,7 @@ void nb_format_bytes(double bytes, char *buf, size_t size)
     else snprintf(buf, size, "%.1f %s", bytes, units[u]);
 }
 
-nb_status nb_calloc(void **out, size_t count, size_t size, const char *what)
+nb_status nb_alloc_checked(void **out, size_t count, size_t size, const char *what, void *(*alloc)(size_t bytes))
 {
     *out = NULL;
     if (count == 0 || size == 0) count = size = 1;
@@ -109,7 +107,7 @@ nb_status nb_calloc(void **out, size_t count, size_t size, const char *what)
         return nb_error_set(NB_ERR_NOMEM, "cannot allocate %zu x %zu bytes for %s: size overflows",
                             count, size, what);
     }
-    void *p = calloc(count, size);
+    void *p = alloc(count * size);
     if (!p) {
         char b[64];
         nb_format_bytes((double)count * (double)size, b, sizeof b);
@@ -117,6 +115,13 @@ nb_status nb_calloc(void **out, size_t count, size_t size, const char *what)
     }
     *out = p;
     return NB_OK;
+}
+
+static void *zeroed(size_t bytes) { return calloc(bytes, 1); }
+
+nb_status nb_calloc(void **out, size_t count, size_t size, const char *what)
+{
+    return nb_alloc_checked(out, count, size, what, zeroed);
 }
 
 uint64_t nb_memory_limit(void)
@@ -133,72 +138,6 @@ uint64_t nb_memory_limit(void)
         if (v > 0 && v * mult < (double)limit) limit = (uint64_t)(v * mult);
     }
     return limit;
-}
-
-nb_status nb_alloc_large(void **out, size_t count, size_t size, const char *what)
-{
-    *out = NULL;
-    if (count == 0 || size == 0) count = size = 1;
-    if (count > SIZE_MAX / size)
-        return nb_error_set(NB_ERR_NOMEM, "cannot allocate %zu x %zu bytes for %s: size overflows", count, size,
-                            what);
-    void *p = nb_malloc_large(count * size);
-    if (!p) {
-        char b[64];
-        nb_format_bytes((double)count * (double)size, b, sizeof b);
-        return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for %s: %s", b, what, strerror(ENOMEM));
-    }
-    *out = p;
-    return NB_OK;
-}
-
-int nb_simd_limit(void)
-{
-    const char *v = getenv("NB_SIMD");
-    if (v && !strcmp(v, "generic")) return 0;
-    if (v && !strcmp(v, "avx2")) return 1;
-    return 2;
-}
-
-void *nb_malloc_large(size_t size)
-{
-    const size_t huge = NB_HUGE_PAGE;
-    if (size < 2 * huge) return malloc(size ? size : 1);
-    size_t rounded = (size + huge - 1) / huge * huge;
-    void *p = NULL;
-    if (posix_memalign(&p, huge, rounded) != 0) return NULL;
-#ifdef MADV_HUGEPAGE
-    madvise(p, rounded, MADV_HUGEPAGE); /* a hint: failure is harmless */
-#endif
-    return p;
-}
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-
-void nb_prefault(void *p, size_t size)
-{
-    const uintptr_t page = 4096, a = ((uintptr_t)p + page - 1) & ~(page - 1),
-                    b = ((uintptr_t)p + size) & ~(page - 1);
-    if (b > a) (void)madvise((void *)a, b - a, MADV_POPULATE_WRITE); /* a hint: failure is harmless */
-}
-
-void nb_fault_rows_ahead(void *image, size_t row_bytes, int rows, int row)
-{
-    if (row_bytes == 0) return;
-    const size_t block = row_bytes < NB_HUGE_PAGE ? NB_HUGE_PAGE / row_bytes : 1; /* rows */
-    if (row % block) return;
-#ifdef _OPENMP
-    if (omp_get_num_threads() < 2) return; /* one thread gains nothing: it faults each page as it comes */
-#else
-    return;
-#endif
-    /* the first row's thread faults in its own block too */
-    size_t first = row == 0 ? 0 : (size_t)row + block, last = (size_t)row + 2 * block;
-    if (last > (size_t)rows) last = (size_t)rows;
-    if (first >= last) return;
-    nb_prefault((char *)image + first * row_bytes, (last - first) * row_bytes);
 }
 
 char *nb_xstrdup(const char *s)
@@ -427,20 +366,6 @@ nb_status nb_write_text_file(const char *path, const char *text, size_t len)
         return nb_write_error(path, e);
     }
     return nb_outfile_commit(of);
-}
-
-void nb_pipe_widen(int fd)
-{
-#ifdef F_SETPIPE_SZ
-    /* images are tens of MiB: with the default 64 KiB pipe the two ends take
-     * turns a thousand times per image.  1 MiB is the unprivileged maximum;
-     * a refusal is harmless. */
-    struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && fcntl(fd, F_GETPIPE_SZ) < (1 << 20))
-        (void)fcntl(fd, F_SETPIPE_SZ, 1 << 20);
-#else
-    (void)fd;
-#endif
 }
 
 nb_status nb_outfile_open(nb_outfile **out, const char *path, int binary_ok_on_tty)

@@ -1,5 +1,6 @@
 /* nb_util.h - small shared helpers: growing strings, strict number parsing,
- * atomic output files, whole-file reading, progress bar. */
+ * atomic output files, whole-file reading, progress bar.  How the tools ask
+ * the system for speed (threads, huge pages, prefaulting) is nb_tuning.h. */
 #ifndef NB_UTIL_H
 #define NB_UTIL_H
 
@@ -30,35 +31,8 @@ char *nb_strbuf_take(nb_strbuf *sb);
 /* Allocate with a readable error instead of NULL ("cannot allocate 4.0 GiB for
  * the image: Cannot allocate memory").  `what` names the purpose. */
 nb_status nb_calloc(void **out, size_t count, size_t size, const char *what);
-/* malloc for big buffers (images): 2 MiB-aligned and marked for transparent
- * huge pages, so that first touching 64 MiB costs 32 page faults instead of
- * 16384.  Free with free(); realloc() works on it. */
-void *nb_malloc_large(size_t size);
-/* the huge page nb_malloc_large aligns big blocks to */
-#define NB_HUGE_PAGE ((size_t)2 << 20)
-/* For a parallel loop that hands the rows of a fresh image (nb_malloc_large)
- * out one at a time, called as a thread starts row `row`: the thread that
- * starts a huge page's worth of rows faults in the next one (the kernel
- * zeroes it) without changing what the pages hold.  Otherwise every thread
- * touches each new huge page at once and all but one wait for its fault (a
- * 4096^2 fast render at 2 threads: 40 ms median without this, 35 with).
- * Does nothing when the calling team has one thread, or on kernels without
- * MADV_POPULATE_WRITE (5.14). */
-void nb_fault_rows_ahead(void *image, size_t row_bytes, int rows, int row);
-
-/* Fault in the pages of [p, p + size) now, in one call (MADV_POPULATE_WRITE;
- * nothing on kernels without it): a fresh buffer written piece by piece
- * otherwise takes a page fault per 4 KiB, each costing microseconds on a
- * virtual machine.  Contents are left as they are. */
-void nb_prefault(void *p, size_t size);
-/* The widest SIMD the environment allows: NB_SIMD=generic 0, NB_SIMD=avx2 1,
- * otherwise 2 (whatever the CPU has).  The fast kernel and the CRC-32 follow
- * it, so that tests can run the narrower paths on a wider CPU. */
-int nb_simd_limit(void);
-/* nb_malloc_large with nb_calloc's checks and message; the memory is NOT
- * cleared (the caller writes every element, on the threads that use it). */
-nb_status nb_alloc_large(void **out, size_t count, size_t size, const char *what);
-
+/* The same checks and message around another allocator of count * size bytes. */
+nb_status nb_alloc_checked(void **out, size_t count, size_t size, const char *what, void *(*alloc)(size_t bytes));
 /* The most memory one buffer may take: the machine's physical memory, or
  * less with NB_MEMORY_LIMIT=BYTES[K|M|G] in the environment.  Sizes read from
  * files (grids, payloads) beyond it are refused with the size they would need. */
@@ -92,8 +66,6 @@ nb_status nb_read_file(const char *path, char **data, size_t *len);
 typedef struct nb_outfile nb_outfile;
 /* A small text file written whole, atomically (nb_outfile). */
 nb_status nb_write_text_file(const char *path, const char *text, size_t len);
-/* Give a pipe on fd a 1 MiB buffer (no-op for anything else). */
-void nb_pipe_widen(int fd);
 nb_status nb_outfile_open(nb_outfile **of, const char *path, int binary_ok_on_tty);
 FILE *nb_outfile_fp(nb_outfile *of);
 const char *nb_outfile_path(const nb_outfile *of);

@@ -15,6 +15,7 @@
 #include "nb_options.h"
 #include "nb_plan.h"
 #include "nb_stream.h"
+#include "nb_tuning.h"
 #include "nb_util.h"
 #include "pgm.h"
 #include "png.h"
@@ -263,7 +264,7 @@ static void image_meta(const frame *fr, nb_image_meta *m)
     m->command_line = p->command_line;
 }
 
-/* The reference's noiseless int image as int32 (for CBF/TIFF/SMV). */
+/* The reference's noiseless int image as int32 (for CBF and TIFF). */
 static nb_status int_counts(const frame *fr, int32_t **out)
 {
     size_t n = (size_t)fr->width * fr->height;
@@ -273,16 +274,6 @@ static nb_status int_counts(const frame *fr, int32_t **out)
     nb_roi roi = {p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
     nb_int_image(fr->photons, fr->width, fr->height, roi, fr->int_scale, fr->adc, *out);
     return NB_OK;
-}
-
-/* Rows of the int image on demand (nb_smv_rows): the SMV writer converts a
- * chunk at a time and no int32 copy of the whole image is made. */
-static void int_rows(void *ctx, int y0, int ny, int32_t *out)
-{
-    const frame *fr = ctx;
-    const nb_plan *p = fr->plan;
-    nb_roi roi = {p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
-    nb_int_image_rows(fr->photons, fr->width, y0, ny, roi, fr->int_scale, fr->adc, out);
 }
 
 static nb_status write_format(const out_request *o, const char *path, const char *final, const frame *fr);
@@ -378,16 +369,25 @@ static void panel_path(const char *tmpl, int i, char *out, size_t size)
     else snprintf(out, size, "%s-p%d", tmpl, i);
 }
 
+static nb_status rows_write_whole(const out_request *q, int k, const frame *fr);
+
+/* The file of request k from a whole frame: raw float and SMV through the
+ * row writer (rows_write_whole), the other formats at once. */
+static nb_status write_file(const out_request *q, int k, const frame *fr)
+{
+    return q->format == FMT_BIN || q->format == FMT_SMV ? rows_write_whole(q, k, fr) : write_one(q, fr);
+}
+
 /* A detector of several panels: a raw float file holds them all, one after
  * another; a one-panel format is one file per panel (panel_path), each
  * with its panel's geometry and the image's common scales. */
-static nb_status write_panels(const out_request *o, const frame *fr)
+static nb_status write_panels(const out_request *o, int k, const frame *fr)
 {
     const nb_plan *plan = fr->plan;
     if (o->format == FMT_BIN) {
         frame all = *fr;
         all.width = (int)nb_plan_total_pixels(plan), all.height = 1;
-        return write_one(o, &all);
+        return write_file(o, k, &all);
     }
     nb_status st = NB_OK;
     for (int i = 0; i < nb_plan_npanels(plan) && !st; i++) {
@@ -404,9 +404,21 @@ static nb_status write_panels(const out_request *o, const frame *fr)
         panel_path(o->path, i, tmpl, sizeof tmpl);
         out_request po = *o;
         po.path = tmpl;
-        st = write_one(&po, &pf);
+        st = write_file(&po, k, &pf);
     }
     return st;
+}
+
+/* Whether request o takes the frame's detector counts (an error when it must
+ * and the stream has none) */
+static nb_status takes_counts(const out_request *o, const frame *fr, int *use_counts)
+{
+    *use_counts = o->source == SRC_COUNTS || (o->source == SRC_AUTO && fr->counts);
+    if (o->source == SRC_COUNTS && !fr->counts)
+        return nb_error_set(NB_ERR_USAGE, "'%s' needs detector counts but the stream has none: put nb-noise before "
+                                          "nb-convert",
+                            o->path);
+    return NB_OK;
 }
 
 static nb_status write_format(const out_request *o, const char *path, const char *final, const frame *fr)
@@ -419,41 +431,25 @@ static nb_status write_format(const out_request *o, const char *path, const char
     image_meta(fr, &meta);
     meta.name = final;
 
-    int use_counts = o->source == SRC_COUNTS || (o->source == SRC_AUTO && fr->counts);
-    if (o->source == SRC_COUNTS && !fr->counts)
-        return nb_error_set(NB_ERR_USAGE, "'%s' needs detector counts but the stream has none: put nb-noise before "
-                                          "nb-convert",
-                            o->path);
+    int use_counts;
+    if ((st = takes_counts(o, fr, &use_counts))) return st;
     int32_t *ints = NULL;
     const int32_t *counts = NULL;
     int bits = 16;
-    double adc = fr->adc;
-    int is_int = o->format == FMT_SMV || o->format == FMT_CBF || o->format == FMT_TIF16 || o->format == FMT_TIF32 ||
+    int is_int = o->format == FMT_CBF || o->format == FMT_TIF16 || o->format == FMT_TIF32 ||
                  (o->format == FMT_TIF && use_counts);
     if (is_int) {
         if (use_counts) {
             counts = fr->counts;
             bits = fr->counts_bits;
-            adc = fr->counts_adc;
         } else {
-            /* SMV takes the rows as it writes them; the others the whole image */
-            if (o->format != FMT_SMV) {
-                if ((st = int_counts(fr, &ints))) return st;
-                counts = ints;
-            }
+            if ((st = int_counts(fr, &ints))) return st;
+            counts = ints;
             nb_info("intfile_scale = %g", fr->int_scale);
         }
     }
     nb_info("  %s, %s", fmt_names[o->format], is_int ? (use_counts ? "detector counts" : "scaled photons") : "photons");
     switch (o->format) {
-    case FMT_BIN: st = nb_rawfloat_write(path, fr->photons, n); break;
-    case FMT_SMV: {
-        nb_smv_meta m;
-        smv_meta_for(o, fr, adc, &m);
-        nb_smv_rows rows = {counts, counts ? NULL : int_rows, (void *)fr};
-        st = nb_smv_write_rows(path, &m, &rows, bits);
-        break;
-    }
     case FMT_CBF:
         meta.count_cutoff = bits == 32 ? 2147483647.0 : 65535.0;
         st = nb_cbf_write(path, counts, &meta);
@@ -550,293 +546,306 @@ static out_request *frame_requests(const nb_plan *plan, const conv_opts *o, out_
     return req;
 }
 
-/* ---- writing while the image arrives -------------------------------------- */
-/* Raw float files and SMV int images need nothing but rows in order (and the
- * header's MAX_I): they are written while the IMAGE record's payload comes
- * in, each piece while it is in cache, so that writing overlaps the transfer
- * instead of following it.  The files are the held temporaries of
+/* ---- row files: raw float and SMV images, a band of rows at a time -------- */
+/* Raw float files and SMV images need nothing but the image's rows in order,
+ * and one path writes them: pieces of whole rows, each shown once (the
+ * SMV's 16-bit values of scaled photons made in a prepare step, on the
+ * thread that reads the stream when there is a second one), then committed.
+ * The pieces are those of the IMAGE record's payload as it arrives (the
+ * stream reader's consumer, below), so that writing overlaps the transfer
+ * instead of following it; or, for the files that could not start then (an
+ * SMV of the counts, which follow the pixels in the payload; an image
+ * without MAX_I, whose scale needs every pixel), the same pieces cut from the
+ * whole image afterwards.  The files are the held temporaries of
  * claim_output: a record that then fails its CRC, or a pixel that is not
  * finite, removes them with the rest. */
-enum { LIVE_MAX = 16, LIVE_ROWS_MAX = 16 }; /* rows per piece of int image: small, for peak memory */
+enum { ROWS_MAX = 16 };
+enum row_kind { ROW_FLOAT, ROW_SMV_SCALED, ROW_SMV_COUNTS };
 
-typedef struct live_out {
+typedef struct row_out {
     int req;               /* index in the request list */
-    nb_outfile *bin;       /* raw float */
-    nb_smv_writer *smv;    /* SMV of the int image */
-} live_out;
+    int kind;              /* enum row_kind */
+    nb_outfile *bin;       /* ROW_FLOAT */
+    nb_smv_writer *smv;    /* the SMV kinds */
+} row_out;
 
+typedef struct row_files {
+    int width, height, rows_done;
+    uint64_t pix_off;      /* the pixels' offset in the pieces' payload */
+    nb_roi roi;
+    double int_scale, adc; /* of ROW_SMV_SCALED */
+    const int32_t *counts; /* of ROW_SMV_COUNTS: the whole image's */
+    int scaled;            /* a ROW_SMV_SCALED output is among them */
+    /* per slot (nb_payload_piece.slot): the piece's 16-bit values, its first
+     * pixel that is not finite (its pixel count when none, SIZE_MAX when not
+     * converted), the errno of a failed SMV write and the output it failed on */
+    uint16_t *slot_block;  /* the slots' values, one block */
+    uint16_t *slot_ints[NB_READER_SLOTS];
+    size_t slot_cap;       /* values each holds */
+    size_t slot_bad[NB_READER_SLOTS];
+    int slot_werr[NB_READER_SLOTS], slot_wout[NB_READER_SLOTS];
+    int prepare_failed;    /* a prepared piece failed: no more SMV writes */
+    row_out outs[ROWS_MAX];
+    int nouts;
+} row_files;
+
+/* Start the rows of an image (width x height, its pixels at pix_off) */
+static void rows_start(row_files *R, const frame *fr, uint64_t pix_off, double int_scale, double adc)
+{
+    const nb_plan *p = fr->plan;
+    R->width = fr->width, R->height = fr->height, R->rows_done = 0;
+    R->pix_off = pix_off;
+    R->roi = (nb_roi){p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
+    R->int_scale = int_scale, R->adc = adc;
+    R->counts = fr->counts;
+    R->scaled = R->prepare_failed = 0;
+    R->nouts = 0;
+}
+
+static void rows_abort(row_files *R)
+{
+    for (int i = 0; i < R->nouts; i++) {
+        if (R->outs[i].bin) nb_outfile_abort(R->outs[i].bin);
+        if (R->outs[i].smv) nb_smv_writer_abort(R->outs[i].smv);
+    }
+    R->nouts = 0;
+}
+
+static void rows_free(row_files *R)
+{
+    rows_abort(R);
+    free(R->slot_block);
+    R->slot_block = NULL, R->slot_cap = 0;
+}
+
+/* Open request q (number k) for this frame as a row file of the given kind */
+static nb_status rows_open(row_files *R, const out_request *q, int k, const frame *fr, int kind)
+{
+    char final[NB_PATH_MAX], *target = NULL;
+    if (R->nouts == ROWS_MAX) return nb_error_set(NB_ERR_USAGE, "more than %d raw float and SMV outputs", ROWS_MAX);
+    row_out *ro = &R->outs[R->nouts];
+    memset(ro, 0, sizeof *ro);
+    ro->req = k, ro->kind = kind;
+    nb_status st = frame_path(q->path, fr->frame, final, sizeof final);
+    if (!st) st = claim_output(final, &target);
+    if (st) return st;
+    nb_info("writing %s", final);
+    if (kind == ROW_FLOAT) {
+        nb_info("  %s, photons", fmt_names[q->format]);
+        st = nb_rawfloat_writer_open(&ro->bin, target);
+    } else {
+        if (kind == ROW_SMV_SCALED) nb_info("intfile_scale = %g", R->int_scale);
+        nb_info("  %s, %s", fmt_names[q->format], kind == ROW_SMV_SCALED ? "scaled photons" : "detector counts");
+        nb_smv_meta m;
+        smv_meta_for(q, fr, kind == ROW_SMV_SCALED ? R->adc : fr->counts_adc, &m);
+        st = nb_smv_writer_open(&ro->smv, target, &m, kind == ROW_SMV_SCALED ? 16 : fr->counts_bits);
+    }
+    free(target);
+    if (st) return st;
+    R->nouts++;
+    R->scaled |= kind == ROW_SMV_SCALED;
+    return NB_OK;
+}
+
+/* The slots' buffers, for pieces of up to piece_bytes */
+static nb_status rows_slots(row_files *R, size_t piece_bytes)
+{
+    size_t cap = piece_bytes / sizeof(float);
+    if (R->slot_cap >= cap) return NB_OK;
+    free(R->slot_block);
+    R->slot_block = NULL, R->slot_cap = 0;
+    nb_status st = nb_alloc_large((void **)&R->slot_block, NB_READER_SLOTS * cap, sizeof(uint16_t), "int rows");
+    if (st) return st;
+    /* faulted in at once: 512 separate page faults cost the reading thread ~5 ms */
+    nb_prefault(R->slot_block, NB_READER_SLOTS * cap * sizeof(uint16_t));
+    for (int k = 0; k < NB_READER_SLOTS; k++) R->slot_ints[k] = R->slot_block + (size_t)k * cap;
+    R->slot_cap = cap;
+    return NB_OK;
+}
+
+/* The image rows in a piece: 0 when it holds none (bytes before or after
+ * the pixels), -1 when it does not start on a row, else 1 with the first
+ * row and the count. */
+static int piece_rows(const row_files *R, const nb_payload_piece *pc, int *y0_out, int *ny_out)
+{
+    const size_t row = (size_t)R->width * sizeof(float);
+    if (pc->offset < R->pix_off) return 0;
+    uint64_t y0 = (pc->offset - R->pix_off) / row, ny = pc->len / row;
+    if (y0 >= (uint64_t)R->height) return 0;
+    if ((pc->offset - R->pix_off) % row) return -1;
+    if (ny > (uint64_t)R->height - y0) ny = (uint64_t)R->height - y0;
+    *y0_out = (int)y0, *ny_out = (int)ny;
+    return 1;
+}
+
+/* The prepare step: a piece's 16-bit values of scaled photons (and the
+ * finite check), written to the scaled SMV files; on the reading thread
+ * when there is a second one, beside rows_piece on an earlier piece, so
+ * errors are left in the slot for rows_piece to report. */
+static void rows_prepare(row_files *R, const nb_payload_piece *pc)
+{
+    int y0, ny;
+    const int slot = pc->slot;
+    R->slot_bad[slot] = SIZE_MAX;
+    R->slot_werr[slot] = 0;
+    if (!R->scaled || piece_rows(R, pc, &y0, &ny) != 1 || (size_t)ny * (size_t)R->width > R->slot_cap) return;
+    const size_t n = (size_t)ny * (size_t)R->width;
+    R->slot_bad[slot] = nb_int16_image_rows_checked((const float *)(const void *)pc->data, R->width, y0, ny, R->roi,
+                                                    R->int_scale, R->adc, R->slot_ints[slot]);
+    if (R->slot_bad[slot] < n || R->prepare_failed) return;
+    for (int i = 0; i < R->nouts && !R->slot_werr[slot]; i++)
+        if (R->outs[i].kind == ROW_SMV_SCALED) {
+            R->slot_werr[slot] = nb_smv_writer_put_u16_errno(R->outs[i].smv, R->slot_ints[slot], n);
+            R->slot_wout[slot] = i;
+        }
+    R->prepare_failed = R->slot_werr[slot] != 0;
+}
+
+/* A piece after its prepare step: its rows checked (finite, in order), then
+ * into the raw float files and, from the counts, the SMV files of counts. */
+static nb_status rows_piece(row_files *R, const nb_payload_piece *pc)
+{
+    int y0, ny;
+    int has = piece_rows(R, pc, &y0, &ny);
+    if (has == 0) return NB_OK;
+    if (has < 0 || y0 != R->rows_done)
+        return nb_error_set(NB_ERR_DATA, "internal error: a piece of the image out of step (row %d, expected %d)",
+                            has < 0 ? -1 : y0, R->rows_done);
+    const float *rows = (const float *)(const void *)pc->data;
+    const size_t w = (size_t)R->width, n = (size_t)ny * w;
+    size_t bad = R->scaled ? R->slot_bad[pc->slot] : nb_first_nonfinite(rows, n);
+    if (bad == SIZE_MAX) return nb_error_set(NB_ERR_DATA, "internal error: rows %d to %d were not converted", y0, y0 + ny - 1);
+    if (bad < n) return nonfinite_error((size_t)y0 * w + bad, w);
+    if (R->scaled && R->slot_werr[pc->slot])
+        return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", nb_smv_writer_path(R->outs[R->slot_wout[pc->slot]].smv),
+                            strerror(R->slot_werr[pc->slot]));
+    R->rows_done = y0 + ny;
+    nb_status st = NB_OK;
+    for (int i = 0; i < R->nouts && !st; i++) {
+        if (R->outs[i].kind == ROW_FLOAT) st = nb_rawfloat_writer_put(R->outs[i].bin, rows, n);
+        if (R->outs[i].kind == ROW_SMV_COUNTS) st = nb_smv_writer_put(R->outs[i].smv, R->counts + (size_t)y0 * w, n);
+    }
+    return st;
+}
+
+/* After the whole image: whether request k is a row file here; if so it is
+ * committed (renamed with the others when the stream ends). */
+static nb_status rows_finish(row_files *R, int k, int *was_row_file)
+{
+    *was_row_file = 0;
+    for (int i = 0; i < R->nouts; i++) {
+        row_out *ro = &R->outs[i];
+        if (ro->req != k || (!ro->bin && !ro->smv)) continue;
+        *was_row_file = 1;
+        nb_status st = ro->bin ? nb_outfile_commit(ro->bin) : nb_smv_writer_close(ro->smv);
+        ro->bin = NULL, ro->smv = NULL;
+        return st;
+    }
+    return NB_OK;
+}
+
+/* Request q (number k) as a row file from the whole image of fr, in the
+ * pieces the stream's reader would have shown. */
+static nb_status rows_write_whole(const out_request *q, int k, const frame *fr)
+{
+    row_files R;
+    memset(&R, 0, sizeof R);
+    rows_start(&R, fr, 0, fr->int_scale, fr->adc);
+    int use_counts = 0;
+    const size_t row = (size_t)fr->width * sizeof(float), piece = row > ((size_t)1 << 20) ? row : (size_t)1 << 20;
+    const int per_piece = (int)(piece / row);
+    int was;
+    nb_status st = q->format == FMT_SMV ? takes_counts(q, fr, &use_counts) : NB_OK;
+    if (!st) st = rows_open(&R, q, k, fr, q->format == FMT_BIN ? ROW_FLOAT : use_counts ? ROW_SMV_COUNTS : ROW_SMV_SCALED);
+    if (!st && R.scaled) st = rows_slots(&R, (size_t)per_piece * row);
+    for (int y0 = 0; y0 < fr->height && !st; y0 += per_piece) {
+        int ny = fr->height - y0 < per_piece ? fr->height - y0 : per_piece;
+        nb_payload_piece pc = {(const unsigned char *)(fr->photons + (size_t)y0 * fr->width), (uint64_t)y0 * row,
+                               (size_t)ny * row, 0};
+        rows_prepare(&R, &pc);
+        st = rows_piece(&R, &pc);
+    }
+    if (!st) st = rows_finish(&R, k, &was);
+    rows_free(&R);
+    return st;
+}
+
+/* ---- writing while the image arrives -------------------------------------- */
+/* The stream reader's consumer: at an IMAGE record's header, the row files
+ * that can be written from its pieces are opened, and its payload is shown
+ * piece by piece; when they are all its outputs (and no copy of the stream
+ * is wanted) the payload is not kept at all: a few MiB of memory instead of
+ * the image, and the 64 MiB of a 4096^2 image never allocated (fresh pages
+ * are zeroed by the kernel as they are first touched, a quarter of this
+ * tool's CPU time). */
 typedef struct live_image {
     const conv_opts *o;
     const nb_plan *plan;   /* the current plan; NULL before the first */
-    nb_reader *r;
-    int started, off;      /* for the current IMAGE record: looked at; nothing to do */
-    int dropped;           /* every output is live: the payload is not kept (nb_reader_drop_payload) */
-    int smv;               /* an SMV int output is among them */
-    int width, height, rows_done;
-    size_t pix_off;        /* the pixels' offset in the payload */
-    nb_roi roi;
-    double int_scale, adc;
-    uint16_t *ints;        /* LIVE_ROWS_MAX rows of the int image, as SMV values */
-    /* a payload not kept, with an SMV output: each piece's int values made,
-     * and written to the SMV files, on the thread that reads it
-     * (nb_reader_set_piece_worker), per slot, while this thread writes the
-     * raw floats: writing a file into the page cache costs the kernel more
-     * than the rest, so the two files are written on two threads */
-    int convert_ahead;
-    uint16_t *slot_block;                /* the slots' int values, one block */
-    uint16_t *slot_ints[NB_READER_SLOTS];
-    size_t slot_cap;                     /* values each holds */
-    size_t slot_bad[NB_READER_SLOTS];    /* the piece's first pixel not finite, its pixel count, or SIZE_MAX */
-    int slot_werr[NB_READER_SLOTS];      /* errno of the piece's failed SMV write, or 0 */
-    int slot_wout[NB_READER_SLOTS];      /* the output it failed on */
-    int ahead_failed;                    /* a piece failed: the reading thread writes no more */
-    live_out outs[LIVE_MAX];
-    int nouts;
+    int live;              /* the current IMAGE record's row files are written as it comes */
+    int dropped;           /* ... and its payload is not kept */
+    row_files rows;
 } live_image;
 
-static void live_abort(live_image *L)
+static void live_prepare(void *ctx, const nb_payload_piece *pc) { rows_prepare(&((live_image *)ctx)->rows, pc); }
+
+static nb_status live_piece(void *ctx, const nb_payload_piece *pc)
 {
-    for (int i = 0; i < L->nouts; i++) {
-        if (L->outs[i].bin) nb_outfile_abort(L->outs[i].bin);
-        if (L->outs[i].smv) nb_smv_writer_abort(L->outs[i].smv);
-    }
-    L->nouts = 0;
-    L->started = L->off = L->dropped = L->smv = L->convert_ahead = L->ahead_failed = 0;
+    live_image *L = ctx;
+    return L->live ? rows_piece(&L->rows, pc) : NB_OK;
 }
 
-static void live_convert_piece(void *ctx, int slot, const unsigned char *p, uint64_t off, size_t len);
-
 /* Which requests can be written live, and open them, for the IMAGE record
- * whose keys are im (its payload not there yet). */
-static nb_status live_open(live_image *L, const nb_image_info *im)
+ * whose keys are im (its payload not there yet); how the reader shows it */
+static nb_status live_open(live_image *L, const nb_image_info *im, nb_payload_how *how)
 {
     const nb_plan *p = L->plan;
     const conv_opts *o = L->o;
-    const long fp = im->fpixels, sp = im->spixels, frame_no = im->frame;
-    const uint64_t pix_off = im->pixels_offset;
     int have_max = im->has.max_I && im->has.rmsd;
-    int has_counts = im->has_counts;
     out_request req[8];
     int nreq;
     const out_request *list = frame_requests(p, o, req, &nreq);
     frame fr;
     memset(&fr, 0, sizeof fr);
-    fr.plan = p, fr.im = im, fr.width = (int)fp, fr.height = (int)sp, fr.frame = frame_no;
-    L->width = (int)fp, L->height = (int)sp, L->rows_done = 0;
-    L->pix_off = (size_t)pix_off;
-    L->roi = (nb_roi){p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
-    L->adc = adc_for(p, o);
-    L->int_scale = have_max ? int_scale_for(p, o, im->max_I) : 0.0;
+    fr.plan = p, fr.im = im, fr.width = (int)im->fpixels, fr.height = (int)im->spixels, fr.frame = im->frame;
+    rows_start(&L->rows, &fr, im->pixels_offset, have_max ? int_scale_for(p, o, im->max_I) : 0.0, adc_for(p, o));
     nb_status st = NB_OK;
-    for (int k = 0; k < nreq && !st && L->nouts < LIVE_MAX; k++) {
+    for (int k = 0; k < nreq && !st && L->rows.nouts < ROWS_MAX; k++) {
         const out_request *q = &list[k];
-        int bin = q->format == FMT_BIN;
-        int smv = q->format == FMT_SMV && have_max &&
-                  (q->source == SRC_INT || (q->source == SRC_AUTO && !has_counts));
-        if (!bin && !smv) continue;
-        char final[NB_PATH_MAX], *target = NULL;
-        live_out *lo = &L->outs[L->nouts];
-        memset(lo, 0, sizeof *lo);
-        lo->req = k;
-        st = frame_path(q->path, frame_no, final, sizeof final);
-        if (!st) st = claim_output(final, &target);
-        if (!st) {
-            nb_info("writing %s", final);
-            if (bin) {
-                nb_info("  %s, photons", fmt_names[q->format]);
-                st = nb_rawfloat_writer_open(&lo->bin, target);
-            } else {
-                nb_info("intfile_scale = %g", L->int_scale);
-                nb_info("  %s, scaled photons", fmt_names[q->format]);
-                nb_smv_meta m;
-                smv_meta_for(q, &fr, L->adc, &m);
-                st = nb_smv_writer_open(&lo->smv, target, &m, 16);
-            }
-        }
-        free(target);
-        if (!st) L->nouts++;
+        int smv = q->format == FMT_SMV && have_max && (q->source == SRC_INT || (q->source == SRC_AUTO && !im->has_counts));
+        if (q->format == FMT_BIN || smv) st = rows_open(&L->rows, q, k, &fr, smv ? ROW_SMV_SCALED : ROW_FLOAT);
     }
-    if (!st && L->nouts) L->off = 0;
-    for (int i = 0; i < L->nouts; i++) L->smv |= L->outs[i].smv != NULL;
-    /* every output live and nothing else wanting the image: it need not be
-     * kept (nor its 64 MiB allocated and zeroed for a 4096^2 detector) */
-    if (!st && L->nouts && L->nouts == nreq && !o->tee) {
-        st = nb_reader_drop_payload(L->r, pix_off, (size_t)fp * sizeof(float));
-        L->dropped = !st;
-    }
-    /* and the int image made and written where the pieces are read: reading,
-     * checksum, conversion and the SMV files on one thread, the raw floats on
-     * the other */
-    if (!st && L->dropped && L->smv) {
-        size_t cap = nb_reader_piece_max(L->r) / sizeof(float);
-        if (L->slot_cap < cap) {
-            free(L->slot_block);
-            L->slot_block = NULL, L->slot_cap = 0;
-            st = nb_alloc_large((void **)&L->slot_block, NB_READER_SLOTS * cap, sizeof(uint16_t), "int rows");
-            /* faulted in at once: 512 separate page faults cost the reading thread ~5 ms */
-            if (!st) nb_prefault(L->slot_block, NB_READER_SLOTS * cap * sizeof(uint16_t));
-            for (int k = 0; k < NB_READER_SLOTS && !st; k++) L->slot_ints[k] = L->slot_block + (size_t)k * cap;
-        }
-        if (!st) L->slot_cap = cap;
-        if (!st) st = nb_reader_set_piece_worker(L->r, live_convert_piece, L);
-        L->convert_ahead = !st;
-    } else if (!st && L->smv && !L->ints) {
-        st = nb_alloc_large((void **)&L->ints, (size_t)LIVE_ROWS_MAX * (size_t)fp, sizeof *L->ints, "int rows");
+    if (st || !L->rows.nouts) return st;
+    L->live = 1;
+    L->dropped = L->rows.nouts == nreq && !o->tee;
+    how->use = L->dropped ? NB_PAYLOAD_SHOW_ONLY : NB_PAYLOAD_KEEP_AND_SHOW;
+    how->first = im->pixels_offset;
+    how->unit = (size_t)im->fpixels * sizeof(float);
+    /* the int image made and written where the pieces are read: reading,
+     * checksum, conversion and the SMV files on one thread, the raw floats
+     * on the other (writing a file into the page cache costs the kernel more
+     * than the rest, and one file is written by one thread at a time) */
+    if (L->rows.scaled) {
+        st = rows_slots(&L->rows, how->unit > how->piece_size ? how->unit : how->piece_size);
+        how->prepare = live_prepare;
     }
     return st;
 }
 
-/* At an IMAGE record's first piece: its files written as it comes, when its
+/* The consumer's begin: an IMAGE record's files written as it comes, when its
  * keys are sound and match the plan (else the usual path, after the whole
  * record, says what is wrong). */
-static nb_status live_start(live_image *L, const nb_record *rec)
+static nb_status live_begin(void *ctx, const nb_record *rec, nb_payload_how *how)
 {
+    live_image *L = ctx;
     nb_image_info im;
-    L->off = 1;
+    rows_abort(&L->rows);
+    L->live = L->dropped = 0;
     /* several panels: written when the record is complete, panel by panel */
-    if (nb_plan_npanels(L->plan) > 1) return NB_OK;
-    if (nb_image_from_record(rec, &im)) return NB_OK;
-    nb_status st = nb_image_check_plan(&im, L->plan) ? NB_OK : live_open(L, &im);
+    if (!L->plan || nb_plan_npanels(L->plan) > 1 || !nb_record_is(rec, "IMAGE") || nb_image_from_record(rec, &im))
+        return NB_OK;
+    nb_status st = nb_image_check_plan(&im, L->plan) ? NB_OK : live_open(L, &im, how);
     nb_image_info_free(&im);
     return st;
-}
-
-/* n pixels of rows into every live raw float output, and their int values
- * (unless NULL: written already) into every SMV one. */
-static nb_status live_put(live_image *L, const float *rows, const uint16_t *ints, size_t n)
-{
-    nb_status st = NB_OK;
-    for (int i = 0; i < L->nouts && !st; i++) {
-        if (L->outs[i].bin) st = nb_rawfloat_writer_put(L->outs[i].bin, rows, n);
-        if (L->outs[i].smv && ints) st = nb_smv_writer_put_u16(L->outs[i].smv, ints, n);
-    }
-    return st;
-}
-
-/* Rows y0 .. y0 + ny - 1 (at `rows`) into every live output, LIVE_ROWS_MAX at a time. */
-static nb_status live_write_rows(live_image *L, const float *rows, int y0, int ny)
-{
-    const size_t w = (size_t)L->width;
-    nb_status st = NB_OK;
-    for (int done = 0; done < ny && !st;) {
-        int k = ny - done < LIVE_ROWS_MAX ? ny - done : LIVE_ROWS_MAX;
-        const float *piece = rows + (size_t)done * w;
-        size_t n = (size_t)k * w, bad;
-        /* the int rows, when an SMV wants them, come with the finite check */
-        if (L->smv)
-            bad = nb_int16_image_rows_checked(piece, L->width, y0 + done, k, L->roi, L->int_scale, L->adc, L->ints);
-        else bad = nb_first_nonfinite(piece, n);
-        if (bad < n) return nonfinite_error((size_t)(y0 + done) * w + bad, w);
-        st = live_put(L, piece, L->ints, n);
-        done += k;
-    }
-    L->rows_done = y0 + ny;
-    return st;
-}
-
-/* Write the rows that have arrived (the first `have` payload bytes). */
-static nb_status live_rows(live_image *L, const nb_record *rec, uint64_t have)
-{
-    const size_t w = (size_t)L->width;
-    const float *img = (const float *)(const void *)(rec->payload + L->pix_off);
-    long avail = have > L->pix_off ? (long)((have - L->pix_off) / (w * sizeof(float))) : 0;
-    if (avail > L->height) avail = L->height;
-    if (L->rows_done >= avail) return NB_OK;
-    return live_write_rows(L, img + (size_t)L->rows_done * w, L->rows_done, (int)(avail - L->rows_done));
-}
-
-/* The image rows in the piece at payload offset off (len bytes): 0 when it
- * holds none (bytes before or after the pixels), -1 when it does not start
- * on a row, else 1 with the first row and the count. */
-static int piece_rows(const live_image *L, uint64_t off, size_t len, int *y0_out, int *ny_out)
-{
-    const size_t row = (size_t)L->width * sizeof(float);
-    if (off < L->pix_off) return 0;
-    uint64_t y0 = (off - L->pix_off) / row, ny = len / row;
-    if (y0 >= (uint64_t)L->height) return 0;
-    if ((off - L->pix_off) % row) return -1;
-    if (ny > (uint64_t)L->height - y0) ny = (uint64_t)L->height - y0;
-    *y0_out = (int)y0, *ny_out = (int)ny;
-    return 1;
-}
-
-/* nb_piece_worker: a piece's int values (and finite check), written to the
- * SMV outputs, on the reading thread while this one writes the previous
- * piece's raw floats.  Errors are left in the slot for this thread to report. */
-static void live_convert_piece(void *ctx, int slot, const unsigned char *p, uint64_t off, size_t len)
-{
-    live_image *L = ctx;
-    int y0, ny;
-    L->slot_bad[slot] = SIZE_MAX;
-    L->slot_werr[slot] = 0;
-    if (piece_rows(L, off, len, &y0, &ny) != 1 || (size_t)ny * (size_t)L->width > L->slot_cap) return;
-    const size_t n = (size_t)ny * (size_t)L->width;
-    L->slot_bad[slot] = nb_int16_image_rows_checked((const float *)(const void *)p, L->width, y0, ny, L->roi,
-                                                    L->int_scale, L->adc, L->slot_ints[slot]);
-    if (L->slot_bad[slot] < n || L->ahead_failed) return;
-    for (int i = 0; i < L->nouts && !L->slot_werr[slot]; i++)
-        if (L->outs[i].smv) {
-            L->slot_werr[slot] = nb_smv_writer_put_u16_errno(L->outs[i].smv, L->slot_ints[slot], n);
-            L->slot_wout[slot] = i;
-        }
-    L->ahead_failed = L->slot_werr[slot] != 0;
-}
-
-/* A payload that is not kept: the rows of the piece that has just come
- * (pieces from the pixels' offset on hold whole rows). */
-static nb_status live_piece(live_image *L)
-{
-    uint64_t off;
-    size_t len;
-    int slot, y0, ny;
-    const unsigned char *p = nb_reader_piece(L->r, &off, &len, &slot);
-    int has = p ? piece_rows(L, off, len, &y0, &ny) : 0;
-    if (has == 0) return NB_OK;
-    if (has < 0 || y0 != L->rows_done)
-        return nb_error_set(NB_ERR_DATA, "internal error: a piece of the image out of step (row %d, expected %d)",
-                            has < 0 ? -1 : y0, L->rows_done);
-    const float *rows = (const float *)(const void *)p;
-    if (!L->convert_ahead) return live_write_rows(L, rows, y0, ny);
-    /* the int rows are converted and written already: check, then write the floats */
-    const size_t w = (size_t)L->width, n = (size_t)ny * w, bad = L->slot_bad[slot];
-    if (bad == SIZE_MAX) return nb_error_set(NB_ERR_DATA, "internal error: rows %d to %d were not converted", y0, y0 + ny - 1);
-    if (bad < n) return nonfinite_error((size_t)y0 * w + bad, w);
-    if (L->slot_werr[slot])
-        return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", nb_smv_writer_path(L->outs[L->slot_wout[slot]].smv),
-                            strerror(L->slot_werr[slot]));
-    L->rows_done = y0 + ny;
-    return live_put(L, rows, NULL, n);
-}
-
-/* nb_payload_hook: start the live files at an IMAGE record's first piece */
-static nb_status live_hook(void *ctx, const nb_record *rec, uint64_t have)
-{
-    live_image *L = ctx;
-    if (!L->plan || !nb_record_is(rec, "IMAGE")) return NB_OK;
-    if (!L->started) {
-        L->started = 1;
-        nb_status st = live_start(L, rec);
-        if (st) return st;
-    }
-    if (L->off || have == 0) return NB_OK;
-    return L->dropped ? live_piece(L) : live_rows(L, rec, have);
-}
-
-/* After the whole record has arrived (and passed its CRC): whether request
- * k was written live; if so its file is committed (renamed with the others
- * when the stream ends). */
-static nb_status live_finish(live_image *L, int k, int *was_live)
-{
-    *was_live = 0;
-    for (int i = 0; i < L->nouts; i++) {
-        live_out *lo = &L->outs[i];
-        if (lo->req != k || (!lo->bin && !lo->smv)) continue;
-        *was_live = 1;
-        nb_status st = lo->bin ? nb_outfile_commit(lo->bin) : nb_smv_writer_close(lo->smv);
-        lo->bin = NULL, lo->smv = NULL;
-        return st;
-    }
-    return NB_OK;
 }
 
 /* ---- importing ------------------------------------------------------------ */
@@ -917,7 +926,8 @@ static nb_status convert_image(const nb_record *rec, const nb_plan *plan, const 
     nb_status st = nb_image_from_record(rec, &im);
     if (st) return st;
     if ((st = nb_image_check_plan(&im, plan))) goto done;
-    int all_live = live->started && !live->off && live->rows_done == live->height;
+    /* every pixel checked as it came already */
+    int all_live = live->live && live->rows.rows_done == live->rows.height;
     /* a payload not kept was all written as it came (every output live) */
     if (!live->dropped && (st = prepare_frame(plan, rec, &im, o, all_live, &fr))) goto done;
     out_request req[8];
@@ -930,15 +940,16 @@ static nb_status convert_image(const nb_record *rec, const nb_plan *plan, const 
     for (int k = 0; k < n && !st; k++) {
         int was_live = 0;
         if (IS_SIDECAR(list[k].format)) st = write_sidecar(&list[k], o, &fr);
-        else if (!(st = live_finish(live, k, &was_live)) && !was_live && list[k].format != FMT_NBS)
-            st = live->dropped ? nb_error_set(NB_ERR_DATA, "internal error: '%s' was not written as the image "
-                                                           "came, which is no longer there",
-                                              list[k].path)
-                 : im.npanels > 1 ? write_panels(&list[k], &fr)
-                                  : write_one(&list[k], &fr);
+        else if ((st = rows_finish(&live->rows, k, &was_live)) || was_live || list[k].format == FMT_NBS) continue;
+        else if (live->dropped)
+            st = nb_error_set(NB_ERR_DATA, "internal error: '%s' was not written as the image came, which is no "
+                                           "longer there",
+                              list[k].path);
+        else st = im.npanels > 1 ? write_panels(&list[k], k, &fr) : write_file(&list[k], k, &fr);
     }
 done:
-    live_abort(live); /* nothing is left open; ready for the next record */
+    rows_abort(&live->rows); /* nothing is left open; ready for the next record */
+    live->live = live->dropped = 0;
     nb_image_info_free(&im);
     return st;
 }
@@ -1070,8 +1081,8 @@ int main(int argc, char **argv)
     live_image live;
     memset(&live, 0, sizeof live);
     live.o = &o;
-    live.r = r;
-    if (!st && !o.import) nb_reader_set_payload_hook(r, live_hook, &live);
+    nb_payload_consumer consumer = {live_begin, live_piece, &live};
+    if (!st && !o.import) nb_reader_set_consumer(r, &consumer);
     if (!st && o.import) {
         /* the stream goes on: to -o FILE.nbs or standard output */
         for (int k = 0; k < o.nouts; k++)
@@ -1127,9 +1138,7 @@ int main(int argc, char **argv)
         if (!st) st = nb_writer_close(tee);
         else nb_writer_abort(tee);
     }
-    live_abort(&live);
-    free(live.ints);
-    free(live.slot_block);
+    rows_free(&live.rows);
     if (st) abort_pending();
     else st = commit_pending();
     if (have_plan) nb_plan_free(&plan);

@@ -13,6 +13,7 @@
 #include "nb_sim.h"
 #include "nb_sim_cuda.h"
 #include "nb_stream.h"
+#include "nb_tuning.h"
 #include "nb_util.h"
 
 static void print_backends(FILE *fp);
@@ -84,9 +85,8 @@ static void print_pixel(const nb_kparams *kp, const nb_plan *plan, int f, int s,
 }
 
 /* Statistics exactly as the reference computes them (in its pixel order),
- * into the IMAGE record's keys, and the CRC-32 of the pixels' bytes. */
-static nb_status image_stats(const nb_kparams *kp, const float *img, const nb_render_result *res, nb_image_info *im,
-                             uint32_t *pixels_crc)
+ * into the IMAGE record's keys. */
+static nb_status image_stats(const nb_kparams *kp, const float *img, const nb_render_result *res, nb_image_info *im)
 {
     nb_stats st;
     nb_roi roi = {kp->roi_xmin, kp->roi_xmax, kp->roi_ymin, kp->roi_ymax};
@@ -117,12 +117,11 @@ static nb_status image_stats(const nb_kparams *kp, const float *img, const nb_re
     im->solid_angle = omega;
     im->has.max_I = im->has.max_I_x = im->has.max_I_y = im->has.mean = im->has.rms = im->has.rmsd = 1;
     im->has.solid_angle = 1;
-    *pixels_crc = st.crc;
     return NB_OK;
 }
 
 static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, long frame, nb_record *out,
-                        uint32_t *pixels_crc);
+                        nb_payload_crc *row_crc, int *row_crc_taken);
 
 /* The frames this run renders, [*first, *last] 0-based, from --frames and
  * --shard; an empty range (a shard with no frames) is allowed. */
@@ -156,14 +155,11 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
         nb_info("frames %ld to %ld of %d", first + 1, last + 1, plan->nframes);
     for (long f = first; f <= last && !st; f++) {
         nb_record img;
-        uint32_t pixels_crc;
-        st = render(plan, hkl, o, f, &img, &pixels_crc);
-        /* the pixels are the whole payload: their CRC, taken row by row as
-         * they were rendered, is the payload's */
-        const float *px = NULL;
-        int crc_is_payloads = !st && !nb_image_pixels(&img, NULL, &px, NULL) && (const void *)px == img.payload &&
-                              img.payload_len == (uint64_t)plan->fpixels * plan->spixels * sizeof(float);
-        if (!st) st = nb_writer_put_consume(w, &img, crc_is_payloads ? &pixels_crc : NULL);
+        nb_payload_crc row_crc; /* the pixels' rows' CRCs, taken as they were rendered */
+        int taken = 0;
+        st = render(plan, hkl, o, f, &img, &row_crc, &taken);
+        if (!st) st = nb_writer_put_consume(w, &img, taken ? &row_crc : NULL);
+        nb_payload_crc_free(&row_crc);
         nb_record_free(&img);
     }
     return st;
@@ -302,8 +298,10 @@ typedef struct panel_render {
 
 /* Render one panel (plan is a one-panel plan, nb_plan_panel_view) into img,
  * with the reference's -printout lines; pr->res.row_stats holds the rows'
- * statistics (filled here when the backend did not). */
-static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *o, float *img, panel_render *pr)
+ * statistics (filled here when the backend did not).  row_crc: NULL, or
+ * where the renderer takes its rows' CRC-32s (a detector of one panel). */
+static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *o, float *img, panel_render *pr,
+                              nb_payload_crc *row_crc)
 {
     nb_sim_setup setup;
     nb_status st;
@@ -322,6 +320,7 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_
     }
     /* faulted in here rather than a page at a time by the render's threads */
     nb_prefault(res.row_stats, (size_t)plan->spixels * sizeof *res.row_stats);
+    res.row_crc = row_crc;
     int use_cuda = 0;
     st = pick_device(o, &use_cuda);
     if (!st && use_cuda) st = nb_render_cuda(cuda, &setup.kp, use_double, img, &res);
@@ -423,8 +422,12 @@ static void panels_stats(const nb_plan *plan, float *img, panel_render *pr, nb_i
     }
 }
 
+/* Frame `frame` of the plan into an IMAGE record, panel after panel.  With
+ * one panel the renderer takes the CRC-32 of each row of its pixels into
+ * row_crc (freed by the caller in any case), and *row_crc_taken says it took
+ * them all; with several the writer takes the payload's CRC itself. */
 static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, long frame, nb_record *out,
-                        uint32_t *pixels_crc)
+                        nb_payload_crc *row_crc, int *row_crc_taken)
 {
     /* frame i of a series is the plan with its spindle start moved by i osc */
     nb_plan frame_plan = *series;
@@ -434,8 +437,14 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
     nb_status st;
     panel_render *pr;
     float *img;
+    memset(row_crc, 0, sizeof *row_crc);
+    *row_crc_taken = 0;
     nb_image_record_init(out);
     st = nb_image_add_pixels(out, nb_plan_total_pixels(plan), NB_ARRAY_UNINITIALISED, &img);
+    /* the pixels' rows, where they lie in the payload (adding the keys does not move it) */
+    if (!st && np == 1)
+        st = nb_payload_crc_init(row_crc, (uint64_t)((unsigned char *)img - out->payload),
+                                 (size_t)plan->fpixels * sizeof(float), (size_t)plan->spixels);
     if (st) return st;
     if ((st = nb_calloc((void **)&pr, (size_t)np, sizeof *pr, "panel renders"))) return st;
     /* each panel with the kernels as they are: its own geometry in nb_kparams */
@@ -446,7 +455,7 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
         nb_plan_panel_view(plan, i, &v);
         nb_plan_panel_dims(plan, i, NULL, NULL, &off);
         if (np > 1) nb_info("panel %d of %d", i, np);
-        st = render_panel(&v, hkl, o, img + off, &pr[i]);
+        st = render_panel(&v, hkl, o, img + off, &pr[i], np == 1 ? row_crc : NULL);
         seconds += pr[i].res.seconds, kernel_seconds += pr[i].res.kernel_seconds;
     }
 
@@ -475,7 +484,8 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
         kp.roi_xmin = plan->roi_xmin, kp.roi_xmax = plan->roi_xmax;
         kp.roi_ymin = plan->roi_ymin, kp.roi_ymax = plan->roi_ymax;
         kp.oversample = pr[0].oversample, kp.subpixel_size = pr[0].subpixel_size, kp.steps = pr[0].steps;
-        st = image_stats(&kp, img, &pr[0].res, &im, pixels_crc);
+        st = image_stats(&kp, img, &pr[0].res, &im);
+        *row_crc_taken = pr[0].res.row_stats_filled;
     } else if (!st) {
         panels_stats(plan, img, pr, &im);
     }

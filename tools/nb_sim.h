@@ -7,6 +7,8 @@
 #include "nb_image.h"
 #include "nb_physics.h"
 #include "nb_plan.h"
+#include "nb_stream.h"
+#include "nb_tuning.h"
 #include "nb_util.h"
 
 /* Everything the kernels need, with the storage behind kp's pointers. */
@@ -28,7 +30,8 @@ typedef struct nb_render_result {
     double seconds;     /* the whole render call (uploads and copies included) */
     double kernel_seconds; /* the kernel alone (the CUDA backend; 0 on the CPU) */
     nb_row_stats *row_stats; /* in: spixels entries for each row's statistics, or NULL */
-    int row_stats_filled;    /* out: the renderer filled them (the CPU kernels do, row by row) */
+    nb_payload_crc *row_crc; /* in: one piece per row, for the stream writer's CRC, or NULL */
+    int row_stats_filled;    /* out: the renderer filled them and row_crc (the CPU kernels do, row by row) */
 } nb_render_result;
 
 /* Reference-faithful double precision on the CPU (OpenMP over rows).  The

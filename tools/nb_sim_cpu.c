@@ -152,6 +152,7 @@ nb_status nb_render_cpu_double(const nb_kparams *kp, float *image, nb_render_res
         if (res->row_stats) nb_row_stats_compute(image + (size_t)s * kp->fpixels, kp->fpixels, s, roi,
                                                  kp->mask ? kp->mask + (size_t)s * kp->fpixels : NULL,
                                                  &res->row_stats[s]);
+        if (res->row_crc) nb_payload_crc_take(res->row_crc, (size_t)s, image + (size_t)s * kp->fpixels);
         if (prog) nb_progress_add(prog, 1);
     }
     res->omega_sum = 0.0;
@@ -290,7 +291,7 @@ nb_status nb_render_cpu_fast(const nb_kparams *kp, float *image, nb_render_resul
     }
     double t0 = nb_now();
     int tripped = 0;
-    pick_kernel()(&fp, image, row_omega, res->row_stats, &tripped, prog);
+    pick_kernel()(&fp, image, row_omega, res->row_stats, res->row_crc, &tripped, prog);
     res->seconds = nb_now() - t0;
     res->row_stats_filled = res->row_stats != NULL;
     res->tripped = tripped;

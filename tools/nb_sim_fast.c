@@ -26,7 +26,6 @@
 #include <immintrin.h>
 #endif
 
-#include "nb_crc32.h"
 #include "nb_sim.h"
 #include "nb_sim_fast.h"
 
@@ -784,7 +783,8 @@ static void render_row(const nb_fparams *fs, int s_row, float *row, vd *omega_ac
 #undef RENDER
 }
 
-void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, nb_row_stats *row_stats, int *tripped_out,
+void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, nb_row_stats *row_stats,
+                  nb_payload_crc *row_crc, int *tripped_out,
                   nb_progress *prog)
 {
     const nb_kparams *kp = &fs->kp;
@@ -811,6 +811,7 @@ void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, nb_row_
         if (row_stats)
             row_stats_here(row, kp->fpixels, s, roi, kp->mask ? kp->mask + (size_t)s * kp->fpixels : NULL,
                            &row_stats[s]);
+        if (row_crc) nb_payload_crc_take(row_crc, (size_t)s, row);
         if (prog) nb_progress_add(prog, 1);
     }
     *tripped_out = tripped;

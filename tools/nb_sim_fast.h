@@ -6,17 +6,19 @@
 
 #include "nb_image.h"
 #include "nb_physics.h"
+#include "nb_stream.h"
 #include "nb_util.h"
 
+/* row_stats and row_crc: each row's statistics and its CRC-32 for the stream
+ * writer, taken while the row is in cache (either may be NULL) */
 typedef void (*nb_fast_kernel)(const nb_fparams *fp, float *image, double *row_omega, nb_row_stats *row_stats,
-                               int *tripped,
-                               nb_progress *prog);
+                               nb_payload_crc *row_crc, int *tripped, nb_progress *prog);
 
 void nb_render_fast_generic(const nb_fparams *fp, float *image, double *row_omega, nb_row_stats *row_stats,
-                               int *tripped, nb_progress *prog);
+                            nb_payload_crc *row_crc, int *tripped, nb_progress *prog);
 void nb_render_fast_avx2(const nb_fparams *fp, float *image, double *row_omega, nb_row_stats *row_stats,
-                               int *tripped, nb_progress *prog);
+                         nb_payload_crc *row_crc, int *tripped, nb_progress *prog);
 void nb_render_fast_avx512(const nb_fparams *fp, float *image, double *row_omega, nb_row_stats *row_stats,
-                               int *tripped, nb_progress *prog);
+                           nb_payload_crc *row_crc, int *tripped, nb_progress *prog);
 
 #endif

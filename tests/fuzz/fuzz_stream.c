@@ -8,37 +8,37 @@
 #include "nb_plan.h"
 #include "nb_stream.h"
 
-/* A second reading in which every payload is dropped (nb_reader_drop_payload)
- * and its pieces are looked at, by a piece worker and the hook: cut where the
- * pixels array of a sound IMAGE header starts, in units of 12 bytes. */
+/* A second reading in which every payload goes to a consumer (the stream
+ * reader's nb_payload_consumer) and is not kept: its pieces are looked at by
+ * a prepare step and by piece(), cut where the pixels array of a sound IMAGE
+ * header starts, in units of 12 bytes. */
 typedef struct drop_ctx {
-    nb_reader *r;
     unsigned sum;
 } drop_ctx;
 
-static void look_at_piece(void *ctx, int slot, const unsigned char *piece, uint64_t offset, size_t len)
+static void look_at_piece(void *ctx, const nb_payload_piece *pc)
 {
     drop_ctx *d = ctx;
-    if (len) d->sum += piece[len / 2] + (unsigned)slot + (unsigned)offset;
+    if (pc->len) d->sum += pc->data[pc->len / 2] + (unsigned)pc->slot + (unsigned)pc->offset;
 }
 
-static nb_status drop_all(void *ctx, const nb_record *rec, uint64_t have)
+static nb_status drop_begin(void *ctx, const nb_record *rec, nb_payload_how *how)
+{
+    (void)ctx;
+    uint64_t first = 0;
+    nb_image_info im;
+    if (nb_record_is(rec, "IMAGE") && !nb_image_from_record(rec, &im)) {
+        first = im.pixels_offset;
+        nb_image_info_free(&im);
+    }
+    how->use = NB_PAYLOAD_SHOW_ONLY, how->first = first, how->unit = 12, how->prepare = look_at_piece;
+    return NB_OK;
+}
+
+static nb_status drop_piece(void *ctx, const nb_payload_piece *pc)
 {
     drop_ctx *d = ctx;
-    if (have == 0) {
-        uint64_t first = 0;
-        nb_image_info im;
-        if (nb_record_is(rec, "IMAGE") && !nb_image_from_record(rec, &im)) {
-            first = im.pixels_offset;
-            nb_image_info_free(&im);
-        }
-        nb_status st = nb_reader_drop_payload(d->r, first, 12);
-        return st ? st : nb_reader_set_piece_worker(d->r, look_at_piece, d);
-    }
-    uint64_t off;
-    size_t len;
-    const unsigned char *p = nb_reader_piece(d->r, &off, &len, NULL);
-    if (p && len) d->sum += p[0] + p[len - 1] + (unsigned)off;
+    if (pc->len) d->sum += pc->data[0] + pc->data[pc->len - 1] + (unsigned)pc->offset;
     return NB_OK;
 }
 
@@ -47,16 +47,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     nb_set_verbosity(-2);
     nb_reader *r;
     drop_ctx d = {0};
-    if (!nb_reader_open_mem(&d.r, data, size, "fuzz")) {
+    if (!nb_reader_open_mem(&r, data, size, "fuzz")) {
         nb_record got;
         memset(&got, 0, sizeof got);
-        nb_reader_set_payload_hook(d.r, drop_all, &d);
+        nb_payload_consumer c = {drop_begin, drop_piece, &d};
+        nb_reader_set_consumer(r, &c);
         for (int n = 0; n < 64; n++) {
             int eof = 0;
-            if (nb_reader_next(d.r, &got, &eof) || eof) break;
+            if (nb_reader_next(r, &got, &eof) || eof) break;
         }
         nb_record_free(&got);
-        nb_reader_close(d.r);
+        nb_reader_close(r);
     }
     if (nb_reader_open_mem(&r, data, size, "fuzz")) return 0;
     nb_record rec;

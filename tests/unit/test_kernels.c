@@ -13,6 +13,7 @@
 #include "nb_geometry.h"
 #include "nb_hkl.h"
 #include "nb_options.h"
+#include "nb_crc32.h"
 #include "nb_sim.h"
 #include "tap.h"
 
@@ -97,6 +98,14 @@ static void reference_stats(const float *img, const nb_plan *p, nb_stats *st)
         }
     st->rmsd = sqrt(sumd / ((n2 > 1 ? n2 : 2) - 1));
     st->mean = avg, st->max_I = max_I, st->max_index = arg, st->rendered = n;
+}
+
+/* every row's CRC in pc is that of the row's bytes in img */
+static int rows_crc_ok(const nb_payload_crc *pc, const float *img)
+{
+    for (size_t y = 0; y < pc->pieces; y++)
+        if (pc->crc[y] != nb_crc32_update(0, (const unsigned char *)img + y * pc->piece_len, pc->piece_len)) return 0;
+    return pc->pieces > 0;
 }
 
 static void check_stats(const char *what, const nb_stats *got, const nb_stats *want)
@@ -221,8 +230,15 @@ int main(void)
         nb_render_result res = {0};
         nb_row_stats *rows = calloc((size_t)plan.spixels, sizeof *rows);
         nb_stats want, have;
+        nb_payload_crc row_crc;
+        if (nb_payload_crc_init(&row_crc, 0, (size_t)plan.fpixels * sizeof(float), (size_t)plan.spixels)) {
+            ok(0, "%s: nb_payload_crc_init", cf->name);
+            continue;
+        }
         res.row_stats = rows;
+        res.row_crc = &row_crc;
         ok(nb_render_cpu_double(&setup.kp, dbl, &res, NULL) == NB_OK, "%s: double path renders", cf->name);
+        ok(rows_crc_ok(&row_crc, dbl), "  double path: each row's CRC-32 for the stream, taken as it was rendered");
         reference_stats(dbl, &plan, &want);
         nb_stats_from_rows(rows, plan.spixels, &have);
         check_stats("  double path, per-row", &have, &want);
@@ -259,7 +275,10 @@ int main(void)
             nb_render_result r2 = {0};
             memset(rows, 0xff, (size_t)plan.spixels * sizeof *rows);
             r2.row_stats = rows;
+            r2.row_crc = &row_crc;
+            memset(row_crc.crc, 0, row_crc.pieces * sizeof *row_crc.crc);
             ok(nb_render_cpu_fast(&setup.kp, simd, &r2, NULL) == NB_OK, "%s: SIMD %s renders", cf->name, got);
+            ok(rows_crc_ok(&row_crc, simd), "  SIMD %s: each row's CRC-32 for the stream", got);
             reference_stats(simd, &plan, &want);
             nb_stats_from_rows(rows, plan.spixels, &have);
             check_stats("  SIMD per-row", &have, &want);
@@ -284,6 +303,7 @@ int main(void)
         }
         unsetenv("NB_SIMD");
         free(dbl), free(scalar), free(simd), free(rows);
+        nb_payload_crc_free(&row_crc);
         nb_sim_setup_free(&setup);
         nb_hkl_free(&hkl);
         nb_plan_free(&plan);

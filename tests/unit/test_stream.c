@@ -23,6 +23,7 @@
 #include "nb_crc32.h"
 #include "nb_error.h"
 #include "nb_stream.h"
+#include "nb_tuning.h"
 #include "nb_util.h"
 #include "tap.h"
 
@@ -539,19 +540,31 @@ static void *drain_pipe(void *arg)
  * gets the same record either way, and a wrong CRC is the one written. */
 static void test_put_consume(void)
 {
-    const size_t n = (size_t)3 << 20; /* 12 MiB of floats: above the size that is spliced */
+    const size_t n = (size_t)3 << 20, width = 3072; /* 12 MiB of floats: above the size that is spliced */
     nb_record rec;
     float *px;
+    unsigned char *tail;
     nb_record_init(&rec, "IMAGE");
     nb_hdr_set_long(&rec, "FPIXELS", 3);
-    if (nb_record_add_array(&rec, "pixels", NB_F32, n, NULL, (void **)&px)) {
+    /* bytes before and after the pixels, which the writer checksums itself */
+    if (nb_record_add_array(&rec, "head", NB_U8, 5, "abcde", NULL) ||
+        nb_record_add_array(&rec, "pixels", NB_F32, n, NULL, (void **)&px) ||
+        nb_record_add_array(&rec, "tail", NB_U8, 3, "xyz", (void **)&tail)) {
         ok(0, "allocate a 12 MiB record");
         return;
     }
     for (size_t i = 0; i < n; i++) px[i] = (float)(i % 1000003) * 0.25f;
     unsigned char *copy = malloc((size_t)rec.payload_len);
     memcpy(copy, rec.payload, (size_t)rec.payload_len);
-    uint32_t crc = nb_crc32_update(0, rec.payload, rec.payload_len);
+    /* the pixels' rows' CRCs, as a producer takes them */
+    nb_payload_crc crc;
+    if (nb_payload_crc_init(&crc, (uint64_t)((unsigned char *)px - rec.payload), width * sizeof(float), n / width)) {
+        ok(0, "nb_payload_crc_init");
+        return;
+    }
+    for (size_t y = 0; y < n / width; y++) nb_payload_crc_take(&crc, y, px + y * width);
+    ok(crc.offset == 8 && tail >= (unsigned char *)(px + n), "the pixels lie between two other arrays (offset %llu)",
+       (unsigned long long)crc.offset);
 
     int pfd[2];
     pipe_sink sink = {0};
@@ -595,15 +608,15 @@ static void test_put_consume(void)
     ok(zero_floats > n - 2048, "the payload's pages were handed over (%zu of %zu floats now read as 0)", zero_floats,
        n);
 #endif
-    /* into a file (no splicing): the caller's CRC is the one written */
+    /* into a file (no splicing): the caller's CRCs are the ones written */
     memcpy(rec.payload, copy, (size_t)rec.payload_len);
     char path[512];
     snprintf(path, sizeof path, "%s/consume.nbs", tmpdir);
     for (int wrong = 0; wrong < 2; wrong++) {
         nb_writer *w;
-        uint32_t c = crc ^ (uint32_t)wrong;
+        crc.crc[17] ^= (uint32_t)wrong;
         st = nb_writer_open(&w, path);
-        if (!st) st = nb_writer_put_consume(w, &rec, &c);
+        if (!st) st = nb_writer_put_consume(w, &rec, &crc);
         if (!st) st = nb_writer_end(w);
         if (!st) st = nb_writer_close(w);
         nb_status rst = st;
@@ -614,11 +627,23 @@ static void test_put_consume(void)
             nb_reader_close(r);
         }
         if (wrong)
-            ok(rst == NB_ERR_DATA && strstr(nb_error_message(), "CRC"), "a wrong payload CRC is written: %s",
+            ok(rst == NB_ERR_DATA && strstr(nb_error_message(), "CRC"), "a wrong piece's CRC is written: %s",
                nb_error_message());
         else
-            ok(!st && !rst, "the right payload CRC reads back");
+            ok(!st && !rst, "the right pieces' CRCs read back");
     }
+    /* pieces that do not fit in the payload are refused, before anything is written */
+    crc.pieces++;
+    nb_writer *w;
+    st = nb_writer_open(&w, path);
+    if (!st) {
+        st = nb_writer_put_consume(w, &rec, &crc);
+        nb_writer_abort(w);
+    }
+    ok(st == NB_ERR_USAGE && strstr(nb_error_message(), "outside the"), "CRCs of pieces outside the payload: %s",
+       nb_error_message());
+    nb_payload_crc_free(&crc);
+    ok(crc.crc == NULL && crc.pieces == 0, "nb_payload_crc_free leaves it empty");
     free(copy);
     free(sink.got.p);
     nb_record_free(&rec);
@@ -668,7 +693,8 @@ static void case_epipe_status(void)
     nb_record_init(&rec, "IMAGE");
     if (nb_record_add_array(&rec, "pixels", NB_F32, (size_t)3 << 19, NULL, (void **)&px)) _exit(91);
     memset(px, 0, (size_t)6 << 20);
-    uint32_t crc = 0;
+    uint32_t zeros_crc = nb_crc32_update(0, px, (size_t)6 << 20);
+    nb_payload_crc crc = {0, (size_t)6 << 20, 1, &zeros_crc};
     st = nb_writer_put_consume(w, &rec, &crc);
     _exit(st == NB_ERR_PIPE ? 0 : 20 + (int)st);
 }
@@ -779,63 +805,66 @@ static void test_closed_pipe(void)
     remove(closed_temp);
 }
 
-/* A hook that asks for the payload not to be kept and puts the pieces back
- * together, checking how they are cut. */
-typedef struct drop_probe {
-    nb_reader *r;
+/* A payload consumer that asks for the pieces (kept or not) and puts them
+ * back together, checking how they are cut and that each was prepared. */
+typedef struct piece_probe {
+    nb_payload_use use;
     uint64_t first;
     size_t unit;
     unsigned char *copy; /* the payload, from the pieces */
     uint64_t next;       /* where the next piece should start */
-    int calls0, pieces, misplaced, late_drop;
-    /* the piece worker: what it found in each slot, checked by the hook */
-    int worker_calls, worker_mismatch, worker_refused;
+    uint64_t len;        /* the payload's length */
+    size_t piece_size;   /* from the reader */
+    int begins, pieces, misplaced, too_big;
+    /* the prepare step: what it found in each slot, checked by piece() */
+    int prepared, prepare_mismatch;
     uint64_t slot_off[NB_READER_SLOTS];
     uint32_t slot_crc[NB_READER_SLOTS];
-} drop_probe;
+} piece_probe;
 
-static void drop_worker(void *ctx, int slot, const unsigned char *piece, uint64_t offset, size_t len)
+static void probe_prepare(void *ctx, const nb_payload_piece *pc)
 {
-    drop_probe *d = ctx;
-    d->worker_calls++; /* only one worker thread at a time: no race with the hook on this counter */
-    d->slot_off[slot] = offset;
-    d->slot_crc[slot] = nb_crc32_update(0, piece, len);
+    piece_probe *d = ctx;
+    d->prepared++; /* one reading thread at a time: no race with piece() on this counter */
+    d->slot_off[pc->slot] = pc->offset;
+    d->slot_crc[pc->slot] = nb_crc32_update(0, pc->data, pc->len);
 }
 
-static nb_status drop_hook(void *ctx, const nb_record *rec, uint64_t have)
+static nb_status probe_begin(void *ctx, const nb_record *rec, nb_payload_how *how)
 {
-    drop_probe *d = ctx;
+    piece_probe *d = ctx;
     if (!nb_record_is(rec, "IMAGE")) return NB_OK;
-    if (have == 0) {
-        d->calls0++;
-        d->copy = realloc(d->copy, (size_t)rec->payload_len);
-        d->next = 0;
-        d->worker_refused = nb_reader_set_piece_worker(d->r, drop_worker, d) == NB_ERR_USAGE;
-        nb_status st = nb_reader_drop_payload(d->r, d->first, d->unit);
-        return st ? st : nb_reader_set_piece_worker(d->r, drop_worker, d);
-    }
-    uint64_t off;
-    size_t len;
-    int slot = -1;
-    const unsigned char *p = nb_reader_piece(d->r, &off, &len, &slot);
-    if (slot < 0 || slot >= NB_READER_SLOTS || d->slot_off[slot] != off || !p ||
-        d->slot_crc[slot] != nb_crc32_update(0, p, len))
-        d->worker_mismatch++;
-    d->late_drop += nb_reader_drop_payload(d->r, 0, 1) == NB_ERR_USAGE;
-    /* in order, ending at `have`; from `first` on, whole units (but the last) */
-    if (!p || off != d->next || off + len != have ||
-        (off >= d->first && (off - d->first) % d->unit != 0) ||
-        (off < d->first && off + len > d->first) || (off >= d->first && len % d->unit && have != rec->payload_len))
+    d->begins++;
+    d->copy = realloc(d->copy, (size_t)rec->payload_len);
+    d->next = 0, d->len = rec->payload_len, d->piece_size = how->piece_size;
+    if (how->use != NB_PAYLOAD_KEEP || rec->payload) d->misplaced++; /* the default, and no payload yet */
+    how->use = d->use, how->first = d->first, how->unit = d->unit, how->prepare = probe_prepare;
+    return NB_OK;
+}
+
+static nb_status probe_piece(void *ctx, const nb_payload_piece *pc)
+{
+    piece_probe *d = ctx;
+    int slot = pc->slot;
+    uint64_t off = pc->offset, end = off + pc->len;
+    size_t len = pc->len;
+    if (slot < 0 || slot >= NB_READER_SLOTS || d->slot_off[slot] != off ||
+        d->slot_crc[slot] != nb_crc32_update(0, pc->data, len) || slot != d->pieces % NB_READER_SLOTS)
+        d->prepare_mismatch++;
+    /* in order; none straddles `first`; from `first` on, whole units (but the last) */
+    if (off != d->next || (off >= d->first && (off - d->first) % d->unit != 0) ||
+        (off < d->first && end > d->first) || (off >= d->first && len % d->unit && end != d->len))
         d->misplaced++;
-    if (p) memcpy(d->copy + off, p, len);
-    d->next = off + len;
+    d->too_big += len > (d->unit > d->piece_size ? d->unit : d->piece_size);
+    memcpy(d->copy + off, pc->data, len);
+    d->next = end;
     d->pieces++;
     return NB_OK;
 }
 
 /* The first record of the file at path, read on `threads` threads by a
- * reader whose hook drops the payload (d set up by the caller, d->r set here). */
-static nb_status read_dropping(const char *path, int threads, drop_probe *d, nb_record *got)
+ * reader with the probe as its consumer */
+static nb_status read_probed(const char *path, int threads, piece_probe *d, nb_record *got, nb_reader **r)
 {
 #ifdef _OPENMP
     omp_set_num_threads(threads);
@@ -844,15 +873,17 @@ static nb_status read_dropping(const char *path, int threads, drop_probe *d, nb_
 #endif
     int eof = 0;
     memset(got, 0, sizeof *got);
-    nb_status st = nb_reader_open(&d->r, path);
+    nb_status st = nb_reader_open(r, path);
     if (st) return st;
-    nb_reader_set_payload_hook(d->r, drop_hook, d);
-    return nb_reader_next(d->r, got, &eof);
+    nb_payload_consumer c = {probe_begin, probe_piece, d};
+    nb_reader_set_consumer(*r, &c);
+    return nb_reader_next(*r, got, &eof);
 }
 
-/* nb_reader_drop_payload: the payload comes in pieces cut as asked, on one
- * thread or two, and is not kept; a damaged record is still refused. */
-static void test_drop_payload(void)
+/* The payload consumer: the payload comes in pieces cut as asked, each
+ * prepared first, on one thread or two, kept or not; a damaged record is
+ * still refused. */
+static void test_payload_consumer(void)
 {
     enum { W = 1000, H = 1500 }; /* 6 MB of pixels: read ahead on a second thread when allowed */
     nb_record rec;
@@ -878,32 +909,37 @@ static void test_drop_payload(void)
     if (!st) st = nb_writer_end(w);
     if (!st) st = nb_writer_close(w);
     ok(st == NB_OK, "write a stream with a 6 MB image");
-    for (int threads = 1; threads <= 2; threads++) {
-        drop_probe d;
-        memset(&d, 0, sizeof d);
-        d.first = pix_off, d.unit = W * sizeof(float);
-        nb_record got;
-        st = read_dropping(path, threads, &d, &got);
-        const void *any;
-        ok(!st && d.calls0 == 1 && d.pieces > 6 && !d.misplaced && d.next == rec.payload_len &&
-               !memcmp(d.copy, rec.payload, (size_t)rec.payload_len),
-           "%d thread%s: the payload in %d pieces, in order, rows whole, as written", threads, threads > 1 ? "s" : "",
-           d.pieces);
-        ok(d.late_drop == d.pieces, "%d thread%s: nb_reader_drop_payload only from the first call", threads,
-           threads > 1 ? "s" : "");
-        ok(d.worker_refused && d.worker_calls == d.pieces && !d.worker_mismatch,
-           "%d thread%s: the piece worker saw each piece in its slot before the hook (%d calls); refused before "
-           "nb_reader_drop_payload",
-           threads, threads > 1 ? "s" : "", d.worker_calls);
-        ok(!st && got.payload == NULL && got.payload_len == rec.payload_len &&
-               nb_record_get_array(&got, "pixels", NB_F32, &any, NULL) == NB_ERR_DATA &&
-               strstr(nb_error_message(), "not kept"),
-           "%d thread%s: the record comes back without its payload (%s)", threads, threads > 1 ? "s" : "",
-           nb_error_message());
-        nb_record_free(&got);
-        if (d.r) nb_reader_close(d.r);
-        free(d.copy);
-    }
+    const nb_payload_use uses[2] = {NB_PAYLOAD_SHOW_ONLY, NB_PAYLOAD_KEEP_AND_SHOW};
+    for (int u = 0; u < 2; u++)
+        for (int threads = 1; threads <= 2; threads++) {
+            const char *how = u ? "kept and shown" : "shown only", *th = threads > 1 ? "s" : "";
+            piece_probe d;
+            memset(&d, 0, sizeof d);
+            d.use = uses[u], d.first = pix_off, d.unit = W * sizeof(float);
+            nb_record got;
+            nb_reader *r = NULL;
+            st = read_probed(path, threads, &d, &got, &r);
+            ok(!st && d.begins == 1 && d.pieces > 6 && !d.misplaced && !d.too_big && d.next == rec.payload_len &&
+                   !memcmp(d.copy, rec.payload, (size_t)rec.payload_len),
+               "%s, %d thread%s: the payload in %d pieces of at most %zu bytes, in order, rows whole, as written",
+               how, threads, th, d.pieces, d.piece_size);
+            ok(d.prepared == d.pieces && !d.prepare_mismatch,
+               "%s, %d thread%s: each piece prepared in its slot (i %% %d) before piece() (%d calls)", how, threads,
+               th, NB_READER_SLOTS, d.prepared);
+            const void *any = NULL;
+            if (u == 0)
+                ok(!st && got.payload == NULL && got.payload_len == rec.payload_len &&
+                       nb_record_get_array(&got, "pixels", NB_F32, &any, NULL) == NB_ERR_DATA &&
+                       strstr(nb_error_message(), "not kept"),
+                   "%s, %d thread%s: the record comes back without its payload (%s)", how, threads, th,
+                   nb_error_message());
+            else
+                ok(!st && got.payload_len == rec.payload_len && !memcmp(got.payload, rec.payload, rec.payload_len),
+                   "%s, %d thread%s: the record comes back with its payload", how, threads, th);
+            nb_record_free(&got);
+            if (r) nb_reader_close(r);
+            free(d.copy);
+        }
     /* a damaged payload fails its CRC, a short one is truncated, either way */
     bytes b = {0};
     read_whole(path, &b);
@@ -917,17 +953,48 @@ static void test_drop_payload(void)
             if (k == 0) b.p[b.n / 2] ^= 0x40;
             if (f) fwrite(b.p, 1, k == 0 ? b.n : b.n / 2, f), fclose(f);
             b.p[b.n / 2] = keep;
-            drop_probe d;
+            piece_probe d;
             memset(&d, 0, sizeof d);
-            d.first = pix_off, d.unit = W * sizeof(float);
+            d.use = NB_PAYLOAD_SHOW_ONLY, d.first = pix_off, d.unit = W * sizeof(float);
             nb_record got;
-            st = read_dropping(bad, threads, &d, &got);
+            nb_reader *r = NULL;
+            st = read_probed(bad, threads, &d, &got, &r);
             ok(st == NB_ERR_DATA && strstr(nb_error_message(), what[k]), "%d thread%s, %s: %s", threads,
                threads > 1 ? "s" : "", k ? "cut in half" : "a flipped bit", nb_error_message());
             nb_record_free(&got);
-            if (d.r) nb_reader_close(d.r);
+            if (r) nb_reader_close(r);
             free(d.copy);
         }
+    /* a consumer that asks for pieces without a piece function is refused */
+    nb_reader *r = NULL;
+    nb_record got;
+    int eof = 0;
+    memset(&got, 0, sizeof got);
+    piece_probe d;
+    memset(&d, 0, sizeof d);
+    d.use = NB_PAYLOAD_KEEP_AND_SHOW, d.unit = 4;
+    nb_payload_consumer c = {probe_begin, NULL, &d};
+    st = nb_reader_open(&r, path);
+    if (!st) {
+        nb_reader_set_consumer(r, &c);
+        st = nb_reader_next(r, &got, &eof);
+    }
+    ok(st == NB_ERR_USAGE && strstr(nb_error_message(), "without a piece function"), "a consumer without piece(): %s",
+       nb_error_message());
+    /* and without a consumer (removed again) the record comes back whole */
+    nb_record_free(&got);
+    if (r) nb_reader_close(r);
+    st = nb_reader_open(&r, path);
+    if (!st) {
+        nb_reader_set_consumer(r, &c);
+        nb_reader_set_consumer(r, NULL);
+        st = nb_reader_next(r, &got, &eof);
+    }
+    ok(!st && got.payload && !memcmp(got.payload, rec.payload, rec.payload_len) && d.begins == 1,
+       "nb_reader_set_consumer(NULL): no consumer, the record whole");
+    nb_record_free(&got);
+    if (r) nb_reader_close(r);
+    free(d.copy);
 #ifdef _OPENMP
     omp_set_num_threads(2);
 #endif
@@ -1676,7 +1743,7 @@ int main(void)
     test_writer_file();
     test_put_consume();
     test_closed_pipe();
-    test_drop_payload();
+    test_payload_consumer();
     test_fault_rows_ahead();
     test_segments_and_errors();
     test_unknown_passthrough_mem();
