@@ -8,7 +8,18 @@
  * slow detector axes.  ORGX/ORGY are the pixel coordinates of the foot of
  * the perpendicular from the crystal to the detector plane (the plan's
  * ORGX/ORGY, nanoBragg's XDS convention), and DETECTOR_DISTANCE is the signed
- * distance along X x Y, the detector's normal. */
+ * distance along X x Y, the detector's normal.
+ *
+ * A detector of several panels is one image to XDS: the panels one after
+ * another along the slow axis, each from column 0 (nb_xds_stack_row), in an
+ * image as wide as the widest.  The detector's frame is panel 0's (its axes,
+ * ORGX/ORGY, distance), and each panel is a SEGMENT= region of the image with
+ * the same values as a one-panel XDS.INP would give it, but expressed in that
+ * frame: XDS puts pixel (IX, IY) of a segment at
+ *   ED . (QX (IX - SEGMENT_ORGX) EDS1 + QY (IY - SEGMENT_ORGY) EDS2 + SEGMENT_DISTANCE EDS3)
+ * from the crystal, ED the detector's axes (X, Y, X x Y) and EDS the
+ * segment's in ED's coordinates; SEGMENT_ORGX/ORGY count the whole image's
+ * pixels, so the panel's ORGY moves down by its first row. */
 #include "xds_inp.h"
 
 #include <math.h>
@@ -32,6 +43,55 @@ static void unit(const double a[3], double out[3])
     for (int i = 0; i < 3; i++) out[i] = n > 0 ? a[i] / n : 0.0;
 }
 
+int nb_xds_stack_row(const nb_plan *p, int i)
+{
+    int row = 0, s;
+    for (int k = 0; k < i && k < nb_plan_npanels(p); k++) {
+        nb_plan_panel_dims(p, k, NULL, &s, NULL);
+        row += s;
+    }
+    return row;
+}
+
+nb_status nb_xds_stack_dims(const nb_plan *p, int *nx, int *ny)
+{
+    *nx = 0;
+    for (int i = 0; i < nb_plan_npanels(p); i++) {
+        nb_plan v;
+        nb_plan_panel_view(p, i, &v);
+        /* XDS has one QX and QY for the image */
+        if (v.pixel_size != p->pixel_size)
+            return nb_error_set(NB_ERR_UNSUPPORTED, "panel %d's pixels are %g mm, panel 0's %g mm: XDS.INP needs one "
+                                                    "pixel size",
+                                i, v.pixel_size * 1e3, p->pixel_size * 1e3);
+        if (v.fpixels > *nx) *nx = v.fpixels;
+    }
+    *ny = nb_xds_stack_row(p, nb_plan_npanels(p));
+    return NB_OK;
+}
+
+/* The SEGMENT= blocks of a detector of several panels (see the top) */
+static void put_segments(nb_strbuf *sb, const nb_plan *p)
+{
+    double ed3[3];
+    cross(p->fdet, p->sdet, ed3);
+    for (int i = 0; i < nb_plan_npanels(p); i++) {
+        nb_plan v;
+        double n[3];
+        nb_plan_panel_view(p, i, &v);
+        cross(v.fdet, v.sdet, n);
+        int row = nb_xds_stack_row(p, i);
+        nb_strbuf_printf(sb, "!\n! SEGMENT %d: panel %d\n!\n", i + 1, i);
+        nb_strbuf_printf(sb, "SEGMENT= 1 %d %d %d\n", v.fpixels, row + 1, row + v.spixels);
+        nb_strbuf_printf(sb, "DIRECTION_OF_SEGMENT_X-AXIS= %.8f %.8f %.8f\n", dot(v.fdet, p->fdet),
+                         dot(v.fdet, p->sdet), dot(v.fdet, ed3));
+        nb_strbuf_printf(sb, "DIRECTION_OF_SEGMENT_Y-AXIS= %.8f %.8f %.8f\n", dot(v.sdet, p->fdet),
+                         dot(v.sdet, p->sdet), dot(v.sdet, ed3));
+        nb_strbuf_printf(sb, "SEGMENT_ORGX= %.4f SEGMENT_ORGY= %.4f\n", v.ORGX, v.ORGY + row);
+        nb_strbuf_printf(sb, "SEGMENT_DISTANCE= %.6f\n", dot(v.pix0, n) * 1e3);
+    }
+}
+
 nb_status nb_xds_inp_write(const char *path, const nb_plan *p, const char *template_q, int detector_kind,
                            int overload)
 {
@@ -44,7 +104,9 @@ nb_status nb_xds_inp_write(const char *path, const nb_plan *p, const char *templ
     unit(pnormal, pnormal);
     /* distance from the crystal (the origin) to the detector plane, along its normal */
     double dist_mm = dot(p->pix0, normal) * 1e3;
-    int first = 1, last = p->nframes;
+    int first = 1, last = p->nframes, nx = p->fpixels, ny = p->spixels;
+    nb_status st = nb_plan_npanels(p) > 1 ? nb_xds_stack_dims(p, &nx, &ny) : NB_OK;
+    if (st) return nb_error_prefix(st, "'%s'", path);
 
     nb_strbuf sb;
     nb_strbuf_init(&sb);
@@ -67,7 +129,7 @@ nb_status nb_xds_inp_write(const char *path, const nb_plan *p, const char *templ
                      detector_kind == NB_XDS_PILATUS ? "PILATUS" : "ADSC", overload);
     if (detector_kind == NB_XDS_PILATUS && p->detector_thick > 0.0)
         nb_strbuf_printf(&sb, "SENSOR_THICKNESS= %.4f\n", p->detector_thick * 1e3);
-    nb_strbuf_printf(&sb, "NX= %d NY= %d QX= %.6f QY= %.6f\n", p->fpixels, p->spixels, p->pixel_size * 1e3,
+    nb_strbuf_printf(&sb, "NX= %d NY= %d QX= %.6f QY= %.6f\n", nx, ny, p->pixel_size * 1e3,
                      p->pixel_size * 1e3);
     nb_strbuf_printf(&sb, "ORGX= %.4f ORGY= %.4f\n", p->ORGX, p->ORGY);
     nb_strbuf_printf(&sb, "DETECTOR_DISTANCE= %.6f\n", dist_mm);
@@ -80,8 +142,10 @@ nb_status nb_xds_inp_write(const char *path, const nb_plan *p, const char *templ
     nb_strbuf_printf(&sb, "! the simulated crystal (uncomment with its space group to fix the cell):\n");
     nb_strbuf_printf(&sb, "!UNIT_CELL_CONSTANTS= %.4f %.4f %.4f %.4f %.4f %.4f\n", p->unit_cell[0],
                      p->unit_cell[1], p->unit_cell[2], p->unit_cell[3], p->unit_cell[4], p->unit_cell[5]);
+    /* last: each segment's keys follow its SEGMENT= line */
+    if (nb_plan_npanels(p) > 1) put_segments(&sb, p);
 
-    nb_status st = nb_write_text_file(path, sb.data, sb.len);
+    st = nb_write_text_file(path, sb.data, sb.len);
     nb_strbuf_free(&sb);
     return st;
 }

@@ -56,7 +56,12 @@ static const nb_tool_info tool = {
     "(nb-geom -panels) is written as: raw float, every panel one after another in one file;\n"
     "the one-panel formats (SMV, CBF, TIFF, PGM, PNG), one file per panel, the panel's number\n"
     "before the '#' run (img_###.cbf: img_p0_001.cbf, img_p1_001.cbf ...) or else before the\n"
-    "extension (img.cbf: img-p0.cbf, img-p1.cbf ...); .geom, all the panels; XDS.INP is refused.\n"
+    "extension (img.cbf: img-p0.cbf, img-p1.cbf ...); .geom, all the panels.  Beside XDS.INP\n"
+    "(XDS reads one file per frame) the CBF and SMV files are one image per frame instead: the\n"
+    "panels one after another along the slow axis, as wide as the widest (-1 right of a\n"
+    "narrower one), panel 0's geometry in the header; XDS.INP has NX, NY of that image and a\n"
+    "SEGMENT= block per panel (its rows, axes, SEGMENT_ORGX/ORGY, SEGMENT_DISTANCE in panel 0's\n"
+    "frame).  The panels must share one pixel size.\n"
     "With --import FILE the direction reverses: a raw float or SMV image becomes an\n"
     "IMAGE record after the PLAN of the input stream, so it can be re-noised or converted.",
     &table,
@@ -307,11 +312,6 @@ static nb_status write_sidecar(out_request *o, const conv_opts *all, const frame
     char *target = NULL;
     nb_status st = NB_OK;
     int overload = fr->counts && fr->counts_bits == 32 ? 2147483647 : 65535;
-    if (o->format == FMT_XDS && nb_plan_npanels(fr->plan) > 1)
-        return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': XDS reads one image file per frame, and a detector of %d "
-                                                "panels is written as one file per panel: XDS.INP describes "
-                                                "one-panel detectors only",
-                            o->path, nb_plan_npanels(fr->plan));
     if (o->format == FMT_XDS) {
         const out_request *img = NULL;
         for (int k = 0; k < all->nouts && !img; k++)
@@ -378,6 +378,20 @@ static nb_status write_file(const out_request *q, int k, const frame *fr)
     return q->format == FMT_BIN || q->format == FMT_SMV ? rows_write_whole(q, k, fr) : write_one(q, fr);
 }
 
+/* Panel i of a frame of several panels as a one-panel frame pf, whose plan
+ * is view (panel i's geometry; the frame's common scales) */
+static void panel_frame(const frame *fr, int i, nb_plan *view, frame *pf)
+{
+    size_t off;
+    nb_plan_panel_view(fr->plan, i, view);
+    nb_plan_panel_dims(fr->plan, i, &view->fpixels, &view->spixels, &off);
+    *pf = *fr;
+    pf->plan = view;
+    pf->width = view->fpixels, pf->height = view->spixels;
+    pf->photons = fr->photons + off;
+    if (fr->counts) pf->counts = fr->counts + off;
+}
+
 /* A detector of several panels: a raw float file holds them all, one after
  * another; a one-panel format is one file per panel (panel_path), each
  * with its panel's geometry and the image's common scales. */
@@ -392,20 +406,79 @@ static nb_status write_panels(const out_request *o, int k, const frame *fr)
     nb_status st = NB_OK;
     for (int i = 0; i < nb_plan_npanels(plan) && !st; i++) {
         nb_plan view;
-        size_t off;
         char tmpl[NB_PATH_MAX];
-        nb_plan_panel_view(plan, i, &view);
-        nb_plan_panel_dims(plan, i, &view.fpixels, &view.spixels, &off);
-        frame pf = *fr;
-        pf.plan = &view;
-        pf.width = view.fpixels, pf.height = view.spixels;
-        pf.photons = fr->photons + off;
-        if (fr->counts) pf.counts = fr->counts + off;
+        frame pf;
+        panel_frame(fr, i, &view, &pf);
         panel_path(o->path, i, tmpl, sizeof tmpl);
         out_request po = *o;
         po.path = tmpl;
         st = write_file(&po, k, &pf);
     }
+    return st;
+}
+
+/* Whether request q is written as one stacked image of the panels: a CBF or
+ * SMV beside an XDS.INP (XDS reads one file per frame; the stacking rule is
+ * nb_xds_stack_row's, which the XDS.INP's SEGMENT= blocks describe). */
+static int stacks_panels(const out_request *q, const out_request *list, int n)
+{
+    if (q->format != FMT_CBF && q->format != FMT_SMV) return 0;
+    for (int k = 0; k < n; k++)
+        if (list[k].format == FMT_XDS) return 1;
+    return 0;
+}
+
+/* The panels of fr as one image (stacks_panels): the counts each panel's
+ * file would hold (the stream's, else its int image with its own ROI), row
+ * after row; -1 right of a narrower panel, which XDS takes as no data (and
+ * SMV as 0).  The header's geometry is panel 0's. */
+static nb_status write_stacked(const out_request *o, int k, const frame *fr)
+{
+    const nb_plan *plan = fr->plan;
+    int nx, ny;
+    nb_status st = nb_xds_stack_dims(plan, &nx, &ny);
+    if (st) return nb_error_prefix(st, "'%s'", o->path);
+    size_t n = (size_t)nx * ny;
+    float *photons = NULL;
+    int32_t *counts = NULL;
+    if ((st = nb_alloc_large((void **)&photons, n, sizeof *photons, "the stacked image")) ||
+        (st = nb_alloc_large((void **)&counts, n, sizeof *counts, "the stacked counts")))
+        goto done;
+    for (size_t j = 0; j < n; j++) photons[j] = 0.0f, counts[j] = -1;
+    for (int i = 0; i < nb_plan_npanels(plan) && !st; i++) {
+        nb_plan view;
+        frame pf;
+        int32_t *ints = NULL;
+        panel_frame(fr, i, &view, &pf);
+        if (!fr->counts && (st = int_counts(&pf, &ints))) break;
+        const int32_t *src = fr->counts ? pf.counts : ints;
+        size_t row0 = (size_t)nb_xds_stack_row(plan, i);
+        for (int y = 0; y < pf.height; y++) {
+            size_t at = (row0 + (size_t)y) * (size_t)nx, from = (size_t)y * (size_t)pf.width;
+            memcpy(photons + at, pf.photons + from, (size_t)pf.width * sizeof *photons);
+            memcpy(counts + at, src + from, (size_t)pf.width * sizeof *counts);
+        }
+        free(ints);
+    }
+    if (!st) {
+        nb_plan view;
+        nb_plan_panel_view(plan, 0, &view);
+        view.fpixels = nx, view.spixels = ny;
+        view.roi_xmin = 0, view.roi_xmax = nx - 1, view.roi_ymin = 0, view.roi_ymax = ny - 1;
+        view.mask = NULL;
+        frame sf = *fr;
+        sf.plan = &view;
+        sf.width = nx, sf.height = ny;
+        sf.photons = photons, sf.counts = counts;
+        /* without the stream's counts, these are the int image's: 16 bits over the ADC offset */
+        if (!fr->counts) sf.counts_bits = 16, sf.counts_adc = fr->adc;
+        out_request so = *o;
+        so.source = SRC_COUNTS;
+        st = write_file(&so, k, &sf);
+    }
+done:
+    free(photons);
+    free(counts);
     return st;
 }
 
@@ -945,7 +1018,8 @@ static nb_status convert_image(const nb_record *rec, const nb_plan *plan, const 
             st = nb_error_set(NB_ERR_DATA, "internal error: '%s' was not written as the image came, which is no "
                                            "longer there",
                               list[k].path);
-        else st = im.npanels > 1 ? write_panels(&list[k], k, &fr) : write_file(&list[k], k, &fr);
+        else if (im.npanels < 2) st = write_file(&list[k], k, &fr);
+        else st = stacks_panels(&list[k], list, n) ? write_stacked(&list[k], k, &fr) : write_panels(&list[k], k, &fr);
     }
 done:
     rows_abort(&live->rows); /* nothing is left open; ready for the next record */

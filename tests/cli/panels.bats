@@ -2,8 +2,9 @@
 # A detector of several panels (nb-geom -panels FILE): a 2x2 tiled detector of
 # tilted panels from a CrystFEL .geom renders, writes one CBF per panel and a
 # .geom of all of them, and every panel is, bit for bit, the one-panel render
-# of that panel alone; nb-noise and nb-convert handle the panels; the usage
-# errors.  With DIALS: an image written as CBF, dials.import'ed, renders again
+# of that panel alone; nb-noise and nb-convert handle the panels; beside
+# XDS.INP the CBF/SMV frames are one stacked image with a SEGMENT per panel;
+# the usage errors.  With DIALS: an image written as CBF, dials.import'ed, renders again
 # from the .expt (correlation >= 0.9999), and the same detector split into two
 # coplanar panels gives the same pixels (>= 0.999999).
 
@@ -161,18 +162,91 @@ cbf_data() {
     no_files_but det.txt bad.expt odd.geom stdout.bin
 }
 
-@test "panels: XDS.INP and --import refuse a detector of several panels, writing nothing" {
+@test "panels: --import refuses a detector of several panels, writing nothing" {
     write_tiles
-    nb-geom -q -panels tiles.geom $XTAL | nb-sim -q -o img.nbs
-    run_nb nb-convert -o x_###.cbf -o XDS.INP img.nbs
-    expect_status 1
-    expect_has "XDS.INP describes one-panel detectors only"
     nb-geom -q -panels tiles.geom $XTAL -o plan.nbs
     head -c 400 /dev/zero > flat.bin
     run_nb nb-convert --import flat.bin plan.nbs
     expect_status 1
     expect_has "only one-panel images can be imported"
-    no_files_but tiles.geom img.nbs plan.nbs flat.bin stdout.bin
+    no_files_but tiles.geom plan.nbs flat.bin stdout.bin
+}
+
+# an SMV file's pixel bytes (after its HEADER_BYTES)
+smv_data() {
+    local hb
+    hb=$(head -c 128 "$1" | tr -d '\0' | sed -n 's/^HEADER_BYTES= *\([0-9]*\);/\1/p')
+    [ -n "$hb" ] || return 1
+    tail -c +$((hb + 1)) "$1"
+}
+
+# KEY of XDS.INP's SEGMENT block N (1-based), e.g. xds_seg 2 SEGMENT
+xds_seg() {
+    awk -v n="$1" -v k="$2=" '$1 == "SEGMENT=" { s++ }
+        s == n { for (i = 1; i <= NF; i++) if ($i == k) {
+            v = ""; for (j = i + 1; j <= NF && $j !~ /=$/; j++) v = v (v == "" ? "" : " ") $j
+            print v; exit } }' XDS.INP
+}
+
+@test "panels: beside XDS.INP the CBF/SMV frames stack the panels, one SEGMENT per panel, the per-panel pixels" {
+    write_tiles
+    nb-geom -q -panels tiles.geom $XTAL -o plan.nbs
+    nb-sim -q plan.nbs -o img.nbs
+    nb-convert -q -o img_###.cbf -o s_###.img -o XDS.INP img.nbs
+    # one file per frame, not one per panel
+    [ -s img_001.cbf ] || false
+    [ -s s_001.img ] || false
+    [ ! -e img_p0_001.cbf ] || false
+    grep -qx 'NAME_TEMPLATE_OF_DATA_FRAMES= img_???.cbf' XDS.INP
+    grep -q '^NX= 64 NY= 192 QX= 0.200000 QY= 0.200000$' XDS.INP
+    grep -q '^X-Binary-Size-Fastest-Dimension: 64' img_001.cbf
+    grep -q '^X-Binary-Size-Second-Dimension: 192' img_001.cbf
+    [ "$(grep -c '^SEGMENT= ' XDS.INP)" -eq 4 ] || false
+    [ "$(grep -c '^SEGMENT_DISTANCE= ' XDS.INP)" -eq 4 ] || false
+    # the regions tile the image: panel k is rows 48k+1 .. 48k+48, all columns
+    for k in 0 1 2 3; do
+        [ "$(xds_seg $((k + 1)) SEGMENT)" = "1 64 $((48 * k + 1)) $((48 * k + 48))" ] || false
+    done
+    # panel 0 is the detector's frame; panel 3 (2 mm back, tilted 5 degrees) is not
+    [ "$(xds_seg 1 DIRECTION_OF_SEGMENT_X-AXIS)" = "1.00000000 0.00000000 0.00000000" ] || false
+    [ "$(xds_seg 1 SEGMENT_ORGX)" = "$(sed -n 's/^ORGX= \([^ ]*\) .*/\1/p' XDS.INP)" ] || false
+    [ "$(xds_seg 4 SEGMENT_DISTANCE)" != "$(xds_seg 1 SEGMENT_DISTANCE)" ] || false
+    # each segment's pixels are the one-panel file's of that panel
+    nb-convert -q -o pp_###.img img.nbs
+    for k in 0 1 2 3; do smv_data "pp_p${k}_001.img"; done > panels.dat
+    smv_data s_001.img > stacked.dat
+    [ "$(stat -c %s stacked.dat)" -eq $((4 * PANEL_PIXELS * 2)) ] || false
+    cmp panels.dat stacked.dat
+    # the CBF too: panel 0's byte-offset data opens the stacked image's
+    nb-convert -q -o pc_###.cbf img.nbs
+    cbf_data pc_p0_001.cbf > p0.dat
+    cbf_data img_001.cbf > all.dat
+    n=$(sed -n 's/^X-Binary-Size: *\([0-9]*\).*/\1/p' pc_p0_001.cbf | tr -d '\r')
+    [ "$n" -gt 0 ] || false
+    cmp <(head -c $((n + 4)) p0.dat) <(head -c $((n + 4)) all.dat)
+}
+
+@test "panels: the stacked frames take nb-noise's counts; the one-panel XDS.INP has no SEGMENT" {
+    write_tiles
+    nb-geom -q -panels tiles.geom $XTAL -seed 3 | nb-sim -q | nb-noise -q -o noisy.nbs
+    nb-convert -q -o n_###.img -o XDS.INP noisy.nbs
+    grep -q '^DETECTOR= ADSC' XDS.INP
+    nb-convert -q -o q_###.img noisy.nbs
+    for k in 0 1 2 3; do smv_data "q_p${k}_001.img"; done > panels.dat
+    smv_data n_001.img > stacked.dat
+    cmp panels.dat stacked.dat
+    nb-geom $SMALL -q | nb-sim -q | nb-convert -q -o one_###.cbf -o one.INP
+    run ! grep -q 'SEGMENT' one.INP
+}
+
+@test "panels: XDS reads the stacked frames and their SEGMENT blocks (with XDS)" {
+    command -v xds >/dev/null 2>&1 || skip "XDS is not installed (xds)"
+    write_tiles
+    nb-geom -q -panels tiles.geom $XTAL | nb-sim -q | nb-convert -q -o img_###.cbf -o XDS.INP
+    sed -i 's/^JOB=.*/JOB= XYCORR INIT/' XDS.INP
+    xds >xds.log 2>&1 || { tail -20 xds.log; false; }
+    run ! grep -q '!!! ERROR' xds.log
+    [ -s INIT.LP ] || false
 }
 
 need_dials() {
