@@ -515,6 +515,8 @@ typedef struct nb_fpx_ctx {
     double *omega_sum;
     int *tripped;
     double C[3]; /* the current layer's and slow sub-step's part of the position */
+    /* the pixel's constants in single precision, converted once */
+    float pix2_close, kahn, thickstep_mu, scale, Na, Nb, Nc, fudge, odet[3];
 } nb_fpx_ctx;
 typedef struct nb_fpx_geo {
     double pos[3], inv; /* the position, 1/r in double */
@@ -560,9 +562,7 @@ NB_HD void nb_fpx_subpixel(nb_fpx_ctx *c, int t, int subS, int subF, nb_fpx_geo 
 
 NB_HD float nb_fpx_omega(nb_fpx_ctx *c, const nb_fpx_geo *g)
 {
-    const nb_kparams *kp = c->kp;
-    const float pix2_close = (float)(kp->pixel_size * kp->pixel_size * kp->close_distance);
-    return kp->point_pixel ? g->invf * g->invf : pix2_close * g->invf * g->invf * g->invf;
+    return c->kp->point_pixel ? g->invf * g->invf : c->pix2_close * g->invf * g->invf * g->invf;
 }
 
 NB_HD void nb_fpx_add_omega(nb_fpx_ctx *c, float omega, int live)
@@ -575,9 +575,7 @@ NB_HD float nb_fpx_along(const nb_fpx_geo *g, const float v[3]) { return g->d[0]
 
 NB_HD float nb_fpx_capture(nb_fpx_ctx *c, const nb_fpx_geo *g, int t)
 {
-    const nb_kparams *kp = c->kp;
-    const float odet[3] = {(float)kp->odet[0], (float)kp->odet[1], (float)kp->odet[2]};
-    return nb_capture(nb_fpx_along(g, odet), (float)(kp->thickstep * kp->mu), t);
+    return nb_capture(nb_fpx_along(g, c->odet), c->thickstep_mu, t);
 }
 
 NB_HD int nb_fpx_source(nb_fpx_ctx *c, const nb_fpx_geo *g, int src, nb_fpx_src *sv)
@@ -589,13 +587,12 @@ NB_HD int nb_fpx_source(nb_fpx_ctx *c, const nb_fpx_geo *g, int src, nb_fpx_src 
 
 NB_HD float nb_fpx_polarization(nb_fpx_ctx *c, nb_fpx_geo *g, nb_fpx_src *sv, int src)
 {
-    const float kahn = (float)c->kp->kahn_factor;
     float dE = 0.0f, dB = 0.0f;
-    if (kahn != 0.0f) {
+    if (c->kahn != 0.0f) {
         dE = nb_fpx_along(g, c->fp->src_E + 3 * src);
         dB = nb_fpx_along(g, c->fp->src_B + 3 * src);
     }
-    return nb_polar(kahn, sv->c2t, dE, dB);
+    return nb_polar(c->kahn, sv->c2t, dE, dB);
 }
 
 NB_HD void nb_fpx_index(nb_fpx_ctx *c, const nb_fpx_geo *g, const nb_fpx_src *sv, int src, int cell, nb_fpx_idx *x)
@@ -617,9 +614,8 @@ NB_HD void nb_fpx_index(nb_fpx_ctx *c, const nb_fpx_geo *g, const nb_fpx_src *sv
 NB_HD float nb_fpx_lattice(nb_fpx_ctx *c, const nb_fpx_idx *x)
 {
     const nb_fparams *fp = c->fp;
-    const nb_kparams *kp = c->kp;
-    return nb_lattice(kp->shape, fp->cheb, x->dh, x->dk, x->dl, (float)kp->Na, (float)kp->Nb, (float)kp->Nc,
-                      (float)kp->fudge, fp->a_star, fp->b_star, fp->c_star);
+    return nb_lattice(c->kp->shape, fp->cheb, x->dh, x->dk, x->dl, c->Na, c->Nb, c->Nc, c->fudge, fp->a_star,
+                      fp->b_star, fp->c_star);
 }
 
 /* F_cell: the default, the nearest grid value, or tricubic where the 4x4x4
@@ -658,7 +654,7 @@ NB_HD float nb_fpx_term(nb_fpx_ctx *c, float F_cell, float F_latt)
     return F_cell * F_cell * F_latt * F_latt;
 }
 
-NB_HD float nb_fpx_scale(nb_fpx_ctx *c, float I) { return (float)(c->kp->r_e_sqr * c->kp->fluence / c->kp->steps) * I; }
+NB_HD float nb_fpx_scale(nb_fpx_ctx *c, float I) { return c->scale * I; }
 
 #define PX_FN(name) nb_fpx_##name
 #define PX_REAL float
@@ -670,9 +666,14 @@ NB_HD float nb_fpx_scale(nb_fpx_ctx *c, float I) { return (float)(c->kp->r_e_sqr
  * left the grid. */
 NB_HD float nb_pixel_fast(const nb_fparams *fp, int fpixel, int spixel, double *omega_sum, int *tripped)
 {
-    nb_fpx_ctx c = {fp, &fp->kp, fpixel, spixel, omega_sum, tripped, {0.0, 0.0, 0.0}};
+    const nb_kparams *kp = &fp->kp;
+    nb_fpx_ctx c = {fp, kp, fpixel, spixel, omega_sum, tripped, {0.0, 0.0, 0.0},
+                    (float)(kp->pixel_size * kp->pixel_size * kp->close_distance), (float)kp->kahn_factor,
+                    (float)(kp->thickstep * kp->mu), (float)(kp->r_e_sqr * kp->fluence / kp->steps),
+                    (float)kp->Na, (float)kp->Nb, (float)kp->Nc, (float)kp->fudge,
+                    {(float)kp->odet[0], (float)kp->odet[1], (float)kp->odet[2]}};
     const nb_pixel_opts general = {0, 0, 0};
-    const nb_fpx_rules rules = nb_fpx_rules_of(&fp->kp, general);
+    const nb_fpx_rules rules = nb_fpx_rules_of(kp, general);
     return nb_fpx_collect(&c, general, &rules, -1).value;
 }
 

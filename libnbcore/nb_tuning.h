@@ -11,7 +11,7 @@
 
 /* ---- threads -------------------------------------------------------------- */
 /* Passes over fewer items than this (pixels of an image being converted or
- * checked) stay on one thread: waiting for a second one to be scheduled, in a
+ * checked, pixel-steps of a render) stay on one thread: waiting for a second one to be scheduled, in a
  * pipe whose other stages are busy, costs more than the pass. */
 #define NB_PARALLEL_MIN ((size_t)1 << 21)
 /* Whether a second thread may be used (--threads, OMP_NUM_THREADS): the

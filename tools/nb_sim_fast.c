@@ -753,9 +753,6 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict
     *omega_acc = c.omega_sum + tod(c.omega_block);
 }
 
-/* the pixel-steps below which the render runs on one thread */
-#define NB_PARALLEL_WORK (1 << 21)
-
 /* The instantiations: curved detectors; flat ones in general; flat ones
  * without the oversampling flags, absorption, dmin or an F table ("simple",
  * where the compiler drops those branches and keeps more in registers); and,
@@ -790,11 +787,10 @@ void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, nb_row_
     const nb_kparams *kp = &fs->kp;
     const nb_roi roi = {kp->roi_xmin, kp->roi_xmax, kp->roi_ymin, kp->roi_ymax};
     int tripped = 0;
-    /* a small render (a few milliseconds of work) stays on one
-     * thread: in a pipe whose other stages are starting up, waiting for a
-     * second thread to be scheduled costs more than the work */
+    /* a small render (a few milliseconds of work: pixel-steps) stays on one
+     * thread, as every pass does (nb_tuning.h) */
     const double work = (double)kp->fpixels * kp->spixels * (kp->steps > 0 ? kp->steps : 1);
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped) if (work >= NB_PARALLEL_WORK)
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped) if (work >= (double)NB_PARALLEL_MIN)
     for (int s = 0; s < kp->spixels; s++) {
         vd omega = tod(splat(0.0f));
         float *row = image + (size_t)s * kp->fpixels;
