@@ -46,7 +46,7 @@ TOOL_BINS := $(TOOLS:%=$(BIN)/%)
 
 # nb-sim's kernels live beside it; the fast kernel is compiled once per
 # instruction set and picked at run time (one binary for any x86-64)
-SIM_SRC := tools/nb-sim.c tools/nb_sim_cpu.c
+SIM_SRC := tools/nb-sim.c tools/nb_sim_cpu.c tools/nb_sim_grad.c
 SIM_OBJ := $(SIM_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tools/nb_sim_fast_generic.o
 FAST_CFLAGS := -O3 -fno-math-errno -fno-trapping-math -ffp-contract=fast -Wno-psabi
 ARCH := $(shell uname -m)
@@ -127,7 +127,12 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c tests/unit/tap.h $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -Itests/unit -o $@ $< $(LIB) $(NB_LDLIBS) $(TEST_LDLIBS)
 
-# the kernel test links nb-sim's kernels too
+# the kernel and derivative tests link nb-sim's kernels too
+$(BUILD)/tests/test_grad: tests/unit/test_grad.c tests/unit/tap.h $(filter-out $(BUILD)/tools/nb-sim.o,$(SIM_OBJ)) $(LIB) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -Itests/unit -Itools -o $@ $< $(filter-out $(BUILD)/tools/nb-sim.o,$(SIM_OBJ)) $(LIB) \
+	    $(NB_LDLIBS) $(SIM_LDLIBS)
+
 $(BUILD)/tests/test_kernels: tests/unit/test_kernels.c tests/unit/tap.h $(filter-out $(BUILD)/tools/nb-sim.o,$(SIM_OBJ)) $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -Itests/unit -Itools -o $@ $< $(filter-out $(BUILD)/tools/nb-sim.o,$(SIM_OBJ)) $(LIB) \

@@ -54,5 +54,10 @@ void nb_print_man(const nb_tool_info *tool, FILE *fp);
 
 /* The command line as one shell-quoted string (provenance). */
 char *nb_join_args(int argc, char **argv);
+/* The words of such a string again (nb-sim --grad re-reads a plan's
+ * COMMAND): words split at blanks, '...' quoting as nb_join_args writes it.
+ * *argv is NULL-terminated; free it with nb_free_args(). */
+nb_status nb_split_args(const char *line, int *argc, char ***argv);
+void nb_free_args(int argc, char **argv);
 
 #endif

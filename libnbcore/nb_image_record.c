@@ -14,6 +14,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <ctype.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,7 @@ static const field fields[] = {
     REQ("SPIXELS", spixels),
     {"PANELS", F_INT, FRAME_PART, OFF(npanels), OFF(has.panels), 0, 0},
     TXT("UNITS", units),
+    TXT("GRAD_OF", grad_of),
     TXT("PRECISION", precision),
     FIN("PHI_START", FRAME_PART, phi_start),
     FIN("PHI_RANGE", FRAME_PART, phi_range),
@@ -303,6 +305,9 @@ static nb_status get_arrays(const nb_record *rec, nb_image_info *im)
 /* What the values must be, beyond being well formed. */
 static nb_status check_values(const nb_image_info *im)
 {
+    for (const char *c = im->grad_of; *c; c++)
+        if (!isalnum((unsigned char)*c) && *c != '_') return bad("GRAD_OF", "is not a name (letters, digits, _)");
+    if (im->grad_of[0] && im->has_counts) return bad("GRAD_OF", "marks a derivative, which has no counts");
     if (im->has.frame && im->frame < 0) return bad("FRAME", "must be >= 0");
     if (im->has.nframes && im->nframes < 1) return bad("NFRAMES", "must be >= 1");
     if (im->has.frame && im->has.nframes && im->frame >= im->nframes)
@@ -364,6 +369,8 @@ nb_status nb_image_set_panels(nb_image_info *im, const nb_plan *plan)
     for (int i = 0; i < n && !st; i++) nb_plan_panel_dims(plan, i, &im->panel_pixels[2 * i], &im->panel_pixels[2 * i + 1], NULL);
     return st;
 }
+
+int nb_image_is_grad(const nb_image_info *im) { return im->grad_of[0] != '\0'; }
 
 void nb_image_drop_counts(nb_image_info *im)
 {

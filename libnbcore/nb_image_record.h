@@ -39,7 +39,9 @@ typedef struct nb_image_info {
     int npanels;                /* PANELS: panels of the detector (1 when absent) */
     int *panel_pixels;          /* PANEL_PIXELS: fast and slow pixel counts of each panel (2 x
                                    npanels, malloc'ed), NULL for one panel */
-    char units[16];             /* UNITS: "photons" */
+    char units[32];             /* UNITS: "photons"; a derivative's "photons/mm" ... */
+    char grad_of[32];           /* GRAD_OF: the flag a derivative is taken by (nb-sim --grad);
+                                   "" for an image */
     char precision[16];         /* PRECISION: the kernel's arithmetic, "single" or "double" */
     double phi_start;           /* PHI_START, rad: spindle angle at the start of the frame */
     double phi_range;           /* PHI_RANGE, rad: rotation during the frame */
@@ -112,6 +114,9 @@ nb_status nb_image_from_record(const nb_record *rec, nb_image_info *im);
 nb_status nb_image_check_plan(const nb_image_info *im, const nb_plan *plan);
 /* The panel layout of a plan into im (PANELS and PANEL_PIXELS; nothing for one panel). */
 nb_status nb_image_set_panels(nb_image_info *im, const nb_plan *plan);
+
+/* Is the record a derivative (GRAD_OF set), not an image? */
+int nb_image_is_grad(const nb_image_info *im);
 
 /* Forget the counts' keys (and the unknown ones of that part), before the
  * counts are made again: nb-noise replaces them. */

@@ -32,10 +32,10 @@ static const nb_flag table[] = {
     {"-misset", FL_MISSET, 1, 3, G, "RX RY RZ|random", "crystal missetting rotations about x, y, z (degrees), or a random orientation"},
     {"-misset_seed", FL_MISSET_SEED, 1, 1, G, "N", "seed for -misset random (default: the time-based noise seed)"},
     {"-mosaic_seed", FL_MOSAIC_SEED, 1, 1, G, "N", "seed for the mosaic domain orientations (default 12345678)"},
-    {"-Na", FL_NA, 1, 1, G, "N", "unit cells along a"},
+    {"-Na", FL_NA, 1, 1, G, "N", "unit cells along a (may be fractional: an nb extension)"},
     {"-Nb", FL_NB, 1, 1, G, "N", "unit cells along b"},
     {"-Nc", FL_NC, 1, 1, G, "N", "unit cells along c"},
-    {"-N", FL_N, 1, 1, G, "N", "unit cells along a, b and c"},
+    {"-N", FL_N, 1, 1, G, "N", "unit cells along a, b and c (may be fractional: an nb extension)"},
     {"-xtalsize", FL_SAMPLE_SIZE, 1, 1, G, "MM", "crystal full width in every direction (sets N from the cell)"},
     {"-xtal_size", FL_SAMPLE_SIZE, 1, 1, G, "MM", NULL},
     {"-samplesize", FL_SAMPLE_SIZE, 1, 1, G, "MM", NULL},
@@ -418,7 +418,6 @@ static nb_status apply_scalar(const nb_opt *row, void *dest, const char *name, c
         switch (row->type) {
         case NB_OPT_DOUBLE: *(double *)p = x; break;
         case NB_OPT_INT: *(int *)p = (int)n; break;
-        case NB_OPT_INT_DOUBLE: *(double *)p = (int)n; break;
         case NB_OPT_SEED: *(int64_t *)p = -(int64_t)n; break;
         default: break;
         }
@@ -454,7 +453,6 @@ nb_status nb_opt_apply(const nb_opt *row, void *dest, const char *name, char **v
     case NB_OPT_SET: break;
     case NB_OPT_DOUBLE:
     case NB_OPT_INT:
-    case NB_OPT_INT_DOUBLE:
     case NB_OPT_SEED: st = apply_scalar(row, dest, name, vals[0]); break;
     case NB_OPT_STRING: *(const char **)field(dest, row->at[0]) = vals[0]; break;
     case NB_OPT_STRDUP: {

@@ -117,7 +117,6 @@ typedef enum nb_opt_type {
     NB_OPT_SET,        /* no value: only the row's `sets` */
     NB_OPT_DOUBLE,     /* a finite number, checked and converted, into each destination (double) */
     NB_OPT_INT,        /* an integer into each destination (int) */
-    NB_OPT_INT_DOUBLE, /* an integer into each destination (double: the reference's -N) */
     NB_OPT_SEED,       /* an integer, negated as the reference keeps its seeds (int64_t) */
     NB_OPT_STRING,     /* the argument itself (const char *: the tool's argv outlives it) */
     NB_OPT_STRDUP,     /* a copy (char *, the destination's to free; a previous one is freed) */

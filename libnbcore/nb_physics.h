@@ -7,6 +7,8 @@
  * nb_pixel_double() (the model every other backend is checked against) and
  * the single-precision scalar pixel nb_pixel_fast().
  *
+ * The double pixel's terms are nb_pixel_double.inc, instantiated here for
+ * double and in nb_physics_dual.h for the dual numbers of the derivatives.
  * The order of floating-point operations follows nanoBragg.c so that the
  * double path reproduces its images to rounding (see docs/physics.md for the
  * formulas and docs/deviations.md for where we differ on purpose).
@@ -40,50 +42,6 @@ enum nb_shape { NB_SHAPE_SQUARE = 0, NB_SHAPE_ROUND = 1, NB_SHAPE_GAUSS = 2, NB_
  * silent top-hat). */
 NB_HD int nb_shape_known(int shape) { return shape >= NB_SHAPE_SQUARE && shape <= NB_SHAPE_TOPHAT; }
 
-/* ---- vectors ------------------------------------------------------------ */
-
-NB_HD double nb_dot(const double a[3], const double b[3]) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
-
-NB_HD void nb_cross(const double x[3], const double y[3], double z[3])
-{
-    double z0 = x[1] * y[2] - x[2] * y[1];
-    double z1 = x[2] * y[0] - x[0] * y[2];
-    double z2 = x[0] * y[1] - x[1] * y[0];
-    z[0] = z0;
-    z[1] = z1;
-    z[2] = z2;
-}
-
-NB_HD double nb_norm(const double v[3]) { return sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]); }
-
-/* out = v/|v| (out may alias v); a zero vector stays zero.  Returns |v|. */
-NB_HD double nb_unitize(const double v[3], double out[3])
-{
-    double mag = nb_norm(v);
-    if (mag != 0.0) {
-        out[0] = v[0] / mag;
-        out[1] = v[1] / mag;
-        out[2] = v[2] / mag;
-    } else {
-        out[0] = out[1] = out[2] = 0.0;
-    }
-    return mag;
-}
-
-/* Rodrigues rotation about a unit axis (out may alias v). */
-NB_HD void nb_rotate_axis(const double v[3], double out[3], const double axis[3], double phi)
-{
-    double sinphi = sin(phi);
-    double cosphi = cos(phi);
-    double dot = (axis[0] * v[0] + axis[1] * v[1] + axis[2] * v[2]) * (1.0 - cosphi);
-    double t0 = axis[0] * dot + v[0] * cosphi + (-axis[2] * v[1] + axis[1] * v[2]) * sinphi;
-    double t1 = axis[1] * dot + v[1] * cosphi + (+axis[2] * v[0] - axis[0] * v[2]) * sinphi;
-    double t2 = axis[2] * dot + v[2] * cosphi + (-axis[1] * v[0] + axis[0] * v[1]) * sinphi;
-    out[0] = t0;
-    out[1] = t1;
-    out[2] = t2;
-}
-
 /* ---- lattice and shape transforms --------------------------------------- */
 
 /* Fourier transform of a grating of N slits: sin(Nx)/sin(x). */
@@ -100,29 +58,16 @@ NB_HD double nb_sinc3(double x)
     return 3.0 * (sin(x) / x - cos(x)) / (x * x);
 }
 
-/* Kahn polarization factor.  As in the reference, the incident and diffracted
- * vectors are re-normalised in place (the caller keeps using `diffracted`). */
-NB_HD double nb_polarization_factor(double kahn_factor, double incident[3], double diffracted[3],
-                                    const double axis_in[3])
+/* The grating factor of N cells at fractional index h (nearest whole index
+ * h0).  For whole N this is the reference's sin(N pi h)/sin(pi h); for a
+ * non-integer N (an nb extension, docs/deviations.md) it is taken in the
+ * reduced index h - h0, so that every reciprocal lattice point has the same
+ * peak (for whole N the two agree up to the sign, which F_latt^2 drops). */
+NB_HD int nb_is_whole(double x) { return x == floor(x); }
+
+NB_HD double nb_sincg_hkl(double h, int h0, double N)
 {
-    double axis[3], B_in[3], E_in[3];
-    double psi = 0.0;
-    nb_unitize(incident, incident);
-    nb_unitize(diffracted, diffracted);
-    nb_unitize(axis_in, axis);
-    double cos2theta = nb_dot(incident, diffracted);
-    double cos2theta_sqr = cos2theta * cos2theta;
-    double sin2theta_sqr = 1 - cos2theta_sqr;
-    if (kahn_factor != 0.0) {
-        nb_cross(axis, incident, B_in);
-        nb_unitize(B_in, B_in);
-        nb_cross(incident, B_in, E_in);
-        nb_unitize(E_in, E_in);
-        double E_out = nb_dot(diffracted, E_in);
-        double B_out = nb_dot(diffracted, B_in);
-        psi = -atan2(B_out, E_out);
-    }
-    return 0.5 * (1.0 + cos2theta_sqr - kahn_factor * cos(2 * psi) * sin2theta_sqr);
+    return nb_is_whole(N) ? nb_sincg(M_PI * h, N) : nb_sincg(M_PI * (h - h0), N);
 }
 
 /* ---- structure factors -------------------------------------------------- */
@@ -158,39 +103,6 @@ NB_HD int nb_tricubic_safe(const nb_fgrid *g, double h, double k, double l)
     return !(((h - g->h_min + 3) > g->h_range) || (h - 2 < g->h_min) || ((k - g->k_min + 3) > g->k_range) ||
              (k - 2 < g->k_min) || ((l - g->l_min + 3) > g->l_range) || (l - 2 < g->l_min));
 }
-
-/* Four-point Lagrange interpolation (the reference's polint). */
-NB_HD double nb_polint(const double xa[4], const double ya[4], double x)
-{
-    double x0 = (x - xa[1]) * (x - xa[2]) * (x - xa[3]) * ya[0] / ((xa[0] - xa[1]) * (xa[0] - xa[2]) * (xa[0] - xa[3]));
-    double x1 = (x - xa[0]) * (x - xa[2]) * (x - xa[3]) * ya[1] / ((xa[1] - xa[0]) * (xa[1] - xa[2]) * (xa[1] - xa[3]));
-    double x2 = (x - xa[0]) * (x - xa[1]) * (x - xa[3]) * ya[2] / ((xa[2] - xa[0]) * (xa[2] - xa[1]) * (xa[2] - xa[3]));
-    double x3 = (x - xa[0]) * (x - xa[1]) * (x - xa[2]) * ya[3] / ((xa[3] - xa[0]) * (xa[3] - xa[1]) * (xa[3] - xa[2]));
-    return x0 + x1 + x2 + x3;
-}
-
-/* Tricubic interpolation on the 4x4x4 nodes floor(h)-1 .. floor(h)+2; the
- * caller has checked nb_tricubic_safe().  Interpolates along l, then k, then h
- * (the reference's polin3/polin2 order). */
-NB_HD double nb_F_tricubic(const nb_fgrid *g, double h, double k, double l)
-{
-    int hf = (int)floor(h), kf = (int)floor(k), lf = (int)floor(l);
-    double hd[4], kd[4], ld[4], along_k[4], along_l[4], col[4];
-    for (int i = 0; i < 4; i++) {
-        hd[i] = (double)(hf - 1 + i);
-        kd[i] = (double)(kf - 1 + i);
-        ld[i] = (double)(lf - 1 + i);
-    }
-    for (int i1 = 0; i1 < 4; i1++) {
-        for (int i2 = 0; i2 < 4; i2++) {
-            for (int i3 = 0; i3 < 4; i3++) col[i3] = nb_fgrid_at(g, hf - 1 + i1, kf - 1 + i2, lf - 1 + i3);
-            along_l[i2] = nb_polint(ld, col, l);
-        }
-        along_k[i1] = nb_polint(kd, along_l, k);
-    }
-    return nb_polint(hd, along_k, h);
-}
-
 
 /* ---- the fast path: single precision where it is safe ------------------- *
  * Miller indices are computed in double (nb-sim's fast kernel does that);
@@ -281,29 +193,12 @@ typedef struct nb_kparams {
     nb_fgrid F;
 } nb_kparams;
 
-/* Lattice (shape) transform at fractional index (h, k, l). */
-NB_HD double nb_lattice_factor(const nb_kparams *p, double h, double k, double l)
+/* Is pixel (f, s) rendered: inside the ROI and not masked? (else it is 0) */
+NB_HD int nb_pixel_rendered(const nb_kparams *kp, int f, int s)
 {
-    double F_latt = 1.0;
-    if (p->shape == NB_SHAPE_SQUARE) {
-        if (p->Na > 1) F_latt *= nb_sincg(M_PI * h, p->Na);
-        if (p->Nb > 1) F_latt *= nb_sincg(M_PI * k, p->Nb);
-        if (p->Nc > 1) F_latt *= nb_sincg(M_PI * l, p->Nc);
-        return F_latt;
-    }
-    double h0 = ceil(h - 0.5), k0 = ceil(k - 0.5), l0 = ceil(l - 0.5);
-    if (p->shape == NB_SHAPE_ROUND) {
-        double hrad_sqr = (h - h0) * (h - h0) * p->Na * p->Na + (k - k0) * (k - k0) * p->Nb * p->Nb +
-                          (l - l0) * (l - l0) * p->Nc * p->Nc;
-        return p->Na * p->Nb * p->Nc * 0.723601254558268 * nb_sinc3(M_PI * sqrt(hrad_sqr * p->fudge));
-    }
-    double dx = (h - h0) * p->a_star[0] + (k - k0) * p->b_star[0] + (l - l0) * p->c_star[0];
-    double dy = (h - h0) * p->a_star[1] + (k - k0) * p->b_star[1] + (l - l0) * p->c_star[1];
-    double dz = (h - h0) * p->a_star[2] + (k - k0) * p->b_star[2] + (l - l0) * p->c_star[2];
-    double rad_star_sqr = (dx * dx + dy * dy + dz * dz) * p->Na * p->Na * p->Nb * p->Nb * p->Nc * p->Nc;
-    if (p->shape == NB_SHAPE_GAUSS) return p->Na * p->Nb * p->Nc * exp(-(rad_star_sqr / 0.63 * p->fudge));
-    if (p->shape == NB_SHAPE_TOPHAT) return p->Na * p->Nb * p->Nc * (rad_star_sqr * p->fudge < 0.3969);
-    return NAN;
+    if (f < kp->roi_xmin || f > kp->roi_xmax || s < kp->roi_ymin || s > kp->roi_ymax) return 0;
+    if (kp->mask && kp->mask[(size_t)s * kp->fpixels + f] == 0) return 0;
+    return 1;
 }
 
 /* Diagnostics of one evaluated pixel, for -printout. */
@@ -319,136 +214,26 @@ typedef struct nb_pixel_trace {
 /* ---- the reference-faithful double pixel: nb_pixel.inc's terms in double,
  * in the reference's order of operations ------------------------------- */
 
-typedef struct nb_dpx_ctx {
-    const nb_kparams *p;
-    int fpixel, spixel;
-    double *omega_sum;
-    int *tripped;
-    nb_pixel_trace *trace; /* NULL: the last values are not kept */
-} nb_dpx_ctx;
-typedef struct nb_dpx_geo {
-    double pos[3], diffracted[3], airpath;
-} nb_dpx_geo;
-typedef struct nb_dpx_src {
-    double incident[3], scattering[3];
-} nb_dpx_src;
-typedef struct nb_dpx_idx {
-    double h, k, l;
-    int h0, k0, l0;
-} nb_dpx_idx;
-
-NB_HD void nb_dpx_slow_step(nb_dpx_ctx *c, int t, int subS) { (void)c, (void)t, (void)subS; }
-
-NB_HD void nb_dpx_subpixel(nb_dpx_ctx *c, int t, int subS, int subF, nb_dpx_geo *g)
-{
-    const nb_kparams *p = c->p;
-    const int os = p->oversample;
-    double Odet = t * p->thickstep;
-    double Fdet = p->subpixel_size * (c->fpixel * os + subF) + p->subpixel_size / 2.0;
-    double Sdet = p->subpixel_size * (c->spixel * os + subS) + p->subpixel_size / 2.0;
-    for (int i = 0; i < 3; i++) g->pos[i] = Fdet * p->fdet[i] + Sdet * p->sdet[i] + Odet * p->odet[i] + p->pix0[i];
-    if (p->curved_detector) {
-        /* every pixel at `distance`: planar lab y, z read as angles */
-        double v[3], nv[3];
-        for (int i = 0; i < 3; i++) v[i] = p->distance * p->beam[i];
-        nb_rotate_axis(v, nv, p->sdet, g->pos[1] / p->distance);
-        nb_rotate_axis(nv, g->pos, p->fdet, g->pos[2] / p->distance);
-    }
-    g->airpath = nb_unitize(g->pos, g->diffracted);
-    if (c->trace)
-        for (int i = 0; i < 3; i++) c->trace->pos[i] = g->pos[i];
-}
-
-NB_HD double nb_dpx_omega(nb_dpx_ctx *c, const nb_dpx_geo *g)
-{
-    const nb_kparams *p = c->p;
-    const double airpath = g->airpath;
-    if (p->point_pixel) return 1.0 / airpath / airpath;
-    return p->pixel_size * p->pixel_size / airpath / airpath * p->close_distance / airpath;
-}
-
-NB_HD void nb_dpx_add_omega(nb_dpx_ctx *c, double omega, int live)
-{
-    (void)live;
-    *c->omega_sum += omega;
-}
-
-NB_HD double nb_dpx_capture(nb_dpx_ctx *c, const nb_dpx_geo *g, int t)
-{
-    const nb_kparams *p = c->p;
-    double parallax = nb_dot(g->diffracted, p->odet);
-    return exp(-t * p->thickstep * p->mu / parallax) - exp(-(t + 1) * p->thickstep * p->mu / parallax);
-}
-
-/* The scattering vector; the source is cut (0) beyond -dmin. */
-NB_HD int nb_dpx_source(nb_dpx_ctx *c, const nb_dpx_geo *g, int src, nb_dpx_src *sv)
-{
-    const nb_kparams *p = c->p;
-    const double lambda = p->src_lambda[src];
-    for (int i = 0; i < 3; i++) {
-        sv->incident[i] = p->src_incident[3 * src + i];
-        sv->scattering[i] = (g->diffracted[i] - sv->incident[i]) / lambda;
-    }
-    double stol = 0.5 * nb_norm(sv->scattering);
-    if (c->trace) c->trace->stol = stol;
-    return p->dmin > 0.0 && stol > 0.0 && p->dmin > 0.5 / stol ? 0 : -1;
-}
-
-NB_HD double nb_dpx_polarization(nb_dpx_ctx *c, nb_dpx_geo *g, nb_dpx_src *sv, int src)
-{
-    (void)src;
-    return nb_polarization_factor(c->p->kahn_factor, sv->incident, g->diffracted, c->p->polar_vector);
-}
-
-NB_HD void nb_dpx_index(nb_dpx_ctx *c, const nb_dpx_geo *g, const nb_dpx_src *sv, int src, int cell, nb_dpx_idx *x)
-{
-    (void)g, (void)src;
-    const double *abc = c->p->cells + 9 * cell;
-    x->h = nb_dot(abc + 0, sv->scattering);
-    x->k = nb_dot(abc + 3, sv->scattering);
-    x->l = nb_dot(abc + 6, sv->scattering);
-    x->h0 = (int)ceil(x->h - 0.5);
-    x->k0 = (int)ceil(x->k - 0.5);
-    x->l0 = (int)ceil(x->l - 0.5);
-    if (c->trace) {
-        c->trace->h = x->h, c->trace->k = x->k, c->trace->l = x->l;
-        c->trace->h0 = x->h0, c->trace->k0 = x->k0, c->trace->l0 = x->l0;
-    }
-}
-
-NB_HD double nb_dpx_lattice(nb_dpx_ctx *c, const nb_dpx_idx *x)
-{
-    double F_latt = nb_lattice_factor(c->p, x->h, x->k, x->l);
-    if (c->trace) c->trace->F_latt = F_latt;
-    return F_latt;
-}
-
-NB_HD double nb_dpx_structure(nb_dpx_ctx *c, const nb_dpx_idx *x, int accept)
-{
-    (void)accept;
-    const nb_kparams *p = c->p;
-    double F_cell;
-    if (p->interpolate && nb_tricubic_safe(&p->F, x->h, x->k, x->l)) {
-        F_cell = nb_F_tricubic(&p->F, x->h, x->k, x->l);
-    } else {
-        if (p->interpolate) *c->tripped = 1;
-        F_cell = nb_F_nearest(&p->F, x->h0, x->k0, x->l0);
-    }
-    if (c->trace) c->trace->F_cell = F_cell;
-    return F_cell;
-}
-
-NB_HD double nb_dpx_term(nb_dpx_ctx *c, double F_cell, double F_latt)
-{
-    (void)c;
-    return F_cell * F_cell * F_latt * F_latt;
-}
-
-NB_HD double nb_dpx_scale(nb_dpx_ctx *c, double I) { return c->p->r_e_sqr * c->p->fluence * I / c->p->steps; }
-
 #define PX_FN(name) nb_dpx_##name
-#define PX_REAL double
-#include "nb_pixel_scalar.inc"
+#define DRF(name) nb_##name
+#define DR double
+#define DR_KIN nb_kparams
+#define DR_C(x) ((double)(x))
+#define DR_V(a) (a)
+#define DR_ADD(a, b) ((a) + (b))
+#define DR_SUB(a, b) ((a) - (b))
+#define DR_MUL(a, b) ((a) * (b))
+#define DR_DIV(a, b) ((a) / (b))
+#define DR_NEG(a) (-(a))
+#define DR_SCALE(s, a) ((s) * (a))
+#define DR_SQRT(a) sqrt(a)
+#define DR_SIN(a) sin(a)
+#define DR_COS(a) cos(a)
+#define DR_EXP(a) exp(a)
+#define DR_ATAN2(y, x) atan2(y, x)
+#define DR_SINCG(h, h0, N) nb_sincg_hkl(h, h0, N)
+#define DR_SINC3(x) nb_sinc3(x)
+#include "nb_pixel_double.inc"
 
 /* Render one pixel in double precision, exactly as the reference's pixel loop
  * does (for pixels inside the ROI and the mask).  Returns the photons/pixel;
@@ -459,7 +244,7 @@ NB_HD double nb_pixel_double(const nb_kparams *p, int fpixel, int spixel, double
                              nb_pixel_trace *trace)
 {
     if (trace) memset(trace, 0, sizeof *trace);
-    nb_dpx_ctx c = {p, fpixel, spixel, omega_sum, tripped, trace};
+    nb_dpx_ctx c = {p, p, fpixel, spixel, omega_sum, tripped, trace};
     const nb_pixel_opts general = {0, 0, 0};
     const nb_dpx_rules rules = nb_dpx_rules_of(p, general);
     nb_dpx_sums f = nb_dpx_collect(&c, general, &rules, -1);

@@ -100,6 +100,7 @@ typedef struct conv_opts {
     int smv_beam;
     const char *import;
     const char *tee;        /* -o FILE.nbs: a copy of the stream */
+    const char *grad;       /* --grad NAME: write that derivative (nb-sim --grad), not the images */
     int pending_format;     /* --format's, for the next -o; -1: none */
 } conv_opts;
 
@@ -904,6 +905,14 @@ static nb_status live_open(live_image *L, const nb_image_info *im, nb_payload_ho
     return st;
 }
 
+/* Is the IMAGE record (its keys im) one this run writes: an image, or with
+ * --grad NAME the derivative of that name? */
+static int wanted(const nb_image_info *im, const conv_opts *o)
+{
+    if (!o->grad) return !nb_image_is_grad(im);
+    return nb_image_is_grad(im) && !strcmp(im->grad_of, o->grad);
+}
+
 /* The consumer's begin: an IMAGE record's files written as it comes, when its
  * keys are sound and match the plan (else the usual path, after the whole
  * record, says what is wrong). */
@@ -916,7 +925,7 @@ static nb_status live_begin(void *ctx, const nb_record *rec, nb_payload_how *how
     /* several panels: written when the record is complete, panel by panel */
     if (!L->plan || nb_plan_npanels(L->plan) > 1 || !nb_record_is(rec, "IMAGE") || nb_image_from_record(rec, &im))
         return NB_OK;
-    nb_status st = nb_image_check_plan(&im, L->plan) ? NB_OK : live_open(L, &im, how);
+    nb_status st = nb_image_check_plan(&im, L->plan) || !wanted(&im, L->o) ? NB_OK : live_open(L, &im, how);
     nb_image_info_free(&im);
     return st;
 }
@@ -990,15 +999,19 @@ static nb_status import_image(const char *path, const nb_plan *plan, nb_record *
 /* ---- converting ------------------------------------------------------------ */
 
 /* One IMAGE record to every requested file: its payload is there, or was all
- * written as it came (live) and not kept. */
-static nb_status convert_image(const nb_record *rec, const nb_plan *plan, const conv_opts *o, live_image *live)
+ * written as it came (live) and not kept.  A record this run does not write
+ * (a derivative, or an image with --grad) is passed over: *converted 0. */
+static nb_status convert_image(const nb_record *rec, const nb_plan *plan, const conv_opts *o, live_image *live,
+                               int *converted)
 {
     nb_image_info im;
     frame fr;
     memset(&fr, 0, sizeof fr);
+    *converted = 0;
     nb_status st = nb_image_from_record(rec, &im);
     if (st) return st;
-    if ((st = nb_image_check_plan(&im, plan))) goto done;
+    if ((st = nb_image_check_plan(&im, plan)) || !wanted(&im, o)) goto done;
+    *converted = 1;
     /* every pixel checked as it came already */
     int all_live = live->live && live->rows.rows_done == live->rows.height;
     /* a payload not kept was all written as it came (every output live) */
@@ -1099,6 +1112,11 @@ static const nb_opt rows[] = {
      .expected = "'reference' or 'dxtbx'"},
     {NB_OPT_LOCAL, "--import", 1, "FILE", "read FILE (raw float32 or SMV) as the image of the input plan",
      .needs = "a file name", .type = NB_OPT_STRING, .at = {CO(import)}},
+    {NB_OPT_LOCAL, "--grad", 1, "NAME",
+     "write the derivative records of NAME (nb-sim --grad NAME) instead of\n"
+     "the images, as raw float (.bin) or float TIFF; without it derivative\n"
+     "records are passed over",
+     .needs = "a name", .type = NB_OPT_STRING, .at = {CO(grad)}},
 };
 #undef CO
 static const nb_opt_table table = {NB_CONVERT, rows, (int)(sizeof rows / sizeof rows[0])};
@@ -1121,7 +1139,15 @@ static nb_status parse(int argc, char **argv, conv_opts *o, nb_std_opts *std)
         if (r->format == FMT_NBS && o->tee && !o->import)
             return nb_error_set(NB_ERR_USAGE, "'%s': only one .nbs copy of the stream", r->path);
         if (r->format == FMT_NBS) o->tee = r->path;
+        if (o->grad && r->format != FMT_BIN && r->format != FMT_TIF && r->format != FMT_TIF_FLOAT &&
+            r->format != FMT_NBS)
+            return nb_error_set(NB_ERR_USAGE,
+                                "--grad %s: '%s' would be a %s file; a derivative (photons per unit, any sign) is "
+                                "written as raw float (.bin) or float TIFF (.tif)",
+                                o->grad, r->path, fmt_names[r->format]);
     }
+    if (o->grad && o->import) return nb_error_set(NB_ERR_USAGE, "--grad and --import do not go together");
+    if (o->grad && !o->nouts) return nb_error_set(NB_ERR_USAGE, "--grad %s needs -o FILE", o->grad);
     return NB_OK;
 }
 
@@ -1200,13 +1226,17 @@ int main(int argc, char **argv)
             have_plan = 1;
             live.plan = &plan;
         } else if (nb_record_is(&rec, "IMAGE")) {
-            images++;
-            st = convert_image(&rec, have_plan ? &plan : NULL, &o, &live);
+            int converted = 0;
+            st = convert_image(&rec, have_plan ? &plan : NULL, &o, &live, &converted);
+            images += converted;
         }
     }
     if (!st && images == 0) {
         const char *name = r ? nb_reader_name(r) : opts.input;
-        st = o.import ? nb_error_set(NB_ERR_DATA, "%s: the stream holds no PLAN record", name) : nb_image_none(name);
+        st = o.import ? nb_error_set(NB_ERR_DATA, "%s: the stream holds no PLAN record", name)
+             : o.grad ? nb_error_set(NB_ERR_DATA, "%s: the stream holds no derivative of '%s' (run nb-sim --grad %s)",
+                                     name, o.grad, o.grad)
+                      : nb_image_none(name);
     }
     if (tee) {
         if (!st) st = nb_writer_close(tee);

@@ -164,6 +164,16 @@ done:
     return st;
 }
 
+/* Is the IMAGE record a derivative (GRAD_OF)? */
+static nb_status is_derivative(const nb_record *rec, int *grad)
+{
+    nb_image_info im;
+    nb_status st = nb_image_from_record(rec, &im);
+    *grad = !st && nb_image_is_grad(&im);
+    nb_image_info_free(&im);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     nb_std_opts opts;
@@ -184,7 +194,7 @@ int main(int argc, char **argv)
     nb_writer *w = NULL;
     nb_record rec, out;
     nb_plan plan;
-    int have_plan = 0, eof = 0, images = 0;
+    int have_plan = 0, eof = 0, images = 0, grad = 0;
     nb_rng rng;
     memset(&rec, 0, sizeof rec);
     nb_status st = nb_reader_open(&r, opts.input);
@@ -201,6 +211,13 @@ int main(int argc, char **argv)
             if ((st = nb_plan_from_record(&rec, &plan))) break;
             have_plan = 1;
             rng = plan.rng;
+        }
+        /* a derivative (nb-sim --grad) goes through as it is: it is no image of photons */
+        grad = 0;
+        if (nb_record_is(&rec, "IMAGE") && (st = is_derivative(&rec, &grad))) break;
+        if (grad) {
+            st = nb_writer_put(w, &rec);
+            continue;
         }
         int pass = o.nonoise || (have_plan && !plan.calculate_noise);
         if (nb_record_is(&rec, "IMAGE") && !o.nonoise && pass) nb_info("the plan says -nonoise: no counts added");

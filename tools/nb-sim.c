@@ -12,6 +12,7 @@
 #include "nb_plan.h"
 #include "nb_sim.h"
 #include "nb_sim_cuda.h"
+#include "nb_sim_grad.h"
 #include "nb_stream.h"
 #include "nb_tuning.h"
 #include "nb_util.h"
@@ -34,11 +35,14 @@ static const nb_tool_info tool = {
     "baseline, chosen at run time; NB_SIMD=avx2|generic forces a lower one) and OpenMP threads\n"
     "over rows.  -precision double is the reference-faithful path.  --device cuda renders on the\n"
     "GPU (the same physics source).  Statistics of the image (max and where, mean, rms, rmsd)\n"
-    "go to standard error as the reference prints them.",
+    "go to standard error as the reference prints them.  --grad LIST adds after each image its\n"
+    "derivatives with respect to the named flags (one IMAGE record each, GRAD_OF=name), exact\n"
+    "in the pixel (dual numbers on the double path, which --grad uses unless told otherwise).",
     &table,
     "  nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -default_F 100 | nb-sim | nb-convert -o img.bin\n"
     "  nb-sim --threads 2 -precision double -o rendered.nbs plan.nbs\n"
-    "  nb-geom ... -osc 1 -nframes 90 -o sweep.nbs; nb-sim --shard 2/3 -o part2.nbs sweep.nbs\n",
+    "  nb-geom ... -osc 1 -nframes 90 -o sweep.nbs; nb-sim --shard 2/3 -o part2.nbs sweep.nbs\n"
+    "  nb-sim --grad distance,Xbeam,Ybeam plan.nbs | nb-convert --grad distance -o ddistance.bin\n",
     print_backends,
 };
 
@@ -57,7 +61,16 @@ typedef struct sim_opts {
     int progress;  /* -1: from the plan */
     int frame_first, frame_last; /* --frames, 1-based inclusive; 0: all */
     int shard_k, shard_m;        /* --shard K/M; 0: none */
+    nb_grad_list grad;           /* --grad: the derivatives to render (n = 0: none) */
 } sim_opts;
+
+/* The derivatives of one frame: the plans around the plan, and per name
+ * the whole detector's pixels (in their records' payloads). */
+typedef struct grad_job {
+    const nb_grad_plans *plans;
+    long frame;
+    float **pixels; /* per name, every panel's pixels */
+} grad_job;
 
 /* The reference's -printout lines for one pixel, on stderr. */
 static void print_pixel(const nb_kparams *kp, const nb_plan *plan, int f, int s, float value)
@@ -120,8 +133,8 @@ static nb_status image_stats(const nb_kparams *kp, const float *img, const nb_re
     return NB_OK;
 }
 
-static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, long frame, nb_record *out,
-                        nb_payload_crc *row_crc, int *row_crc_taken);
+static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, const nb_grad_plans *gp,
+                        long frame, nb_record *out, nb_record *grads, nb_payload_crc *row_crc, int *row_crc_taken);
 
 /* The frames this run renders, [*first, *last] 0-based, from --frames and
  * --shard; an empty range (a shard with no frames) is allowed. */
@@ -153,15 +166,28 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
     if (st) return st;
     if (plan->nframes > 1)
         nb_info("frames %ld to %ld of %d", first + 1, last + 1, plan->nframes);
+    nb_grad_plans gp;
+    nb_record *grads = NULL;
+    const int ng = o->grad.n;
+    memset(&gp, 0, sizeof gp);
+    if (ng && first <= last) {
+        st = nb_grad_plans_build(plan, &o->grad, &gp);
+        if (!st) st = nb_calloc((void **)&grads, (size_t)ng, sizeof *grads, "derivative records");
+    }
     for (long f = first; f <= last && !st; f++) {
         nb_record img;
         nb_payload_crc row_crc; /* the pixels' rows' CRCs, taken as they were rendered */
         int taken = 0;
-        st = render(plan, hkl, o, f, &img, &row_crc, &taken);
+        st = render(plan, hkl, o, ng ? &gp : NULL, f, &img, grads, &row_crc, &taken);
         if (!st) st = nb_writer_put_consume(w, &img, taken ? &row_crc : NULL);
+        /* each derivative after its image */
+        for (int j = 0; j < ng && !st; j++) st = nb_writer_put(w, &grads[j]);
+        for (int j = 0; j < ng; j++) nb_record_free(&grads[j]);
         nb_payload_crc_free(&row_crc);
         nb_record_free(&img);
     }
+    free(grads);
+    if (ng) nb_grad_plans_free(&gp);
     return st;
 }
 
@@ -221,6 +247,13 @@ static nb_status apply_frames(const nb_opt_args *a)
     return parse_frames(a->vals[0], &o->frame_first, &o->frame_last);
 }
 
+static nb_status apply_grad(const nb_opt_args *a)
+{
+    sim_opts *o = a->dest;
+    nb_grad_list_free(&o->grad);
+    return nb_grad_list_parse(a->vals[0], &o->grad);
+}
+
 static nb_status apply_shard(const nb_opt_args *a)
 {
     sim_opts *o = a->dest;
@@ -255,6 +288,15 @@ static const nb_opt rows[] = {
      "same frames, bit for bit, and the shards' streams joined with\n"
      "cat are one valid stream",
      .needs = "a value", .type = NB_OPT_CALLBACK, .fn = apply_shard},
+    {NB_OPT_LOCAL, "--grad", 1, "LIST",
+     "after each image, its derivative with respect to each named flag\n"
+     "(comma-separated), one IMAGE record each with GRAD_OF=name and\n"
+     "UNITS=photons/unit: distance, Xbeam, Ybeam (mm), detector_rotx,\n"
+     "detector_roty, detector_rotz, twotheta, cell_alpha, cell_beta,\n"
+     "cell_gamma, misset_x, misset_y, misset_z, mosaic (degree), cell_a,\n"
+     "cell_b, cell_c, lambda (Angstrom), Na, Nb, Nc (cell), fluence\n"
+     "(photons/m^2).  Rendered on the double path, on the CPU",
+     .needs = "a value", .type = NB_OPT_CALLBACK, .fn = apply_grad},
 };
 #undef SO
 static const nb_opt_table table = {NB_SIM, rows, (int)(sizeof rows / sizeof rows[0])};
@@ -300,14 +342,50 @@ typedef struct panel_render {
  * with the reference's -printout lines; pr->res.row_stats holds the rows'
  * statistics (filled here when the backend did not).  row_crc: NULL, or
  * where the renderer takes its rows' CRC-32s (a detector of one panel). */
-static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *o, float *img, panel_render *pr,
-                              nb_payload_crc *row_crc)
+/* The derivatives of panel `panel` (from `offset` in the images) with the
+ * image: the dual double pixel, NB_DUAL_N names per pass. */
+static nb_status render_panel_grads(const nb_kparams *kp, const nb_hkl *hkl, const grad_job *gj, int panel,
+                                    size_t offset, float *img, nb_render_result *res, nb_progress *prog)
+{
+    nb_status st = NB_OK;
+    const int n = gj->plans->names.n;
+    double seconds = 0.0;
+    for (int first = 0; first < n && !st; first += NB_DUAL_N) {
+        const int count = n - first < NB_DUAL_N ? n - first : NB_DUAL_N;
+        float *out[NB_DUAL_N];
+        for (int j = 0; j < count; j++) out[j] = gj->pixels[first + j] + offset;
+        nb_kdual_store ks;
+        st = nb_grad_kdual_build(gj->plans, first, count, gj->frame, panel, kp, hkl, &ks);
+        if (!st) st = nb_render_cpu_grad(kp, &ks.k, count, first == 0 ? img : NULL, out, res, first == 0 ? prog : NULL);
+        nb_kdual_store_free(&ks);
+        seconds += res->seconds;
+    }
+    res->seconds = seconds;
+    return st;
+}
+
+/* --grad: the double path on the CPU unless -precision single or --device
+ * cuda ask for what has no derivatives yet */
+static nb_status grad_precision(const sim_opts *o, int precision)
+{
+    if (precision == 0)
+        return nb_error_set(NB_ERR_UNSUPPORTED, "--grad: the single-precision fast path has no derivatives yet; "
+                                                "use -precision double (the default with --grad)");
+    if (o->device == DEV_CUDA)
+        return nb_error_set(NB_ERR_UNSUPPORTED, "--grad: derivatives are rendered on the CPU only (--device cpu)");
+    return NB_OK;
+}
+
+static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *o, const grad_job *gj, int panel,
+                              size_t offset, float *img, panel_render *pr, nb_payload_crc *row_crc)
 {
     nb_sim_setup setup;
     nb_status st;
-    /* default (-1 in the plan): the fast single-precision path */
+    /* default (-1 in the plan): the fast single-precision path; with
+     * derivatives the double path */
     int precision = o->precision >= 0 ? o->precision : plan->precision_double;
-    int use_double = precision == 1;
+    if (gj && (st = grad_precision(o, precision))) return st;
+    int use_double = precision == 1 || gj;
     if ((st = nb_sim_setup_build(plan, hkl, &setup))) return st;
     nb_progress prog;
     int progress = o->progress >= 0 ? o->progress : plan->progress;
@@ -322,11 +400,13 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_
     nb_prefault(res.row_stats, (size_t)plan->spixels * sizeof *res.row_stats);
     res.row_crc = row_crc;
     int use_cuda = 0;
-    st = pick_device(o, &use_cuda);
-    if (!st && use_cuda) st = nb_render_cuda(cuda, &setup.kp, use_double, img, &res);
+    st = gj ? NB_OK : pick_device(o, &use_cuda);
+    if (!st && gj) st = render_panel_grads(&setup.kp, hkl, gj, panel, offset, img, &res, &prog);
+    else if (!st && use_cuda) st = nb_render_cuda(cuda, &setup.kp, use_double, img, &res);
     else if (!st) st = use_double ? nb_render_cpu_double(&setup.kp, img, &res, &prog)
                                   : nb_render_cpu_fast(&setup.kp, img, &res, &prog);
-    snprintf(pr->path, sizeof pr->path, "%s%s", use_cuda ? "cuda-" : "", use_double ? "double" : use_cuda ? "fast" : nb_fast_variant());
+    snprintf(pr->path, sizeof pr->path, "%s%s", use_cuda ? "cuda-" : "",
+             gj ? "double-dual" : use_double ? "double" : use_cuda ? "fast" : nb_fast_variant());
     nb_progress_finish(&prog);
     if (st) {
         free(res.row_stats);
@@ -426,8 +506,38 @@ static void panels_stats(const nb_plan *plan, float *img, panel_render *pr, nb_i
  * one panel the renderer takes the CRC-32 of each row of its pixels into
  * row_crc (freed by the caller in any case), and *row_crc_taken says it took
  * them all; with several the writer takes the payload's CRC itself. */
-static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, long frame, nb_record *out,
-                        nb_payload_crc *row_crc, int *row_crc_taken)
+/* The derivative records of a frame (nb-sim --grad), pixels to come: the
+ * frame's keys, GRAD_OF and the unit; gj->pixels where their pixels go. */
+static nb_status grad_records(const nb_plan *plan, const nb_grad_plans *gp, long frame, nb_record *grads, grad_job *gj)
+{
+    nb_status st = NB_OK;
+    for (int j = 0; j < gp->names.n && !st; j++) {
+        nb_image_info im;
+        nb_image_info_init(&im);
+        nb_image_record_init(&grads[j]);
+        st = nb_image_add_pixels(&grads[j], nb_plan_total_pixels(plan), NB_ARRAY_UNINITIALISED, &gj->pixels[j]);
+        im.frame = frame, im.has.frame = 1;
+        im.nframes = plan->nframes, im.has.nframes = 1;
+        im.panel = 0, im.has.panel = 1;
+        im.fpixels = plan->fpixels, im.spixels = plan->spixels;
+        if (!st) st = nb_image_set_panels(&im, plan);
+        snprintf(im.units, sizeof im.units, "photons/%s", nb_grad_param_unit(gp->names.param[j]));
+        snprintf(im.precision, sizeof im.precision, "double");
+        snprintf(im.grad_of, sizeof im.grad_of, "%s", nb_grad_param_name(gp->names.param[j]));
+        im.phi_start = plan->phi0, im.has.phi_start = 1;
+        im.phi_range = plan->osc, im.has.phi_range = 1;
+        snprintf(im.rendered_by, sizeof im.rendered_by, "nb-sim %s", NB_VERSION);
+        snprintf(im.render_path, sizeof im.render_path, "double-dual");
+        if (!st) st = nb_image_put_header(&im, &grads[j], NB_IMAGE_ALL_KEYS);
+        nb_image_info_free(&im);
+    }
+    gj->plans = gp;
+    gj->frame = frame;
+    return st;
+}
+
+static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, const nb_grad_plans *gp,
+                        long frame, nb_record *out, nb_record *grads, nb_payload_crc *row_crc, int *row_crc_taken)
 {
     /* frame i of a series is the plan with its spindle start moved by i osc */
     nb_plan frame_plan = *series;
@@ -446,6 +556,9 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
         st = nb_payload_crc_init(row_crc, (uint64_t)((unsigned char *)img - out->payload),
                                  (size_t)plan->fpixels * sizeof(float), (size_t)plan->spixels);
     if (st) return st;
+    float *grad_pixels[NB_GRAD_MAX_NAMES];
+    grad_job job = {NULL, frame, grad_pixels};
+    if (gp && (st = grad_records(plan, gp, frame, grads, &job))) return st;
     if ((st = nb_calloc((void **)&pr, (size_t)np, sizeof *pr, "panel renders"))) return st;
     /* each panel with the kernels as they are: its own geometry in nb_kparams */
     double seconds = 0.0, kernel_seconds = 0.0;
@@ -455,7 +568,7 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
         nb_plan_panel_view(plan, i, &v);
         nb_plan_panel_dims(plan, i, NULL, NULL, &off);
         if (np > 1) nb_info("panel %d of %d", i, np);
-        st = render_panel(&v, hkl, o, img + off, &pr[i], np == 1 ? row_crc : NULL);
+        st = render_panel(&v, hkl, o, gp ? &job : NULL, i, off, img + off, &pr[i], np == 1 ? row_crc : NULL);
         seconds += pr[i].res.seconds, kernel_seconds += pr[i].res.kernel_seconds;
     }
 
@@ -499,7 +612,7 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
 int main(int argc, char **argv)
 {
     nb_std_opts opts;
-    sim_opts o = {DEV_AUTO, -1, 0, -1, -1, 0, -1, 0, 0, 0, 0};
+    sim_opts o = {DEV_AUTO, -1, 0, -1, -1, 0, -1, 0, 0, 0, 0, {0, NULL}};
     nb_status st = NB_OK;
 
     nb_set_tool_name(tool.name);
@@ -569,6 +682,7 @@ int main(int argc, char **argv)
     }
     if (have_plan) nb_plan_free(&plan);
     nb_cuda_close(cuda);
+    nb_grad_list_free(&o.grad);
     nb_hkl_free(&hkl);
     nb_record_free(&rec);
     nb_reader_close(r);

@@ -119,13 +119,6 @@ void nb_sim_setup_free(nb_sim_setup *s)
     memset(s, 0, sizeof *s);
 }
 
-static int pixel_rendered(const nb_kparams *kp, int f, int s)
-{
-    if (f < kp->roi_xmin || f > kp->roi_xmax || s < kp->roi_ymin || s > kp->roi_ymax) return 0;
-    if (kp->mask && kp->mask[(size_t)s * kp->fpixels + f] == 0) return 0;
-    return 1;
-}
-
 nb_status nb_render_cpu_double(const nb_kparams *kp, float *image, nb_render_result *res, nb_progress *prog)
 {
     double *row_omega;
@@ -141,7 +134,7 @@ nb_status nb_render_cpu_double(const nb_kparams *kp, float *image, nb_render_res
         /* first touch of the row on the thread that renders it */
         memset(image + (size_t)s * kp->fpixels, 0, (size_t)kp->fpixels * sizeof(float));
         for (int f = 0; f < kp->fpixels; f++) {
-            if (!pixel_rendered(kp, f, s)) continue;
+            if (!nb_pixel_rendered(kp, f, s)) continue;
             int trip = 0;
             double v = nb_pixel_double(kp, f, s, &omega, &trip, NULL);
             tripped |= trip;

@@ -15,12 +15,6 @@ extern "C" {
 
 /* ---- kernels ----------------------------------------------------------------- */
 
-__device__ static int pixel_rendered(const nb_kparams *kp, int f, int s)
-{
-    if (f < kp->roi_xmin || f > kp->roi_xmax || s < kp->roi_ymin || s > kp->roi_ymax) return 0;
-    return !kp->mask || kp->mask[(size_t)s * kp->fpixels + f];
-}
-
 /* one thread per pixel of a row; the row's solid angles summed in shared memory */
 __global__ void k_double(nb_kparams kp, float *image, double *row_omega, int *tripped)
 {
@@ -30,7 +24,7 @@ __global__ void k_double(nb_kparams kp, float *image, double *row_omega, int *tr
     int trip = 0;
     if (f < kp.fpixels) {
         float v = 0.0f;
-        if (pixel_rendered(&kp, f, s)) v = (float)nb_pixel_double(&kp, f, s, &om, &trip, NULL);
+        if (nb_pixel_rendered(&kp, f, s)) v = (float)nb_pixel_double(&kp, f, s, &om, &trip, NULL);
         image[(size_t)s * kp.fpixels + f] = v;
     }
     omega_sum[threadIdx.x] = om;
@@ -51,7 +45,7 @@ __global__ void k_fast(nb_fparams fp, float *image, double *row_omega, int *trip
     int trip = 0;
     if (f < fp.kp.fpixels) {
         float v = 0.0f;
-        if (pixel_rendered(&fp.kp, f, s)) v = nb_pixel_fast(&fp, f, s, &om, &trip);
+        if (nb_pixel_rendered(&fp.kp, f, s)) v = nb_pixel_fast(&fp, f, s, &om, &trip);
         image[(size_t)s * fp.kp.fpixels + f] = v;
     }
     omega_sum[threadIdx.x] = om;

@@ -18,6 +18,12 @@ load helper
     done
 }
 
+@test "nb-geom: a fractional cell count is kept (an nb extension), a whole one as before" {
+    [ "$(geom NA -N 2.5)" = "2.5" ] || false
+    [ "$(geom NC -N 2.5 -Nc 7)" = "7" ] || false
+    [ "$(geom NB -Nb 0.5)" = "1" ] || false
+}
+
 @test "nb-geom: a non-numeric value is a usage error naming the option" {
     run_nb nb-geom -cell 100 -distance abc
     expect_status 2
@@ -25,7 +31,7 @@ load helper
     run_nb nb-geom -cell 100 -detpixels 3x
     expect_status 2
     expect_has "nb-geom: option -detpixels: '3x' is not an integer"
-    run_nb nb-geom -cell 100 -N 2.5
+    run_nb nb-geom -cell 100 -N 2.5x
     expect_status 2
     expect_has "option -N"
     run_nb nb-geom -cell 100 abc

@@ -122,7 +122,7 @@ static int same_info(const nb_image_info *a, const nb_image_info *b)
         printf("#   %s differs\n", #m);                           \
         bad++;                                                    \
     }
-    SAME(frame) SAME(nframes) SAME(panel) SAME(fpixels) SAME(spixels) SAME(units) SAME(precision)
+    SAME(frame) SAME(nframes) SAME(panel) SAME(fpixels) SAME(spixels) SAME(units) SAME(grad_of) SAME(precision)
     SAME(phi_start) SAME(phi_range) SAME(rendered_by) SAME(render_seconds) SAME(render_path) SAME(kernel_seconds)
     SAME(max_I) SAME(max_I_x) SAME(max_I_y) SAME(mean) SAME(rms) SAME(rmsd) SAME(solid_angle)
     SAME(imported_from) SAME(counts_bits) SAME(counts_adc) SAME(counts_gain) SAME(noise_seed)
@@ -157,6 +157,28 @@ static void test_round_trip(void)
     ok(!strcmp(again.header, rec.header), "rewritten from the parsed keys: the same header, byte for byte");
     nb_record_free(&again);
     nb_image_info_free(&back);
+    nb_record_free(&got);
+    nb_record_free(&rec);
+}
+
+/* A derivative (nb-sim --grad): GRAD_OF and its unit read back, no counts. */
+static void test_derivative(void)
+{
+    nb_image_info im, back;
+    nb_record rec, got;
+    nb_image_info_init(&im);
+    im.fpixels = W, im.spixels = H;
+    snprintf(im.units, sizeof im.units, "photons/(photons/m^2)");
+    snprintf(im.grad_of, sizeof im.grad_of, "fluence");
+    build(&im, NB_IMAGE_FRAME_KEYS, 0, 0, &rec);
+    ok(through_stream(&rec, &got), "a derivative record goes through a stream");
+    nb_status st = nb_image_from_record(&got, &back);
+    ok(st == NB_OK && nb_image_is_grad(&back) && !strcmp(back.grad_of, "fluence") &&
+           !strcmp(back.units, "photons/(photons/m^2)"),
+       "GRAD_OF and its unit read back: %s", st ? nb_error_message() : back.grad_of);
+    nb_image_info_free(&back);
+    full_info(&im);
+    ok(!nb_image_is_grad(&im), "an image is no derivative");
     nb_record_free(&got);
     nb_record_free(&rec);
 }
@@ -273,7 +295,9 @@ static void test_checks(void)
         {"PHI_RANGE", "", "PHI_RANGE", "an empty PHI_RANGE"},
         {"MAX_I", "big", "MAX_I", "a malformed MAX_I"},
         {"RMSD", "1 2", "RMSD", "two numbers for RMSD"},
-        {"UNITS", "photons-per-pixel-per-frame", "UNITS is too long", "a UNITS too long for its field"},
+        {"UNITS", "photons-per-pixel-per-frame-in-the-series", "UNITS is too long", "a UNITS too long for its field"},
+        {"GRAD_OF", "cell/a", "GRAD_OF is not a name", "a GRAD_OF that is not a name"},
+        {"GRAD_OF", "distance", "GRAD_OF marks a derivative, which has no counts", "a derivative with counts"},
         {"COUNTS_BITS", "12", "COUNTS_BITS must be 16 or 32", "COUNTS_BITS=12"},
         {"COUNTS_BITS", "99999999999", "COUNTS_BITS", "COUNTS_BITS beyond an int"},
         {"COUNTS_ADC", "inf", "COUNTS_ADC", "COUNTS_ADC=inf"},
@@ -467,6 +491,7 @@ int main(void)
     nb_set_tool_name("test_image_record");
     nb_set_verbosity(-1);
     test_round_trip();
+    test_derivative();
     test_layouts();
     test_checks();
     test_unknown_keys();

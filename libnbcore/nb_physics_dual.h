@@ -1,0 +1,110 @@
+/* nb_physics_dual.h - the double pixel in dual numbers: the image and its
+ * derivatives with respect to up to NB_DUAL_N parameters in one pass.
+ *
+ * nb_pixel_double.inc's terms instantiated for nb_dual (the pixel model of
+ * nb_pixel.inc, once more).  The inputs the derivatives follow are an
+ * nb_kdual: the fields of nb_kparams that a parameter of nb-sim --grad can
+ * move (the detector's vectors and distances, the sources, the rotated cells,
+ * the reciprocal cell, the crystal size, the fluence and the water
+ * background), each a value and its derivatives (tools/nb_sim_grad.c works
+ * them out from the plan).  Every other field of nb_kparams is a constant.
+ * Host only.
+ */
+#ifndef NB_PHYSICS_DUAL_H
+#define NB_PHYSICS_DUAL_H
+
+#include "nb_dual.h"
+#include "nb_physics.h"
+
+/* nb_kparams' followed fields, as duals (same names, same units) */
+typedef struct nb_kdual {
+    nb_dual fdet[3], sdet[3], odet[3], pix0[3], beam[3];
+    nb_dual distance, close_distance;
+    nb_dual a_star[3], b_star[3], c_star[3];
+    nb_dual Na, Nb, Nc, fluence, I_bg;
+    const nb_dual *src_incident; /* 3 per source */
+    const nb_dual *src_lambda;   /* per source */
+    const nb_dual *cells;        /* 9 per (phi step, mosaic domain) */
+} nb_kdual;
+
+/* The grating factor sin(N pi h)/sin(pi h) of nb_sincg_hkl with its
+ * derivatives in h and N.  They are taken in the reduced index d = h - h0
+ * (g(x) = sin(Nx)/sin(x) at x = pi d), which for whole N is the value up to
+ * the sign (-1)^(h0 (N-1)): the derivative in N is then that of a crystal of
+ * N cells at every lattice point, and near d = 0 a series replaces the
+ * difference of nearly equal terms. */
+static inline nb_dual nb_dual_sincg_hkl(nb_dual h, int h0, nb_dual N)
+{
+    const double n = N.v, x = M_PI * (h.v - h0);
+    double sign = 1.0;
+    if (nb_is_whole(n) && (h0 % 2 != 0) && (((long long)n - 1) % 2 != 0)) sign = -1.0;
+    double dg_dx, dg_dN;
+    if (fabs(n * x) < 1e-4) {
+        dg_dx = -n * (n * n - 1.0) * x / 3.0;
+        dg_dN = 1.0;
+    } else {
+        const double g = sin(n * x) / sin(x);
+        dg_dx = (n * cos(n * x) - g * cos(x)) / sin(x);
+        dg_dN = x * cos(n * x) / sin(x);
+    }
+    nb_dual r;
+    r.v = nb_sincg_hkl(h.v, h0, n);
+    for (int i = 0; i < NB_DUAL_N; i++) r.d[i] = sign * (M_PI * dg_dx * h.d[i] + dg_dN * N.d[i]);
+    return r;
+}
+
+/* The sphere's transform 3 (sin x / x - cos x) / x^2 (nb_sinc3), with its
+ * series near 0. */
+static inline nb_dual nb_dual_sinc3(nb_dual a)
+{
+    const double x = a.v;
+    double slope;
+    if (fabs(x) < 1e-3) {
+        slope = -x / 5.0 + x * x * x / 70.0;
+    } else {
+        const double f = nb_sinc3(x);
+        const double du = (x * cos(x) - sin(x)) / (x * x) + sin(x);
+        slope = 3.0 * du / (x * x) - 2.0 * f / x;
+    }
+    return nb_dual_chain(a, nb_sinc3(x), slope);
+}
+
+#define PX_FN(name) nb_gpx_##name
+#define DRF(name) nb_gd_##name
+#define DR nb_dual
+#define DR_KIN nb_kdual
+#define DR_C(x) nb_dual_c(x)
+#define DR_V(a) ((a).v)
+#define DR_ADD(a, b) nb_dual_add(a, b)
+#define DR_SUB(a, b) nb_dual_sub(a, b)
+#define DR_MUL(a, b) nb_dual_mul(a, b)
+#define DR_DIV(a, b) nb_dual_div(a, b)
+#define DR_NEG(a) nb_dual_neg(a)
+#define DR_SCALE(s, a) nb_dual_scale(s, a)
+#define DR_SQRT(a) nb_dual_sqrt(a)
+#define DR_SIN(a) nb_dual_sin(a)
+#define DR_COS(a) nb_dual_cos(a)
+#define DR_EXP(a) nb_dual_exp(a)
+#define DR_ATAN2(y, x) nb_dual_atan2(y, x)
+#define DR_SINCG(h, h0, N) nb_dual_sincg_hkl(h, h0, N)
+#define DR_SINC3(x) nb_dual_sinc3(x)
+#define PX_SPLAT(x) nb_dual_c(x)
+#define PX_ADD(a, b) nb_dual_add(a, b)
+#define PX_MUL(a, b) nb_dual_mul(a, b)
+#define PX_IS_ZERO(a) PX_IS((a).v == 0.0)
+#include "nb_pixel_double.inc"
+
+/* One pixel and its derivatives: the value is nb_pixel_double()'s, bit for
+ * bit; d[i] is its derivative with respect to parameter i of k.  Adds the
+ * pixel's solid angles to *omega_sum; sets *tripped as nb_pixel_double. */
+static inline nb_dual nb_pixel_grad(const nb_kparams *p, const nb_kdual *k, int fpixel, int spixel,
+                                    double *omega_sum, int *tripped)
+{
+    nb_gpx_ctx c = {p, k, fpixel, spixel, omega_sum, tripped, NULL};
+    const nb_pixel_opts general = {0, 0, 0};
+    nb_gpx_rules rules = nb_gpx_rules_of(p, general);
+    rules.I0 = k->I_bg; /* the water background depends on the fluence */
+    return nb_gpx_collect(&c, general, &rules, -1).value;
+}
+
+#endif

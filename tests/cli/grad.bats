@@ -1,0 +1,110 @@
+#!/usr/bin/env bats
+# nb-sim --grad: derivative records after each image (GRAD_OF, UNITS), what
+# nb-noise and nb-convert do with them, and the refusals.  The derivatives'
+# accuracy on many configurations is tests/unit/test_grad.c's; here one check
+# end to end against rendered images.
+
+load helper
+
+XTAL="-cell 40 50 60 88 95 91 -misset 10 20 30 -lambda 1 -N 4 -default_F 100 -pixel 1.2 -detpixels 20 -oversample 1"
+
+# correlation of two files of numbers, one per line
+corr() {
+    paste "$1" "$2" | awk '{ n++; a += $1; b += $2; aa += $1 * $1; bb += $2 * $2; ab += $1 * $2 }
+        END { va = aa - a * a / n; vb = bb - b * b / n; printf "%.9f\n", (ab - a * b / n) / sqrt(va * vb) }'
+}
+
+@test "grad: one IMAGE record per name after each image, GRAD_OF and UNITS in its header" {
+    nb-geom $XTAL -distance 60 -osc 0.5 -nframes 2 -o plan.nbs
+    nb-sim -q --grad distance,Na,cell_alpha -o out.nbs plan.nbs
+    [ "$(grep -a -c '^GRAD_OF=' out.nbs)" -eq 6 ] || false
+    [ "$(nb_key out.nbs GRAD_OF 1)" = distance ] || false
+    [ "$(nb_key out.nbs GRAD_OF 2)" = Na ] || false
+    [ "$(nb_key out.nbs GRAD_OF 3)" = cell_alpha ] || false
+    [ "$(nb_key out.nbs GRAD_OF 4)" = distance ] || false
+    [ "$(nb_key out.nbs UNITS 1)" = photons ] || false
+    [ "$(nb_key out.nbs UNITS 2)" = photons/mm ] || false
+    [ "$(nb_key out.nbs UNITS 3)" = photons/cell ] || false
+    [ "$(nb_key out.nbs UNITS 4)" = photons/degree ] || false
+    [ "$(nb_key out.nbs FRAME 5)" = 1 ] || false
+}
+
+@test "grad: the image is the double path's, bit for bit, and nb-convert passes the derivatives over" {
+    nb-geom $XTAL -distance 60 -o plan.nbs
+    nb-sim -q --grad distance,twotheta,lambda plan.nbs | nb-convert -q -o with.bin
+    nb-sim -q -precision double plan.nbs | nb-convert -q -o plain.bin
+    cmp with.bin plain.bin
+}
+
+@test "grad: d/ddistance is the central difference of images rendered at distance +- h" {
+    nb-geom $XTAL -distance 60 | nb-sim -q --grad distance | nb-convert -q --grad distance -o d.bin
+    nb-geom $XTAL -distance 60.01 | nb-sim -q -precision double | nb-convert -q -o plus.bin
+    nb-geom $XTAL -distance 59.99 | nb-sim -q -precision double | nb-convert -q -o minus.bin
+    pixels d.bin > d.txt
+    paste <(pixels plus.bin) <(pixels minus.bin) | awk '{ printf "%.9g\n", ($1 - $2) / 0.02 }' > fd.txt
+    [ "$(awk '$1 != 0' d.txt | wc -l)" -gt 100 ] || false
+    c=$(corr d.txt fd.txt)
+    echo "correlation $c"
+    awk -v c="$c" 'BEGIN { exit !(c >= 0.999) }'
+}
+
+@test "grad: nb-noise passes the derivative records through, after their image" {
+    nb-geom $XTAL -distance 60 | nb-sim -q --grad Xbeam > grads.nbs
+    nb-noise -q -seed 3 grads.nbs > noisy.nbs
+    [ "$(grep -a -c '^GRAD_OF=Xbeam' noisy.nbs)" -eq 1 ] || false
+    nb-convert -q --grad Xbeam -o before.bin grads.nbs
+    nb-convert -q --grad Xbeam -o after.bin noisy.nbs
+    cmp before.bin after.bin
+}
+
+@test "grad: an unknown or repeated name is a usage error listing the names" {
+    nb-geom $XTAL -o plan.nbs
+    run_nb nb-sim --grad distance,wavelength plan.nbs
+    expect_status 2
+    expect_has "unknown name 'wavelength'"
+    expect_has "lambda"
+    run_nb nb-sim --grad Na,Na plan.nbs
+    expect_status 2
+    expect_has "'Na' is named twice"
+}
+
+@test "grad: a name that does not apply to the plan is an error saying why" {
+    nb-geom $XTAL -o plan.nbs
+    run_nb nb-sim --grad mosaic plan.nbs
+    expect_status 2
+    expect_has "no mosaic spread"
+    nb-geom -cell 40 50 60 90 90 90 -misset random -lambda 1 -N 4 -default_F 100 -detpixels 20 -o random.nbs
+    run_nb nb-sim --grad misset_x random.nbs
+    expect_status 2
+    expect_has "the misset is random"
+    nb-geom $XTAL -xds -o xds.nbs
+    run_nb nb-sim --grad Xbeam xds.nbs
+    expect_status 2
+    expect_has "-Xbeam does not change this plan"
+}
+
+@test "grad: the single-precision path and CUDA say they have no derivatives yet" {
+    nb-geom $XTAL -o plan.nbs
+    run_nb nb-sim -precision single --grad distance plan.nbs
+    expect_status 1
+    expect_has "the single-precision fast path has no derivatives yet"
+    run_nb nb-sim --device cuda --grad distance plan.nbs
+    expect_status 1
+    expect_has "derivatives are rendered on the CPU only"
+}
+
+@test "grad: fractional cell counts render, and d/dNa at a whole N is the difference at N +- h" {
+    nb-geom $XTAL -Na 4.5 | nb-sim -q -precision double | nb-convert -q -o half.bin
+    nb-geom $XTAL -Na 4 | nb-sim -q -precision double | nb-convert -q -o four.bin
+    nb-geom $XTAL -Na 5 | nb-sim -q -precision double | nb-convert -q -o five.bin
+    run ! cmp -s half.bin four.bin
+    run ! cmp -s half.bin five.bin
+    nb-geom $XTAL -Na 4 | nb-sim -q --grad Na | nb-convert -q --grad Na -o dNa.bin
+    nb-geom $XTAL -Na 4.001 | nb-sim -q -precision double | nb-convert -q -o plus.bin
+    nb-geom $XTAL -Na 3.999 | nb-sim -q -precision double | nb-convert -q -o minus.bin
+    pixels dNa.bin > d.txt
+    paste <(pixels plus.bin) <(pixels minus.bin) | awk '{ printf "%.9g\n", ($1 - $2) / 0.002 }' > fd.txt
+    c=$(corr d.txt fd.txt)
+    echo "correlation $c"
+    awk -v c="$c" 'BEGIN { exit !(c >= 0.999) }'
+}

@@ -1,0 +1,312 @@
+/* Unit tests of nb-sim --grad's derivatives (tools/nb_sim_grad.c and the
+ * dual pixel of libnbcore/nb_physics_dual.h): on configurations covering
+ * mosaic, oversampling with -oversample_omega/polar/thick, divergence and
+ * dispersion, a curved detector, tilted and two-theta detectors, absorption
+ * layers, tricubic F and the round and Gaussian crystals, the derivative of
+ * every name agrees with a five-point central difference of the double
+ * path's pixels (correlation >= 0.99999, norms within 1e-4), and the dual
+ * pixel's value is the double path's, bit for bit. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_cli.h"
+#include "nb_geometry.h"
+#include "nb_sim_grad.h"
+#include "tap.h"
+
+#define diag(...) (printf("#   "), printf(__VA_ARGS__), printf("\n"))
+
+#define BASE_NAMES                                                                                                   \
+    "distance,Xbeam,Ybeam,detector_rotx,detector_roty,detector_rotz,twotheta,cell_a,cell_b,cell_c,cell_alpha,"       \
+    "cell_beta,cell_gamma,misset_x,misset_y,misset_z,Na,Nb,Nc,lambda,fluence"
+/* the XDS convention places the beam by -ORGX/-ORGY: -Xbeam/-Ybeam do nothing */
+#define XDS_NAMES                                                                                                    \
+    "distance,detector_rotx,detector_roty,detector_rotz,twotheta,cell_a,cell_b,cell_c,cell_alpha,cell_beta,"        \
+    "cell_gamma,misset_x,misset_y,misset_z,Na,Nb,Nc,lambda,fluence"
+#define CRYSTAL "-cell 40 50 60 88 95 91 -misset 10 20 30 -lambda 1.0 -N 4 -default_F 100 -oversample 1 "
+#define DETECTOR "-distance 60 -detpixels 20 -pixel 1.2 "
+
+static const struct config {
+    const char *what, *args, *names;
+    int grid; /* a smooth F grid and -interpolate */
+} configs[] = {
+    {"mosaic", CRYSTAL DETECTOR "-mosaic 0.8 -mosaic_domains 3 -mosaic_seed 7", BASE_NAMES ",mosaic", 0},
+    {"oversampled with -oversample_omega/polar/thick",
+     CRYSTAL DETECTOR "-oversample 2 -oversample_omega -oversample_polar -oversample_thick -detector_thick 300 "
+                      "-detector_abs 200 -detector_thicksteps 2",
+     BASE_NAMES, 0},
+    {"divergence and dispersion",
+     CRYSTAL DETECTOR "-hdivrange 0.2 -vdivrange 0.2 -hdivstep 0.1 -vdivstep 0.1 -dispersion 2 -dispsteps 3",
+     BASE_NAMES, 0},
+    {"curved detector", CRYSTAL "-curved_det " DETECTOR, BASE_NAMES, 0},
+    {"tilted detector", CRYSTAL DETECTOR "-detector_rotx 3 -detector_roty -4 -detector_rotz 5", BASE_NAMES, 0},
+    {"two-theta detector", CRYSTAL DETECTOR "-twotheta 12", BASE_NAMES, 0},
+    {"absorption layers", CRYSTAL DETECTOR "-detector_thick 200 -detector_abs 300 -detector_thicksteps 3", BASE_NAMES, 0},
+    {"tricubic F", CRYSTAL DETECTOR "-interpolate", BASE_NAMES, 1},
+    {"round crystal, Kahn polarization", CRYSTAL DETECTOR "-round_xtal -polar 0.9", BASE_NAMES, 0},
+    {"Gaussian crystal, xds convention", CRYSTAL DETECTOR "-gauss_xtal -xds", XDS_NAMES, 0},
+};
+
+static int build_plan(const char *args, nb_plan *plan)
+{
+    nb_request rq;
+    char *line = malloc(strlen(args) + 16);
+    sprintf(line, "nb-geom %s", args);
+    int argc = 0;
+    char **argv = NULL;
+    nb_status st = nb_split_args(line, &argc, &argv);
+    nb_request_defaults(&rq);
+    rq.seed = -1;
+    rq.misset_seed = -1;
+    if (!st) st = nb_request_apply_args(&rq, argc - 1, argv + 1, NULL);
+    rq.command_line = line;
+    nb_strbuf log;
+    nb_strbuf_init(&log);
+    if (!st) st = nb_resolve(&rq, plan, &log);
+    nb_strbuf_free(&log);
+    nb_request_free(&rq);
+    nb_free_args(argc, argv);
+    return st;
+}
+
+/* F = a polynomial of degree <= 3 in each index: tricubic interpolation
+ * reproduces it, so F is smooth between grid points too */
+static void smooth_grid(nb_hkl *hkl)
+{
+    nb_hkl_alloc(hkl, -30, 30, -30, 30, -30, 30, 0.0);
+    for (int h = -30; h <= 30; h++)
+        for (int k = -30; k <= 30; k++)
+            for (int l = -30; l <= 30; l++)
+                hkl->F[nb_hkl_index(hkl, h, k, l)] = 200.0 + 3.0 * h - 2.0 * k + l + 0.2 * h * k + 0.05 * l * l;
+    hkl->hkls = 61L * 61 * 61;
+}
+
+/* The double path's pixels of a plan (one frame, one panel). */
+static double *double_pixels(const nb_plan *plan, const nb_hkl *hkl)
+{
+    nb_sim_setup s;
+    if (nb_sim_setup_build(plan, hkl, &s)) return NULL;
+    const nb_kparams *kp = &s.kp;
+    double *px = calloc((size_t)kp->fpixels * kp->spixels, sizeof *px);
+    for (int y = 0; y < kp->spixels; y++)
+        for (int x = 0; x < kp->fpixels; x++) {
+            double omega = 0;
+            int trip = 0;
+            px[(size_t)y * kp->fpixels + x] = nb_pixel_double(kp, x, y, &omega, &trip, NULL);
+        }
+    nb_sim_setup_free(&s);
+    return px;
+}
+
+/* d pixel / d name by a five-point central difference of whole renders */
+static double *finite_difference(const nb_plan *plan, const nb_hkl *hkl, const nb_grad_param *p, double h, size_t n)
+{
+    const double w[4] = {1.0, -8.0, 8.0, -1.0};
+    const int off[4] = {-2, -1, 1, 2};
+    double *fd = calloc(n, sizeof *fd);
+    for (int j = 0; j < 4; j++) {
+        nb_plan moved;
+        if (nb_grad_plan_moved(plan, p, off[j] * h, &moved)) {
+            free(fd);
+            return NULL;
+        }
+        double *px = double_pixels(&moved, hkl);
+        nb_plan_free(&moved);
+        if (!px) {
+            free(fd);
+            return NULL;
+        }
+        for (size_t i = 0; i < n; i++) fd[i] += w[j] * px[i] / (12.0 * h);
+        free(px);
+    }
+    return fd;
+}
+
+static void agree(const char *config, const char *name, const double *dual, const double *fd, size_t n)
+{
+    double sa = 0, sb = 0, saa = 0, sbb = 0, sab = 0;
+    for (size_t i = 0; i < n; i++) {
+        sa += dual[i], sb += fd[i];
+        saa += dual[i] * dual[i], sbb += fd[i] * fd[i], sab += dual[i] * fd[i];
+    }
+    double va = saa - sa * sa / n, vb = sbb - sb * sb / n;
+    double corr = va > 0 && vb > 0 ? (sab - sa * sb / n) / sqrt(va * vb) : 0.0;
+    double norm_ratio = sqrt(saa / sbb);
+    ok(corr >= 0.99999 && fabs(norm_ratio - 1.0) <= 1e-4 && saa > 0,
+       "%s: d/d%s agrees with the finite difference (corr %.9f, norm ratio %.7f)", config, name, corr, norm_ratio);
+}
+
+/* The duals of one pass over names [first, first + count) of the plan. */
+static int dual_pass(const nb_grad_plans *g, int first, int count, const nb_plan *plan, const nb_hkl *hkl,
+                     double **grads, double *value_diff, float *image_check, float **grad_check)
+{
+    nb_sim_setup s;
+    nb_kdual_store ks;
+    if (nb_sim_setup_build(plan, hkl, &s)) return -1;
+    const nb_kparams *kp = &s.kp;
+    nb_status st = nb_grad_kdual_build(g, first, count, 0, 0, kp, hkl, &ks);
+    if (st) {
+        diag("%s", nb_error_message());
+        nb_sim_setup_free(&s);
+        return -1;
+    }
+    *value_diff = 0;
+    for (int y = 0; y < kp->spixels; y++)
+        for (int x = 0; x < kp->fpixels; x++) {
+            double omega = 0, omega2 = 0;
+            int trip = 0;
+            nb_dual v = nb_pixel_grad(kp, &ks.k, x, y, &omega, &trip);
+            double want = nb_pixel_double(kp, x, y, &omega2, &trip, NULL);
+            if (v.v != want) *value_diff += 1;
+            for (int j = 0; j < count; j++) grads[first + j][(size_t)y * kp->fpixels + x] = v.d[j];
+        }
+    if (image_check) {
+        nb_render_result res;
+        memset(&res, 0, sizeof res);
+        nb_render_cpu_grad(kp, &ks.k, count, image_check, grad_check, &res, NULL);
+    }
+    nb_kdual_store_free(&ks);
+    nb_sim_setup_free(&s);
+    return 0;
+}
+
+static void check_config(const struct config *c)
+{
+    nb_plan plan;
+    nb_hkl hkl;
+    nb_grad_list names;
+    nb_grad_plans g;
+    nb_hkl_init(&hkl);
+    if (!ok(build_plan(c->args, &plan) == NB_OK, "%s: the plan resolves", c->what)) return;
+    if (c->grid) smooth_grid(&hkl);
+    hkl.default_F = plan.default_F;
+    nb_status st = nb_grad_list_parse(c->names, &names);
+    if (!st) st = nb_grad_plans_build(&plan, &names, &g);
+    if (!ok(st == NB_OK, "%s: the plans around it resolve for every name", c->what)) {
+        diag("%s", nb_error_message());
+        nb_plan_free(&plan);
+        nb_hkl_free(&hkl);
+        return;
+    }
+    const size_t n = (size_t)plan.fpixels * plan.spixels;
+    double *grads[NB_GRAD_MAX_NAMES];
+    float *image = calloc(n, sizeof *image), *fgrads[NB_DUAL_N];
+    for (int j = 0; j < names.n; j++) grads[j] = calloc(n, sizeof(double));
+    for (int j = 0; j < NB_DUAL_N; j++) fgrads[j] = calloc(n, sizeof(float));
+    double value_diff = 0;
+    int fail = 0;
+    for (int first = 0; first < names.n && !fail; first += NB_DUAL_N) {
+        int count = names.n - first < NB_DUAL_N ? names.n - first : NB_DUAL_N;
+        double diff = 0;
+        fail = dual_pass(&g, first, count, &plan, &hkl, grads, &diff, first == 0 ? image : NULL, fgrads);
+        value_diff += diff;
+        if (first == 0 && !fail) {
+            int same = 1;
+            for (size_t i = 0; i < n; i++)
+                for (int j = 0; j < count; j++) same &= fgrads[j][i] == (float)grads[j][i];
+            ok(same, "%s: nb_render_cpu_grad writes the duals' derivatives", c->what);
+        }
+    }
+    ok(!fail && value_diff == 0, "%s: the dual pixel's value is the double pixel's, bit for bit (%g differ)", c->what,
+       value_diff);
+    for (int j = 0; j < names.n && !fail; j++) {
+        const nb_grad_param *p = names.param[j];
+        double *fd = finite_difference(&plan, &hkl, p, g.step[j] / 10.0, n);
+        if (!ok(fd != NULL, "%s: the finite difference of %s renders", c->what, nb_grad_param_name(p))) continue;
+        agree(c->what, nb_grad_param_name(p), grads[j], fd, n);
+        free(fd);
+    }
+    for (int j = 0; j < names.n; j++) free(grads[j]);
+    for (int j = 0; j < NB_DUAL_N; j++) free(fgrads[j]);
+    free(image);
+    nb_grad_plans_free(&g);
+    nb_grad_list_free(&names);
+    nb_hkl_free(&hkl);
+    nb_plan_free(&plan);
+}
+
+/* The dual primitives against central differences of their values. */
+static void check_primitives(void)
+{
+    const double hs[] = {0.0, 0.013, -0.21, 2.37, -3.49, 7.0 + 1e-9};
+    const double Ns[] = {4.0, 5.0, 4.6};
+    double worst = 0;
+    for (size_t a = 0; a < sizeof hs / sizeof hs[0]; a++)
+        for (size_t b = 0; b < sizeof Ns / sizeof Ns[0]; b++) {
+            nb_dual h = nb_dual_c(hs[a]), N = nb_dual_c(Ns[b]);
+            h.d[0] = 1.0, N.d[1] = 1.0;
+            int h0 = (int)ceil(hs[a] - 0.5);
+            nb_dual r = nb_dual_sincg_hkl(h, h0, N);
+            /* the reduced factor g(pi (h - h0)), signed as the value (for
+             * whole N the value's own form loses digits near whole h) */
+            const double e = 1e-5, x = M_PI * (hs[a] - h0);
+            double sign = nb_sincg_hkl(hs[a], h0, Ns[b]) * nb_sincg(x, Ns[b]) < 0 ? -1.0 : 1.0;
+            double dh = sign * (nb_sincg(x + M_PI * e, Ns[b]) - nb_sincg(x - M_PI * e, Ns[b])) / (2 * e);
+            double dN = sign * (nb_sincg(x, Ns[b] + e) - nb_sincg(x, Ns[b] - e)) / (2 * e);
+            worst = fmax(worst, fabs(r.d[0] - dh) / fmax(1.0, fabs(dh)));
+            worst = fmax(worst, fabs(r.d[1] - dN) / fmax(1.0, fabs(dN)));
+            if (r.v != nb_sincg_hkl(hs[a], h0, Ns[b])) worst = INFINITY;
+        }
+    ok(worst < 1e-6, "sincg's dual: value exact, derivatives in h and N as finite differences (worst %.1e)", worst);
+    worst = 0;
+    for (double x = 0.0; x < 9.0; x += 0.37) {
+        nb_dual a = nb_dual_c(x);
+        a.d[0] = 1.0;
+        double e = 1e-6, want = (nb_sinc3(x + e) - nb_sinc3(fabs(x - e))) / (2 * e);
+        worst = fmax(worst, fabs(nb_dual_sinc3(a).d[0] - want));
+    }
+    ok(worst < 1e-7, "sinc3's dual: its slope as a finite difference (worst %.1e)", worst);
+}
+
+/* Names that do not apply are errors saying why. */
+static void check_refusals(void)
+{
+    nb_plan plan;
+    nb_grad_list names;
+    nb_grad_plans g;
+    const struct {
+        const char *args, *names, *why;
+    } cases[] = {
+        {CRYSTAL DETECTOR, "mosaic", "no mosaic spread"},
+        {"-cell 40 50 60 90 90 90 -misset random -lambda 1 -N 4 -default_F 100 " DETECTOR, "misset_y", "random"},
+        {CRYSTAL DETECTOR "-flux 1e12 -exposure 1 -beamsize 0.1", "fluence", "does not change this plan"},
+        {CRYSTAL DETECTOR "-xds", "Ybeam", "does not change this plan"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (build_plan(cases[i].args, &plan)) {
+            ok(0, "refusal case %zu resolves", i);
+            continue;
+        }
+        nb_status st = nb_grad_list_parse(cases[i].names, &names);
+        if (!st) st = nb_grad_plans_build(&plan, &names, &g);
+        if (!st) {
+            nb_sim_setup s;
+            nb_kdual_store ks;
+            nb_hkl hkl;
+            nb_hkl_init(&hkl);
+            hkl.default_F = plan.default_F;
+            nb_sim_setup_build(&plan, &hkl, &s);
+            st = nb_grad_kdual_build(&g, 0, names.n, 0, 0, &s.kp, &hkl, &ks);
+            if (!st) nb_kdual_store_free(&ks);
+            nb_sim_setup_free(&s);
+            nb_grad_plans_free(&g);
+        }
+        ok(st != NB_OK && strstr(nb_error_message(), cases[i].why), "--grad %s is refused: %s", cases[i].names,
+           st ? nb_error_message() : "(accepted)");
+        nb_grad_list_free(&names);
+        nb_plan_free(&plan);
+    }
+    ok(nb_grad_list_parse("distance,nonsense", &names) == NB_ERR_USAGE && strstr(nb_error_message(), "nonsense"),
+       "an unknown name is a usage error naming it: %s", nb_error_message());
+    ok(nb_grad_list_parse("Na,Na", &names) == NB_ERR_USAGE, "a name given twice is a usage error");
+}
+
+int main(void)
+{
+    nb_set_verbosity(-1);
+    check_primitives();
+    check_refusals();
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) check_config(&configs[i]);
+    return tap_done();
+}

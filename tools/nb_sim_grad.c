@@ -1,0 +1,595 @@
+/* nb-sim --grad: the derivatives of a rendered image with respect to
+ * nanoBragg's flags (nb_sim_grad.h says how: the plan's part by resolving
+ * its command line again around the flag's value, the pixel's part exact in
+ * dual numbers). */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "detector_file.h"
+#include "nb_cli.h"
+#include "nb_geometry.h"
+#include "nb_sim_grad.h"
+#include "smv.h"
+
+#define RTD (180.0 * M_1_PI)
+
+/* ---- the names ------------------------------------------------------------- */
+
+/* The flag's values at the plan (all of them: -cell has six), or an error
+ * saying why the name does not apply. */
+typedef nb_status (*base_fn)(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double vals[6]);
+
+struct nb_grad_param {
+    const char *name, *flag, *unit;
+    int nvals, index; /* the flag's value count; which value is this name */
+    double scale;     /* the step is `rel` of max(|value|, scale) */
+    double rel;
+    base_fn base;
+};
+
+static nb_status base_distance(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
+{
+    (void)p, (void)plan;
+    v[0] = rq->distance * 1e3;
+    return NB_OK;
+}
+
+static nb_status base_beam(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
+{
+    int x = p->name[0] == 'X';
+    double given = x ? rq->Xbeam : rq->Ybeam;
+    v[0] = (isnan(given) ? (x ? plan->Xbeam : plan->Ybeam) : given) * 1e3;
+    return NB_OK;
+}
+
+static nb_status base_rotation(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
+{
+    (void)plan;
+    const char *axis = p->name + strlen(p->name) - 1;
+    v[0] = (!strcmp(p->name, "twotheta") ? rq->twotheta : *axis == 'x' ? rq->rotx : *axis == 'y' ? rq->roty : rq->rotz) * RTD;
+    return NB_OK;
+}
+
+static nb_status base_cell(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
+{
+    (void)plan;
+    if (rq->matfile || !rq->user_cell)
+        return nb_error_set(NB_ERR_USAGE, "--grad %s: the crystal is given by -mat, not -cell: its cell is no flag",
+                            p->name);
+    for (int i = 0; i < 6; i++) v[i] = i < 3 ? rq->cell[i] : rq->cell[i] * RTD;
+    return NB_OK;
+}
+
+static nb_status base_misset(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
+{
+    (void)plan;
+    if (rq->matfile)
+        return nb_error_set(NB_ERR_USAGE, "--grad %s: the crystal's orientation is given by -mat, not -misset",
+                            p->name);
+    if (rq->misset_mode < 0)
+        return nb_error_set(NB_ERR_USAGE,
+                            "--grad %s: the misset is random (-misset random); give its angles with -misset X Y Z "
+                            "to differentiate them", p->name);
+    for (int i = 0; i < 3; i++) v[i] = rq->misset_mode ? rq->misset[i] * RTD : 0.0;
+    return NB_OK;
+}
+
+static nb_status base_N(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
+{
+    (void)rq;
+    v[0] = p->name[1] == 'a' ? plan->Na : p->name[1] == 'b' ? plan->Nb : plan->Nc;
+    return NB_OK;
+}
+
+static nb_status base_lambda(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
+{
+    (void)p, (void)rq;
+    v[0] = plan->lambda0 * 1e10;
+    return NB_OK;
+}
+
+static nb_status base_mosaic(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
+{
+    (void)rq;
+    if (!(plan->mosaic_spread > 0.0))
+        return nb_error_set(NB_ERR_USAGE, "--grad %s: the plan has no mosaic spread (-mosaic): no domains to move",
+                            p->name);
+    v[0] = plan->mosaic_spread * RTD;
+    return NB_OK;
+}
+
+static nb_status base_fluence(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
+{
+    (void)p, (void)rq;
+    v[0] = plan->fluence;
+    return NB_OK;
+}
+
+static const nb_grad_param params[] = {
+    {"distance", "-distance", "mm", 1, 0, 1.0, 1e-4, base_distance},
+    {"Xbeam", "-Xbeam", "mm", 1, 0, 1.0, 1e-4, base_beam},
+    {"Ybeam", "-Ybeam", "mm", 1, 0, 1.0, 1e-4, base_beam},
+    {"detector_rotx", "-detector_rotx", "degree", 1, 0, 1.0, 1e-4, base_rotation},
+    {"detector_roty", "-detector_roty", "degree", 1, 0, 1.0, 1e-4, base_rotation},
+    {"detector_rotz", "-detector_rotz", "degree", 1, 0, 1.0, 1e-4, base_rotation},
+    {"twotheta", "-twotheta", "degree", 1, 0, 1.0, 1e-4, base_rotation},
+    {"cell_a", "-cell", "Angstrom", 6, 0, 1.0, 1e-4, base_cell},
+    {"cell_b", "-cell", "Angstrom", 6, 1, 1.0, 1e-4, base_cell},
+    {"cell_c", "-cell", "Angstrom", 6, 2, 1.0, 1e-4, base_cell},
+    {"cell_alpha", "-cell", "degree", 6, 3, 1.0, 1e-4, base_cell},
+    {"cell_beta", "-cell", "degree", 6, 4, 1.0, 1e-4, base_cell},
+    {"cell_gamma", "-cell", "degree", 6, 5, 1.0, 1e-4, base_cell},
+    {"misset_x", "-misset", "degree", 3, 0, 1.0, 1e-4, base_misset},
+    {"misset_y", "-misset", "degree", 3, 1, 1.0, 1e-4, base_misset},
+    {"misset_z", "-misset", "degree", 3, 2, 1.0, 1e-4, base_misset},
+    {"Na", "-Na", "cell", 1, 0, 1.0, 1e-4, base_N},
+    {"Nb", "-Nb", "cell", 1, 0, 1.0, 1e-4, base_N},
+    {"Nc", "-Nc", "cell", 1, 0, 1.0, 1e-4, base_N},
+    {"lambda", "-lambda", "Angstrom", 1, 0, 0.1, 1e-4, base_lambda},
+    /* the reference draws the domains' angles in single precision: a step of
+     * 1e-4 would be a few float roundings */
+    {"mosaic", "-mosaic", "degree", 1, 0, 0.01, 1e-2, base_mosaic},
+    {"fluence", "-fluence", "(photons/m^2)", 1, 0, 1.0, 1e-4, base_fluence},
+};
+#define NPARAMS ((int)(sizeof params / sizeof params[0]))
+_Static_assert(sizeof params / sizeof params[0] <= NB_GRAD_MAX_NAMES, "a list of every name fits NB_GRAD_MAX_NAMES");
+
+const nb_grad_param *nb_grad_param_find(const char *name)
+{
+    for (int i = 0; i < NPARAMS; i++)
+        if (!strcmp(params[i].name, name)) return &params[i];
+    return NULL;
+}
+
+const char *nb_grad_param_name(const nb_grad_param *p) { return p->name; }
+const char *nb_grad_param_unit(const nb_grad_param *p) { return p->unit; }
+
+const char *nb_grad_param_names(void)
+{
+    static char names[512];
+    if (!names[0])
+        for (int i = 0; i < NPARAMS; i++) {
+            if (i) strcat(names, ",");
+            strcat(names, params[i].name);
+        }
+    return names;
+}
+
+nb_status nb_grad_list_parse(const char *list, nb_grad_list *out)
+{
+    memset(out, 0, sizeof *out);
+    nb_status st = nb_calloc((void **)&out->param, NPARAMS, sizeof *out->param, "--grad names");
+    if (st) return st;
+    const char *p = list;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char name[64];
+        if (len == 0 || len >= sizeof name) {
+            st = nb_error_set(NB_ERR_USAGE, "option --grad: expected names separated by commas, got '%s'", list);
+            break;
+        }
+        memcpy(name, p, len);
+        name[len] = 0;
+        const nb_grad_param *g = nb_grad_param_find(name);
+        if (!g) {
+            st = nb_error_set(NB_ERR_USAGE, "option --grad: unknown name '%s' (known: %s)", name,
+                              nb_grad_param_names());
+            break;
+        }
+        for (int i = 0; i < out->n && !st; i++)
+            if (out->param[i] == g) st = nb_error_set(NB_ERR_USAGE, "option --grad: '%s' is named twice", name);
+        if (st) break;
+        out->param[out->n++] = g;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    if (st) nb_grad_list_free(out);
+    return st;
+}
+
+void nb_grad_list_free(nb_grad_list *l)
+{
+    free(l->param);
+    memset(l, 0, sizeof *l);
+}
+
+/* ---- the plans around the plan --------------------------------------------- */
+
+/* nb-geom's own options in a COMMAND (-o FILE, -q, -v, --threads N): skipped */
+static int geom_option(void *ctx, int argc, char **argv, int *i, nb_status *st)
+{
+    (void)ctx;
+    const char *a = argv[*i];
+    *st = NB_OK;
+    if (!strcmp(a, "-q") || !strcmp(a, "-v")) return 1;
+    if (!strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--threads")) {
+        if (*i + 1 < argc) ++*i;
+        return 1;
+    }
+    return 0;
+}
+
+static const nb_args_hooks geom_hooks = {geom_option, NULL, nb_smv_apply_to_request, nb_detector_file_read};
+
+/* The request of words argv[1 .. argc-1] (argv[0]: the program), resolved
+ * into *plan (out_rq: the request, kept, or NULL).  Quiet: nb-geom said
+ * its warnings when it made the plan. */
+static nb_status resolve_words(int argc, char **argv, nb_request *out_rq, nb_plan *plan)
+{
+    nb_request rq;
+    nb_strbuf log;
+    nb_request_defaults(&rq);
+    nb_strbuf_init(&log);
+    int verbosity = nb_verbosity();
+    nb_set_verbosity(-1);
+    nb_status st = nb_request_apply_args(&rq, argc - 1, argv + 1, &geom_hooks);
+    if (!st && plan) st = nb_resolve(&rq, plan, &log);
+    nb_set_verbosity(verbosity);
+    nb_strbuf_free(&log);
+    if (out_rq && !st) *out_rq = rq;
+    else nb_request_free(&rq);
+    return st;
+}
+
+/* The words of the plan's command with `flag vals...`, the plan's pivot and
+ * its seeds appended: every other flag as the plan has it (-misset_seed at
+ * the very end: followed by two more words the reference reads it as a
+ * misset). */
+static char **words_with(int argc, char **argv, const nb_plan *plan, const nb_grad_param *p, const double vals[6],
+                         int *n_out)
+{
+    char **w = calloc((size_t)argc + 16, sizeof *w);
+    if (!w) return NULL;
+    int n = 0;
+    for (int i = 0; i < argc; i++) w[n++] = nb_xstrdup(argv[i]);
+    char num[64];
+    w[n++] = nb_xstrdup(p->flag);
+    for (int i = 0; i < p->nvals; i++) {
+        snprintf(num, sizeof num, "%.17g", vals[i]);
+        w[n++] = nb_xstrdup(num);
+    }
+    /* the pivot as resolved: -Xbeam, -twotheta ... set one of their own */
+    if (plan->pivot[0]) {
+        w[n++] = nb_xstrdup("-pivot");
+        w[n++] = nb_xstrdup(plan->pivot);
+    }
+    const char *seed_flags[3] = {"-seed", "-mosaic_seed", "-misset_seed"};
+    const int64_t seeds[3] = {plan->seed, plan->mosaic_seed, plan->misset_seed};
+    for (int i = 0; i < 3; i++) {
+        w[n++] = nb_xstrdup(seed_flags[i]);
+        snprintf(num, sizeof num, "%lld", (long long)-seeds[i]);
+        w[n++] = nb_xstrdup(num);
+    }
+    *n_out = n;
+    return w;
+}
+
+/* The plan's command with p's flag at its value + delta, resolved. */
+static nb_status moved_plan(const nb_grad_param *p, int argc, char **argv, const nb_plan *plan, const double vals[6],
+                            double delta, nb_plan *out)
+{
+    double moved[6];
+    memcpy(moved, vals, sizeof moved);
+    moved[p->index] += delta;
+    int n = 0;
+    char **w = words_with(argc, argv, plan, p, moved, &n);
+    if (!w) return nb_error_set(NB_ERR_NOMEM, "--grad %s: out of memory", p->name);
+    nb_plan_init(out);
+    nb_status st = resolve_words(n, w, NULL, out);
+    nb_free_args(n, w);
+    if (st) return nb_error_prefix(st, "--grad %s: nb-geom ... %s %.6g", p->name, p->flag, moved[p->index]);
+    return NB_OK;
+}
+
+/* The five plans of one name. */
+static nb_status name_plans(const nb_grad_param *p, int argc, char **argv, const nb_request *rq, const nb_plan *plan,
+                            double *step, nb_plan out[NB_GRAD_STENCIL])
+{
+    double vals[6] = {0, 0, 0, 0, 0, 0};
+    nb_status st = p->base(p, rq, plan, vals);
+    if (st) return st;
+    const double h = p->rel * fmax(fabs(vals[p->index]), p->scale);
+    const int offsets[NB_GRAD_STENCIL] = {0, -2, -1, 1, 2};
+    *step = h;
+    for (int j = 0; j < NB_GRAD_STENCIL; j++)
+        if ((st = moved_plan(p, argc, argv, plan, vals, offsets[j] * h, &out[j]))) {
+            for (int i = 0; i < j; i++) nb_plan_free(&out[i]);
+            return st;
+        }
+    return NB_OK;
+}
+
+/* The plan's COMMAND as words and as the request they make. */
+static nb_status command_request(const nb_plan *plan, int *argc, char ***argv, nb_request *rq)
+{
+    if (!plan->command_line || !plan->command_line[0])
+        return nb_error_set(NB_ERR_DATA, "--grad: the plan has no COMMAND (nb-geom's command line) to vary");
+    nb_status st = nb_split_args(plan->command_line, argc, argv);
+    if (st) return st;
+    if (*argc < 1) st = nb_error_set(NB_ERR_DATA, "--grad: the plan's COMMAND is empty");
+    if (!st) st = resolve_words(*argc, *argv, rq, NULL);
+    if (st) {
+        nb_free_args(*argc, *argv);
+        return nb_error_prefix(st, "--grad: the plan's COMMAND");
+    }
+    return NB_OK;
+}
+
+nb_status nb_grad_plan_moved(const nb_plan *plan, const nb_grad_param *p, double delta, nb_plan *out)
+{
+    int argc = 0;
+    char **argv = NULL;
+    nb_request rq;
+    double vals[6] = {0, 0, 0, 0, 0, 0};
+    nb_status st = command_request(plan, &argc, &argv, &rq);
+    if (st) return st;
+    st = p->base(p, &rq, plan, vals);
+    if (!st) st = moved_plan(p, argc, argv, plan, vals, delta, out);
+    nb_request_free(&rq);
+    nb_free_args(argc, argv);
+    return st;
+}
+
+nb_status nb_grad_plans_build(const nb_plan *plan, const nb_grad_list *names, nb_grad_plans *out)
+{
+    memset(out, 0, sizeof *out);
+    int argc = 0;
+    char **argv = NULL;
+    nb_request rq;
+    nb_status st = command_request(plan, &argc, &argv, &rq);
+    if (st) return st;
+    out->names.n = names->n;
+    if (!(st = nb_calloc((void **)&out->names.param, (size_t)names->n + 1, sizeof *out->names.param, "--grad")) &&
+        !(st = nb_calloc((void **)&out->step, (size_t)names->n + 1, sizeof *out->step, "--grad")))
+        st = nb_calloc((void **)&out->plans, (size_t)names->n + 1, sizeof *out->plans, "--grad plans");
+    int done = 0;
+    for (int i = 0; i < names->n && !st; i++) {
+        out->names.param[i] = names->param[i];
+        st = name_plans(names->param[i], argc, argv, &rq, plan, &out->step[i], out->plans[i]);
+        if (!st) done++;
+    }
+    out->names.n = done;
+    nb_request_free(&rq);
+    nb_free_args(argc, argv);
+    if (st) nb_grad_plans_free(out);
+    return st;
+}
+
+void nb_grad_plans_free(nb_grad_plans *g)
+{
+    for (int i = 0; g->plans && i < g->names.n; i++)
+        for (int j = 0; j < NB_GRAD_STENCIL; j++) nb_plan_free(&g->plans[i][j]);
+    free(g->plans);
+    free(g->step);
+    nb_grad_list_free(&g->names);
+    memset(g, 0, sizeof *g);
+}
+
+void nb_grad_frame_view(const nb_plan *series, long frame, int panel, nb_plan *frame_plan, nb_plan *view)
+{
+    /* frame i of a series is the plan with its spindle start moved by i osc */
+    *frame_plan = *series;
+    frame_plan->phi0 = series->phi0 + (double)frame * series->osc;
+    nb_plan_panel_view(frame_plan, panel, view);
+}
+
+/* ---- the kernel inputs and their tangents ----------------------------------- */
+
+/* The fields of nb_kparams that the dual pixel follows (nb_kdual's), and the
+ * others, which no name may move. */
+#define FOLLOWED(f, n) {#f, offsetof(nb_kparams, f), offsetof(nb_kdual, f), n}
+static const struct followed {
+    const char *name;
+    size_t kp, kd;
+    int n;
+} followed[] = {
+    FOLLOWED(fdet, 3),   FOLLOWED(sdet, 3),   FOLLOWED(odet, 3),   FOLLOWED(pix0, 3), FOLLOWED(beam, 3),
+    FOLLOWED(distance, 1), FOLLOWED(close_distance, 1), FOLLOWED(a_star, 3), FOLLOWED(b_star, 3),
+    FOLLOWED(c_star, 3), FOLLOWED(Na, 1),     FOLLOWED(Nb, 1),     FOLLOWED(Nc, 1),   FOLLOWED(fluence, 1),
+    FOLLOWED(I_bg, 1),
+};
+#define FIXED(f, n) {#f, offsetof(nb_kparams, f), n}
+static const struct fixed {
+    const char *name;
+    size_t kp;
+    int n;
+} fixed_doubles[] = {
+    FIXED(pixel_size, 1), FIXED(subpixel_size, 1), FIXED(polar_vector, 3), FIXED(thickstep, 1), FIXED(thick, 1),
+    FIXED(mu, 1), FIXED(fudge, 1), FIXED(kahn_factor, 1), FIXED(dmin, 1), FIXED(water_size, 1), FIXED(r_e_sqr, 1),
+    FIXED(steps, 1),
+}, fixed_ints[] = {
+    FIXED(fpixels, 1), FIXED(spixels, 1), FIXED(roi_xmin, 1), FIXED(roi_xmax, 1), FIXED(roi_ymin, 1),
+    FIXED(roi_ymax, 1), FIXED(oversample, 1), FIXED(oversample_thick, 1), FIXED(oversample_polar, 1),
+    FIXED(oversample_omega, 1), FIXED(curved_detector, 1), FIXED(point_pixel, 1), FIXED(thicksteps, 1),
+    FIXED(nsources, 1), FIXED(ncells, 1), FIXED(shape, 1), FIXED(nopolar, 1), FIXED(interpolate, 1),
+};
+#define COUNT(a) ((int)(sizeof a / sizeof a[0]))
+
+static const double *kp_doubles(const nb_kparams *kp, size_t off) { return (const double *)((const char *)kp + off); }
+
+/* The followed values of kp in one array (the fixed fields, then the sources'
+ * directions and wavelengths, then the cells); its length. */
+static size_t flat_len(const nb_kparams *kp)
+{
+    size_t n = 0;
+    for (int i = 0; i < COUNT(followed); i++) n += (size_t)followed[i].n;
+    return n + 4 * (size_t)kp->nsources + 9 * (size_t)kp->ncells;
+}
+
+static void flat_get(const nb_kparams *kp, double *out)
+{
+    for (int i = 0; i < COUNT(followed); i++)
+        for (int j = 0; j < followed[i].n; j++) *out++ = kp_doubles(kp, followed[i].kp)[j];
+    for (int i = 0; i < 3 * kp->nsources; i++) *out++ = kp->src_incident[i];
+    for (int i = 0; i < kp->nsources; i++) *out++ = kp->src_lambda[i];
+    for (int i = 0; i < 9 * kp->ncells; i++) *out++ = kp->cells[i];
+}
+
+/* The name of the followed value at flat index i (for messages). */
+static const char *flat_name(const nb_kparams *kp, size_t i)
+{
+    for (int f = 0; f < COUNT(followed); f++) {
+        if (i < (size_t)followed[f].n) return followed[f].name;
+        i -= (size_t)followed[f].n;
+    }
+    if (i < 4 * (size_t)kp->nsources) return "the sources";
+    return "the crystal's orientation";
+}
+
+/* Does `moved` differ from `base` in a field the derivatives do not follow? */
+static const char *fixed_field_moved(const nb_kparams *base, const nb_kparams *moved)
+{
+    for (int i = 0; i < COUNT(fixed_doubles); i++)
+        for (int j = 0; j < fixed_doubles[i].n; j++) {
+            double a = kp_doubles(base, fixed_doubles[i].kp)[j], b = kp_doubles(moved, fixed_doubles[i].kp)[j];
+            if (fabs(a - b) > 1e-12 * fmax(fabs(a), fabs(b))) return fixed_doubles[i].name;
+        }
+    for (int i = 0; i < COUNT(fixed_ints); i++)
+        if (*(const int *)((const char *)base + fixed_ints[i].kp) != *(const int *)((const char *)moved + fixed_ints[i].kp))
+            return fixed_ints[i].name;
+    return NULL;
+}
+
+/* The kernel inputs of frame/panel of each plan of name i's stencil, as
+ * flat arrays of n values (vals[j] for stencil point j). */
+static nb_status stencil_values(const nb_grad_plans *g, int i, long frame, int panel, const nb_kparams *base,
+                                const nb_hkl *hkl, size_t n, double *vals[NB_GRAD_STENCIL])
+{
+    const char *name = g->names.param[i]->name, *flag = g->names.param[i]->flag;
+    for (int j = 0; j < NB_GRAD_STENCIL; j++) {
+        nb_plan frame_plan, view;
+        nb_sim_setup setup;
+        nb_grad_frame_view(&g->plans[i][j], frame, panel, &frame_plan, &view);
+        nb_status st = nb_sim_setup_build(&view, hkl, &setup);
+        if (st) return nb_error_prefix(st, "--grad %s", name);
+        const char *moved = fixed_field_moved(base, &setup.kp);
+        if (!moved && flat_len(&setup.kp) != n) moved = "the sources or the crystal's domains";
+        if (!moved) flat_get(&setup.kp, vals[j]);
+        nb_sim_setup_free(&setup);
+        if (moved)
+            return nb_error_set(NB_ERR_USAGE,
+                                "--grad %s: moving %s changes %s, which the derivatives do not follow (or the %s "
+                                "the plan was made with do not give this plan)", name, flag, moved,
+                                j == 0 ? "flags" : "seeds");
+    }
+    return NB_OK;
+}
+
+/* The tangents of name i: the five-point central difference of the stencil's
+ * values, after checking that the flag at its value gives the plan. */
+static nb_status name_tangents(const nb_grad_plans *g, int i, const double *base_vals, size_t n,
+                               double *vals[NB_GRAD_STENCIL], const nb_kparams *base, double *tangent)
+{
+    const nb_grad_param *p = g->names.param[i];
+    for (size_t k = 0; k < n; k++) {
+        double a = base_vals[k], b = vals[0][k];
+        if (fabs(a - b) > 1e-9 * fmax(fmax(fabs(a), fabs(b)), 1e-300) && fabs(a - b) > 1e-15)
+            return nb_error_set(NB_ERR_USAGE,
+                                "--grad %s: the plan's command with %s at its value does not give this plan "
+                                "(%s differs): the flag changes more than its value (a pivot, a convention)",
+                                p->name, p->flag, flat_name(base, k));
+    }
+    const double h = g->step[i];
+    int moves = 0;
+    for (size_t k = 0; k < n; k++) {
+        tangent[k] = (vals[1][k] - 8.0 * vals[2][k] + 8.0 * vals[3][k] - vals[4][k]) / (12.0 * h);
+        if (vals[1][k] != vals[4][k]) moves = 1;
+    }
+    if (!moves)
+        return nb_error_set(NB_ERR_USAGE, "--grad %s: %s does not change this plan (another flag sets what it "
+                                          "would: -flux, -samplesize, a source file ...)", p->name, p->flag);
+    return NB_OK;
+}
+
+/* nb_kdual from the flat values and tangents. */
+static nb_status kdual_fill(const nb_kparams *base, const double *val, double *const *tan, int count,
+                            nb_kdual_store *out)
+{
+    size_t n = flat_len(base), k = 0;
+    nb_dual *all;
+    nb_status st = nb_calloc((void **)&all, n, sizeof *all, "derivative inputs");
+    if (st) return st;
+    for (size_t i = 0; i < n; i++) {
+        all[i] = nb_dual_c(val[i]);
+        for (int j = 0; j < count; j++) all[i].d[j] = tan[j][i];
+    }
+    for (int f = 0; f < COUNT(followed); f++) {
+        nb_dual *dst = (nb_dual *)((char *)&out->k + followed[f].kd);
+        for (int j = 0; j < followed[f].n; j++) dst[j] = all[k++];
+    }
+    out->storage = all;
+    out->k.src_incident = all + k;
+    out->k.src_lambda = all + k + 3 * (size_t)base->nsources;
+    out->k.cells = all + k + 4 * (size_t)base->nsources;
+    return NB_OK;
+}
+
+nb_status nb_grad_kdual_build(const nb_grad_plans *g, int first, int count, long frame, int panel,
+                              const nb_kparams *base, const nb_hkl *hkl, nb_kdual_store *out)
+{
+    memset(out, 0, sizeof *out);
+    const size_t n = flat_len(base);
+    double *store = NULL;
+    /* base values, NB_GRAD_STENCIL stencil arrays, count tangents */
+    nb_status st = nb_calloc((void **)&store, n, (size_t)(1 + NB_GRAD_STENCIL + count) * sizeof(double),
+                             "derivative stencil");
+    if (st) return st;
+    double *base_vals = store, *vals[NB_GRAD_STENCIL], *tan[NB_DUAL_N];
+    for (int j = 0; j < NB_GRAD_STENCIL; j++) vals[j] = store + n * (size_t)(1 + j);
+    for (int j = 0; j < count; j++) tan[j] = store + n * (size_t)(1 + NB_GRAD_STENCIL + j);
+    flat_get(base, base_vals);
+    for (int j = 0; j < count && !st; j++) {
+        st = stencil_values(g, first + j, frame, panel, base, hkl, n, vals);
+        if (!st) st = name_tangents(g, first + j, base_vals, n, vals, base, tan[j]);
+    }
+    if (!st) st = kdual_fill(base, base_vals, tan, count, out);
+    free(store);
+    return st;
+}
+
+void nb_kdual_store_free(nb_kdual_store *s)
+{
+    free(s->storage);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- the render ------------------------------------------------------------ */
+
+nb_status nb_render_cpu_grad(const nb_kparams *kp, const nb_kdual *k, int nd, float *image, float **grads,
+                             nb_render_result *res, nb_progress *prog)
+{
+    double *row_omega;
+    nb_status st = nb_calloc((void **)&row_omega, (size_t)kp->spixels, sizeof(double), "row sums");
+    if (st) return st;
+    int tripped = 0;
+    double t0 = nb_now();
+    const size_t npix = (size_t)kp->fpixels * kp->spixels;
+    if (image) memset(image, 0, npix * sizeof(float));
+    for (int j = 0; j < nd; j++) memset(grads[j], 0, npix * sizeof(float));
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped)
+    for (int s = 0; s < kp->spixels; s++) {
+        double omega = 0.0;
+        for (int f = 0; f < kp->fpixels; f++) {
+            if (!nb_pixel_rendered(kp, f, s)) continue;
+            int trip = 0;
+            nb_dual v = nb_pixel_grad(kp, k, f, s, &omega, &trip);
+            tripped |= trip;
+            const size_t at = (size_t)s * kp->fpixels + f;
+            if (image) image[at] = (float)v.v;
+            for (int j = 0; j < nd; j++) grads[j][at] = (float)v.d[j];
+        }
+        row_omega[s] = omega;
+        if (prog) nb_progress_add(prog, 1);
+    }
+    res->omega_sum = 0.0;
+    for (int s = 0; s < kp->spixels; s++) res->omega_sum += row_omega[s];
+    res->tripped = tripped;
+    res->row_stats_filled = 0;
+    res->seconds = nb_now() - t0;
+    free(row_omega);
+    return NB_OK;
+}

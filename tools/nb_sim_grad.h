@@ -1,0 +1,81 @@
+/* nb_sim_grad.h - nb-sim --grad: derivatives of the image with respect to
+ * nanoBragg's flags.
+ *
+ * The derivative of a pixel with respect to, say, -distance is the chain of
+ * two parts.  The plan's part (how the detector vectors, sources, rotated
+ * cells ... move when the flag moves, through every pivot, convention and
+ * rotation of nb-geom's resolution) is taken by resolving the plan's own
+ * command line (its COMMAND key) again with the flag moved by +-h and +-2h:
+ * a five-point central difference of smooth closed-form functions, exact to
+ * ~1e-11 (docs/physics.md, section 14).  The pixel's part is exact: the
+ * double pixel in dual numbers (nb_physics_dual.h), fed those tangents.
+ */
+#ifndef NB_SIM_GRAD_H
+#define NB_SIM_GRAD_H
+
+#include "nb_hkl.h"
+#include "nb_physics_dual.h"
+#include "nb_plan.h"
+#include "nb_sim.h"
+
+/* The names nb-sim --grad knows: a name, the flag it moves, its unit (a
+ * list names each at most once: at most NB_GRAD_MAX_NAMES of them). */
+#define NB_GRAD_MAX_NAMES 32
+typedef struct nb_grad_param nb_grad_param;
+const nb_grad_param *nb_grad_param_find(const char *name);
+const char *nb_grad_param_name(const nb_grad_param *p);
+const char *nb_grad_param_unit(const nb_grad_param *p);
+/* Every name, comma-separated (for help and messages). */
+const char *nb_grad_param_names(void);
+
+/* A comma-separated list of names, checked (unknown and repeated names are
+ * usage errors). */
+typedef struct nb_grad_list {
+    int n;
+    const nb_grad_param **param;
+} nb_grad_list;
+nb_status nb_grad_list_parse(const char *list, nb_grad_list *out);
+void nb_grad_list_free(nb_grad_list *l);
+
+/* The plans around a plan, for each name: the flag at its value (which
+ * must reproduce the plan) and at -2h, -h, +h, +2h. */
+enum { NB_GRAD_STENCIL = 5 };
+typedef struct nb_grad_plans {
+    nb_grad_list names;
+    double *step;                             /* h per name, in the flag's unit */
+    nb_plan (*plans)[NB_GRAD_STENCIL];        /* per name: 0, -2h, -h, +h, +2h */
+} nb_grad_plans;
+
+/* Resolve them from the plan's COMMAND (names is copied).  A name that does
+ * not apply to the plan (misset of a -mat crystal, a flag the detector file
+ * replaces ...) is an error that says why. */
+nb_status nb_grad_plans_build(const nb_plan *plan, const nb_grad_list *names, nb_grad_plans *out);
+void nb_grad_plans_free(nb_grad_plans *g);
+
+/* The plan's COMMAND resolved again with p's flag moved by delta (in the
+ * flag's unit) from its value in the plan (the tests' finite differences). */
+nb_status nb_grad_plan_moved(const nb_plan *plan, const nb_grad_param *p, double delta, nb_plan *out);
+
+
+/* A plan's frame `frame`, panel `panel`: the one-panel plan nb-sim renders
+ * (a shallow view of `series`). */
+void nb_grad_frame_view(const nb_plan *series, long frame, int panel, nb_plan *frame_plan, nb_plan *view);
+
+/* The dual inputs of one frame and panel for names [first, first + count)
+ * (count <= NB_DUAL_N): values from `base` (the kernel inputs of the plan as
+ * given), tangents from the stencil's plans. */
+typedef struct nb_kdual_store {
+    nb_kdual k;
+    nb_dual *storage; /* every followed value; k's arrays point into it */
+} nb_kdual_store;
+nb_status nb_grad_kdual_build(const nb_grad_plans *g, int first, int count, long frame, int panel,
+                              const nb_kparams *base, const nb_hkl *hkl, nb_kdual_store *out);
+void nb_kdual_store_free(nb_kdual_store *s);
+
+/* Render the image (the double path's, bit for bit) and its derivatives
+ * grads[0 .. nd-1] (nd <= NB_DUAL_N; image may be NULL) on the CPU, OpenMP
+ * over rows; 0 outside the ROI and mask. */
+nb_status nb_render_cpu_grad(const nb_kparams *kp, const nb_kdual *k, int nd, float *image, float **grads,
+                             nb_render_result *res, nb_progress *prog);
+
+#endif
