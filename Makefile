@@ -41,7 +41,7 @@ LIB_SRC := $(wildcard libnbcore/*.c) $(wildcard formats/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB     := $(BUILD)/libnbcore.a
 
-TOOLS   := nb-geom nb-hkl nb-sim nb-noise nb-convert nb-bench
+TOOLS   := nb-geom nb-hkl nb-sim nb-noise nb-convert nb-bench nb-fit
 TOOL_BINS := $(TOOLS:%=$(BIN)/%)
 
 # nb-sim's kernels live beside it; the fast kernel is compiled once per
@@ -113,6 +113,11 @@ $(BUILD)/tools/nb_sim_cuda.o: tools/nb_sim_cuda.cu $(HEADERS) $(FLAGS_STAMP)
 $(BIN)/nb-sim: $(SIM_OBJ) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(SIM_OBJ) $(LIB) $(NB_LDLIBS) $(SIM_LDLIBS) $(LDFLAGS)
+
+# nb-fit renders with nb-sim's kernels and derivatives
+$(BIN)/nb-fit: $(BUILD)/tools/nb-fit.o $(filter-out $(BUILD)/tools/nb-sim.o,$(SIM_OBJ)) $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $^ $(NB_LDLIBS) $(SIM_LDLIBS) $(LDFLAGS)
 
 $(BIN)/%: $(BUILD)/tools/%.o $(LIB)
 	@mkdir -p $(BIN)

@@ -242,6 +242,7 @@ const char *nb_owner_tool(unsigned owner_bit)
     case NB_NOISE: return "nb-noise";
     case NB_CONVERT: return "nb-convert";
     case NB_BENCH: return "nb-bench";
+    case NB_FIT: return "nb-fit";
     }
     return "?";
 }
@@ -275,7 +276,7 @@ nb_status nb_flag_reject(const char *arg, unsigned this_tool)
         owners &= ~(unsigned)this_tool;
         unsigned pick = owners & ~(unsigned)NB_GEOM ? owners & ~(unsigned)NB_GEOM : owners;
         char tools[128] = "";
-        for (unsigned bit = 1; bit <= NB_BENCH; bit <<= 1)
+        for (unsigned bit = 1; bit <= NB_FIT; bit <<= 1)
             if (pick & bit) {
                 if (tools[0]) strcat(tools, " or ");
                 strcat(tools, nb_owner_tool(bit));

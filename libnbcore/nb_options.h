@@ -37,7 +37,8 @@ enum nb_owner {
     NB_SIM = 1u << 2,
     NB_NOISE = 1u << 3,
     NB_CONVERT = 1u << 4,
-    NB_BENCH = 1u << 5
+    NB_BENCH = 1u << 5,
+    NB_FIT = 1u << 6
 };
 
 /* Flag identities (aliases share one). */

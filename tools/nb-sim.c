@@ -641,17 +641,8 @@ int main(int argc, char **argv)
         if (st) break;
         int flush = eof || nb_record_is(&rec, "END") || nb_record_is(&rec, "PLAN");
         if (have_plan && flush && !have_hkl) {
-            if (plan.hkl_file || (plan.dump_file && !plan.dump_implicit))
-                st = nb_error_set(NB_ERR_USAGE,
-                                  "the plan asks for structure factors from '%s': put nb-hkl before nb-sim",
-                                  plan.hkl_file ? plan.hkl_file : plan.dump_file);
-            else if (plan.default_F == 0.0)
-                st = nb_error_set(NB_ERR_USAGE,
-                                  "no structure factors: the plan has no -default_F and no HKL record came (nb-hkl)");
-            else {
-                hkl.default_F = plan.default_F;
-                st = render_series(&plan, &hkl, &o, w);
-            }
+            st = nb_sim_plan_F(&plan, &hkl);
+            if (!st) st = render_series(&plan, &hkl, &o, w);
             nb_plan_free(&plan);
             have_plan = 0;
             if (st) break;

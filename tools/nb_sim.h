@@ -24,6 +24,10 @@ typedef struct nb_sim_setup {
 nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setup *s);
 void nb_sim_setup_free(nb_sim_setup *s);
 
+/* The structure factors of a plan that no HKL record followed: its
+ * -default_F, or an error saying what is missing (nb-hkl, or any F). */
+nb_status nb_sim_plan_F(const nb_plan *plan, nb_hkl *hkl);
+
 typedef struct nb_render_result {
     double omega_sum;   /* sum of solid angles of all evaluated sub-pixels */
     int tripped;        /* a tricubic neighbourhood left the grid somewhere */

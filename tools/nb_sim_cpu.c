@@ -111,6 +111,18 @@ fail:
     return st;
 }
 
+nb_status nb_sim_plan_F(const nb_plan *plan, nb_hkl *hkl)
+{
+    if (plan->hkl_file || (plan->dump_file && !plan->dump_implicit))
+        return nb_error_set(NB_ERR_USAGE, "the plan asks for structure factors from '%s': put nb-hkl before %s",
+                            plan->hkl_file ? plan->hkl_file : plan->dump_file, nb_tool_name());
+    if (plan->default_F == 0.0)
+        return nb_error_set(NB_ERR_USAGE,
+                            "no structure factors: the plan has no -default_F and no HKL record came (nb-hkl)");
+    hkl->default_F = plan->default_F;
+    return NB_OK;
+}
+
 void nb_sim_setup_free(nb_sim_setup *s)
 {
     free(s->cells);

@@ -235,22 +235,44 @@ static nb_status resolve_words(int argc, char **argv, nb_request *out_rq, nb_pla
     return st;
 }
 
-/* The words of the plan's command with `flag vals...`, the plan's pivot and
- * its seeds appended: every other flag as the plan has it (-misset_seed at
- * the very end: followed by two more words the reference reads it as a
- * misset). */
-static char **words_with(int argc, char **argv, const nb_plan *plan, const nb_grad_param *p, const double vals[6],
-                         int *n_out)
+/* One flag and its values, to append to a command. */
+typedef struct flag_values {
+    const nb_grad_param *p; /* its flag and value count */
+    double vals[6];
+} flag_values;
+
+/* Is word i of the command one that appending words would change: a
+ * -misset_seed (and its value) among the last three words, which the
+ * reference reads as a seed only there (followed by two more words it also
+ * sets a misset), or a -curved_det as the last word (ignored there)?  The
+ * plan's seeds are appended anyway. */
+static int quirk_word(int argc, char **argv, int i)
 {
-    char **w = calloc((size_t)argc + 16, sizeof *w);
+    if (!strcmp(argv[i], "-misset_seed") && i + 3 >= argc) return 2;
+    if (!strcmp(argv[i], "-curved_det") && i + 1 == argc) return 1;
+    return 0;
+}
+
+/* The words of the plan's command with each `flag vals...` of fv, the plan's
+ * pivot and its seeds appended: every other flag as the plan has it
+ * (-misset_seed at the very end). */
+static char **words_with(int argc, char **argv, const nb_plan *plan, const flag_values *fv, int nfv, int *n_out)
+{
+    char **w = calloc((size_t)argc + 7 * (size_t)nfv + 12, sizeof *w);
     if (!w) return NULL;
     int n = 0;
-    for (int i = 0; i < argc; i++) w[n++] = nb_xstrdup(argv[i]);
+    for (int i = 0; i < argc; i++) {
+        int skip = i > 0 ? quirk_word(argc, argv, i) : 0;
+        if (skip) i += skip - 1;
+        else w[n++] = nb_xstrdup(argv[i]);
+    }
     char num[64];
-    w[n++] = nb_xstrdup(p->flag);
-    for (int i = 0; i < p->nvals; i++) {
-        snprintf(num, sizeof num, "%.17g", vals[i]);
-        w[n++] = nb_xstrdup(num);
+    for (int f = 0; f < nfv; f++) {
+        w[n++] = nb_xstrdup(fv[f].p->flag);
+        for (int i = 0; i < fv[f].p->nvals; i++) {
+            snprintf(num, sizeof num, "%.17g", fv[f].vals[i]);
+            w[n++] = nb_xstrdup(num);
+        }
     }
     /* the pivot as resolved: -Xbeam, -twotheta ... set one of their own */
     if (plan->pivot[0]) {
@@ -268,20 +290,32 @@ static char **words_with(int argc, char **argv, const nb_plan *plan, const nb_gr
     return w;
 }
 
+/* The plan's command with the flags of fv appended, resolved (its COMMAND
+ * those words). */
+static nb_status plan_with(int argc, char **argv, const nb_plan *plan, const flag_values *fv, int nfv, nb_plan *out)
+{
+    int n = 0;
+    char **w = words_with(argc, argv, plan, fv, nfv, &n);
+    if (!w) return nb_error_set(NB_ERR_NOMEM, "--grad: out of memory");
+    nb_plan_init(out);
+    nb_status st = resolve_words(n, w, NULL, out);
+    if (!st) {
+        free(out->command_line);
+        out->command_line = nb_join_args(n, w);
+    }
+    nb_free_args(n, w);
+    return st;
+}
+
 /* The plan's command with p's flag at its value + delta, resolved. */
 static nb_status moved_plan(const nb_grad_param *p, int argc, char **argv, const nb_plan *plan, const double vals[6],
                             double delta, nb_plan *out)
 {
-    double moved[6];
-    memcpy(moved, vals, sizeof moved);
-    moved[p->index] += delta;
-    int n = 0;
-    char **w = words_with(argc, argv, plan, p, moved, &n);
-    if (!w) return nb_error_set(NB_ERR_NOMEM, "--grad %s: out of memory", p->name);
-    nb_plan_init(out);
-    nb_status st = resolve_words(n, w, NULL, out);
-    nb_free_args(n, w);
-    if (st) return nb_error_prefix(st, "--grad %s: nb-geom ... %s %.6g", p->name, p->flag, moved[p->index]);
+    flag_values fv = {p, {0, 0, 0, 0, 0, 0}};
+    memcpy(fv.vals, vals, sizeof fv.vals);
+    fv.vals[p->index] += delta;
+    nb_status st = plan_with(argc, argv, plan, &fv, 1, out);
+    if (st) return nb_error_prefix(st, "--grad %s: nb-geom ... %s %.6g", p->name, p->flag, fv.vals[p->index]);
     return NB_OK;
 }
 
@@ -329,6 +363,49 @@ nb_status nb_grad_plan_moved(const nb_plan *plan, const nb_grad_param *p, double
     if (st) return st;
     st = p->base(p, &rq, plan, vals);
     if (!st) st = moved_plan(p, argc, argv, plan, vals, delta, out);
+    nb_request_free(&rq);
+    nb_free_args(argc, argv);
+    return st;
+}
+
+nb_status nb_grad_values(const nb_plan *plan, const nb_grad_list *names, double *values)
+{
+    int argc = 0;
+    char **argv = NULL;
+    nb_request rq;
+    nb_status st = command_request(plan, &argc, &argv, &rq);
+    for (int j = 0; j < names->n && !st; j++) {
+        double vals[6] = {0, 0, 0, 0, 0, 0};
+        const nb_grad_param *p = names->param[j];
+        if (!(st = p->base(p, &rq, plan, vals))) values[j] = vals[p->index];
+    }
+    if (argv) {
+        nb_request_free(&rq);
+        nb_free_args(argc, argv);
+    }
+    return st;
+}
+
+nb_status nb_grad_plan_at(const nb_plan *plan, const nb_grad_list *names, const double *values, nb_plan *out)
+{
+    int argc = 0, nfv = 0;
+    char **argv = NULL;
+    nb_request rq;
+    flag_values fv[NB_GRAD_MAX_NAMES];
+    nb_status st = command_request(plan, &argc, &argv, &rq);
+    if (st) return st;
+    /* the names of one flag (-cell, -misset) share its values */
+    for (int j = 0; j < names->n && !st; j++) {
+        const nb_grad_param *p = names->param[j];
+        int f = 0;
+        while (f < nfv && strcmp(fv[f].p->flag, p->flag)) f++;
+        if (f == nfv) {
+            fv[nfv].p = p;
+            st = p->base(p, &rq, plan, fv[nfv++].vals);
+        }
+        fv[f].vals[p->index] = values[j];
+    }
+    if (!st) st = plan_with(argc, argv, plan, fv, nfv, out);
     nb_request_free(&rq);
     nb_free_args(argc, argv);
     return st;

@@ -52,6 +52,12 @@ typedef struct nb_grad_plans {
 nb_status nb_grad_plans_build(const nb_plan *plan, const nb_grad_list *names, nb_grad_plans *out);
 void nb_grad_plans_free(nb_grad_plans *g);
 
+/* The flags' values of the names in the plan (their units), and the plan
+ * with them set to `values` (COMMAND: the command that makes it): nb-fit's
+ * parameters. */
+nb_status nb_grad_values(const nb_plan *plan, const nb_grad_list *names, double *values);
+nb_status nb_grad_plan_at(const nb_plan *plan, const nb_grad_list *names, const double *values, nb_plan *out);
+
 /* The plan's COMMAND resolved again with p's flag moved by delta (in the
  * flag's unit) from its value in the plan (the tests' finite differences). */
 nb_status nb_grad_plan_moved(const nb_plan *plan, const nb_grad_param *p, double delta, nb_plan *out);

@@ -1,0 +1,115 @@
+#!/usr/bin/env bats
+# nb-fit: refining a plan against an observed image (maximum likelihood on
+# nb-sim --grad's derivatives).
+
+load helper
+
+# the experiment the observed still is rendered from, and the start model:
+# 1 mm off in distance, 0.15 and 0.2 mm in the beam centre, 0.05-0.1 degrees
+# in each misset angle, 0.2 % in cell a
+TRUTH="-cell 40 50 60 88 95 91 -misset 10 20 30 -distance 80 -Xbeam 19.4 -Ybeam 19.4"
+START="-cell 40.08 50 60 88 95 91 -misset 10.07 19.95 30.1 -distance 81 -Xbeam 19.55 -Ybeam 19.2"
+REST="-lambda 1 -N 6 -default_F 100 -pixel 0.4 -detpixels 96 -oversample 1"
+
+observe() {
+    nb-geom -q $TRUTH $REST | nb-sim -q -precision double | nb-noise -q -seed 1 | nb-convert -q "$@"
+}
+
+# the value and sigma nb-fit printed for NAME
+value() { awk -v n="$1" '$1 == n && $2 == "=" { print $3 }' fit.err; }
+sigma() { awk -v n="$1" '$1 == n && $2 == "=" { print $5 }' fit.err; }
+
+# |value - truth| <= tol and <= 3 sigma
+recovered() {
+    local v s
+    v=$(value "$1")
+    s=$(sigma "$1")
+    awk -v v="$v" -v t="$2" -v tol="$3" -v s="$s" -v n="$1" 'BEGIN {
+        e = v - t; if (e < 0) e = -e
+        printf "%s = %s (truth %s): error %.3g, sigma %s, gate %s\n", n, v, t, e, s, tol
+        exit !(v != "" && e <= tol && e <= 3 * s)
+    }'
+}
+
+@test "fit: from a noisy still, distance, beam centre, misset and a cell edge recovered within the gates, sigmas covering the errors" {
+    observe -o obs.cbf
+    nb-geom -q $START $REST | nb-fit --observed obs.cbf \
+        --refine distance,Xbeam,Ybeam,misset_x,misset_y,misset_z,cell_a,scale -o fit.nbs 2>fit.err
+    cat fit.err
+    recovered distance 80 0.05
+    recovered Xbeam 19.4 0.01
+    recovered Ybeam 19.4 0.01
+    recovered misset_x 10 0.02
+    recovered misset_y 20 0.02
+    recovered misset_z 30 0.02
+    recovered cell_a 40 0.02
+    grep -q "^distance = .* ± .* mm$" fit.err
+    grep -q "^misset_z = .* ± .* degree$" fit.err
+}
+
+@test "fit: the refined plan renders the fit (nb-fit | nb-sim), and its residual is noise" {
+    observe -o obs.cbf -o obs.bin
+    nb-geom -q $START $REST | nb-fit --observed obs.cbf --refine distance,Xbeam,Ybeam,misset_x,misset_y,misset_z,cell_a \
+        --residual res.bin 2>fit.err | nb-sim -q -precision double | nb-convert -q -o fit.bin
+    nb-geom -q $START $REST | nb-sim -q -precision double | nb-convert -q -o start.bin
+    # the start misses the spots, the fit finds them: sum of squared residuals
+    ssr() { paste <(pixels obs.bin) <(pixels "$1") | awk '{ d = $1 - $2; s += d * d } END { printf "%.6g\n", s }'; }
+    echo "start $(ssr start.bin), fit $(ssr fit.bin)"
+    awk -v a="$(ssr fit.bin)" -v b="$(ssr start.bin)" 'BEGIN { exit !(a < b / 20) }'
+    [ "$(stat -c %s res.bin)" -eq $((96 * 96 * 4)) ] || false
+}
+
+@test "fit: SMV, raw float and nb stream observations are read, the ADC offset taken off" {
+    observe -o obs.img -o obs.nbs -o obs.cbf
+    nb-geom -q $TRUTH $REST -o truth.nbs
+    for f in obs.img obs.nbs obs.cbf; do
+        nb-fit --observed "$f" --refine scale truth.nbs 2>fit.err >/dev/null
+        cat fit.err
+        # the noise is Poisson around the truth: the scale is 1 within its sigma's few times
+        awk -v v="$(value scale)" -v s="$(sigma scale)" 'BEGIN { e = v - 1; if (e < 0) e = -e; exit !(e <= 4 * s) }'
+    done
+    # raw float: photons as they are, no ADC (the noise-free image: scale 1 to rounding)
+    nb-geom -q $TRUTH $REST | nb-sim -q -precision double | nb-convert -q -o clean.bin
+    nb-fit --observed clean.bin --refine scale truth.nbs 2>fit.err >/dev/null
+    awk -v v="$(value scale)" 'BEGIN { e = v - 1; if (e < 0) e = -e; exit !(e < 1e-5) }'
+}
+
+@test "fit: -v prints the likelihood of every iteration" {
+    observe -o obs.cbf
+    nb-geom -q $START $REST -o start.nbs
+    run_nb nb-fit -v --observed obs.cbf --refine distance start.nbs
+    expect_status 0
+    expect_has "Poisson iteration 0: -log L = "
+    expect_has "least-squares iteration 0: RSS/2 = "
+}
+
+@test "fit: what cannot be fitted is an error that says why" {
+    observe -o obs.cbf
+    nb-geom -q $START $REST -o start.nbs
+    run_nb nb-fit --refine distance start.nbs
+    expect_status 2
+    expect_has "nb-fit: no observed image: give --observed FILE"
+    run_nb nb-fit --observed obs.cbf start.nbs
+    expect_status 2
+    expect_has "nothing to refine"
+    run_nb nb-fit --observed obs.cbf --refine distance,nonsense start.nbs
+    expect_status 2
+    expect_has "unknown name 'nonsense'"
+    run_nb nb-fit --observed obs.cbf --refine scale,fluence start.nbs
+    expect_status 2
+    expect_has "'scale' and 'fluence' are one parameter"
+    run_nb nb-fit --observed obs.cbf --observed obs.cbf --refine distance start.nbs
+    expect_status 2
+    expect_has "the plan has 1 frame but 2 observed images were given"
+    nb-geom -q $START -lambda 1 -N 6 -default_F 100 -pixel 0.4 -detpixels 64 -o small.nbs
+    run_nb nb-fit --observed obs.cbf --refine distance small.nbs
+    expect_status 1
+    expect_has "'obs.cbf' is 96 x 96 pixels but the plan says 64 x 64"
+    run_nb nb-fit --observed missing.cbf --refine distance start.nbs
+    expect_status 1
+    expect_has "missing.cbf"
+    run_nb nb-fit --observed obs.cbf --refine mosaic start.nbs
+    expect_status 2
+    expect_has "no mosaic spread"
+    [ ! -s stdout.bin ] || false
+}

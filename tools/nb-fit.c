@@ -1,0 +1,668 @@
+/* nb-fit: refine a plan's parameters against observed images, by maximum
+ * likelihood on the derivatives of nb-sim --grad (Levenberg-Marquardt). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cbf.h"
+#include "nb_cli.h"
+#include "nb_hkl.h"
+#include "nb_image_record.h"
+#include "nb_options.h"
+#include "nb_plan.h"
+#include "nb_sim.h"
+#include "nb_sim_grad.h"
+#include "nb_stream.h"
+#include "nb_util.h"
+#include "rawfloat.h"
+#include "smv.h"
+
+static const nb_opt_table table;
+
+static const nb_tool_info tool = {
+    "nb-fit",
+    NB_FIT,
+    "[OPTIONS] --observed FILE --refine LIST [STREAM]",
+    "refine a plan's parameters against observed images",
+    "nb-fit reads a PLAN record (and the HKL record of nb-hkl) as the start model and one\n"
+    "observed image per frame of the plan (--observed: CBF, SMV, an nb stream's IMAGE record,\n"
+    "or raw float photons with the plan's size), and refines the parameters of --refine (the\n"
+    "names of nb-sim --grad, and 'scale', an overall factor on the fluence) by maximum\n"
+    "likelihood: Poisson photon counts (the image's counts less its ADC offset, over its gain),\n"
+    "from where least squares leave it, or least squares alone (--loss lsq), with\n"
+    "Levenberg-Marquardt steps on the derivative images.\n"
+    "Pixels outside the ROI, masked or overloaded in the observed image are left out.  The\n"
+    "refined plan goes to standard output (nb-fit ... | nb-sim renders the fit), the refined\n"
+    "values to standard error as 'NAME = VALUE +- SIGMA UNIT' (sigma from the inverse Fisher\n"
+    "information), with -v the likelihood of every iteration.  The model is rendered on the\n"
+    "double path (nb-sim -precision double --grad).",
+    &table,
+    "  nb-geom $START | nb-hkl | nb-fit --observed still.cbf --refine distance,Xbeam,Ybeam > fit.nbs\n"
+    "  nb-fit --observed frame.img --refine misset_x,misset_y,misset_z,cell_a,scale -o fit.nbs start.nbs\n",
+    NULL,
+};
+
+#define MAX_OBSERVED 4096
+#define MAX_PARAMS (NB_GRAD_MAX_NAMES + 1)
+#define MU_FLOOR 1e-4 /* photons: a trace of background under every model pixel (log 0 is no likelihood) */
+
+enum loss { LOSS_POISSON, LOSS_LSQ };
+
+typedef struct fit_opts {
+    const char *observed[MAX_OBSERVED];
+    int nobserved;
+    const char *refine;  /* --refine LIST */
+    int loss;            /* enum loss */
+    double adc, gain, overload;
+    int have_adc, have_gain, have_overload;
+    int iterations;
+    const char *residual; /* --residual FILE: observed - model photons, raw float */
+} fit_opts;
+
+/* ---- the observed images ---------------------------------------------------- */
+
+/* One observed frame: photons per pixel, and which pixels count. */
+typedef struct observed {
+    double *y;
+    unsigned char *use;
+} observed;
+
+static int has_suffix(const char *path, const char *suffix)
+{
+    size_t n = strlen(path), k = strlen(suffix);
+    return n >= k && !strcasecmp(path + n - k, suffix);
+}
+
+/* Counts into photons: (counts - adc) / gain; negative counts (a CBF's
+ * masked pixels) and overloads are left out. */
+static void from_counts(const fit_opts *o, const int32_t *c32, const uint32_t *c_u32, size_t n, double adc,
+                        double gain, double overload, observed *ob)
+{
+    if (o->have_adc) adc = o->adc;
+    if (o->have_gain) gain = o->gain;
+    if (o->have_overload) overload = o->overload;
+    for (size_t i = 0; i < n; i++) {
+        double c = c32 ? (double)c32[i] : (double)c_u32[i];
+        ob->y[i] = (c - adc) / gain;
+        if (c < 0 || c >= overload) ob->use[i] = 0;
+    }
+}
+
+/* An nb stream's first IMAGE record of frame `frame` that is an image. */
+static nb_status observed_stream(const char *path, const fit_opts *o, const nb_plan *plan, long frame, size_t n,
+                                 observed *ob)
+{
+    nb_reader *r;
+    nb_record rec;
+    int eof = 0, found = 0;
+    memset(&rec, 0, sizeof rec);
+    nb_status st = nb_reader_open(&r, path);
+    while (!st && !found) {
+        if ((st = nb_reader_next(r, &rec, &eof)) || eof) break;
+        nb_image_info im;
+        if (!nb_record_is(&rec, "IMAGE")) continue;
+        if ((st = nb_image_from_record(&rec, &im))) break;
+        if (!nb_image_is_grad(&im) && im.frame == frame) {
+            found = 1;
+            const float *px;
+            const int32_t *counts;
+            if (!(st = nb_image_check_plan(&im, plan)) && !(st = nb_image_pixels(&rec, &im, &px, NULL))) {
+                if (im.has_counts && !(st = nb_image_counts(&rec, &im, &counts, NULL)))
+                    from_counts(o, counts, NULL, n, im.has.counts_adc ? im.counts_adc : plan->adc,
+                                im.has.counts_gain ? im.counts_gain : 1.0,
+                                im.counts_bits == 32 ? 2147483647.0 : 65535.0, ob);
+                else if (!im.has_counts)
+                    for (size_t i = 0; i < n; i++) ob->y[i] = px[i];
+            }
+        }
+        nb_image_info_free(&im);
+    }
+    if (!st && !found) st = nb_error_set(NB_ERR_DATA, "'%s' holds no image of frame %ld", path, frame + 1);
+    nb_record_free(&rec);
+    nb_reader_close(r);
+    return st;
+}
+
+static nb_status size_matches(const char *path, int w, int h, const nb_plan *plan)
+{
+    if (w == plan->fpixels && h == plan->spixels) return NB_OK;
+    return nb_error_set(NB_ERR_DATA, "'%s' is %d x %d pixels but the plan says %d x %d", path, w, h, plan->fpixels,
+                        plan->spixels);
+}
+
+/* Read observed frame `frame` from path: SMV, CBF, an nb stream or raw float photons. */
+static nb_status observed_read(const char *path, const fit_opts *o, const nb_plan *plan, long frame, observed *ob)
+{
+    const size_t n = (size_t)plan->fpixels * plan->spixels;
+    nb_status st;
+    if ((st = nb_calloc((void **)&ob->y, n, sizeof *ob->y, "the observed image")) ||
+        (st = nb_calloc((void **)&ob->use, n, 1, "the observed image")))
+        return st;
+    memset(ob->use, 1, n);
+    if (has_suffix(path, ".nbs")) {
+        st = observed_stream(path, o, plan, frame, n, ob);
+    } else if (nb_smv_signature(path)) {
+        nb_smv smv;
+        if ((st = nb_smv_read(path, 1, &smv))) return st;
+        st = size_matches(path, smv.width, smv.height, plan);
+        double adc = nb_smv_value(&smv, "ADC_OFFSET");
+        if (!st)
+            from_counts(o, NULL, smv.pixels, n, isnan(adc) ? plan->adc : adc, 1.0,
+                        smv.bytes_per_pixel == 4 ? 4294967295.0 : 65535.0, ob);
+        nb_smv_free(&smv);
+    } else if (has_suffix(path, ".cbf")) {
+        int32_t *counts = NULL;
+        int w, h;
+        if ((st = nb_cbf_read(path, &counts, &w, &h))) return st;
+        if (!(st = size_matches(path, w, h, plan))) from_counts(o, counts, NULL, n, plan->adc, 1.0, 1048500.0, ob);
+        free(counts);
+    } else if (has_suffix(path, ".tif") || has_suffix(path, ".tiff")) {
+        st = nb_error_set(NB_ERR_UNSUPPORTED, "'%s': nb-fit reads no TIFF yet; convert it to CBF or raw float", path);
+    } else {
+        float *px;
+        size_t count = n;
+        if ((st = nb_rawfloat_read(path, &px, &count))) return st;
+        for (size_t i = 0; i < n; i++) ob->y[i] = px[i];
+        free(px);
+    }
+    return st;
+}
+
+/* ---- the model ----------------------------------------------------------------- */
+
+/* The parameters: the names of nb-sim --grad, then (when refined) the scale. */
+typedef struct params {
+    nb_grad_list names;
+    int with_scale;
+    int k;                  /* names.n + with_scale */
+    double x[MAX_PARAMS];   /* values, in the flags' units; the scale last */
+} params;
+
+/* The model of every frame at x: photons per pixel (mu, the scale applied)
+ * and, with grads, d mu / d x_j. */
+typedef struct model {
+    float **image;              /* per frame */
+    float **grad[MAX_PARAMS];   /* per parameter, per frame (NULL: not rendered) */
+} model;
+
+static nb_status render_frame(const nb_plan *plan, const nb_hkl *hkl, const nb_grad_plans *gp, long frame,
+                              float *image, float **grads)
+{
+    nb_plan frame_plan, view;
+    nb_sim_setup setup;
+    nb_render_result res;
+    nb_grad_frame_view(plan, frame, 0, &frame_plan, &view);
+    nb_status st = nb_sim_setup_build(&view, hkl, &setup);
+    if (st) return st;
+    memset(&res, 0, sizeof res);
+    if (!gp || gp->names.n == 0) {
+        st = nb_render_cpu_double(&setup.kp, image, &res, NULL);
+    } else {
+        for (int first = 0; first < gp->names.n && !st; first += NB_DUAL_N) {
+            int count = gp->names.n - first < NB_DUAL_N ? gp->names.n - first : NB_DUAL_N;
+            nb_kdual_store ks;
+            st = nb_grad_kdual_build(gp, first, count, frame, 0, &setup.kp, hkl, &ks);
+            if (!st) st = nb_render_cpu_grad(&setup.kp, &ks.k, count, first ? NULL : image, grads + first, &res, NULL);
+            nb_kdual_store_free(&ks);
+        }
+    }
+    nb_sim_setup_free(&setup);
+    return st;
+}
+
+/* Render the model at p (with its derivatives when grads). */
+static nb_status model_eval(const nb_plan *start, const nb_hkl *hkl, const params *p, int grads, model *m,
+                            nb_plan *at)
+{
+    nb_grad_plans gp;
+    nb_status st = nb_grad_plan_at(start, &p->names, p->x, at);
+    if (st) return st;
+    if (grads && (st = nb_grad_plans_build(at, &p->names, &gp))) return st;
+    for (long f = 0; f < start->nframes && !st; f++) {
+        float *g[NB_GRAD_MAX_NAMES];
+        for (int j = 0; j < p->names.n; j++) g[j] = grads ? m->grad[j][f] : NULL;
+        st = render_frame(at, hkl, grads ? &gp : NULL, f, m->image[f], g);
+    }
+    if (grads) nb_grad_plans_free(&gp);
+    return st;
+}
+
+/* ---- the likelihood and its Fisher information ----------------------------------- */
+
+typedef struct normal_eq {
+    double nll;                       /* -log L (Poisson) or RSS/2 */
+    double g[MAX_PARAMS];             /* its gradient */
+    double H[MAX_PARAMS][MAX_PARAMS]; /* Fisher information (Gauss-Newton) */
+    long n;                           /* pixels used */
+} normal_eq;
+
+/* -log L at the model (mu = scale I), and with grads its gradient and Fisher matrix. */
+static void likelihood(const params *p, const model *m, const observed *obs, long nframes, size_t npix, int loss,
+                       int grads, normal_eq *e)
+{
+    const double s = p->with_scale ? p->x[p->k - 1] : 1.0;
+    memset(e, 0, sizeof *e);
+    double d[MAX_PARAMS];
+    for (long f = 0; f < nframes; f++)
+        for (size_t i = 0; i < npix; i++) {
+            if (!obs[f].use[i]) continue;
+            const double I = m->image[f][i], y = obs[f].y[i], mu = s * I + MU_FLOOR;
+            e->n++;
+            e->nll += loss == LOSS_POISSON ? mu - (y > 0 ? y * log(mu) : 0.0) : 0.5 * (y - mu) * (y - mu);
+            if (!grads) continue;
+            for (int j = 0; j < p->names.n; j++) d[j] = s * m->grad[j][f][i];
+            if (p->with_scale) d[p->k - 1] = I;
+            const double r = loss == LOSS_POISSON ? 1.0 - y / mu : mu - y; /* d nll / d mu */
+            const double w = loss == LOSS_POISSON ? 1.0 / mu : 1.0;       /* Fisher weight */
+            for (int a = 0; a < p->k; a++) {
+                e->g[a] += r * d[a];
+                for (int b = 0; b <= a; b++) e->H[a][b] += w * d[a] * d[b];
+            }
+        }
+    for (int a = 0; a < p->k; a++)
+        for (int b = 0; b < a; b++) e->H[b][a] = e->H[a][b];
+}
+
+/* Solve A x = b (k x k, Gaussian elimination with partial pivoting); 0 when singular. */
+static int solve(int k, double A[MAX_PARAMS][MAX_PARAMS], double *b, double *x)
+{
+    double M[MAX_PARAMS][MAX_PARAMS + 1];
+    for (int i = 0; i < k; i++) {
+        for (int j = 0; j < k; j++) M[i][j] = A[i][j];
+        M[i][k] = b[i];
+    }
+    for (int c = 0; c < k; c++) {
+        int piv = c;
+        for (int r = c + 1; r < k; r++)
+            if (fabs(M[r][c]) > fabs(M[piv][c])) piv = r;
+        if (!(fabs(M[piv][c]) > 0.0)) return 0;
+        for (int j = 0; j <= k; j++) {
+            double t = M[c][j];
+            M[c][j] = M[piv][j], M[piv][j] = t;
+        }
+        for (int r = c + 1; r < k; r++) {
+            double f = M[r][c] / M[c][c];
+            for (int j = c; j <= k; j++) M[r][j] -= f * M[c][j];
+        }
+    }
+    for (int i = k - 1; i >= 0; i--) {
+        double v = M[i][k];
+        for (int j = i + 1; j < k; j++) v -= M[i][j] * x[j];
+        x[i] = v / M[i][i];
+    }
+    return 1;
+}
+
+/* ---- Levenberg-Marquardt ----------------------------------------------------------- */
+
+/* The model's buffers for every frame, and its derivatives' when grads. */
+static nb_status model_alloc(model *m, const params *p, long nframes, size_t npix, int grads)
+{
+    nb_status st = nb_calloc((void **)&m->image, (size_t)nframes, sizeof *m->image, "the model");
+    for (long f = 0; f < nframes && !st; f++) st = nb_calloc((void **)&m->image[f], npix, sizeof(float), "the model");
+    for (int j = 0; j < (grads ? p->names.n : 0) && !st; j++) {
+        st = nb_calloc((void **)&m->grad[j], (size_t)nframes, sizeof *m->grad[j], "the derivatives");
+        for (long f = 0; f < nframes && !st; f++)
+            st = nb_calloc((void **)&m->grad[j][f], npix, sizeof(float), "the derivatives");
+    }
+    return st;
+}
+
+static void model_free(model *m, long nframes)
+{
+    for (long f = 0; m->image && f < nframes; f++) free(m->image[f]);
+    free(m->image);
+    for (int j = 0; j < MAX_PARAMS; j++) {
+        for (long f = 0; m->grad[j] && f < nframes; f++) free(m->grad[j][f]);
+        free(m->grad[j]);
+    }
+    memset(m, 0, sizeof *m);
+}
+
+static const char *param_name(const params *p, int j)
+{
+    return j < p->names.n ? nb_grad_param_name(p->names.param[j]) : "scale";
+}
+
+/* The step of damping lambda: (H + lambda diag H) dx = -g. */
+static nb_status lm_step(const params *p, const normal_eq *e, double lambda, double *dx)
+{
+    double A[MAX_PARAMS][MAX_PARAMS], b[MAX_PARAMS];
+    for (int a = 0; a < p->k; a++) {
+        if (!(e->H[a][a] > 0.0))
+            return nb_error_set(NB_ERR_DATA, "%s does not change the model on any pixel used: it cannot be refined "
+                                             "from these images", param_name(p, a));
+        for (int c = 0; c < p->k; c++) A[a][c] = e->H[a][c];
+        A[a][a] *= 1.0 + lambda;
+        b[a] = -e->g[a];
+    }
+    if (!solve(p->k, A, b, dx))
+        return nb_error_set(NB_ERR_DATA, "the parameters are not independent on these images (a singular system)");
+    return NB_OK;
+}
+
+typedef struct problem {
+    const nb_plan *start;
+    const nb_hkl *hkl;
+    const observed *obs;
+    const fit_opts *o;
+    size_t npix;
+} problem;
+
+/* Iterate from p->x to the least -log L of `loss`; e: the normal equations there. */
+static nb_status refine(const problem *pb, int loss, params *p, model *m, model *trial, normal_eq *e)
+{
+    const long nf = pb->start->nframes;
+    nb_plan at;
+    nb_status st = model_eval(pb->start, pb->hkl, p, 1, m, &at);
+    if (st) return st;
+    nb_plan_free(&at);
+    likelihood(p, m, pb->obs, nf, pb->npix, loss, 1, e);
+    double lambda = 1e-3;
+    for (int it = 0; it < pb->o->iterations && !st; it++) {
+        nb_info("%s iteration %d: %s = %.12g on %ld pixels, lambda %.1e", loss == LOSS_LSQ ? "least-squares" : "Poisson",
+                it, loss == LOSS_LSQ ? "RSS/2" : "-log L", e->nll, e->n, lambda);
+        double dx[MAX_PARAMS];
+        params next = *p;
+        if ((st = lm_step(p, e, lambda, dx))) break;
+        for (int j = 0; j < p->k; j++) next.x[j] = p->x[j] + dx[j];
+        normal_eq te;
+        nb_status ts = model_eval(pb->start, pb->hkl, &next, 0, trial, &at);
+        if (!ts) nb_plan_free(&at);
+        if (!ts) likelihood(&next, trial, pb->obs, nf, pb->npix, loss, 0, &te);
+        if (ts || !(te.nll < e->nll)) {
+            /* a step the plan refuses (a negative distance ...) or no better: shorter */
+            lambda *= 10.0;
+            if (lambda > 1e10) break;
+            continue;
+        }
+        const double gain = e->nll - te.nll;
+        *p = next;
+        if ((st = model_eval(pb->start, pb->hkl, p, 1, m, &at))) break;
+        nb_plan_free(&at);
+        likelihood(p, m, pb->obs, nf, pb->npix, loss, 1, e);
+        lambda = fmax(lambda / 10.0, 1e-9);
+        if (gain < 1e-10 * fabs(e->nll) + 1e-9) break;
+    }
+    if (!st) nb_info("%s: %s = %.12g on %ld pixels", loss == LOSS_LSQ ? "least squares" : "Poisson",
+                     loss == LOSS_LSQ ? "RSS/2" : "-log L", e->nll, e->n);
+    return st;
+}
+
+/* Sigmas from the inverse Fisher information (least squares: scaled by the
+ * residual variance). */
+static nb_status sigmas(const params *p, const normal_eq *e, int loss, double *sigma)
+{
+    double H[MAX_PARAMS][MAX_PARAMS];
+    memcpy(H, e->H, sizeof H);
+    const double var = loss == LOSS_LSQ && e->n > p->k ? 2.0 * e->nll / (double)(e->n - p->k) : 1.0;
+    for (int j = 0; j < p->k; j++) {
+        double unit[MAX_PARAMS] = {0}, col[MAX_PARAMS];
+        unit[j] = 1.0;
+        if (!solve(p->k, H, unit, col)) return nb_error_set(NB_ERR_DATA, "the Fisher information is singular");
+        sigma[j] = sqrt(fabs(col[j]) * var);
+    }
+    return NB_OK;
+}
+
+/* ---- parameters in, plan out ------------------------------------------------------- */
+
+/* --refine LIST: the names of nb-sim --grad, and 'scale' (anywhere in the list) */
+static nb_status params_parse(const char *list, const nb_plan *start, params *p)
+{
+    memset(p, 0, sizeof *p);
+    char *names = nb_xstrdup(list), *out = names;
+    for (char *tok = strtok(names, ","); tok; tok = strtok(NULL, ","))
+        if (!strcmp(tok, "scale")) p->with_scale = 1;
+        else out += sprintf(out, "%s%s", out == names ? "" : ",", tok);
+    nb_status st = NB_OK;
+    if (out == names && !p->with_scale) st = nb_error_set(NB_ERR_USAGE, "option --refine: no names in '%s'", list);
+    if (!st && out != names) st = nb_grad_list_parse(names, &p->names);
+    free(names);
+    if (st) return nb_error_prefix(st, "--refine");
+    for (int j = 0; j < p->names.n && p->with_scale; j++)
+        if (!strcmp(nb_grad_param_name(p->names.param[j]), "fluence"))
+            st = nb_error_set(NB_ERR_USAGE, "--refine: 'scale' and 'fluence' are one parameter: name one of them");
+    if (!st && p->names.n) st = nb_grad_values(start, &p->names, p->x);
+    p->k = p->names.n + p->with_scale;
+    if (p->with_scale) p->x[p->k - 1] = 1.0;
+    return st;
+}
+
+/* The refined plan: the names at their values, the scale into the fluence. */
+static nb_status refined_plan(const nb_plan *start, const params *p, nb_plan *out)
+{
+    if (!p->with_scale) return nb_grad_plan_at(start, &p->names, p->x, out);
+    nb_grad_list with = {0, NULL};
+    double x[MAX_PARAMS];
+    nb_status st = nb_grad_list_parse("fluence", &with);
+    if (st) return st;
+    const nb_grad_param *fluence = with.param[0];
+    double f0;
+    if (!(st = nb_grad_values(start, &with, &f0))) {
+        for (int j = 0; j < p->names.n; j++) with.param[j] = p->names.param[j], x[j] = p->x[j];
+        with.param[p->names.n] = fluence;
+        x[p->names.n] = f0 * p->x[p->k - 1];
+        with.n = p->names.n + 1;
+        st = nb_grad_plan_at(start, &with, x, out);
+    }
+    nb_grad_list_free(&with);
+    return st;
+}
+
+static void report(const params *p, const double *sigma)
+{
+    if (nb_verbosity() < 0) return;
+    for (int j = 0; j < p->k; j++) {
+        const char *unit = j < p->names.n ? nb_grad_param_unit(p->names.param[j]) : "";
+        fprintf(stderr, "%s = %.10g \u00b1 %.3g%s%s\n", param_name(p, j), p->x[j], sigma[j], unit[0] ? " " : "", unit);
+    }
+}
+
+/* observed - model photons on the pixels used (0 elsewhere), frame after frame */
+static nb_status write_residual(const char *path, const problem *pb, const params *p, const model *m)
+{
+    nb_outfile *of = NULL;
+    const double s = p->with_scale ? p->x[p->k - 1] : 1.0;
+    float *row;
+    nb_status st = nb_calloc((void **)&row, pb->npix, sizeof *row, "the residual");
+    if (!st) st = nb_rawfloat_writer_open(&of, path);
+    for (long f = 0; f < pb->start->nframes && !st; f++) {
+        for (size_t i = 0; i < pb->npix; i++)
+            row[i] = pb->obs[f].use[i] ? (float)(pb->obs[f].y[i] - s * m->image[f][i]) : 0.0f;
+        st = nb_rawfloat_writer_put(of, row, pb->npix);
+    }
+    if (!st) st = nb_outfile_commit(of);
+    else if (of) nb_outfile_abort(of);
+    free(row);
+    return st;
+}
+
+/* ---- the fit of one plan ------------------------------------------------------------ */
+
+static nb_status fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o, nb_plan *out)
+{
+    if (!o->nobserved) return nb_error_set(NB_ERR_USAGE, "no observed image: give --observed FILE");
+    if (!o->refine) return nb_error_set(NB_ERR_USAGE, "nothing to refine: give --refine LIST");
+    if (nb_plan_npanels(start) > 1)
+        return nb_error_set(NB_ERR_UNSUPPORTED, "nb-fit does not fit a detector of several panels yet");
+    if (o->nobserved != start->nframes)
+        return nb_error_set(NB_ERR_USAGE, "the plan has %d frame%s but %d observed image%s were given", start->nframes,
+                            start->nframes == 1 ? "" : "s", o->nobserved, o->nobserved == 1 ? "" : "s");
+    params p;
+    model m, trial;
+    normal_eq e;
+    double sigma[MAX_PARAMS];
+    observed *obs = NULL;
+    const size_t npix = (size_t)start->fpixels * start->spixels;
+    memset(&m, 0, sizeof m);
+    memset(&trial, 0, sizeof trial);
+    nb_status st = params_parse(o->refine, start, &p);
+    if (!st) st = nb_calloc((void **)&obs, (size_t)o->nobserved, sizeof *obs, "the observed images");
+    for (int f = 0; f < o->nobserved && !st; f++) st = observed_read(o->observed[f], o, start, f, &obs[f]);
+    if (!st) st = model_alloc(&m, &p, start->nframes, npix, 1);
+    if (!st) st = model_alloc(&trial, &p, start->nframes, npix, 0);
+    const problem pb = {start, hkl, obs, o, npix};
+    if (!st) {
+        /* the plan's ROI and mask: pixels it does not render are not compared */
+        nb_sim_setup setup;
+        if (!(st = nb_sim_setup_build(start, hkl, &setup))) {
+            for (int f = 0; f < o->nobserved; f++)
+                for (size_t i = 0; i < npix; i++)
+                    if (!nb_pixel_rendered(&setup.kp, (int)(i % start->fpixels), (int)(i / start->fpixels)))
+                        obs[f].use[i] = 0;
+            nb_sim_setup_free(&setup);
+        }
+    }
+    /* least squares first: far from the optimum the Poisson likelihood has
+     * many local minima (a photon where the model has none weighs log 0),
+     * the squares one wide basin */
+    if (!st) st = refine(&pb, LOSS_LSQ, &p, &m, &trial, &e);
+    if (!st && o->loss == LOSS_POISSON) st = refine(&pb, LOSS_POISSON, &p, &m, &trial, &e);
+    if (!st) st = sigmas(&p, &e, o->loss, sigma);
+    if (!st) report(&p, sigma);
+    if (!st && o->residual) st = write_residual(o->residual, &pb, &p, &m);
+    if (!st) st = refined_plan(start, &p, out);
+    for (int f = 0; obs && f < o->nobserved; f++) {
+        free(obs[f].y);
+        free(obs[f].use);
+    }
+    free(obs);
+    model_free(&m, start->nframes);
+    model_free(&trial, start->nframes);
+    nb_grad_list_free(&p.names);
+    return st;
+}
+
+/* ---- options and main ---------------------------------------------------------------- */
+
+static nb_status add_observed(const nb_opt_args *a)
+{
+    fit_opts *o = a->dest;
+    if (o->nobserved == MAX_OBSERVED) return nb_error_set(NB_ERR_USAGE, "at most %d observed images", MAX_OBSERVED);
+    o->observed[o->nobserved++] = a->vals[0];
+    return NB_OK;
+}
+
+static const nb_opt_choice losses[] = {{"poisson", LOSS_POISSON}, {"lsq", LOSS_LSQ}, {NULL, 0}};
+
+#define FO(f) NB_AT(fit_opts, f)
+static const nb_opt rows[] = {
+    {NB_OPT_LOCAL, "--observed", 1, "FILE",
+     "an observed image: CBF, SMV, an nb stream (.nbs: its IMAGE record) or\n"
+     "raw float photons of the plan's size; once per frame of the plan, in\n"
+     "frame order",
+     .needs = "a file name", .type = NB_OPT_CALLBACK, .fn = add_observed},
+    {NB_OPT_LOCAL, "--refine", 1, "LIST",
+     "the parameters to refine, comma-separated: the names of nb-sim --grad\n"
+     "(distance, Xbeam, Ybeam, misset_x, cell_a, Na, lambda, ...) and scale",
+     .needs = "a list of names", .type = NB_OPT_STRING, .at = {FO(refine)}},
+    {NB_OPT_LOCAL, "--loss", 1, "poisson|lsq",
+     "the likelihood: Poisson photon counts (default) or least squares",
+     .type = NB_OPT_CHOICE, .at = {FO(loss)}, .choices = losses, .expected = "'poisson' or 'lsq'"},
+    {NB_OPT_LOCAL, "--adc", 1, "ADU",
+     "the observed counts' ADC offset (default: the image's ADC_OFFSET or\n"
+     "COUNTS_ADC, else the plan's -adc)",
+     .type = NB_OPT_DOUBLE, .at = {FO(adc)}, .sets = {{FO(have_adc), 1}}},
+    {NB_OPT_LOCAL, "--gain", 1, "ADU/PHOTON", "the observed counts' gain (default: COUNTS_GAIN, else 1)",
+     .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(gain)}, .sets = {{FO(have_gain), 1}}},
+    {NB_OPT_LOCAL, "--overload", 1, "ADU",
+     "counts from this value up are overloads, left out (default: the\n"
+     "counter's maximum; 1048500 for CBF)",
+     .type = NB_OPT_DOUBLE, .at = {FO(overload)}, .sets = {{FO(have_overload), 1}}},
+    {NB_OPT_LOCAL, "--iterations", 1, "N", "at most N Levenberg-Marquardt iterations (default 50)",
+     .type = NB_OPT_INT, .at = {FO(iterations)}},
+    {NB_OPT_LOCAL, "--residual", 1, "FILE",
+     "write observed - model photons of the fit (raw float, 0 where a pixel\n"
+     "is not used; the frames one after another)",
+     .needs = "a file name", .type = NB_OPT_STRING, .at = {FO(residual)}},
+};
+#undef FO
+static const nb_opt_table table = {NB_FIT, rows, (int)(sizeof rows / sizeof rows[0])};
+
+/* The start model from the stream: its (one) PLAN and HKL records. */
+static nb_status read_start(nb_reader *r, nb_plan *plan, nb_record *hkl_rec, int *have_plan, int *have_hkl)
+{
+    nb_record rec;
+    int eof = 0;
+    nb_status st = NB_OK;
+    memset(&rec, 0, sizeof rec);
+    while (!st) {
+        if ((st = nb_reader_next(r, &rec, &eof)) || eof) break;
+        if (nb_record_is(&rec, "PLAN")) {
+            if (*have_plan) {
+                st = nb_error_set(NB_ERR_USAGE, "the stream holds more than one plan: nb-fit fits one");
+                break;
+            }
+            if (!(st = nb_plan_from_record(&rec, plan))) *have_plan = 1;
+        } else if (nb_record_is(&rec, "HKL") && *have_plan && !*have_hkl) {
+            *hkl_rec = rec;
+            memset(&rec, 0, sizeof rec);
+            *have_hkl = 1;
+        }
+    }
+    nb_record_free(&rec);
+    if (!st && !*have_plan) st = nb_error_set(NB_ERR_DATA, "%s: the stream holds no PLAN record", nb_reader_name(r));
+    return st;
+}
+
+/* The start model's structure factors. */
+static nb_status start_hkl(const nb_plan *plan, const nb_record *rec, int have, nb_hkl *hkl)
+{
+    nb_hkl_init(hkl);
+    return have ? nb_hkl_from_record(rec, hkl) : nb_sim_plan_F(plan, hkl);
+}
+
+/* The refined plan (and the start's HKL record) to the output. */
+static nb_status write_fit(const char *output, const nb_plan *plan, const nb_record *hkl_rec, int have_hkl)
+{
+    nb_record rec;
+    nb_writer *w = NULL;
+    nb_status st = nb_plan_to_record(plan, &rec);
+    if (!st) st = nb_writer_open(&w, output);
+    if (!st) st = nb_writer_put(w, &rec);
+    if (!st && have_hkl) st = nb_writer_put(w, hkl_rec);
+    if (!st) st = nb_writer_end(w);
+    if (!st) st = nb_writer_close(w);
+    else if (w) nb_writer_abort(w);
+    nb_record_free(&rec);
+    return st;
+}
+
+int main(int argc, char **argv)
+{
+    nb_std_opts opts;
+    fit_opts o;
+    memset(&o, 0, sizeof o);
+    o.iterations = 50;
+    nb_set_tool_name(tool.name);
+    nb_std_opts_init(&opts);
+    nb_stream_to_stdout(1);
+    nb_exit_on_error(nb_tool_parse(&tool, &opts, &o, argc, argv));
+    nb_std_apply(&opts);
+    nb_stream_to_stdout(!strcmp(opts.output, "-"));
+    if (o.iterations < 1) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option --iterations: at least 1"));
+
+    nb_reader *r = NULL;
+    nb_plan start, refined;
+    nb_record hkl_rec;
+    nb_hkl hkl;
+    int have_plan = 0, have_hkl = 0;
+    memset(&hkl_rec, 0, sizeof hkl_rec);
+    nb_hkl_init(&hkl);
+    nb_status st = nb_reader_open(&r, opts.input);
+    if (!st) st = read_start(r, &start, &hkl_rec, &have_plan, &have_hkl);
+    if (!st) st = start_hkl(&start, &hkl_rec, have_hkl, &hkl);
+    if (!st) st = fit(&start, &hkl, &o, &refined);
+    if (!st) {
+        st = write_fit(opts.output, &refined, &hkl_rec, have_hkl);
+        nb_plan_free(&refined);
+    }
+    if (have_plan) nb_plan_free(&start);
+    nb_hkl_free(&hkl);
+    nb_record_free(&hkl_rec);
+    nb_reader_close(r);
+    nb_exit_on_error(st);
+    return 0;
+}
