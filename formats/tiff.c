@@ -23,6 +23,13 @@ nb_status nb_tiff_load(void) { return nb_error_set(NB_ERR_UNSUPPORTED, "this bui
 
 static nb_status no_tiff(const char *path) { return nb_error_prefix(nb_tiff_load(), "cannot write '%s'", path); }
 
+nb_status nb_tiff_read(const char *path, double **values, int *width, int *height, int *is_float,
+                       double *count_max)
+{
+    (void)values, (void)width, (void)height, (void)is_float, (void)count_max;
+    return nb_error_prefix(nb_tiff_load(), "cannot read '%s'", path);
+}
+
 nb_status nb_tiff_write_f32(const char *path, const float *pixels, const nb_image_meta *m)
 {
     (void)pixels;
@@ -66,6 +73,10 @@ static struct {
     __typeof__(TIFFWriteScanline) *WriteScanline;
     __typeof__(TIFFWriteDirectory) *WriteDirectory;
     __typeof__(TIFFClose) *Close;
+    __typeof__(TIFFGetFieldDefaulted) *GetFieldDefaulted;
+    __typeof__(TIFFReadScanline) *ReadScanline;
+    __typeof__(TIFFScanlineSize64) *ScanlineSize64;
+    __typeof__(TIFFIsTiled) *IsTiled;
 #if TIFFLIB_VERSION >= 20221213
     __typeof__(TIFFOpenOptionsAlloc) *OpenOptionsAlloc;
     __typeof__(TIFFOpenOptionsFree) *OpenOptionsFree;
@@ -92,6 +103,10 @@ nb_status nb_tiff_load(void)
         NB_TIFF_SYM(WriteScanline, "TIFFWriteScanline")
         NB_TIFF_SYM(WriteDirectory, "TIFFWriteDirectory")
         NB_TIFF_SYM(Close, "TIFFClose")
+        NB_TIFF_SYM(GetFieldDefaulted, "TIFFGetFieldDefaulted")
+        NB_TIFF_SYM(ReadScanline, "TIFFReadScanline")
+        NB_TIFF_SYM(ScanlineSize64, "TIFFScanlineSize64")
+        NB_TIFF_SYM(IsTiled, "TIFFIsTiled")
 #if TIFFLIB_VERSION >= 20221213
         NB_TIFF_SYM(OpenOptionsAlloc, "TIFFOpenOptionsAlloc")
         NB_TIFF_SYM(OpenOptionsFree, "TIFFOpenOptionsFree")
@@ -122,6 +137,10 @@ nb_status nb_tiff_load(void)
 #define TIFFWriteScanline libtiff.WriteScanline
 #define TIFFWriteDirectory libtiff.WriteDirectory
 #define TIFFClose libtiff.Close
+#define TIFFGetFieldDefaulted libtiff.GetFieldDefaulted
+#define TIFFReadScanline libtiff.ReadScanline
+#define TIFFScanlineSize64 libtiff.ScanlineSize64
+#define TIFFIsTiled libtiff.IsTiled
 #define TIFFOpenOptionsAlloc libtiff.OpenOptionsAlloc
 #define TIFFOpenOptionsFree libtiff.OpenOptionsFree
 #define TIFFOpenOptionsSetErrorHandlerExtR libtiff.OpenOptionsSetErrorHandlerExtR
@@ -416,6 +435,89 @@ static nb_status write_tiff(const char *path, const void *src, enum sample_kind 
 nb_status nb_tiff_write_f32(const char *path, const float *pixels, const nb_image_meta *m)
 {
     return write_tiff(path, pixels, KIND_F32, m);
+}
+
+/* ---- the reader ------------------------------------------------------------ */
+
+/* The image's layout: greyscale, strips, a sample type this reader knows. */
+static nb_status read_layout(TIFF *tif, const char *path, uint32_t *w, uint32_t *h, uint16_t *bps, uint16_t *fmt)
+{
+    uint16_t spp = 1;
+    TIFFGetFieldDefaulted(tif, TIFFTAG_IMAGEWIDTH, w);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_IMAGELENGTH, h);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, bps);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &spp);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLEFORMAT, fmt);
+    if (*w == 0 || *h == 0 || *w > 1u << 20 || *h > 1u << 20)
+        return nb_error_set(NB_ERR_DATA, "'%s': TIFF image of %u x %u pixels", path, *w, *h);
+    if (spp != 1 || TIFFIsTiled(tif))
+        return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': only greyscale TIFF in strips is read (%u samples per pixel%s)",
+                            path, spp, TIFFIsTiled(tif) ? ", tiled" : "");
+    int known = (*fmt == SAMPLEFORMAT_IEEEFP && *bps == 32) || (*fmt == SAMPLEFORMAT_UINT && (*bps == 16 || *bps == 32)) ||
+                (*fmt == SAMPLEFORMAT_INT && *bps == 32);
+    if (!known)
+        return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': TIFF samples of %u bits, format %u: only uint16, uint32, int32 "
+                                                "and float32 are read", path, *bps, *fmt);
+    if (TIFFScanlineSize64(tif) != (uint64_t)*w * (*bps / 8))
+        return nb_error_set(NB_ERR_DATA, "'%s': TIFF rows of unexpected size", path);
+    return NB_OK;
+}
+
+static double sample_at(const unsigned char *row, uint32_t x, uint16_t bps, uint16_t fmt)
+{
+    if (bps == 16) {
+        uint16_t v;
+        memcpy(&v, row + 2 * (size_t)x, 2);
+        return v;
+    }
+    uint32_t u;
+    memcpy(&u, row + 4 * (size_t)x, 4);
+    if (fmt == SAMPLEFORMAT_IEEEFP) {
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    return fmt == SAMPLEFORMAT_INT ? (double)(int32_t)u : (double)u;
+}
+
+nb_status nb_tiff_read(const char *path, double **values, int *width, int *height, int *is_float,
+                       double *count_max)
+{
+    nb_status st = nb_tiff_load();
+    if (st) return nb_error_prefix(st, "cannot read '%s'", path);
+    memfile f;
+    memset(&f, 0, sizeof f);
+    char *data;
+    if ((st = nb_read_file(path, &data, &f.len))) return st;
+    f.buf = (unsigned char *)data;
+    handlers_begin(&f);
+    TIFF *tif = open_tiff(&f, path, "r");
+    uint32_t w = 0, h = 0;
+    uint16_t bps = 0, fmt = SAMPLEFORMAT_UINT;
+    unsigned char *row = NULL;
+    *values = NULL;
+    if (!tif) st = nb_error_set(NB_ERR_DATA, "'%s': not a TIFF file (%s)", path, f.err[0] ? f.err : "libtiff");
+    if (!st) st = read_layout(tif, path, &w, &h, &bps, &fmt);
+    if (!st) st = nb_calloc((void **)&row, w, bps / 8, "a TIFF row");
+    if (!st) st = nb_calloc((void **)values, (size_t)w * h, sizeof **values, "the TIFF image");
+    for (uint32_t y = 0; y < h && !st; y++) {
+        if (TIFFReadScanline(tif, row, y, 0) != 1)
+            st = nb_error_set(NB_ERR_DATA, "'%s': cannot read row %u: %s", path, y, f.err[0] ? f.err : "libtiff");
+        for (uint32_t x = 0; x < w && !st; x++) (*values)[(size_t)y * w + x] = sample_at(row, x, bps, fmt);
+    }
+    if (tif) TIFFClose(tif);
+    handlers_end();
+    free(row);
+    free(data);
+    if (st) {
+        free(*values);
+        *values = NULL;
+        return st;
+    }
+    *width = (int)w, *height = (int)h;
+    *is_float = fmt == SAMPLEFORMAT_IEEEFP;
+    *count_max = bps == 16 ? 65535.0 : fmt == SAMPLEFORMAT_INT ? 2147483647.0 : 4294967295.0;
+    return NB_OK;
 }
 
 nb_status nb_tiff_write_u16(const char *path, const int32_t *counts, const nb_image_meta *m)

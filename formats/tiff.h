@@ -28,6 +28,14 @@
  * a message saying why (no libtiff in this build, or it cannot be loaded). */
 nb_status nb_tiff_load(void);
 
+/* Read a greyscale TIFF (one sample per pixel, strips: uint16, uint32,
+ * int32 or float32, any compression libtiff decodes) into *values
+ * (malloc'ed, width x height, row 0 first).  *is_float: the samples were
+ * floats (photons); else counts, *count_max the counter's maximum (65535,
+ * 4294967295 or 2147483647). */
+nb_status nb_tiff_read(const char *path, double **values, int *width, int *height, int *is_float,
+                       double *count_max);
+
 /* 32-bit IEEE float samples (SampleFormat 3), e.g. photons per pixel. */
 nb_status nb_tiff_write_f32(const char *path, const float *pixels, const nb_image_meta *m);
 /* 16-bit unsigned samples; counts are clamped to 0..65535. */

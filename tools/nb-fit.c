@@ -17,6 +17,7 @@
 #include "nb_util.h"
 #include "rawfloat.h"
 #include "smv.h"
+#include "tiff.h"
 
 static const nb_opt_table table;
 
@@ -26,8 +27,8 @@ static const nb_tool_info tool = {
     "[OPTIONS] --observed FILE --refine LIST [STREAM]",
     "refine a plan's parameters against observed images",
     "nb-fit reads a PLAN record (and the HKL record of nb-hkl) as the start model and one\n"
-    "observed image per frame of the plan (--observed: CBF, SMV, an nb stream's IMAGE record,\n"
-    "or raw float photons with the plan's size), and refines the parameters of --refine (the\n"
+    "observed image per frame of the plan (--observed: CBF, SMV, TIFF, an nb stream's IMAGE\n"
+    "record, or raw float photons with the plan's size), and refines the parameters of --refine (the\n"
     "names of nb-sim --grad, and 'scale', an overall factor on the fluence) by maximum\n"
     "likelihood: Poisson photon counts (the image's counts less its ADC offset, over its gain),\n"
     "from where least squares leave it, or least squares alone (--loss lsq), with\n"
@@ -74,18 +75,16 @@ static int has_suffix(const char *path, const char *suffix)
     return n >= k && !strcasecmp(path + n - k, suffix);
 }
 
-/* Counts into photons: (counts - adc) / gain; negative counts (a CBF's
- * masked pixels) and overloads are left out. */
-static void from_counts(const fit_opts *o, const int32_t *c32, const uint32_t *c_u32, size_t n, double adc,
-                        double gain, double overload, observed *ob)
+/* The counts in ob->y into photons, (counts - adc) / gain; negative counts
+ * (a CBF's masked pixels) and overloads are left out. */
+static void counts_to_photons(const fit_opts *o, size_t n, double adc, double gain, double overload, observed *ob)
 {
     if (o->have_adc) adc = o->adc;
     if (o->have_gain) gain = o->gain;
     if (o->have_overload) overload = o->overload;
     for (size_t i = 0; i < n; i++) {
-        double c = c32 ? (double)c32[i] : (double)c_u32[i];
-        ob->y[i] = (c - adc) / gain;
-        if (c < 0 || c >= overload) ob->use[i] = 0;
+        if (ob->y[i] < 0 || ob->y[i] >= overload) ob->use[i] = 0;
+        ob->y[i] = (ob->y[i] - adc) / gain;
     }
 }
 
@@ -108,12 +107,14 @@ static nb_status observed_stream(const char *path, const fit_opts *o, const nb_p
             const float *px;
             const int32_t *counts;
             if (!(st = nb_image_check_plan(&im, plan)) && !(st = nb_image_pixels(&rec, &im, &px, NULL))) {
-                if (im.has_counts && !(st = nb_image_counts(&rec, &im, &counts, NULL)))
-                    from_counts(o, counts, NULL, n, im.has.counts_adc ? im.counts_adc : plan->adc,
-                                im.has.counts_gain ? im.counts_gain : 1.0,
-                                im.counts_bits == 32 ? 2147483647.0 : 65535.0, ob);
-                else if (!im.has_counts)
+                if (im.has_counts && !(st = nb_image_counts(&rec, &im, &counts, NULL))) {
+                    for (size_t i = 0; i < n; i++) ob->y[i] = counts[i];
+                    counts_to_photons(o, n, im.has.counts_adc ? im.counts_adc : plan->adc,
+                                      im.has.counts_gain ? im.counts_gain : 1.0,
+                                      im.counts_bits == 32 ? 2147483647.0 : 65535.0, ob);
+                } else if (!im.has_counts) {
                     for (size_t i = 0; i < n; i++) ob->y[i] = px[i];
+                }
             }
         }
         nb_image_info_free(&im);
@@ -147,18 +148,29 @@ static nb_status observed_read(const char *path, const fit_opts *o, const nb_pla
         if ((st = nb_smv_read(path, 1, &smv))) return st;
         st = size_matches(path, smv.width, smv.height, plan);
         double adc = nb_smv_value(&smv, "ADC_OFFSET");
+        for (size_t i = 0; i < n && !st; i++) ob->y[i] = smv.pixels[i];
         if (!st)
-            from_counts(o, NULL, smv.pixels, n, isnan(adc) ? plan->adc : adc, 1.0,
-                        smv.bytes_per_pixel == 4 ? 4294967295.0 : 65535.0, ob);
+            counts_to_photons(o, n, isnan(adc) ? plan->adc : adc, 1.0, smv.bytes_per_pixel == 4 ? 4294967295.0 : 65535.0,
+                              ob);
         nb_smv_free(&smv);
     } else if (has_suffix(path, ".cbf")) {
         int32_t *counts = NULL;
         int w, h;
         if ((st = nb_cbf_read(path, &counts, &w, &h))) return st;
-        if (!(st = size_matches(path, w, h, plan))) from_counts(o, counts, NULL, n, plan->adc, 1.0, 1048500.0, ob);
+        if (!(st = size_matches(path, w, h, plan))) {
+            for (size_t i = 0; i < n; i++) ob->y[i] = counts[i];
+            counts_to_photons(o, n, plan->adc, 1.0, 1048500.0, ob);
+        }
         free(counts);
     } else if (has_suffix(path, ".tif") || has_suffix(path, ".tiff")) {
-        st = nb_error_set(NB_ERR_UNSUPPORTED, "'%s': nb-fit reads no TIFF yet; convert it to CBF or raw float", path);
+        double *v = NULL, count_max;
+        int w, h, is_float;
+        if ((st = nb_tiff_read(path, &v, &w, &h, &is_float, &count_max))) return st;
+        if (!(st = size_matches(path, w, h, plan))) {
+            memcpy(ob->y, v, n * sizeof *v);
+            if (!is_float) counts_to_photons(o, n, plan->adc, 1.0, count_max, ob);
+        }
+        free(v);
     } else {
         float *px;
         size_t count = n;
@@ -550,9 +562,9 @@ static const nb_opt_choice losses[] = {{"poisson", LOSS_POISSON}, {"lsq", LOSS_L
 #define FO(f) NB_AT(fit_opts, f)
 static const nb_opt rows[] = {
     {NB_OPT_LOCAL, "--observed", 1, "FILE",
-     "an observed image: CBF, SMV, an nb stream (.nbs: its IMAGE record) or\n"
-     "raw float photons of the plan's size; once per frame of the plan, in\n"
-     "frame order",
+     "an observed image: CBF, SMV, TIFF (counts, or float photons), an nb\n"
+     "stream (.nbs: its IMAGE record) or raw float photons of the plan's\n"
+     "size; once per frame of the plan, in frame order",
      .needs = "a file name", .type = NB_OPT_CALLBACK, .fn = add_observed},
     {NB_OPT_LOCAL, "--refine", 1, "LIST",
      "the parameters to refine, comma-separated: the names of nb-sim --grad\n"

@@ -59,19 +59,21 @@ recovered() {
     [ "$(stat -c %s res.bin)" -eq $((96 * 96 * 4)) ] || false
 }
 
-@test "fit: SMV, raw float and nb stream observations are read, the ADC offset taken off" {
-    observe -o obs.img -o obs.nbs -o obs.cbf
+@test "fit: SMV, CBF, TIFF, raw float and nb stream observations are read, the ADC offset taken off" {
+    observe -o obs.img -o obs.nbs -o obs.cbf -o obs.tif
     nb-geom -q $TRUTH $REST -o truth.nbs
-    for f in obs.img obs.nbs obs.cbf; do
+    for f in obs.img obs.nbs obs.cbf obs.tif; do
         nb-fit --observed "$f" --refine scale truth.nbs 2>fit.err >/dev/null
         cat fit.err
         # the noise is Poisson around the truth: the scale is 1 within its sigma's few times
         awk -v v="$(value scale)" -v s="$(sigma scale)" 'BEGIN { e = v - 1; if (e < 0) e = -e; exit !(e <= 4 * s) }'
     done
     # raw float: photons as they are, no ADC (the noise-free image: scale 1 to rounding)
-    nb-geom -q $TRUTH $REST | nb-sim -q -precision double | nb-convert -q -o clean.bin
-    nb-fit --observed clean.bin --refine scale truth.nbs 2>fit.err >/dev/null
-    awk -v v="$(value scale)" 'BEGIN { e = v - 1; if (e < 0) e = -e; exit !(e < 1e-5) }'
+    nb-geom -q $TRUTH $REST | nb-sim -q -precision double | nb-convert -q -o clean.bin --format tif-float -o clean.tif
+    for f in clean.bin clean.tif; do
+        nb-fit --observed "$f" --refine scale truth.nbs 2>fit.err >/dev/null
+        awk -v v="$(value scale)" 'BEGIN { e = v - 1; if (e < 0) e = -e; exit !(e < 1e-5) }'
+    done
 }
 
 @test "fit: -v prints the likelihood of every iteration" {

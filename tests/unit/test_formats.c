@@ -356,6 +356,33 @@ static void test_tiff(void)
             ok(0, "%s opens with libtiff", names[k]);
         }
     }
+    /* nb_tiff_read (nb-fit's observed images): every kind back as written */
+    for (int k = 0; k < 3; k++) {
+        double *v = NULL, cmax = 0;
+        int rw = 0, rh = 0, is_float = -1, same = 1;
+        nb_status st = nb_tiff_read(tpath(names[k]), &v, &rw, &rh, &is_float, &cmax);
+        for (int i = 0; st == NB_OK && i < w * h; i++) {
+            int32_t cv = c[i];
+            double want = k == 0 ? (double)f[i] : k == 1 ? (cv < 0 ? 0 : cv > 65535 ? 65535 : cv) : (double)(uint32_t)(cv < 0 ? 0 : cv);
+            same &= v[i] == want;
+        }
+        ok(st == NB_OK && rw == w && rh == h && is_float == (k == 0) && (k == 0 || cmax == (k == 1 ? 65535.0 : 4294967295.0)) &&
+               same,
+           "nb_tiff_read %s: %d x %d, %s, every value as written", names[k], rw, rh, is_float ? "float" : "counts");
+        free(v);
+    }
+    {
+        double *v = NULL, cmax;
+        int rw, rh, is_float;
+        FILE *fp = fopen(tpath("not.tif"), "w");
+        fputs("II*\0garbage that is no TIFF directory", fp);
+        fclose(fp);
+        nb_status st = nb_tiff_read(tpath("not.tif"), &v, &rw, &rh, &is_float, &cmax);
+        ok(st == NB_ERR_DATA && strstr(nb_error_message(), "not.tif") && v == NULL, "a broken TIFF is a data error: %s",
+           nb_error_message());
+        st = nb_tiff_read(tpath("missing.tif"), &v, &rw, &rh, &is_float, &cmax);
+        ok(st == NB_ERR_IO && strstr(nb_error_message(), "missing.tif"), "a missing TIFF: %s", nb_error_message());
+    }
     /* a taller image: several strips */
     {
         const int W = 1000, H = 300;
