@@ -61,23 +61,35 @@ static const nb_tool_info tool = {
 typedef struct bench_config {
     const char *name;
     const char *flags;
+    const char *sim_flags; /* more for nb-sim (our pipeline only), or NULL */
 } bench_config;
 
+/* the derivative configurations: one model (1024^2, 4 domains, 2x2 sub-pixels),
+ * the image alone on the fast and the double path, and with k derivatives */
+#define DERIV_FLAGS                                                                                                  \
+    "-default_F 100 -cell 70 80 90 88 95 91 -misset 10 5 3 -lambda 1 -N 8 -distance 150 -detpixels 1024 "         \
+    "-pixel 0.1 -mosaic 0.2 -mosaic_domains 4 -oversample 2"
+
 static const bench_config configs[] = {
-    {"seed-256", SEED_FLAGS "256"},
-    {"seed-512", SEED_FLAGS "512"},
-    {"seed-1024", SEED_FLAGS "1024"},
-    {"seed-2048", SEED_FLAGS "2048"},
-    {"seed-4096", SEED_FLAGS "4096"},
-    {"mosaic", SEED_FLAGS "1024 -mosaic 0.5 -mosaic_domains 20 -phi 0.1 -osc 1 -phisteps 5"},
+    {"seed-256", SEED_FLAGS "256", NULL},
+    {"seed-512", SEED_FLAGS "512", NULL},
+    {"seed-1024", SEED_FLAGS "1024", NULL},
+    {"seed-2048", SEED_FLAGS "2048", NULL},
+    {"seed-4096", SEED_FLAGS "4096", NULL},
+    {"mosaic", SEED_FLAGS "1024 -mosaic 0.5 -mosaic_domains 20 -phi 0.1 -osc 1 -phisteps 5", NULL},
     /* 13 divergence directions (a 5 x 5 grid cut to a disc) x 5 wavelengths = 65 sources */
     {"sources", "-default_F 100 -cell 100 100 100 90 90 90 -lambda 1 -N 5 -distance 100 -detpixels 1024 "
-                "-divergence 0.3 -divsteps 5 -dispersion 0.5 -dispsteps 5"},
-    {"oversample", SEED_FLAGS "1024 -oversample 3 -detector_thick 450 -detector_abs 320 -thicksteps 3"},
+                "-divergence 0.3 -divsteps 5 -dispersion 0.5 -dispsteps 5", NULL},
+    {"oversample", SEED_FLAGS "1024 -oversample 3 -detector_thick 450 -detector_abs 320 -thicksteps 3", NULL},
     /* 600 mm keeps every tricubic neighbourhood inside P1.hkl's +-14 grid
      * (|h| <= 11 at the corners), so the reference keeps interpolating */
     {"tricubic", "-hkl @HKL@ -cell 70 80 90 75 85 95 -misset 10 5 3 -lambda 1.0 -N 2 -distance 600 "
-                 "-detpixels 1024 -pixel 0.1 -interpolate -mosaic 0.3 -mosaic_domains 10"},
+                 "-detpixels 1024 -pixel 0.1 -interpolate -mosaic 0.3 -mosaic_domains 10", NULL},
+    {"deriv-image", DERIV_FLAGS, NULL},
+    {"deriv-image-double", DERIV_FLAGS, "-precision double"},
+    {"deriv-1", DERIV_FLAGS, "--grad distance"},
+    {"deriv-3", DERIV_FLAGS, "--grad distance,Xbeam,Ybeam"},
+    {"deriv-8", DERIV_FLAGS, "--grad distance,Xbeam,Ybeam,misset_x,misset_y,misset_z,cell_a,mosaic"},
 };
 #define NCONFIGS ((int)(sizeof configs / sizeof configs[0]))
 #define MAX_THREAD_COUNTS 64
@@ -485,6 +497,7 @@ static void build_ours(const bench_ctx *c, const bench_config *cfg, int threads,
     const char *sim[] = {"--threads", t, "-v"};
     const char *conv[] = {"-o", "float.bin", "-o", "int.img"};
     for (size_t k = 0; k < sizeof sim / sizeof *sim; k++) args_push(&s[2].args, sim[k]);
+    if (cfg->sim_flags) args_push_flags(&s[2].args, cfg->sim_flags, c->hkl);
     for (size_t k = 0; k < sizeof conv / sizeof *conv; k++) args_push(&s[3].args, conv[k]);
 }
 
@@ -747,7 +760,7 @@ static void print_row(FILE *fp, const char *config, const char *thr, const char 
                       const char *rat_w)
 {
     char line[512];
-    snprintf(line, sizeof line, "%-11s %3s  %-4s  %-22s  %-22s  %8s  %8s  %-7s  %8s  %7s", config, thr, run, whole,
+    snprintf(line, sizeof line, "%-18s %3s  %-4s  %-22s  %-22s  %8s  %8s  %-11s  %8s  %7s", config, thr, run, whole,
              render, tput, mem, kernel, rat_r, rat_w);
     size_t n = strlen(line);
     while (n && line[n - 1] == ' ') line[--n] = '\0';
@@ -765,6 +778,36 @@ static int scaling_base(const result *r, int n, int i)
     return base;
 }
 
+/* The result of configuration `name` at `threads`, or NULL. */
+static const result *find_result(const result *r, int n, const char *name, int threads)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(r[i].cfg->name, name) && r[i].threads == threads) return &r[i];
+    return NULL;
+}
+
+/* Derivatives: each deriv-k's render time over the image's alone (same run,
+ * same threads), on the default path (the gate is 1 + 0.5 k) and on the
+ * double path. */
+static void print_deriv_ratios(FILE *fp, const result *r, int n)
+{
+    int any = 0;
+    for (int i = 0; i < n; i++) {
+        int k;
+        if (sscanf(r[i].cfg->name, "deriv-%d", &k) != 1) continue;
+        const result *img = find_result(r, n, "deriv-image", r[i].threads);
+        const result *dbl = find_result(r, n, "deriv-image-double", r[i].threads);
+        if (!img && !dbl) continue;
+        if (!any++)
+            fprintf(fp, "\nDerivatives: render time of the image and k derivatives / of the image alone.\n"
+                        "%-18s %3s  %16s  %9s  %17s\n", "config", "thr", "/ default path", "(1+0.5k)", "/ double path");
+        char a[32], b[32];
+        fmt_num(a, sizeof a, "%.2f", img ? ratio(r[i].ours_render.median, img->ours_render.median) : NAN);
+        fmt_num(b, sizeof b, "%.2f", dbl ? ratio(r[i].ours_render.median, dbl->ours_render.median) : NAN);
+        fprintf(fp, "%-18s %3d  %16s  %9.1f  %17s\n", r[i].cfg->name, r[i].threads, a, 1.0 + 0.5 * k, b);
+    }
+}
+
 /* Thread scaling: the median at the fewest threads over the median at more. */
 static void print_scaling(FILE *fp, const bench_ctx *c, const result *r, int n)
 {
@@ -774,13 +817,13 @@ static void print_scaling(FILE *fp, const bench_ctx *c, const result *r, int n)
         if (b < 0) continue;
         if (!any++) {
             fputs("\nThread scaling: median time at the fewest threads / median time at more (1.00: none).\n", fp);
-            fprintf(fp, "%-11s %4s  %3s  %11s  %10s%s%s\n", "config", "from", "to", "ours render", "ours whole",
+            fprintf(fp, "%-18s %4s  %3s  %11s  %10s%s%s\n", "config", "from", "to", "ours render", "ours whole",
                     c->o->dropin ? "  drop whole" : "", c->o->ref ? "  ref render   ref whole" : "");
         }
         char v[4][32];
         fmt_num(v[0], sizeof v[0], "%.2f", ratio(r[b].ours_render.median, r[i].ours_render.median));
         fmt_num(v[1], sizeof v[1], "%.2f", ratio(r[b].ours_whole.median, r[i].ours_whole.median));
-        fprintf(fp, "%-11s %4d  %3d  %11s  %10s", r[i].cfg->name, r[b].threads, r[i].threads, v[0], v[1]);
+        fprintf(fp, "%-18s %4d  %3d  %11s  %10s", r[i].cfg->name, r[b].threads, r[i].threads, v[0], v[1]);
         if (r[i].have_dropin) {
             char d[32];
             fmt_num(d, sizeof d, "%.2f", ratio(r[b].dropin_whole.median, r[i].dropin_whole.median));
@@ -842,6 +885,7 @@ static void print_table(FILE *fp, const bench_ctx *c, const result *r, int n)
         print_row(fp, "", "", "ref", whole, render, tput, mem, "", rat_r, rat_w);
     }
     print_scaling(fp, c, r, n);
+    print_deriv_ratios(fp, r, n);
 }
 
 /* ---- JSON ------------------------------------------------------------------- */
@@ -1076,7 +1120,8 @@ static void list_configs(const bench_ctx *c)
 {
     for (int i = 0; i < NCONFIGS; i++) {
         char *flags = config_flags(c, &configs[i]);
-        printf("%-11s %s\n", configs[i].name, flags);
+        printf("%-18s %s%s%s\n", configs[i].name, flags, configs[i].sim_flags ? "  | nb-sim " : "",
+               configs[i].sim_flags ? configs[i].sim_flags : "");
         free(flags);
     }
 }

@@ -274,8 +274,11 @@ static char **words_with(int argc, char **argv, const nb_plan *plan, const flag_
             w[n++] = nb_xstrdup(num);
         }
     }
-    /* the pivot as resolved: -Xbeam, -twotheta ... set one of their own */
-    if (plan->pivot[0]) {
+    /* the pivot as resolved: -Xbeam, -twotheta ... set one of their own (a
+     * detector from -panels has none to keep) */
+    int panels = 0;
+    for (int i = 1; i < argc; i++) panels |= !strcmp(argv[i], "-panels");
+    if (plan->pivot[0] && !panels) {
         w[n++] = nb_xstrdup("-pivot");
         w[n++] = nb_xstrdup(plan->pivot);
     }

@@ -115,3 +115,26 @@ recovered() {
     expect_has "no mosaic spread"
     [ ! -s stdout.bin ] || false
 }
+
+@test "fit: the frames of a series are fitted jointly, one observed image each" {
+    nb-geom -q $TRUTH $REST -osc 0.5 -nframes 2 | nb-sim -q -precision double | nb-noise -q -seed 4 \
+        | nb-convert -q -o series_#.cbf
+    nb-geom -q $START $REST -osc 0.5 -nframes 2 | nb-fit --observed series_1.cbf --observed series_2.cbf \
+        --refine distance,Xbeam,Ybeam,misset_x,misset_y,misset_z,cell_a -o fit.nbs 2>fit.err
+    cat fit.err
+    recovered distance 80 0.05
+    recovered misset_z 30 0.02
+    [ "$(plan_key fit.nbs NFRAMES)" = 2 ] || false
+}
+
+@test "fit: only the pixels of the ROI that are not overloaded are compared" {
+    observe -o obs.cbf
+    nb-geom -q $TRUTH $REST -roi 10 59 20 49 -o roi.nbs
+    run_nb nb-fit -v --observed obs.cbf --refine scale roi.nbs
+    expect_status 0
+    expect_has "Poisson: -log L = "
+    expect_has "on 1500 pixels"
+    run_nb nb-fit -v --observed obs.cbf --refine scale --overload 60 roi.nbs
+    expect_status 0
+    expect_lacks "on 1500 pixels"
+}

@@ -312,3 +312,21 @@ PY
     echo "$output" >&3
     expect_status 0
 }
+
+@test "panels: nb-sim --grad on a detector of panels: each panel's derivative is that of the panel alone" {
+    write_tiles
+    nb-geom -q -panels tiles.geom $XTAL | nb-sim -q --grad misset_x,lambda | nb-convert -q --grad lambda -o all.bin
+    [ "$(stat -c %s all.bin)" -eq $((4 * PANEL_PIXELS * 4)) ] || false
+    for k in 0 3; do
+        { grep -v '^q' tiles.geom; grep "^q$k/" tiles.geom; } > "one$k.geom"
+        nb-geom -q -panels "one$k.geom" $XTAL | nb-sim -q --grad lambda | nb-convert -q --grad lambda -o "one$k.bin"
+        panel_slice all.bin "$k" > "slice$k.bin"
+        cmp "slice$k.bin" "one$k.bin"
+    done
+    run ! cmp slice0.bin slice3.bin
+    # the flags that place a one-panel detector are no names for it
+    nb-geom -q -panels tiles.geom $XTAL -o tiles.nbs
+    run_nb nb-sim --grad distance tiles.nbs
+    expect_status 2
+    expect_has "-distance cannot be used with -panels"
+}
