@@ -135,7 +135,7 @@ static nb_status size_matches(const char *path, int w, int h, const nb_plan *pla
 /* Read observed frame `frame` from path: SMV, CBF, an nb stream or raw float photons. */
 static nb_status observed_read(const char *path, const fit_opts *o, const nb_plan *plan, long frame, observed *ob)
 {
-    const size_t n = (size_t)plan->fpixels * plan->spixels;
+    const size_t n = nb_plan_total_pixels(plan);
     nb_status st;
     if ((st = nb_calloc((void **)&ob->y, n, sizeof *ob->y, "the observed image")) ||
         (st = nb_calloc((void **)&ob->use, n, 1, "the observed image")))
@@ -143,6 +143,16 @@ static nb_status observed_read(const char *path, const fit_opts *o, const nb_pla
     memset(ob->use, 1, n);
     if (has_suffix(path, ".nbs")) {
         st = observed_stream(path, o, plan, frame, n, ob);
+    } else if (nb_plan_npanels(plan) > 1) {
+        /* one file per frame holds every panel: raw float, panel after panel */
+        if (has_suffix(path, ".cbf") || has_suffix(path, ".img") || has_suffix(path, ".tif") || nb_smv_signature(path))
+            return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': a detector of %d panels is observed as an nb stream (.nbs) or "
+                                                    "raw float of all its panels", path, nb_plan_npanels(plan));
+        float *px;
+        size_t count = n;
+        if ((st = nb_rawfloat_read(path, &px, &count))) return st;
+        for (size_t i = 0; i < n; i++) ob->y[i] = px[i];
+        free(px);
     } else if (nb_smv_signature(path)) {
         nb_smv smv;
         if ((st = nb_smv_read(path, 1, &smv))) return st;
@@ -198,13 +208,14 @@ typedef struct model {
     float **grad[MAX_PARAMS];   /* per parameter, per frame (NULL: not rendered) */
 } model;
 
-static nb_status render_frame(const nb_plan *plan, const nb_hkl *hkl, const nb_grad_plans *gp, long frame,
+/* One panel of a frame, into the panel's place in image (and grads). */
+static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const nb_grad_plans *gp, long frame, int panel,
                               float *image, float **grads)
 {
     nb_plan frame_plan, view;
     nb_sim_setup setup;
     nb_render_result res;
-    nb_grad_frame_view(plan, frame, 0, &frame_plan, &view);
+    nb_grad_frame_view(plan, frame, panel, &frame_plan, &view);
     nb_status st = nb_sim_setup_build(&view, hkl, &setup);
     if (st) return st;
     memset(&res, 0, sizeof res);
@@ -214,12 +225,27 @@ static nb_status render_frame(const nb_plan *plan, const nb_hkl *hkl, const nb_g
         for (int first = 0; first < gp->names.n && !st; first += NB_DUAL_N) {
             int count = gp->names.n - first < NB_DUAL_N ? gp->names.n - first : NB_DUAL_N;
             nb_kdual_store ks;
-            st = nb_grad_kdual_build(gp, first, count, frame, 0, &setup.kp, hkl, &ks);
+            st = nb_grad_kdual_build(gp, first, count, frame, panel, &setup.kp, hkl, &ks);
             if (!st) st = nb_render_cpu_grad(&setup.kp, &ks.k, count, first ? NULL : image, grads + first, &res, NULL);
             nb_kdual_store_free(&ks);
         }
     }
     nb_sim_setup_free(&setup);
+    return st;
+}
+
+/* A frame, panel after panel (an IMAGE's layout). */
+static nb_status render_frame(const nb_plan *plan, const nb_hkl *hkl, const nb_grad_plans *gp, long frame,
+                              float *image, float **grads, int ngrads)
+{
+    nb_status st = NB_OK;
+    for (int i = 0; i < nb_plan_npanels(plan) && !st; i++) {
+        size_t off;
+        float *g[NB_GRAD_MAX_NAMES];
+        nb_plan_panel_dims(plan, i, NULL, NULL, &off);
+        for (int j = 0; j < ngrads; j++) g[j] = grads[j] ? grads[j] + off : NULL;
+        st = render_panel(plan, hkl, gp, frame, i, image + off, g);
+    }
     return st;
 }
 
@@ -234,7 +260,7 @@ static nb_status model_eval(const nb_plan *start, const nb_hkl *hkl, const param
     for (long f = 0; f < start->nframes && !st; f++) {
         float *g[NB_GRAD_MAX_NAMES];
         for (int j = 0; j < p->names.n; j++) g[j] = grads ? m->grad[j][f] : NULL;
-        st = render_frame(at, hkl, grads ? &gp : NULL, f, m->image[f], g);
+        st = render_frame(at, hkl, grads ? &gp : NULL, f, m->image[f], g, p->names.n);
     }
     if (grads) nb_grad_plans_free(&gp);
     return st;
@@ -493,12 +519,30 @@ static nb_status write_residual(const char *path, const problem *pb, const param
 
 /* ---- the fit of one plan ------------------------------------------------------------ */
 
+/* The plan's ROI and masks: the pixels it does not render are not compared. */
+static nb_status leave_out_unrendered(const nb_plan *plan, const nb_hkl *hkl, observed *obs, int nobs)
+{
+    nb_status st = NB_OK;
+    for (int p = 0; p < nb_plan_npanels(plan) && !st; p++) {
+        nb_plan view;
+        nb_sim_setup setup;
+        size_t off;
+        nb_plan_panel_view(plan, p, &view);
+        nb_plan_panel_dims(plan, p, NULL, NULL, &off);
+        if ((st = nb_sim_setup_build(&view, hkl, &setup))) break;
+        for (int f = 0; f < nobs; f++)
+            for (int y = 0; y < view.spixels; y++)
+                for (int x = 0; x < view.fpixels; x++)
+                    if (!nb_pixel_rendered(&setup.kp, x, y)) obs[f].use[off + (size_t)y * view.fpixels + x] = 0;
+        nb_sim_setup_free(&setup);
+    }
+    return st;
+}
+
 static nb_status fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o, nb_plan *out)
 {
     if (!o->nobserved) return nb_error_set(NB_ERR_USAGE, "no observed image: give --observed FILE");
     if (!o->refine) return nb_error_set(NB_ERR_USAGE, "nothing to refine: give --refine LIST");
-    if (nb_plan_npanels(start) > 1)
-        return nb_error_set(NB_ERR_UNSUPPORTED, "nb-fit does not fit a detector of several panels yet");
     if (o->nobserved != start->nframes)
         return nb_error_set(NB_ERR_USAGE, "the plan has %d frame%s but %d observed image%s were given", start->nframes,
                             start->nframes == 1 ? "" : "s", o->nobserved, o->nobserved == 1 ? "" : "s");
@@ -507,7 +551,7 @@ static nb_status fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o,
     normal_eq e;
     double sigma[MAX_PARAMS];
     observed *obs = NULL;
-    const size_t npix = (size_t)start->fpixels * start->spixels;
+    const size_t npix = nb_plan_total_pixels(start);
     memset(&m, 0, sizeof m);
     memset(&trial, 0, sizeof trial);
     nb_status st = params_parse(o->refine, start, &p);
@@ -516,17 +560,7 @@ static nb_status fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o,
     if (!st) st = model_alloc(&m, &p, start->nframes, npix, 1);
     if (!st) st = model_alloc(&trial, &p, start->nframes, npix, 0);
     const problem pb = {start, hkl, obs, o, npix};
-    if (!st) {
-        /* the plan's ROI and mask: pixels it does not render are not compared */
-        nb_sim_setup setup;
-        if (!(st = nb_sim_setup_build(start, hkl, &setup))) {
-            for (int f = 0; f < o->nobserved; f++)
-                for (size_t i = 0; i < npix; i++)
-                    if (!nb_pixel_rendered(&setup.kp, (int)(i % start->fpixels), (int)(i / start->fpixels)))
-                        obs[f].use[i] = 0;
-            nb_sim_setup_free(&setup);
-        }
-    }
+    if (!st) st = leave_out_unrendered(start, hkl, obs, o->nobserved);
     /* least squares first: far from the optimum the Poisson likelihood has
      * many local minima (a photon where the model has none weighs log 0),
      * the squares one wide basin */
@@ -564,7 +598,8 @@ static const nb_opt rows[] = {
     {NB_OPT_LOCAL, "--observed", 1, "FILE",
      "an observed image: CBF, SMV, TIFF (counts, or float photons), an nb\n"
      "stream (.nbs: its IMAGE record) or raw float photons of the plan's\n"
-     "size; once per frame of the plan, in frame order",
+     "size (a detector of panels: .nbs, or raw float of all its panels);\n"
+     "once per frame of the plan, in frame order",
      .needs = "a file name", .type = NB_OPT_CALLBACK, .fn = add_observed},
     {NB_OPT_LOCAL, "--refine", 1, "LIST",
      "the parameters to refine, comma-separated: the names of nb-sim --grad\n"

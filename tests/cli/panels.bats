@@ -330,3 +330,20 @@ PY
     expect_status 2
     expect_has "-distance cannot be used with -panels"
 }
+
+@test "panels: nb-fit refines the crystal against an observed detector of panels (an nb stream, or raw float of all panels)" {
+    write_tiles
+    nb-geom -q -panels tiles.geom $XTAL | nb-sim -q -precision double | nb-noise -q -seed 2 | nb-convert -q -o obs.nbs -o obs.cbf
+    START="-cell 78.1 78 37 90 90 90 -misset 10.05 19.96 30.05 -lambda 1 -N 10 -default_F 100 -oversample 1"
+    nb-geom -q -panels tiles.geom $START -o start.nbs
+    nb-fit --observed obs.nbs --refine misset_x,misset_y,misset_z,cell_a,scale start.nbs 2>fit.err >fit.nbs
+    cat fit.err
+    for want in "misset_x 10" "misset_y 20" "misset_z 30" "cell_a 78"; do
+        set -- $want
+        awk -v n="$1" -v t="$2" '$1 == n { e = $3 - t; if (e < 0) e = -e; ok = e <= 3 * $5 && e < 0.01 } END { exit !ok }' fit.err
+    done
+    [ "$(plan_key fit.nbs PANELS)" = 4 ] || false
+    run_nb nb-fit --observed obs-p0.cbf --refine misset_x start.nbs
+    expect_status 1
+    expect_has "a detector of 4 panels is observed as an nb stream (.nbs) or raw float of all its panels"
+}
