@@ -20,6 +20,8 @@
 
 #include <math.h>
 
+#define NB_DUAL_INLINE static inline __attribute__((always_inline))
+
 /* derivatives carried per pass: nb-sim --grad renders in passes of this many names */
 #define NB_DUAL_N 8
 
@@ -28,7 +30,7 @@ typedef struct nb_dual {
     double d[NB_DUAL_N];
 } nb_dual;
 
-static inline nb_dual nb_dual_c(double v)
+NB_DUAL_INLINE nb_dual nb_dual_c(double v)
 {
     nb_dual r;
     r.v = v;
@@ -37,7 +39,7 @@ static inline nb_dual nb_dual_c(double v)
 }
 
 /* r = s * a for a constant s */
-static inline nb_dual nb_dual_scale(double s, nb_dual a)
+NB_DUAL_INLINE nb_dual nb_dual_scale(double s, nb_dual a)
 {
     nb_dual r;
     r.v = s * a.v;
@@ -45,7 +47,7 @@ static inline nb_dual nb_dual_scale(double s, nb_dual a)
     return r;
 }
 
-static inline nb_dual nb_dual_add(nb_dual a, nb_dual b)
+NB_DUAL_INLINE nb_dual nb_dual_add(nb_dual a, nb_dual b)
 {
     nb_dual r;
     r.v = a.v + b.v;
@@ -53,7 +55,7 @@ static inline nb_dual nb_dual_add(nb_dual a, nb_dual b)
     return r;
 }
 
-static inline nb_dual nb_dual_sub(nb_dual a, nb_dual b)
+NB_DUAL_INLINE nb_dual nb_dual_sub(nb_dual a, nb_dual b)
 {
     nb_dual r;
     r.v = a.v - b.v;
@@ -61,9 +63,9 @@ static inline nb_dual nb_dual_sub(nb_dual a, nb_dual b)
     return r;
 }
 
-static inline nb_dual nb_dual_neg(nb_dual a) { return nb_dual_scale(-1.0, a); }
+NB_DUAL_INLINE nb_dual nb_dual_neg(nb_dual a) { return nb_dual_scale(-1.0, a); }
 
-static inline nb_dual nb_dual_mul(nb_dual a, nb_dual b)
+NB_DUAL_INLINE nb_dual nb_dual_mul(nb_dual a, nb_dual b)
 {
     nb_dual r;
     r.v = a.v * b.v;
@@ -71,7 +73,7 @@ static inline nb_dual nb_dual_mul(nb_dual a, nb_dual b)
     return r;
 }
 
-static inline nb_dual nb_dual_div(nb_dual a, nb_dual b)
+NB_DUAL_INLINE nb_dual nb_dual_div(nb_dual a, nb_dual b)
 {
     nb_dual r;
     r.v = a.v / b.v;
@@ -80,7 +82,7 @@ static inline nb_dual nb_dual_div(nb_dual a, nb_dual b)
 }
 
 /* f(a) with f(a.v) = fv, f'(a.v) = slope */
-static inline nb_dual nb_dual_chain(nb_dual a, double fv, double slope)
+NB_DUAL_INLINE nb_dual nb_dual_chain(nb_dual a, double fv, double slope)
 {
     nb_dual r;
     r.v = fv;
@@ -88,22 +90,22 @@ static inline nb_dual nb_dual_chain(nb_dual a, double fv, double slope)
     return r;
 }
 
-static inline nb_dual nb_dual_sqrt(nb_dual a)
+NB_DUAL_INLINE nb_dual nb_dual_sqrt(nb_dual a)
 {
     double s = sqrt(a.v);
     return nb_dual_chain(a, s, s > 0.0 ? 0.5 / s : 0.0);
 }
 
-static inline nb_dual nb_dual_sin(nb_dual a) { return nb_dual_chain(a, sin(a.v), cos(a.v)); }
-static inline nb_dual nb_dual_cos(nb_dual a) { return nb_dual_chain(a, cos(a.v), -sin(a.v)); }
+NB_DUAL_INLINE nb_dual nb_dual_sin(nb_dual a) { return nb_dual_chain(a, sin(a.v), cos(a.v)); }
+NB_DUAL_INLINE nb_dual nb_dual_cos(nb_dual a) { return nb_dual_chain(a, cos(a.v), -sin(a.v)); }
 
-static inline nb_dual nb_dual_exp(nb_dual a)
+NB_DUAL_INLINE nb_dual nb_dual_exp(nb_dual a)
 {
     double e = exp(a.v);
     return nb_dual_chain(a, e, e);
 }
 
-static inline nb_dual nb_dual_atan2(nb_dual y, nb_dual x)
+NB_DUAL_INLINE nb_dual nb_dual_atan2(nb_dual y, nb_dual x)
 {
     nb_dual r;
     double r2 = x.v * x.v + y.v * y.v;

@@ -69,6 +69,9 @@ static inline nb_dual nb_dual_sinc3(nb_dual a)
     return nb_dual_chain(a, nb_sinc3(x), slope);
 }
 
+/* every operation inlined: the duals stay in registers, not in struct copies */
+#define DR_INLINE static inline __attribute__((always_inline))
+#define DR_PX_INLINE DR_INLINE
 #define PX_FN(name) nb_gpx_##name
 #define DRF(name) nb_gd_##name
 #define DR nb_dual

@@ -639,6 +639,22 @@ void nb_kdual_store_free(nb_kdual_store *s)
 
 /* ---- the render ------------------------------------------------------------ */
 
+/* Row s: its pixels and derivatives; returns the row's solid-angle sum. */
+static double grad_row(const nb_kparams *kp, const nb_kdual *k, int nd, int s, float *image, float **grads, int *tripped)
+{
+    double omega = 0.0;
+    for (int f = 0; f < kp->fpixels; f++) {
+        if (!nb_pixel_rendered(kp, f, s)) continue;
+        int trip = 0;
+        nb_dual v = nb_pixel_grad(kp, k, f, s, &omega, &trip);
+        *tripped |= trip;
+        const size_t at = (size_t)s * kp->fpixels + f;
+        if (image) image[at] = (float)v.v;
+        for (int j = 0; j < nd; j++) grads[j][at] = (float)v.d[j];
+    }
+    return omega;
+}
+
 nb_status nb_render_cpu_grad(const nb_kparams *kp, const nb_kdual *k, int nd, float *image, float **grads,
                              nb_render_result *res, nb_progress *prog)
 {
@@ -652,17 +668,9 @@ nb_status nb_render_cpu_grad(const nb_kparams *kp, const nb_kdual *k, int nd, fl
     for (int j = 0; j < nd; j++) memset(grads[j], 0, npix * sizeof(float));
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped)
     for (int s = 0; s < kp->spixels; s++) {
-        double omega = 0.0;
-        for (int f = 0; f < kp->fpixels; f++) {
-            if (!nb_pixel_rendered(kp, f, s)) continue;
-            int trip = 0;
-            nb_dual v = nb_pixel_grad(kp, k, f, s, &omega, &trip);
-            tripped |= trip;
-            const size_t at = (size_t)s * kp->fpixels + f;
-            if (image) image[at] = (float)v.v;
-            for (int j = 0; j < nd; j++) grads[j][at] = (float)v.d[j];
-        }
-        row_omega[s] = omega;
+        int trip = 0;
+        row_omega[s] = grad_row(kp, k, nd, s, image, grads, &trip);
+        tripped |= trip;
         if (prog) nb_progress_add(prog, 1);
     }
     res->omega_sum = 0.0;
