@@ -6,7 +6,7 @@
  * numbers: every operation carries the value exactly as double arithmetic
  * computes it (the same operation on the values, so the value part of a
  * rendered dual is the double path's pixel, bit for bit) and the
- * derivatives by the chain rule.  Host only (the CUDA kernel has no duals).
+ * derivatives by the chain rule.  Host and CUDA device code.
  *
  * Where a function's derivative is infinite or undefined at a point the
  * model meets, the value chosen is the one the composed function needs:
@@ -20,7 +20,11 @@
 
 #include <math.h>
 
+#ifdef __CUDACC__
+#define NB_DUAL_INLINE __host__ __device__ static __forceinline__
+#else
 #define NB_DUAL_INLINE static inline __attribute__((always_inline))
+#endif
 
 /* derivatives carried per pass: nb-sim --grad renders in passes of this many names */
 #define NB_DUAL_N 8

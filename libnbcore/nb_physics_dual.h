@@ -8,7 +8,7 @@
  * the reciprocal cell, the crystal size, the fluence and the water
  * background), each a value and its derivatives (tools/nb_sim_grad.c works
  * them out from the plan).  Every other field of nb_kparams is a constant.
- * Host only.
+ * Host and CUDA device code.
  */
 #ifndef NB_PHYSICS_DUAL_H
 #define NB_PHYSICS_DUAL_H
@@ -33,7 +33,7 @@ typedef struct nb_kdual {
  * the sign (-1)^(h0 (N-1)): the derivative in N is then that of a crystal of
  * N cells at every lattice point, and near d = 0 a series replaces the
  * difference of nearly equal terms. */
-static inline nb_dual nb_dual_sincg_hkl(nb_dual h, int h0, nb_dual N)
+NB_DUAL_INLINE nb_dual nb_dual_sincg_hkl(nb_dual h, int h0, nb_dual N)
 {
     const double n = N.v, x = M_PI * (h.v - h0);
     double sign = 1.0;
@@ -55,7 +55,7 @@ static inline nb_dual nb_dual_sincg_hkl(nb_dual h, int h0, nb_dual N)
 
 /* The sphere's transform 3 (sin x / x - cos x) / x^2 (nb_sinc3), with its
  * series near 0. */
-static inline nb_dual nb_dual_sinc3(nb_dual a)
+NB_DUAL_INLINE nb_dual nb_dual_sinc3(nb_dual a)
 {
     const double x = a.v;
     double slope;
@@ -70,7 +70,7 @@ static inline nb_dual nb_dual_sinc3(nb_dual a)
 }
 
 /* every operation inlined: the duals stay in registers, not in struct copies */
-#define DR_INLINE static inline __attribute__((always_inline))
+#define DR_INLINE NB_DUAL_INLINE
 #define DR_PX_INLINE DR_INLINE
 #define PX_FN(name) nb_gpx_##name
 #define DRF(name) nb_gd_##name
@@ -100,7 +100,7 @@ static inline nb_dual nb_dual_sinc3(nb_dual a)
 /* One pixel and its derivatives: the value is nb_pixel_double()'s, bit for
  * bit; d[i] is its derivative with respect to parameter i of k.  Adds the
  * pixel's solid angles to *omega_sum; sets *tripped as nb_pixel_double. */
-static inline nb_dual nb_pixel_grad(const nb_kparams *p, const nb_kdual *k, int fpixel, int spixel,
+NB_DUAL_INLINE nb_dual nb_pixel_grad(const nb_kparams *p, const nb_kdual *k, int fpixel, int spixel,
                                     double *omega_sum, int *tripped)
 {
     nb_gpx_ctx c = {p, k, fpixel, spixel, omega_sum, tripped, NULL};

@@ -295,7 +295,7 @@ static const nb_opt rows[] = {
      "detector_roty, detector_rotz, twotheta, cell_alpha, cell_beta,\n"
      "cell_gamma, misset_x, misset_y, misset_z, mosaic (degree), cell_a,\n"
      "cell_b, cell_c, lambda (Angstrom), Na, Nb, Nc (cell), fluence\n"
-     "(photons/m^2).  Rendered on the double path, on the CPU",
+     "(photons/m^2).  Rendered on the double path (CPU or GPU, as --device)",
      .needs = "a value", .type = NB_OPT_CALLBACK, .fn = apply_grad},
 };
 #undef SO
@@ -345,7 +345,7 @@ typedef struct panel_render {
 /* The derivatives of panel `panel` (from `offset` in the images) with the
  * image: the dual double pixel, NB_DUAL_N names per pass. */
 static nb_status render_panel_grads(const nb_kparams *kp, const nb_hkl *hkl, const grad_job *gj, int panel,
-                                    size_t offset, float *img, nb_render_result *res, nb_progress *prog)
+                                    size_t offset, int use_cuda, float *img, nb_render_result *res, nb_progress *prog)
 {
     nb_status st = NB_OK;
     const int n = gj->plans->names.n;
@@ -356,7 +356,8 @@ static nb_status render_panel_grads(const nb_kparams *kp, const nb_hkl *hkl, con
         for (int j = 0; j < count; j++) out[j] = gj->pixels[first + j] + offset;
         nb_kdual_store ks;
         st = nb_grad_kdual_build(gj->plans, first, count, gj->frame, panel, kp, hkl, &ks);
-        if (!st) st = nb_render_cpu_grad(kp, &ks.k, count, first == 0 ? img : NULL, out, res, first == 0 ? prog : NULL);
+        if (!st && use_cuda) st = nb_render_cuda_grad(cuda, kp, &ks.k, count, first == 0 ? img : NULL, out, res);
+        else if (!st) st = nb_render_cpu_grad(kp, &ks.k, count, first == 0 ? img : NULL, out, res, first == 0 ? prog : NULL);
         nb_kdual_store_free(&ks);
         seconds += res->seconds;
     }
@@ -364,15 +365,13 @@ static nb_status render_panel_grads(const nb_kparams *kp, const nb_hkl *hkl, con
     return st;
 }
 
-/* --grad: the double path on the CPU unless -precision single or --device
- * cuda ask for what has no derivatives yet */
-static nb_status grad_precision(const sim_opts *o, int precision)
+/* --grad: the double path, unless -precision single asks for what has no
+ * derivatives yet */
+static nb_status grad_precision(int precision)
 {
     if (precision == 0)
         return nb_error_set(NB_ERR_UNSUPPORTED, "--grad: the single-precision fast path has no derivatives yet; "
                                                 "use -precision double (the default with --grad)");
-    if (o->device == DEV_CUDA)
-        return nb_error_set(NB_ERR_UNSUPPORTED, "--grad: derivatives are rendered on the CPU only (--device cpu)");
     return NB_OK;
 }
 
@@ -384,7 +383,7 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_
     /* default (-1 in the plan): the fast single-precision path; with
      * derivatives the double path */
     int precision = o->precision >= 0 ? o->precision : plan->precision_double;
-    if (gj && (st = grad_precision(o, precision))) return st;
+    if (gj && (st = grad_precision(precision))) return st;
     int use_double = precision == 1 || gj;
     if ((st = nb_sim_setup_build(plan, hkl, &setup))) return st;
     nb_progress prog;
@@ -400,8 +399,8 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_
     nb_prefault(res.row_stats, (size_t)plan->spixels * sizeof *res.row_stats);
     res.row_crc = row_crc;
     int use_cuda = 0;
-    st = gj ? NB_OK : pick_device(o, &use_cuda);
-    if (!st && gj) st = render_panel_grads(&setup.kp, hkl, gj, panel, offset, img, &res, &prog);
+    st = pick_device(o, &use_cuda);
+    if (!st && gj) st = render_panel_grads(&setup.kp, hkl, gj, panel, offset, use_cuda, img, &res, &prog);
     else if (!st && use_cuda) st = nb_render_cuda(cuda, &setup.kp, use_double, img, &res);
     else if (!st) st = use_double ? nb_render_cpu_double(&setup.kp, img, &res, &prog)
                                   : nb_render_cpu_fast(&setup.kp, img, &res, &prog);
@@ -603,6 +602,8 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
         panels_stats(plan, img, pr, &im);
     }
     if (!st) st = nb_image_put_header(&im, out, NB_IMAGE_ALL_KEYS);
+    /* the derivatives came from the kernel that rendered the image */
+    for (int j = 0; gp && !st && j < gp->names.n; j++) nb_hdr_set(&grads[j], "RENDER_PATH", pr[0].path);
     nb_image_info_free(&im);
     for (int i = 0; i < np; i++) free(pr[i].res.row_stats);
     free(pr);

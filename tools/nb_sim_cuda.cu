@@ -1,4 +1,5 @@
-/* nb-sim's CUDA backend: the physics of nb_physics.h, one thread per pixel.
+/* nb-sim's CUDA backend: the physics of nb_physics.h (and the derivatives of
+ * nb_physics_dual.h), one thread per pixel.
  * Everything here is launch, memory and reduction code. */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 
 extern "C" {
 #include "nb_physics.h"
+#include "nb_physics_dual.h"
 #include "nb_sim.h"
 #include "nb_sim_cuda.h"
 }
@@ -58,6 +60,31 @@ __global__ void k_fast(nb_fparams fp, float *image, double *row_omega, int *trip
     if (threadIdx.x == 0) atomicAdd(row_omega + s, omega_sum[0]);
 }
 
+/* the double pixel in dual numbers: the image, then nd derivative images */
+__global__ void k_grad(nb_kparams kp, nb_kdual kd, int nd, float *out, double *row_omega, int *tripped)
+{
+    __shared__ double omega_sum[BLOCK_X];
+    int f = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
+    const size_t npix = (size_t)kp.fpixels * kp.spixels;
+    double om = 0.0;
+    int trip = 0;
+    if (f < kp.fpixels) {
+        nb_dual v = nb_dual_c(0.0);
+        if (nb_pixel_rendered(&kp, f, s)) v = nb_pixel_grad(&kp, &kd, f, s, &om, &trip);
+        const size_t at = (size_t)s * kp.fpixels + f;
+        out[at] = (float)v.v;
+        for (int j = 0; j < nd; j++) out[(size_t)(1 + j) * npix + at] = (float)v.d[j];
+    }
+    omega_sum[threadIdx.x] = om;
+    if (trip) *tripped = 1;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) omega_sum[threadIdx.x] += omega_sum[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) atomicAdd(row_omega + s, omega_sum[0]);
+}
+
 /* ---- device memory ------------------------------------------------------------ */
 
 /* A device copy of a host array, re-uploaded only when the array's contents
@@ -78,6 +105,7 @@ struct nb_cuda {
     cudaStream_t stream;
     dev_array mask, src_incident, src_lambda, cells, F;
     dev_array pairs, src_i, src_E, src_B, inv2l, Fgrid;
+    dev_array dual_src_incident, dual_src_lambda, dual_cells; /* derivatives' inputs */
     float *d_image;
     size_t image_bytes;
     float *h_pinned;
@@ -151,7 +179,8 @@ extern "C" void nb_cuda_close(nb_cuda *c)
 {
     if (!c) return;
     dev_array *all[] = {&c->mask, &c->src_incident, &c->src_lambda, &c->cells, &c->F, &c->pairs,
-                        &c->src_i, &c->src_E, &c->src_B, &c->inv2l, &c->Fgrid};
+                        &c->src_i, &c->src_E, &c->src_B, &c->inv2l, &c->Fgrid,
+                        &c->dual_src_incident, &c->dual_src_lambda, &c->dual_cells};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
     if (c->d_image) cudaFree(c->d_image);
     if (c->h_pinned) cudaFreeHost(c->h_pinned);
@@ -161,18 +190,13 @@ extern "C" void nb_cuda_close(nb_cuda *c)
     free(c);
 }
 
-extern "C" nb_status nb_render_cuda(nb_cuda *c, const nb_kparams *kp, int use_double, float *image,
-                                    nb_render_result *res)
+/* The double path's parameters with device pointers: the mask, sources,
+ * cells and F grid uploaded where they changed. */
+static nb_status upload_kparams(nb_cuda *c, const nb_kparams *kp, nb_kparams *dk)
 {
     nb_status st;
-    cudaError_t e;
-    double t0 = nb_now();
     size_t npix = (size_t)kp->fpixels * kp->spixels;
-    nb_kparams dk = *kp; /* the same parameters with device pointers */
-    nb_fparams hf, df;
-    memset(&hf, 0, sizeof hf);
-    memset(&df, 0, sizeof df);
-
+    *dk = *kp;
     if ((st = upload(c, &c->mask, kp->mask, kp->mask ? npix : 0, "mask")) ||
         (st = upload(c, &c->src_incident, kp->src_incident, 3 * sizeof(double) * kp->nsources, "sources")) ||
         (st = upload(c, &c->src_lambda, kp->src_lambda, sizeof(double) * kp->nsources, "sources")) ||
@@ -180,62 +204,114 @@ extern "C" nb_status nb_render_cuda(nb_cuda *c, const nb_kparams *kp, int use_do
         return st;
     size_t nF = kp->F.hkls ? (size_t)kp->F.h_range * kp->F.k_range * kp->F.l_range : 0;
     if ((st = upload(c, &c->F, kp->F.F, nF * sizeof(double), "F grid"))) return st;
-    dk.mask = (const unsigned char *)c->mask.dev;
-    dk.src_incident = (const double *)c->src_incident.dev;
-    dk.src_lambda = (const double *)c->src_lambda.dev;
-    dk.cells = (const double *)c->cells.dev;
-    dk.F.F = (const double *)c->F.dev;
+    dk->mask = (const unsigned char *)c->mask.dev;
+    dk->src_incident = (const double *)c->src_incident.dev;
+    dk->src_lambda = (const double *)c->src_lambda.dev;
+    dk->cells = (const double *)c->cells.dev;
+    dk->F.F = (const double *)c->F.dev;
+    return NB_OK;
+}
 
-    if (!use_double) {
-        /* the fast path's constants: built on the host, then copied */
-        if ((st = nb_fparams_build(kp, &hf))) return st;
-        size_t pad = hf.Fgrid ? 4 * ((size_t)kp->F.k_range * kp->F.l_range + kp->F.l_range + 1) : 0;
-        if ((st = upload(c, &c->pairs, hf.pairs, sizeof(nb_pair) * kp->nsources * kp->ncells, "pairs")) ||
-            (st = upload(c, &c->src_i, hf.src_i, 3 * sizeof(float) * kp->nsources, "sources")) ||
-            (st = upload(c, &c->src_E, hf.src_E, 3 * sizeof(float) * kp->nsources, "sources")) ||
-            (st = upload(c, &c->src_B, hf.src_B, 3 * sizeof(float) * kp->nsources, "sources")) ||
-            (st = upload(c, &c->inv2l, hf.src_inv2lambda, sizeof(float) * kp->nsources, "sources")) ||
-            (st = upload(c, &c->Fgrid, hf.Fgrid, hf.Fgrid ? (nF + pad) * sizeof(float) : 0, "F grid"))) {
-            nb_fparams_free(&hf);
-            return st;
-        }
-        df = hf;
-        df.kp = dk;
-        df.pairs = (const nb_pair *)c->pairs.dev;
-        df.src_i = (const float *)c->src_i.dev;
-        df.src_E = (const float *)c->src_E.dev;
-        df.src_B = (const float *)c->src_B.dev;
-        df.src_inv2lambda = (const float *)c->inv2l.dev;
-        df.Fgrid = (const float *)c->Fgrid.dev;
-    }
+/* The fast path's constants, built on the host, uploaded; df their device view. */
+static nb_status upload_fparams(nb_cuda *c, const nb_kparams *kp, const nb_kparams *dk, nb_fparams *hf, nb_fparams *df)
+{
+    nb_status st;
+    if ((st = nb_fparams_build(kp, hf))) return st;
+    size_t nF = kp->F.hkls ? (size_t)kp->F.h_range * kp->F.k_range * kp->F.l_range : 0;
+    size_t pad = hf->Fgrid ? 4 * ((size_t)kp->F.k_range * kp->F.l_range + kp->F.l_range + 1) : 0;
+    if ((st = upload(c, &c->pairs, hf->pairs, sizeof(nb_pair) * kp->nsources * kp->ncells, "pairs")) ||
+        (st = upload(c, &c->src_i, hf->src_i, 3 * sizeof(float) * kp->nsources, "sources")) ||
+        (st = upload(c, &c->src_E, hf->src_E, 3 * sizeof(float) * kp->nsources, "sources")) ||
+        (st = upload(c, &c->src_B, hf->src_B, 3 * sizeof(float) * kp->nsources, "sources")) ||
+        (st = upload(c, &c->inv2l, hf->src_inv2lambda, sizeof(float) * kp->nsources, "sources")) ||
+        (st = upload(c, &c->Fgrid, hf->Fgrid, hf->Fgrid ? (nF + pad) * sizeof(float) : 0, "F grid")))
+        return st;
+    *df = *hf;
+    df->kp = *dk;
+    df->pairs = (const nb_pair *)c->pairs.dev;
+    df->src_i = (const float *)c->src_i.dev;
+    df->src_E = (const float *)c->src_E.dev;
+    df->src_B = (const float *)c->src_B.dev;
+    df->src_inv2lambda = (const float *)c->inv2l.dev;
+    df->Fgrid = (const float *)c->Fgrid.dev;
+    return NB_OK;
+}
 
-    size_t bytes = npix * sizeof(float);
+/* Device and pinned host buffers for `floats` output values, the row sums
+ * and the flag, zeroed for a launch. */
+static nb_status ensure_buffers(nb_cuda *c, size_t floats, int rows)
+{
+    cudaError_t e;
+    size_t bytes = floats * sizeof(float);
     if (c->image_bytes < bytes) {
         if (c->d_image) cudaFree(c->d_image);
         if (c->h_pinned) cudaFreeHost(c->h_pinned);
         c->d_image = NULL, c->h_pinned = NULL, c->image_bytes = 0;
         if ((e = cudaMalloc((void **)&c->d_image, bytes)) != cudaSuccess ||
-            (e = cudaMallocHost((void **)&c->h_pinned, bytes)) != cudaSuccess) {
-            nb_fparams_free(&hf);
+            (e = cudaMallocHost((void **)&c->h_pinned, bytes)) != cudaSuccess)
             return cuda_error(e, "image buffers");
-        }
         c->image_bytes = bytes;
     }
-    if (c->rows < kp->spixels) {
+    if (c->rows < rows) {
         if (c->d_row_omega) cudaFree(c->d_row_omega);
-        if ((e = cudaMalloc((void **)&c->d_row_omega, sizeof(double) * kp->spixels)) != cudaSuccess) {
-            nb_fparams_free(&hf);
+        if ((e = cudaMalloc((void **)&c->d_row_omega, sizeof(double) * rows)) != cudaSuccess)
             return cuda_error(e, "row sums");
-        }
-        c->rows = kp->spixels;
+        c->rows = rows;
     }
-    if (!c->d_tripped && (e = cudaMalloc((void **)&c->d_tripped, sizeof(int))) != cudaSuccess) {
-        nb_fparams_free(&hf);
+    if (!c->d_tripped && (e = cudaMalloc((void **)&c->d_tripped, sizeof(int))) != cudaSuccess)
         return cuda_error(e, "flags");
-    }
-    cudaMemsetAsync(c->d_row_omega, 0, sizeof(double) * kp->spixels, c->stream);
+    cudaMemsetAsync(c->d_row_omega, 0, sizeof(double) * rows, c->stream);
     cudaMemsetAsync(c->d_tripped, 0, sizeof(int), c->stream);
+    return NB_OK;
+}
 
+/* After the launch (recorded between ev0 and ev1, launch status e): the
+ * `floats` values into c->h_pinned, the sums and times into res. */
+static nb_status collect(nb_cuda *c, size_t floats, int rows, cudaEvent_t ev0, cudaEvent_t ev1, cudaError_t e,
+                         double t0, nb_render_result *res)
+{
+    double *row_omega = (double *)malloc(sizeof(double) * rows);
+    int tripped = 0;
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(c->h_pinned, c->d_image, floats * sizeof(float), cudaMemcpyDeviceToHost, c->stream);
+    if (e == cudaSuccess && row_omega)
+        e = cudaMemcpyAsync(row_omega, c->d_row_omega, sizeof(double) * rows, cudaMemcpyDeviceToHost, c->stream);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(&tripped, c->d_tripped, sizeof(int), cudaMemcpyDeviceToHost, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    float kernel_ms = 0.0f;
+    cudaEventElapsedTime(&kernel_ms, ev0, ev1);
+    cudaEventDestroy(ev0);
+    cudaEventDestroy(ev1);
+    if (e != cudaSuccess || !row_omega) {
+        free(row_omega);
+        return e != cudaSuccess ? cuda_error(e, "render") : nb_error_set(NB_ERR_NOMEM, "out of memory");
+    }
+    res->omega_sum = 0.0;
+    for (int s = 0; s < rows; s++) res->omega_sum += row_omega[s];
+    free(row_omega);
+    res->tripped = tripped;
+    res->seconds = nb_now() - t0;
+    res->kernel_seconds = kernel_ms * 1e-3;
+    return NB_OK;
+}
+
+extern "C" nb_status nb_render_cuda(nb_cuda *c, const nb_kparams *kp, int use_double, float *image,
+                                    nb_render_result *res)
+{
+    nb_status st;
+    double t0 = nb_now();
+    size_t npix = (size_t)kp->fpixels * kp->spixels;
+    nb_kparams dk;
+    nb_fparams hf, df;
+    memset(&hf, 0, sizeof hf);
+    memset(&df, 0, sizeof df);
+    if ((st = upload_kparams(c, kp, &dk))) return st;
+    if (!use_double) st = upload_fparams(c, kp, &dk, &hf, &df);
+    if (!st) st = ensure_buffers(c, npix, kp->spixels);
+    if (st) {
+        nb_fparams_free(&hf);
+        return st;
+    }
     dim3 block(BLOCK_X), grid((kp->fpixels + BLOCK_X - 1) / BLOCK_X, kp->spixels);
     cudaEvent_t ev0, ev1;
     cudaEventCreate(&ev0);
@@ -243,31 +319,42 @@ extern "C" nb_status nb_render_cuda(nb_cuda *c, const nb_kparams *kp, int use_do
     cudaEventRecord(ev0, c->stream);
     if (use_double) k_double<<<grid, block, 0, c->stream>>>(dk, c->d_image, c->d_row_omega, c->d_tripped);
     else k_fast<<<grid, block, 0, c->stream>>>(df, c->d_image, c->d_row_omega, c->d_tripped);
-    e = cudaGetLastError();
+    cudaError_t e = cudaGetLastError();
     cudaEventRecord(ev1, c->stream);
-    double *row_omega = (double *)malloc(sizeof(double) * kp->spixels);
-    int tripped = 0;
-    if (e == cudaSuccess) e = cudaMemcpyAsync(c->h_pinned, c->d_image, bytes, cudaMemcpyDeviceToHost, c->stream);
-    if (e == cudaSuccess && row_omega)
-        e = cudaMemcpyAsync(row_omega, c->d_row_omega, sizeof(double) * kp->spixels, cudaMemcpyDeviceToHost,
-                            c->stream);
-    if (e == cudaSuccess) e = cudaMemcpyAsync(&tripped, c->d_tripped, sizeof(int), cudaMemcpyDeviceToHost, c->stream);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
-    float kernel_ms = 0.0f;
-    cudaEventElapsedTime(&kernel_ms, ev0, ev1);
-    cudaEventDestroy(ev0);
-    cudaEventDestroy(ev1);
+    st = collect(c, npix, kp->spixels, ev0, ev1, e, t0, res);
     nb_fparams_free(&hf);
-    if (e != cudaSuccess || !row_omega) {
-        free(row_omega);
-        return e != cudaSuccess ? cuda_error(e, "render") : nb_error_set(NB_ERR_NOMEM, "out of memory");
-    }
-    memcpy(image, c->h_pinned, bytes);
-    res->omega_sum = 0.0;
-    for (int s = 0; s < kp->spixels; s++) res->omega_sum += row_omega[s];
-    free(row_omega);
-    res->tripped = tripped;
-    res->seconds = nb_now() - t0;
-    res->kernel_seconds = kernel_ms * 1e-3;
+    if (!st) memcpy(image, c->h_pinned, npix * sizeof(float));
+    return st;
+}
+
+extern "C" nb_status nb_render_cuda_grad(nb_cuda *c, const nb_kparams *kp, const nb_kdual *k, int nd, float *image,
+                                         float **grads, nb_render_result *res)
+{
+    nb_status st;
+    double t0 = nb_now();
+    size_t npix = (size_t)kp->fpixels * kp->spixels;
+    nb_kparams dk;
+    nb_kdual dkd = *k; /* the followed arrays on the device, the rest by value */
+    if ((st = upload_kparams(c, kp, &dk)) ||
+        (st = upload(c, &c->dual_src_incident, k->src_incident, 3 * sizeof(nb_dual) * kp->nsources, "sources")) ||
+        (st = upload(c, &c->dual_src_lambda, k->src_lambda, sizeof(nb_dual) * kp->nsources, "sources")) ||
+        (st = upload(c, &c->dual_cells, k->cells, 9 * sizeof(nb_dual) * kp->ncells, "cells")) ||
+        (st = ensure_buffers(c, (size_t)(1 + nd) * npix, kp->spixels)))
+        return st;
+    dkd.src_incident = (const nb_dual *)c->dual_src_incident.dev;
+    dkd.src_lambda = (const nb_dual *)c->dual_src_lambda.dev;
+    dkd.cells = (const nb_dual *)c->dual_cells.dev;
+    dim3 block(BLOCK_X), grid((kp->fpixels + BLOCK_X - 1) / BLOCK_X, kp->spixels);
+    cudaEvent_t ev0, ev1;
+    cudaEventCreate(&ev0);
+    cudaEventCreate(&ev1);
+    cudaEventRecord(ev0, c->stream);
+    k_grad<<<grid, block, 0, c->stream>>>(dk, dkd, nd, c->d_image, c->d_row_omega, c->d_tripped);
+    cudaError_t e = cudaGetLastError();
+    cudaEventRecord(ev1, c->stream);
+    if ((st = collect(c, (size_t)(1 + nd) * npix, kp->spixels, ev0, ev1, e, t0, res))) return st;
+    if (image) memcpy(image, c->h_pinned, npix * sizeof(float));
+    for (int j = 0; j < nd; j++) memcpy(grads[j], c->h_pinned + (size_t)(1 + j) * npix, npix * sizeof(float));
+    res->row_stats_filled = 0;
     return NB_OK;
 }

@@ -1,13 +1,15 @@
 /* nb_sim_cuda.h - nb-sim's CUDA backend (built when nvcc is found).
  *
  * The physics is nb_physics.h's: nb_pixel_double() for -precision double and
- * nb_pixel_fast() for the default path, one thread per pixel.  Only launch,
+ * nb_pixel_fast() for the default path, one thread per pixel, and
+ * nb_physics_dual.h's nb_pixel_grad() for derivatives.  Only launch,
  * memory and reduction code is CUDA-specific.  The plan's arrays (sources,
  * rotated cells, the F grid, the mask) stay on the device across frames of
  * the same plan; each frame's image comes back through a pinned buffer. */
 #ifndef NB_SIM_CUDA_H
 #define NB_SIM_CUDA_H
 
+#include "nb_physics_dual.h"
 #include "nb_sim.h"
 
 #ifdef __cplusplus
@@ -25,6 +27,13 @@ void nb_cuda_close(nb_cuda *ctx);
 /* Render one frame: uploads what changed since the last call (by pointer and
  * size), runs the double or fast kernel, copies the image back. */
 nb_status nb_render_cuda(nb_cuda *ctx, const nb_kparams *kp, int use_double, float *image, nb_render_result *res);
+
+/* Render one frame and its derivatives on the double path in dual numbers
+ * (nb_pixel_grad): k's values and nd (<= NB_DUAL_N) derivatives, the image
+ * (NULL: not wanted) and grads[0 .. nd-1] back as nb_render_cpu_grad gives
+ * them. */
+nb_status nb_render_cuda_grad(nb_cuda *ctx, const nb_kparams *kp, const nb_kdual *k, int nd, float *image,
+                              float **grads, nb_render_result *res);
 
 /* 1 when this binary has the CUDA backend compiled in. */
 int nb_cuda_compiled(void);

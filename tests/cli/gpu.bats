@@ -67,3 +67,22 @@ render_both() { # render_both NAME PRECISION [nb-geom flags]: NAME-cpu.bin and N
         run ! cmp -s "$prec-cuda-1.bin" "$prec-cuda-2.bin"
     done
 }
+
+@test "gpu: nb-sim --grad on the GPU gives the CPU's image and derivatives" {
+    need_gpu
+    nb-geom -default_F 100 -cell 70 80 90 88 95 91 -misset 10 5 3 -lambda 1 -N 6 -distance 100 -detpixels 128 \
+        -pixel 0.4 -mosaic 0.3 -mosaic_domains 3 -oversample 2 -o g.nbs
+    local names=distance,Xbeam,Ybeam,misset_x,misset_y,misset_z,cell_a,cell_gamma,Na,lambda
+    nb-sim -q --device cpu --grad $names -o cpu.nbs g.nbs
+    nb-sim -q --device cuda --grad $names -o gpu.nbs g.nbs
+    [[ "$(nb_key gpu.nbs RENDER_PATH 2)" == cuda-double-dual ]] || false
+    nb-convert -q -o cpu.bin cpu.nbs
+    nb-convert -q -o gpu.bin gpu.nbs
+    compare cpu.bin gpu.bin 0.99999999 1e-9
+    for n in distance misset_z cell_gamma lambda; do
+        nb-convert -q --grad $n -o "cpu-$n.bin" cpu.nbs
+        nb-convert -q --grad $n -o "gpu-$n.bin" gpu.nbs
+        # a derivative sums to about 0: its gate is the largest difference, not the sum
+        "$NB_ROOT/${BUILD:-build}/tests/nb-imgcmp" --corr 0.99999999 --max-rel 1e-6 "cpu-$n.bin" "gpu-$n.bin"
+    done
+}
