@@ -17,10 +17,24 @@ extern "C" {
 
 /* ---- kernels ----------------------------------------------------------------- */
 
-/* one thread per pixel of a row; the row's solid angles summed in shared memory */
-__global__ void k_double(nb_kparams kp, float *image, double *row_omega, int *tripped)
+/* The block's solid angles summed in shared memory into its row's; a
+ * tricubic fallback flagged.  Every thread of the block calls it. */
+__device__ static void row_sums(double om, int trip, int s, double *row_omega, int *tripped)
 {
     __shared__ double omega_sum[BLOCK_X];
+    omega_sum[threadIdx.x] = om;
+    if (trip) *tripped = 1;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) omega_sum[threadIdx.x] += omega_sum[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) atomicAdd(row_omega + s, omega_sum[0]);
+}
+
+/* one thread per pixel of a row */
+__global__ void k_double(nb_kparams kp, float *image, double *row_omega, int *tripped)
+{
     int f = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
     double om = 0.0;
     int trip = 0;
@@ -29,19 +43,11 @@ __global__ void k_double(nb_kparams kp, float *image, double *row_omega, int *tr
         if (nb_pixel_rendered(&kp, f, s)) v = (float)nb_pixel_double(&kp, f, s, &om, &trip, NULL);
         image[(size_t)s * kp.fpixels + f] = v;
     }
-    omega_sum[threadIdx.x] = om;
-    if (trip) *tripped = 1;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w /= 2) {
-        if (threadIdx.x < w) omega_sum[threadIdx.x] += omega_sum[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) atomicAdd(row_omega + s, omega_sum[0]);
+    row_sums(om, trip, s, row_omega, tripped);
 }
 
 __global__ void k_fast(nb_fparams fp, float *image, double *row_omega, int *tripped)
 {
-    __shared__ double omega_sum[BLOCK_X];
     int f = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
     double om = 0.0;
     int trip = 0;
@@ -50,20 +56,12 @@ __global__ void k_fast(nb_fparams fp, float *image, double *row_omega, int *trip
         if (nb_pixel_rendered(&fp.kp, f, s)) v = nb_pixel_fast(&fp, f, s, &om, &trip);
         image[(size_t)s * fp.kp.fpixels + f] = v;
     }
-    omega_sum[threadIdx.x] = om;
-    if (trip) *tripped = 1;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w /= 2) {
-        if (threadIdx.x < w) omega_sum[threadIdx.x] += omega_sum[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) atomicAdd(row_omega + s, omega_sum[0]);
+    row_sums(om, trip, s, row_omega, tripped);
 }
 
 /* the double pixel in dual numbers: the image, then nd derivative images */
 __global__ void k_grad(nb_kparams kp, nb_kdual kd, int nd, float *out, double *row_omega, int *tripped)
 {
-    __shared__ double omega_sum[BLOCK_X];
     int f = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
     const size_t npix = (size_t)kp.fpixels * kp.spixels;
     double om = 0.0;
@@ -75,14 +73,7 @@ __global__ void k_grad(nb_kparams kp, nb_kdual kd, int nd, float *out, double *r
         out[at] = (float)v.v;
         for (int j = 0; j < nd; j++) out[(size_t)(1 + j) * npix + at] = (float)v.d[j];
     }
-    omega_sum[threadIdx.x] = om;
-    if (trip) *tripped = 1;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w /= 2) {
-        if (threadIdx.x < w) omega_sum[threadIdx.x] += omega_sum[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) atomicAdd(row_omega + s, omega_sum[0]);
+    row_sums(om, trip, s, row_omega, tripped);
 }
 
 /* ---- device memory ------------------------------------------------------------ */
