@@ -27,29 +27,32 @@ typedef struct nb_kdual {
     const nb_dual *cells;        /* 9 per (phi step, mosaic domain) */
 } nb_kdual;
 
-/* The grating factor sin(N pi h)/sin(pi h) of nb_sincg_hkl with its
- * derivatives in h and N.  They are taken in the reduced index d = h - h0
- * (g(x) = sin(Nx)/sin(x) at x = pi d), which for whole N is the value up to
- * the sign (-1)^(h0 (N-1)): the derivative in N is then that of a crystal of
- * N cells at every lattice point, and near d = 0 a series replaces the
- * difference of nearly equal terms. */
+/* The grating factor of nb_sincg_hkl with its derivatives in h and N.  The
+ * value is nb_sincg's, sin(N X)/sin(X) at X = pi h (whole N: the reference's
+ * form) or X = pi (h - h0) (fractional N), and so is d/dh, by the same sines
+ * and their cosines.  d/dN is that of the reduced form, pi d cos(N X)/sin(X)
+ * with d = h - h0 (for whole N the unreduced form's own would count the h0
+ * whole turns: a crystal of N cells at every lattice point is what moves).
+ * Within 1e-4 of a peak, where the difference of nearly equal terms would
+ * lose its digits, the series of the reduced form. */
 NB_DUAL_INLINE nb_dual nb_dual_sincg_hkl(nb_dual h, int h0, nb_dual N)
 {
-    const double n = N.v, x = M_PI * (h.v - h0);
-    double sign = 1.0;
-    if (nb_is_whole(n) && (h0 % 2 != 0) && (((long long)n - 1) % 2 != 0)) sign = -1.0;
-    double dg_dx, dg_dN;
-    if (fabs(n * x) < 1e-4) {
-        dg_dx = -n * (n * n - 1.0) * x / 3.0;
-        dg_dN = 1.0;
-    } else {
-        const double g = sin(n * x) / sin(x);
-        dg_dx = (n * cos(n * x) - g * cos(x)) / sin(x);
-        dg_dN = x * cos(n * x) / sin(x);
-    }
+    const double n = N.v, d = h.v - h0;
+    const double X = nb_is_whole(n) ? M_PI * h.v : M_PI * d;
+    double dv_dh, dv_dN;
     nb_dual r;
-    r.v = nb_sincg_hkl(h.v, h0, n);
-    for (int i = 0; i < NB_DUAL_N; i++) r.d[i] = sign * (M_PI * dg_dx * h.d[i] + dg_dN * N.d[i]);
+    if (fabs(n * M_PI * d) < 1e-4) {
+        r.v = nb_sincg_hkl(h.v, h0, n);
+        const double sign = r.v < 0.0 ? -1.0 : 1.0;
+        dv_dh = sign * M_PI * (-n * (n * n - 1.0) * M_PI * d / 3.0);
+        dv_dN = sign;
+    } else {
+        const double s1 = sin(X * n), s0 = sin(X), c1 = cos(X * n), c0 = cos(X);
+        r.v = s1 / s0; /* nb_sincg(X, n), X != 0 here */
+        dv_dh = M_PI * (n * c1 * s0 - s1 * c0) / (s0 * s0);
+        dv_dN = M_PI * d * c1 / s0;
+    }
+    for (int i = 0; i < NB_DUAL_N; i++) r.d[i] = dv_dh * h.d[i] + dv_dN * N.d[i];
     return r;
 }
 

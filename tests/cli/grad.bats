@@ -107,3 +107,15 @@ corr() {
     echo "correlation $c"
     awk -v c="$c" 'BEGIN { exit !(c >= 0.999) }'
 }
+
+@test "grad: more names than one pass carries (8): each derivative as when it is asked for alone" {
+    nb-geom $XTAL -distance 60 -o plan.nbs
+    nb-sim -q --grad distance,Xbeam,Ybeam,detector_rotx,detector_roty,detector_rotz,cell_a,cell_b,cell_c,lambda \
+        -o all.nbs plan.nbs
+    [ "$(grep -a -c '^GRAD_OF=' all.nbs)" -eq 10 ] || false
+    for n in distance cell_b lambda; do
+        nb-convert -q --grad $n -o "many-$n.bin" all.nbs
+        nb-sim -q --grad $n plan.nbs | nb-convert -q --grad $n -o "one-$n.bin"
+        cmp "many-$n.bin" "one-$n.bin"
+    done
+}
