@@ -60,14 +60,13 @@ NB_HD double nb_sinc3(double x)
 
 /* The grating factor of N cells at fractional index h (nearest whole index
  * h0).  For whole N this is the reference's sin(N pi h)/sin(pi h); for a
- * non-integer N (an nb extension, docs/deviations.md) it is taken in the
- * reduced index h - h0, so that every reciprocal lattice point has the same
- * peak (for whole N the two agree up to the sign, which F_latt^2 drops). */
-NB_HD int nb_is_whole(double x) { return x == floor(x); }
-
-NB_HD double nb_sincg_hkl(double h, int h0, double N)
+ * fractional N (an nb extension, docs/deviations.md; `reduced`, known per
+ * plan: nb_kparams.frac_N) it is taken in the reduced index h - h0, so that
+ * every reciprocal lattice point has the same peak (for whole N the two
+ * agree up to the sign, which F_latt^2 drops). */
+NB_HD double nb_sincg_hkl(double h, int h0, double N, int reduced)
 {
-    return nb_is_whole(N) ? nb_sincg(M_PI * h, N) : nb_sincg(M_PI * (h - h0), N);
+    return reduced ? nb_sincg(M_PI * (h - h0), N) : nb_sincg(M_PI * h, N);
 }
 
 /* ---- structure factors -------------------------------------------------- */
@@ -183,6 +182,7 @@ typedef struct nb_kparams {
     const double *cells;        /* 9 per (phi, domain): a, b, c in metres */
     double a_star[3], b_star[3], c_star[3];
     double Na, Nb, Nc, fudge;
+    int frac_N[3];              /* N along a, b, c is fractional (nb_sincg_hkl's reduced form) */
     int shape;
     double kahn_factor;
     int nopolar;
@@ -231,7 +231,7 @@ typedef struct nb_pixel_trace {
 #define DR_COS(a) cos(a)
 #define DR_EXP(a) exp(a)
 #define DR_ATAN2(y, x) atan2(y, x)
-#define DR_SINCG(h, h0, N) nb_sincg_hkl(h, h0, N)
+#define DR_SINCG(h, h0, N, reduced) nb_sincg_hkl(h, h0, N, reduced)
 #define DR_SINC3(x) nb_sinc3(x)
 #include "nb_pixel_double.inc"
 

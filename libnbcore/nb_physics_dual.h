@@ -35,14 +35,14 @@ typedef struct nb_kdual {
  * whole turns: a crystal of N cells at every lattice point is what moves).
  * Within 1e-4 of a peak, where the difference of nearly equal terms would
  * lose its digits, the series of the reduced form. */
-NB_DUAL_INLINE nb_dual nb_dual_sincg_hkl(nb_dual h, int h0, nb_dual N)
+NB_DUAL_INLINE nb_dual nb_dual_sincg_hkl(nb_dual h, int h0, nb_dual N, int reduced)
 {
     const double n = N.v, d = h.v - h0;
-    const double X = nb_is_whole(n) ? M_PI * h.v : M_PI * d;
+    const double X = reduced ? M_PI * d : M_PI * h.v;
     double dv_dh, dv_dN;
     nb_dual r;
     if (fabs(n * M_PI * d) < 1e-4) {
-        r.v = nb_sincg_hkl(h.v, h0, n);
+        r.v = nb_sincg_hkl(h.v, h0, n, reduced);
         const double sign = r.v < 0.0 ? -1.0 : 1.0;
         dv_dh = sign * M_PI * (-n * (n * n - 1.0) * M_PI * d / 3.0);
         dv_dN = sign;
@@ -92,7 +92,7 @@ NB_DUAL_INLINE nb_dual nb_dual_sinc3(nb_dual a)
 #define DR_COS(a) nb_dual_cos(a)
 #define DR_EXP(a) nb_dual_exp(a)
 #define DR_ATAN2(y, x) nb_dual_atan2(y, x)
-#define DR_SINCG(h, h0, N) nb_dual_sincg_hkl(h, h0, N)
+#define DR_SINCG(h, h0, N, reduced) nb_dual_sincg_hkl(h, h0, N, reduced)
 #define DR_SINC3(x) nb_dual_sinc3(x)
 #define PX_SPLAT(x) nb_dual_c(x)
 #define PX_ADD(a, b) nb_dual_add(a, b)

@@ -465,6 +465,12 @@ void nb_plan_derive_detector(nb_plan *p)
     p->rotx = p->roty = p->rotz = p->twotheta = 0.0;
 }
 
+void nb_plan_frame_view(const nb_plan *series, long frame, nb_plan *view)
+{
+    *view = *series;
+    view->phi0 = series->phi0 + (double)frame * series->osc;
+}
+
 void nb_plan_panel_view(const nb_plan *p, int i, nb_plan *view)
 {
     *view = *p;

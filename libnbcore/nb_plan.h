@@ -145,6 +145,9 @@ void nb_plan_panel_dims(const nb_plan *p, int i, int *fpixels, int *spixels, siz
  * derived from them (distances, beam spot, near point, XDS and DIALS origins)
  * recomputed as nb_plan_derive_detector does.  Panel 0 is p itself, as is. */
 void nb_plan_panel_view(const nb_plan *p, int i, nb_plan *view);
+/* Frame i of a rotation series: the plan (a shallow copy, as above) with its
+ * spindle start moved by i OSC. */
+void nb_plan_frame_view(const nb_plan *series, long frame, nb_plan *view);
 /* Recompute from FPIXELS, SPIXELS, PIXEL_SIZE, FDET, SDET, ODET, PIX0 and the
  * beam the values that follow from them (docs/physics.md 2.4, steps 6-7):
  * CLOSE_DISTANCE = PIX0 . ODET, DISTANCE = CLOSE_DISTANCE / (BEAM . ODET),

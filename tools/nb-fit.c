@@ -215,21 +215,13 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const nb_g
     nb_plan frame_plan, view;
     nb_sim_setup setup;
     nb_render_result res;
-    nb_grad_frame_view(plan, frame, panel, &frame_plan, &view);
+    nb_plan_frame_view(plan, frame, &frame_plan);
+    nb_plan_panel_view(&frame_plan, panel, &view);
     nb_status st = nb_sim_setup_build(&view, hkl, &setup);
     if (st) return st;
     memset(&res, 0, sizeof res);
-    if (!gp || gp->names.n == 0) {
-        st = nb_render_cpu_double(&setup.kp, image, &res, NULL);
-    } else {
-        for (int first = 0; first < gp->names.n && !st; first += NB_DUAL_N) {
-            int count = gp->names.n - first < NB_DUAL_N ? gp->names.n - first : NB_DUAL_N;
-            nb_kdual_store ks;
-            st = nb_grad_kdual_build(gp, first, count, frame, panel, &setup.kp, hkl, &ks);
-            if (!st) st = nb_render_cpu_grad(&setup.kp, &ks.k, count, first ? NULL : image, grads + first, &res, NULL);
-            nb_kdual_store_free(&ks);
-        }
-    }
+    if (!gp || gp->names.n == 0) st = nb_render_cpu_double(&setup.kp, image, &res, NULL);
+    else st = nb_render_grads(gp, frame, panel, &setup.kp, hkl, NULL, image, grads, &res, NULL);
     nb_sim_setup_free(&setup);
     return st;
 }

@@ -99,30 +99,29 @@ static const nb_tool_info tool = {
     NULL,
 };
 
-/* The IMAGE record `in` again, with its photons and the counts made from
- * them (any earlier counts and their keys replaced). */
+/* The IMAGE record `in` (im: its parsed keys, which this changes) again,
+ * with its photons and the counts made from them (any earlier counts and
+ * their keys replaced). */
 static nb_status noise_image(const nb_plan *plan, const noise_opts *o, nb_rng *rng, const nb_record *in,
-                             nb_record *out)
+                             nb_image_info *im, nb_record *out)
 {
-    nb_image_info im;
     const float *px;
-    nb_status st = nb_image_from_record(in, &im);
-    if (st) return st;
-    if ((st = nb_image_check_plan(&im, plan)) || (st = nb_image_pixels(in, &im, &px, NULL))) goto done;
+    nb_status st;
+    if ((st = nb_image_check_plan(im, plan)) || (st = nb_image_pixels(in, im, &px, NULL))) return st;
 
     nb_noise_params p = o->p;
-    p.seed = nb_frame_seed(o->have_seed ? o->seed : plan->seed, im.frame);
+    p.seed = nb_frame_seed(o->have_seed ? o->seed : plan->seed, im->frame);
     p.adc = o->have_adc ? o->adc : plan->adc;
     if (o->have_fluence) p.photon_scale *= o->fluence / plan->fluence;
 
     /* the frame's keys, its photons, then the counts and theirs */
-    nb_image_drop_counts(&im);
+    nb_image_drop_counts(im);
     nb_image_record_init(out);
     int32_t *counts;
-    if ((st = nb_image_put_header(&im, out, NB_IMAGE_FRAME_KEYS)) ||
-        (st = nb_image_add_pixels(out, im.npixels, px, NULL)) ||
-        (st = nb_image_add_counts(out, im.npixels, NULL, &counts)))
-        goto done;
+    if ((st = nb_image_put_header(im, out, NB_IMAGE_FRAME_KEYS)) ||
+        (st = nb_image_add_pixels(out, im->npixels, px, NULL)) ||
+        (st = nb_image_add_counts(out, im->npixels, NULL, &counts)))
+        return st;
     nb_noise_result res = {0};
     /* frame 0 continues the plan's generator state, as the reference's noise
      * image follows its mosaic draws; other frames start afresh */
@@ -132,7 +131,7 @@ static nb_status noise_image(const nb_plan *plan, const noise_opts *o, nb_rng *r
      * spreads across panels); panel i > 0 draws from seeds derived from the
      * frame's (and calibration) seeds as frames do, so panel 0 is what a
      * one-panel detector would get */
-    for (int i = 0; i < im.npanels && !st; i++) {
+    for (int i = 0; i < im->npanels && !st; i++) {
         nb_plan v;
         size_t off;
         nb_noise_result pres;
@@ -145,31 +144,47 @@ static nb_status noise_image(const nb_plan *plan, const noise_opts *o, nb_rng *r
         pp.roi_xmin = v.roi_xmin, pp.roi_xmax = v.roi_xmax;
         pp.roi_ymin = v.roi_ymin, pp.roi_ymax = v.roi_ymax;
         if (i > 0) nb_rng_init(&fresh);
-        st = nb_noise_frame(&pp, im.frame == 0 && i == 0 ? rng : &fresh, px + off, v.fpixels, v.spixels,
+        st = nb_noise_frame(&pp, im->frame == 0 && i == 0 ? rng : &fresh, px + off, v.fpixels, v.spixels,
                             counts + off, &pres);
         res.photons += pres.photons, res.overloads += pres.overloads, res.lost_photons += pres.lost_photons;
     }
-    if (st) goto done;
-    im.counts_bits = p.bits, im.has.counts_bits = 1;
-    im.counts_adc = p.adc, im.has.counts_adc = 1;
-    im.counts_gain = p.gain, im.has.counts_gain = 1;
-    im.noise_seed = -p.seed, im.has.noise_seed = 1;
-    im.noise_photons = res.photons, im.has.noise_photons = 1;
-    im.noise_overloads = res.overloads, im.has.noise_overloads = 1;
-    st = nb_image_put_header(&im, out, NB_IMAGE_COUNT_KEYS);
+    if (st) return st;
+    im->counts_bits = p.bits, im->has.counts_bits = 1;
+    im->counts_adc = p.adc, im->has.counts_adc = 1;
+    im->counts_gain = p.gain, im->has.counts_gain = 1;
+    im->noise_seed = -p.seed, im->has.noise_seed = 1;
+    im->noise_photons = res.photons, im->has.noise_photons = 1;
+    im->noise_overloads = res.overloads, im->has.noise_overloads = 1;
+    st = nb_image_put_header(im, out, NB_IMAGE_COUNT_KEYS);
     if (!st && nb_verbosity() >= 0)
         fprintf(stderr, "%.0f photons on noise image (%ld overloads)\n", res.photons, res.overloads);
-done:
-    nb_image_info_free(&im);
     return st;
 }
 
-/* Is the IMAGE record a derivative (GRAD_OF)? */
-static nb_status is_derivative(const nb_record *rec, int *grad)
+/* One IMAGE record on: a derivative (nb-sim --grad) as it is, for it is no
+ * image of photons; an image with its counts, unless the options or the plan
+ * say -nonoise. */
+static nb_status put_image(const nb_plan *plan, const noise_opts *o, nb_rng *rng, const nb_record *rec,
+                           nb_writer *w, int *images)
 {
     nb_image_info im;
     nb_status st = nb_image_from_record(rec, &im);
-    *grad = !st && nb_image_is_grad(&im);
+    if (st) return st;
+    const int pass = o->nonoise || (plan && !plan->calculate_noise);
+    if (nb_image_is_grad(&im)) {
+        st = nb_writer_put(w, rec);
+    } else if (pass) {
+        if (!o->nonoise) nb_info("the plan says -nonoise: no counts added");
+        (*images)++;
+        st = nb_writer_put(w, rec);
+    } else {
+        nb_record out;
+        memset(&out, 0, sizeof out);
+        (*images)++;
+        st = noise_image(plan, o, rng, rec, &im, &out);
+        if (!st) st = nb_writer_put(w, &out);
+        nb_record_free(&out);
+    }
     nb_image_info_free(&im);
     return st;
 }
@@ -192,9 +207,9 @@ int main(int argc, char **argv)
 
     nb_reader *r = NULL;
     nb_writer *w = NULL;
-    nb_record rec, out;
+    nb_record rec;
     nb_plan plan;
-    int have_plan = 0, eof = 0, images = 0, grad = 0;
+    int have_plan = 0, eof = 0, images = 0;
     nb_rng rng;
     memset(&rec, 0, sizeof rec);
     nb_status st = nb_reader_open(&r, opts.input);
@@ -212,24 +227,8 @@ int main(int argc, char **argv)
             have_plan = 1;
             rng = plan.rng;
         }
-        /* a derivative (nb-sim --grad) goes through as it is: it is no image of photons */
-        grad = 0;
-        if (nb_record_is(&rec, "IMAGE") && (st = is_derivative(&rec, &grad))) break;
-        if (grad) {
-            st = nb_writer_put(w, &rec);
-            continue;
-        }
-        int pass = o.nonoise || (have_plan && !plan.calculate_noise);
-        if (nb_record_is(&rec, "IMAGE") && !o.nonoise && pass) nb_info("the plan says -nonoise: no counts added");
-        if (nb_record_is(&rec, "IMAGE")) images++;
-        if (nb_record_is(&rec, "IMAGE") && !pass) {
-            memset(&out, 0, sizeof out);
-            st = noise_image(have_plan ? &plan : NULL, &o, &rng, &rec, &out);
-            if (!st) st = nb_writer_put(w, &out);
-            nb_record_free(&out);
-            continue;
-        }
-        st = nb_writer_put(w, &rec);
+        if (nb_record_is(&rec, "IMAGE")) st = put_image(have_plan ? &plan : NULL, &o, &rng, &rec, w, &images);
+        else st = nb_writer_put(w, &rec);
     }
     if (!st && images == 0) st = nb_image_none(r ? nb_reader_name(r) : opts.input);
     if (have_plan) nb_plan_free(&plan);

@@ -338,33 +338,6 @@ typedef struct panel_render {
     char path[64];
 } panel_render;
 
-/* Render one panel (plan is a one-panel plan, nb_plan_panel_view) into img,
- * with the reference's -printout lines; pr->res.row_stats holds the rows'
- * statistics (filled here when the backend did not).  row_crc: NULL, or
- * where the renderer takes its rows' CRC-32s (a detector of one panel). */
-/* The derivatives of panel `panel` (from `offset` in the images) with the
- * image: the dual double pixel, NB_DUAL_N names per pass. */
-static nb_status render_panel_grads(const nb_kparams *kp, const nb_hkl *hkl, const grad_job *gj, int panel,
-                                    size_t offset, int use_cuda, float *img, nb_render_result *res, nb_progress *prog)
-{
-    nb_status st = NB_OK;
-    const int n = gj->plans->names.n;
-    double seconds = 0.0;
-    for (int first = 0; first < n && !st; first += NB_DUAL_N) {
-        const int count = n - first < NB_DUAL_N ? n - first : NB_DUAL_N;
-        float *out[NB_DUAL_N];
-        for (int j = 0; j < count; j++) out[j] = gj->pixels[first + j] + offset;
-        nb_kdual_store ks;
-        st = nb_grad_kdual_build(gj->plans, first, count, gj->frame, panel, kp, hkl, &ks);
-        if (!st && use_cuda) st = nb_render_cuda_grad(cuda, kp, &ks.k, count, first == 0 ? img : NULL, out, res);
-        else if (!st) st = nb_render_cpu_grad(kp, &ks.k, count, first == 0 ? img : NULL, out, res, first == 0 ? prog : NULL);
-        nb_kdual_store_free(&ks);
-        seconds += res->seconds;
-    }
-    res->seconds = seconds;
-    return st;
-}
-
 /* --grad: the double path, unless -precision single asks for what has no
  * derivatives yet */
 static nb_status grad_precision(int precision)
@@ -375,6 +348,11 @@ static nb_status grad_precision(int precision)
     return NB_OK;
 }
 
+/* Render one panel (plan is a one-panel plan, nb_plan_panel_view) into img,
+ * with the reference's -printout lines (and, with gj, its derivatives);
+ * pr->res.row_stats holds the rows' statistics (filled here when the backend
+ * did not).  row_crc: NULL, or where the renderer takes its rows' CRC-32s (a
+ * detector of one panel). */
 static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *o, const grad_job *gj, int panel,
                               size_t offset, float *img, panel_render *pr, nb_payload_crc *row_crc)
 {
@@ -400,7 +378,11 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_
     res.row_crc = row_crc;
     int use_cuda = 0;
     st = pick_device(o, &use_cuda);
-    if (!st && gj) st = render_panel_grads(&setup.kp, hkl, gj, panel, offset, use_cuda, img, &res, &prog);
+    if (!st && gj) {
+        float *out[NB_GRAD_MAX_NAMES];
+        for (int j = 0; j < gj->plans->names.n; j++) out[j] = gj->pixels[j] + offset;
+        st = nb_render_grads(gj->plans, gj->frame, panel, &setup.kp, hkl, use_cuda ? cuda : NULL, img, out, &res, &prog);
+    }
     else if (!st && use_cuda) st = nb_render_cuda(cuda, &setup.kp, use_double, img, &res);
     else if (!st) st = use_double ? nb_render_cpu_double(&setup.kp, img, &res, &prog)
                                   : nb_render_cpu_fast(&setup.kp, img, &res, &prog);
@@ -538,9 +520,8 @@ static nb_status grad_records(const nb_plan *plan, const nb_grad_plans *gp, long
 static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, const nb_grad_plans *gp,
                         long frame, nb_record *out, nb_record *grads, nb_payload_crc *row_crc, int *row_crc_taken)
 {
-    /* frame i of a series is the plan with its spindle start moved by i osc */
-    nb_plan frame_plan = *series;
-    frame_plan.phi0 = series->phi0 + (double)frame * series->osc;
+    nb_plan frame_plan;
+    nb_plan_frame_view(series, frame, &frame_plan);
     const nb_plan *plan = &frame_plan;
     const int np = nb_plan_npanels(plan);
     nb_status st;

@@ -87,6 +87,9 @@ nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setu
     memcpy(kp->b_star, plan->recip_b, sizeof kp->b_star);
     memcpy(kp->c_star, plan->recip_c, sizeof kp->c_star);
     kp->Na = plan->Na, kp->Nb = plan->Nb, kp->Nc = plan->Nc;
+    kp->frac_N[0] = plan->Na != floor(plan->Na);
+    kp->frac_N[1] = plan->Nb != floor(plan->Nb);
+    kp->frac_N[2] = plan->Nc != floor(plan->Nc);
     kp->shape = plan->shape;
     if (!nb_shape_known(kp->shape)) {
         st = nb_error_set(NB_ERR_DATA, "the plan's crystal shape %d is none of square, round, gauss, tophat", kp->shape);

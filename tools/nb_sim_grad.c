@@ -27,29 +27,22 @@ struct nb_grad_param {
     int nvals, index; /* the flag's value count; which value is this name */
     double scale;     /* the step is `rel` of max(|value|, scale) */
     double rel;
-    base_fn base;
+    base_fn base;     /* NULL: a one-value flag read by base_field from ... */
+    long rq_field;    /* ... this double of nb_request (-1: none; NaN: not given) */
+    long plan_field;  /* ... or else this double of nb_plan (-1: none) */
+    double factor;    /* the field's unit (SI, radians) to the flag's */
 };
 
-static nb_status base_distance(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
-{
-    (void)p, (void)plan;
-    v[0] = rq->distance * 1e3;
-    return NB_OK;
-}
+#define RQ(f) (long)offsetof(nb_request, f)
+#define PL(f) (long)offsetof(nb_plan, f)
 
-static nb_status base_beam(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
-{
-    int x = p->name[0] == 'X';
-    double given = x ? rq->Xbeam : rq->Ybeam;
-    v[0] = (isnan(given) ? (x ? plan->Xbeam : plan->Ybeam) : given) * 1e3;
-    return NB_OK;
-}
+static double double_at(const void *base, long off) { return *(const double *)((const char *)base + off); }
 
-static nb_status base_rotation(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
+/* A one-value flag's value: the request's field as given, else the plan's. */
+static nb_status base_field(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
 {
-    (void)plan;
-    const char *axis = p->name + strlen(p->name) - 1;
-    v[0] = (!strcmp(p->name, "twotheta") ? rq->twotheta : *axis == 'x' ? rq->rotx : *axis == 'y' ? rq->roty : rq->rotz) * RTD;
+    double given = p->rq_field >= 0 ? double_at(rq, p->rq_field) : NAN;
+    v[0] = (isnan(given) && p->plan_field >= 0 ? double_at(plan, p->plan_field) : given) * p->factor;
     return NB_OK;
 }
 
@@ -77,20 +70,6 @@ static nb_status base_misset(const nb_grad_param *p, const nb_request *rq, const
     return NB_OK;
 }
 
-static nb_status base_N(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
-{
-    (void)rq;
-    v[0] = p->name[1] == 'a' ? plan->Na : p->name[1] == 'b' ? plan->Nb : plan->Nc;
-    return NB_OK;
-}
-
-static nb_status base_lambda(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
-{
-    (void)p, (void)rq;
-    v[0] = plan->lambda0 * 1e10;
-    return NB_OK;
-}
-
 static nb_status base_mosaic(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
 {
     (void)rq;
@@ -101,38 +80,42 @@ static nb_status base_mosaic(const nb_grad_param *p, const nb_request *rq, const
     return NB_OK;
 }
 
-static nb_status base_fluence(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
+/* The values of p's flag at the plan. */
+static nb_status values_at_plan(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
 {
-    (void)p, (void)rq;
-    v[0] = plan->fluence;
-    return NB_OK;
+    return (p->base ? p->base : base_field)(p, rq, plan, v);
 }
 
+/* a one-value flag: name, flag, unit, step scale, the request's and the plan's field, factor */
+#define ONE(name, flag, unit, scale, rq, plan, factor) {name, flag, unit, 1, 0, scale, 1e-4, NULL, rq, plan, factor}
+#define CELL(name, unit, i) {name, "-cell", unit, 6, i, 1.0, 1e-4, base_cell, -1, -1, 1.0}
+#define MISSET(name, i) {name, "-misset", "degree", 3, i, 1.0, 1e-4, base_misset, -1, -1, 1.0}
+
 static const nb_grad_param params[] = {
-    {"distance", "-distance", "mm", 1, 0, 1.0, 1e-4, base_distance},
-    {"Xbeam", "-Xbeam", "mm", 1, 0, 1.0, 1e-4, base_beam},
-    {"Ybeam", "-Ybeam", "mm", 1, 0, 1.0, 1e-4, base_beam},
-    {"detector_rotx", "-detector_rotx", "degree", 1, 0, 1.0, 1e-4, base_rotation},
-    {"detector_roty", "-detector_roty", "degree", 1, 0, 1.0, 1e-4, base_rotation},
-    {"detector_rotz", "-detector_rotz", "degree", 1, 0, 1.0, 1e-4, base_rotation},
-    {"twotheta", "-twotheta", "degree", 1, 0, 1.0, 1e-4, base_rotation},
-    {"cell_a", "-cell", "Angstrom", 6, 0, 1.0, 1e-4, base_cell},
-    {"cell_b", "-cell", "Angstrom", 6, 1, 1.0, 1e-4, base_cell},
-    {"cell_c", "-cell", "Angstrom", 6, 2, 1.0, 1e-4, base_cell},
-    {"cell_alpha", "-cell", "degree", 6, 3, 1.0, 1e-4, base_cell},
-    {"cell_beta", "-cell", "degree", 6, 4, 1.0, 1e-4, base_cell},
-    {"cell_gamma", "-cell", "degree", 6, 5, 1.0, 1e-4, base_cell},
-    {"misset_x", "-misset", "degree", 3, 0, 1.0, 1e-4, base_misset},
-    {"misset_y", "-misset", "degree", 3, 1, 1.0, 1e-4, base_misset},
-    {"misset_z", "-misset", "degree", 3, 2, 1.0, 1e-4, base_misset},
-    {"Na", "-Na", "cell", 1, 0, 1.0, 1e-4, base_N},
-    {"Nb", "-Nb", "cell", 1, 0, 1.0, 1e-4, base_N},
-    {"Nc", "-Nc", "cell", 1, 0, 1.0, 1e-4, base_N},
-    {"lambda", "-lambda", "Angstrom", 1, 0, 0.1, 1e-4, base_lambda},
+    ONE("distance", "-distance", "mm", 1.0, RQ(distance), -1, 1e3),
+    ONE("Xbeam", "-Xbeam", "mm", 1.0, RQ(Xbeam), PL(Xbeam), 1e3),
+    ONE("Ybeam", "-Ybeam", "mm", 1.0, RQ(Ybeam), PL(Ybeam), 1e3),
+    ONE("detector_rotx", "-detector_rotx", "degree", 1.0, RQ(rotx), -1, RTD),
+    ONE("detector_roty", "-detector_roty", "degree", 1.0, RQ(roty), -1, RTD),
+    ONE("detector_rotz", "-detector_rotz", "degree", 1.0, RQ(rotz), -1, RTD),
+    ONE("twotheta", "-twotheta", "degree", 1.0, RQ(twotheta), -1, RTD),
+    CELL("cell_a", "Angstrom", 0),
+    CELL("cell_b", "Angstrom", 1),
+    CELL("cell_c", "Angstrom", 2),
+    CELL("cell_alpha", "degree", 3),
+    CELL("cell_beta", "degree", 4),
+    CELL("cell_gamma", "degree", 5),
+    MISSET("misset_x", 0),
+    MISSET("misset_y", 1),
+    MISSET("misset_z", 2),
+    ONE("Na", "-Na", "cell", 1.0, -1, PL(Na), 1.0),
+    ONE("Nb", "-Nb", "cell", 1.0, -1, PL(Nb), 1.0),
+    ONE("Nc", "-Nc", "cell", 1.0, -1, PL(Nc), 1.0),
+    ONE("lambda", "-lambda", "Angstrom", 0.1, -1, PL(lambda0), 1e10),
     /* the reference draws the domains' angles in single precision: a step of
      * 1e-4 would be a few float roundings */
-    {"mosaic", "-mosaic", "degree", 1, 0, 0.01, 1e-2, base_mosaic},
-    {"fluence", "-fluence", "(photons/m^2)", 1, 0, 1.0, 1e-4, base_fluence},
+    {"mosaic", "-mosaic", "degree", 1, 0, 0.01, 1e-2, base_mosaic, -1, -1, 1.0},
+    ONE("fluence", "-fluence", "(photons/m^2)", 1.0, -1, PL(fluence), 1.0),
 };
 #define NPARAMS ((int)(sizeof params / sizeof params[0]))
 _Static_assert(sizeof params / sizeof params[0] <= NB_GRAD_MAX_NAMES, "a list of every name fits NB_GRAD_MAX_NAMES");
@@ -327,7 +310,7 @@ static nb_status name_plans(const nb_grad_param *p, int argc, char **argv, const
                             double *step, nb_plan out[NB_GRAD_STENCIL])
 {
     double vals[6] = {0, 0, 0, 0, 0, 0};
-    nb_status st = p->base(p, rq, plan, vals);
+    nb_status st = values_at_plan(p, rq, plan, vals);
     if (st) return st;
     const double h = p->rel * fmax(fabs(vals[p->index]), p->scale);
     const int offsets[NB_GRAD_STENCIL] = {0, -2, -1, 1, 2};
@@ -364,7 +347,7 @@ nb_status nb_grad_plan_moved(const nb_plan *plan, const nb_grad_param *p, double
     double vals[6] = {0, 0, 0, 0, 0, 0};
     nb_status st = command_request(plan, &argc, &argv, &rq);
     if (st) return st;
-    st = p->base(p, &rq, plan, vals);
+    st = values_at_plan(p, &rq, plan, vals);
     if (!st) st = moved_plan(p, argc, argv, plan, vals, delta, out);
     nb_request_free(&rq);
     nb_free_args(argc, argv);
@@ -380,7 +363,7 @@ nb_status nb_grad_values(const nb_plan *plan, const nb_grad_list *names, double 
     for (int j = 0; j < names->n && !st; j++) {
         double vals[6] = {0, 0, 0, 0, 0, 0};
         const nb_grad_param *p = names->param[j];
-        if (!(st = p->base(p, &rq, plan, vals))) values[j] = vals[p->index];
+        if (!(st = values_at_plan(p, &rq, plan, vals))) values[j] = vals[p->index];
     }
     if (argv) {
         nb_request_free(&rq);
@@ -404,7 +387,7 @@ nb_status nb_grad_plan_at(const nb_plan *plan, const nb_grad_list *names, const 
         while (f < nfv && strcmp(fv[f].p->flag, p->flag)) f++;
         if (f == nfv) {
             fv[nfv].p = p;
-            st = p->base(p, &rq, plan, fv[nfv++].vals);
+            st = values_at_plan(p, &rq, plan, fv[nfv++].vals);
         }
         fv[f].vals[p->index] = values[j];
     }
@@ -447,14 +430,6 @@ void nb_grad_plans_free(nb_grad_plans *g)
     free(g->step);
     nb_grad_list_free(&g->names);
     memset(g, 0, sizeof *g);
-}
-
-void nb_grad_frame_view(const nb_plan *series, long frame, int panel, nb_plan *frame_plan, nb_plan *view)
-{
-    /* frame i of a series is the plan with its spindle start moved by i osc */
-    *frame_plan = *series;
-    frame_plan->phi0 = series->phi0 + (double)frame * series->osc;
-    nb_plan_panel_view(frame_plan, panel, view);
 }
 
 /* ---- the kernel inputs and their tangents ----------------------------------- */
@@ -543,7 +518,8 @@ static nb_status stencil_values(const nb_grad_plans *g, int i, long frame, int p
     for (int j = 0; j < NB_GRAD_STENCIL; j++) {
         nb_plan frame_plan, view;
         nb_sim_setup setup;
-        nb_grad_frame_view(&g->plans[i][j], frame, panel, &frame_plan, &view);
+        nb_plan_frame_view(&g->plans[i][j], frame, &frame_plan);
+        nb_plan_panel_view(&frame_plan, panel, &view);
         nb_status st = nb_sim_setup_build(&view, hkl, &setup);
         if (st) return nb_error_prefix(st, "--grad %s", name);
         const char *moved = fixed_field_moved(base, &setup.kp);
@@ -680,4 +656,24 @@ nb_status nb_render_cpu_grad(const nb_kparams *kp, const nb_kdual *k, int nd, fl
     res->seconds = nb_now() - t0;
     free(row_omega);
     return NB_OK;
+}
+
+nb_status nb_render_grads(const nb_grad_plans *g, long frame, int panel, const nb_kparams *kp, const nb_hkl *hkl,
+                          nb_cuda *cuda, float *image, float **grads, nb_render_result *res, nb_progress *prog)
+{
+    nb_status st = NB_OK;
+    const int n = g->names.n;
+    double seconds = 0.0;
+    for (int first = 0; first < n && !st; first += NB_DUAL_N) {
+        const int count = n - first < NB_DUAL_N ? n - first : NB_DUAL_N;
+        float *pass_image = first == 0 ? image : NULL; /* the image once, with the first pass */
+        nb_kdual_store ks;
+        st = nb_grad_kdual_build(g, first, count, frame, panel, kp, hkl, &ks);
+        if (!st && cuda) st = nb_render_cuda_grad(cuda, kp, &ks.k, count, pass_image, grads + first, res);
+        else if (!st) st = nb_render_cpu_grad(kp, &ks.k, count, pass_image, grads + first, res, first ? NULL : prog);
+        nb_kdual_store_free(&ks);
+        seconds += res->seconds;
+    }
+    res->seconds = seconds;
+    return st;
 }

@@ -17,6 +17,7 @@
 #include "nb_physics_dual.h"
 #include "nb_plan.h"
 #include "nb_sim.h"
+#include "nb_sim_cuda.h"
 
 /* The names nb-sim --grad knows: a name, the flag it moves, its unit (a
  * list names each at most once: at most NB_GRAD_MAX_NAMES of them). */
@@ -63,10 +64,6 @@ nb_status nb_grad_plan_at(const nb_plan *plan, const nb_grad_list *names, const 
 nb_status nb_grad_plan_moved(const nb_plan *plan, const nb_grad_param *p, double delta, nb_plan *out);
 
 
-/* A plan's frame `frame`, panel `panel`: the one-panel plan nb-sim renders
- * (a shallow view of `series`). */
-void nb_grad_frame_view(const nb_plan *series, long frame, int panel, nb_plan *frame_plan, nb_plan *view);
-
 /* The dual inputs of one frame and panel for names [first, first + count)
  * (count <= NB_DUAL_N): values from `base` (the kernel inputs of the plan as
  * given), tangents from the stencil's plans. */
@@ -77,6 +74,13 @@ typedef struct nb_kdual_store {
 nb_status nb_grad_kdual_build(const nb_grad_plans *g, int first, int count, long frame, int panel,
                               const nb_kparams *base, const nb_hkl *hkl, nb_kdual_store *out);
 void nb_kdual_store_free(nb_kdual_store *s);
+
+/* The image and the derivatives of every name of g for one frame and panel
+ * (kp: that panel's kernel inputs), NB_DUAL_N names a pass (the image with
+ * the first), on the CPU or, with cuda (not NULL), the GPU; grads[j] is
+ * name j's pixels.  res->seconds: all passes. */
+nb_status nb_render_grads(const nb_grad_plans *g, long frame, int panel, const nb_kparams *kp, const nb_hkl *hkl,
+                          nb_cuda *cuda, float *image, float **grads, nb_render_result *res, nb_progress *prog);
 
 /* Render the image (the double path's, bit for bit) and its derivatives
  * grads[0 .. nd-1] (nd <= NB_DUAL_N; image may be NULL) on the CPU, OpenMP
