@@ -69,7 +69,7 @@ SIM_OBJ += $(BUILD)/tools/nb_sim_nocuda.o
 SIM_LDLIBS :=
 endif
 
-HEADERS := $(wildcard libnbcore/*.h) $(wildcard libnbcore/*.inc) $(wildcard formats/*.h) $(wildcard tools/*.h)
+HEADERS := $(wildcard libnbcore/*.h) $(wildcard libnbcore/*.inc) $(wildcard formats/*.h) $(wildcard tools/*.h) $(wildcard tools/*.inc)
 
 .SECONDARY:
 .PHONY: all check check-built demo-built lint test-unit test-cli test-parity demo deps bench install clean check-asan man fuzz fuzz-regressions fuzz-regressions-built
@@ -101,16 +101,16 @@ $(BUILD)/tools/nb_sim_grad.o: tools/nb_sim_grad.c $(HEADERS) $(FLAGS_STAMP)
 
 $(BUILD)/tools/nb_sim_fast_generic.o: tools/nb_sim_fast.c $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) $(FAST_CFLAGS) -DNB_FAST_W=4 -DNB_FAST_NAME=nb_render_fast_generic -c $< -o $@
+	$(CC) $(NB_CFLAGS) $(CFLAGS) $(FAST_CFLAGS) -DNB_FAST_W=4 -DNB_FAST_NAME=nb_render_fast_generic -DNB_FAST_GRAD_NAME=nb_render_fast_grad_generic -c $< -o $@
 
 $(BUILD)/tools/nb_sim_fast_avx2.o: tools/nb_sim_fast.c $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) $(FAST_CFLAGS) -mavx2 -mfma -DNB_FAST_W=8 -DNB_FAST_NAME=nb_render_fast_avx2 -c $< -o $@
+	$(CC) $(NB_CFLAGS) $(CFLAGS) $(FAST_CFLAGS) -mavx2 -mfma -DNB_FAST_W=8 -DNB_FAST_NAME=nb_render_fast_avx2 -DNB_FAST_GRAD_NAME=nb_render_fast_grad_avx2 -c $< -o $@
 
 $(BUILD)/tools/nb_sim_fast_avx512.o: tools/nb_sim_fast.c $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) $(FAST_CFLAGS) -mavx512f -mavx512dq -mavx512vl -mavx512bw \
-	    -mprefer-vector-width=512 -DNB_FAST_W=16 -DNB_FAST_NAME=nb_render_fast_avx512 -c $< -o $@
+	    -mprefer-vector-width=512 -DNB_FAST_W=16 -DNB_FAST_NAME=nb_render_fast_avx512 -DNB_FAST_GRAD_NAME=nb_render_fast_grad_avx512 -c $< -o $@
 
 $(BUILD)/tools/nb_sim_cuda.o: tools/nb_sim_cuda.cu $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)

@@ -65,7 +65,8 @@ typedef struct bench_config {
 } bench_config;
 
 /* the derivative configurations: one model (1024^2, 4 domains, 2x2 sub-pixels),
- * the image alone on the fast and the double path, and with k derivatives */
+ * the image alone on the fast and the double path, and with k derivatives on
+ * each (deriv-k: the fast path's, deriv-double-k: the double path's) */
 #define DERIV_FLAGS                                                                                                  \
     "-default_F 100 -cell 70 80 90 88 95 91 -misset 10 5 3 -lambda 1 -N 8 -distance 150 -detpixels 1024 "         \
     "-pixel 0.1 -mosaic 0.2 -mosaic_domains 4 -oversample 2"
@@ -87,9 +88,15 @@ static const bench_config configs[] = {
                  "-detpixels 1024 -pixel 0.1 -interpolate -mosaic 0.3 -mosaic_domains 10", NULL},
     {"deriv-image", DERIV_FLAGS, NULL},
     {"deriv-image-double", DERIV_FLAGS, "-precision double"},
-    {"deriv-1", DERIV_FLAGS, "--grad distance"},
-    {"deriv-3", DERIV_FLAGS, "--grad distance,Xbeam,Ybeam"},
-    {"deriv-8", DERIV_FLAGS, "--grad distance,Xbeam,Ybeam,misset_x,misset_y,misset_z,cell_a,mosaic"},
+#define DERIV_NAMES_1 "distance"
+#define DERIV_NAMES_3 "distance,Xbeam,Ybeam"
+#define DERIV_NAMES_8 "distance,Xbeam,Ybeam,misset_x,misset_y,misset_z,cell_a,mosaic"
+    {"deriv-1", DERIV_FLAGS, "-precision single --grad " DERIV_NAMES_1},
+    {"deriv-3", DERIV_FLAGS, "-precision single --grad " DERIV_NAMES_3},
+    {"deriv-8", DERIV_FLAGS, "-precision single --grad " DERIV_NAMES_8},
+    {"deriv-double-1", DERIV_FLAGS, "-precision double --grad " DERIV_NAMES_1},
+    {"deriv-double-3", DERIV_FLAGS, "-precision double --grad " DERIV_NAMES_3},
+    {"deriv-double-8", DERIV_FLAGS, "-precision double --grad " DERIV_NAMES_8},
 };
 #define NCONFIGS ((int)(sizeof configs / sizeof configs[0]))
 #define MAX_THREAD_COUNTS 64
@@ -787,24 +794,28 @@ static const result *find_result(const result *r, int n, const char *name, int t
 }
 
 /* Derivatives: each deriv-k's render time over the image's alone (same run,
- * same threads), on the default path (the gate is 1 + 0.5 k) and on the
- * double path. */
+ * same threads): the fast path's (deriv-k) over the fast image's (the gate
+ * is 1 + 0.5 k) and over the double image's; the double path's
+ * (deriv-double-k) over the double image's. */
 static void print_deriv_ratios(FILE *fp, const result *r, int n)
 {
     int any = 0;
     for (int i = 0; i < n; i++) {
-        int k;
-        if (sscanf(r[i].cfg->name, "deriv-%d", &k) != 1) continue;
-        const result *img = find_result(r, n, "deriv-image", r[i].threads);
+        int k, fast = 1;
+        if (sscanf(r[i].cfg->name, "deriv-double-%d", &k) == 1) fast = 0;
+        else if (sscanf(r[i].cfg->name, "deriv-%d", &k) != 1) continue;
+        const result *img = fast ? find_result(r, n, "deriv-image", r[i].threads) : NULL;
         const result *dbl = find_result(r, n, "deriv-image-double", r[i].threads);
         if (!img && !dbl) continue;
         if (!any++)
-            fprintf(fp, "\nDerivatives: render time of the image and k derivatives / of the image alone.\n"
-                        "%-18s %3s  %16s  %9s  %17s\n", "config", "thr", "/ default path", "(1+0.5k)", "/ double path");
-        char a[32], b[32];
+            fprintf(fp, "\nDerivatives: render time of the image and k derivatives / of the image alone\n"
+                        "(deriv-k on the fast path, deriv-double-k on the double path).\n"
+                        "%-18s %3s  %16s  %9s  %17s\n", "config", "thr", "/ fast image", "(1+0.5k)", "/ double image");
+        char a[32], b[32], gate[32];
         fmt_num(a, sizeof a, "%.2f", img ? ratio(r[i].ours_render.median, img->ours_render.median) : NAN);
         fmt_num(b, sizeof b, "%.2f", dbl ? ratio(r[i].ours_render.median, dbl->ours_render.median) : NAN);
-        fprintf(fp, "%-18s %3d  %16s  %9.1f  %17s\n", r[i].cfg->name, r[i].threads, a, 1.0 + 0.5 * k, b);
+        fmt_num(gate, sizeof gate, "%.1f", fast ? 1.0 + 0.5 * k : NAN);
+        fprintf(fp, "%-18s %3d  %16s  %9s  %17s\n", r[i].cfg->name, r[i].threads, a, gate, b);
     }
 }
 

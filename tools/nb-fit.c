@@ -221,7 +221,7 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const nb_g
     if (st) return st;
     memset(&res, 0, sizeof res);
     if (!gp || gp->names.n == 0) st = nb_render_cpu_double(&setup.kp, image, &res, NULL);
-    else st = nb_render_grads(gp, frame, panel, &setup.kp, hkl, NULL, image, grads, &res, NULL);
+    else st = nb_render_grads(gp, NB_GRAD_DOUBLE, frame, panel, &setup.kp, hkl, NULL, image, grads, &res, NULL);
     nb_sim_setup_free(&setup);
     return st;
 }

@@ -37,7 +37,8 @@ static const nb_tool_info tool = {
     "GPU (the same physics source).  Statistics of the image (max and where, mean, rms, rmsd)\n"
     "go to standard error as the reference prints them.  --grad LIST adds after each image its\n"
     "derivatives with respect to the named flags (one IMAGE record each, GRAD_OF=name), exact\n"
-    "in the pixel (dual numbers on the double path, which --grad uses unless told otherwise).",
+    "in the pixel (dual numbers on the double path, which --grad uses unless -precision single\n"
+    "asks for the fast path's: flat detectors, CPU).",
     &table,
     "  nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -default_F 100 | nb-sim | nb-convert -o img.bin\n"
     "  nb-sim --threads 2 -precision double -o rendered.nbs plan.nbs\n"
@@ -133,6 +134,10 @@ static nb_status image_stats(const nb_kparams *kp, const float *img, const nb_re
     return NB_OK;
 }
 
+/* Frame `frame` of the plan into an IMAGE record, panel after panel.  With
+ * one panel the renderer takes the CRC-32 of each row of its pixels into
+ * row_crc (freed by the caller in any case), and *row_crc_taken says it took
+ * them all; with several the writer takes the payload's CRC itself. */
 static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, const nb_grad_plans *gp,
                         long frame, nb_record *out, nb_record *grads, nb_payload_crc *row_crc, int *row_crc_taken);
 
@@ -295,7 +300,8 @@ static const nb_opt rows[] = {
      "detector_roty, detector_rotz, twotheta, cell_alpha, cell_beta,\n"
      "cell_gamma, misset_x, misset_y, misset_z, mosaic (degree), cell_a,\n"
      "cell_b, cell_c, lambda (Angstrom), Na, Nb, Nc (cell), fluence\n"
-     "(photons/m^2).  Rendered on the double path (CPU or GPU, as --device)",
+     "(photons/m^2).  Rendered on the double path (CPU or GPU, as --device);\n"
+     "with -precision single the fast path's (CPU, flat detectors)",
      .needs = "a value", .type = NB_OPT_CALLBACK, .fn = apply_grad},
 };
 #undef SO
@@ -338,16 +344,6 @@ typedef struct panel_render {
     char path[64];
 } panel_render;
 
-/* --grad: the double path, unless -precision single asks for what has no
- * derivatives yet */
-static nb_status grad_precision(int precision)
-{
-    if (precision == 0)
-        return nb_error_set(NB_ERR_UNSUPPORTED, "--grad: the single-precision fast path has no derivatives yet; "
-                                                "use -precision double (the default with --grad)");
-    return NB_OK;
-}
-
 /* Render one panel (plan is a one-panel plan, nb_plan_panel_view) into img,
  * with the reference's -printout lines (and, with gj, its derivatives);
  * pr->res.row_stats holds the rows' statistics (filled here when the backend
@@ -359,10 +355,11 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_
     nb_sim_setup setup;
     nb_status st;
     /* default (-1 in the plan): the fast single-precision path; with
-     * derivatives the double path */
+     * derivatives the double path unless -precision single is given (the
+     * fast path's derivatives do not cover every plan yet) */
     int precision = o->precision >= 0 ? o->precision : plan->precision_double;
-    if (gj && (st = grad_precision(precision))) return st;
-    int use_double = precision == 1 || gj;
+    const nb_grad_path grad_path = o->precision == 0 ? NB_GRAD_FAST : NB_GRAD_DOUBLE;
+    int use_double = gj ? grad_path == NB_GRAD_DOUBLE : precision == 1;
     if ((st = nb_sim_setup_build(plan, hkl, &setup))) return st;
     nb_progress prog;
     int progress = o->progress >= 0 ? o->progress : plan->progress;
@@ -381,13 +378,14 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_
     if (!st && gj) {
         float *out[NB_GRAD_MAX_NAMES];
         for (int j = 0; j < gj->plans->names.n; j++) out[j] = gj->pixels[j] + offset;
-        st = nb_render_grads(gj->plans, gj->frame, panel, &setup.kp, hkl, use_cuda ? cuda : NULL, img, out, &res, &prog);
+        st = nb_render_grads(gj->plans, grad_path, gj->frame, panel, &setup.kp, hkl, use_cuda ? cuda : NULL, img, out,
+                             &res, &prog);
     }
     else if (!st && use_cuda) st = nb_render_cuda(cuda, &setup.kp, use_double, img, &res);
     else if (!st) st = use_double ? nb_render_cpu_double(&setup.kp, img, &res, &prog)
                                   : nb_render_cpu_fast(&setup.kp, img, &res, &prog);
-    snprintf(pr->path, sizeof pr->path, "%s%s", use_cuda ? "cuda-" : "",
-             gj ? "double-dual" : use_double ? "double" : use_cuda ? "fast" : nb_fast_variant());
+    snprintf(pr->path, sizeof pr->path, "%s%s%s", use_cuda ? "cuda-" : "",
+             use_double ? "double" : use_cuda ? "fast" : nb_fast_variant(), gj ? "-dual" : "");
     nb_progress_finish(&prog);
     if (st) {
         free(res.row_stats);
@@ -483,10 +481,6 @@ static void panels_stats(const nb_plan *plan, float *img, panel_render *pr, nb_i
     }
 }
 
-/* Frame `frame` of the plan into an IMAGE record, panel after panel.  With
- * one panel the renderer takes the CRC-32 of each row of its pixels into
- * row_crc (freed by the caller in any case), and *row_crc_taken says it took
- * them all; with several the writer takes the payload's CRC itself. */
 /* The derivative records of a frame (nb-sim --grad), pixels to come: the
  * frame's keys, GRAD_OF and the unit; gj->pixels where their pixels go. */
 static nb_status grad_records(const nb_plan *plan, const nb_grad_plans *gp, long frame, nb_record *grads, grad_job *gj)
@@ -503,12 +497,10 @@ static nb_status grad_records(const nb_plan *plan, const nb_grad_plans *gp, long
         im.fpixels = plan->fpixels, im.spixels = plan->spixels;
         if (!st) st = nb_image_set_panels(&im, plan);
         snprintf(im.units, sizeof im.units, "photons/%s", nb_grad_param_unit(gp->names.param[j]));
-        snprintf(im.precision, sizeof im.precision, "double");
         snprintf(im.grad_of, sizeof im.grad_of, "%s", nb_grad_param_name(gp->names.param[j]));
         im.phi_start = plan->phi0, im.has.phi_start = 1;
         im.phi_range = plan->osc, im.has.phi_range = 1;
         snprintf(im.rendered_by, sizeof im.rendered_by, "nb-sim %s", NB_VERSION);
-        snprintf(im.render_path, sizeof im.render_path, "double-dual");
         if (!st) st = nb_image_put_header(&im, &grads[j], NB_IMAGE_ALL_KEYS);
         nb_image_info_free(&im);
     }
@@ -517,6 +509,10 @@ static nb_status grad_records(const nb_plan *plan, const nb_grad_plans *gp, long
     return st;
 }
 
+/* Frame `frame` of the plan into an IMAGE record, panel after panel.  With
+ * one panel the renderer takes the CRC-32 of each row of its pixels into
+ * row_crc (freed by the caller in any case), and *row_crc_taken says it took
+ * them all; with several the writer takes the payload's CRC itself. */
 static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, const nb_grad_plans *gp,
                         long frame, nb_record *out, nb_record *grads, nb_payload_crc *row_crc, int *row_crc_taken)
 {
@@ -584,7 +580,10 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
     }
     if (!st) st = nb_image_put_header(&im, out, NB_IMAGE_ALL_KEYS);
     /* the derivatives came from the kernel that rendered the image */
-    for (int j = 0; gp && !st && j < gp->names.n; j++) nb_hdr_set(&grads[j], "RENDER_PATH", pr[0].path);
+    for (int j = 0; gp && !st && j < gp->names.n; j++) {
+        nb_hdr_set(&grads[j], "RENDER_PATH", pr[0].path);
+        nb_hdr_set(&grads[j], "PRECISION", pr[0].use_double ? "double" : "single");
+    }
     nb_image_info_free(&im);
     for (int i = 0; i < np; i++) free(pr[i].res.row_stats);
     free(pr);

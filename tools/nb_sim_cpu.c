@@ -200,6 +200,16 @@ static nb_fast_kernel pick_kernel(void)
     return nb_render_fast_generic;
 }
 
+nb_fast_grad_kernel nb_pick_fast_grad_kernel(void)
+{
+#if defined(__x86_64__) && defined(NB_HAVE_X86_VARIANTS)
+    const char *v = nb_fast_variant();
+    if (!strcmp(v, "avx512")) return nb_render_fast_grad_avx512;
+    if (!strcmp(v, "avx2")) return nb_render_fast_grad_avx2;
+#endif
+    return nb_render_fast_grad_generic;
+}
+
 nb_status nb_fparams_build(const nb_kparams *kp, nb_fparams *fp)
 {
     nb_status st;

@@ -189,6 +189,27 @@ INL vf rsqrt_est(vf x)
 /* neighbourhoods of a group read by broadcast before the rest is gathered */
 #define NB_TRICUBIC_SETS 4
 
+/* Where the tricubic interpolation of the lanes reads: returns the lanes
+ * whose 4x4x4 neighbourhood is inside the grid, the reference's test
+ * h_min + 2 <= h <= h_max - 2 on the fractional h (the others: base 0, a
+ * valid read); base, the neighbourhood's first node; x, the positions within
+ * the cell along h, k, l (floor from the nearest index).  ih.. are the
+ * nearest indices, dh.. the fractional parts h - ih in [-1/2, 1/2]. */
+INL vi tricubic_site(const nb_fgrid *g, vi ih, vi ik, vi il, vf dh, vf dk, vf dl, vi *base, vf x[3])
+{
+    vf hh = __builtin_convertvector(ih, vf) + dh, kk = __builtin_convertvector(ik, vf) + dk,
+       ll = __builtin_convertvector(il, vf) + dl;
+    vi safe = (hh >= (float)(g->h_min + 2)) & (hh <= (float)(g->h_max - 2)) & (kk >= (float)(g->k_min + 2)) &
+              (kk <= (float)(g->k_max - 2)) & (ll >= (float)(g->l_min + 2)) & (ll <= (float)(g->l_max - 2));
+    vi neg_h = dh < 0.0f, neg_k = dk < 0.0f, neg_l = dl < 0.0f; /* -1 where the floor is one below */
+    x[0] = dh + self(neg_h, splat(1.0f), splat(0.0f));
+    x[1] = dk + self(neg_k, splat(1.0f), splat(0.0f));
+    x[2] = dl + self(neg_l, splat(1.0f), splat(0.0f));
+    *base = (((ih + neg_h - 1 - g->h_min) * g->k_range + (ik + neg_k - 1 - g->k_min)) * g->l_range +
+             (il + neg_l - 1 - g->l_min)) & safe;
+    return safe;
+}
+
 /* The structure factor for the lanes: nearest neighbour, or tricubic where
  * the 4x4x4 neighbourhood is inside the grid, with the nearest neighbour as
  * the fallback (docs/deviations.md).  ih.. are the nearest indices, dh.. the
@@ -202,22 +223,14 @@ INL vf structure_factor(const nb_fparams *fs, vi ih, vi ik, vi il, vf dh, vf dk,
     vi idx = ((ih - g->h_min) * g->k_range + (ik - g->k_min)) * g->l_range + (il - g->l_min);
     vf F = self(inside, gather(Fg, idx & inside), splat((float)g->default_F));
     if (fs->fmode != NB_FMODE_TRICUBIC) return F;
-    /* the reference's test: h_min + 2 <= h <= h_max - 2 on the fractional h */
-    vf hh = __builtin_convertvector(ih, vf) + dh, kk = __builtin_convertvector(ik, vf) + dk,
-       ll = __builtin_convertvector(il, vf) + dl;
-    vi safe = (hh >= (float)(g->h_min + 2)) & (hh <= (float)(g->h_max - 2)) & (kk >= (float)(g->k_min + 2)) &
-              (kk <= (float)(g->k_max - 2)) & (ll >= (float)(g->l_min + 2)) & (ll <= (float)(g->l_max - 2));
+    vi base;
+    vf x[3], wh[4], wk[4], wl[4];
+    const vi safe = tricubic_site(g, ih, ik, il, dh, dk, dl, &base, x);
     if (any_lane(~safe & keep)) *trip = 1;
     if (!any_lane(safe)) return F;
-    /* floor and the position within the cell, from the nearest index */
-    vi neg_h = dh < 0.0f, neg_k = dk < 0.0f, neg_l = dl < 0.0f; /* -1 where the floor is one below */
-    vf wh[4], wk[4], wl[4];
-    vx_cubic_weights(dh + self(neg_h, splat(1.0f), splat(0.0f)), wh);
-    vx_cubic_weights(dk + self(neg_k, splat(1.0f), splat(0.0f)), wk);
-    vx_cubic_weights(dl + self(neg_l, splat(1.0f), splat(0.0f)), wl);
-    vi base = ((ih + neg_h - 1 - g->h_min) * g->k_range + (ik + neg_k - 1 - g->k_min)) * g->l_range +
-              (il + neg_l - 1 - g->l_min);
-    base &= safe; /* lanes outside the grid read the (padded) start */
+    vx_cubic_weights(x[0], wh);
+    vx_cubic_weights(x[1], wk);
+    vx_cubic_weights(x[2], wl);
     vf sum = splat(0.0f);
     /* Neighbouring pixels usually share their 4x4x4 neighbourhood: the lanes
      * are taken a neighbourhood at a time (up to NB_TRICUBIC_SETS of them),
@@ -812,3 +825,27 @@ void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, nb_row_
     }
     *tripped_out = tripped;
 }
+
+/* ---- the derivatives of this kernel (nb-sim --grad on the fast path) ------ */
+
+#ifdef NB_FAST_GRAD_NAME
+#define FG_K 1
+#define FG_SUFFIX _k1
+#include "nb_fast_grad.inc"
+#define FG_K 4
+#define FG_SUFFIX _k4
+#include "nb_fast_grad.inc"
+#define FG_K NB_DUAL_N
+#define FG_SUFFIX _kmax
+#include "nb_fast_grad.inc"
+
+/* a pass of nd names in the smallest instantiation that holds them: the
+ * tangents' cost is per tangent carried */
+void NB_FAST_GRAD_NAME(const nb_fparams *fs, const nb_fgrad *fg, float *image, float **grads, double *row_omega,
+                       int *tripped, nb_progress *prog)
+{
+    if (fg->nd <= 1) grad_rows_k1(fs, fg, image, grads, row_omega, tripped, prog);
+    else if (fg->nd <= 4) grad_rows_k4(fs, fg, image, grads, row_omega, tripped, prog);
+    else grad_rows_kmax(fs, fg, image, grads, row_omega, tripped, prog);
+}
+#endif

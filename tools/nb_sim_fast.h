@@ -4,6 +4,7 @@
 #ifndef NB_SIM_FAST_H
 #define NB_SIM_FAST_H
 
+#include "nb_dual.h"
 #include "nb_image.h"
 #include "nb_physics.h"
 #include "nb_stream.h"
@@ -20,5 +21,36 @@ void nb_render_fast_avx2(const nb_fparams *fp, float *image, double *row_omega, 
                          nb_payload_crc *row_crc, int *tripped, nb_progress *prog);
 void nb_render_fast_avx512(const nb_fparams *fp, float *image, double *row_omega, nb_row_stats *row_stats,
                            nb_payload_crc *row_crc, int *tripped, nb_progress *prog);
+
+/* The tangents the fast kernel's derivatives follow (nb-sim --grad on the
+ * fast path), with respect to up to NB_DUAL_N parameters: the detector's axes
+ * and origin, the sources' per-(source, cell) constants, the reciprocal cell,
+ * the crystal size, the fluence and the water background.  Built by
+ * nb_fgrad_build (nb_sim_cpu.c) from the double path's nb_kdual; every other
+ * input is fixed.  Single precision, as the kernel's lanes. */
+typedef struct nb_fgrad {
+    int nd; /* tangents in use; the others are 0 */
+    float dfdet[3][NB_DUAL_N], dsdet[3][NB_DUAL_N], dodet[3][NB_DUAL_N], dpix0[3][NB_DUAL_N];
+    float dclose[NB_DUAL_N];       /* of the close distance, m */
+    float dstar[3][3][NB_DUAL_N];  /* of a*, b*, c* (1/Angstrom) */
+    float dN[3][NB_DUAL_N];        /* of Na, Nb, Nc */
+    float dscale[NB_DUAL_N];       /* of r_e^2 fluence / steps */
+    float dI_bg[NB_DUAL_N];        /* of the water background */
+    const float *dA, *dhi;         /* per (source, cell) pair: of A (9) and A.i (3), NB_DUAL_N each */
+} nb_fgrad;
+
+/* The image (NULL: not wanted) and its derivatives grads[0 .. fg->nd - 1],
+ * the fast kernel's pixel model in lanes carrying tangents (flat detectors;
+ * the caller refuses curved ones). */
+typedef void (*nb_fast_grad_kernel)(const nb_fparams *fp, const nb_fgrad *fg, float *image, float **grads,
+                                    double *row_omega, int *tripped, nb_progress *prog);
+/* the variant nb_fast_variant names */
+nb_fast_grad_kernel nb_pick_fast_grad_kernel(void);
+void nb_render_fast_grad_generic(const nb_fparams *fp, const nb_fgrad *fg, float *image, float **grads,
+                                 double *row_omega, int *tripped, nb_progress *prog);
+void nb_render_fast_grad_avx2(const nb_fparams *fp, const nb_fgrad *fg, float *image, float **grads,
+                              double *row_omega, int *tripped, nb_progress *prog);
+void nb_render_fast_grad_avx512(const nb_fparams *fp, const nb_fgrad *fg, float *image, float **grads,
+                                double *row_omega, int *tripped, nb_progress *prog);
 
 #endif

@@ -11,6 +11,7 @@
 #include "detector_file.h"
 #include "nb_cli.h"
 #include "nb_geometry.h"
+#include "nb_sim_fast.h"
 #include "nb_sim_grad.h"
 #include "smv.h"
 
@@ -658,8 +659,111 @@ nb_status nb_render_cpu_grad(const nb_kparams *kp, const nb_kdual *k, int nd, fl
     return NB_OK;
 }
 
-nb_status nb_render_grads(const nb_grad_plans *g, long frame, int panel, const nb_kparams *kp, const nb_hkl *hkl,
-                          nb_cuda *cuda, float *image, float **grads, nb_render_result *res, nb_progress *prog)
+/* ---- the fast path's tangents ---------------------------------------------- */
+
+/* Does any of the first nd tangents of the n unit vectors' components x
+ * move them?  (The stencil's plans are resolved afresh: a direction that
+ * stays put can differ in its last bits, tangents of 1e-14.) */
+static int moves(const nb_dual *x, size_t n, int nd)
+{
+    for (size_t i = 0; i < n; i++)
+        for (int j = 0; j < nd; j++)
+            if (fabs(x[i].d[j]) > 1e-9) return 1;
+    return 0;
+}
+
+static void tangents_f(const nb_dual *x, int n, float out[][NB_DUAL_N])
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < NB_DUAL_N; j++) out[i][j] = (float)x[i].d[j];
+}
+
+/* The fast kernel's tangents (nb_fgrad) from the double path's (k, nd of
+ * them), with fp's per-(source, cell) constants; *storage: what dA and dhi
+ * point into (the caller frees it).  What the fast kernel does not follow
+ * is refused by name. */
+static nb_status fgrad_build(const nb_fparams *fp, const nb_kdual *k, int nd, nb_fgrad *out, float **storage)
+{
+    const nb_kparams *kp = &fp->kp;
+    memset(out, 0, sizeof *out);
+    *storage = NULL;
+    if (kp->curved_detector)
+        return nb_error_set(NB_ERR_UNSUPPORTED, "--grad on the fast path: a curved detector has no derivatives there "
+                                                "yet; use -precision double");
+    if (moves(k->src_incident, 3 * (size_t)kp->nsources, nd))
+        return nb_error_set(NB_ERR_UNSUPPORTED, "--grad on the fast path: the sources' directions move, which the "
+                                                "fast path does not follow; use -precision double");
+    out->nd = nd;
+    tangents_f(k->fdet, 3, out->dfdet), tangents_f(k->sdet, 3, out->dsdet);
+    tangents_f(k->odet, 3, out->dodet), tangents_f(k->pix0, 3, out->dpix0);
+    tangents_f(k->a_star, 3, out->dstar[0]), tangents_f(k->b_star, 3, out->dstar[1]);
+    tangents_f(k->c_star, 3, out->dstar[2]);
+    const nb_dual N[3] = {k->Na, k->Nb, k->Nc};
+    tangents_f(N, 3, out->dN);
+    for (int j = 0; j < NB_DUAL_N; j++) {
+        out->dclose[j] = (float)k->close_distance.d[j];
+        out->dscale[j] = (float)(kp->r_e_sqr * k->fluence.d[j] / kp->steps);
+        out->dI_bg[j] = (float)k->I_bg.d[j];
+    }
+    const size_t npairs = (size_t)kp->nsources * kp->ncells;
+    float *dA, *dhi;
+    nb_status st = nb_calloc((void **)storage, npairs * 12, NB_DUAL_N * sizeof(float), "the pairs' tangents");
+    if (st) return st;
+    dA = *storage, dhi = *storage + npairs * 9 * NB_DUAL_N;
+    /* A = abc / lambda per (source, cell); A.i with i the source's direction (fixed) */
+    for (int s = 0; s < kp->nsources; s++) {
+        const double lambda = kp->src_lambda[s], *inc = kp->src_incident + 3 * s;
+        for (int c = 0; c < kp->ncells; c++) {
+            const size_t p = (size_t)s * kp->ncells + c;
+            const double *abc = kp->cells + 9 * c;
+            const nb_dual *dabc = k->cells + 9 * c;
+            for (int j = 0; j < NB_DUAL_N; j++) {
+                const double dl = k->src_lambda[s].d[j];
+                for (int v = 0; v < 3; v++) {
+                    double dhv = 0.0;
+                    for (int i = 0; i < 3; i++) {
+                        const double d = dabc[3 * v + i].d[j] / lambda - abc[3 * v + i] * dl / (lambda * lambda);
+                        dA[(p * 9 + 3 * v + i) * NB_DUAL_N + j] = (float)d;
+                        dhv += d * inc[i];
+                    }
+                    dhi[(p * 3 + v) * NB_DUAL_N + j] = (float)dhv;
+                }
+            }
+        }
+    }
+    out->dA = dA, out->dhi = dhi;
+    return NB_OK;
+}
+
+nb_status nb_render_cpu_fast_grad(const nb_kparams *kp, const nb_kdual *k, int nd, float *image, float **grads,
+                                  nb_render_result *res, nb_progress *prog)
+{
+    nb_fparams fp;
+    nb_fgrad fg;
+    float *storage = NULL;
+    double *row_omega = NULL;
+    nb_status st = nb_fparams_build(kp, &fp);
+    if (st) return st;
+    if (!(st = fgrad_build(&fp, k, nd, &fg, &storage)) &&
+        !(st = nb_calloc((void **)&row_omega, (size_t)kp->spixels, sizeof(double), "row sums"))) {
+        int tripped = 0;
+        double t0 = nb_now();
+        nb_pick_fast_grad_kernel()(&fp, &fg, image, grads, row_omega, &tripped, prog);
+        res->seconds = nb_now() - t0;
+        res->tripped = tripped;
+        res->row_stats_filled = 0;
+        res->omega_sum = 0.0;
+        for (int s = 0; s < kp->spixels; s++) res->omega_sum += row_omega[s];
+    }
+    free(row_omega);
+    free(storage);
+    nb_fparams_free(&fp);
+    return st;
+}
+
+nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame, int panel, const nb_kparams *kp,
+                          const nb_hkl *hkl, nb_cuda *cuda, float *image, float **grads, nb_render_result *res,
+                          nb_progress *prog)
 {
     nb_status st = NB_OK;
     const int n = g->names.n;
@@ -669,8 +773,14 @@ nb_status nb_render_grads(const nb_grad_plans *g, long frame, int panel, const n
         float *pass_image = first == 0 ? image : NULL; /* the image once, with the first pass */
         nb_kdual_store ks;
         st = nb_grad_kdual_build(g, first, count, frame, panel, kp, hkl, &ks);
-        if (!st && cuda) st = nb_render_cuda_grad(cuda, kp, &ks.k, count, pass_image, grads + first, res);
-        else if (!st) st = nb_render_cpu_grad(kp, &ks.k, count, pass_image, grads + first, res, first ? NULL : prog);
+        nb_progress *pass_prog = first ? NULL : prog;
+        if (!st && path == NB_GRAD_FAST && cuda)
+            st = nb_error_set(NB_ERR_UNSUPPORTED, "--grad on the fast path runs on the CPU only; on a GPU use "
+                                                  "-precision double");
+        else if (!st && cuda) st = nb_render_cuda_grad(cuda, kp, &ks.k, count, pass_image, grads + first, res);
+        else if (!st && path == NB_GRAD_FAST)
+            st = nb_render_cpu_fast_grad(kp, &ks.k, count, pass_image, grads + first, res, pass_prog);
+        else if (!st) st = nb_render_cpu_grad(kp, &ks.k, count, pass_image, grads + first, res, pass_prog);
         nb_kdual_store_free(&ks);
         seconds += res->seconds;
     }

@@ -75,12 +75,23 @@ nb_status nb_grad_kdual_build(const nb_grad_plans *g, int first, int count, long
                               const nb_kparams *base, const nb_hkl *hkl, nb_kdual_store *out);
 void nb_kdual_store_free(nb_kdual_store *s);
 
+/* Which pixel the derivatives are taken of: the double path's (the
+ * reference-faithful oracle) or the fast path's (single precision). */
+typedef enum nb_grad_path { NB_GRAD_DOUBLE, NB_GRAD_FAST } nb_grad_path;
+
 /* The image and the derivatives of every name of g for one frame and panel
  * (kp: that panel's kernel inputs), NB_DUAL_N names a pass (the image with
- * the first), on the CPU or, with cuda (not NULL), the GPU; grads[j] is
- * name j's pixels.  res->seconds: all passes. */
-nb_status nb_render_grads(const nb_grad_plans *g, long frame, int panel, const nb_kparams *kp, const nb_hkl *hkl,
-                          nb_cuda *cuda, float *image, float **grads, nb_render_result *res, nb_progress *prog);
+ * the first), on the CPU or, with cuda (not NULL), the GPU (the double path
+ * only); grads[j] is name j's pixels.  res->seconds: all passes. */
+nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame, int panel, const nb_kparams *kp,
+                          const nb_hkl *hkl, nb_cuda *cuda, float *image, float **grads, nb_render_result *res,
+                          nb_progress *prog);
+
+/* The fast path's image (its kernel's, bit for bit; NULL: not wanted) and
+ * its derivatives grads[0 .. nd-1] on the CPU (flat detectors, sources that
+ * do not move: else an error naming why). */
+nb_status nb_render_cpu_fast_grad(const nb_kparams *kp, const nb_kdual *k, int nd, float *image, float **grads,
+                                  nb_render_result *res, nb_progress *prog);
 
 /* Render the image (the double path's, bit for bit) and its derivatives
  * grads[0 .. nd-1] (nd <= NB_DUAL_N; image may be NULL) on the CPU, OpenMP

@@ -36,16 +36,22 @@ corr() {
     cmp with.bin plain.bin
 }
 
-@test "grad: d/ddistance is the central difference of images rendered at distance +- h" {
-    nb-geom $XTAL -distance 60 | nb-sim -q --grad distance | nb-convert -q --grad distance -o d.bin
-    nb-geom $XTAL -distance 60.01 | nb-sim -q -precision double | nb-convert -q -o plus.bin
-    nb-geom $XTAL -distance 59.99 | nb-sim -q -precision double | nb-convert -q -o minus.bin
+# d/ddistance of the path PRECISION renders against the central difference of
+# its images at distance 60 +- 0.01 (a check: the last command's status)
+distance_derivative_agrees() {
+    nb-geom $XTAL -distance 60 | nb-sim -q -precision "$1" --grad distance | nb-convert -q --grad distance -o d.bin
+    nb-geom $XTAL -distance 60.01 | nb-sim -q -precision "$1" | nb-convert -q -o plus.bin
+    nb-geom $XTAL -distance 59.99 | nb-sim -q -precision "$1" | nb-convert -q -o minus.bin
     pixels d.bin > d.txt
     paste <(pixels plus.bin) <(pixels minus.bin) | awk '{ printf "%.9g\n", ($1 - $2) / 0.02 }' > fd.txt
-    [ "$(awk '$1 != 0' d.txt | wc -l)" -gt 100 ] || false
+    [ "$(awk '$1 != 0' d.txt | wc -l)" -gt 100 ] || return 1
     c=$(corr d.txt fd.txt)
     echo "correlation $c"
     awk -v c="$c" 'BEGIN { exit !(c >= 0.999) }'
+}
+
+@test "grad: d/ddistance is the central difference of images rendered at distance +- h" {
+    distance_derivative_agrees double
 }
 
 @test "grad: nb-noise passes the derivative records through, after their image" {
@@ -83,13 +89,26 @@ corr() {
     expect_has "-Xbeam does not change this plan"
 }
 
-@test "grad: the single-precision path says it has no derivatives yet" {
-    nb-geom $XTAL -o plan.nbs
-    run_nb nb-sim -precision single --grad distance plan.nbs
-    expect_status 1
-    expect_has "the single-precision fast path has no derivatives yet"
+@test "grad: -precision single takes the fast path's derivatives; the default is the double path's" {
+    nb-geom $XTAL -distance 60 -o plan.nbs
     nb-sim -q --device cpu --grad distance -o cpu.nbs plan.nbs
     [ "$(nb_key cpu.nbs RENDER_PATH 2)" = double-dual ] || false
+    [ "$(nb_key cpu.nbs PRECISION 2)" = double ] || false
+    nb-sim -q --device cpu -precision single --grad distance -o fast.nbs plan.nbs
+    [[ "$(nb_key fast.nbs RENDER_PATH 2)" == *-dual ]] || false
+    [ "$(nb_key fast.nbs RENDER_PATH 2)" != double-dual ] || false
+    [ "$(nb_key fast.nbs PRECISION 2)" = single ] || false
+}
+
+@test "grad: the fast path's d/ddistance is the central difference of fast images at distance +- h" {
+    distance_derivative_agrees single
+}
+
+@test "grad: a curved detector's derivatives on the fast path are refused, naming why" {
+    nb-geom $XTAL -curved_det -o plan.nbs
+    run_nb nb-sim -precision single --grad distance plan.nbs
+    expect_status 1
+    expect_has "a curved detector has no derivatives there yet; use -precision double"
 }
 
 @test "grad: fractional cell counts render, and d/dNa at a whole N is the difference at N +- h" {

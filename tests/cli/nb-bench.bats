@@ -18,17 +18,18 @@ load helper
     run nb-bench --list
     expect_status 0
     for c in seed-256 seed-512 seed-1024 seed-2048 seed-4096 mosaic sources oversample tricubic deriv-image \
-        deriv-image-double deriv-1 deriv-3 deriv-8; do
+        deriv-image-double deriv-1 deriv-3 deriv-8 deriv-double-1 deriv-double-3 deriv-double-8; do
         expect_has "$c "
     done
-    expect_has "| nb-sim --grad distance,Xbeam,Ybeam,misset_x,misset_y,misset_z,cell_a,mosaic"
+    expect_has "| nb-sim -precision single --grad distance,Xbeam,Ybeam,misset_x,misset_y,misset_z,cell_a,mosaic"
+    expect_has "| nb-sim -precision double --grad distance,Xbeam,Ybeam,misset_x,misset_y,misset_z,cell_a,mosaic"
     expect_has "-detpixels 4096"
     expect_has "-mosaic 0.5 -mosaic_domains 20 -phi 0.1 -osc 1 -phisteps 5"
     expect_has "-divsteps 5 -dispersion 0.5 -dispsteps 5"
     expect_has "-oversample 3 -detector_thick 450 -detector_abs 320 -thicksteps 3"
     expect_has "tests/golden/inputs/P1.hkl"
     expect_has "-interpolate"
-    [ "${#lines[@]}" -eq 14 ]
+    [ "${#lines[@]}" -eq 17 ]
 }
 
 @test "nb-bench: the sources configuration has 65 sources" {

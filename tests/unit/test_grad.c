@@ -5,7 +5,10 @@
  * layers, tricubic F and the round and Gaussian crystals, the derivative of
  * every name agrees with a five-point central difference of the double
  * path's pixels (correlation >= 0.99999, norms within 1e-4), and the dual
- * pixel's value is the double path's, bit for bit. */
+ * pixel's value is the double path's, bit for bit.  The fast path's
+ * derivatives (nb_render_cpu_fast_grad) agree with a five-point difference
+ * of the fast path's images (correlation >= 0.999, norms within 1 %), and
+ * its image is the fast kernel's; a curved detector is refused there. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,23 +32,26 @@
 
 static const struct config {
     const char *what, *args, *names;
-    int grid; /* a smooth F grid and -interpolate */
+    int grid;  /* a smooth F grid and -interpolate */
+    int jumps; /* F_latt jumps where an index is half-integer (the Gaussian crystal of a skew cell): a
+                  difference of float images at a step they resolve crosses jumps, so the fast path's
+                  derivative is compared with the double path's */
 } configs[] = {
-    {"mosaic", CRYSTAL DETECTOR "-mosaic 0.8 -mosaic_domains 3 -mosaic_seed 7", BASE_NAMES ",mosaic", 0},
+    {"mosaic", CRYSTAL DETECTOR "-mosaic 0.8 -mosaic_domains 3 -mosaic_seed 7", BASE_NAMES ",mosaic", 0, 0},
     {"oversampled with -oversample_omega/polar/thick",
      CRYSTAL DETECTOR "-oversample 2 -oversample_omega -oversample_polar -oversample_thick -detector_thick 300 "
                       "-detector_abs 200 -detector_thicksteps 2",
-     BASE_NAMES, 0},
+     BASE_NAMES, 0, 0},
     {"divergence and dispersion",
      CRYSTAL DETECTOR "-hdivrange 0.2 -vdivrange 0.2 -hdivstep 0.1 -vdivstep 0.1 -dispersion 2 -dispsteps 3",
-     BASE_NAMES, 0},
-    {"curved detector", CRYSTAL "-curved_det " DETECTOR, BASE_NAMES, 0},
-    {"tilted detector", CRYSTAL DETECTOR "-detector_rotx 3 -detector_roty -4 -detector_rotz 5", BASE_NAMES, 0},
-    {"two-theta detector", CRYSTAL DETECTOR "-twotheta 12", BASE_NAMES, 0},
-    {"absorption layers", CRYSTAL DETECTOR "-detector_thick 200 -detector_abs 300 -detector_thicksteps 3", BASE_NAMES, 0},
-    {"tricubic F", CRYSTAL DETECTOR "-interpolate", BASE_NAMES, 1},
-    {"round crystal, Kahn polarization", CRYSTAL DETECTOR "-round_xtal -polar 0.9", BASE_NAMES, 0},
-    {"Gaussian crystal, xds convention", CRYSTAL DETECTOR "-gauss_xtal -xds", XDS_NAMES, 0},
+     BASE_NAMES, 0, 0},
+    {"curved detector", CRYSTAL "-curved_det " DETECTOR, BASE_NAMES, 0, 0},
+    {"tilted detector", CRYSTAL DETECTOR "-detector_rotx 3 -detector_roty -4 -detector_rotz 5", BASE_NAMES, 0, 0},
+    {"two-theta detector", CRYSTAL DETECTOR "-twotheta 12", BASE_NAMES, 0, 0},
+    {"absorption layers", CRYSTAL DETECTOR "-detector_thick 200 -detector_abs 300 -detector_thicksteps 3", BASE_NAMES, 0, 0},
+    {"tricubic F", CRYSTAL DETECTOR "-interpolate", BASE_NAMES, 1, 0},
+    {"round crystal, Kahn polarization", CRYSTAL DETECTOR "-round_xtal -polar 0.9", BASE_NAMES, 0, 0},
+    {"Gaussian crystal, xds convention", CRYSTAL DETECTOR "-gauss_xtal -xds", XDS_NAMES, 0, 1},
 };
 
 static int build_plan(const char *args, nb_plan *plan)
@@ -99,8 +105,31 @@ static double *double_pixels(const nb_plan *plan, const nb_hkl *hkl)
     return px;
 }
 
+/* The fast path's pixels of a plan (one frame, one panel), as doubles. */
+static double *fast_pixels(const nb_plan *plan, const nb_hkl *hkl)
+{
+    nb_sim_setup s;
+    if (nb_sim_setup_build(plan, hkl, &s)) return NULL;
+    const size_t n = (size_t)s.kp.fpixels * s.kp.spixels;
+    float *img = calloc(n, sizeof *img);
+    double *px = calloc(n, sizeof *px);
+    nb_render_result res;
+    memset(&res, 0, sizeof res);
+    if (nb_render_cpu_fast(&s.kp, img, &res, NULL)) {
+        free(px);
+        px = NULL;
+    }
+    for (size_t i = 0; px && i < n; i++) px[i] = img[i];
+    free(img);
+    nb_sim_setup_free(&s);
+    return px;
+}
+
+typedef double *(*pixels_fn)(const nb_plan *plan, const nb_hkl *hkl);
+
 /* d pixel / d name by a five-point central difference of whole renders */
-static double *finite_difference(const nb_plan *plan, const nb_hkl *hkl, const nb_grad_param *p, double h, size_t n)
+static double *finite_difference_of(pixels_fn render, const nb_plan *plan, const nb_hkl *hkl, const nb_grad_param *p,
+                                    double h, size_t n)
 {
     const double w[4] = {1.0, -8.0, 8.0, -1.0};
     const int off[4] = {-2, -1, 1, 2};
@@ -111,7 +140,7 @@ static double *finite_difference(const nb_plan *plan, const nb_hkl *hkl, const n
             free(fd);
             return NULL;
         }
-        double *px = double_pixels(&moved, hkl);
+        double *px = render(&moved, hkl);
         nb_plan_free(&moved);
         if (!px) {
             free(fd);
@@ -123,17 +152,30 @@ static double *finite_difference(const nb_plan *plan, const nb_hkl *hkl, const n
     return fd;
 }
 
-static void agree(const char *config, const char *name, const double *dual, const double *fd, size_t n)
+static double *finite_difference(const nb_plan *plan, const nb_hkl *hkl, const nb_grad_param *p, double h, size_t n)
+{
+    return finite_difference_of(double_pixels, plan, hkl, p, h, n);
+}
+
+/* correlation and norm ratio of a and b */
+static void compare(const double *a, const double *b, size_t n, double *corr, double *norm_ratio, double *norm_a)
 {
     double sa = 0, sb = 0, saa = 0, sbb = 0, sab = 0;
     for (size_t i = 0; i < n; i++) {
-        sa += dual[i], sb += fd[i];
-        saa += dual[i] * dual[i], sbb += fd[i] * fd[i], sab += dual[i] * fd[i];
+        sa += a[i], sb += b[i];
+        saa += a[i] * a[i], sbb += b[i] * b[i], sab += a[i] * b[i];
     }
     double va = saa - sa * sa / n, vb = sbb - sb * sb / n;
-    double corr = va > 0 && vb > 0 ? (sab - sa * sb / n) / sqrt(va * vb) : 0.0;
-    double norm_ratio = sqrt(saa / sbb);
-    ok(corr >= 0.99999 && fabs(norm_ratio - 1.0) <= 1e-4 && saa > 0,
+    *corr = va > 0 && vb > 0 ? (sab - sa * sb / n) / sqrt(va * vb) : 0.0;
+    *norm_ratio = sqrt(saa / sbb);
+    *norm_a = sqrt(saa);
+}
+
+static void agree(const char *config, const char *name, const double *dual, const double *fd, size_t n)
+{
+    double corr, norm_ratio, norm;
+    compare(dual, fd, n, &corr, &norm_ratio, &norm);
+    ok(corr >= 0.99999 && fabs(norm_ratio - 1.0) <= 1e-4 && norm > 0,
        "%s: d/d%s agrees with the finite difference (corr %.9f, norm ratio %.7f)", config, name, corr, norm_ratio);
 }
 
@@ -169,6 +211,84 @@ static int dual_pass(const nb_grad_plans *g, int first, int count, const nb_plan
     nb_kdual_store_free(&ks);
     nb_sim_setup_free(&s);
     return 0;
+}
+
+/* The step of a difference of float images: 10x the double path's, and at
+ * least 0.01 degree (a rotation at 0 has a step of 1e-4 degree). */
+static double fast_step(const nb_grad_plans *g, int j)
+{
+    const double h = 10.0 * g->step[j];
+    return !strcmp(nb_grad_param_unit(g->names.param[j]), "degree") && h < 0.01 ? 0.01 : h;
+}
+
+/* Each name's fast derivative alone (a pass of one: the one-tangent
+ * instantiation) is what it is in the passes of all (of up to 4 and 8). */
+static void check_fast_alone(const nb_grad_plans *g, const nb_kparams *kp, const nb_hkl *hkl, float *const *fgrads,
+                             size_t n, const char *what)
+{
+    float *alone = calloc(n, sizeof *alone);
+    double worst = 0;
+    nb_status st = NB_OK;
+    for (int j = 0; j < g->names.n && !st; j++) {
+        nb_kdual_store ks;
+        nb_render_result res;
+        memset(&res, 0, sizeof res);
+        st = nb_grad_kdual_build(g, j, 1, 0, 0, kp, hkl, &ks);
+        if (!st) st = nb_render_cpu_fast_grad(kp, &ks.k, 1, NULL, &alone, &res, NULL);
+        nb_kdual_store_free(&ks);
+        double scale = 0;
+        for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(fgrads[j][i]));
+        for (size_t i = 0; i < n && !st; i++) worst = fmax(worst, fabs(alone[i] - fgrads[j][i]) / scale);
+    }
+    ok(st == NB_OK && worst <= 1e-6, "%s: fast path: each derivative alone agrees with its value in a pass of several "
+       "(worst difference %.1e of its largest)", what, worst);
+    free(alone);
+}
+
+/* The fast path: its derivatives against differences of its images (or,
+ * for c->jumps, the double path's derivatives dgrads), its image the
+ * kernel's. */
+static void check_fast(const struct config *c, const nb_plan *plan, const nb_hkl *hkl, const nb_grad_list *names,
+                       const nb_grad_plans *g, double *const *dgrads)
+{
+    nb_sim_setup s;
+    if (!ok(nb_sim_setup_build(plan, hkl, &s) == NB_OK, "%s: fast path: the plan sets up", c->what)) return;
+    const size_t n = (size_t)s.kp.fpixels * s.kp.spixels;
+    float *image = calloc(n, sizeof *image), *fgrads[NB_GRAD_MAX_NAMES];
+    double *grad = calloc(n, sizeof *grad);
+    for (int j = 0; j < names->n; j++) fgrads[j] = calloc(n, sizeof(float));
+    nb_render_result res;
+    memset(&res, 0, sizeof res);
+    nb_status st = nb_render_grads(g, NB_GRAD_FAST, 0, 0, &s.kp, hkl, NULL, image, fgrads, &res, NULL);
+    if (plan->curved_detector) {
+        ok(st != NB_OK && strstr(nb_error_message(), "curved detector"),
+           "%s: fast path: a curved detector is refused, naming why (%s)", c->what, st ? nb_error_message() : "ok");
+    } else if (ok(st == NB_OK, "%s: fast path: the derivatives render (%s)", c->what, st ? nb_error_message() : "ok")) {
+        double *want = fast_pixels(plan, hkl), worst = 0;
+        for (size_t i = 0; want && i < n; i++) worst = fmax(worst, fabs(image[i] - want[i]) / fmax(fabs(want[i]), 1e-30));
+        ok(want && worst <= 1e-6, "%s: fast path: the image is the fast kernel's (worst relative difference %.1e)",
+           c->what, worst);
+        free(want);
+        check_fast_alone(g, &s.kp, hkl, fgrads, n, c->what);
+        for (int j = 0; j < names->n; j++) {
+            const nb_grad_param *p = names->param[j];
+            double *fd = c->jumps ? NULL : finite_difference_of(fast_pixels, plan, hkl, p, fast_step(g, j), n);
+            double corr, ratio, norm;
+            if (!ok(c->jumps || fd != NULL, "%s: fast path: the difference of %s renders", c->what,
+                    nb_grad_param_name(p)))
+                continue;
+            for (size_t i = 0; i < n; i++) grad[i] = fgrads[j][i];
+            compare(grad, c->jumps ? dgrads[j] : fd, n, &corr, &ratio, &norm);
+            ok(corr >= 0.999 && fabs(ratio - 1.0) <= 0.01 && norm > 0,
+               "%s: fast path: d/d%s agrees with the %s (corr %.6f, norm ratio %.5f)", c->what,
+               nb_grad_param_name(p), c->jumps ? "double path's" : "difference of fast images", corr, ratio);
+            free(fd);
+        }
+    }
+    for (int j = 0; j < names->n; j++) free(fgrads[j]);
+    free(grad);
+    free(image);
+    nb_sim_setup_free(&s);
 }
 
 static void check_config(const struct config *c)
@@ -217,6 +337,7 @@ static void check_config(const struct config *c)
         agree(c->what, nb_grad_param_name(p), grads[j], fd, n);
         free(fd);
     }
+    if (!fail) check_fast(c, &plan, &hkl, &names, &g, grads);
     for (int j = 0; j < names.n; j++) free(grads[j]);
     for (int j = 0; j < NB_DUAL_N; j++) free(fgrads[j]);
     free(image);
