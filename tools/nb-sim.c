@@ -38,7 +38,7 @@ static const nb_tool_info tool = {
     "go to standard error as the reference prints them.  --grad LIST adds after each image its\n"
     "derivatives with respect to the named flags (one IMAGE record each, GRAD_OF=name), exact\n"
     "in the pixel (dual numbers on the double path, which --grad uses unless -precision single\n"
-    "asks for the fast path's: flat detectors, CPU).",
+    "asks for the fast path's, on the CPU).",
     &table,
     "  nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -default_F 100 | nb-sim | nb-convert -o img.bin\n"
     "  nb-sim --threads 2 -precision double -o rendered.nbs plan.nbs\n"
@@ -301,7 +301,7 @@ static const nb_opt rows[] = {
      "cell_gamma, misset_x, misset_y, misset_z, mosaic (degree), cell_a,\n"
      "cell_b, cell_c, lambda (Angstrom), Na, Nb, Nc (cell), fluence\n"
      "(photons/m^2).  Rendered on the double path (CPU or GPU, as --device);\n"
-     "with -precision single the fast path's (CPU, flat detectors)",
+     "with -precision single the fast path's (CPU)",
      .needs = "a value", .type = NB_OPT_CALLBACK, .fn = apply_grad},
 };
 #undef SO

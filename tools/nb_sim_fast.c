@@ -829,6 +829,7 @@ void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, nb_row_
 /* ---- the derivatives of this kernel (nb-sim --grad on the fast path) ------ */
 
 #ifdef NB_FAST_GRAD_NAME
+#include "nb_physics_dual.h" /* a curved detector's positions: the double path's rotations in duals */
 #define FG_K 1
 #define FG_SUFFIX _k1
 #include "nb_fast_grad.inc"

@@ -32,6 +32,7 @@ typedef struct nb_fgrad {
     int nd; /* tangents in use; the others are 0 */
     float dfdet[3][NB_DUAL_N], dsdet[3][NB_DUAL_N], dodet[3][NB_DUAL_N], dpix0[3][NB_DUAL_N];
     float dclose[NB_DUAL_N];       /* of the close distance, m */
+    float ddistance[NB_DUAL_N], dbeam[3][NB_DUAL_N]; /* a curved detector's sphere */
     float dstar[3][3][NB_DUAL_N];  /* of a*, b*, c* (1/Angstrom) */
     float dN[3][NB_DUAL_N];        /* of Na, Nb, Nc */
     float dscale[NB_DUAL_N];       /* of r_e^2 fluence / steps */
@@ -40,8 +41,7 @@ typedef struct nb_fgrad {
 } nb_fgrad;
 
 /* The image (NULL: not wanted) and its derivatives grads[0 .. fg->nd - 1],
- * the fast kernel's pixel model in lanes carrying tangents (flat detectors;
- * the caller refuses curved ones). */
+ * the fast kernel's pixel model in lanes carrying tangents. */
 typedef void (*nb_fast_grad_kernel)(const nb_fparams *fp, const nb_fgrad *fg, float *image, float **grads,
                                     double *row_omega, int *tripped, nb_progress *prog);
 /* the variant nb_fast_variant names */

@@ -687,9 +687,6 @@ static nb_status fgrad_build(const nb_fparams *fp, const nb_kdual *k, int nd, nb
     const nb_kparams *kp = &fp->kp;
     memset(out, 0, sizeof *out);
     *storage = NULL;
-    if (kp->curved_detector)
-        return nb_error_set(NB_ERR_UNSUPPORTED, "--grad on the fast path: a curved detector has no derivatives there "
-                                                "yet; use -precision double");
     if (moves(k->src_incident, 3 * (size_t)kp->nsources, nd))
         return nb_error_set(NB_ERR_UNSUPPORTED, "--grad on the fast path: the sources' directions move, which the "
                                                 "fast path does not follow; use -precision double");
@@ -698,10 +695,12 @@ static nb_status fgrad_build(const nb_fparams *fp, const nb_kdual *k, int nd, nb
     tangents_f(k->odet, 3, out->dodet), tangents_f(k->pix0, 3, out->dpix0);
     tangents_f(k->a_star, 3, out->dstar[0]), tangents_f(k->b_star, 3, out->dstar[1]);
     tangents_f(k->c_star, 3, out->dstar[2]);
+    tangents_f(k->beam, 3, out->dbeam);
     const nb_dual N[3] = {k->Na, k->Nb, k->Nc};
     tangents_f(N, 3, out->dN);
     for (int j = 0; j < NB_DUAL_N; j++) {
         out->dclose[j] = (float)k->close_distance.d[j];
+        out->ddistance[j] = (float)k->distance.d[j];
         out->dscale[j] = (float)(kp->r_e_sqr * k->fluence.d[j] / kp->steps);
         out->dI_bg[j] = (float)k->I_bg.d[j];
     }

@@ -87,9 +87,9 @@ nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame,
                           const nb_hkl *hkl, nb_cuda *cuda, float *image, float **grads, nb_render_result *res,
                           nb_progress *prog);
 
-/* The fast path's image (its kernel's, bit for bit; NULL: not wanted) and
- * its derivatives grads[0 .. nd-1] on the CPU (flat detectors, sources that
- * do not move: else an error naming why). */
+/* The fast path's image (its kernel's, to the last bit or so; NULL: not
+ * wanted) and its derivatives grads[0 .. nd-1] on the CPU (sources that do
+ * not move: else an error naming why). */
 nb_status nb_render_cpu_fast_grad(const nb_kparams *kp, const nb_kdual *k, int nd, float *image, float **grads,
                                   nb_render_result *res, nb_progress *prog);
 

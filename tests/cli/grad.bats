@@ -104,13 +104,6 @@ distance_derivative_agrees() {
     distance_derivative_agrees single
 }
 
-@test "grad: a curved detector's derivatives on the fast path are refused, naming why" {
-    nb-geom $XTAL -curved_det -o plan.nbs
-    run_nb nb-sim -precision single --grad distance plan.nbs
-    expect_status 1
-    expect_has "a curved detector has no derivatives there yet; use -precision double"
-}
-
 @test "grad: fractional cell counts render, and d/dNa at a whole N is the difference at N +- h" {
     nb-geom $XTAL -Na 4.5 | nb-sim -q -precision double | nb-convert -q -o half.bin
     nb-geom $XTAL -Na 4 | nb-sim -q -precision double | nb-convert -q -o four.bin

@@ -8,7 +8,7 @@
  * pixel's value is the double path's, bit for bit.  The fast path's
  * derivatives (nb_render_cpu_fast_grad) agree with a five-point difference
  * of the fast path's images (correlation >= 0.999, norms within 1 %), and
- * its image is the fast kernel's; a curved detector is refused there. */
+ * its image is the fast kernel's. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,10 +260,7 @@ static void check_fast(const struct config *c, const nb_plan *plan, const nb_hkl
     nb_render_result res;
     memset(&res, 0, sizeof res);
     nb_status st = nb_render_grads(g, NB_GRAD_FAST, 0, 0, &s.kp, hkl, NULL, image, fgrads, &res, NULL);
-    if (plan->curved_detector) {
-        ok(st != NB_OK && strstr(nb_error_message(), "curved detector"),
-           "%s: fast path: a curved detector is refused, naming why (%s)", c->what, st ? nb_error_message() : "ok");
-    } else if (ok(st == NB_OK, "%s: fast path: the derivatives render (%s)", c->what, st ? nb_error_message() : "ok")) {
+    if (ok(st == NB_OK, "%s: fast path: the derivatives render (%s)", c->what, st ? nb_error_message() : "ok")) {
         double *want = fast_pixels(plan, hkl), worst = 0;
         for (size_t i = 0; want && i < n; i++) worst = fmax(worst, fabs(image[i] - want[i]) / fmax(fabs(want[i]), 1e-30));
         ok(want && worst <= 1e-6, "%s: fast path: the image is the fast kernel's (worst relative difference %.1e)",
