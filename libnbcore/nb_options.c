@@ -167,7 +167,7 @@ static const nb_flag table[] = {
     {"-printout_pixel", FL_PRINTOUT_PIXEL, 2, 2, G | SM, "F S", "print diagnostics for this pixel only"},
     {"-progress", FL_PROGRESS, 0, 0, G | SM, "", "progress bar on a terminal (default)"},
     {"-noprogress", FL_NOPROGRESS, 0, 0, G | SM, "", "no progress bar"},
-    {"-precision", FL_PRECISION, 1, 1, G | SM, "single|double", "kernel arithmetic: fast single, or reference-faithful double"},
+    {"-precision", FL_PRECISION, 1, 1, G | SM | NB_FIT, "single|double", "kernel arithmetic: fast single, or reference-faithful double"},
     /* noise: nb-noise */
     {"-seed", FL_SEED, 1, 1, G | NZ, "N", "noise seed (default: the plan's, from the time)"},
     {"-nonoise", FL_NONOISE, 0, 0, G | NZ, "", "do not make detector counts (nb-noise passes images through)"},
