@@ -331,6 +331,20 @@ PY
     expect_has "-distance cannot be used with -panels"
 }
 
+@test "panels: the fast path's derivatives on a detector of panels: each panel's is that of the panel alone" {
+    write_tiles
+    nb-geom -q -panels tiles.geom $XTAL | nb-sim -q -precision single --grad misset_x,lambda |
+        nb-convert -q --grad lambda -o all.bin
+    for k in 0 3; do
+        { grep -v '^q' tiles.geom; grep "^q$k/" tiles.geom; } > "one$k.geom"
+        nb-geom -q -panels "one$k.geom" $XTAL | nb-sim -q -precision single --grad lambda |
+            nb-convert -q --grad lambda -o "one$k.bin"
+        panel_slice all.bin "$k" > "slice$k.bin"
+        cmp "slice$k.bin" "one$k.bin"
+    done
+    run ! cmp slice0.bin slice3.bin
+}
+
 @test "panels: nb-fit refines the crystal against an observed detector of panels (an nb stream, or raw float of all panels)" {
     write_tiles
     nb-geom -q -panels tiles.geom $XTAL | nb-sim -q -precision double | nb-noise -q -seed 2 | nb-convert -q -o obs.nbs -o obs.cbf
