@@ -66,8 +66,11 @@ static const nb_tool_info tool = {
     "narrower one), panel 0's geometry in the header; XDS.INP has NX, NY of that image and a\n"
     "SEGMENT= block per panel (its rows, axes, SEGMENT_ORGX/ORGY, SEGMENT_DISTANCE in panel 0's\n"
     "frame).  The panels must share one pixel size.\n"
-    "With --import FILE the direction reverses: a raw float or SMV image becomes an\n"
-    "IMAGE record after the PLAN of the input stream, so it can be re-noised or converted.",
+    "CBF files count from 0 (the counts less their ADC offset, as a PILATUS counts); SMV\n"
+    "files keep the offset in ADC_OFFSET; beam centre, polarization and frame numbers follow\n"
+    "one convention (docs/physics.md 2.6).\n"
+    "With --import FILE the direction reverses: a raw float, SMV, CBF or TIFF image becomes\n"
+    "an IMAGE record after the PLAN of the input stream, so it can be re-noised or converted.",
     &table,
     "  nb-geom ... | nb-hkl | nb-sim | nb-noise -seed 1 | nb-convert -o frame.cbf -o preview.png\n"
     "  nb-convert -o floatimage.bin -o image.pgm -pgmscale 2 rendered.nbs\n"
@@ -1280,11 +1283,12 @@ static const nb_opt rows[] = {
      .needs = "a name", .type = NB_OPT_CALLBACK, .fn = set_format},
     {NB_OPT_LOCAL, "--smv-beam", 1, "reference|dxtbx",
      "BEAM_CENTER_X/Y of -o SMV files: as nanoBragg writes them, or (default)\n"
-     "so that dxtbx/DIALS find the true beam position; -intfile and\n"
-     "-noisefile always use nanoBragg's values",
+     "so that dxtbx/DIALS and nb-geom -img find the true beam position;\n"
+     "-intfile and -noisefile always use nanoBragg's values",
      .needs = "'reference' or 'dxtbx'", .type = NB_OPT_CHOICE, .at = {CO(smv_beam)}, .choices = smv_beams,
      .expected = "'reference' or 'dxtbx'"},
-    {NB_OPT_LOCAL, "--import", 1, "FILE", "read FILE (raw float32 or SMV) as the image of the input plan",
+    {NB_OPT_LOCAL, "--import", 1, "FILE", "read FILE (raw float32, SMV, CBF or TIFF) as the image of the input\n"
+     "plan",
      .needs = "a file name", .type = NB_OPT_STRING, .at = {CO(import)}},
     {NB_OPT_LOCAL, "--grad", 1, "NAME",
      "write the derivative records of NAME (nb-sim --grad NAME) instead of\n"
