@@ -350,6 +350,8 @@ static void build_header(nb_strbuf *sb, const char *path, const nb_image_meta *m
     nb_strbuf_printf(sb, "# Filter_transmission 1.0000" CBF_EOL);
     nb_strbuf_printf(sb, "# Start_angle %.4f deg." CBF_EOL, finite_or(m->osc_start, 0));
     nb_strbuf_printf(sb, "# Angle_increment %.4f deg." CBF_EOL, finite_or(m->osc_range, 0));
+    if (m->polarization > 0 && isfinite(m->polarization))
+        nb_strbuf_printf(sb, "# Polarization %.4f" CBF_EOL, m->polarization);
     nb_strbuf_printf(sb, "# Detector_2theta %.4f deg." CBF_EOL, finite_or(m->twotheta, 0));
     nb_strbuf_printf(sb, "# Alpha 0.0000 deg." CBF_EOL);
     nb_strbuf_printf(sb, "# Kappa 0.0000 deg." CBF_EOL);
@@ -359,7 +361,8 @@ static void build_header(nb_strbuf *sb, const char *path, const nb_image_meta *m
     nb_strbuf_printf(sb, "# Chi_increment 0.0000 deg." CBF_EOL);
     nb_strbuf_printf(sb, "# Oscillation_axis X, CW" CBF_EOL);
     nb_strbuf_printf(sb, "# N_oscillations 1" CBF_EOL);
-    nb_strbuf_printf(sb, "# Software: nb toolkit %s, frame %ld" CBF_EOL, NB_VERSION, m->frame);
+    /* numbered from 1, as the file names and DIALS's image numbers */
+    nb_strbuf_printf(sb, "# Software: nb toolkit %s, frame %ld" CBF_EOL, NB_VERSION, m->frame + 1);
     if (m->command_line) append_command_line(sb, m->command_line);
     nb_strbuf_printf(sb, ";" CBF_EOL CBF_EOL);
 

@@ -16,6 +16,11 @@
  *   - "# Silicon sensor, thickness T m" only when m->sensor_thickness > 0
  *     (dxtbx asserts a positive thickness when the line is present).
  *   - Count_cutoff is m->count_cutoff, or 2147483647 when that is not >= 1.
+ *     The counts themselves are the caller's: nb-convert writes them from 0
+ *     (less their ADC offset, docs/physics.md 2.6) and lowers the cutoff.
+ *   - "# Polarization P" when m->polarization > 0 (the field of dxtbx's own
+ *     miniCBF writer; its readers do not take it).
+ *   - "# Software: ..., frame N" with N = m->frame + 1, as the file names.
  *   - Exposure_time and Exposure_period are m->exposure, or 1 s when unset.
  *   - The time stamp is 1970-01-01T00:00:00 + frame * Exposure_period, so that
  *     files are reproducible and a sweep's frames have increasing epochs.

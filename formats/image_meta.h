@@ -17,10 +17,24 @@ typedef struct nb_image_meta {
     double count_cutoff;      /* counts at which a pixel is overloaded */
     double sensor_thickness;  /* m (0: not modelled) */
     double twotheta;          /* deg */
-    long frame;               /* 0-based frame index */
+    long frame;               /* 0-based frame index (headers say frame + 1, as the file names) */
+    double polarization;      /* fraction of polarization as DIALS and XDS define it
+                                 (nb_polarization_fraction); 0: not stated */
     const char *command_line; /* provenance, may be NULL */
     const char *name;         /* the file's final name (for names inside it, e.g. CBF's data_
                                  block), when it is written under a temporary one; may be NULL */
 } nb_image_meta;
+
+#include "nb_plan.h"
+
+/* The beam's fraction of polarization, as XDS (FRACTION_OF_POLARIZATION) and
+ * DIALS (polarization_fraction) define it, for the simulation's polarization
+ * factor (docs/physics.md 8.4): 0.5 (1 + K) for Kahn's factor K (-polar K;
+ * 0, unpolarized, by default), and 0.5 under -nopolar, which leaves the
+ * factor out: no correction is the unpolarized beam's least wrong one. */
+static inline double nb_polarization_fraction(const nb_plan *p)
+{
+    return p->nopolar ? 0.5 : 0.5 * (1.0 + p->kahn_factor);
+}
 
 #endif

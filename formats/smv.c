@@ -48,6 +48,8 @@ nb_status nb_smv_apply_to_request(nb_request *rq, const char *path, nb_header_ro
         .wavelength = nb_smv_value(&smv, "WAVELENGTH"),
         .beam_center_x = nb_smv_value(&smv, "BEAM_CENTER_X"),
         .beam_center_y = nb_smv_value(&smv, "BEAM_CENTER_Y"),
+        .beam_f = NAN,
+        .beam_s = NAN,
         .orgx = nb_smv_value(&smv, "ORGX"),
         .orgy = nb_smv_value(&smv, "ORGY"),
         .phi = nb_smv_value(&smv, "PHI"),
@@ -55,9 +57,41 @@ nb_status nb_smv_apply_to_request(nb_request *rq, const char *path, nb_header_ro
         .twotheta = nb_smv_value(&smv, "TWOTHETA"),
         .pixels = smv.pixels,
     };
+    nb_smv_dxtbx_beam(&smv, &h.beam_f, &h.beam_s);
+    if (!isnan(h.beam_f)) h.beam_center_x = h.beam_center_y = NAN;
     st = nb_request_apply_header(rq, &h, path, role);
     nb_smv_free(&smv);
     return st;
+}
+
+/* The value of the last "KEY=" line (KEY at a line start), up to ';' or
+ * the end of the line; 0 when absent. */
+static int smv_line_value(const nb_smv *smv, const char *key, char *out, size_t size)
+{
+    size_t klen = strlen(key);
+    const char *hit = NULL;
+    for (const char *p = smv->header; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (!strncmp(p, key, klen) && p[klen] == '=') hit = p + klen + 1;
+    if (!hit) return 0;
+    size_t len = strcspn(hit, ";\r\n");
+    if (len >= size) len = size - 1;
+    memcpy(out, hit, len);
+    out[len] = '\0';
+    return 1;
+}
+
+void nb_smv_dxtbx_beam(const nb_smv *smv, double *beam_f, double *beam_s)
+{
+    char v[32];
+    *beam_f = *beam_s = NAN;
+    if (!smv_line_value(smv, NB_SMV_BEAM_KEY, v, sizeof v) || strcmp(v, "dxtbx") != 0) return;
+    double x = nb_smv_value(smv, "BEAM_CENTER_X"), y = nb_smv_value(smv, "BEAM_CENTER_Y");
+    double pixel = nb_smv_value(smv, "PIXEL_SIZE");
+    if (isnan(x) || isnan(y) || !(pixel > 0)) return;
+    /* the inverse of the writer's (nb_smv_meta_from_plan), which is the
+     * inverse of dxtbx's JHSim reader */
+    *beam_f = x + pixel;
+    *beam_s = smv->height * pixel - y + pixel;
 }
 
 int nb_smv_signature(const char *path)
@@ -198,6 +232,7 @@ void nb_smv_meta_from_plan(const nb_plan *p, double adc, int beam_mode, nb_smv_m
     m->pixel_mm = p->pixel_size * 1000.0;
     m->distance_mm = p->distance * 1000.0;
     m->wavelength_A = p->lambda0 * 1e10;
+    m->beam_mode = beam_mode;
     if (beam_mode == NB_SMV_BEAM_DXTBX) {
         /* dxtbx's JHSim reader puts the beam at (X + pixel, height - Y + pixel) */
         m->beam_center_x = (p->Fbeam - p->pixel_size) * 1000.0;
@@ -239,11 +274,18 @@ nb_status nb_smv_writer_open(nb_smv_writer **out, const char *path, const nb_smv
     const char *order = *(const unsigned char *)&one == 1 ? "little_endian" : "big_endian";
     *out = NULL;
     if (bits != 16 && bits != 32) return nb_error_set(NB_ERR_USAGE, "SMV images are 16 or 32 bits, not %d", bits);
+    /* the reference's %g, or (dxtbx) digits enough for the beam to come back
+     * within 1e-6 pixel, and the key that says how to read it back */
+    char beam[160];
+    if (m->beam_mode == NB_SMV_BEAM_DXTBX)
+        snprintf(beam, sizeof beam, "BEAM_CENTER_X=%.10g;\nBEAM_CENTER_Y=%.10g;\n", m->beam_center_x, m->beam_center_y);
+    else
+        snprintf(beam, sizeof beam, "BEAM_CENTER_X=%g;\nBEAM_CENTER_Y=%g;\n", m->beam_center_x, m->beam_center_y);
     int n = snprintf(head, sizeof head,
                      "{\nHEADER_BYTES=%%d;\nDIM=2;\nBYTE_ORDER=%s;\nTYPE=%s;\n"
                      "SIZE1=%d;\nSIZE2=%d;\nPIXEL_SIZE=%g;\nDISTANCE=%g;\n"
                      "WAVELENGTH=%g;\n"
-                     "BEAM_CENTER_X=%g;\nBEAM_CENTER_Y=%g;\n"
+                     "%s"
                      "ADXV_CENTER_X=%g;\nADXV_CENTER_Y=%g;\n"
                      "MOSFLM_CENTER_X=%g;\nMOSFLM_CENTER_Y=%g;\n"
                      "DENZO_X_BEAM=%g;\nDENZO_Y_BEAM=%g;\n"
@@ -255,12 +297,14 @@ nb_status nb_smv_writer_open(nb_smv_writer **out, const char *path, const nb_smv
                      "DETECTOR_SN=000;\n"
                      "BEAMLINE=fake;\n"
                      "ADC_OFFSET=%g;\n"
+                     "%s"
                      "}\f",
                      order, bits == 16 ? "unsigned_short" : "long_integer", m->fpixels, m->spixels, m->pixel_mm,
-                     m->distance_mm, m->wavelength_A, m->beam_center_x, m->beam_center_y, m->adxv_x, m->adxv_y,
+                     m->distance_mm, m->wavelength_A, beam, m->adxv_x, m->adxv_y,
                      m->mosflm_x, m->mosflm_y, m->denzo_x, m->denzo_y, m->dials_origin[0], m->dials_origin[1],
                      m->dials_origin[2], m->orgx, m->orgy, m->close_distance_mm, m->phi_deg, m->osc_start_deg,
-                     m->osc_range_deg, m->twotheta_deg, m->adc_offset);
+                     m->osc_range_deg, m->twotheta_deg, m->adc_offset,
+                     m->beam_mode == NB_SMV_BEAM_DXTBX ? NB_SMV_BEAM_KEY "=dxtbx;\n" : "");
     if (n < 0 || n >= (int)sizeof head - 16) return nb_error_set(NB_ERR_DATA, "SMV header too long for '%s'", path);
     /* "%d" for HEADER_BYTES takes at most 2 more characters than "%%d" */
     int header_bytes = 512;

@@ -53,6 +53,7 @@ typedef struct nb_smv_meta {
     double orgx, orgy, close_distance_mm;
     double phi_deg, osc_start_deg, osc_range_deg, twotheta_deg;
     double adc_offset;         /* written as ADC_OFFSET (dxtbx's pedestal) */
+    int beam_mode;             /* enum nb_smv_beam: how BEAM_CENTER_X/Y are written */
 } nb_smv_meta;
 
 /* How BEAM_CENTER_X/Y are written: as nanoBragg writes them, or so that
@@ -60,6 +61,18 @@ typedef struct nb_smv_meta {
  * convention) finds the true direct-beam position.  Every other key is the
  * reference's either way. */
 enum nb_smv_beam { NB_SMV_BEAM_REFERENCE = 0, NB_SMV_BEAM_DXTBX = 1 };
+
+/* The key (a line "BEAM_CENTER_CONVENTION=dxtbx;") of the files written in
+ * dxtbx's form, so that nb-geom -img reads their beam back as written.  Its
+ * name holds none of the keys the reference looks up anywhere in a header
+ * (nb_smv_value). */
+#define NB_SMV_BEAM_KEY "BEAM_CENTER_CONVENTION"
+
+/* The direct-beam spot (mm from the outer corner of the first pixel, along
+ * fast and slow) of a header written in dxtbx's form (NB_SMV_BEAM_KEY=dxtbx),
+ * undoing the writer's; NAN, NAN for any other header, whose BEAM_CENTER_X/Y
+ * are the reference's Xbeam, Ybeam of an unknown convention. */
+void nb_smv_dxtbx_beam(const nb_smv *smv, double *beam_f, double *beam_s);
 
 void nb_smv_meta_from_plan(const nb_plan *p, double adc, int beam_mode, nb_smv_meta *m);
 

@@ -340,7 +340,8 @@ static char *description(const nb_image_meta *m, enum sample_kind kind)
     nb_strbuf_printf(&sb, "phi_deg=%.8g\nosc_range_deg=%.8g\n", m->osc_start, m->osc_range);
     nb_strbuf_printf(&sb, "twotheta_deg=%.8g\n", m->twotheta);
     if (kind != KIND_F32 && m->count_cutoff > 0) nb_strbuf_printf(&sb, "count_cutoff=%.10g\n", m->count_cutoff);
-    nb_strbuf_printf(&sb, "frame=%ld\n", m->frame);
+    if (m->polarization > 0) nb_strbuf_printf(&sb, "polarization_fraction=%.4f\n", m->polarization);
+    nb_strbuf_printf(&sb, "frame=%ld\n", m->frame + 1); /* from 1, as the file names */
     return nb_strbuf_take(&sb);
 }
 

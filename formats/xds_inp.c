@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "image_meta.h"
 #include "nb_util.h"
 
 static void cross(const double a[3], const double b[3], double out[3])
@@ -123,7 +124,7 @@ nb_status nb_xds_inp_write(const char *path, const nb_plan *p, const char *templ
     nb_strbuf_printf(&sb, "ROTATION_AXIS= %.8f %.8f %.8f\n", p->spindle[0], p->spindle[1], p->spindle[2]);
     nb_strbuf_printf(&sb, "X-RAY_WAVELENGTH= %.8f\n", p->lambda0 * 1e10);
     nb_strbuf_printf(&sb, "INCIDENT_BEAM_DIRECTION= %.8f %.8f %.8f\n", beam[0], beam[1], beam[2]);
-    nb_strbuf_printf(&sb, "FRACTION_OF_POLARIZATION= %.4f\n", p->nopolar ? 0.5 : 0.5 * (1.0 + p->kahn_factor));
+    nb_strbuf_printf(&sb, "FRACTION_OF_POLARIZATION= %.4f\n", nb_polarization_fraction(p));
     nb_strbuf_printf(&sb, "POLARIZATION_PLANE_NORMAL= %.8f %.8f %.8f\n", pnormal[0], pnormal[1], pnormal[2]);
     nb_strbuf_printf(&sb, "DETECTOR= %s MINIMUM_VALID_PIXEL_VALUE= 0 OVERLOAD= %d\n",
                      detector_kind == NB_XDS_PILATUS ? "PILATUS" : "ADSC", overload);

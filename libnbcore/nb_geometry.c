@@ -37,6 +37,7 @@ void nb_request_defaults(nb_request *rq)
     rq->close_distance = NAN;
     rq->detsize_f = rq->detsize_s = 102.4e-3;
     rq->Xbeam = rq->Ybeam = rq->Xclose = rq->Yclose = rq->ORGX = rq->ORGY = NAN;
+    rq->header_Fbeam = rq->header_Sbeam = NAN;
     /* the pre-convention vectors, which a custom setup starts from */
     set3(rq->beam, 1, 0, 0);
     set3(rq->fdet, 0, 0, 1);
@@ -120,6 +121,16 @@ nb_status nb_request_apply_header(nb_request *rq, const nb_header_geometry *h, c
     if (!isnan(h->distance)) rq->distance = h->distance / 1000.0;
     if (!isnan(h->close_distance)) rq->close_distance = h->close_distance / 1000.0;
     if (!isnan(h->wavelength)) rq->lambda0 = h->wavelength / 1e10;
+    if (!isnan(h->beam_f) && !isnan(h->beam_s)) {
+        /* the spot itself (an SMV of nb-convert): whatever the convention,
+         * resolve_convention makes it its Xbeam, Ybeam; a beam centre an
+         * earlier header gave goes, as the -img header's beats the mask's */
+        rq->header_Fbeam = h->beam_f / 1000.0;
+        rq->header_Sbeam = h->beam_s / 1000.0;
+        rq->Xbeam = rq->Ybeam = NAN;
+    } else if (!isnan(h->beam_center_x) || !isnan(h->beam_center_y)) {
+        rq->header_Fbeam = rq->header_Sbeam = NAN;
+    }
     if (!isnan(h->beam_center_x)) rq->Xbeam = h->beam_center_x / 1000.0;
     /* a mask's BEAM_CENTER_Y is counted from the other edge, as the reference reads it */
     if (!isnan(h->beam_center_y))
@@ -800,10 +811,30 @@ static void resolve_beam_center_defaults(resolve_state *s)
     if (w->roi_ymax < 0) w->roi_ymax = w->spixels;
 }
 
+/* The direct-beam spot an -img/-mask header stated outright (Fbeam, Sbeam
+ * from the outer corner of the first pixel) as this convention's Xbeam,
+ * Ybeam, the inverse of its mapping below, where no flag set them.  XDS and
+ * DIALS place the detector by ORGX/ORGY (the header's XDS_ORGX/ORGY), their
+ * Xbeam, Ybeam are only reported. */
+static void header_beam_as_convention(nb_request *w)
+{
+    if (isnan(w->header_Fbeam) || isnan(w->header_Sbeam)) return;
+    double x, y, half = w->convention == NB_MOSFLM ? 0.5 * w->pixel_size : 0.0;
+    switch (w->convention) {
+    case NB_ADXV: x = w->header_Fbeam, y = w->detsize_s - w->header_Sbeam; break;
+    case NB_MOSFLM:
+    case NB_DENZO: x = w->header_Sbeam - half, y = w->header_Fbeam - half; break;
+    default: x = w->header_Fbeam, y = w->header_Sbeam; break;
+    }
+    if (isnan(w->Xbeam)) w->Xbeam = x;
+    if (isnan(w->Ybeam)) w->Ybeam = y;
+}
+
 /* 7: the convention block: its vectors and beam centre, then the pivot it forces */
 static void resolve_convention(resolve_state *s)
 {
     nb_request *w = &s->w;
+    header_beam_as_convention(w);
     switch (w->convention) {
     case NB_ADXV:
         if (isnan(w->Xbeam)) w->Xbeam = (w->detsize_f + w->pixel_size) / 2.0;

@@ -45,6 +45,11 @@ typedef struct nb_request {
     double pixel_size, distance, close_distance, detsize_f, detsize_s;
     int fpixels, spixels;
     double Xbeam, Ybeam, Xclose, Yclose, ORGX, ORGY; /* NaN = unset */
+    /* the direct-beam spot an -img/-mask header states outright (an SMV that
+     * nb-convert wrote: nb_header_geometry.beam_f/_s), m from the outer corner
+     * of the first pixel; NaN = none.  The convention turns it into its own
+     * Xbeam, Ybeam where no flag set them (docs/physics.md 2.4). */
+    double header_Fbeam, header_Sbeam;
     double fdet[3], sdet[3], odet[3], beam[3], polar[3], spindle[3], twotheta_axis[3];
     int pivot, convention;
     double rotx, roty, rotz, twotheta;
@@ -155,7 +160,11 @@ typedef struct nb_header_geometry {
     int width, height;                            /* pixels, fast and slow: always given */
     double pixel_size, distance, close_distance;  /* mm */
     double wavelength;                            /* Angstrom */
-    double beam_center_x, beam_center_y;          /* mm */
+    double beam_center_x, beam_center_y;          /* mm, the reference's Xbeam, Ybeam */
+    double beam_f, beam_s;                        /* mm: the direct-beam spot from the outer corner of
+                                                     the first pixel along fast and slow, when the
+                                                     header states it outright (then beam_center_x/y
+                                                     are NAN); docs/physics.md 2.4 */
     double orgx, orgy;                            /* pixels */
     double phi, osc_range;                        /* degrees */
     double twotheta;                              /* degrees: reported as ignored, as the reference ignores it */

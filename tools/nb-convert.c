@@ -22,6 +22,7 @@
 #include "rawfloat.h"
 #include "smv.h"
 #include "crystfel_geom.h"
+#include "dials_expt_write.h"
 #include "xds_inp.h"
 #include "tiff.h"
 
@@ -45,6 +46,9 @@ static const nb_tool_info tool = {
     "  XDS.INP, .INP      XDS's input for the series (once; the images' name from the CBF\n"
     "                     or SMV -o of the same command, its '#' run as '?')\n"
     "  .geom              a CrystFEL geometry file for the detector (once)\n"
+    "  .expt              a DIALS experiment list of the simulated truth (once): beam,\n"
+    "                     detector, goniometer and scan, crystal, in DIALS's frame; its\n"
+    "                     image set the CBF or SMV -o of the same command, if any\n"
     "Integer formats (SMV, CBF, 16/32-bit TIFF) take the detector counts when nb-noise added\n"
     "them, else the photons scaled as nanoBragg's int image (-scale, default 55000/max, plus\n"
     "-adc, rounded).  Float formats take the photons.  Without -o, the files the plan\n"
@@ -62,8 +66,11 @@ static const nb_tool_info tool = {
     "narrower one), panel 0's geometry in the header; XDS.INP has NX, NY of that image and a\n"
     "SEGMENT= block per panel (its rows, axes, SEGMENT_ORGX/ORGY, SEGMENT_DISTANCE in panel 0's\n"
     "frame).  The panels must share one pixel size.\n"
-    "With --import FILE the direction reverses: a raw float or SMV image becomes an\n"
-    "IMAGE record after the PLAN of the input stream, so it can be re-noised or converted.",
+    "CBF files count from 0 (the counts less their ADC offset, as a PILATUS counts); SMV\n"
+    "files keep the offset in ADC_OFFSET; beam centre, polarization and frame numbers follow\n"
+    "one convention (docs/physics.md 2.6).\n"
+    "With --import FILE the direction reverses: a raw float, SMV, CBF or TIFF image becomes\n"
+    "an IMAGE record after the PLAN of the input stream, so it can be re-noised or converted.",
     &table,
     "  nb-geom ... | nb-hkl | nb-sim | nb-noise -seed 1 | nb-convert -o frame.cbf -o preview.png\n"
     "  nb-convert -o floatimage.bin -o image.pgm -pgmscale 2 rendered.nbs\n"
@@ -73,11 +80,11 @@ static const nb_tool_info tool = {
 };
 
 enum fmt { FMT_BIN, FMT_SMV, FMT_CBF, FMT_TIF, FMT_TIF_FLOAT, FMT_TIF16, FMT_TIF32, FMT_PGM, FMT_PNG, FMT_NBS, FMT_XDS,
-           FMT_GEOM };
-static const char *fmt_names[] = {"bin", "smv", "cbf", "tif",  "tif-float", "tif16",
-                                  "tif32", "pgm", "png", "nbs", "xds",       "geom"};
+           FMT_GEOM, FMT_EXPT };
+static const char *fmt_names[] = {"bin", "smv", "cbf", "tif",  "tif-float", "tif16", "tif32",
+                                  "pgm", "png", "nbs", "xds",       "geom",  "expt"};
 /* sidecars describe the series for a processing program, once per plan */
-#define IS_SIDECAR(f) ((f) == FMT_XDS || (f) == FMT_GEOM)
+#define IS_SIDECAR(f) ((f) == FMT_XDS || (f) == FMT_GEOM || (f) == FMT_EXPT)
 #define NFMT ((int)(sizeof fmt_names / sizeof fmt_names[0]))
 
 /* where an output's pixels come from */
@@ -267,7 +274,30 @@ static void image_meta(const frame *fr, nb_image_meta *m)
     m->sensor_thickness = p->detector_thick;
     m->twotheta = p->twotheta * 180.0 / M_PI;
     m->frame = fr->frame;
+    m->polarization = nb_polarization_fraction(p);
     m->command_line = p->command_line;
+}
+
+/* A CBF holds counts as a PILATUS counts them, from 0: the counts less
+ * their ADC offset (dxtbx reads no pedestal from a miniCBF); the -1 of a
+ * stacked image's empty columns stays.  A count below its offset (read-out
+ * noise) stays negative: DIALS takes such pixels as untrusted, so say so. */
+static nb_status cbf_values(const int32_t *counts, size_t n, double adc, const char *path, int32_t **out)
+{
+    nb_status st = nb_alloc_large((void **)out, n, sizeof **out, "the CBF values");
+    if (st) return st;
+    const int32_t off = (int32_t)lrint(adc);
+    size_t below = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t v = counts[i];
+        (*out)[i] = v < 0 ? v : v - off;
+        below += v >= 0 && v < off;
+    }
+    if (below)
+        nb_warn("'%s': %zu pixels hold fewer counts than the ADC offset %d (read-out noise): negative in the CBF, "
+                "where DIALS takes them as untrusted",
+                path, below, (int)off);
+    return NB_OK;
 }
 
 /* The reference's noiseless int image as int32 (for CBF and TIFF). */
@@ -303,6 +333,46 @@ static double int_scale_for(const nb_plan *plan, const conv_opts *o, double max_
 }
 static double adc_for(const nb_plan *plan, const conv_opts *o) { return o->have_adc ? o->adc : plan->adc; }
 
+/* The DIALS experiment list of the truth (dials_expt_write.h), once: its
+ * image set the first CBF or SMV output of the same command, by its absolute
+ * name (as dials.import writes it), when it holds one panel per file; else
+ * none, a model alone. */
+static nb_status write_expt(out_request *o, const conv_opts *all, const frame *fr)
+{
+    const out_request *img = NULL;
+    for (int k = 0; k < all->nouts && !img; k++)
+        if (all->outs[k].format == FMT_CBF || all->outs[k].format == FMT_SMV) img = &all->outs[k];
+    if (nb_plan_npanels(fr->plan) > 1) img = NULL;
+    int series = fr->plan->osc > 0;
+    nb_expt_images images = {NULL, 0.0, 0.0};
+    char name[NB_PATH_MAX], abs[2 * NB_PATH_MAX + 2], cwd[NB_PATH_MAX];
+    nb_status st = NB_OK;
+    if (img) {
+        double adc = fr->counts ? fr->counts_adc : fr->adc;
+        images.overload = fr->counts && fr->counts_bits == 32 ? 2147483647.0 : 65535.0;
+        /* a CBF counts from 0 (cbf_values); an SMV holds the offset, its ADC_OFFSET */
+        images.pedestal = img->format == FMT_SMV ? adc : 0.0;
+        if (img->format == FMT_CBF) images.overload -= lrint(adc);
+        if (!strchr(img->path, '#') && fr->plan->nframes > 1)
+            return nb_error_set(NB_ERR_USAGE, "'%s': name the images with a '#' run for the frame number (e.g. "
+                                              "img_###.cbf)",
+                                img->path);
+        if (series) snprintf(name, sizeof name, "%s", img->path);
+        else if ((st = frame_path(img->path, 0, name, sizeof name))) return st;
+        if (name[0] == '/') snprintf(abs, sizeof abs, "%s", name);
+        else if (getcwd(cwd, sizeof cwd)) snprintf(abs, sizeof abs, "%s/%s", cwd, name);
+        else return nb_error_set(NB_ERR_IO, "'%s': cannot name the images' directory: %s", o->path, strerror(errno));
+        images.path = abs;
+    }
+    char *target = NULL;
+    if ((st = claim_output(o->path, &target))) return st;
+    nb_info("writing %s", o->path);
+    st = nb_dials_expt_write(target, fr->plan, &images);
+    free(target);
+    o->done = 1;
+    return st;
+}
+
 /* XDS.INP or a CrystFEL .geom for the plan of this frame, written once (they
  * describe the whole series: shards joined with cat repeat the plan).  XDS
  * needs the images' name, a '#' run becoming '?': the first SMV or CBF
@@ -332,8 +402,12 @@ static nb_status write_sidecar(out_request *o, const conv_opts *all, const frame
             if (*c == '#') *c = '?';
         if ((st = claim_output(o->path, &target))) return st;
         nb_info("writing %s", o->path);
+        /* a CBF's counts start at 0 (cbf_values), so its overload is lower by the offset */
+        if (img->format == FMT_CBF) overload -= (int)lrint(fr->counts ? fr->counts_adc : fr->adc);
         st = nb_xds_inp_write(target, fr->plan, tmpl, img->format == FMT_CBF ? NB_XDS_PILATUS : NB_XDS_ADSC,
                               overload);
+    } else if (o->format == FMT_EXPT) {
+        return write_expt(o, all, fr);
     } else {
         if ((st = claim_output(o->path, &target))) return st;
         nb_info("writing %s", o->path);
@@ -524,10 +598,16 @@ static nb_status write_format(const out_request *o, const char *path, const char
     }
     nb_info("  %s, %s", fmt_names[o->format], is_int ? (use_counts ? "detector counts" : "scaled photons") : "photons");
     switch (o->format) {
-    case FMT_CBF:
-        meta.count_cutoff = bits == 32 ? 2147483647.0 : 65535.0;
-        st = nb_cbf_write(path, counts, &meta);
+    case FMT_CBF: {
+        /* the counts' own offset, or the int image's (-adc) */
+        double adc = use_counts ? fr->counts_adc : fr->adc;
+        int32_t *values;
+        if ((st = cbf_values(counts, n, adc, final, &values))) break;
+        meta.count_cutoff = (bits == 32 ? 2147483647.0 : 65535.0) - lrint(adc);
+        st = nb_cbf_write(path, values, &meta);
+        free(values);
         break;
+    }
     case FMT_TIF:
         if (use_counts) st = bits == 32 ? nb_tiff_write_u32(path, counts, &meta) : nb_tiff_write_u16(path, counts, &meta);
         else st = nb_tiff_write_f32(path, fr->photons, &meta);
@@ -932,6 +1012,118 @@ static nb_status live_begin(void *ctx, const nb_record *rec, nb_payload_how *how
 
 /* ---- importing ------------------------------------------------------------ */
 
+/* What --import reads a file as: by its first bytes, else by its name (so
+ * that a file named .cbf that is no CBF gets the CBF reader's error, never
+ * raw floats); IMPORT_NONE for the formats it does not read. */
+enum import_kind { IMPORT_FLOAT, IMPORT_SMV, IMPORT_CBF, IMPORT_TIFF, IMPORT_NONE };
+
+static int import_kind_of(const char *path, const char **what)
+{
+    unsigned char b[8] = {0};
+    FILE *fp = fopen(path, "rb");
+    size_t got = fp ? fread(b, 1, sizeof b, fp) : 0;
+    if (fp) fclose(fp);
+    int ext = format_from_path(path);
+    const char *dot = strrchr(path, '.');
+    *what = NULL;
+    if (nb_smv_signature(path) || ext == FMT_SMV) return IMPORT_SMV;
+    if ((got >= 6 && !memcmp(b, "###CBF", 6)) || ext == FMT_CBF) return IMPORT_CBF;
+    if ((got >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4))) || ext == FMT_TIF) return IMPORT_TIFF;
+    if ((got >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) || ext == FMT_PNG) *what = "a PNG preview";
+    else if ((got >= 2 && !memcmp(b, "P5", 2)) || ext == FMT_PGM) *what = "a PGM preview";
+    else if ((got >= 4 && !memcmp(b, "\x89HDF", 4)) || (dot && (!strcmp(dot, ".h5") || !strcmp(dot, ".nxs"))))
+        *what = "HDF5 (NeXus)";
+    else if ((got >= 8 && !memcmp(b, "\x89NBS\r\n\x1a\n", 8)) || ext == FMT_NBS) *what = "an nb stream";
+    return *what ? IMPORT_NONE : IMPORT_FLOAT;
+}
+
+/* The detector counts of a file into the record: the counts as read
+ * (negative values, a CBF's masked pixels, as 0), the photons
+ * (counts - adc) / scale, scale the plan's INTFILE_SCALE when positive. */
+static nb_status import_counts(nb_record *out, nb_image_info *im, const nb_plan *plan, const double *values, size_t n,
+                               double adc, int bits, const char *path)
+{
+    double scale = plan->intfile_scale > 0 ? plan->intfile_scale : 1.0;
+    double top = bits == 32 ? 2147483647.0 : 65535.0;
+    int32_t *counts;
+    const float *stored_px;
+    /* adding the counts may move the payload: find the pixels again after it */
+    nb_status st = nb_image_add_pixels(out, n, NULL, NULL);
+    if (!st) st = nb_image_add_counts(out, n, NULL, &counts);
+    if (!st) st = nb_image_pixels(out, NULL, &stored_px, NULL);
+    if (st) return st;
+    float *px = (float *)stored_px;
+    size_t negative = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = values[i] < 0 ? 0.0 : values[i] > top ? top : values[i];
+        negative += values[i] < 0;
+        counts[i] = (int32_t)v;
+        px[i] = (float)((v - adc) / scale);
+    }
+    if (negative) nb_warn("'%s': %zu negative pixels (masked, in a CBF) taken as 0 counts", path, negative);
+    im->counts_bits = bits, im->has.counts_bits = 1;
+    im->counts_adc = adc, im->has.counts_adc = 1;
+    /* the counts' keys first, as this record has always had them */
+    st = nb_image_put_header(im, out, NB_IMAGE_COUNT_KEYS);
+    if (!st) st = nb_image_put_header(im, out, NB_IMAGE_FRAME_KEYS);
+    return st;
+}
+
+static nb_status import_size_check(const char *path, int w, int h, const nb_plan *plan)
+{
+    if (w == plan->fpixels && h == plan->spixels) return NB_OK;
+    return nb_error_set(NB_ERR_DATA, "'%s' is %d x %d pixels but the plan says %d x %d", path, w, h, plan->fpixels,
+                        plan->spixels);
+}
+
+/* An image file's values, as counts (SMV, CBF, integer TIFF: *adc their
+ * offset, *bits the counter) or photons (*bits 0: float TIFF) */
+static nb_status import_read(const char *path, int kind, const nb_plan *plan, double **values, double *adc,
+                             int *bits)
+{
+    nb_status st;
+    int w = 0, h = 0;
+    size_t n = (size_t)plan->fpixels * plan->spixels;
+    *values = NULL;
+    if (kind == IMPORT_TIFF) {
+        int is_float;
+        double count_max;
+        if ((st = nb_tiff_read(path, values, &w, &h, &is_float, &count_max))) return st;
+        /* nb-convert's integer TIFF holds the counts with their offset, and says nothing of it */
+        *adc = plan->adc;
+        *bits = is_float ? 0 : count_max > 65535 ? 32 : 16;
+    } else if (kind == IMPORT_CBF) {
+        int32_t *c;
+        if ((st = nb_cbf_read(path, &c, &w, &h))) return st;
+        int32_t top = 0;
+        if (!(st = import_size_check(path, w, h, plan)) && !(st = nb_calloc((void **)values, n, sizeof **values, "the image")))
+            for (size_t i = 0; i < n; i++) (*values)[i] = c[i], top = c[i] > top ? c[i] : top;
+        free(c);
+        /* a CBF counts from 0, as a PILATUS: nb-convert writes it so; its
+         * counter is 16 bits deep when every count fits */
+        *adc = 0.0;
+        *bits = top > 65535 ? 32 : 16;
+        return st;
+    } else {
+        nb_smv smv;
+        /* an SMV that cannot be read is an error, never raw floats */
+        if ((st = nb_smv_read(path, 1, &smv))) return st;
+        w = smv.width, h = smv.height;
+        if (!(st = import_size_check(path, w, h, plan)) && !(st = nb_calloc((void **)values, n, sizeof **values, "the image")))
+            for (size_t i = 0; i < n; i++) (*values)[i] = smv.pixels[i];
+        *adc = nb_smv_value(&smv, "ADC_OFFSET");
+        if (isnan(*adc)) *adc = plan->adc;
+        *bits = 8 * smv.bytes_per_pixel;
+        nb_smv_free(&smv);
+        return st;
+    }
+    if ((st = import_size_check(path, w, h, plan))) {
+        free(*values);
+        *values = NULL;
+    }
+    return st;
+}
+
 static nb_status import_image(const char *path, const nb_plan *plan, nb_record *out)
 {
     nb_status st;
@@ -940,7 +1132,6 @@ static nb_status import_image(const char *path, const nb_plan *plan, nb_record *
                                                 "images can be imported",
                             path, nb_plan_npanels(plan));
     size_t n = (size_t)plan->fpixels * plan->spixels;
-    float *px;
     nb_image_info im;
     nb_image_info_init(&im);
     im.frame = 0, im.has.frame = 1;
@@ -950,49 +1141,35 @@ static nb_status import_image(const char *path, const nb_plan *plan, nb_record *
     if (strlen(path) >= sizeof im.imported_from) return nb_error_set(NB_ERR_USAGE, "'%s': the name is too long", path);
     snprintf(im.imported_from, sizeof im.imported_from, "%s", path);
     nb_image_record_init(out);
-    nb_smv smv;
-    if (nb_smv_signature(path)) {
-        /* an SMV that cannot be read is an error, never raw floats */
-        if ((st = nb_smv_read(path, 1, &smv))) return st;
-        if (smv.width != plan->fpixels || smv.height != plan->spixels) {
-            nb_error_set(NB_ERR_DATA, "'%s' is %d x %d pixels but the plan says %d x %d", path, smv.width, smv.height,
-                         plan->fpixels, plan->spixels);
-            nb_smv_free(&smv);
-            return NB_ERR_DATA;
-        }
-        double adc = nb_smv_value(&smv, "ADC_OFFSET");
-        if (isnan(adc)) adc = plan->adc;
-        double scale = plan->intfile_scale > 0 ? plan->intfile_scale : 1.0;
-        int32_t *counts;
-        const float *stored_px;
-        /* adding the counts may move the payload: find the pixels again after it */
-        st = nb_image_add_pixels(out, n, NULL, NULL);
-        if (!st) st = nb_image_add_counts(out, n, NULL, &counts);
-        if (!st) st = nb_image_pixels(out, NULL, &stored_px, NULL);
-        if (st) {
-            nb_smv_free(&smv);
-            return st;
-        }
-        px = (float *)stored_px;
-        /* counts as read; photons = (counts - ADC offset) / scale */
-        for (size_t i = 0; i < n; i++) {
-            counts[i] = smv.pixels[i] > INT32_MAX ? INT32_MAX : (int32_t)smv.pixels[i];
-            px[i] = (float)(((double)smv.pixels[i] - adc) / scale);
-        }
-        im.counts_bits = 8 * smv.bytes_per_pixel, im.has.counts_bits = 1;
-        im.counts_adc = adc, im.has.counts_adc = 1;
-        nb_smv_free(&smv);
-        /* the counts' keys first, as this record has always had them */
-        st = nb_image_put_header(&im, out, NB_IMAGE_COUNT_KEYS);
-        if (!st) st = nb_image_put_header(&im, out, NB_IMAGE_FRAME_KEYS);
-    } else {
+    const char *what;
+    int kind = import_kind_of(path, &what);
+    if (kind == IMPORT_NONE)
+        return nb_error_set(NB_ERR_USAGE, "--import '%s': %s cannot be imported (raw float32, SMV, CBF or TIFF images "
+                                          "can)",
+                            path, what);
+    if (kind == IMPORT_FLOAT) {
         float *data;
         size_t count = n;
         if ((st = nb_rawfloat_read(path, &data, &count))) return st;
         st = nb_image_add_pixels(out, n, data, NULL);
         free(data);
-        if (!st) st = nb_image_put_header(&im, out, NB_IMAGE_ALL_KEYS);
+        return st ? st : nb_image_put_header(&im, out, NB_IMAGE_ALL_KEYS);
     }
+    if (kind == IMPORT_TIFF && (st = nb_tiff_load())) return nb_error_prefix(st, "--import '%s'", path);
+    double *values, adc;
+    int bits;
+    if ((st = import_read(path, kind, plan, &values, &adc, &bits))) return st;
+    if (bits) {
+        st = import_counts(out, &im, plan, values, n, adc, bits, path);
+    } else {
+        /* float samples are photons */
+        float *px;
+        if (!(st = nb_image_add_pixels(out, n, NULL, &px))) {
+            for (size_t i = 0; i < n; i++) px[i] = (float)values[i];
+            st = nb_image_put_header(&im, out, NB_IMAGE_ALL_KEYS);
+        }
+    }
+    free(values);
     return st;
 }
 
@@ -1055,7 +1232,7 @@ static nb_status add_output(const nb_opt_args *a)
     if (r->format < 0)
         return nb_error_set(NB_ERR_USAGE,
                             "cannot tell the format of '%s' from its name (known: .bin .img .smv .cbf .tif "
-                            ".pgm .png .nbs .INP .geom); use --format",
+                            ".pgm .png .nbs .INP .geom .expt); use --format",
                             r->path);
     return NB_OK;
 }
@@ -1102,15 +1279,16 @@ static const nb_opt rows[] = {
     {NB_OPT_LOCAL, "--output", 1, "FILE", NULL, .needs = "a file name", .type = NB_OPT_CALLBACK, .fn = add_output},
     {NB_OPT_LOCAL, "--format", 1, "NAME",
      "format of the next -o: bin smv cbf tif tif-float tif16 tif32 pgm png nbs\n"
-     "xds geom",
+     "xds geom expt",
      .needs = "a name", .type = NB_OPT_CALLBACK, .fn = set_format},
     {NB_OPT_LOCAL, "--smv-beam", 1, "reference|dxtbx",
      "BEAM_CENTER_X/Y of -o SMV files: as nanoBragg writes them, or (default)\n"
-     "so that dxtbx/DIALS find the true beam position; -intfile and\n"
-     "-noisefile always use nanoBragg's values",
+     "so that dxtbx/DIALS and nb-geom -img find the true beam position;\n"
+     "-intfile and -noisefile always use nanoBragg's values",
      .needs = "'reference' or 'dxtbx'", .type = NB_OPT_CHOICE, .at = {CO(smv_beam)}, .choices = smv_beams,
      .expected = "'reference' or 'dxtbx'"},
-    {NB_OPT_LOCAL, "--import", 1, "FILE", "read FILE (raw float32 or SMV) as the image of the input plan",
+    {NB_OPT_LOCAL, "--import", 1, "FILE", "read FILE (raw float32, SMV, CBF or TIFF) as the image of the input\n"
+     "plan",
      .needs = "a file name", .type = NB_OPT_STRING, .at = {CO(import)}},
     {NB_OPT_LOCAL, "--grad", 1, "NAME",
      "write the derivative records of NAME (nb-sim --grad NAME) instead of\n"

@@ -171,7 +171,8 @@ static nb_status observed_read(const char *path, const fit_opts *o, const nb_pla
         if ((st = nb_cbf_read(path, &counts, &w, &h))) return st;
         if (!(st = size_matches(path, w, h, plan))) {
             for (size_t i = 0; i < n; i++) ob->y[i] = counts[i];
-            counts_to_photons(o, n, plan->adc, 1.0, 1048500.0, ob);
+            /* a CBF counts from 0, as a PILATUS (and nb-convert's CBF) */
+            counts_to_photons(o, n, 0.0, 1.0, 1048500.0, ob);
         }
         free(counts);
     } else if (has_suffix(path, ".tif") || has_suffix(path, ".tiff")) {
@@ -609,7 +610,7 @@ static const nb_opt rows[] = {
      .type = NB_OPT_CHOICE, .at = {FO(loss)}, .choices = losses, .expected = "'poisson' or 'lsq'"},
     {NB_OPT_LOCAL, "--adc", 1, "ADU",
      "the observed counts' ADC offset (default: the image's ADC_OFFSET or\n"
-     "COUNTS_ADC, else the plan's -adc)",
+     "COUNTS_ADC; 0 for a CBF, which counts from 0; else the plan's -adc)",
      .type = NB_OPT_DOUBLE, .at = {FO(adc)}, .sets = {{FO(have_adc), 1}}},
     {NB_OPT_LOCAL, "--gain", 1, "ADU/PHOTON", "the observed counts' gain (default: COUNTS_GAIN, else 1)",
      .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(gain)}, .sets = {{FO(have_gain), 1}}},

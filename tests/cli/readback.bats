@@ -100,7 +100,7 @@ assert np.array_equal(d.astype(np.int64), a['counts'].astype(np.int64)), 'SMV pi
 EOF
 }
 
-@test "fabio reads the CBF: 64 x 96, int32, equal to the SMV and to the stream's counts" {
+@test "fabio reads the CBF: 64 x 96, int32, the stream's counts and the SMV's less the ADC offset (a CBF counts from 0)" {
     need_fabio
     py <<'EOF'
 import os, fabio, numpy as np, nbs
@@ -110,12 +110,14 @@ c = fabio.open(S + '/x_0001.cbf').data
 s = fabio.open(S + '/x_0001.img').data
 assert c.shape == (64, 96), c.shape
 assert c.dtype == np.int32, c.dtype
-assert np.array_equal(c, a['counts']), 'CBF pixels differ from the counts'
-assert np.array_equal(c, s.astype(np.int32)), 'CBF pixels differ from the SMV pixels'
+adc = int(keys['COUNTS_ADC'])
+assert adc == 40, adc
+assert np.array_equal(c, a['counts'] - adc), 'CBF pixels differ from the counts less the offset'
+assert np.array_equal(c, s.astype(np.int32) - adc), 'CBF pixels differ from the SMV pixels less the offset'
 EOF
 }
 
-@test "fabio reads the 16-bit TIFF: 64 x 96, uint16, equal to the CBF, the SMV and the counts" {
+@test "fabio reads the 16-bit TIFF: 64 x 96, uint16, equal to the SMV and the counts (the CBF's plus the offset)" {
     need_fabio
     py <<'EOF'
 import os, fabio, numpy as np, nbs
@@ -125,7 +127,7 @@ t = fabio.open(S + '/x.tif').data
 assert t.shape == (64, 96), t.shape
 assert t.dtype == np.uint16, t.dtype
 assert np.array_equal(t.astype(np.int32), a['counts'])
-assert np.array_equal(t.astype(np.int32), fabio.open(S + '/x_0001.cbf').data)
+assert np.array_equal(t.astype(np.int32) - 40, fabio.open(S + '/x_0001.cbf').data)
 assert np.array_equal(t, fabio.open(S + '/x_0001.img').data)
 EOF
 }
@@ -152,7 +154,7 @@ import os, fabio, numpy as np, nbs
 S = os.environ['SET']
 keys, a = nbs.image(S + '/noisy.nbs')
 photons = np.fromfile(S + '/x.bin', '<f4').reshape(64, 96).astype(np.float64)
-counts = fabio.open(S + '/x_0001.cbf').data.astype(np.float64)
+counts = fabio.open(S + '/x_0001.img').data.astype(np.float64)
 assert keys['COUNTS_ADC'] == '40' and keys['NOISE_OVERLOADS'] == '0', keys
 n = photons.size
 r = np.corrcoef(photons.ravel(), counts.ravel())[0, 1]
@@ -272,8 +274,10 @@ assert len(el) == 1, len(el)
 d, b = el[0].detector[0], el[0].beam
 assert d.get_image_size() == (96, 64), d.get_image_size()
 keys, a = nbs.image(S + '/noisy.nbs')
-raw = el[0].imageset.get_raw_data(0)[0].as_numpy_array()
-assert np.array_equal(raw.astype(np.int64), a['counts'].astype(np.int64)), 'dxtbx reads other pixels'
+# the counts as dxtbx takes them: raw less its pedestal (the SMV's ADC_OFFSET; a CBF counts from 0)
+raw = el[0].imageset.get_raw_data(0)[0].as_numpy_array() - d.get_pedestal()
+want = a['counts'].astype(np.int64) - int(keys['COUNTS_ADC'])
+assert np.array_equal(raw.astype(np.int64), want), 'dxtbx reads other counts'
 px = d.get_pixel_size()
 bc = d.get_beam_centre(b.get_s0())
 print(d.get_distance(), b.get_wavelength(), px[0], px[1], bc[0], bc[1])
