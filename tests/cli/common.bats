@@ -124,12 +124,12 @@ nb-sim -mosaic nb-geom
 nb-hkl -seed nb-noise
 nb-hkl -distance nb-geom
 nb-hkl -floatfile nb-convert
-nb-hkl -precision nb-sim
+nb-hkl -precision nb-sim or nb-fit
 nb-hkl -cell nb-geom
 nb-convert -seed nb-noise
 nb-convert -hkl nb-hkl
 nb-convert -distance nb-geom
-nb-convert -precision nb-sim
+nb-convert -precision nb-sim or nb-fit
 nb-convert -dump nb-hkl
 EOF
 }
