@@ -178,11 +178,15 @@ static nb_status find_panel(geom_panel **list, int *n, const char *pname, const 
             return NB_OK;
         }
     if (*n >= 4096) return nb_error_set(NB_ERR_DATA, "more than 4096 panels");
+    /* a longer name, cut, would never match itself again */
+    if (strlen(pname) >= sizeof (*list)->name)
+        return nb_error_set(NB_ERR_DATA, "the panel name '%.20s...' is longer than %d characters",
+                            pname, (int)sizeof (*list)->name - 1);
     geom_panel *grown = realloc(*list, (size_t)(*n + 1) * sizeof **list);
     if (!grown) return nb_error_set(NB_ERR_NOMEM, "out of memory reading a geometry file");
     *list = grown;
     grown[*n] = *defaults;
-    snprintf(grown[*n].name, sizeof grown[*n].name, "%s", pname);
+    memcpy(grown[*n].name, pname, strlen(pname) + 1);
     *out = &grown[(*n)++];
     return NB_OK;
 }

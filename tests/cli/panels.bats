@@ -153,7 +153,8 @@ cbf_data() {
     for extra in 'bad_gap/min_x = 3|bad regions (bad_gap) are not supported' \
         "p0/wibble = 3|the key 'wibble' is not supported" \
         "clen = /LCLS/detector_1/EncoderValue|a camera length read from the data is not supported" \
-        "p0/corner_x = 0|panel 0's plane passes through the sample"; do
+        "p0/corner_x = 0|panel 0's plane passes through the sample" \
+        "p$(printf '%070d' 0)/res = 5000|is longer than 63 characters"; do
         printf 'p0/min_fs = 0\np0/max_fs = 9\np0/min_ss = 0\np0/max_ss = 9\np0/res = 5000\n%s\n' "${extra%%|*}" > odd.geom
         run_nb nb-geom -panels odd.geom $XTAL
         expect_status 1
