@@ -11,6 +11,7 @@
 #endif
 
 #include "nb_options.h"
+#include "nb_tuning.h"
 #include "nb_util.h"
 
 void nb_std_opts_init(nb_std_opts *o)
@@ -104,13 +105,14 @@ nb_status nb_tool_parse(const nb_tool_info *tool, nb_std_opts *o, void *dest, in
     return nb_opts_parse(tool->opts ? tool->opts : &none, argc - 1, argv + 1, &hooks, dest);
 }
 
-void nb_std_apply(const nb_std_opts *o)
+nb_status nb_std_apply(const nb_std_opts *o)
 {
     if (o->quiet) nb_set_verbosity(-1);
     else if (o->verbose) nb_set_verbosity(1);
 #ifdef _OPENMP
     if (o->threads > 0) omp_set_num_threads(o->threads);
 #endif
+    return nb_simd_check();
 }
 
 /* One option's lines: its spellings and metavar, then its help in the

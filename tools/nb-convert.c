@@ -1345,7 +1345,7 @@ int main(int argc, char **argv)
     o.outs = calloc((size_t)argc + 1, sizeof *o.outs);
     if (!o.outs) nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
     nb_exit_on_error(parse(argc, argv, &o, &opts));
-    nb_std_apply(&opts);
+    nb_exit_on_error(nb_std_apply(&opts));
     nb_stream_to_stdout((o.import && !o.tee) || (o.tee && !strcmp(o.tee, "-")));
 
     nb_reader *r = NULL;

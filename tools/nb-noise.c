@@ -202,7 +202,7 @@ int main(int argc, char **argv)
     nb_noise_defaults(&o.p);
     o.psf_fwhm_um = 46.0;
     nb_exit_on_error(nb_tool_parse(&tool, &opts, &o, argc, argv));
-    nb_std_apply(&opts);
+    nb_exit_on_error(nb_std_apply(&opts));
     nb_stream_to_stdout(!strcmp(opts.output, "-"));
 
     nb_reader *r = NULL;
