@@ -31,7 +31,8 @@ static int reads_stream(const nb_tool_info *tool)
 
 static const char *std_help_output = "  -o FILE             write the output stream to FILE (default: standard output)\n";
 static const char *std_help_verbosity =
-    "  -q                  quiet: no warnings\n"
+    "  -q                  quiet: errors only (no warnings, statistics, progress bar or other\n"
+    "                      log lines on standard error; the statistics stay in the stream)\n"
     "  -v                  verbose: log what is being done on standard error\n";
 static const char *std_help_threads = "      --threads N     use N threads (default: all cores)\n";
 static const char *std_help_info =
