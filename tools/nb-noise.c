@@ -87,7 +87,8 @@ static const nb_tool_info tool = {
     "detector counts; the photons pass through, so one stream carries both.  By default the\n"
     "counts are nanoBragg's noise image: Poisson deviates from its generator in its pixel\n"
     "order over the ROI, plus the ADC offset, clipped at 65535 - the same seed and the same\n"
-    "float image give the same counts.  The seed comes from -seed or the plan; frame i of a\n"
+    "float image give the same counts.  The seed comes from -seed or the plan; a plan's seed\n"
+    "that nb-geom drew from the clock (no -seed) is logged on stderr (not with -q); frame i of a\n"
     "series uses a seed derived from (seed, i).  Each panel of a detector of several panels\n"
     "(nb-geom -panels) is counted on its own, over its ROI, its PSF never crossing into another:\n"
     "panel 0 as a one-panel detector, panel j from seeds derived from (seed, j) and\n"
@@ -226,6 +227,10 @@ int main(int argc, char **argv)
             if ((st = nb_plan_from_record(&rec, &plan))) break;
             have_plan = 1;
             rng = plan.rng;
+            /* a seed from the clock: say which, so that the noise can be drawn again */
+            if (plan.seed_drawn && !o.have_seed && !o.nonoise && plan.calculate_noise && nb_verbosity() >= 0)
+                fprintf(stderr, "nb-noise: noise seed %lld, drawn from the clock by nb-geom (-seed %lld draws "
+                                "this noise again)\n", (long long)-plan.seed, (long long)-plan.seed);
         }
         if (nb_record_is(&rec, "IMAGE")) st = put_image(have_plan ? &plan : NULL, &o, &rng, &rec, w, &images);
         else st = nb_writer_put(w, &rec);
