@@ -11,6 +11,7 @@
 #endif
 
 #include "nb_options.h"
+#include "nb_tuning.h"
 #include "nb_util.h"
 
 void nb_std_opts_init(nb_std_opts *o)
@@ -30,7 +31,8 @@ static int reads_stream(const nb_tool_info *tool)
 
 static const char *std_help_output = "  -o FILE             write the output stream to FILE (default: standard output)\n";
 static const char *std_help_verbosity =
-    "  -q                  quiet: no warnings\n"
+    "  -q                  quiet: errors only (no warnings, statistics, progress bar or other\n"
+    "                      log lines on standard error; the statistics stay in the stream)\n"
     "  -v                  verbose: log what is being done on standard error\n";
 static const char *std_help_threads = "      --threads N     use N threads (default: all cores)\n";
 static const char *std_help_info =
@@ -104,13 +106,14 @@ nb_status nb_tool_parse(const nb_tool_info *tool, nb_std_opts *o, void *dest, in
     return nb_opts_parse(tool->opts ? tool->opts : &none, argc - 1, argv + 1, &hooks, dest);
 }
 
-void nb_std_apply(const nb_std_opts *o)
+nb_status nb_std_apply(const nb_std_opts *o)
 {
     if (o->quiet) nb_set_verbosity(-1);
     else if (o->verbose) nb_set_verbosity(1);
 #ifdef _OPENMP
     if (o->threads > 0) omp_set_num_threads(o->threads);
 #endif
+    return nb_simd_check();
 }
 
 /* One option's lines: its spellings and metavar, then its help in the

@@ -45,8 +45,9 @@ int nb_std_option(const nb_tool_info *tool, nb_std_opts *o, int argc, char **arg
  * (each applied to `dest`, its options struct, as it comes), and one input
  * stream into o->input. */
 nb_status nb_tool_parse(const nb_tool_info *tool, nb_std_opts *o, void *dest, int argc, char **argv);
-/* Apply verbosity and --threads. */
-void nb_std_apply(const nb_std_opts *o);
+/* Apply verbosity and --threads, and check the environment the tools read
+ * (NB_SIMD: an unknown value is a usage error). */
+nb_status nb_std_apply(const nb_std_opts *o);
 
 void nb_print_help(const nb_tool_info *tool, FILE *fp);
 /* The same content as a man page (roff), for man/ (make man). */

@@ -1519,6 +1519,7 @@ static void plan_beam_and_crystal(const resolve_state *s, nb_plan *plan)
     plan->dmin = w->dmin;
     plan->interpolate = w->interpolate;
     plan->seed = w->seed;
+    plan->seed_drawn = !w->seed_given;
     plan->mosaic_seed = w->mosaic_seed;
     plan->misset_seed = w->misset_seed;
 }

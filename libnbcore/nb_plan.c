@@ -255,6 +255,8 @@ nb_status nb_plan_to_record(const nb_plan *p, nb_record *rec)
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         if ((st = put_field(rec, &fields[i], fields[i].key, p))) return st;
     nb_hdr_set(rec, "SHAPE", nb_shape_name(p->shape));
+    /* only when it was: a plan with -seed is the record it always was */
+    if (p->seed_drawn) nb_hdr_set_long(rec, "SEED_DRAWN", 1);
     nb_hdr_setf(rec, "UNIT_CELL", "%.10g %.10g %.10g %.10g %.10g %.10g", p->unit_cell[0], p->unit_cell[1],
                 p->unit_cell[2], p->unit_cell[3], p->unit_cell[4], p->unit_cell[5]);
     /* the shared ran1 shuffle table, so nb-noise continues the reference's
@@ -295,6 +297,7 @@ nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
             nb_plan_free(p);
             return st;
         }
+    p->seed_drawn = nb_hdr_has(rec, "SEED_DRAWN");
     char *shape = NULL;
     if ((st = nb_hdr_get_str(rec, "SHAPE", &shape))) goto fail;
     p->shape = nb_shape_from_name(shape);

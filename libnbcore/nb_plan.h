@@ -98,6 +98,7 @@ typedef struct nb_plan {
     /* random numbers: seeds as the reference stores them (negated) and the
      * shared ran1 table left by nb-geom's draws */
     int64_t seed, mosaic_seed, misset_seed;
+    int seed_drawn; /* SEED was drawn from the clock (no -seed): key SEED_DRAWN, only then */
     nb_rng rng;
 
     /* structure-factor requests (for nb-hkl) */

@@ -39,12 +39,28 @@ nb_status nb_alloc_large(void **out, size_t count, size_t size, const char *what
     return nb_alloc_checked(out, count, size, what, nb_malloc_large);
 }
 
+/* NB_SIMD's value as a limit: 0, 1, 2; -1 for a value it does not take */
+static int simd_limit_of(const char *v)
+{
+    if (!v || !*v || !strcmp(v, "avx512")) return 2;
+    if (!strcmp(v, "generic")) return 0;
+    if (!strcmp(v, "avx2")) return 1;
+    return -1;
+}
+
 int nb_simd_limit(void)
 {
+    int limit = simd_limit_of(getenv("NB_SIMD"));
+    return limit < 0 ? 2 : limit;
+}
+
+nb_status nb_simd_check(void)
+{
     const char *v = getenv("NB_SIMD");
-    if (v && !strcmp(v, "generic")) return 0;
-    if (v && !strcmp(v, "avx2")) return 1;
-    return 2;
+    if (simd_limit_of(v) < 0)
+        return nb_error_set(NB_ERR_USAGE, "NB_SIMD='%s': expected generic, avx2 or avx512 (or unset: the widest "
+                                          "the CPU has)", v);
+    return NB_OK;
 }
 
 void *nb_malloc_large(size_t size)

@@ -54,8 +54,11 @@ void nb_pipe_widen(int fd);
 
 /* ---- the CPU ---------------------------------------------------------------- */
 /* The widest SIMD the environment allows: NB_SIMD=generic 0, NB_SIMD=avx2 1,
- * otherwise 2 (whatever the CPU has).  The fast kernel and the CRC-32 follow
- * it, so that tests can run the narrower paths on a wider CPU. */
+ * NB_SIMD=avx512, empty or unset 2 (whatever the CPU has).  The fast kernel
+ * and the CRC-32 follow it, so that tests can run the narrower paths on a
+ * wider CPU.  Any other value is an error, which nb_simd_check() reports
+ * (every tool calls it through nb_std_apply); nb_simd_limit() reads it as 2. */
 int nb_simd_limit(void);
+nb_status nb_simd_check(void);
 
 #endif

@@ -16,6 +16,10 @@
 #   NAME     file name template in OUT (default img_###.cbf; the extension
 #            picks the format, the '#' run the frame number)
 #   NOISE    nb-noise flags (default: -seed 1); NOISE=off for photons only
+#   THREADS  nb-sim --threads of each shard.  Default: under make -jN (N > 1,
+#            or -j) a share of the cores, nproc / SHARDS (at least 1), so that
+#            the shards running side by side do not each start a thread per
+#            core; without -j, empty: all cores (OpenMP's choice)
 #   NB       directory of the nb tools, with a trailing / (default: $NB_BIN/,
 #            else bin/ of this tree, else PATH)
 #
@@ -32,6 +36,10 @@ SHARDS ?= 2
 OUT    ?= sweep
 NAME   ?= img_\#\#\#.cbf
 NOISE  ?= -seed 1
+NCPU   := $(shell nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+# evaluated in the recipe, where MAKEFLAGS holds -j (and the job server)
+PARALLEL = $(filter -j%,$(filter-out -j1,$(MAKEFLAGS)))$(findstring jobserver,$(MAKEFLAGS))
+THREADS ?= $(if $(PARALLEL),$(shell n=$$(( $(NCPU) / $(SHARDS) )); echo $$(( n > 0 ? n : 1 ))))
 
 SHARD_IDS := $(shell seq 1 $(SHARDS))
 SHARD_STAMPS := $(foreach k,$(SHARD_IDS),$(OUT)/.shard-$(k)-of-$(SHARDS))
@@ -64,7 +72,7 @@ endif
 
 # one shard: its block of frames, noised by (seed, frame), written by frame number
 $(OUT)/.shard-%-of-$(SHARDS): $(OUT)/plan.nbs
-	$(NB)nb-sim -q --shard $*/$(SHARDS) $< $(NOISE_STAGE) | (cd $(OUT) && $(NB)nb-convert -q -o '$(NAME)'); $(ROOT_CAUSE)
+	$(NB)nb-sim -q $(if $(THREADS),--threads $(THREADS)) --shard $*/$(SHARDS) $< $(NOISE_STAGE) | (cd $(OUT) && $(NB)nb-convert -q -o '$(NAME)'); $(ROOT_CAUSE)
 	@touch $@
 
 $(OUT)/.done: $(SHARD_STAMPS)

@@ -2,7 +2,8 @@
 # Run the test suites and print one summary line: "N passed, N failed, N skipped".
 #   tests/run-all.sh            every suite (lint, unit, cli, parity)
 #   tests/run-all.sh unit cli   only those
-# Every suite speaks TAP; a "# SKIP" result counts as skipped.  lint runs
+# Every suite speaks TAP; a "# SKIP" result counts as skipped, and is listed
+# at the end with its reason.  lint runs
 # first: it takes seconds and needs no build (tests/lint/run.sh).
 set -u
 cd "$(dirname "$0")/.."
@@ -19,6 +20,7 @@ log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 passed=0 failed=0 skipped=0
 failures=()
+skips=()
 
 count() { # name file
     local name=$1 file=$2 p f s
@@ -28,6 +30,7 @@ count() { # name file
     p=$((p - s))
     passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
     while IFS= read -r line; do failures+=("$name: ${line#not ok }"); done < <(grep -E '^not ok ' "$file")
+    while IFS= read -r line; do skips+=("$name: ${line#ok }"); done < <(grep -E '^ok .*# [Ss][Kk][Ii][Pp]' "$file")
     printf '%-34s %4d passed, %d failed, %d skipped\n' "$name" "$p" "$f" "$s"
 }
 
@@ -78,6 +81,12 @@ for suite in "${suites[@]}"; do
     esac
 done
 
+# every skipped test with its reason (a missing package, no GPU ...)
+if [ ${#skips[@]} -gt 0 ]; then
+    echo
+    echo "Skipped:"
+    printf '  %s\n' "${skips[@]}"
+fi
 if [ ${#failures[@]} -gt 0 ]; then
     echo
     echo "Failures:"

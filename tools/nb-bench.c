@@ -1147,7 +1147,7 @@ int main(int argc, char **argv)
     nb_set_tool_name(tool.name);
     nb_std_opts_init(&std);
     nb_exit_on_error(parse(argc, argv, &o, &std));
-    nb_std_apply(&std);
+    nb_exit_on_error(nb_std_apply(&std));
     c.o = &o;
     nb_exit_on_error(locate(&c, argv[0]));
     if (o.list) {

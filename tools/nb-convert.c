@@ -41,7 +41,9 @@ static const nb_tool_info tool = {
     "  .tif .tiff         TIFF: integer counts when the stream has them, else float32 photons\n"
     "                     (--format tif-float, tif16, tif32 choose)\n"
     "  .pgm               8-bit PGM, nanoBragg's scaling (-pgmscale)\n"
-    "  .png               8-bit PNG preview with an automatic contrast stretch\n"
+    "  .png               8-bit PNG preview with an automatic contrast stretch: of the\n"
+    "                     counts less their ADC offset when the stream has them, else (or\n"
+    "                     with --photons) of the photons\n"
     "  .nbs               a copy of the stream (with --import: the stream with the image)\n"
     "  XDS.INP, .INP      XDS's input for the series (once; the images' name from the CBF\n"
     "                     or SMV -o of the same command, its '#' run as '?')\n"
@@ -88,7 +90,7 @@ static const char *fmt_names[] = {"bin", "smv", "cbf", "tif",  "tif-float", "tif
 #define NFMT ((int)(sizeof fmt_names / sizeof fmt_names[0]))
 
 /* where an output's pixels come from */
-enum source { SRC_AUTO, SRC_INT, SRC_COUNTS };
+enum source { SRC_AUTO, SRC_INT, SRC_COUNTS, SRC_PHOTONS };
 
 typedef struct out_request {
     const char *path;
@@ -105,6 +107,7 @@ typedef struct conv_opts {
     double scale, adc, pgmscale;
     int have_scale, have_adc, have_pgmscale, nopgm;
     int smv_beam;
+    int photons;            /* --photons: PNG previews of the photons, not the counts */
     const char *import;
     const char *tee;        /* -o FILE.nbs: a copy of the stream */
     const char *grad;       /* --grad NAME: write that derivative (nb-sim --grad), not the images */
@@ -561,12 +564,28 @@ done:
  * and the stream has none) */
 static nb_status takes_counts(const out_request *o, const frame *fr, int *use_counts)
 {
-    *use_counts = o->source == SRC_COUNTS || (o->source == SRC_AUTO && fr->counts);
+    *use_counts = o->source == SRC_COUNTS || (o->source == SRC_AUTO && fr->counts != NULL);
     if (o->source == SRC_COUNTS && !fr->counts)
         return nb_error_set(NB_ERR_USAGE, "'%s' needs detector counts but the stream has none: put nb-noise before "
                                           "nb-convert",
                             o->path);
     return NB_OK;
+}
+
+/* The PNG preview: of the counts less their ADC offset (so that the
+ * background shows the noise a detector would, and -1 gaps stay black), or
+ * of the photons. */
+static nb_status write_png(const char *path, const frame *fr, int use_counts)
+{
+    if (!use_counts) return nb_png_write_preview(path, fr->photons, fr->width, fr->height, 0.0);
+    size_t n = (size_t)fr->width * fr->height;
+    float *v;
+    nb_status st = nb_alloc_large((void **)&v, n, sizeof *v, "the PNG preview");
+    if (st) return st;
+    for (size_t i = 0; i < n; i++) v[i] = (float)((double)fr->counts[i] - fr->counts_adc);
+    st = nb_png_write_preview(path, v, fr->width, fr->height, 0.0);
+    free(v);
+    return st;
 }
 
 static nb_status write_format(const out_request *o, const char *path, const char *final, const frame *fr)
@@ -596,7 +615,8 @@ static nb_status write_format(const out_request *o, const char *path, const char
             nb_info("intfile_scale = %g", fr->int_scale);
         }
     }
-    nb_info("  %s, %s", fmt_names[o->format], is_int ? (use_counts ? "detector counts" : "scaled photons") : "photons");
+    nb_info("  %s, %s", fmt_names[o->format],
+            (is_int || o->format == FMT_PNG) && use_counts ? "detector counts" : is_int ? "scaled photons" : "photons");
     switch (o->format) {
     case FMT_CBF: {
         /* the counts' own offset, or the int image's (-adc) */
@@ -624,7 +644,7 @@ static nb_status write_format(const out_request *o, const char *path, const char
         free(bytes);
         break;
     }
-    case FMT_PNG: st = nb_png_write_preview(path, fr->photons, fr->width, fr->height, 0.0); break;
+    case FMT_PNG: st = write_png(path, fr, use_counts); break;
     default: st = nb_error_set(NB_ERR_USAGE, "'%s': format %s cannot be written here", o->path, fmt_names[o->format]);
     }
     free(ints);
@@ -1287,6 +1307,9 @@ static const nb_opt rows[] = {
      "-intfile and -noisefile always use nanoBragg's values",
      .needs = "'reference' or 'dxtbx'", .type = NB_OPT_CHOICE, .at = {CO(smv_beam)}, .choices = smv_beams,
      .expected = "'reference' or 'dxtbx'"},
+    {NB_OPT_LOCAL, "--photons", 0, "", "PNG previews of the photons even when the stream has counts (default:\n"
+     "the counts less their ADC offset, what a detector would show)",
+     .type = NB_OPT_SET, .sets = {{CO(photons), 1}}},
     {NB_OPT_LOCAL, "--import", 1, "FILE", "read FILE (raw float32, SMV, CBF or TIFF) as the image of the input\n"
      "plan",
      .needs = "a file name", .type = NB_OPT_STRING, .at = {CO(import)}},
@@ -1311,6 +1334,7 @@ static nb_status parse(int argc, char **argv, conv_opts *o, nb_std_opts *std)
     for (int k = 0; k < o->nouts; k++) {
         out_request *r = &o->outs[k];
         if (r->format == FMT_SMV && r->source == SRC_AUTO) r->smv_beam = o->smv_beam;
+        if (r->format == FMT_PNG && o->photons) r->source = SRC_PHOTONS;
         if ((r->format == FMT_TIF || r->format == FMT_TIF_FLOAT || r->format == FMT_TIF16 || r->format == FMT_TIF32) &&
             (st = nb_tiff_load()))
             return nb_error_prefix(st, "'%s'", r->path);
@@ -1345,7 +1369,7 @@ int main(int argc, char **argv)
     o.outs = calloc((size_t)argc + 1, sizeof *o.outs);
     if (!o.outs) nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
     nb_exit_on_error(parse(argc, argv, &o, &opts));
-    nb_std_apply(&opts);
+    nb_exit_on_error(nb_std_apply(&opts));
     nb_stream_to_stdout((o.import && !o.tee) || (o.tee && !strcmp(o.tee, "-")));
 
     nb_reader *r = NULL;

@@ -690,7 +690,7 @@ int main(int argc, char **argv)
     nb_std_opts_init(&opts);
     nb_stream_to_stdout(1);
     nb_exit_on_error(nb_tool_parse(&tool, &opts, &o, argc, argv));
-    nb_std_apply(&opts);
+    nb_exit_on_error(nb_std_apply(&opts));
     nb_stream_to_stdout(!strcmp(opts.output, "-"));
     if (o.iterations < 1) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option --iterations: at least 1"));
 

@@ -59,7 +59,7 @@ int main(int argc, char **argv)
     const nb_args_hooks hooks = {std_option, &opts, nb_smv_apply_to_request, nb_detector_file_read};
     nb_scanned_args args;
     nb_exit_on_error(nb_request_scan_args(&rq, argc - 1, argv + 1, &hooks, &args));
-    nb_std_apply(&opts);
+    nb_exit_on_error(nb_std_apply(&opts));
     nb_stream_to_stdout(!strcmp(opts.output, "-"));
     rq.command_line = nb_join_args(argc, argv);
     nb_exit_on_error(nb_request_apply_scanned(&rq, &args, &hooks));

@@ -104,7 +104,7 @@ int main(int argc, char **argv)
     nb_stream_to_stdout(1);
     memset(&o, 0, sizeof o);
     nb_exit_on_error(nb_tool_parse(&tool, &opts, &o, argc, argv));
-    nb_std_apply(&opts);
+    nb_exit_on_error(nb_std_apply(&opts));
     nb_stream_to_stdout(!strcmp(opts.output, "-"));
 
     nb_reader *r = NULL;

@@ -87,7 +87,8 @@ static const nb_tool_info tool = {
     "detector counts; the photons pass through, so one stream carries both.  By default the\n"
     "counts are nanoBragg's noise image: Poisson deviates from its generator in its pixel\n"
     "order over the ROI, plus the ADC offset, clipped at 65535 - the same seed and the same\n"
-    "float image give the same counts.  The seed comes from -seed or the plan; frame i of a\n"
+    "float image give the same counts.  The seed comes from -seed or the plan; a plan's seed\n"
+    "that nb-geom drew from the clock (no -seed) is logged on stderr (not with -q); frame i of a\n"
     "series uses a seed derived from (seed, i).  Each panel of a detector of several panels\n"
     "(nb-geom -panels) is counted on its own, over its ROI, its PSF never crossing into another:\n"
     "panel 0 as a one-panel detector, panel j from seeds derived from (seed, j) and\n"
@@ -99,11 +100,36 @@ static const nb_tool_info tool = {
     NULL,
 };
 
+/* What the stream's images came to: counted for "no images", and the
+ * photons and overloads of a series' frames for its summary line. */
+typedef struct noise_tally {
+    int images;
+    long frames; /* frames of a series given counts */
+    long nframes; /* the series' length (the last image's) */
+    double photons;
+    long overloads;
+} noise_tally;
+
+/* A frame's line on stderr (not with -q): one image, the reference's; a
+ * frame of a series, only with -v, "frame i/N: ..." (a summary follows). */
+static void print_noise(const nb_image_info *im, const nb_noise_result *res, noise_tally *t)
+{
+    if (im->nframes > 1) {
+        t->frames++, t->nframes = im->nframes;
+        t->photons += res->photons, t->overloads += res->overloads;
+        if (nb_verbosity() > 0)
+            fprintf(stderr, "frame %ld/%ld: %.0f photons on noise image (%ld overloads)\n", im->frame + 1,
+                    im->nframes, res->photons, res->overloads);
+    } else if (nb_verbosity() >= 0) {
+        fprintf(stderr, "%.0f photons on noise image (%ld overloads)\n", res->photons, res->overloads);
+    }
+}
+
 /* The IMAGE record `in` (im: its parsed keys, which this changes) again,
  * with its photons and the counts made from them (any earlier counts and
  * their keys replaced). */
 static nb_status noise_image(const nb_plan *plan, const noise_opts *o, nb_rng *rng, const nb_record *in,
-                             nb_image_info *im, nb_record *out)
+                             nb_image_info *im, nb_record *out, noise_tally *t)
 {
     const float *px;
     nb_status st;
@@ -156,8 +182,7 @@ static nb_status noise_image(const nb_plan *plan, const noise_opts *o, nb_rng *r
     im->noise_photons = res.photons, im->has.noise_photons = 1;
     im->noise_overloads = res.overloads, im->has.noise_overloads = 1;
     st = nb_image_put_header(im, out, NB_IMAGE_COUNT_KEYS);
-    if (!st && nb_verbosity() >= 0)
-        fprintf(stderr, "%.0f photons on noise image (%ld overloads)\n", res.photons, res.overloads);
+    if (!st) print_noise(im, &res, t);
     return st;
 }
 
@@ -165,7 +190,7 @@ static nb_status noise_image(const nb_plan *plan, const noise_opts *o, nb_rng *r
  * image of photons; an image with its counts, unless the options or the plan
  * say -nonoise. */
 static nb_status put_image(const nb_plan *plan, const noise_opts *o, nb_rng *rng, const nb_record *rec,
-                           nb_writer *w, int *images)
+                           nb_writer *w, noise_tally *t)
 {
     nb_image_info im;
     nb_status st = nb_image_from_record(rec, &im);
@@ -175,13 +200,13 @@ static nb_status put_image(const nb_plan *plan, const noise_opts *o, nb_rng *rng
         st = nb_writer_put(w, rec);
     } else if (pass) {
         if (!o->nonoise) nb_info("the plan says -nonoise: no counts added");
-        (*images)++;
+        t->images++;
         st = nb_writer_put(w, rec);
     } else {
         nb_record out;
         memset(&out, 0, sizeof out);
-        (*images)++;
-        st = noise_image(plan, o, rng, rec, &im, &out);
+        t->images++;
+        st = noise_image(plan, o, rng, rec, &im, &out, t);
         if (!st) st = nb_writer_put(w, &out);
         nb_record_free(&out);
     }
@@ -202,14 +227,16 @@ int main(int argc, char **argv)
     nb_noise_defaults(&o.p);
     o.psf_fwhm_um = 46.0;
     nb_exit_on_error(nb_tool_parse(&tool, &opts, &o, argc, argv));
-    nb_std_apply(&opts);
+    nb_exit_on_error(nb_std_apply(&opts));
     nb_stream_to_stdout(!strcmp(opts.output, "-"));
 
     nb_reader *r = NULL;
     nb_writer *w = NULL;
     nb_record rec;
     nb_plan plan;
-    int have_plan = 0, eof = 0, images = 0;
+    int have_plan = 0, eof = 0;
+    noise_tally tally;
+    memset(&tally, 0, sizeof tally);
     nb_rng rng;
     memset(&rec, 0, sizeof rec);
     nb_status st = nb_reader_open(&r, opts.input);
@@ -226,11 +253,18 @@ int main(int argc, char **argv)
             if ((st = nb_plan_from_record(&rec, &plan))) break;
             have_plan = 1;
             rng = plan.rng;
+            /* a seed from the clock: say which, so that the noise can be drawn again */
+            if (plan.seed_drawn && !o.have_seed && !o.nonoise && plan.calculate_noise && nb_verbosity() >= 0)
+                fprintf(stderr, "nb-noise: noise seed %lld, drawn from the clock by nb-geom (-seed %lld draws "
+                                "this noise again)\n", (long long)-plan.seed, (long long)-plan.seed);
         }
-        if (nb_record_is(&rec, "IMAGE")) st = put_image(have_plan ? &plan : NULL, &o, &rng, &rec, w, &images);
+        if (nb_record_is(&rec, "IMAGE")) st = put_image(have_plan ? &plan : NULL, &o, &rng, &rec, w, &tally);
         else st = nb_writer_put(w, &rec);
     }
-    if (!st && images == 0) st = nb_image_none(r ? nb_reader_name(r) : opts.input);
+    if (!st && tally.images == 0) st = nb_image_none(r ? nb_reader_name(r) : opts.input);
+    if (!st && tally.frames && nb_verbosity() >= 0)
+        fprintf(stderr, "%ld of %ld frames: %.0f photons on noise images (%ld overloads)\n", tally.frames,
+                tally.nframes, tally.photons, tally.overloads);
     if (have_plan) nb_plan_free(&plan);
     nb_record_free(&rec);
     nb_reader_close(r);

@@ -35,7 +35,12 @@ static const nb_tool_info tool = {
     "baseline, chosen at run time; NB_SIMD=avx2|generic forces a lower one) and OpenMP threads\n"
     "over rows.  -precision double is the reference-faithful path.  --device cuda renders on the\n"
     "GPU (the same physics source).  Statistics of the image (max and where, mean, rms, rmsd)\n"
-    "go to standard error as the reference prints them.  --grad LIST adds after each image its\n"
+    "go to standard error as the reference prints them; its \"solid angle subtended by detector\"\n"
+    "is, as the reference's, the detector's divided by sources x phi steps x mosaic domains (over\n"
+    "sensor layers): -v prints the detector's.  A frame of a series (-nframes N) prints one line,\n"
+    "\"frame i/N: max_I = ...\" (with -v the reference's lines under \"frame i/N\"), and the series\n"
+    "a summary: frames rendered, the detector's solid angle, the brightest frame.  On a terminal\n"
+    "the progress bar says \"rendering frame i/N\".  --grad LIST adds after each image its\n"
     "derivatives with respect to the named flags (one IMAGE record each, GRAD_OF=name), exact\n"
     "in the pixel (dual numbers on the double path, which --grad uses unless -precision single\n"
     "asks for the fast path's, on the CPU).",
@@ -120,12 +125,6 @@ static nb_status image_stats(const nb_kparams *kp, const float *img, const nb_re
         max_y = kp->subpixel_size * (s * os + os - 1) + kp->subpixel_size / 2.0;
     }
     double omega = omega_sum / kp->steps;
-    if (nb_verbosity() >= 0) {
-        fprintf(stderr, "solid angle subtended by detector = %g steradian ( %g%% sphere)\n", omega,
-                100 * omega / 4 / M_PI);
-        fprintf(stderr, "max_I = %g  at %g %g\n", st.max_I, max_x, max_y);
-        fprintf(stderr, "mean= %g rms= %g rmsd= %g\n", st.mean, st.rms, st.rmsd);
-    }
     im->max_I = st.max_I, im->max_I_x = max_x, im->max_I_y = max_y;
     im->mean = st.mean, im->rms = st.rms, im->rmsd = st.rmsd;
     im->solid_angle = omega;
@@ -134,12 +133,51 @@ static nb_status image_stats(const nb_kparams *kp, const float *img, const nb_re
     return NB_OK;
 }
 
+/* What a series' summary line reports: its frames' statistics so far. */
+typedef struct series_summary {
+    long frames;
+    double seconds, solid_angle, max_I, mean_sum; /* solid_angle: the detector's */
+    long max_frame; /* 0-based */
+} series_summary;
+
+/* A frame's statistics on stderr (not with -q).  One image: the reference's
+ * three lines, as it prints them.  A frame of a series: one line, "frame i/N:
+ * ...", or with -v "frame i/N" and the reference's three lines. */
+static void print_stats(const nb_image_info *im, long frame, int nframes)
+{
+    if (nb_verbosity() < 0) return;
+    if (nframes > 1 && nb_verbosity() == 0) {
+        fprintf(stderr, "frame %ld/%d: max_I = %g  at %g %g, mean= %g rms= %g rmsd= %g\n", frame + 1, nframes,
+                im->max_I, im->max_I_x, im->max_I_y, im->mean, im->rms, im->rmsd);
+        return;
+    }
+    if (nframes > 1) fprintf(stderr, "frame %ld/%d\n", frame + 1, nframes);
+    fprintf(stderr, "solid angle subtended by detector = %g steradian ( %g%% sphere)\n", im->solid_angle,
+            100 * im->solid_angle / 4 / M_PI);
+    fprintf(stderr, "max_I = %g  at %g %g\n", im->max_I, im->max_I_x, im->max_I_y);
+    fprintf(stderr, "mean= %g rms= %g rmsd= %g\n", im->mean, im->rms, im->rmsd);
+}
+
+/* The series' last line: how many frames, the figure every frame shares
+ * (the detector's solid angle, not divided as the per-frame figure is) and
+ * the brightest frame. */
+static void print_summary(const series_summary *sum, int nframes)
+{
+    if (nb_verbosity() < 0 || nframes < 2 || sum->frames == 0) return;
+    fprintf(stderr, "%ld of %d frames rendered in %.3g s: the detector subtends %g steradian (%g%% sphere), "
+            "max_I = %g in frame %ld, mean of the frames' means = %g\n", sum->frames, nframes, sum->seconds,
+            sum->solid_angle, 100 * sum->solid_angle / 4 / M_PI, sum->max_I, sum->max_frame + 1,
+            sum->mean_sum / (double)sum->frames);
+}
+
 /* Frame `frame` of the plan into an IMAGE record, panel after panel.  With
  * one panel the renderer takes the CRC-32 of each row of its pixels into
  * row_crc (freed by the caller in any case), and *row_crc_taken says it took
- * them all; with several the writer takes the payload's CRC itself. */
+ * them all; with several the writer takes the payload's CRC itself.  Its
+ * statistics are printed and added to *sum. */
 static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, const nb_grad_plans *gp,
-                        long frame, nb_record *out, nb_record *grads, nb_payload_crc *row_crc, int *row_crc_taken);
+                        long frame, nb_record *out, nb_record *grads, nb_payload_crc *row_crc, int *row_crc_taken,
+                        series_summary *sum);
 
 /* The frames this run renders, [*first, *last] 0-based, from --frames and
  * --shard; an empty range (a shard with no frames) is allowed. */
@@ -179,11 +217,13 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
         st = nb_grad_plans_build(plan, &o->grad, &gp);
         if (!st) st = nb_calloc((void **)&grads, (size_t)ng, sizeof *grads, "derivative records");
     }
+    series_summary sum;
+    memset(&sum, 0, sizeof sum);
     for (long f = first; f <= last && !st; f++) {
         nb_record img;
         nb_payload_crc row_crc; /* the pixels' rows' CRCs, taken as they were rendered */
         int taken = 0;
-        st = render(plan, hkl, o, ng ? &gp : NULL, f, &img, grads, &row_crc, &taken);
+        st = render(plan, hkl, o, ng ? &gp : NULL, f, &img, grads, &row_crc, &taken, &sum);
         if (!st) st = nb_writer_put_consume(w, &img, taken ? &row_crc : NULL);
         /* each derivative after its image */
         for (int j = 0; j < ng && !st; j++) st = nb_writer_put(w, &grads[j]);
@@ -193,6 +233,7 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
     }
     free(grads);
     if (ng) nb_grad_plans_free(&gp);
+    if (!st) print_summary(&sum, plan->nframes);
     return st;
 }
 
@@ -340,6 +381,8 @@ static nb_status pick_device(const sim_opts *o, int *use_cuda)
 typedef struct panel_render {
     nb_render_result res;
     double steps, subpixel_size;
+    double omega_per_detector; /* the reference's solid-angle figure times this: the detector's */
+    long frame;                /* 0-based, set by the caller: the progress bar's label */
     int oversample, use_cuda, use_double;
     char path[64];
 } panel_render;
@@ -363,7 +406,9 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_
     if ((st = nb_sim_setup_build(plan, hkl, &setup))) return st;
     nb_progress prog;
     int progress = o->progress >= 0 ? o->progress : plan->progress;
-    nb_progress_start(&prog, "rendering", plan->spixels, progress && !plan->printout);
+    char label[64] = "rendering";
+    if (plan->nframes > 1) snprintf(label, sizeof label, "rendering frame %ld/%d", pr->frame + 1, plan->nframes);
+    nb_progress_start(&prog, label, plan->spixels, progress && !plan->printout);
     nb_render_result res;
     memset(&res, 0, sizeof res);
     if ((st = nb_calloc((void **)&res.row_stats, (size_t)plan->spixels, sizeof *res.row_stats, "row statistics"))) {
@@ -412,6 +457,9 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_
             }
     }
     pr->steps = setup.kp.steps;
+    /* its sum is over sub-pixels x sensor layers; it is divided by every step */
+    pr->omega_per_detector = (double)plan->nsources * plan->phisteps * plan->mosaic_domains /
+                             (setup.kp.thicksteps > 1 ? setup.kp.thicksteps : 1);
     pr->subpixel_size = setup.kp.subpixel_size;
     pr->oversample = setup.kp.oversample;
     pr->use_cuda = use_cuda, pr->use_double = use_double;
@@ -473,12 +521,25 @@ static void panels_stats(const nb_plan *plan, float *img, panel_render *pr, nb_i
     im->solid_angle = omega;
     im->has.max_I = im->has.max_I_x = im->has.max_I_y = im->has.mean = im->has.rms = im->has.rmsd = 1;
     im->has.solid_angle = 1;
-    if (nb_verbosity() >= 0) {
-        fprintf(stderr, "solid angle subtended by detector = %g steradian ( %g%% sphere)\n", omega,
-                100 * omega / 4 / M_PI);
-        fprintf(stderr, "max_I = %g  at %g %g\n", im->max_I, max_x, max_y);
-        fprintf(stderr, "mean= %g rms= %g rmsd= %g\n", im->mean, im->rms, im->rmsd);
+}
+
+/* The reference's "solid angle subtended by detector" is its solid-angle sum
+ * divided by every step, so sources x phi steps x mosaic domains (over
+ * sensor layers) too: -v says what the detector subtends (deviations.md 1.3),
+ * which this returns. */
+static double report_solid_angle(const panel_render *pr, int np)
+{
+    double omega = 0.0, factor = 1.0;
+    for (int i = 0; i < np; i++) {
+        omega += pr[i].res.omega_sum / pr[i].steps * pr[i].omega_per_detector;
+        if (pr[i].omega_per_detector != 1.0) factor = pr[i].omega_per_detector;
     }
+    if (factor != 1.0)
+        nb_info("the detector subtends %g steradian (%g%% sphere); the \"solid angle subtended by detector\" "
+                "figure, as the reference prints it, is that divided by sources x phi steps x mosaic domains / "
+                "sensor layers = %g",
+                omega, 100 * omega / 4 / M_PI, factor);
+    return omega;
 }
 
 /* The derivative records of a frame (nb-sim --grad), pixels to come: the
@@ -514,7 +575,8 @@ static nb_status grad_records(const nb_plan *plan, const nb_grad_plans *gp, long
  * row_crc (freed by the caller in any case), and *row_crc_taken says it took
  * them all; with several the writer takes the payload's CRC itself. */
 static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts *o, const nb_grad_plans *gp,
-                        long frame, nb_record *out, nb_record *grads, nb_payload_crc *row_crc, int *row_crc_taken)
+                        long frame, nb_record *out, nb_record *grads, nb_payload_crc *row_crc, int *row_crc_taken,
+                        series_summary *sum)
 {
     nb_plan frame_plan;
     nb_plan_frame_view(series, frame, &frame_plan);
@@ -544,6 +606,7 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
         nb_plan_panel_view(plan, i, &v);
         nb_plan_panel_dims(plan, i, NULL, NULL, &off);
         if (np > 1) nb_info("panel %d of %d", i, np);
+        pr[i].frame = frame;
         st = render_panel(&v, hkl, o, gp ? &job : NULL, i, off, img + off, &pr[i], np == 1 ? row_crc : NULL);
         seconds += pr[i].res.seconds, kernel_seconds += pr[i].res.kernel_seconds;
     }
@@ -578,6 +641,12 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
     } else if (!st) {
         panels_stats(plan, img, pr, &im);
     }
+    if (!st) {
+        print_stats(&im, frame, plan->nframes);
+        sum->solid_angle = report_solid_angle(pr, np);
+        if (sum->frames == 0 || im.max_I > sum->max_I) sum->max_I = im.max_I, sum->max_frame = frame;
+        sum->frames++, sum->seconds += seconds, sum->mean_sum += im.mean;
+    }
     if (!st) st = nb_image_put_header(&im, out, NB_IMAGE_ALL_KEYS);
     /* the derivatives came from the kernel that rendered the image */
     for (int j = 0; gp && !st && j < gp->names.n; j++) {
@@ -602,7 +671,7 @@ int main(int argc, char **argv)
      * from here on leaves an ABORT record on the pipe to the next stage */
     nb_stream_to_stdout(1);
     nb_exit_on_error(nb_tool_parse(&tool, &opts, &o, argc, argv));
-    nb_std_apply(&opts);
+    nb_exit_on_error(nb_std_apply(&opts));
     nb_stream_to_stdout(!strcmp(opts.output, "-"));
 
     nb_reader *r = NULL;

@@ -249,3 +249,18 @@ big_plan() {
         expect_lacks "nb-noise:"
     done
 }
+
+@test "pipelines: sweep.mk gives each shard's nb-sim a share of the cores under make -j, THREADS= sets it" {
+    touch plan.nbs
+    run make -n -f "$NB_ROOT/pipelines/sweep.mk" -j2 SHARDS=2 NCPU=8 PLAN=plan.nbs OUT=t
+    expect_status 0
+    expect_has "nb-sim -q --threads 4 --shard 1/2"
+    run make -n -f "$NB_ROOT/pipelines/sweep.mk" -j3 SHARDS=3 NCPU=2 PLAN=plan.nbs OUT=t
+    expect_has "nb-sim -q --threads 1 --shard 3/3"
+    run make -n -f "$NB_ROOT/pipelines/sweep.mk" -j2 SHARDS=2 THREADS=3 PLAN=plan.nbs OUT=t
+    expect_has "nb-sim -q --threads 3 --shard 2/2"
+    # without -j: all cores, as a single nb-sim would use
+    run make -n -f "$NB_ROOT/pipelines/sweep.mk" SHARDS=2 NCPU=8 PLAN=plan.nbs OUT=t
+    expect_has "nb-sim -q  --shard 1/2"
+    expect_lacks "--threads"
+}

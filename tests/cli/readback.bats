@@ -229,18 +229,29 @@ assert np.array_equal(d, p)
 EOF
 }
 
-@test "PNG (fabio has no PNG reader, so PIL reads it): 96 x 64, 8-bit grey, the spots brighter than the background" {
+@test "PNG (fabio has no PNG reader, so PIL reads it): 96 x 64, 8-bit grey, the spots brighter than the background; of the counts, --photons of the photons" {
     need_pil
+    nb-convert -q --photons -o xp.png "$SET/noisy.nbs"
     py <<'EOF'
 import os, numpy as np
 from PIL import Image
+import nbs
 S = os.environ['SET']
-im = Image.open(S + '/x.png')
-assert im.format == 'PNG', im.format
-assert im.size == (96, 64), im.size
-assert im.mode == 'L', im.mode
-p = np.asarray(im).astype(np.float64)
+keys, a = nbs.image(S + '/noisy.nbs')
+for name, values in ((S + '/x.png', a['counts'] - float(keys['COUNTS_ADC'])), ('xp.png', a['pixels'])):
+    im = Image.open(name)
+    assert im.format == 'PNG', im.format
+    assert im.size == (96, 64), im.size
+    assert im.mode == 'L', im.mode
+    p = np.asarray(im).astype(np.float64)
+    # the preview's ramp: 255 sqrt(v / the 99.5th percentile of the positive values)
+    v = values.astype(np.float64)
+    pos = np.sort(v[v > 0])
+    top = pos[int(np.ceil(0.995 * len(pos))) - 1]  # nearest rank
+    want = np.round(255 * np.sqrt(np.clip(v / top, 0, 1)))
+    assert np.abs(p - want).max() <= 1, (name, np.abs(p - want).max())
 photons = np.fromfile(S + '/x.bin', '<f4').reshape(64, 96)
+p = np.asarray(Image.open('xp.png')).astype(np.float64)
 order = np.argsort(photons.ravel())
 bright = p.ravel()[order[-30:]].mean()     # the 30 brightest pixels: the spots
 dark = p.ravel()[order[:3000]].mean()      # the darker half: background
