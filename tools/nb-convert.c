@@ -76,8 +76,8 @@ static const nb_tool_info tool = {
     &table,
     "  nb-geom ... | nb-hkl | nb-sim | nb-noise -seed 1 | nb-convert -o frame.cbf -o preview.png\n"
     "  nb-convert -o floatimage.bin -o image.pgm -pgmscale 2 rendered.nbs\n"
-    "  nb-geom -detpixels 1024 -distance 100 -cell 100 100 100 90 90 90 \\\n"
-    "      | nb-convert --import floatimage.bin | nb-noise -seed 3 | nb-convert -o noisy.img\n",
+    "  nb-convert --import floatimage.bin plan.nbs | nb-noise -seed 3 | nb-convert -o noisy.img\n"
+    "      (plan.nbs: the plan floatimage.bin was rendered from)\n",
     NULL,
 };
 
