@@ -16,16 +16,24 @@
  * allocation over its own -rss_limit_mb as a bug. */
 __attribute__((constructor)) static void fuzz_limits(void) { setenv("NB_MEMORY_LIMIT", "256M", 1); }
 
-/* Write data to a private temporary file (the same one on every call) and
- * return its path. */
+static char fuzz_path[512];
+
+/* The temporary file goes when the run ends (a crash leaves it, beside the
+ * crash's own input) */
+static void fuzz_file_remove(void) { unlink(fuzz_path); }
+
+/* Write data to a private temporary file in TMPDIR (the same one on every
+ * call) and return its path. */
 static const char *fuzz_file(const uint8_t *data, size_t size)
 {
-    static char path[64];
+    char *path = fuzz_path;
     if (!path[0]) {
-        snprintf(path, sizeof path, "/tmp/nb-fuzz-%ld.XXXXXX", (long)getpid());
+        const char *base = getenv("TMPDIR");
+        snprintf(path, sizeof fuzz_path, "%s/nb-fuzz-%ld.XXXXXX", base && *base ? base : "/tmp", (long)getpid());
         int fd = mkstemp(path);
         if (fd < 0) abort();
         close(fd);
+        atexit(fuzz_file_remove);
         nb_set_verbosity(-2);
     }
     FILE *fp = fopen(path, "wb");

@@ -1,5 +1,6 @@
 /* test_stream.c - the nb stream: records, headers, arrays, reader and writer,
  * and the reader's refusal of truncated, corrupted or foreign input. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
@@ -94,11 +95,30 @@ static char tmpdir[256];
 
 static void make_tmpdir(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/nb-test-stream-XXXXXX");
+    const char *base = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/nb-test-stream-XXXXXX", base && *base ? base : "/tmp");
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
         exit(1);
     }
+}
+
+/* The directory and what the tests left in it (streams they read back last):
+ * a run leaves nothing behind in TMPDIR */
+static void remove_tmpdir(void)
+{
+    DIR *d = opendir(tmpdir);
+    if (d) {
+        struct dirent *e;
+        char path[512];
+        while ((e = readdir(d)) != NULL) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
+            unlink(path);
+        }
+        closedir(d);
+    }
+    ok(rmdir(tmpdir) == 0, "the test's temporary directory is removed (%s)", tmpdir);
 }
 
 static int read_whole(const char *path, bytes *out)
@@ -1751,6 +1771,6 @@ int main(void)
     test_abort_write();
     test_truncation_sweep();
     test_bitflip_sweep();
-    rmdir(tmpdir);
+    remove_tmpdir();
     return tap_done();
 }
