@@ -15,6 +15,7 @@
 
 #include "nb_options.h"
 #include "nb_physics.h"
+#include "nb_stills.h"
 #include "nb_util.h"
 #include "nb_vec.h"
 
@@ -70,6 +71,7 @@ void nb_request_defaults(nb_request *rq)
     rq->osc = rq->phistep = -1.0;
     rq->phisteps = -1;
     rq->nframes = 1;
+    rq->stills.spikes = -1;
     rq->interpolate = 2;
     rq->seed = -(int64_t)time(NULL);
     rq->mosaic_seed = -12345678;
@@ -349,6 +351,32 @@ static nb_status apply_detector_abs(const nb_opt_args *a)
     return NB_OK;
 }
 
+/* -stills_N A:B and -stills_fluence A:B (or one value, A:A): a range */
+static nb_status apply_stills_range(const nb_opt_args *a)
+{
+    nb_request *rq = a->dest;
+    const char *v = a->vals[0], *colon = strchr(v, ':');
+    char lo[64], what[80];
+    double x[2];
+    nb_status st;
+    snprintf(what, sizeof what, "option %s", a->name);
+    snprintf(lo, sizeof lo, "%.*s", colon ? (int)(colon - v) : (int)strlen(v), v);
+    if ((st = nb_parse_double(lo, &x[0], what)) || (st = nb_parse_double(colon ? colon + 1 : v, &x[1], what)))
+        return st;
+    if (a->opt->id == FL_STILLS_N) {
+        if (!(x[0] >= 1 && x[1] >= x[0] && x[1] <= 1e6) || x[0] != floor(x[0]) || x[1] != floor(x[1]))
+            return nb_error_set(NB_ERR_USAGE, "option %s: expected whole numbers of unit cells A:B, 1 <= A <= B, got "
+                                              "'%s'",
+                                a->name, v);
+        rq->stills.N_min = (int)x[0], rq->stills.N_max = (int)x[1];
+    } else {
+        if (!(x[0] > 0 && x[1] >= x[0]))
+            return nb_error_set(NB_ERR_USAGE, "option %s: expected fluences A:B, 0 < A <= B, got '%s'", a->name, v);
+        rq->stills.fluence_min = x[0], rq->stills.fluence_max = x[1];
+    }
+    return NB_OK;
+}
+
 static const nb_opt_choice pivots[] = {{"sample", NB_PIVOT_SAMPLE}, {"beam", NB_PIVOT_BEAM}, {NULL, 0}};
 static const nb_opt_choice precisions[] = {{"double", 1}, {"single", 0}, {NULL, 0}};
 
@@ -474,6 +502,13 @@ static const nb_opt request_rows[] = {
     NUM(FL_PHISTEP, deg_to_rad, RQ(phistep)),
     INT(FL_PHISTEPS, RQ(phisteps)),
     INT(FL_NFRAMES, RQ(nframes)),
+    /* stills: the shots' orientation, spectrum, crystal size and fluence (nb extension) */
+    SET(FL_STILLS, stills.on, 1),
+    {FL_STILLS_BANDWIDTH, .type = NB_OPT_DOUBLE, .at = {RQ(stills.bandwidth)}, .check = NB_CHECK_POSITIVE,
+     .convert = percent},
+    {FL_STILLS_SPIKES, .type = NB_OPT_INT, .at = {RQ(stills.spikes)}, .check = NB_CHECK_POSITIVE},
+    FN(FL_STILLS_N, apply_stills_range),
+    FN(FL_STILLS_FLUENCE, apply_stills_range),
     /* what the later stages do, recorded in the plan: structure factors,
      * rendering, background, noise and output files */
     {FL_SEED, .type = NB_OPT_SEED, .at = {RQ(seed)}, .sets = {{RQ(seed_given), 1}}},
@@ -987,12 +1022,32 @@ static void resolve_sampling(nb_request *w)
         w->detector_thicksteps = 1, w->detector_thick = 0.0, w->detector_thickstep = 0.0;
 }
 
+/* Stills: the shots' settings make sense together, and nothing turns the
+ * spindle (a still has no rotation); the default spike count. */
+static nb_status resolve_stills(nb_request *w)
+{
+    nb_stills *s = &w->stills;
+    int any = s->bandwidth > 0 || s->spikes >= 0 || s->N_max > 0 || s->fluence_max > 0;
+    if (!s->on) {
+        if (any) return nb_error_set(NB_ERR_USAGE, "the -stills_* options need -stills");
+        s->spikes = 0;
+        return NB_OK;
+    }
+    if (w->osc > 0 || w->phistep > 0 || w->phisteps > 1)
+        return nb_error_set(NB_ERR_USAGE, "-stills: a still has no rotation; -osc, -phistep and -phisteps do not go "
+                                          "with it");
+    if (s->spikes < 0) s->spikes = s->bandwidth > 0 ? 10 : 0;
+    if (s->spikes > 0 && !(s->bandwidth > 0))
+        return nb_error_set(NB_ERR_USAGE, "-stills_spikes needs -stills_bandwidth (the envelope's width)");
+    return nb_stills_check(s, NB_ERR_USAGE, "-stills");
+}
+
 /* the frame count, and limits on work the reference would happily start and never finish */
 static nb_status check_sampling_limits(const nb_request *w)
 {
     if (w->nframes < 1 || w->nframes > 10000000)
         return nb_error_set(NB_ERR_USAGE, "option -nframes: expected 1 .. 10000000 frames, got %d", w->nframes);
-    if (w->nframes > 1 && w->osc <= 0.0)
+    if (w->nframes > 1 && w->osc <= 0.0 && !w->stills.on)
         return nb_error_set(NB_ERR_USAGE, "option -nframes %d needs an oscillation per frame: give -osc", w->nframes);
     if (w->phisteps > 1000000 || w->mosaic_domains > 1000000 || w->hdivsteps > 100000 || w->vdivsteps > 100000 ||
         w->dispsteps > 100000 || w->detector_thicksteps > 100000 ||
@@ -1427,7 +1482,9 @@ static void log_summary(const resolve_state *s)
     LOG("  %d sources\n", s->nsources);
     LOG("  %d mosaic domains over mosaic spread of %g degrees\n", w->mosaic_domains, w->mosaic_spread * RTD);
     LOG("  %d phi steps from %g to %g degrees\n", w->phisteps, w->phi0 * RTD, (w->phi0 + w->osc) * RTD);
-    if (w->nframes > 1)
+    if (w->stills.on)
+        LOG("  %d stills: random orientations from misset seed %lld\n", w->nframes, (long long)-w->misset_seed);
+    else if (w->nframes > 1)
         LOG("  %d frames: a rotation series from %g to %g degrees\n", w->nframes, w->phi0 * RTD,
             (w->phi0 + w->nframes * w->osc) * RTD);
     LOG("  %dx%d pixel oversample steps%s%s%s\n", w->oversample, w->oversample, w->oversample_thick ? " +thick" : "",
@@ -1515,6 +1572,7 @@ static void plan_beam_and_crystal(const resolve_state *s, nb_plan *plan)
     plan->mosaic_domains = w->mosaic_domains;
     plan->phi0 = w->phi0, plan->phistep = w->phistep, plan->osc = w->osc, plan->phisteps = w->phisteps;
     plan->nframes = w->nframes;
+    plan->stills = w->stills;
     plan->water_size = w->water_size;
     plan->dmin = w->dmin;
     plan->interpolate = w->interpolate;
@@ -1577,6 +1635,7 @@ static nb_status resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
     resolve_unit_vectors(s);
     if (!w->matfile && !(w->user_cell && w->cell[0] != 0.0))
         return nb_error_set(NB_ERR_USAGE, "no crystal: give -cell A B C AL BE GA or -mat FILE");
+    if ((st = resolve_stills(w))) return st;
     resolve_sampling(w);
     if ((st = check_sampling_limits(w))) return st;
     if ((st = resolve_detector_position(s))) return st;

@@ -82,6 +82,7 @@ typedef struct nb_request {
     double phi0, osc, phistep;  /* rad, -1 unset for osc/phistep */
     int phisteps;
     int nframes;        /* -nframes: frames in the rotation series (1) */
+    nb_stills stills;   /* -stills and its ranges (spikes -1: not given) */
     double water_size, dmin;
     int interpolate;            /* 0, 1, or 2 = auto */
     int64_t seed, mosaic_seed, misset_seed;

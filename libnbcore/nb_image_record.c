@@ -26,8 +26,13 @@
 #define COUNTS_ARRAY "counts"
 #define PANEL_PIXELS_KEY "PANEL_PIXELS" /* with PANELS > 1: "f0 s0 f1 s1 ...", panel after panel */
 #define MAX_PANELS 4096
+#define STILL_ROTATION_KEY "STILL_ROTATION" /* a still's orientation: nine numbers, row-major */
+#define STILL_SPECTRUM_KEY "STILL_SPECTRUM" /* a still's spikes: their wavelengths, m */
+#define NB_IMAGE_MAX_SPIKES 1000            /* nb_stills.h's NB_STILLS_MAX_SPIKES */
 
 enum ftype { F_INT, F_LONG, F_I64, F_DBL, F_TEXT };
+
+static void put_still_lists(const nb_image_info *im, nb_record *rec);
 enum { FRAME_PART = NB_IMAGE_FRAME_KEYS, COUNT_PART = NB_IMAGE_COUNT_KEYS };
 #define ALWAYS ((size_t)-1) /* `has` of a required key, or of a text key (present when not "") */
 
@@ -61,6 +66,11 @@ static const field fields[] = {
     TXT("PRECISION", precision),
     FIN("PHI_START", FRAME_PART, phi_start),
     FIN("PHI_RANGE", FRAME_PART, phi_range),
+    /* a still's shot (STILL_ROTATION and STILL_SPECTRUM follow the table) */
+    FIN("STILL_NA", FRAME_PART, still_Na),
+    FIN("STILL_NB", FRAME_PART, still_Nb),
+    FIN("STILL_NC", FRAME_PART, still_Nc),
+    FIN("STILL_FLUENCE", FRAME_PART, still_fluence),
     /* how it was rendered */
     TXT("RENDERED_BY", rendered_by),
     OPT("RENDER_SECONDS", F_DBL, FRAME_PART, render_seconds),
@@ -102,6 +112,7 @@ void nb_image_info_init(nb_image_info *im)
 
 void nb_image_info_free(nb_image_info *im)
 {
+    free(im->still_spectrum);
     free(im->extra);
     free(im->extra_counts);
     free(im->panel_pixels);
@@ -154,6 +165,7 @@ nb_status nb_image_put_header(const nb_image_info *im, nb_record *rec, unsigned 
             break;
         }
     }
+    if (parts & FRAME_PART) put_still_lists(im, rec);
     if ((parts & FRAME_PART) && im->panel_pixels) {
         nb_strbuf sb;
         nb_strbuf_init(&sb);
@@ -198,8 +210,73 @@ static nb_status get_field(const nb_record *rec, const field *f, nb_image_info *
     return st;
 }
 
+/* STILL_ROTATION and STILL_SPECTRUM: lists of numbers, round-trip exact */
+static void put_still_lists(const nb_image_info *im, nb_record *rec)
+{
+    const double *v[2] = {im->still_rotation, im->still_spectrum};
+    int n[2] = {im->has.still_rotation ? 9 : 0, im->still_spectrum ? im->still_spikes : 0};
+    const char *keys[2] = {STILL_ROTATION_KEY, STILL_SPECTRUM_KEY};
+    for (int j = 0; j < 2; j++) {
+        if (!n[j]) continue;
+        nb_strbuf sb;
+        char b[32];
+        nb_strbuf_init(&sb);
+        for (int i = 0; i < n[j]; i++) {
+            nb_format_double(v[j][i], b, sizeof b);
+            nb_strbuf_printf(&sb, "%s%s", i ? " " : "", b);
+        }
+        nb_hdr_set(rec, keys[j], sb.data);
+        nb_strbuf_free(&sb);
+    }
+}
+
+/* A list of finite numbers of a key into out (at most max; malloc'ed when
+ * *out is NULL), their count in *n. */
+static nb_status get_list(const nb_record *rec, const char *key, double **out, int max, int *n)
+{
+    char *text = NULL, *q, *end;
+    nb_status st = nb_hdr_get_str(rec, key, &text);
+    if (st) return st;
+    double *v = *out;
+    if (!v && (st = nb_calloc((void **)&v, (size_t)max, sizeof *v, key))) {
+        free(text);
+        return st;
+    }
+    *out = v;
+    *n = 0;
+    for (q = text;; q = end) {
+        double x = strtod(q, &end);
+        if (end == q) break;
+        if (*n == max || !isfinite(x)) st = bad(key, "holds too many numbers, or one not finite");
+        if (st) break;
+        v[(*n)++] = x;
+    }
+    while (!st && *q == ' ') q++;
+    if (!st && *q) st = bad(key, "is not a list of numbers");
+    free(text);
+    return st;
+}
+
+/* STILL_ROTATION (nine numbers) and STILL_SPECTRUM, when present */
+static nb_status get_still_lists(const nb_record *rec, nb_image_info *im)
+{
+    nb_status st;
+    int n;
+    if (nb_hdr_has(rec, STILL_ROTATION_KEY)) {
+        double *r = im->still_rotation;
+        if ((st = get_list(rec, STILL_ROTATION_KEY, &r, 9, &n))) return st;
+        if (n != 9) return bad(STILL_ROTATION_KEY, "is not nine numbers");
+        im->has.still_rotation = 1;
+    }
+    if (nb_hdr_has(rec, STILL_SPECTRUM_KEY))
+        return get_list(rec, STILL_SPECTRUM_KEY, &im->still_spectrum, NB_IMAGE_MAX_SPIKES, &im->still_spikes);
+    return NB_OK;
+}
+
 static int is_known(const char *key, size_t len)
 {
+    if (len == strlen(STILL_ROTATION_KEY) && !memcmp(key, STILL_ROTATION_KEY, len)) return 1;
+    if (len == strlen(STILL_SPECTRUM_KEY) && !memcmp(key, STILL_SPECTRUM_KEY, len)) return 1;
     if (len >= strlen(ARRAY_PREFIX) && !strncmp(key, ARRAY_PREFIX, strlen(ARRAY_PREFIX))) return 1;
     if (len == strlen(PANEL_PIXELS_KEY) && !memcmp(key, PANEL_PIXELS_KEY, len)) return 1;
     for (size_t i = 0; i < NFIELDS; i++)
@@ -331,6 +408,7 @@ nb_status nb_image_from_record(const nb_record *rec, nb_image_info *im)
         if (fields[i].type != F_TEXT && fields[i].has == ALWAYS) continue; /* the sizes, above */
         if ((st = get_field(rec, &fields[i], im))) goto fail;
     }
+    if ((st = get_still_lists(rec, im))) goto fail;
     if ((st = check_values(im))) goto fail;
     keep_unknown(rec, im);
     return NB_OK;

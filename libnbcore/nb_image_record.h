@@ -45,6 +45,12 @@ typedef struct nb_image_info {
     char precision[16];         /* PRECISION: the kernel's arithmetic, "single" or "double" */
     double phi_start;           /* PHI_START, rad: spindle angle at the start of the frame */
     double phi_range;           /* PHI_RANGE, rad: rotation during the frame */
+    /* a still's shot (nb-geom -stills; nb_stills.h), as nb-sim rendered it */
+    double still_rotation[9];   /* STILL_ROTATION: the orientation applied to the plan's crystal, row-major */
+    double still_Na, still_Nb, still_Nc; /* STILL_NA, STILL_NB, STILL_NC: unit cells */
+    double still_fluence;       /* STILL_FLUENCE, photons/m^2 */
+    int still_spikes;           /* spikes of STILL_SPECTRUM (0: the plan's sources) */
+    double *still_spectrum;     /* STILL_SPECTRUM, m: the spikes' wavelengths (malloc'ed), NULL: none */
     /* how it was rendered (nb-sim) */
     char rendered_by[64];       /* RENDERED_BY: "nb-sim <version>" */
     double render_seconds;      /* RENDER_SECONDS: wall-clock time of the kernel */
@@ -68,6 +74,7 @@ typedef struct nb_image_info {
         int frame, nframes, panel, panels, phi_start, phi_range, render_seconds, kernel_seconds;
         int max_I, max_I_x, max_I_y, mean, rms, rmsd, solid_angle;
         int counts_bits, counts_adc, counts_gain, noise_seed, noise_photons, noise_overloads;
+        int still_rotation, still_Na, still_Nb, still_Nc, still_fluence;
     } has;
 
     /* the arrays, as nb_image_from_record found them described */

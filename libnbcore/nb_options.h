@@ -71,6 +71,8 @@ enum nb_flag_id {
     FL_BITS, FL_PHOTON_SCALE, FL_NOISE_FLUENCE,
     /* a detector of several panels from a file */
     FL_PANELS,
+    /* serial-crystallography stills (nb extension) */
+    FL_STILLS, FL_STILLS_BANDWIDTH, FL_STILLS_SPIKES, FL_STILLS_N, FL_STILLS_FLUENCE,
     FL_COUNT
 };
 

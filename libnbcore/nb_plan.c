@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "nb_physics.h"
+#include "nb_stills.h"
 #include "nb_util.h"
 
 enum ftype { F_INT, F_I64, F_DBL, F_VEC3, F_STR, F_CHARS };
@@ -257,6 +258,8 @@ nb_status nb_plan_to_record(const nb_plan *p, nb_record *rec)
     nb_hdr_set(rec, "SHAPE", nb_shape_name(p->shape));
     /* only when it was: a plan with -seed is the record it always was */
     if (p->seed_drawn) nb_hdr_set_long(rec, "SEED_DRAWN", 1);
+    /* only for stills: a rotation series' record is what it always was */
+    if (p->stills.on) nb_stills_to_record(&p->stills, rec);
     nb_hdr_setf(rec, "UNIT_CELL", "%.10g %.10g %.10g %.10g %.10g %.10g", p->unit_cell[0], p->unit_cell[1],
                 p->unit_cell[2], p->unit_cell[3], p->unit_cell[4], p->unit_cell[5]);
     /* the shared ran1 shuffle table, so nb-noise continues the reference's
@@ -298,6 +301,7 @@ nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
             return st;
         }
     p->seed_drawn = nb_hdr_has(rec, "SEED_DRAWN");
+    if ((st = nb_stills_from_record(rec, &p->stills))) goto fail;
     char *shape = NULL;
     if ((st = nb_hdr_get_str(rec, "SHAPE", &shape))) goto fail;
     p->shape = nb_shape_from_name(shape);
@@ -472,6 +476,11 @@ void nb_plan_frame_view(const nb_plan *series, long frame, nb_plan *view)
 {
     *view = *series;
     view->phi0 = series->phi0 + (double)frame * series->osc;
+    if (series->stills.on) {
+        nb_still_shot shot;
+        nb_still_draw(series, frame, &shot);
+        nb_still_apply(&shot, view);
+    }
 }
 
 void nb_plan_panel_view(const nb_plan *p, int i, nb_plan *view)

@@ -36,6 +36,17 @@ typedef struct nb_panel {
     unsigned char *mask;                /* NULL or fpixels*spixels, 0 = skip */
 } nb_panel;
 
+/* Serial-crystallography stills (nb-geom -stills, an nb extension;
+ * docs/physics.md 16): every frame of the series a shot of its own, drawn
+ * from MISSET_SEED and the frame number alone (nb_stills.h). */
+typedef struct nb_stills {
+    int on;                             /* STILLS: the frames are stills */
+    double bandwidth;                   /* STILLS_BANDWIDTH: the SASE envelope's FWHM, relative (0: none) */
+    int spikes;                         /* STILLS_SPIKES: spikes per shot (0: the plan's sources) */
+    int N_min, N_max;                   /* STILLS_N: unit cells per side, drawn (0 0: the plan's N) */
+    double fluence_min, fluence_max;    /* STILLS_FLUENCE, photons/m^2, drawn (0 0: the plan's) */
+} nb_stills;
+
 typedef struct nb_plan {
     /* provenance */
     char *command_line;
@@ -91,6 +102,7 @@ typedef struct nb_plan {
     double phi0, phistep, osc;
     int phisteps;
     int nframes;                        /* rotation series: frame i starts at phi0 + i osc */
+    nb_stills stills;                   /* stills: the shots' variation (stills.on 0: a rotation series) */
     double water_size;
     double dmin;
     int interpolate;                    /* resolved: 0 or 1 */
@@ -147,7 +159,9 @@ void nb_plan_panel_dims(const nb_plan *p, int i, int *fpixels, int *spixels, siz
  * recomputed as nb_plan_derive_detector does.  Panel 0 is p itself, as is. */
 void nb_plan_panel_view(const nb_plan *p, int i, nb_plan *view);
 /* Frame i of a rotation series: the plan (a shallow copy, as above) with its
- * spindle start moved by i OSC. */
+ * spindle start moved by i OSC.  For stills (STILLS), shot i: the crystal
+ * turned by the shot's orientation, its N and fluence (nb_stills.h); its
+ * spectrum needs storage of its own: nb_plan_frame_sources. */
 void nb_plan_frame_view(const nb_plan *series, long frame, nb_plan *view);
 /* Recompute from FPIXELS, SPIXELS, PIXEL_SIZE, FDET, SDET, ODET, PIX0 and the
  * beam the values that follow from them (docs/physics.md 2.4, steps 6-7):

@@ -23,6 +23,7 @@
 #include "smv.h"
 #include "crystfel_geom.h"
 #include "dials_expt_write.h"
+#include "truth_jsonl.h"
 #include "xds_inp.h"
 #include "tiff.h"
 
@@ -51,6 +52,9 @@ static const nb_tool_info tool = {
     "  .expt              a DIALS experiment list of the simulated truth (once): beam,\n"
     "                     detector, goniometer and scan, crystal, in DIALS's frame; its\n"
     "                     image set the CBF or SMV -o of the same command, if any\n"
+    "  .jsonl             the ground truth, one JSON line per frame (once for the run): the\n"
+    "                     setting matrix A in DIALS's frame, the shot's spectrum, fluence and\n"
+    "                     size, and every reflection over --truth-min-photons photons\n"
     "Integer formats (SMV, CBF, 16/32-bit TIFF) take the detector counts when nb-noise added\n"
     "them, else the photons scaled as nanoBragg's int image (-scale, default 55000/max, plus\n"
     "-adc, rounded).  Float formats take the photons.  Without -o, the files the plan\n"
@@ -82,9 +86,10 @@ static const nb_tool_info tool = {
 };
 
 enum fmt { FMT_BIN, FMT_SMV, FMT_CBF, FMT_TIF, FMT_TIF_FLOAT, FMT_TIF16, FMT_TIF32, FMT_PGM, FMT_PNG, FMT_NBS, FMT_XDS,
-           FMT_GEOM, FMT_EXPT };
+           FMT_GEOM, FMT_EXPT, FMT_TRUTH };
 static const char *fmt_names[] = {"bin", "smv", "cbf", "tif",  "tif-float", "tif16", "tif32",
-                                  "pgm", "png", "nbs", "xds",       "geom",  "expt"};
+                                  "pgm", "png", "nbs", "xds",       "geom",  "expt",
+                                  "truth"};
 /* sidecars describe the series for a processing program, once per plan */
 #define IS_SIDECAR(f) ((f) == FMT_XDS || (f) == FMT_GEOM || (f) == FMT_EXPT)
 #define NFMT ((int)(sizeof fmt_names / sizeof fmt_names[0]))
@@ -112,6 +117,8 @@ typedef struct conv_opts {
     const char *tee;        /* -o FILE.nbs: a copy of the stream */
     const char *grad;       /* --grad NAME: write that derivative (nb-sim --grad), not the images */
     int pending_format;     /* --format's, for the next -o; -1: none */
+    double truth_min_photons; /* --truth-min-photons: a reflection in truth.jsonl has more */
+    nb_truth **truths;      /* per -o: its truth.jsonl, open for the whole run (NULL: none yet) */
 } conv_opts;
 
 static int format_from_name(const char *name)
@@ -122,6 +129,7 @@ static int format_from_name(const char *name)
     if (!strcmp(name, "tiff")) return FMT_TIF;
     if (!strcmp(name, "raw") || !strcmp(name, "float")) return FMT_BIN;
     if (!strcmp(name, "INP") || !strcmp(name, "inp")) return FMT_XDS;
+    if (!strcmp(name, "jsonl")) return FMT_TRUTH;
     return -1;
 }
 
@@ -1195,6 +1203,33 @@ static nb_status import_image(const char *path, const nb_plan *plan, nb_record *
 
 /* ---- converting ------------------------------------------------------------ */
 
+/* The frame's line of truth.jsonl: the file opened at the run's first image,
+ * committed at its end (finish_truths) */
+static nb_status write_truth(const out_request *q, int k, const conv_opts *o, const frame *fr,
+                             const nb_image_info *im)
+{
+    nb_status st;
+    if (!o->truths[k]) {
+        if ((st = nb_truth_open(&o->truths[k], q->path, o->truth_min_photons))) return st;
+        nb_info("writing %s", q->path);
+    }
+    st = nb_truth_frame(o->truths[k], fr->plan, im, fr->photons);
+    return st ? nb_error_prefix(st, "'%s'", q->path) : NB_OK;
+}
+
+/* Every truth file into place (ok) or removed */
+static nb_status finish_truths(conv_opts *o, int ok)
+{
+    nb_status st = NB_OK;
+    for (int k = 0; k < o->nouts; k++) {
+        if (!o->truths[k]) continue;
+        if (ok && !st) st = nb_truth_commit(o->truths[k]);
+        else nb_truth_abort(o->truths[k]);
+        o->truths[k] = NULL;
+    }
+    return st;
+}
+
 /* One IMAGE record to every requested file: its payload is there, or was all
  * written as it came (live) and not kept.  A record this run does not write
  * (a derivative, or an image with --grad) is passed over: *converted 0. */
@@ -1223,6 +1258,7 @@ static nb_status convert_image(const nb_record *rec, const nb_plan *plan, const 
     for (int k = 0; k < n && !st; k++) {
         int was_live = 0;
         if (IS_SIDECAR(list[k].format)) st = write_sidecar(&list[k], o, &fr);
+        else if (list[k].format == FMT_TRUTH) st = write_truth(&list[k], k, o, &fr, &im);
         else if ((st = rows_finish(&live->rows, k, &was_live)) || was_live || list[k].format == FMT_NBS) continue;
         else if (live->dropped)
             st = nb_error_set(NB_ERR_DATA, "internal error: '%s' was not written as the image came, which is no "
@@ -1252,7 +1288,7 @@ static nb_status add_output(const nb_opt_args *a)
     if (r->format < 0)
         return nb_error_set(NB_ERR_USAGE,
                             "cannot tell the format of '%s' from its name (known: .bin .img .smv .cbf .tif "
-                            ".pgm .png .nbs .INP .geom .expt); use --format",
+                            ".pgm .png .nbs .INP .geom .expt .jsonl); use --format",
                             r->path);
     return NB_OK;
 }
@@ -1299,7 +1335,7 @@ static const nb_opt rows[] = {
     {NB_OPT_LOCAL, "--output", 1, "FILE", NULL, .needs = "a file name", .type = NB_OPT_CALLBACK, .fn = add_output},
     {NB_OPT_LOCAL, "--format", 1, "NAME",
      "format of the next -o: bin smv cbf tif tif-float tif16 tif32 pgm png nbs\n"
-     "xds geom expt",
+     "xds geom expt truth",
      .needs = "a name", .type = NB_OPT_CALLBACK, .fn = set_format},
     {NB_OPT_LOCAL, "--smv-beam", 1, "reference|dxtbx",
      "BEAM_CENTER_X/Y of -o SMV files: as nanoBragg writes them, or (default)\n"
@@ -1307,6 +1343,10 @@ static const nb_opt rows[] = {
      "-intfile and -noisefile always use nanoBragg's values",
      .needs = "'reference' or 'dxtbx'", .type = NB_OPT_CHOICE, .at = {CO(smv_beam)}, .choices = smv_beams,
      .expected = "'reference' or 'dxtbx'"},
+    {NB_OPT_LOCAL, "--truth-min-photons", 1, "N",
+     "truth.jsonl lists the reflections whose photons in the frame exceed N\n"
+     "(default 1)",
+     .needs = "a number", .type = NB_OPT_DOUBLE, .at = {CO(truth_min_photons)}},
     {NB_OPT_LOCAL, "--photons", 0, "", "PNG previews of the photons even when the stream has counts (default:\n"
      "the counts less their ADC offset, what a detector would show)",
      .type = NB_OPT_SET, .sets = {{CO(photons), 1}}},
@@ -1326,6 +1366,7 @@ static nb_status parse(int argc, char **argv, conv_opts *o, nb_std_opts *std)
 {
     o->smv_beam = NB_SMV_BEAM_DXTBX;
     o->pending_format = -1;
+    o->truth_min_photons = 1.0;
     nb_status st = nb_tool_parse(&tool, std, o, argc, argv);
     if (st) return st;
     if (o->pending_format >= 0)
@@ -1367,7 +1408,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--import")) nb_stream_to_stdout(1);
     o.outs = calloc((size_t)argc + 1, sizeof *o.outs);
-    if (!o.outs) nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
+    o.truths = calloc((size_t)argc + 1, sizeof *o.truths);
+    if (!o.outs || !o.truths) nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
     nb_exit_on_error(parse(argc, argv, &o, &opts));
     nb_exit_on_error(nb_std_apply(&opts));
     nb_stream_to_stdout((o.import && !o.tee) || (o.tee && !strcmp(o.tee, "-")));
@@ -1447,6 +1489,8 @@ int main(int argc, char **argv)
     rows_free(&live.rows);
     if (st) abort_pending();
     else st = commit_pending();
+    nb_status tst = finish_truths(&o, !st);
+    if (!st) st = tst;
     if (have_plan) nb_plan_free(&plan);
     nb_record_free(&rec);
     nb_reader_close(r);
@@ -1455,6 +1499,7 @@ int main(int argc, char **argv)
         else nb_writer_abort(w);
     }
     free(o.outs);
+    free(o.truths);
     nb_exit_on_error(st);
     return 0;
 }

@@ -219,6 +219,9 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const nb_g
     nb_plan frame_plan, view;
     nb_sim_setup setup;
     nb_render_result res;
+    if (plan->stills.spikes > 0)
+        return nb_error_set(NB_ERR_UNSUPPORTED, "fitting stills with a per-shot spectrum (-stills_bandwidth) is not "
+                                                "supported");
     nb_plan_frame_view(plan, frame, &frame_plan);
     nb_plan_panel_view(&frame_plan, panel, &view);
     nb_status st = nb_sim_setup_build(&view, hkl, &setup);

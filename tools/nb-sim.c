@@ -10,6 +10,7 @@
 #include "nb_image_record.h"
 #include "nb_options.h"
 #include "nb_plan.h"
+#include "nb_stills.h"
 #include "nb_sim.h"
 #include "nb_sim_cuda.h"
 #include "nb_sim_grad.h"
@@ -168,6 +169,25 @@ static void print_summary(const series_summary *sum, int nframes)
             "max_I = %g in frame %ld, mean of the frames' means = %g\n", sum->frames, nframes, sum->seconds,
             sum->solid_angle, 100 * sum->solid_angle / 4 / M_PI, sum->max_I, sum->max_frame + 1,
             sum->mean_sum / (double)sum->frames);
+}
+
+/* A still's shot into the IMAGE keys (STILL_*): what this frame was rendered
+ * with, drawn again by the one function the frame view used. */
+static nb_status still_keys(const nb_plan *series, long frame, nb_image_info *im)
+{
+    nb_still_shot shot;
+    nb_still_draw(series, frame, &shot);
+    memcpy(im->still_rotation, shot.U, sizeof shot.U);
+    im->has.still_rotation = 1;
+    im->still_Na = shot.Na, im->still_Nb = shot.Nb, im->still_Nc = shot.Nc;
+    im->has.still_Na = im->has.still_Nb = im->has.still_Nc = 1;
+    im->still_fluence = shot.fluence, im->has.still_fluence = 1;
+    if (shot.spikes == 0) return NB_OK;
+    nb_status st = nb_calloc((void **)&im->still_spectrum, (size_t)shot.spikes, sizeof(double), "the spectrum");
+    if (st) return st;
+    for (int k = 0; k < shot.spikes; k++) im->still_spectrum[k] = series->lambda0 * (1.0 + shot.spike[k]);
+    im->still_spikes = shot.spikes;
+    return NB_OK;
 }
 
 /* Frame `frame` of the plan into an IMAGE record, panel after panel.  With
@@ -585,19 +605,30 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
     nb_status st;
     panel_render *pr;
     float *img;
+    nb_source *shot_sources = NULL; /* a still's spectrum: the frame's own sources */
+    int nshot_sources = 0;
     memset(row_crc, 0, sizeof *row_crc);
     *row_crc_taken = 0;
     nb_image_record_init(out);
+    if ((st = nb_plan_frame_sources(series, frame, &shot_sources, &nshot_sources))) return st;
+    if (shot_sources) frame_plan.sources = shot_sources, frame_plan.nsources = nshot_sources;
     st = nb_image_add_pixels(out, nb_plan_total_pixels(plan), NB_ARRAY_UNINITIALISED, &img);
     /* the pixels' rows, where they lie in the payload (adding the keys does not move it) */
     if (!st && np == 1)
         st = nb_payload_crc_init(row_crc, (uint64_t)((unsigned char *)img - out->payload),
                                  (size_t)plan->fpixels * sizeof(float), (size_t)plan->spixels);
-    if (st) return st;
+    if (st) {
+        free(shot_sources);
+        return st;
+    }
     float *grad_pixels[NB_GRAD_MAX_NAMES];
     grad_job job = {NULL, frame, grad_pixels};
-    if (gp && (st = grad_records(plan, gp, frame, grads, &job))) return st;
-    if ((st = nb_calloc((void **)&pr, (size_t)np, sizeof *pr, "panel renders"))) return st;
+    if (!st && gp) st = grad_records(plan, gp, frame, grads, &job);
+    if (!st) st = nb_calloc((void **)&pr, (size_t)np, sizeof *pr, "panel renders");
+    if (st) {
+        free(shot_sources);
+        return st;
+    }
     /* each panel with the kernels as they are: its own geometry in nb_kparams */
     double seconds = 0.0, kernel_seconds = 0.0;
     for (int i = 0; i < np && !st; i++) {
@@ -628,6 +659,7 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
         im.render_seconds = seconds, im.has.render_seconds = 1;
         snprintf(im.render_path, sizeof im.render_path, "%s", pr[0].path);
         im.kernel_seconds = kernel_seconds, im.has.kernel_seconds = use_cuda;
+        if (series->stills.on) st = still_keys(series, frame, &im);
     }
     if (!st && np == 1) {
         nb_kparams kp; /* what image_stats reads of the one panel */
@@ -656,6 +688,7 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
     nb_image_info_free(&im);
     for (int i = 0; i < np; i++) free(pr[i].res.row_stats);
     free(pr);
+    free(shot_sources);
     return st;
 }
 

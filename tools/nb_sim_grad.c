@@ -401,6 +401,10 @@ nb_status nb_grad_plan_at(const nb_plan *plan, const nb_grad_list *names, const 
 nb_status nb_grad_plans_build(const nb_plan *plan, const nb_grad_list *names, nb_grad_plans *out)
 {
     memset(out, 0, sizeof *out);
+    /* a shot's spectrum is not a plan's field that the stencil could move */
+    if (plan->stills.spikes > 0)
+        return nb_error_set(NB_ERR_UNSUPPORTED, "derivatives of stills with a per-shot spectrum (-stills_bandwidth) "
+                                                "are not supported");
     int argc = 0;
     char **argv = NULL;
     nb_request rq;
