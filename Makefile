@@ -34,6 +34,23 @@ NB_LDLIBS += -ldl
 TEST_LDLIBS := -ltiff
 endif
 
+# optional part, probed: libhdf5 (Debian's serial one) for NXmx output
+# (.nxs, .h5; formats/nxmx.c).  Only its headers are needed at build time:
+# like libtiff it is loaded (dlopen, by its soname) when an NXmx file is
+# written, so that no other run pays for loading it and its dependencies.
+HDF5_CFLAGS ?= $(shell pkg-config --cflags hdf5 2>/dev/null || echo -I/usr/include/hdf5/serial)
+HAVE_HDF5 ?= $(shell printf '\043include <hdf5.h>\nint main(void){return 0;}\n' | \
+               $(CC) $(HDF5_CFLAGS) -x c - -o /dev/null 2>/dev/null && echo 1 || echo 0)
+ifeq ($(HAVE_HDF5),1)
+HDF5_LIBDIR ?= $(patsubst -L%,%,$(firstword $(shell pkg-config --libs-only-L hdf5 2>/dev/null)))
+HDF5_SONAME ?= $(shell objdump -p "$(HDF5_LIBDIR)/libhdf5.so" 2>/dev/null | awk '/SONAME/ {print $$2}')
+ifeq ($(HDF5_SONAME),)
+HDF5_SONAME := libhdf5_serial.so.103
+endif
+NB_CFLAGS += $(HDF5_CFLAGS) -DNB_HAVE_HDF5 -DNB_HDF5_SONAME='"$(HDF5_SONAME)"'
+NB_LDLIBS += -ldl
+endif
+
 BUILD   ?= build
 BIN     ?= bin
 
@@ -221,7 +238,7 @@ fuzz-regressions-built: $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
 build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_LIB_SRC) $(HEADERS)
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE $(FUZZ_FLAGS) -Ilibnbcore -Iformats -DNB_VERSION='"$(VERSION)"' \
-	    $(filter -DNB_HAVE_TIFF -DNB_TIFF_SONAME=%,$(NB_CFLAGS)) -o $@ $< $(FUZZ_LIB_SRC) -lz -lm \
+	    $(filter -DNB_HAVE_TIFF -DNB_TIFF_SONAME=% -DNB_HAVE_HDF5 -DNB_HDF5_SONAME=% -I%,$(NB_CFLAGS)) -o $@ $< $(FUZZ_LIB_SRC) -lz -lm \
 	    $(filter -ldl,$(NB_LDLIBS))
 
 # ---- set-up and demo -------------------------------------------------------

@@ -1,5 +1,6 @@
 /* nb-convert: write the images of a stream as files, or read files into a stream. */
 #include <errno.h>
+#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include "truth_jsonl.h"
 #include "xds_inp.h"
 #include "tiff.h"
+#include "nxmx.h"
 
 static const nb_opt_table table;
 
@@ -45,6 +47,12 @@ static const nb_tool_info tool = {
     "  .png               8-bit PNG preview with an automatic contrast stretch: of the\n"
     "                     counts less their ADC offset when the stream has them, else (or\n"
     "                     with --photons) of the photons\n"
+    "  .nxs .h5           NeXus/NXmx HDF5: every frame in one file (no '#' run), int32 counts\n"
+    "                     from 0 as a CBF's (--photons: float32 photons), one frame per\n"
+    "                     chunk, bitshuffle+LZ4 when the HDF5 filter is installed, else gzip\n"
+    "                     (--compression); beam, every panel as an NXdetector_module, the\n"
+    "                     spindle's omega per frame, provenance (docs/architecture.md 5).\n"
+    "                     Shards' files: -o master.nxs --nxmx-join 'part_*.nxs'\n"
     "  .nbs               a copy of the stream (with --import: the stream with the image)\n"
     "  XDS.INP, .INP      XDS's input for the series (once; the images' name from the CBF\n"
     "                     or SMV -o of the same command, its '#' run as '?')\n"
@@ -86,10 +94,10 @@ static const nb_tool_info tool = {
 };
 
 enum fmt { FMT_BIN, FMT_SMV, FMT_CBF, FMT_TIF, FMT_TIF_FLOAT, FMT_TIF16, FMT_TIF32, FMT_PGM, FMT_PNG, FMT_NBS, FMT_XDS,
-           FMT_GEOM, FMT_EXPT, FMT_TRUTH };
+           FMT_GEOM, FMT_EXPT, FMT_TRUTH, FMT_NXMX };
 static const char *fmt_names[] = {"bin", "smv", "cbf", "tif",  "tif-float", "tif16", "tif32",
                                   "pgm", "png", "nbs", "xds",       "geom",  "expt",
-                                  "truth"};
+                                  "truth", "nxmx"};
 /* sidecars describe the series for a processing program, once per plan */
 #define IS_SIDECAR(f) ((f) == FMT_XDS || (f) == FMT_GEOM || (f) == FMT_EXPT)
 #define NFMT ((int)(sizeof fmt_names / sizeof fmt_names[0]))
@@ -112,7 +120,11 @@ typedef struct conv_opts {
     double scale, adc, pgmscale;
     int have_scale, have_adc, have_pgmscale, nopgm;
     int smv_beam;
-    int photons;            /* --photons: PNG previews of the photons, not the counts */
+    int photons;            /* --photons: PNG previews and NXmx data of the photons, not the counts */
+    int compression;        /* --compression: of NXmx data (enum nb_nxmx_compression) */
+    const char **joins;     /* --nxmx-join: NXmx files of shards to join into the -o master */
+    int njoins;
+    nb_nxmx **nxmx;         /* per -o: its NXmx file, open from its first frame to the end of the stream */
     const char *import;
     const char *tee;        /* -o FILE.nbs: a copy of the stream */
     const char *grad;       /* --grad NAME: write that derivative (nb-sim --grad), not the images */
@@ -127,6 +139,7 @@ static int format_from_name(const char *name)
         if (!strcmp(name, fmt_names[i])) return i;
     if (!strcmp(name, "img")) return FMT_SMV;
     if (!strcmp(name, "tiff")) return FMT_TIF;
+    if (!strcmp(name, "nxs") || !strcmp(name, "h5")) return FMT_NXMX;
     if (!strcmp(name, "raw") || !strcmp(name, "float")) return FMT_BIN;
     if (!strcmp(name, "INP") || !strcmp(name, "inp")) return FMT_XDS;
     if (!strcmp(name, "jsonl")) return FMT_TRUTH;
@@ -293,22 +306,26 @@ static void image_meta(const frame *fr, nb_image_meta *m)
  * their ADC offset (dxtbx reads no pedestal from a miniCBF); the -1 of a
  * stacked image's empty columns stays.  A count below its offset (read-out
  * noise) stays negative: DIALS takes such pixels as untrusted, so say so. */
-static nb_status cbf_values(const int32_t *counts, size_t n, double adc, const char *path, int32_t **out)
+static void counts_from_zero(const int32_t *counts, size_t n, double adc, const char *path, int32_t *out)
 {
-    nb_status st = nb_alloc_large((void **)out, n, sizeof **out, "the CBF values");
-    if (st) return st;
     const int32_t off = (int32_t)lrint(adc);
     size_t below = 0;
     for (size_t i = 0; i < n; i++) {
         int32_t v = counts[i];
-        (*out)[i] = v < 0 ? v : v - off;
+        out[i] = v < 0 ? v : v - off;
         below += v >= 0 && v < off;
     }
     if (below)
         nb_warn("'%s': %zu pixels hold fewer counts than the ADC offset %d (read-out noise): negative in the CBF, "
                 "where DIALS takes them as untrusted",
                 path, below, (int)off);
-    return NB_OK;
+}
+
+static nb_status cbf_values(const int32_t *counts, size_t n, double adc, const char *path, int32_t **out)
+{
+    nb_status st = nb_alloc_large((void **)out, n, sizeof **out, "the CBF values");
+    if (!st) counts_from_zero(counts, n, adc, path, *out);
+    return st;
 }
 
 /* The reference's noiseless int image as int32 (for CBF and TIFF). */
@@ -657,6 +674,91 @@ static nb_status write_format(const out_request *o, const char *path, const char
     }
     free(ints);
     return st;
+}
+
+/* ---- NXmx: every frame into one file ------------------------------------------ */
+
+/* The frame's counts as an NXmx file holds them (every panel, one after
+ * another): as a CBF's, from 0 (cbf_values: dxtbx's NXmx reader has no
+ * pedestal either), the stream's counts or else the int image; *saturation
+ * the counter's top less the offset. */
+static int32_t *nxmx_buf; /* the frame's counts, kept from frame to frame: fresh pages cost more than the copy */
+static size_t nxmx_cap;
+
+static nb_status nxmx_counts(const frame *fr, const char *path, int32_t **out, double *saturation)
+{
+    const nb_plan *p = fr->plan;
+    nb_status st = NB_OK;
+    if (nxmx_cap < nb_plan_total_pixels(p)) {
+        free(nxmx_buf);
+        nxmx_buf = NULL, nxmx_cap = 0;
+        if (!(st = nb_alloc_large((void **)&nxmx_buf, nb_plan_total_pixels(p), sizeof *nxmx_buf, "the NXmx frame")))
+            nxmx_cap = nb_plan_total_pixels(p);
+    }
+    *out = nxmx_buf;
+    double adc = fr->counts ? fr->counts_adc : fr->adc;
+    *saturation = (fr->counts && fr->counts_bits == 32 ? 2147483647.0 : 65535.0) - lrint(adc);
+    for (int i = 0; i < nb_plan_npanels(p) && !st; i++) {
+        nb_plan view;
+        frame pf;
+        int32_t *ints = NULL;
+        size_t off, n;
+        panel_frame(fr, i, &view, &pf);
+        nb_plan_panel_dims(p, i, NULL, NULL, &off);
+        n = (size_t)pf.width * pf.height;
+        if (!fr->counts) st = int_counts(&pf, &ints);
+        if (!st) counts_from_zero(fr->counts ? pf.counts : ints, n, adc, path, *out + off);
+        free(ints);
+    }
+    return st;
+}
+
+/* Frame fr into request q's NXmx file, opened by the first frame */
+static nb_status write_nxmx(const out_request *q, nb_nxmx **file, const conv_opts *o, const frame *fr)
+{
+    int32_t *counts = NULL;
+    nb_nxmx_setup setup = {o->photons ? NB_NXMX_PHOTONS : NB_NXMX_COUNTS, o->compression, 0.0};
+    nb_status st = o->photons ? NB_OK : nxmx_counts(fr, q->path, &counts, &setup.saturation);
+    if (!st && !*file) {
+        nb_info("writing %s (NXmx, %s)", q->path, o->photons ? "float32 photons" : "int32 counts from 0");
+        if (!o->photons && !fr->counts) nb_info("intfile_scale = %g", fr->int_scale);
+        st = nb_nxmx_open(file, q->path, fr->plan, &setup);
+    }
+    if (!st) {
+        nb_image_meta m;
+        image_meta(fr, &m);
+        nb_nxmx_frame f = {fr->frame, m.osc_start, m.osc_range, fr->im->has.noise_seed, fr->im->noise_seed};
+        st = nb_nxmx_put(*file, fr->plan, o->photons ? (const void *)fr->photons : (const void *)counts, &f);
+    }
+    return st;
+}
+
+/* At the end of the stream: every NXmx file finished and renamed into place
+ * (ok), or removed */
+static nb_status nxmx_finish(conv_opts *o, int ok)
+{
+    nb_status st = NB_OK;
+    for (int k = 0; k < o->nouts; k++) {
+        if (!o->nxmx[k]) continue;
+        if (ok && !st) st = nb_nxmx_close(o->nxmx[k]);
+        else nb_nxmx_abort(o->nxmx[k]);
+        o->nxmx[k] = NULL;
+    }
+    free(nxmx_buf);
+    nxmx_buf = NULL, nxmx_cap = 0;
+    return st;
+}
+
+/* --nxmx-join: the master file -o of the shards' NXmx files, no stream read */
+static nb_status join_nxmx(const conv_opts *o, const nb_std_opts *std)
+{
+    if (o->nouts != 1 || o->outs[0].format != FMT_NXMX)
+        return nb_error_set(NB_ERR_USAGE, "--nxmx-join needs one -o MASTER.nxs (and no other output)");
+    if (strcmp(std->input, "-"))
+        return nb_error_set(NB_ERR_USAGE, "--nxmx-join reads no stream ('%s'): name each part with --nxmx-join",
+                            std->input);
+    nb_info("writing %s (NXmx master of %d parts)", o->outs[0].path, o->njoins);
+    return nb_nxmx_master(o->outs[0].path, o->joins, o->njoins);
 }
 
 static nb_status nonfinite_error(size_t bad, size_t width)
@@ -1259,6 +1361,7 @@ static nb_status convert_image(const nb_record *rec, const nb_plan *plan, const 
         int was_live = 0;
         if (IS_SIDECAR(list[k].format)) st = write_sidecar(&list[k], o, &fr);
         else if (list[k].format == FMT_TRUTH) st = write_truth(&list[k], k, o, &fr, &im);
+        else if (list[k].format == FMT_NXMX) st = write_nxmx(&list[k], &o->nxmx[k], o, &fr);
         else if ((st = rows_finish(&live->rows, k, &was_live)) || was_live || list[k].format == FMT_NBS) continue;
         else if (live->dropped)
             st = nb_error_set(NB_ERR_DATA, "internal error: '%s' was not written as the image came, which is no "
@@ -1288,7 +1391,7 @@ static nb_status add_output(const nb_opt_args *a)
     if (r->format < 0)
         return nb_error_set(NB_ERR_USAGE,
                             "cannot tell the format of '%s' from its name (known: .bin .img .smv .cbf .tif "
-                            ".pgm .png .nbs .INP .geom .expt .jsonl); use --format",
+                            ".pgm .png .nbs .INP .geom .expt .jsonl .nxs .h5); use --format",
                             r->path);
     return NB_OK;
 }
@@ -1316,6 +1419,33 @@ static nb_status add_reference_output(const nb_opt_args *a)
     return NB_OK;
 }
 
+/* --nxmx-join PART: a name, or a pattern expanded here (so that a quoted
+ * 'part_*.nxs' names every part; the master orders them by their frames) */
+static nb_status add_join(const nb_opt_args *a)
+{
+    conv_opts *o = a->dest;
+    const char *v = a->vals[0];
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    int r = strpbrk(v, "*?[") ? glob(v, 0, NULL, &g) : GLOB_NOMATCH;
+    if (r != 0 && r != GLOB_NOMATCH) return nb_error_set(NB_ERR_IO, "--nxmx-join '%s': cannot expand the pattern", v);
+    if (r == GLOB_NOMATCH && strpbrk(v, "*?["))
+        return nb_error_set(NB_ERR_USAGE, "--nxmx-join '%s': no file matches the pattern", v);
+    size_t add = r == 0 ? g.gl_pathc : 1;
+    const char **j = realloc(o->joins, ((size_t)o->njoins + add) * sizeof *j);
+    if (!j) {
+        globfree(&g);
+        return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    }
+    o->joins = j;
+    for (size_t i = 0; i < add; i++) o->joins[o->njoins++] = nb_xstrdup(r == 0 ? g.gl_pathv[i] : v);
+    globfree(&g);
+    return NB_OK;
+}
+
+static const nb_opt_choice compressions[] = {
+    {"auto", NB_NXMX_AUTO}, {"gzip", NB_NXMX_GZIP}, {"bslz4", NB_NXMX_BSLZ4}, {"none", NB_NXMX_NONE}, {NULL, 0}};
+
 static const nb_opt_choice smv_beams[] = {
     {"reference", NB_SMV_BEAM_REFERENCE}, {"dxtbx", NB_SMV_BEAM_DXTBX}, {NULL, 0}};
 
@@ -1335,7 +1465,7 @@ static const nb_opt rows[] = {
     {NB_OPT_LOCAL, "--output", 1, "FILE", NULL, .needs = "a file name", .type = NB_OPT_CALLBACK, .fn = add_output},
     {NB_OPT_LOCAL, "--format", 1, "NAME",
      "format of the next -o: bin smv cbf tif tif-float tif16 tif32 pgm png nbs\n"
-     "xds geom expt truth",
+     "xds geom expt truth nxmx",
      .needs = "a name", .type = NB_OPT_CALLBACK, .fn = set_format},
     {NB_OPT_LOCAL, "--smv-beam", 1, "reference|dxtbx",
      "BEAM_CENTER_X/Y of -o SMV files: as nanoBragg writes them, or (default)\n"
@@ -1348,8 +1478,19 @@ static const nb_opt rows[] = {
      "(default 1)",
      .needs = "a number", .type = NB_OPT_DOUBLE, .at = {CO(truth_min_photons)}},
     {NB_OPT_LOCAL, "--photons", 0, "", "PNG previews of the photons even when the stream has counts (default:\n"
-     "the counts less their ADC offset, what a detector would show)",
+     "the counts less their ADC offset, what a detector would show); NXmx\n"
+     "data as float32 photons (default: int32 counts, as a CBF's)",
      .type = NB_OPT_SET, .sets = {{CO(photons), 1}}},
+    {NB_OPT_LOCAL, "--compression", 1, "auto|gzip|bslz4|none",
+     "compression of NXmx data: bitshuffle+LZ4 (HDF5 filter 32008, as Eiger\n"
+     "files) when its plugin is installed, else gzip (auto, the default)",
+     .needs = "a name", .type = NB_OPT_CHOICE, .at = {CO(compression)}, .choices = compressions,
+     .expected = "'auto', 'gzip', 'bslz4' or 'none'"},
+    {NB_OPT_LOCAL, "--nxmx-join", 1, "PART",
+     "write the one -o FILE.nxs as a master joining the NXmx files of shards\n"
+     "(repeatable; a quoted pattern such as 'part_*.nxs' is expanded): no\n"
+     "stream is read",
+     .needs = "a file name or pattern", .type = NB_OPT_CALLBACK, .fn = add_join},
     {NB_OPT_LOCAL, "--import", 1, "FILE", "read FILE (raw float32, SMV, CBF or TIFF) as the image of the input\n"
      "plan",
      .needs = "a file name", .type = NB_OPT_STRING, .at = {CO(import)}},
@@ -1379,6 +1520,9 @@ static nb_status parse(int argc, char **argv, conv_opts *o, nb_std_opts *std)
         if ((r->format == FMT_TIF || r->format == FMT_TIF_FLOAT || r->format == FMT_TIF16 || r->format == FMT_TIF32) &&
             (st = nb_tiff_load()))
             return nb_error_prefix(st, "'%s'", r->path);
+        if (r->format == FMT_NXMX && strchr(r->path, '#'))
+            return nb_error_set(NB_ERR_USAGE, "'%s': one NXmx file holds every frame; no '#' run in its name", r->path);
+        if (r->format == FMT_NXMX && (st = nb_nxmx_load())) return nb_error_prefix(st, "'%s'", r->path);
         if (r->format == FMT_NBS && o->tee && !o->import)
             return nb_error_set(NB_ERR_USAGE, "'%s': only one .nbs copy of the stream", r->path);
         if (r->format == FMT_NBS) o->tee = r->path;
@@ -1409,9 +1553,20 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--import")) nb_stream_to_stdout(1);
     o.outs = calloc((size_t)argc + 1, sizeof *o.outs);
     o.truths = calloc((size_t)argc + 1, sizeof *o.truths);
-    if (!o.outs || !o.truths) nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
+    o.nxmx = calloc((size_t)argc + 1, sizeof *o.nxmx);
+    if (!o.outs || !o.truths || !o.nxmx) nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
     nb_exit_on_error(parse(argc, argv, &o, &opts));
     nb_exit_on_error(nb_std_apply(&opts));
+    if (o.njoins) {
+        nb_status js = join_nxmx(&o, &opts);
+        for (int k = 0; k < o.njoins; k++) free((char *)o.joins[k]);
+        free(o.joins);
+        free(o.outs);
+        free(o.nxmx);
+        free(o.truths);
+        nb_exit_on_error(js);
+        return 0;
+    }
     nb_stream_to_stdout((o.import && !o.tee) || (o.tee && !strcmp(o.tee, "-")));
 
     nb_reader *r = NULL;
@@ -1487,6 +1642,8 @@ int main(int argc, char **argv)
         else nb_writer_abort(tee);
     }
     rows_free(&live.rows);
+    nb_status nx = nxmx_finish(&o, !st);
+    if (!st) st = nx;
     if (st) abort_pending();
     else st = commit_pending();
     nb_status tst = finish_truths(&o, !st);
@@ -1500,6 +1657,7 @@ int main(int argc, char **argv)
     }
     free(o.outs);
     free(o.truths);
+    free(o.nxmx);
     nb_exit_on_error(st);
     return 0;
 }
