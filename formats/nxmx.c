@@ -731,7 +731,7 @@ nb_status nb_nxmx_put(nb_nxmx *w, const nb_plan *p, const void *values, const nb
     if (E->failed) return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", w->final, E->msg);
     w->omega[w->n] = f->phi_start;
     w->omega_end[w->n] = f->phi_start + f->phi_range;
-    w->wavelength[w->n] = p->lambda0 * 1e10;
+    w->wavelength[w->n] = f->wavelength * 1e10;
     w->frames[w->n] = f->frame;
     w->noise_seeds[w->n] = f->noise_seed;
     w->all_noise_seeds &= f->has_noise_seed;

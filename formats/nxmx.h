@@ -54,6 +54,7 @@ typedef struct nb_nxmx_frame {
     long frame;           /* the stream's FRAME (0-based) */
     double phi_start;     /* deg: spindle angle at the start of the frame */
     double phi_range;     /* deg: rotation during the frame */
+    double wavelength;    /* m: the frame's (a still's shot: its spectrum's mean) */
     int has_noise_seed;
     int64_t noise_seed;   /* NOISE_SEED of the counts */
 } nb_nxmx_frame;

@@ -287,6 +287,11 @@ static void image_meta(const frame *fr, nb_image_meta *m)
     m->distance = p->distance;
     m->close_distance = p->close_distance;
     m->wavelength = p->lambda0;
+    if (fr->im->still_spikes > 0) { /* a still's shot: its spikes' mean, each rendered with equal weight */
+        double sum = 0.0;
+        for (int k = 0; k < fr->im->still_spikes; k++) sum += fr->im->still_spectrum[k];
+        m->wavelength = sum / fr->im->still_spikes;
+    }
     m->beam_f = p->Fbeam;
     m->beam_s = p->Sbeam;
     double start = fr->im->has.phi_start ? fr->im->phi_start : p->phi0;
@@ -727,7 +732,8 @@ static nb_status write_nxmx(const out_request *q, nb_nxmx **file, const conv_opt
     if (!st) {
         nb_image_meta m;
         image_meta(fr, &m);
-        nb_nxmx_frame f = {fr->frame, m.osc_start, m.osc_range, fr->im->has.noise_seed, fr->im->noise_seed};
+        nb_nxmx_frame f = {fr->frame, m.osc_start, m.osc_range, m.wavelength, fr->im->has.noise_seed,
+                           fr->im->noise_seed};
         st = nb_nxmx_put(*file, fr->plan, o->photons ? (const void *)fr->photons : (const void *)counts, &f);
     }
     return st;

@@ -204,3 +204,28 @@ for o in rows:
 print("A of 4 frames within 1e-9 of model.expt's")
 PY
 }
+
+@test "stills: each shot's wavelength (its spectrum's mean) is in its CBF header and in the NXmx file, as dxtbx reads them" {
+    need_dials
+    nb-geom $STILLS -misset_seed 5 -nframes 4 -q | nb-sim -q | nb-noise -q -seed 3 |
+        nb-convert -q -o shot_#.cbf -o truth.jsonl -o stills.nxs 2>nxs.err ||
+        { grep -q libhdf5 nxs.err && skip "this build or system has no libhdf5: $(cat nxs.err)"; cat nxs.err; return 1; }
+    "$PY" - <<'PY'
+import json
+from dxtbx.format.FormatNXmx import FormatNXmx
+from dxtbx.model.experiment_list import ExperimentListFactory
+rows = [json.loads(l) for l in open("truth.jsonl")]
+nxs = FormatNXmx("stills.nxs")
+means = []
+for o in rows:
+    spec = o["spectrum"]
+    mean = sum(l * w for l, w in spec) / sum(w for _, w in spec)
+    means.append(mean)
+    cbf = ExperimentListFactory.from_filenames(["shot_%d.cbf" % o["frame"]])[0].beam.get_wavelength()
+    assert abs(cbf - mean) < 1e-6, (o["frame"], cbf, mean)
+    got = nxs.get_beam(o["frame"] - 1).get_wavelength()
+    assert abs(got - mean) < 1e-9, (o["frame"], got, mean)
+assert max(means) - min(means) > 1e-5, means  # the shots' spectra differ
+print("4 shots' wavelengths:", means)
+PY
+}
