@@ -289,6 +289,107 @@ static void append_command_line(nb_strbuf *sb, const char *cmd)
 
 static double finite_or(double v, double dflt) { return isfinite(v) ? v : dflt; }
 
+/* The imgCIF categories that dxtbx's full-CBF readers (and CBFlib) build
+ * the beam, detector, goniometer and scan from: the geometry of model.expt
+ * in DIALS's frame (m->lab_*), the polarization, the trusted range. */
+static void put_imgcif(nb_strbuf *sb, const nb_image_meta *m, double lambda_A, double period, double cutoff,
+                       const char *date)
+{
+    const double *o = m->lab_origin, *f = m->lab_fast, *s = m->lab_slow, *ax = m->lab_axis;
+    double px_mm = finite_or(m->pixel_size, 0) * 1e3;
+    /* DETECTOR_Z: along the plane's normal, from the sample, by the distance to
+     * the plane; ELEMENT_X/Y from there to the first pixel's outer corner */
+    double n[3] = {f[1] * s[2] - f[2] * s[1], f[2] * s[0] - f[0] * s[2], f[0] * s[1] - f[1] * s[0]};
+    double nn = sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
+    for (int k = 0; k < 3; k++) n[k] = nn > 0 ? n[k] / nn : (k == 2 ? -1.0 : 0.0);
+    double d = o[0] * n[0] + o[1] * n[1] + o[2] * n[2];
+    if (d < 0)
+        for (int k = 0; k < 3; k++) n[k] = -n[k];
+    d = fabs(d);
+    double off[3];
+    for (int k = 0; k < 3; k++) off[k] = o[k] - d * n[k] + 0.0;
+    double start = finite_or(m->osc_start, 0), inc = finite_or(m->osc_range, 0);
+
+    nb_strbuf_printf(sb, "_diffrn.id DIFFRN_ID" CBF_EOL CBF_EOL);
+    nb_strbuf_printf(sb, "_diffrn_source.diffrn_id DIFFRN_ID" CBF_EOL "_diffrn_source.source simulation" CBF_EOL
+                         "_diffrn_source.type 'nb toolkit'" CBF_EOL CBF_EOL);
+    /* dxtbx takes polarizn_source_ratio as its polarization fraction (cbf.h) */
+    nb_strbuf_printf(sb, "_diffrn_radiation.diffrn_id DIFFRN_ID" CBF_EOL
+                         "_diffrn_radiation.wavelength_id WAVELENGTH1" CBF_EOL "_diffrn_radiation.probe x-ray" CBF_EOL
+                         "_diffrn_radiation.polarizn_source_ratio %.6f" CBF_EOL
+                         "_diffrn_radiation.polarizn_source_norm %.6f" CBF_EOL CBF_EOL,
+                     m->polarization > 0 && isfinite(m->polarization) ? m->polarization : 0.5, m->lab_polar_norm);
+    nb_strbuf_printf(sb, "_diffrn_radiation_wavelength.id WAVELENGTH1" CBF_EOL
+                         "_diffrn_radiation_wavelength.wavelength %.8f" CBF_EOL
+                         "_diffrn_radiation_wavelength.wt 1.0" CBF_EOL CBF_EOL,
+                     lambda_A);
+    nb_strbuf_printf(sb, "_diffrn_detector.diffrn_id DIFFRN_ID" CBF_EOL "_diffrn_detector.id DETECTOR" CBF_EOL
+                         "_diffrn_detector.type 'nb toolkit simulated pixel-array detector'" CBF_EOL
+                         "_diffrn_detector.number_of_axes 1" CBF_EOL CBF_EOL);
+    nb_strbuf_printf(sb, "_diffrn_detector_axis.detector_id DETECTOR" CBF_EOL
+                         "_diffrn_detector_axis.axis_id DETECTOR_Z" CBF_EOL CBF_EOL);
+    nb_strbuf_printf(sb, "_diffrn_detector_element.id ELEMENT1" CBF_EOL
+                         "_diffrn_detector_element.detector_id DETECTOR" CBF_EOL CBF_EOL);
+    nb_strbuf_printf(sb, "_diffrn_data_frame.id FRAME1" CBF_EOL "_diffrn_data_frame.detector_element_id ELEMENT1" CBF_EOL
+                         "_diffrn_data_frame.array_id ARRAY1" CBF_EOL "_diffrn_data_frame.binary_id 1" CBF_EOL CBF_EOL);
+    nb_strbuf_printf(sb, "_diffrn_measurement.diffrn_id DIFFRN_ID" CBF_EOL "_diffrn_measurement.id GONIOMETER" CBF_EOL
+                         "_diffrn_measurement.number_of_axes 1" CBF_EOL "_diffrn_measurement.method rotation" CBF_EOL
+                         CBF_EOL);
+    nb_strbuf_printf(sb, "_diffrn_measurement_axis.measurement_id GONIOMETER" CBF_EOL
+                         "_diffrn_measurement_axis.axis_id PHI" CBF_EOL CBF_EOL);
+    nb_strbuf_printf(sb, "_diffrn_scan.id SCAN1" CBF_EOL "_diffrn_scan.frame_id_start FRAME1" CBF_EOL
+                         "_diffrn_scan.frame_id_end FRAME1" CBF_EOL "_diffrn_scan.frames 1" CBF_EOL CBF_EOL);
+    nb_strbuf_printf(sb, "loop_" CBF_EOL "_diffrn_scan_axis.axis_id" CBF_EOL "_diffrn_scan_axis.scan_id" CBF_EOL
+                         "_diffrn_scan_axis.angle_start" CBF_EOL "_diffrn_scan_axis.angle_range" CBF_EOL
+                         "_diffrn_scan_axis.angle_increment" CBF_EOL "_diffrn_scan_axis.displacement_start" CBF_EOL
+                         "_diffrn_scan_axis.displacement_range" CBF_EOL "_diffrn_scan_axis.displacement_increment" CBF_EOL);
+    nb_strbuf_printf(sb, "PHI SCAN1 %.6f %.6f %.6f 0.0 0.0 0.0" CBF_EOL, start, inc, inc);
+    nb_strbuf_printf(sb, "DETECTOR_Z SCAN1 0.0 0.0 0.0 %.9f 0.0 0.0" CBF_EOL CBF_EOL, d);
+    nb_strbuf_printf(sb, "_diffrn_scan_frame.frame_id FRAME1" CBF_EOL "_diffrn_scan_frame.frame_number %ld" CBF_EOL
+                         "_diffrn_scan_frame.integration_time %.7f" CBF_EOL "_diffrn_scan_frame.scan_id SCAN1" CBF_EOL
+                         "_diffrn_scan_frame.date %s" CBF_EOL CBF_EOL,
+                     m->frame + 1, period, date);
+    nb_strbuf_printf(sb, "loop_" CBF_EOL "_diffrn_scan_frame_axis.frame_id" CBF_EOL "_diffrn_scan_frame_axis.axis_id" CBF_EOL
+                         "_diffrn_scan_frame_axis.angle" CBF_EOL "_diffrn_scan_frame_axis.displacement" CBF_EOL
+                         "FRAME1 PHI %.6f 0.0" CBF_EOL "FRAME1 DETECTOR_Z 0.0 %.9f" CBF_EOL CBF_EOL,
+                     start, d);
+    nb_strbuf_printf(sb, "loop_" CBF_EOL "_axis.id" CBF_EOL "_axis.type" CBF_EOL "_axis.equipment" CBF_EOL
+                         "_axis.depends_on" CBF_EOL "_axis.vector[1]" CBF_EOL "_axis.vector[2]" CBF_EOL
+                         "_axis.vector[3]" CBF_EOL "_axis.offset[1]" CBF_EOL "_axis.offset[2]" CBF_EOL
+                         "_axis.offset[3]" CBF_EOL);
+    nb_strbuf_printf(sb, "SOURCE general source . 0 0 1 . . ." CBF_EOL "GRAVITY general gravity . 0 -1 0 . . ." CBF_EOL);
+    nb_strbuf_printf(sb, "PHI rotation goniometer . %.12f %.12f %.12f . . ." CBF_EOL, ax[0] + 0.0, ax[1] + 0.0,
+                     ax[2] + 0.0);
+    nb_strbuf_printf(sb, "DETECTOR_Z translation detector . %.12f %.12f %.12f 0 0 0" CBF_EOL, n[0] + 0.0, n[1] + 0.0,
+                     n[2] + 0.0);
+    nb_strbuf_printf(sb, "ELEMENT_X translation detector DETECTOR_Z %.12f %.12f %.12f %.9f %.9f %.9f" CBF_EOL,
+                     f[0] + 0.0, f[1] + 0.0, f[2] + 0.0, off[0], off[1], off[2]);
+    nb_strbuf_printf(sb, "ELEMENT_Y translation detector ELEMENT_X %.12f %.12f %.12f 0 0 0" CBF_EOL CBF_EOL,
+                     s[0] + 0.0, s[1] + 0.0, s[2] + 0.0);
+    nb_strbuf_printf(sb, "loop_" CBF_EOL "_array_structure_list.array_id" CBF_EOL "_array_structure_list.index" CBF_EOL
+                         "_array_structure_list.dimension" CBF_EOL "_array_structure_list.precedence" CBF_EOL
+                         "_array_structure_list.direction" CBF_EOL "_array_structure_list.axis_set_id" CBF_EOL
+                         "ARRAY1 1 %d 1 increasing ELEMENT_X" CBF_EOL "ARRAY1 2 %d 2 increasing ELEMENT_Y" CBF_EOL CBF_EOL,
+                     m->fpixels, m->spixels);
+    /* the first pixel at 0: CBFlib's pixel (0, 0) is then the ELEMENT_X offset, dxtbx's origin */
+    nb_strbuf_printf(sb, "loop_" CBF_EOL "_array_structure_list_axis.axis_set_id" CBF_EOL
+                         "_array_structure_list_axis.axis_id" CBF_EOL "_array_structure_list_axis.displacement" CBF_EOL
+                         "_array_structure_list_axis.displacement_increment" CBF_EOL
+                         "ELEMENT_X ELEMENT_X 0.0 %.10g" CBF_EOL "ELEMENT_Y ELEMENT_Y 0.0 %.10g" CBF_EOL CBF_EOL,
+                     px_mm, px_mm);
+    nb_strbuf_printf(sb, "loop_" CBF_EOL "_array_element_size.array_id" CBF_EOL "_array_element_size.index" CBF_EOL
+                         "_array_element_size.size" CBF_EOL "ARRAY1 1 %.10ge-6" CBF_EOL "ARRAY1 2 %.10ge-6" CBF_EOL CBF_EOL,
+                     px_mm * 1e3, px_mm * 1e3);
+    nb_strbuf_printf(sb, "_array_intensities.array_id ARRAY1" CBF_EOL "_array_intensities.binary_id 1" CBF_EOL
+                         "_array_intensities.linearity linear" CBF_EOL "_array_intensities.gain 1.0" CBF_EOL
+                         "_array_intensities.overload %.0f" CBF_EOL "_array_intensities.undefined_value -1" CBF_EOL
+                         CBF_EOL,
+                     cutoff);
+    nb_strbuf_printf(sb, "_array_structure.id ARRAY1" CBF_EOL "_array_structure.encoding_type 'signed 32-bit integer'" CBF_EOL
+                         "_array_structure.compression_type x-CBF_BYTE_OFFSET" CBF_EOL
+                         "_array_structure.byte_order LITTLE_ENDIAN" CBF_EOL CBF_EOL);
+}
+
 static void build_header(nb_strbuf *sb, const char *path, const nb_image_meta *m, size_t nbytes,
                          const char *md5)
 {
@@ -319,8 +420,16 @@ static void build_header(nb_strbuf *sb, const char *path, const nb_image_meta *m
 
     nb_strbuf_printf(sb, "###CBF: VERSION 1.5, nb toolkit %s" CBF_EOL CBF_EOL, NB_VERSION);
     nb_strbuf_printf(sb, "data_%s" CBF_EOL CBF_EOL, name);
+    if (m->lab) {
+        char date[80];
+        snprintf(date, sizeof date, "%s.%03d", stamp, ms);
+        put_imgcif(sb, m, lambda_A, period, cutoff, date);
+        nb_strbuf_printf(sb, "_array_data.array_id ARRAY1" CBF_EOL "_array_data.binary_id 1" CBF_EOL);
+    }
+    /* PILATUS_1.2 only without the imgCIF categories: dxtbx's full-CBF
+     * PILATUS reader sets the polarization fraction to 0.999 (see cbf.h) */
     nb_strbuf_printf(sb, "_array_data.header_convention \"%s\"" CBF_EOL,
-                     pilatus ? "PILATUS_1.2" : "GENERIC_MINI");
+                     pilatus && !m->lab ? "PILATUS_1.2" : "GENERIC_MINI");
     nb_strbuf_printf(sb, "_array_data.header_contents" CBF_EOL ";" CBF_EOL);
     if (pilatus)
         nb_strbuf_printf(sb, "# Detector: PILATUS (nb toolkit simulation), S/N 00-0000" CBF_EOL);
@@ -364,8 +473,7 @@ static void build_header(nb_strbuf *sb, const char *path, const nb_image_meta *m
     /* numbered from 1, as the file names and DIALS's image numbers */
     nb_strbuf_printf(sb, "# Software: nb toolkit %s, frame %ld" CBF_EOL, NB_VERSION, m->frame + 1);
     if (m->command_line) append_command_line(sb, m->command_line);
-    nb_strbuf_printf(sb, ";" CBF_EOL CBF_EOL);
-
+    nb_strbuf_printf(sb, ";" CBF_EOL);
     nb_strbuf_printf(sb, "_array_data.data" CBF_EOL ";" CBF_EOL);
     nb_strbuf_printf(sb, "--CIF-BINARY-FORMAT-SECTION--" CBF_EOL);
     nb_strbuf_printf(sb, "Content-Type: application/octet-stream;" CBF_EOL);

@@ -1,4 +1,5 @@
-/* cbf.h - miniCBF images (PILATUS convention) with byte-offset compression.
+/* cbf.h - CBF images with byte-offset compression: imgCIF categories for
+ * dxtbx, then the miniCBF header (PILATUS convention) for XDS and fabio.
  *
  * The file is what a PILATUS camserver / CBFlib writes and what dxtbx (DIALS),
  * XDS and fabio read: "###CBF: VERSION 1.5", one data_ block, a
@@ -7,6 +8,35 @@
  * then the binary section: MIME headers with Content-MD5, the 0C 1A 04 D5
  * start marker, the x-CBF_BYTE_OFFSET data (signed 32-bit, little-endian) and
  * 4095 bytes of zero padding.  Lines end with CR LF as in CBFlib's output.
+ *
+ * When m->lab is set (nb-convert: always, but for a sensor with a thickness)
+ * the data block opens with imgCIF categories (_diffrn, _diffrn_source,
+ * _diffrn_radiation, _axis, _array_structure_list_axis, _diffrn_scan ...),
+ * which make dxtbx read the file with its full-CBF byte-offset reader
+ * (FormatCBFFullByteOffset: "_diffrn.id" and "_diffrn_source" present, no
+ * "PILATUS" header convention) instead of its miniCBF readers, which take no
+ * polarization from any header (0.999 whatever it says):
+ *   - _diffrn_radiation.polarizn_source_ratio is m->polarization, which
+ *     dxtbx takes as its polarization fraction (imgCIF defines the field as
+ *     (Ip - In) / (Ip + In), 2 f - 1 for the fraction f; dxtbx, the reader
+ *     these files are for, reads it as f), and polarizn_source_norm the
+ *     angle a of the plane's normal, (sin a, cos a, 0) in dxtbx's frame.
+ *   - The geometry is model.expt's (m->lab_*, DIALS's frame): PHI, the
+ *     spindle; DETECTOR_Z along the plane's normal by the distance to the
+ *     plane; ELEMENT_X / ELEMENT_Y the fast and slow axes from the first
+ *     pixel's outer corner (pixel 0 at displacement 0: CBFlib's pixel (0, 0),
+ *     dxtbx's origin, is that corner).  So dxtbx reads the detector of the
+ *     images as model.expt states it: for a detector square to the beam the
+ *     one it built from the miniCBF lines (tests/cli/conventions.bats), and a
+ *     tilted or two-theta detector whole, which the miniCBF lines cannot say.
+ *   - _array_intensities: overload m->count_cutoff, undefined value -1, gain 1
+ *     (dxtbx's trusted range -1 .. cutoff, as from the miniCBF).
+ *   - The header convention is then "GENERIC_MINI" whatever the size: dxtbx's
+ *     full-CBF PILATUS reader sets the polarization fraction to 0.999.
+ * A sensor with a thickness (m->lab 0) gets the miniCBF alone: dxtbx's
+ * full-CBF readers take no sensor, its miniCBF readers the parallax
+ * correction from the "# Silicon sensor" line (and polarization 0.999; a
+ * dials.import override of it survives, one of the sensor does not).
  *
  * Header conventions:
  *   - Detector_distance is the perpendicular sample-to-plane distance
@@ -19,7 +49,7 @@
  *     The counts themselves are the caller's: nb-convert writes them from 0
  *     (less their ADC offset, docs/physics.md 2.6) and lowers the cutoff.
  *   - "# Polarization P" when m->polarization > 0 (the field of dxtbx's own
- *     miniCBF writer; its readers do not take it).
+ *     miniCBF writer; its miniCBF readers do not take it).
  *   - "# Software: ..., frame N" with N = m->frame + 1, as the file names.
  *   - Exposure_time and Exposure_period are m->exposure, or 1 s when unset.
  *   - The time stamp is 1970-01-01T00:00:00 + frame * Exposure_period, so that
@@ -31,6 +61,7 @@
  *     asserts that the size matches the module gaps (and fails on, e.g.,
  *     512 x 512), while its GENERIC_MINI reader exists for simulated
  *     pixel-array data of any size.  The "# ..." header lines are the same.
+ *     (Only a miniCBF without imgCIF categories: see above.)
  *
  * Byte-offset deltas are taken modulo 2^32 and always fit the 1-, 2- or
  * 4-byte forms, so a jump such as 2147483647 -> -2147483648 costs one byte.

@@ -119,15 +119,40 @@ static void put_detector(nb_strbuf *sb, const nb_plan *p, const double R[3][3], 
     nb_strbuf_append(sb, "]}\n  }],\n");
 }
 
-static void put_beam(nb_strbuf *sb, const nb_plan *p, const double R[3][3])
+/* the normal of the polarization plane (beam x E), unit, in DIALS's frame */
+static void polar_normal(const nb_plan *p, const double R[3][3], double pn[3])
 {
-    double dir[3], pn[3], n[3];
-    /* dxtbx's direction points from the sample to the source */
-    rot(R, p->beam, -1.0, dir);
+    double n[3];
     cross3(p->beam, p->polar_vector, n);
     double len = sqrt(dot3(n, n));
     rot(R, n, len > 0 ? 1.0 / len : 0.0, pn);
     if (!(len > 0)) pn[0] = 0, pn[1] = 1, pn[2] = 0;
+}
+
+void nb_dials_image_geometry(const nb_plan *p, nb_image_meta *m)
+{
+    double R[3][3], pn[3];
+    m->lab = 0;
+    if (nb_dials_frame(p, R)) return;   /* the message is no one's: the header goes without */
+    rot(R, p->fdet, 1.0, m->lab_fast);
+    rot(R, p->sdet, 1.0, m->lab_slow);
+    rot(R, p->pix0, 1e3, m->lab_origin);
+    rot(R, p->spindle, 1.0, m->lab_axis);
+    polar_normal(p, R, pn);
+    /* dxtbx's imgCIF reader: the normal is (sin a, cos a, 0); its sign is no matter */
+    double a = atan2(pn[0], pn[1]) * 180.0 / M_PI;
+    if (a > 90.0) a -= 180.0;
+    else if (a <= -90.0) a += 180.0;
+    m->lab_polar_norm = a + 0.0;
+    m->lab = 1;
+}
+
+static void put_beam(nb_strbuf *sb, const nb_plan *p, const double R[3][3])
+{
+    double dir[3], pn[3];
+    /* dxtbx's direction points from the sample to the source */
+    rot(R, p->beam, -1.0, dir);
+    polar_normal(p, R, pn);
     nb_strbuf_append(sb, "  \"beam\": [{");
     put_vec(sb, "direction", dir, ", ");
     nb_strbuf_printf(sb, "\"wavelength\": %.17g, \"divergence\": 0.0, \"sigma_divergence\": 0.0, ", p->lambda0 * 1e10);

@@ -28,6 +28,12 @@ typedef struct nb_expt_images {
  * the beam) onto +x.  An error when the spindle is along the beam. */
 nb_status nb_dials_frame(const nb_plan *p, double R[3][3]);
 
+/* The plan's (or a panel view's) detector, spindle and polarization normal
+ * in DIALS's frame, as model.expt states them, into m's lab fields (m->lab
+ * 1); m->lab 0 when there is no DIALS frame (the spindle along the beam). */
+struct nb_image_meta;
+void nb_dials_image_geometry(const nb_plan *p, struct nb_image_meta *m);
+
 nb_status nb_dials_expt_write(const char *path, const nb_plan *p, const nb_expt_images *img);
 
 #endif

@@ -20,6 +20,12 @@ typedef struct nb_image_meta {
     long frame;               /* 0-based frame index (headers say frame + 1, as the file names) */
     double polarization;      /* fraction of polarization as DIALS and XDS define it
                                  (nb_polarization_fraction); 0: not stated */
+    /* The geometry in DIALS's laboratory frame (nb_dials_image_geometry), for
+     * headers that can state it whole (CBF's imgCIF axes); lab 0: none */
+    int lab;
+    double lab_origin[3];     /* mm: the outer corner of the first pixel */
+    double lab_fast[3], lab_slow[3], lab_axis[3];   /* unit: detector axes, spindle */
+    double lab_polar_norm;    /* deg: the polarization plane's normal from +y about z */
     const char *command_line; /* provenance, may be NULL */
     const char *name;         /* the file's final name (for names inside it, e.g. CBF's data_
                                  block), when it is written under a temporary one; may be NULL */

@@ -185,6 +185,15 @@ static const char *exit_upstream =
     "When a stage before it in a pipe has failed, the tool prints nothing, hands the failure\n"
     "on and exits with that stage's status (the stream ends in an ABORT record).";
 
+/* every tool's last lines: where the set-up, the GPU backend and the skipped
+ * tests are told (README.md "Set up" says it all) */
+static const char *setup_footer =
+    "Set-up (README.md, \"Set up\"): 'make demo' installs the missing Debian packages when run\n"
+    "as root (tools/install-deps.sh lists them; as a user it only lists them) and builds; 'make\n"
+    "check' does the same, then runs every test and ends with each skipped test and its reason.\n"
+    "GPU: with nvcc, make builds nb-sim's CUDA backend (nb-sim --device; --version lists the\n"
+    "backends built).";
+
 void nb_print_help(const nb_tool_info *tool, FILE *fp)
 {
     fprintf(fp, "Usage: %s %s\n%s\n", tool->name, tool->synopsis, tool->summary);
@@ -194,6 +203,12 @@ void nb_print_help(const nb_tool_info *tool, FILE *fp)
     if (tool->examples) fprintf(fp, "\nExamples:\n%s", tool->examples);
     fprintf(fp, "\nExit status: 0 success, 1 runtime or data error, 2 usage error.\n%s\n", exit_sigpipe);
     if (reads_stream(tool)) fprintf(fp, "%s\n", exit_upstream);
+    /* what this build has (nb-sim: its backends): in --help, not the man page */
+    if (tool->version_extra) {
+        fprintf(fp, "\nThis build: ");
+        tool->version_extra(fp);
+    }
+    fprintf(fp, "\n%s\n", setup_footer);
 }
 
 /* roff-escape a line: backslashes and leading dots/quotes */
@@ -264,6 +279,9 @@ void nb_print_man(const nb_tool_info *tool, FILE *fp)
         roff(fp, exit_upstream);
         fputc('\n', fp);
     }
+    fprintf(fp, ".SH SET-UP\n");
+    roff(fp, setup_footer);
+    fputc('\n', fp);
     fprintf(fp, ".SH SEE ALSO\n.BR nb-geom (1),\n.BR nb-hkl (1),\n.BR nb-sim (1),\n.BR nb-noise (1),\n"
                 ".BR nb-convert (1),\n.BR nb-bench (1)\n");
 }

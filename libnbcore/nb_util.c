@@ -510,30 +510,76 @@ void nb_outfile_abort(nb_outfile *of)
 
 /* ---- progress ---------------------------------------------------------- */
 
-void nb_progress_start(nb_progress *p, const char *label, long total, int allowed)
+void nb_format_duration(double seconds, char *buf, size_t size)
+{
+    if (!(seconds >= 0) || seconds > 1e8) {
+        snprintf(buf, size, "--:--");
+        return;
+    }
+    long s = (long)ceil(seconds - 1e-6);   /* 275.0000001 s is 4:35 */
+    if (s < 3600) snprintf(buf, size, "%ld:%02ld", s / 60, s % 60);
+    else snprintf(buf, size, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+}
+
+void nb_progress_line(char *buf, size_t size, const char *tool, const char *label, double fraction,
+                      double elapsed)
+{
+    if (!(fraction >= 0)) fraction = 0;
+    if (fraction > 1) fraction = 1;
+    int pct = (int)(100.0 * fraction), filled = (int)(40.0 * fraction);
+    char bar[41], eta[48] = "";
+    for (int i = 0; i < 40; i++) bar[i] = i < filled ? '#' : '.';
+    bar[40] = '\0';
+    if (fraction < 1) {
+        char d[32] = "--:--";
+        if (fraction >= 1e-3 && elapsed >= 0.2) nb_format_duration(elapsed * (1 - fraction) / fraction, d, sizeof d);
+        snprintf(eta, sizeof eta, " ETA %s", d);
+    }
+    snprintf(buf, size, "%s: %s [%s] %3d%%%s", tool, label, bar, pct, eta);
+}
+
+static void progress_draw(nb_progress *p, double fraction)
+{
+    char line[256];
+    nb_progress_line(line, sizeof line, nb_tool_name(), p->label, fraction, nb_now() - p->t0);
+    /* clear to the end: the ETA's width changes */
+    fprintf(stderr, "\r%s\033[K", line);
+    fflush(stderr);
+}
+
+void nb_progress_start_part(nb_progress *p, const char *label, long total, int allowed, double t0, double base,
+                            double span)
 {
     p->enabled = allowed && total > 0 && nb_verbosity() >= 0 && isatty(STDERR_FILENO);
     p->total = total;
     p->done = 0;
-    p->last_percent = -1;
+    p->last_permille = -1;
     p->label = label;
+    p->t0 = t0, p->base = base, p->span = span;
+    /* a later part shows at once where the job stands */
+    if (p->enabled && base > 0) {
+        p->last_permille = (int)(1000.0 * base);
+        progress_draw(p, base);
+    }
+}
+
+void nb_progress_start(nb_progress *p, const char *label, long total, int allowed)
+{
+    nb_progress_start_part(p, label, total, allowed, nb_now(), 0.0, 1.0);
 }
 
 void nb_progress_add(nb_progress *p, long n)
 {
     if (!p->enabled) return;
     long done = __atomic_add_fetch(&p->done, n, __ATOMIC_RELAXED);
-    int pct = (int)(100.0 * (double)done / (double)p->total);
-    int last = __atomic_load_n(&p->last_percent, __ATOMIC_RELAXED);
-    if (pct == last) return;
-    if (!__atomic_compare_exchange_n(&p->last_percent, &last, pct, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    /* the last row of the last part is the whole run, whatever the rounding */
+    double fraction = fmin(1.0, p->base + p->span * (double)done / (double)p->total + 1e-9);
+    int pm = (int)(1000.0 * fraction);
+    int last = __atomic_load_n(&p->last_permille, __ATOMIC_RELAXED);
+    if (pm <= last) return;
+    if (!__atomic_compare_exchange_n(&p->last_permille, &last, pm, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         return;
-    char bar[41];
-    int filled = pct * 40 / 100;
-    for (int i = 0; i < 40; i++) bar[i] = i < filled ? '#' : '.';
-    bar[40] = '\0';
-    fprintf(stderr, "\r%s: %s [%s] %3d%%", nb_tool_name(), p->label, bar, pct);
-    fflush(stderr);
+    progress_draw(p, fraction);
 }
 
 void nb_progress_finish(nb_progress *p)

@@ -101,17 +101,32 @@ void nb_die_of_sigpipe(void) __attribute__((noreturn));
 
 /* ---- progress ---------------------------------------------------------- */
 /* A one-line progress bar on stderr, drawn only when stderr is a terminal and
- * the verbosity is not negative. */
+ * the verbosity is not negative.  A bar can be one part of a longer job (one
+ * frame's panel of a series): it then covers the fraction [base, base + span)
+ * of the job begun at t0 (nb_now()), and its bar, percentage and ETA are the
+ * whole job's, so that they run on from one part to the next. */
 typedef struct nb_progress {
     int enabled;
     long total;
     long done;
-    int last_percent;
+    int last_permille;
     const char *label;
+    double t0, base, span;
 } nb_progress;
 void nb_progress_start(nb_progress *p, const char *label, long total, int allowed);
+/* one part of a job begun at t0: fraction base .. base + span of it */
+void nb_progress_start_part(nb_progress *p, const char *label, long total, int allowed, double t0, double base,
+                            double span);
 void nb_progress_add(nb_progress *p, long n);   /* thread-safe via atomics */
 void nb_progress_finish(nb_progress *p);
+/* The bar's text (no carriage return): "TOOL: LABEL [####....]  42% ETA 1:23"
+ * for the fraction done of the job after elapsed seconds; the ETA (elapsed x
+ * (1 - fraction) / fraction, as nb_format_duration) is "--:--" until a
+ * thousandth of the job or a fifth of a second has passed, and gone at the end. */
+void nb_progress_line(char *buf, size_t size, const char *tool, const char *label, double fraction,
+                      double elapsed);
+/* seconds as "M:SS" (under an hour) or "H:MM:SS", rounded up */
+void nb_format_duration(double seconds, char *buf, size_t size);
 
 /* Monotonic wall clock in seconds. */
 double nb_now(void);

@@ -40,7 +40,8 @@ static const nb_tool_info tool = {
     "the format follows the extension, or the --format given before the -o:\n"
     "  .bin .raw .float   raw float32 photons/pixel (nanoBragg's floatimage.bin layout)\n"
     "  .img .smv          SMV (ADSC) 16-bit, nanoBragg's header keys plus ADC_OFFSET\n"
-    "  .cbf               miniCBF (byte-offset int32; PILATUS header for PILATUS sizes)\n"
+    "  .cbf               CBF (byte-offset int32): imgCIF axes and polarization for DIALS,\n"
+    "                     a miniCBF header for XDS (PILATUS lines for PILATUS sizes)\n"
     "  .tif .tiff         TIFF: integer counts when the stream has them, else float32 photons\n"
     "                     (--format tif-float, tif16, tif32 choose)\n"
     "  .pgm               8-bit PGM, nanoBragg's scaling (-pgmscale)\n"
@@ -304,6 +305,7 @@ static void image_meta(const frame *fr, nb_image_meta *m)
     m->twotheta = p->twotheta * 180.0 / M_PI;
     m->frame = fr->frame;
     m->polarization = nb_polarization_fraction(p);
+    nb_dials_image_geometry(p, m);
     m->command_line = p->command_line;
 }
 
@@ -654,6 +656,18 @@ static nb_status write_format(const out_request *o, const char *path, const char
         int32_t *values;
         if ((st = cbf_values(counts, n, adc, final, &values))) break;
         meta.count_cutoff = (bits == 32 ? 2147483647.0 : 65535.0) - lrint(adc);
+        /* a sensor: the miniCBF alone, which dxtbx reads with the sensor's
+         * parallax but polarization 0.999 (cbf.h); said once a run */
+        static int told_sensor;
+        if (meta.lab && meta.sensor_thickness > 0) {
+            meta.lab = 0;
+            if (!told_sensor) {
+                told_sensor = 1;
+                nb_warn("'%s': with a sensor thickness the CBF is a miniCBF, from which DIALS takes polarization "
+                        "0.999: give it 'dials.import ... polarization_fraction=%g' or read -o model.expt",
+                        final, meta.polarization);
+            }
+        }
         st = nb_cbf_write(path, values, &meta);
         free(values);
         break;

@@ -41,10 +41,10 @@ static const nb_tool_info tool = {
     "sensor layers): -v prints the detector's.  A frame of a series (-nframes N) prints one line,\n"
     "\"frame i/N: max_I = ...\" (with -v the reference's lines under \"frame i/N\"), and the series\n"
     "a summary: frames rendered, the detector's solid angle, the brightest frame.  On a terminal\n"
-    "the progress bar says \"rendering frame i/N\".  --grad LIST adds after each image its\n"
-    "derivatives with respect to the named flags (one IMAGE record each, GRAD_OF=name), exact\n"
-    "in the pixel (dual numbers on the double path, which --grad uses unless -precision single\n"
-    "asks for the fast path's, on the CPU).",
+    "the progress bar says \"rendering frame i/N\", one bar and ETA for the whole run.\n"
+    "--grad LIST adds after each image its derivatives with respect to the named flags (one\n"
+    "IMAGE record each, GRAD_OF=name), exact in the pixel (dual numbers on the double path,\n"
+    "which --grad uses unless -precision single asks for the fast path's, on the CPU).",
     &table,
     "  nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -default_F 100 | nb-sim | nb-convert -o img.bin\n"
     "  nb-sim --threads 2 -precision double -o rendered.nbs plan.nbs\n"
@@ -139,6 +139,9 @@ typedef struct series_summary {
     long frames;
     double seconds, solid_angle, max_I, mean_sum; /* solid_angle: the detector's */
     long max_frame; /* 0-based */
+    /* the progress bar's: when the run began, its first frame and how many */
+    double t0;
+    long first, count;
 } series_summary;
 
 /* A frame's statistics on stderr (not with -q).  One image: the reference's
@@ -239,6 +242,7 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
     }
     series_summary sum;
     memset(&sum, 0, sizeof sum);
+    sum.t0 = nb_now(), sum.first = first, sum.count = last - first + 1;
     for (long f = first; f <= last && !st; f++) {
         nb_record img;
         nb_payload_crc row_crc; /* the pixels' rows' CRCs, taken as they were rendered */
@@ -403,6 +407,7 @@ typedef struct panel_render {
     double steps, subpixel_size;
     double omega_per_detector; /* the reference's solid-angle figure times this: the detector's */
     long frame;                /* 0-based, set by the caller: the progress bar's label */
+    double t0, base, span;     /* set by the caller: the bar's part of the run (nb_progress_start_part) */
     int oversample, use_cuda, use_double;
     char path[64];
 } panel_render;
@@ -428,7 +433,7 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_
     int progress = o->progress >= 0 ? o->progress : plan->progress;
     char label[64] = "rendering";
     if (plan->nframes > 1) snprintf(label, sizeof label, "rendering frame %ld/%d", pr->frame + 1, plan->nframes);
-    nb_progress_start(&prog, label, plan->spixels, progress && !plan->printout);
+    nb_progress_start_part(&prog, label, plan->spixels, progress && !plan->printout, pr->t0, pr->base, pr->span);
     nb_render_result res;
     memset(&res, 0, sizeof res);
     if ((st = nb_calloc((void **)&res.row_stats, (size_t)plan->spixels, sizeof *res.row_stats, "row statistics"))) {
@@ -449,6 +454,8 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_
     else if (!st && use_cuda) st = nb_render_cuda(cuda, &setup.kp, use_double, img, &res);
     else if (!st) st = use_double ? nb_render_cpu_double(&setup.kp, img, &res, &prog)
                                   : nb_render_cpu_fast(&setup.kp, img, &res, &prog);
+    /* a renderer that reports no rows (the GPU's) still moves the bar on */
+    if (!st && prog.done < prog.total) nb_progress_add(&prog, prog.total - prog.done);
     snprintf(pr->path, sizeof pr->path, "%s%s%s", use_cuda ? "cuda-" : "",
              use_double ? "double" : use_cuda ? "fast" : nb_fast_variant(), gj ? "-dual" : "");
     nb_progress_finish(&prog);
@@ -638,6 +645,12 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
         nb_plan_panel_dims(plan, i, NULL, NULL, &off);
         if (np > 1) nb_info("panel %d of %d", i, np);
         pr[i].frame = frame;
+        /* the bar runs over the whole run: this panel's share of its frame's pixels */
+        double all = (double)nb_plan_total_pixels(plan), before = (double)off, n = (double)v.fpixels * v.spixels;
+        double count = sum->count > 0 ? (double)sum->count : 1.0;
+        pr[i].t0 = sum->t0;
+        pr[i].base = ((double)(frame - sum->first) + before / all) / count;
+        pr[i].span = n / all / count;
         st = render_panel(&v, hkl, o, gp ? &job : NULL, i, off, img + off, &pr[i], np == 1 ? row_crc : NULL);
         seconds += pr[i].res.seconds, kernel_seconds += pr[i].res.kernel_seconds;
     }

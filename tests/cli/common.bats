@@ -23,6 +23,29 @@ load helper
     done
 }
 
+@test "common: every --help ends with where set-up, the GPU backend and the skipped tests are told; nb-sim's names this build's backends" {
+    for t in $NB_TOOLS; do
+        run "$t" --help
+        expect_status 0
+        # the last five lines: one shared footer
+        local tail5
+        tail5=$(printf '%s\n' "${lines[@]}" | tail -5)
+        for w in "make demo" "tools/install-deps.sh" "'make" "check' does the same" "each skipped test and its reason" \
+            "CUDA backend" "nb-sim --device"; do
+            [[ "$tail5" == *"$w"* ]] || { echo "$t --help ends without '$w':"; echo "$tail5"; return 1; }
+        done
+    done
+    run nb-sim --version
+    local backends=${lines[1]}
+    run nb-sim --help
+    expect_has "This build: $backends"
+    expect_has "--device cpu|cuda|auto"
+    expect_has "default auto: CUDA when this build has it and a"
+    # the man pages say the same, without what a build has
+    grep -q "^\.SH SET-UP" "$NB_ROOT/man/man1/nb-hkl.1"
+    run ! grep -q "This build" "$NB_ROOT/man/man1/nb-sim.1"
+}
+
 @test "common: -h is --help" {
     for t in $NB_TOOLS; do
         run "$t" --help
@@ -331,6 +354,24 @@ EOF
     expect_lacks "rendering ["
     script -qec "nb-sim -noprogress -o /dev/null plan.nbs" /dev/null | tr '\r' '\n' >tty2.txt
     run ! grep -q "rendering \[" tty2.txt
+}
+
+@test "common: a series' progress bar is one bar for the run: frame i/N, its percentage running on from frame to frame" {
+    command -v script >/dev/null || skip "script (util-linux) is not installed"
+    nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -detpixels 256 -default_F 100 -osc 1 -nframes 3 -o plan.nbs
+    script -qec "nb-sim --threads 1 -o /dev/null plan.nbs" /dev/null | tr '\r' '\n' >tty.txt
+    local i
+    for i in 1 2 3; do
+        grep -q "nb-sim: rendering frame $i/3 \[" tty.txt || { cat tty.txt; return 1; }
+    done
+    # frame 2 starts where frame 1 left the run (a third of it), and no line goes back
+    [ "$(grep -m1 'frame 2/3 \[' tty.txt | sed 's/.*\] *\([0-9]*\)%.*/\1/')" -ge 33 ]
+    grep -o '\] *[0-9]*%' tty.txt | tr -dc '0-9\n' | awk 'NR > 1 && $1 < last { print "back from " last " to " $1; bad = 1 } { last = $1 } END { exit bad }'
+    grep -q "ETA" tty.txt
+    grep -q "frame 3/3 \[#*\] 100%" tty.txt
+    # not on a pipe
+    run_nb nb-sim -o /dev/null plan.nbs
+    expect_lacks "rendering frame"
 }
 
 @test "common: the man pages format without groff warnings and name every option of --help" {

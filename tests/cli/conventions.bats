@@ -123,13 +123,73 @@ for i in range(2):
     raw = el[0].imageset.get_raw_data(i)[0].as_numpy_array() - d.get_pedestal()
     assert np.array_equal(raw, counts[i]), "frame %d: raw - pedestal differs from the counts" % (i + 1)
 print("pedestal", d.get_pedestal(), "trusted", d.get_trusted_range())
-# dxtbx's miniCBF reader takes no polarization from the header (0.999 whatever the file
-# says); the experiment list of the truth, over the same files, carries the simulation's
+# the CBF's imgCIF categories carry the simulation's polarization (unpolarized: 0.5),
+# as does the experiment list of the truth over the same files
+assert el[0].beam.get_polarization_fraction() == 0.5, el[0].beam.get_polarization_fraction()
 m = ExperimentListFactory.from_json_file("m.expt")
 assert abs(m[0].beam.get_polarization_fraction() - 0.5) < 1e-12, m[0].beam.get_polarization_fraction()
 raw = m[0].imageset.get_raw_data(1)[0].as_numpy_array() - m[0].detector[0].get_pedestal()
 assert np.array_equal(raw, counts[1])
 assert m[0].scan.get_image_range() == (1, 2), m[0].scan.get_image_range()
+EOF
+}
+
+@test "CBF: dxtbx reads the simulation's polarization (-polar K: fraction 0.5 (1 + K); -nopolar: 0.5) and the geometry of model.expt" {
+    need_dials
+    local k want
+    for k in 0 0.9 -nopolar; do
+        if [ "$k" = -nopolar ]; then
+            nb-geom $GEOM -osc 1 -nopolar -q -o plan.nbs
+            want=0.500000
+        else
+            # a polarization vector off the lab axes, so the plane's normal is tested too
+            nb-geom $GEOM -osc 1 -polar "$k" -polar_vector 0 0.6 0.8 -q -o plan.nbs
+            want=$(awk -v k="$k" 'BEGIN { printf "%.6f", 0.5 * (1 + k) }')
+        fi
+        nb-sim -q plan.nbs | nb-convert -o p_0001.cbf -o m.expt -o XDS.INP
+        grep -a -q "^_diffrn_radiation.polarizn_source_ratio $want" p_0001.cbf
+        grep -a -q "^# Polarization ${want%00}" p_0001.cbf
+        grep -q "^FRACTION_OF_POLARIZATION= ${want%00}" XDS.INP
+        "$PY" - "$want" <<'EOF'
+import sys
+import numpy as np
+from dxtbx.model.experiment_list import ExperimentListFactory
+want = float(sys.argv[1])
+el = ExperimentListFactory.from_filenames(["p_0001.cbf"])
+m = ExperimentListFactory.from_json_file("m.expt", check_format=False)
+b, t = el[0].beam, m[0].beam
+print(el[0].imageset.get_format_class().__name__, "polarization", b.get_polarization_fraction(),
+      "normal", b.get_polarization_normal(), "truth", t.get_polarization_fraction(), t.get_polarization_normal())
+assert abs(b.get_polarization_fraction() - want) < 1e-9, b.get_polarization_fraction()
+assert abs(t.get_polarization_fraction() - want) < 1e-9, t.get_polarization_fraction()
+# the plane's normal, up to its sign
+assert abs(abs(np.dot(b.get_polarization_normal(), t.get_polarization_normal())) - 1) < 1e-9
+assert np.allclose(b.get_s0(), t.get_s0(), atol=1e-12)
+d, e = el[0].detector[0], m[0].detector[0]
+for f in ("get_origin", "get_fast_axis", "get_slow_axis", "get_pixel_size", "get_image_size", "get_trusted_range"):
+    assert np.allclose(getattr(d, f)(), getattr(e, f)(), atol=1e-6), (f, getattr(d, f)(), getattr(e, f)())
+assert np.allclose(el[0].goniometer.get_rotation_axis(), m[0].goniometer.get_rotation_axis(), atol=1e-9)
+assert np.allclose(el[0].scan.get_oscillation(), m[0].scan.get_oscillation())
+EOF
+    done
+}
+
+@test "CBF of a sensor with a thickness: a miniCBF (dxtbx's parallax correction), and a warning how DIALS gets its polarization" {
+    need_dials
+    nb-geom $GEOM -osc 1 -detector_thick 450 -detector_abs 500 -q -o plan.nbs
+    nb-sim -q plan.nbs -o img.nbs
+    run_nb nb-convert -o t_0001.cbf img.nbs
+    expect_status 0
+    expect_has "'t_0001.cbf': with a sensor thickness the CBF is a miniCBF, from which DIALS takes polarization 0.999: give it 'dials.import ... polarization_fraction=0.5' or read -o model.expt"
+    run ! grep -a -q '^_diffrn_radiation' t_0001.cbf
+    dials.import t_0001.cbf polarization_fraction=0.5 output.experiments=t.expt >import.log 2>&1 || { tail -20 import.log; return 1; }
+    "$PY" - <<'EOF'
+from dxtbx.model.experiment_list import ExperimentListFactory
+e = ExperimentListFactory.from_json_file("t.expt", check_format=False)[0]
+s = type(e.detector[0].get_px_mm_strategy()).__name__
+print(s, e.detector[0].get_thickness(), e.beam.get_polarization_fraction())
+assert s == "ParallaxCorrectedPxMmStrategy" and abs(e.detector[0].get_thickness() - 0.45) < 1e-9
+assert e.beam.get_polarization_fraction() == 0.5
 EOF
 }
 
