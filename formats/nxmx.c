@@ -62,6 +62,7 @@ nb_status nb_nxmx_master(const char *path, const char *const *parts, int nparts)
 #include <dlfcn.h>
 #include <hdf5.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dials_expt_write.h"
@@ -573,6 +574,24 @@ static void put_sample(nb_nxmx *w, hid_t entry, const nb_plan *p)
 }
 
 /* The file under a temporary name in the final one's directory */
+/* The file's NXentry (an NXmx entry, the file's default), its data the
+ * entry's default: a writer's file and a master alike */
+static hid_t nxmx_entry(h5err *E, hid_t file)
+{
+    attr_str(E, file, "default", "entry");
+    attr_str(E, file, "creator", "nb toolkit " NB_VERSION);
+    hid_t entry = group(E, file, "entry", "NXentry");
+    attr_str(E, entry, "default", "data");
+    put_str(E, entry, "definition", "NXmx");
+    /* NXmx requires a start time: a simulation's is when its file was made */
+    char when[32];
+    time_t now = time(NULL);
+    struct tm utc;
+    if (gmtime_r(&now, &utc) && strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc))
+        put_str(E, entry, "start_time", when);
+    return entry;
+}
+
 static nb_status create_file(nb_nxmx *w, const char *path)
 {
     struct stat st;
@@ -633,11 +652,7 @@ nb_status nb_nxmx_open(nb_nxmx **out, const char *path, const nb_plan *p, const 
         return st;
     }
     h5err *E = &w->E;
-    attr_str(E, w->file, "default", "entry");
-    attr_str(E, w->file, "creator", "nb toolkit " NB_VERSION);
-    hid_t entry = group(E, w->file, "entry", "NXentry");
-    attr_str(E, entry, "default", "data");
-    put_str(E, entry, "definition", "NXmx");
+    hid_t entry = nxmx_entry(E, w->file);
     hid_t source = group(E, entry, "source", "NXsource");
     put_str(E, source, "name", "nb toolkit simulation (nanoBragg)");
     put_str(E, source, "type", "Synchrotron X-ray Source");
@@ -1018,11 +1033,7 @@ nb_status nb_nxmx_master(const char *path, const char *const *parts, int nparts)
     }
     if (!st) {
         h5err *E = &w->E;
-        attr_str(E, w->file, "default", "entry");
-        attr_str(E, w->file, "creator", "nb toolkit " NB_VERSION);
-        hid_t entry = group(E, w->file, "entry", "NXentry");
-        attr_str(E, entry, "default", "data");
-        put_str(E, entry, "definition", "NXmx");
+        hid_t entry = nxmx_entry(E, w->file);
         if (!E->failed) h5_check(E, h5.H5Lcreate_external(pts[0].name, "/entry/source", entry, "source", H5P_DEFAULT,
                                                           H5P_DEFAULT), "the source's link");
         master_data(E, entry, pts, nparts, total);

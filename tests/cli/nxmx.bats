@@ -49,6 +49,9 @@ assert d.shape == (30, 512, 512), d.shape
 assert d.dtype == numpy.int32, d.dtype
 assert d.chunks == (1, 512, 512), d.chunks
 assert f["/entry/definition"][()] == b"NXmx"
+import datetime
+start = f["/entry/start_time"][()].decode()
+assert datetime.datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ").year >= 2024, start
 om = f["/entry/sample/transformations/omega"][()]
 assert numpy.allclose(om, numpy.arange(30.0)), om
 assert list(f["/entry/nb/frame"][()]) == list(range(30))
