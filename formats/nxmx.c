@@ -599,21 +599,9 @@ static nb_status create_file(nb_nxmx *w, const char *path)
         return nb_error_set(NB_ERR_USAGE, "cannot write '%s': an NXmx (HDF5) file must be a regular file, not "
                                           "standard output or a device",
                             path);
-    size_t n = strlen(path) + 32;
-    w->tmp = malloc(n);
-    if (!w->tmp) return nb_error_set(NB_ERR_NOMEM, "out of memory");
-    const char *slash = strrchr(path, '/');
-    if (slash) snprintf(w->tmp, n, "%.*s/.%s.nbc.XXXXXX", (int)(slash - path), path, slash + 1);
-    else snprintf(w->tmp, n, ".%s.nbc.XXXXXX", path);
-    int fd = mkstemp(w->tmp);
-    if (fd < 0) {
-        free(w->tmp);
-        w->tmp = NULL;
-        return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-    }
-    mode_t mask = umask(0);
-    umask(mask);
-    (void)fchmod(fd, 0666 & ~mask);
+    /* libhdf5 creates the file by name: a temporary one beside it, renamed at the end */
+    int fd = nb_temp_beside(path, ".nbc", &w->tmp);
+    if (fd < 0) return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
     close(fd);
     nb_temp_register(w->tmp);
     w->file = h5.H5Fcreate(w->tmp, ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);

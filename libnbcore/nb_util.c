@@ -425,28 +425,14 @@ nb_status nb_outfile_open(nb_outfile **out, const char *path, int binary_ok_on_t
         return NB_OK;
     }
     install_cleanup();
-    size_t n = strlen(path) + 32;
-    of->tmp = malloc(n);
-    if (!of->tmp) oom();
-    /* same directory, so that rename() is atomic */
-    const char *slash = strrchr(path, '/');
-    if (slash)
-        snprintf(of->tmp, n, "%.*s/.%s.XXXXXX", (int)(slash - path), path, slash + 1);
-    else
-        snprintf(of->tmp, n, ".%s.XXXXXX", path);
-    int fd = mkstemp(of->tmp);
+    int fd = nb_temp_beside(path, "", &of->tmp);
     if (fd < 0) {
         int e = errno;
-        free(of->tmp);
         free(of->path);
         free(of);
         return nb_error_set(NB_ERR_IO, "cannot open '%s': %s", path, strerror(e));
     }
     track(of->tmp);
-    /* mkstemp makes 0600; give the file the usual umask-based mode */
-    mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
     of->fp = fdopen(fd, "wb");
     if (!of->fp) {
         int e = errno;
@@ -460,6 +446,31 @@ nb_status nb_outfile_open(nb_outfile **out, const char *path, int binary_ok_on_t
     }
     *out = of;
     return NB_OK;
+}
+
+int nb_temp_beside(const char *path, const char *tag, char **tmp)
+{
+    size_t n = strlen(path) + strlen(tag) + 16;
+    *tmp = malloc(n);
+    if (!*tmp) {
+        errno = ENOMEM;
+        return -1;
+    }
+    const char *slash = strrchr(path, '/');
+    if (slash) snprintf(*tmp, n, "%.*s/.%s%s.XXXXXX", (int)(slash - path), path, slash + 1, tag);
+    else snprintf(*tmp, n, ".%s%s.XXXXXX", path, tag); /* mkstemp's template */
+    int fd = mkstemp(*tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(*tmp);
+        *tmp = NULL;
+        errno = e;
+        return -1;
+    }
+    mode_t mask = umask(0);
+    umask(mask);
+    (void)fchmod(fd, 0666 & ~mask);
+    return fd;
 }
 
 FILE *nb_outfile_fp(nb_outfile *of) { return of->fp; }

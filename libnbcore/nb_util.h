@@ -73,6 +73,12 @@ const char *nb_outfile_path(const nb_outfile *of);
 nb_status nb_outfile_commit(nb_outfile *of);
 void nb_outfile_abort(nb_outfile *of);
 
+/* A new empty file beside `path` (the same directory, so that rename() over
+ * path is atomic), named ".NAME<tag>.<6 random characters>", with the usual
+ * umask-based mode (not mkstemp's 0600): its descriptor, and its name in *tmp
+ * (malloc'ed); -1 with errno set and *tmp NULL when it cannot be made. */
+int nb_temp_beside(const char *path, const char *tag, char **tmp);
+
 /* Temporary files of the caller's own, removed on exit or a fatal signal
  * unless unregistered first (nb-convert holds its outputs until the stream
  * has ended cleanly).  The string must stay valid while registered. */

@@ -232,23 +232,10 @@ static nb_status claim_output(const char *final, char **target)
         *target = nb_xstrdup(final);
         return NB_OK;
     }
-    size_t n = strlen(final) + 32;
-    char *tmp = malloc(n);
-    if (!tmp) return nb_error_set(NB_ERR_NOMEM, "out of memory");
-    const char *slash = strrchr(final, '/');
-    if (slash) snprintf(tmp, n, "%.*s/.%s.nbc.XXXXXX", (int)(slash - final), final, slash + 1);
-    else snprintf(tmp, n, ".%s.nbc.XXXXXX", final);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", final, strerror(e));
-    }
-    /* the writer fills this file in place (nb_outfile_open): mkstemp's 0600
-     * becomes the usual umask-based mode */
-    mode_t mask = umask(0);
-    umask(mask);
-    (void)fchmod(fd, 0666 & ~mask);
+    /* the writer fills this file in place (nb_outfile_open) */
+    char *tmp;
+    int fd = nb_temp_beside(final, ".nbc", &tmp);
+    if (fd < 0) return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", final, strerror(errno));
     close(fd);
     if (npend == cap_pend) {
         cap_pend = cap_pend ? 2 * cap_pend : 16;

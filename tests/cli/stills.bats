@@ -208,8 +208,9 @@ PY
 @test "stills: each shot's wavelength (its spectrum's mean) is in its CBF header and in the NXmx file, as dxtbx reads them" {
     need_dials
     nb-geom $STILLS -misset_seed 5 -nframes 4 -q | nb-sim -q | nb-noise -q -seed 3 |
-        nb-convert -q -o shot_#.cbf -o truth.jsonl -o stills.nxs 2>nxs.err ||
-        { grep -q libhdf5 nxs.err && skip "this build or system has no libhdf5: $(cat nxs.err)"; cat nxs.err; return 1; }
+        nb-convert -q -o shot_#.cbf -o truth.jsonl -o stills.nxs 2>nxs.err || true
+    if [ ! -s stills.nxs ] && grep -q libhdf5 nxs.err; then skip "this build or system has no libhdf5: $(cat nxs.err)"; fi
+    [ -s stills.nxs ] || { cat nxs.err; return 1; }
     "$PY" - <<'PY'
 import json
 from dxtbx.format.FormatNXmx import FormatNXmx
