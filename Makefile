@@ -30,7 +30,6 @@ ifeq ($(TIFF_SONAME),)
 TIFF_SONAME := libtiff.so.6
 endif
 NB_CFLAGS += -DNB_HAVE_TIFF -DNB_TIFF_SONAME='"$(TIFF_SONAME)"'
-NB_LDLIBS += -ldl
 TEST_LDLIBS := -ltiff
 endif
 
@@ -48,8 +47,19 @@ ifeq ($(HDF5_SONAME),)
 HDF5_SONAME := libhdf5_serial.so.103
 endif
 NB_CFLAGS += $(HDF5_CFLAGS) -DNB_HAVE_HDF5 -DNB_HDF5_SONAME='"$(HDF5_SONAME)"'
-NB_LDLIBS += -ldl
 endif
+
+# liblz4, for NXmx's bitshuffle+LZ4 chunks made on every thread
+# (formats/bslz4.c), loaded by its soname when such a file is written;
+# without it HDF5's filter plugin compresses them.  No headers needed (its
+# two functions are declared there): liblz4-dev only tells the soname.
+LZ4_SONAME ?= $(shell objdump -p "$$($(CC) -print-file-name=liblz4.so)" 2>/dev/null | awk '/SONAME/ {print $$2}')
+ifeq ($(LZ4_SONAME),)
+LZ4_SONAME := liblz4.so.1
+endif
+NB_CFLAGS += -DNB_LZ4_SONAME='"$(LZ4_SONAME)"'
+# dlopen (libtiff, libhdf5, liblz4): in libc itself from glibc 2.34
+NB_LDLIBS += -ldl
 
 BUILD   ?= build
 BIN     ?= bin
@@ -113,6 +123,12 @@ $(LIB): $(LIB_OBJ)
 # the dual numbers' derivative lanes want the vectoriser: -O3 (the arithmetic,
 # contraction off as everywhere, stays the double path's bit for bit)
 $(BUILD)/tools/nb_sim_grad.o: tools/nb_sim_grad.c $(HEADERS) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -O3 -c $< -o $@
+
+# the bit shuffle of NXmx's bitshuffle+LZ4 chunks wants its loops unrolled
+# (-O3: a third faster than -O2)
+$(BUILD)/formats/bslz4.o: formats/bslz4.c $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -O3 -c $< -o $@
 

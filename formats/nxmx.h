@@ -7,7 +7,9 @@
  *     data/data            frames x rows x columns, int32 counts or float32
  *                          photons, one frame per chunk; bitshuffle+LZ4
  *                          (filter 32008, as Eiger data) when the HDF5 filter
- *                          plugin is there, else gzip
+ *                          plugin is there, else gzip; the bitshuffle+LZ4
+ *                          chunks made here on every thread (bslz4.h) and
+ *                          stored as they are, the plugin's bytes
  *     instrument/beam      incident_wavelength (A), polarisation as a Stokes
  *                          vector, the spectrum of several sources
  *     instrument/detector  sensor, saturation/underload, pixel_mask, and one

@@ -183,6 +183,37 @@ assert numpy.array_equal(g[()], n[()]) and g[()].max() > 0
 PY
 }
 
+@test "nxmx: bitshuffle+LZ4 chunks made by nb-convert decode to the counts and photons (1001 x 999: a partial block and a tail), alike on the SIMD and portable paths and any thread count" {
+    need_h5py
+    "$PY" -c 'import h5py, sys; sys.exit("32008" not in h5py.File(sys.argv[1], "r")["/entry/data/data"]._filters)' \
+        "$SWEEP_DIR/sweep.nxs" || skip "the bitshuffle HDF5 filter plugin is not installed (Debian: bitshuffle)"
+    nb-geom -cell 100 100 100 90 90 90 -lambda 1 -N 5 -distance 100 -detpixels_f 1001 -detpixels_s 999 \
+        -default_F 100 -nframes 2 -osc 1 -q | nb-sim -q | nb-noise -q -seed 3 -o s.nbs
+    nb-convert -q -o c.nxs s.nbs
+    nb-convert -q --compression none -o n.nxs s.nbs
+    nb-convert -q --photons -o p.nxs -o 'photons_#.bin' s.nbs
+    nb-convert -q --threads 3 -o c_3.nxs s.nbs
+    NB_SIMD=generic nb-convert -q --threads 1 -o c_generic.nxs s.nbs
+    "$PY" - <<'PY'
+import h5py, hdf5plugin, numpy
+c, n = h5py.File("c.nxs", "r")["/entry/data/data"], h5py.File("n.nxs", "r")["/entry/data/data"]
+# filter 32008 as the plugin declares it: its version, then 4-byte elements, the default block, LZ4
+assert c._filters["32008"][2:] == (4, 0, 2), c._filters
+assert c.shape == (2, 999, 1001) and n.compression is None, (c.shape, n.compression)
+assert numpy.array_equal(c[()], n[()]) and c[()].max() > 10, "the counts differ from the uncompressed file's"
+p = h5py.File("p.nxs", "r")["/entry/data/data"]
+assert p.dtype == numpy.float32 and "32008" in p._filters, (p.dtype, p._filters)
+for i in range(2):
+    want = numpy.fromfile("photons_%d.bin" % (i + 1), dtype="<f4").reshape(999, 1001)
+    assert numpy.array_equal(p[i], want), "photons of frame %d differ" % (i + 1)
+# the chunks' bytes: the same on 3 threads, and on one with the portable bit shuffle
+for other in ("c_3.nxs", "c_generic.nxs"):
+    o = h5py.File(other, "r")["/entry/data/data"]
+    for i in range(2):
+        assert o.id.read_direct_chunk((i, 0, 0)) == c.id.read_direct_chunk((i, 0, 0)), (other, i)
+PY
+}
+
 @test "nxmx: a bad path, a '#' in the name and standard output are clear errors, and leave no file" {
     need_h5py
     nb-geom $SMALL -q | nb-sim -q -o one.nbs
