@@ -90,7 +90,7 @@ nb_status nb_nxmx_master(const char *path, const char *const *parts, int nparts)
     X(H5Dget_space) X(H5Dget_type) X(H5Pcreate) X(H5Pset_chunk) X(H5Pset_deflate) X(H5Pset_shuffle) X(H5Pset_filter) \
     X(H5Pset_obj_track_times) X(H5Pset_virtual) X(H5Pset_libver_bounds) X(H5Pclose) X(H5Zfilter_avail)               \
     X(H5Acreate2) X(H5Awrite) X(H5Aopen) X(H5Aopen_by_name) X(H5Aread) X(H5Aget_type) X(H5Aclose) X(H5Tcopy) X(H5Tset_size)             \
-    X(H5Tget_size) X(H5Tget_class) X(H5Tclose) X(H5Lcreate_soft) X(H5Lcreate_external) X(H5Lexists)
+    X(H5Tget_size) X(H5Tget_class) X(H5Tclose) X(H5Lcreate_soft) X(H5Lcreate_external) X(H5Lexists) X(H5dont_atexit)
 #define NB_H5_GLOBALS(X)                                                                                               \
     X(H5T_NATIVE_INT32_g) X(H5T_NATIVE_UINT32_g) X(H5T_NATIVE_INT64_g) X(H5T_NATIVE_FLOAT_g) X(H5T_NATIVE_DOUBLE_g)  \
     X(H5T_C_S1_g) X(H5T_STD_I32LE_g) X(H5T_STD_U32LE_g) X(H5T_STD_I64LE_g) X(H5T_IEEE_F32LE_g) X(H5T_IEEE_F64LE_g) \
@@ -127,8 +127,12 @@ nb_status nb_nxmx_load(void)
             NB_H5_GLOBALS(X)
 #undef X
             *(void **)&h5.H5Dwrite_chunk = dlsym(lib, "H5Dwrite_chunk");
+            /* no clean-up at exit: after a failed write (a full disk) the
+             * file stays open in the library, whose clean-up would try to
+             * flush it again and crash (1.10.8); every file is closed here,
+             * and one that failed is removed */
             if (missing) snprintf(h5.why, sizeof h5.why, "%s has no %s", NB_HDF5_SONAME, missing);
-            else if (h5.H5open() < 0) snprintf(h5.why, sizeof h5.why, "H5open failed");
+            else if (h5.H5dont_atexit() < 0 || h5.H5open() < 0) snprintf(h5.why, sizeof h5.why, "H5open failed");
             else h5.state = 1;
         }
         /* HDF5's own error printing never reaches stderr: the first error becomes the message */

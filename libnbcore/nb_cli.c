@@ -17,8 +17,9 @@
 void nb_std_opts_init(nb_std_opts *o)
 {
     /* every main() starts here: the one place to set up how a tool ends when
-     * its reader goes away */
+     * its reader goes away, or its file reaches the size limit */
     nb_closed_output_is_quiet();
+    nb_too_large_is_an_error();
     memset(o, 0, sizeof *o);
     o->output = "-";
     o->input = "-";

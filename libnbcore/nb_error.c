@@ -53,6 +53,15 @@ nb_status nb_error_prefix(nb_status status, const char *fmt, ...)
 
 const char *nb_error_message(void) { return message; }
 
+void nb_error_rename(const char *from, const char *to)
+{
+    char *at = from[0] ? strstr(message, from) : NULL;
+    if (!at) return;
+    char old[sizeof message];
+    memcpy(old, message, sizeof old);
+    snprintf(message, sizeof message, "%.*s%s%s", (int)(at - message), old, to, old + (at - message) + strlen(from));
+}
+
 nb_status nb_error_upstream(const char *tool, int status, int quiet, const char *fmt, ...)
 {
     va_list ap;

@@ -41,6 +41,9 @@ nb_status nb_error_set(nb_status status, const char *fmt, ...)
 nb_status nb_error_prefix(nb_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 const char *nb_error_message(void);
+/* The current message naming `to` where it names `from`: a held output's
+ * final name in place of its temporary one, which a writer saw. */
+void nb_error_rename(const char *from, const char *to);
 
 /* For the stream reader, at an ABORT record: the stage `tool` before this one
  * failed with exit status `status` (1..255).  The message (fmt) is kept for

@@ -296,6 +296,13 @@ void nb_closed_output_is_quiet(void)
     sigprocmask(SIG_UNBLOCK, &set, NULL);
 }
 
+void nb_too_large_is_an_error(void)
+{
+#ifdef SIGXFSZ
+    signal(SIGXFSZ, SIG_IGN);
+#endif
+}
+
 void nb_die_of_sigpipe(void)
 {
     remove_pending();

@@ -105,6 +105,14 @@ void nb_closed_output_is_quiet(void);
  * files, as the signal would have, and dies of SIGPIPE without a word. */
 void nb_die_of_sigpipe(void) __attribute__((noreturn));
 
+/* ---- a file past the size limit ------------------------------------------ */
+/* A write past the file size limit (ulimit -f, RLIMIT_FSIZE) would kill the
+ * tool with SIGXFSZ, leaving its temporary file and no message: ignored, the
+ * write fails with EFBIG instead, which the writers report as they report a
+ * full disk ("cannot write 'x.cbf': File too large", exit 1) and the
+ * temporary file is removed.  nb_std_opts_init() calls it. */
+void nb_too_large_is_an_error(void);
+
 /* ---- progress ---------------------------------------------------------- */
 /* A one-line progress bar on stderr, drawn only when stderr is a terminal and
  * the verbosity is not negative.  A bar can be one part of a longer job (one

@@ -186,9 +186,12 @@ static nb_status frame_path(const char *tmpl, long frame, char *out, size_t size
     return NB_OK;
 }
 
+/* The held outputs removed, the failure's message naming the file the user
+ * named rather than its temporary (a writer's "cannot write") */
 static void abort_pending(void)
 {
     for (int i = 0; i < npend; i++) {
+        nb_error_rename(pend[i].tmp, pend[i].final);
         unlink(pend[i].tmp);
         nb_temp_unregister(pend[i].tmp);
         free(pend[i].tmp);

@@ -99,6 +99,20 @@ EOF
     no_files_but plan.nbs img.nbs stdout.bin
 }
 
+@test "nb-convert, nb-noise: a file past the size limit (ulimit -f: as a full disk) is a runtime error (1) naming it: File too large; no file left" {
+    streams
+    local f
+    for f in cbf smv bin; do
+        run_nb sh -c "ulimit -f 1 && exec nb-convert -o out.$f img.nbs"
+        expect_status 1
+        expect_has "nb-convert: cannot write 'out.$f': File too large"
+    done
+    run sh -c 'ulimit -f 1 && exec nb-noise -seed 1 -o noisy.nbs img.nbs'
+    expect_status 1
+    expect_has "nb-noise: cannot write 'noisy.nbs': File too large"
+    no_files_but plan.nbs img.nbs stdout.bin
+}
+
 @test "nb-convert: a stream with no IMAGE record fails (1) saying so; nothing written" {
     streams
     run_nb nb-convert -o out.img -o out.cbf plan.nbs

@@ -214,6 +214,25 @@ for other in ("c_3.nxs", "c_generic.nxs"):
 PY
 }
 
+@test "nxmx: a file past the size limit (ulimit -f: as a full disk) is a clear error (1) in the metadata or the frames, with every compression, and leaves no file" {
+    [ -s "$SWEEP_DIR/sweep.nxs" ] || skip "this build or system has no libhdf5: $(cat "$SWEEP_DIR/nxs.err")"
+    nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 512 -default_F 100 -nframes 2 \
+        -osc 1 -q | nb-sim -q | nb-noise -q -seed 1 -o s.nbs
+    local kb c
+    # 4 KiB: within the metadata; 64 KiB: within the frames (each more than 64 KiB, however compressed)
+    for kb in 4 64; do
+        for c in auto gzip none; do
+            run_nb sh -c "ulimit -f $kb && exec nb-convert --compression $c -o x.nxs s.nbs"
+            expect_status 1
+            expect_has "nb-convert: cannot write 'x.nxs': File too large"
+        done
+        run_nb sh -c "ulimit -f $kb && exec nb-convert --photons -o x.nxs s.nbs"
+        expect_status 1
+        expect_has "nb-convert: cannot write 'x.nxs': File too large"
+    done
+    no_files_but s.nbs stdout.bin
+}
+
 @test "nxmx: a bad path, a '#' in the name and standard output are clear errors, and leave no file" {
     need_h5py
     nb-geom $SMALL -q | nb-sim -q -o one.nbs
