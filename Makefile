@@ -165,7 +165,7 @@ $(BIN)/%: $(BUILD)/tools/%.o $(LIB)
 # ---- tests ---------------------------------------------------------------
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-TEST_TOOLS := $(BUILD)/tests/nb-imgcmp $(BUILD)/tests/nb-smvcmp
+TEST_TOOLS := $(BUILD)/tests/nb-imgcmp $(BUILD)/tests/nb-smvcmp $(BUILD)/tests/xds-plugin-read
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c tests/unit/tap.h $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -185,6 +185,11 @@ $(BUILD)/tests/test_kernels: tests/unit/test_kernels.c tests/unit/tap.h $(filter
 $(BUILD)/tests/nb-%: tests/parity/nb-%.c $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(NB_LDLIBS)
+
+# an XDS plugin's reader for tests/cli/durin.bats (dlopen; the plugin is not built here)
+$(BUILD)/tests/xds-plugin-read: tests/tools/xds_plugin_read.c $(LIB) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(NB_LDLIBS) -ldl -lpthread
 
 # deps first, then a fresh make, so the probes above see what deps installed
 check: deps

@@ -84,7 +84,7 @@ nb_status nb_nxmx_master(const char *path, const char *const *parts, int nparts)
  * macros below), and the library's "constants" that are global variables
  * behind macros (H5T_NATIVE_INT32 is H5OPEN H5T_NATIVE_INT32_g). */
 #define NB_H5_FUNCS(X)                                                                                                 \
-    X(H5open) X(H5Eset_auto2) X(H5Ewalk2) X(H5Fcreate) X(H5Fopen) X(H5Fclose) X(H5Gcreate2) X(H5Gclose)              \
+    X(H5open) X(H5Eset_auto2) X(H5Ewalk2) X(H5Fcreate) X(H5Fopen) X(H5Fclose) X(H5Gcreate2) X(H5Gclose) X(H5Ocopy)   \
     X(H5Screate) X(H5Screate_simple) X(H5Sclose) X(H5Sselect_hyperslab) X(H5Sget_simple_extent_dims)                 \
     X(H5Sget_simple_extent_ndims) X(H5Dcreate2) X(H5Dopen2) X(H5Dwrite) X(H5Dread) X(H5Dclose) X(H5Dset_extent)     \
     X(H5Dget_space) X(H5Dget_type) X(H5Pcreate) X(H5Pset_chunk) X(H5Pset_deflate) X(H5Pset_shuffle) X(H5Pset_filter) \
@@ -497,6 +497,11 @@ static void put_detector(h5err *E, hid_t instrument, const nb_plan *p, const nb_
     int64_t applied = 0;
     put_i64(E, det, "pixel_mask_applied", 0, &applied);
     put_pixel_mask(E, det, p);
+    /* the frames, as NeXus links a detector's data: XDS's durin plugin takes
+     * an NXdetector's data before the last NXdata it meets, which is the
+     * beam's incident_wavelength_spectrum when there is one.  Soft, so that a
+     * master's copy of this group points to the master's frames */
+    if (!E->failed) h5_check(E, h5.H5Lcreate_soft("/entry/data/data", det, "data", H5P_DEFAULT, H5P_DEFAULT), "data");
     for (int i = 0; i < nb_plan_npanels(p); i++) put_module(E, det, p, i, R);
     close_group(det);
 }
@@ -1030,8 +1035,14 @@ static void master_frames(h5err *E, hid_t entry, const part *pts, int nparts, lo
     close_group(tf), close_group(sample);
     hid_t ins = group(E, entry, "instrument", "NXinstrument");
     put_str(E, ins, "name", "nb-sim");
-    if (!E->failed) h5_check(E, h5.H5Lcreate_external(pts[0].name, "/entry/instrument/detector", ins, "detector",
-                                                      H5P_DEFAULT, H5P_DEFAULT), "the detector's link");
+    /* the first part's detector copied, not linked: durin (XDS) finds an
+     * NXdetector only through hard links; its data link is the master's frames */
+    hid_t first = E->failed ? -1 : h5.H5Fopen(pts[0].name, ACC_RDONLY, H5P_DEFAULT);
+    if (h5_check(E, first, pts[0].name)) {
+        h5_check(E, h5.H5Ocopy(first, "/entry/instrument/detector", ins, "detector", H5P_DEFAULT, H5P_DEFAULT),
+                 "the detector's copy");
+        h5.H5Fclose(first);
+    }
     hid_t beam = group(E, ins, "beam", "NXbeam");
     put_f64(E, beam, "incident_wavelength", varies ? (int)total : 0, wl, "angstrom", NULL);
     put_f64(E, beam, "incident_polarisation_stokes", 4, pts[0].stokes, NULL, NULL);

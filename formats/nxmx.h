@@ -79,7 +79,9 @@ const char *nb_nxmx_path(const nb_nxmx *w);
 /* A master file joining NXmx files of one experiment written by shards
  * (nb-sim --shard / --frames): its data a virtual dataset over theirs, its
  * omega and frame numbers theirs, in the order of their first frames, its
- * instrument and source external links into the first; the parts must share
+ * detector a copy of the first's (XDS's durin plugin follows no external
+ * link to find it), its spectrum and source external links into the first;
+ * the parts must share
  * one geometry and must not overlap.  Part names are stored as given
  * (relative names are found beside the master). */
 nb_status nb_nxmx_master(const char *path, const char *const *parts, int nparts);
