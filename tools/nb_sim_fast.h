@@ -38,6 +38,16 @@ typedef struct nb_fgrad {
     float dscale[NB_DUAL_N];       /* of r_e^2 fluence / steps */
     float dI_bg[NB_DUAL_N];        /* of the water background */
     const float *dA, *dhi;         /* per (source, cell) pair: of A (9) and A.i (3), NB_DUAL_N each */
+    /* per pair, of A.fdet, A.sdet, A.odet and A.pix0 (4 x 3, NB_DUAL_N each): on a flat
+     * detector the tangent of A.pos is then dAf F + dAs S + dAo O + dAp, as the image's
+     * A.pos is Af F + As S + Ao O + Ap (nb_pair) */
+    const float *dAaxes;
+    /* room for each thread's per-slow-step parts of that, dAs S + dAo O + dAp (3 x
+     * NB_DUAL_N per pair and slot): slow_scratch + thread * slow_stride; slow_slots, 1
+     * or a slot for each of a row's slow steps (layers x slow sub-steps) where they fit */
+    float *slow_scratch;
+    size_t slow_stride;
+    int slow_slots;
 } nb_fgrad;
 
 /* The image (NULL: not wanted) and its derivatives grads[0 .. fg->nd - 1],

@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "detector_file.h"
 #include "nb_cli.h"
@@ -682,6 +685,48 @@ static void tangents_f(const nb_dual *x, int n, float out[][NB_DUAL_N])
         for (int j = 0; j < NB_DUAL_N; j++) out[i][j] = (float)x[i].d[j];
 }
 
+/* the most a thread's slow-step slots take (nb_fgrad) */
+#define SLOW_SLOTS_BYTES (256u << 10)
+
+/* the threads a fast pass may run on: a thread's scratch each */
+static int fgrad_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* The tangent j of A = abc / lambda, component (v, i), of source s and cell c */
+static double dA_of(const nb_kparams *kp, const nb_kdual *k, int s, int c, int v, int i, int j)
+{
+    const double lambda = kp->src_lambda[s], dl = k->src_lambda[s].d[j];
+    return k->cells[9 * c + 3 * v + i].d[j] / lambda - kp->cells[9 * c + 3 * v + i] * dl / (lambda * lambda);
+}
+
+/* Per pair, the tangents of A.fdet, A.sdet, A.odet and A.pix0 (nb_fgrad's
+ * dAaxes): A dX + dA X, in double, from the pairs' A and their tangents dA. */
+static void pair_axes_tangents(const nb_fparams *fp, const nb_kdual *k, float *out)
+{
+    const nb_kparams *kp = &fp->kp;
+    const double *axes[4] = {kp->fdet, kp->sdet, kp->odet, kp->pix0};
+    const nb_dual *daxes[4] = {k->fdet, k->sdet, k->odet, k->pix0};
+    for (int s = 0; s < kp->nsources; s++)
+        for (int c = 0; c < kp->ncells; c++) {
+            const size_t p = (size_t)s * kp->ncells + c;
+            const double *A = fp->pairs[p].A;
+            for (int x = 0; x < 4; x++)
+                for (int v = 0; v < 3; v++)
+                    for (int j = 0; j < NB_DUAL_N; j++) {
+                        double d = 0.0;
+                        for (int i = 0; i < 3; i++)
+                            d += A[3 * v + i] * daxes[x][i].d[j] + dA_of(kp, k, s, c, v, i, j) * axes[x][i];
+                        out[((p * 4 + x) * 3 + v) * NB_DUAL_N + j] = (float)d;
+                    }
+        }
+}
+
 /* The fast kernel's tangents (nb_fgrad) from the double path's (k, nd of
  * them), with fp's per-(source, cell) constants; *storage: what dA and dhi
  * point into (the caller frees it).  What the fast kernel does not follow
@@ -708,24 +753,29 @@ static nb_status fgrad_build(const nb_fparams *fp, const nb_kdual *k, int nd, nb
         out->dscale[j] = (float)(kp->r_e_sqr * k->fluence.d[j] / kp->steps);
         out->dI_bg[j] = (float)k->I_bg.d[j];
     }
-    const size_t npairs = (size_t)kp->nsources * kp->ncells;
+    const size_t npairs = (size_t)kp->nsources * kp->ncells, threads = (size_t)fgrad_threads();
+    const size_t steps = (size_t)kp->thicksteps * kp->oversample;
+    /* a slot per slow step while a thread's slots stay small (in cache) */
+    out->slow_slots = steps > 1 && steps * npairs * 3 * NB_DUAL_N * sizeof(float) <= SLOW_SLOTS_BYTES ? (int)steps : 1;
     float *dA, *dhi;
-    nb_status st = nb_calloc((void **)storage, npairs * 12, NB_DUAL_N * sizeof(float), "the pairs' tangents");
+    /* per pair: dA 9, dhi 3, dAaxes 12; per thread, slot and pair: the slow step's 3 */
+    nb_status st = nb_calloc((void **)storage, npairs * (24 + 3 * threads * (size_t)out->slow_slots),
+                             NB_DUAL_N * sizeof(float), "the pairs' tangents");
     if (st) return st;
     dA = *storage, dhi = *storage + npairs * 9 * NB_DUAL_N;
+    out->dAaxes = dhi + npairs * 3 * NB_DUAL_N;
+    out->slow_scratch = *storage + npairs * 24 * NB_DUAL_N;
+    out->slow_stride = npairs * 3 * NB_DUAL_N * (size_t)out->slow_slots;
     /* A = abc / lambda per (source, cell); A.i with i the source's direction (fixed) */
     for (int s = 0; s < kp->nsources; s++) {
-        const double lambda = kp->src_lambda[s], *inc = kp->src_incident + 3 * s;
+        const double *inc = kp->src_incident + 3 * s;
         for (int c = 0; c < kp->ncells; c++) {
             const size_t p = (size_t)s * kp->ncells + c;
-            const double *abc = kp->cells + 9 * c;
-            const nb_dual *dabc = k->cells + 9 * c;
             for (int j = 0; j < NB_DUAL_N; j++) {
-                const double dl = k->src_lambda[s].d[j];
                 for (int v = 0; v < 3; v++) {
                     double dhv = 0.0;
                     for (int i = 0; i < 3; i++) {
-                        const double d = dabc[3 * v + i].d[j] / lambda - abc[3 * v + i] * dl / (lambda * lambda);
+                        const double d = dA_of(kp, k, s, c, v, i, j);
                         dA[(p * 9 + 3 * v + i) * NB_DUAL_N + j] = (float)d;
                         dhv += d * inc[i];
                     }
@@ -735,6 +785,7 @@ static nb_status fgrad_build(const nb_fparams *fp, const nb_kdual *k, int nd, nb
         }
     }
     out->dA = dA, out->dhi = dhi;
+    pair_axes_tangents(fp, k, (float *)out->dAaxes);
     return NB_OK;
 }
 
