@@ -8,6 +8,10 @@
  * rendered dual is the double path's pixel, bit for bit) and the
  * derivatives by the chain rule.  Host and CUDA device code.
  *
+ * The operations are written once (nb_dual_ops.inc) for two types: nb_dual
+ * in double (the double path's derivatives) and nb_fdual in single
+ * precision (the fast path's derivatives on a GPU, nb_physics_dual.h).
+ *
  * Where a function's derivative is infinite or undefined at a point the
  * model meets, the value chosen is the one the composed function needs:
  * sqrt at 0 has derivative 0 (it only ever takes the root of a sum of
@@ -34,87 +38,29 @@ typedef struct nb_dual {
     double d[NB_DUAL_N];
 } nb_dual;
 
-NB_DUAL_INLINE nb_dual nb_dual_c(double v)
+typedef struct nb_fdual {
+    float v;
+    float d[NB_DUAL_N];
+} nb_fdual;
+
+#define DU nb_dual
+#define DU_REAL double
+#define DUF(name) nb_dual_##name
+#define DU_MATH(fn) fn
+#include "nb_dual_ops.inc"
+
+#define DU nb_fdual
+#define DU_REAL float
+#define DUF(name) nb_fdual_##name
+#define DU_MATH(fn) fn##f
+#include "nb_dual_ops.inc"
+
+/* a double dual rounded to single precision */
+NB_DUAL_INLINE nb_fdual nb_fdual_of(nb_dual a)
 {
-    nb_dual r;
-    r.v = v;
-    for (int i = 0; i < NB_DUAL_N; i++) r.d[i] = 0.0;
-    return r;
-}
-
-/* r = s * a for a constant s */
-NB_DUAL_INLINE nb_dual nb_dual_scale(double s, nb_dual a)
-{
-    nb_dual r;
-    r.v = s * a.v;
-    for (int i = 0; i < NB_DUAL_N; i++) r.d[i] = s * a.d[i];
-    return r;
-}
-
-NB_DUAL_INLINE nb_dual nb_dual_add(nb_dual a, nb_dual b)
-{
-    nb_dual r;
-    r.v = a.v + b.v;
-    for (int i = 0; i < NB_DUAL_N; i++) r.d[i] = a.d[i] + b.d[i];
-    return r;
-}
-
-NB_DUAL_INLINE nb_dual nb_dual_sub(nb_dual a, nb_dual b)
-{
-    nb_dual r;
-    r.v = a.v - b.v;
-    for (int i = 0; i < NB_DUAL_N; i++) r.d[i] = a.d[i] - b.d[i];
-    return r;
-}
-
-NB_DUAL_INLINE nb_dual nb_dual_neg(nb_dual a) { return nb_dual_scale(-1.0, a); }
-
-NB_DUAL_INLINE nb_dual nb_dual_mul(nb_dual a, nb_dual b)
-{
-    nb_dual r;
-    r.v = a.v * b.v;
-    for (int i = 0; i < NB_DUAL_N; i++) r.d[i] = a.d[i] * b.v + a.v * b.d[i];
-    return r;
-}
-
-NB_DUAL_INLINE nb_dual nb_dual_div(nb_dual a, nb_dual b)
-{
-    nb_dual r;
-    r.v = a.v / b.v;
-    for (int i = 0; i < NB_DUAL_N; i++) r.d[i] = (a.d[i] - r.v * b.d[i]) / b.v;
-    return r;
-}
-
-/* f(a) with f(a.v) = fv, f'(a.v) = slope */
-NB_DUAL_INLINE nb_dual nb_dual_chain(nb_dual a, double fv, double slope)
-{
-    nb_dual r;
-    r.v = fv;
-    for (int i = 0; i < NB_DUAL_N; i++) r.d[i] = slope * a.d[i];
-    return r;
-}
-
-NB_DUAL_INLINE nb_dual nb_dual_sqrt(nb_dual a)
-{
-    double s = sqrt(a.v);
-    return nb_dual_chain(a, s, s > 0.0 ? 0.5 / s : 0.0);
-}
-
-NB_DUAL_INLINE nb_dual nb_dual_sin(nb_dual a) { return nb_dual_chain(a, sin(a.v), cos(a.v)); }
-NB_DUAL_INLINE nb_dual nb_dual_cos(nb_dual a) { return nb_dual_chain(a, cos(a.v), -sin(a.v)); }
-
-NB_DUAL_INLINE nb_dual nb_dual_exp(nb_dual a)
-{
-    double e = exp(a.v);
-    return nb_dual_chain(a, e, e);
-}
-
-NB_DUAL_INLINE nb_dual nb_dual_atan2(nb_dual y, nb_dual x)
-{
-    nb_dual r;
-    double r2 = x.v * x.v + y.v * y.v;
-    r.v = atan2(y.v, x.v);
-    for (int i = 0; i < NB_DUAL_N; i++) r.d[i] = r2 > 0.0 ? (x.v * y.d[i] - y.v * x.d[i]) / r2 : 0.0;
+    nb_fdual r;
+    r.v = (float)a.v;
+    for (int i = 0; i < NB_DUAL_N; i++) r.d[i] = (float)a.d[i];
     return r;
 }
 

@@ -9,6 +9,11 @@
  * background), each a value and its derivatives (tools/nb_sim_grad.c works
  * them out from the plan).  Every other field of nb_kparams is a constant.
  * Host and CUDA device code.
+ *
+ * The same terms once more in single-precision duals (nb_fdual, nb_kfdual):
+ * nb_pixel_fgrad, the fast path's derivatives on a GPU, where one thread
+ * renders one pixel and the CPU's SIMD formulation (tools/nb_fast_grad.inc)
+ * does not apply.
  */
 #ifndef NB_PHYSICS_DUAL_H
 #define NB_PHYSICS_DUAL_H
@@ -16,16 +21,22 @@
 #include "nb_dual.h"
 #include "nb_physics.h"
 
-/* nb_kparams' followed fields, as duals (same names, same units) */
+/* nb_kparams' followed fields, as duals (same names, same units): nb_kdual
+ * in double, nb_kfdual in single precision */
+#define NB_KDUAL_FIELDS(T)                                                                                            \
+    T fdet[3], sdet[3], odet[3], pix0[3], beam[3];                                                                    \
+    T distance, close_distance;                                                                                       \
+    T a_star[3], b_star[3], c_star[3];                                                                                \
+    T Na, Nb, Nc, fluence, I_bg;                                                                                      \
+    const T *src_incident; /* 3 per source */                                                                         \
+    const T *src_lambda;   /* per source */                                                                           \
+    const T *cells;        /* 9 per (phi step, mosaic domain) */
 typedef struct nb_kdual {
-    nb_dual fdet[3], sdet[3], odet[3], pix0[3], beam[3];
-    nb_dual distance, close_distance;
-    nb_dual a_star[3], b_star[3], c_star[3];
-    nb_dual Na, Nb, Nc, fluence, I_bg;
-    const nb_dual *src_incident; /* 3 per source */
-    const nb_dual *src_lambda;   /* per source */
-    const nb_dual *cells;        /* 9 per (phi step, mosaic domain) */
+    NB_KDUAL_FIELDS(nb_dual)
 } nb_kdual;
+typedef struct nb_kfdual {
+    NB_KDUAL_FIELDS(nb_fdual)
+} nb_kfdual;
 
 /* The grating factor of nb_sincg_hkl with its derivatives in h and N.  The
  * value is nb_sincg's, sin(N X)/sin(X) at X = pi h (whole N: the reference's
@@ -100,6 +111,79 @@ NB_DUAL_INLINE nb_dual nb_dual_sinc3(nb_dual a)
 #define PX_IS_ZERO(a) PX_IS((a).v == 0.0)
 #include "nb_pixel_double.inc"
 
+/* ---- the same pixel in single-precision duals (the fast path on a GPU) ---- */
+
+/* The grating factor in single precision, always in the reduced form
+ * sin(N X)/sin(X) at X = pi (h - h0): in single precision pi h itself would
+ * lose the fraction that matters.  For whole N this is the reference's
+ * value up to the sign (-1)^((N-1) h0), which the intensity (its square)
+ * and the derivative of the intensity do not see.  Within |N X| < 0.05 the
+ * series of value and slope: the direct slope is the difference of nearly
+ * equal terms over sin^2 X, which single precision cannot afford there. */
+NB_DUAL_INLINE nb_fdual nb_fdual_sincg_hkl(nb_fdual h, int h0, nb_fdual N)
+{
+    const float n = N.v, d = h.v - (float)h0, X = (float)M_PI * d, nX = n * X, pi = (float)M_PI;
+    float dv_dh, dv_dN;
+    nb_fdual r;
+    if (fabsf(nX) < 0.05f) {
+        const float n2 = n * n, X2 = X * X;
+        r.v = n * (1.0f - (n2 - 1.0f) * X2 * (1.0f / 6.0f));
+        dv_dh = pi * n * X * (-(n2 - 1.0f) * (1.0f / 3.0f) + (3.0f * n2 * n2 - 10.0f * n2 + 7.0f) * X2 * (1.0f / 90.0f));
+        dv_dN = 1.0f - (3.0f * n2 - 1.0f) * X2 * (1.0f / 6.0f);
+    } else {
+        const float s1 = sinf(nX), s0 = sinf(X), c1 = cosf(nX), c0 = cosf(X);
+        r.v = s1 / s0;
+        dv_dh = pi * (n * c1 * s0 - s1 * c0) / (s0 * s0);
+        dv_dN = pi * d * c1 / s0;
+    }
+    for (int i = 0; i < NB_DUAL_N; i++) r.d[i] = dv_dh * h.d[i] + dv_dN * N.d[i];
+    return r;
+}
+
+/* The sphere's transform 3 (sin x / x - cos x) / x^2 in single precision,
+ * by its series below x = 0.3 (where the direct form cancels). */
+NB_DUAL_INLINE nb_fdual nb_fdual_sinc3(nb_fdual a)
+{
+    const float x = a.v, x2 = x * x;
+    float f, slope;
+    if (fabsf(x) < 0.3f) {
+        f = 1.0f + x2 * (-0.1f + x2 * (1.0f / 280.0f - x2 * (1.0f / 15120.0f)));
+        slope = x * (-0.2f + x2 * (1.0f / 70.0f - x2 * (1.0f / 2520.0f)));
+    } else {
+        const float s = sinf(x), c = cosf(x);
+        f = 3.0f * (s / x - c) / x2;
+        slope = 3.0f * ((x * c - s) / x2 + s) / x2 - 2.0f * f / x;
+    }
+    return nb_fdual_chain(a, f, slope);
+}
+
+#define DR_INLINE NB_DUAL_INLINE
+#define DR_PX_INLINE DR_INLINE
+#define PX_FN(name) nb_fgpx_##name
+#define DRF(name) nb_fgd_##name
+#define DR nb_fdual
+#define DR_KIN nb_kfdual
+#define DR_C(x) nb_fdual_c((float)(x))
+#define DR_V(a) ((double)(a).v)
+#define DR_ADD(a, b) nb_fdual_add(a, b)
+#define DR_SUB(a, b) nb_fdual_sub(a, b)
+#define DR_MUL(a, b) nb_fdual_mul(a, b)
+#define DR_DIV(a, b) nb_fdual_div(a, b)
+#define DR_NEG(a) nb_fdual_neg(a)
+#define DR_SCALE(s, a) nb_fdual_scale((float)(s), a)
+#define DR_SQRT(a) nb_fdual_sqrt(a)
+#define DR_SIN(a) nb_fdual_sin(a)
+#define DR_COS(a) nb_fdual_cos(a)
+#define DR_EXP(a) nb_fdual_exp(a)
+#define DR_ATAN2(y, x) nb_fdual_atan2(y, x)
+#define DR_SINCG(h, h0, N, reduced) nb_fdual_sincg_hkl(h, h0, N)
+#define DR_SINC3(x) nb_fdual_sinc3(x)
+#define PX_SPLAT(x) nb_fdual_c((float)(x))
+#define PX_ADD(a, b) nb_fdual_add(a, b)
+#define PX_MUL(a, b) nb_fdual_mul(a, b)
+#define PX_IS_ZERO(a) PX_IS((a).v == 0.0f)
+#include "nb_pixel_double.inc"
+
 /* One pixel and its derivatives: the value is nb_pixel_double()'s, bit for
  * bit; d[i] is its derivative with respect to parameter i of k.  Adds the
  * pixel's solid angles to *omega_sum; sets *tripped as nb_pixel_double. */
@@ -111,6 +195,19 @@ NB_DUAL_INLINE nb_dual nb_pixel_grad(const nb_kparams *p, const nb_kdual *k, int
     nb_gpx_rules rules = nb_gpx_rules_of(p, general);
     rules.I0 = k->I_bg; /* the water background depends on the fluence */
     return nb_gpx_collect(&c, general, &rules, -1).value;
+}
+
+/* The same pixel and derivatives in single precision (the fast path's
+ * derivatives on a GPU): the model's terms as nb_pixel_grad evaluates them,
+ * in nb_fdual, from k rounded to single precision (nb_kfdual). */
+NB_DUAL_INLINE nb_fdual nb_pixel_fgrad(const nb_kparams *p, const nb_kfdual *k, int fpixel, int spixel,
+                                      double *omega_sum, int *tripped)
+{
+    nb_fgpx_ctx c = {p, k, fpixel, spixel, omega_sum, tripped, NULL};
+    const nb_pixel_opts general = {0, 0, 0};
+    nb_fgpx_rules rules = nb_fgpx_rules_of(p, general);
+    rules.I0 = k->I_bg;
+    return nb_fgpx_collect(&c, general, &rules, -1).value;
 }
 
 #endif

@@ -44,7 +44,7 @@ static const nb_tool_info tool = {
     "the progress bar says \"rendering frame i/N\", one bar and ETA for the whole run.\n"
     "--grad LIST adds after each image its derivatives with respect to the named flags (one\n"
     "IMAGE record each, GRAD_OF=name), exact in the pixel (dual numbers on the double path,\n"
-    "which --grad uses unless -precision single asks for the fast path's, on the CPU).",
+    "which --grad uses unless -precision single asks for the fast path's).",
     &table,
     "  nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -default_F 100 | nb-sim | nb-convert -o img.bin\n"
     "  nb-sim --threads 2 -precision double -o rendered.nbs plan.nbs\n"
@@ -365,8 +365,8 @@ static const nb_opt rows[] = {
      "detector_roty, detector_rotz, twotheta, cell_alpha, cell_beta,\n"
      "cell_gamma, misset_x, misset_y, misset_z, mosaic (degree), cell_a,\n"
      "cell_b, cell_c, lambda (Angstrom), Na, Nb, Nc (cell), fluence\n"
-     "(photons/m^2).  Rendered on the double path (CPU or GPU, as --device);\n"
-     "with -precision single the fast path's (CPU)",
+     "(photons/m^2).  Rendered on the double path; with -precision single\n"
+     "the fast path's (CPU or GPU, as --device)",
      .needs = "a value", .type = NB_OPT_CALLBACK, .fn = apply_grad},
 };
 #undef SO

@@ -59,16 +59,30 @@ __global__ void k_fast(nb_fparams fp, float *image, double *row_omega, int *trip
     row_sums(om, trip, s, row_omega, tripped);
 }
 
-/* the double pixel in dual numbers: the image, then nd derivative images */
-__global__ void k_grad(nb_kparams kp, nb_kdual kd, int nd, float *out, double *row_omega, int *tripped)
+/* The pixel in dual numbers: double (nb_pixel_grad) or single precision
+ * (nb_pixel_fgrad, the fast path), picked by the inputs' type. */
+__device__ static nb_dual pixel_dual(const nb_kparams *kp, const nb_kdual *kd, int f, int s, double *om, int *trip)
+{
+    return nb_pixel_grad(kp, kd, f, s, om, trip);
+}
+__device__ static nb_fdual pixel_dual(const nb_kparams *kp, const nb_kfdual *kd, int f, int s, double *om, int *trip)
+{
+    return nb_pixel_fgrad(kp, kd, f, s, om, trip);
+}
+
+/* the pixel in dual numbers: the image, then nd derivative images */
+template <typename D, typename KD>
+__global__ void k_grad(nb_kparams kp, KD kd, int nd, float *out, double *row_omega, int *tripped)
 {
     int f = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
     const size_t npix = (size_t)kp.fpixels * kp.spixels;
     double om = 0.0;
     int trip = 0;
     if (f < kp.fpixels) {
-        nb_dual v = nb_dual_c(0.0);
-        if (nb_pixel_rendered(&kp, f, s)) v = nb_pixel_grad(&kp, &kd, f, s, &om, &trip);
+        D v;
+        v.v = 0;
+        for (int j = 0; j < NB_DUAL_N; j++) v.d[j] = 0;
+        if (nb_pixel_rendered(&kp, f, s)) v = pixel_dual(&kp, &kd, f, s, &om, &trip);
         const size_t at = (size_t)s * kp.fpixels + f;
         out[at] = (float)v.v;
         for (int j = 0; j < nd; j++) out[(size_t)(1 + j) * npix + at] = (float)v.d[j];
@@ -97,6 +111,7 @@ struct nb_cuda {
     dev_array mask, src_incident, src_lambda, cells, F;
     dev_array pairs, src_i, src_E, src_B, inv2l, Fgrid;
     dev_array dual_src_incident, dual_src_lambda, dual_cells; /* derivatives' inputs */
+    dev_array fdual_src_incident, fdual_src_lambda, fdual_cells; /* the same in single precision */
     float *d_image;
     size_t image_bytes;
     float *h_pinned;
@@ -171,7 +186,8 @@ extern "C" void nb_cuda_close(nb_cuda *c)
     if (!c) return;
     dev_array *all[] = {&c->mask, &c->src_incident, &c->src_lambda, &c->cells, &c->F, &c->pairs,
                         &c->src_i, &c->src_E, &c->src_B, &c->inv2l, &c->Fgrid,
-                        &c->dual_src_incident, &c->dual_src_lambda, &c->dual_cells};
+                        &c->dual_src_incident, &c->dual_src_lambda, &c->dual_cells,
+                        &c->fdual_src_incident, &c->fdual_src_lambda, &c->fdual_cells};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
     if (c->d_image) cudaFree(c->d_image);
     if (c->h_pinned) cudaFreeHost(c->h_pinned);
@@ -318,29 +334,34 @@ extern "C" nb_status nb_render_cuda(nb_cuda *c, const nb_kparams *kp, int use_do
     return st;
 }
 
-extern "C" nb_status nb_render_cuda_grad(nb_cuda *c, const nb_kparams *kp, const nb_kdual *k, int nd, float *image,
-                                         float **grads, nb_render_result *res)
+/* One frame and nd derivatives in duals D (nb_dual or nb_fdual) from the
+ * inputs k (nb_kdual or nb_kfdual): the followed arrays uploaded into the
+ * three device arrays `arrays`, the rest passed by value; the image (NULL:
+ * not wanted) and grads[0 .. nd-1] back from the kernel's one buffer. */
+template <typename D, typename KD>
+static nb_status render_grad(nb_cuda *c, const nb_kparams *kp, const KD *k, dev_array *const arrays[3], int nd,
+                             float *image, float **grads, nb_render_result *res)
 {
     nb_status st;
     double t0 = nb_now();
     size_t npix = (size_t)kp->fpixels * kp->spixels;
     nb_kparams dk;
-    nb_kdual dkd = *k; /* the followed arrays on the device, the rest by value */
+    KD dkd = *k;
     if ((st = upload_kparams(c, kp, &dk)) ||
-        (st = upload(c, &c->dual_src_incident, k->src_incident, 3 * sizeof(nb_dual) * kp->nsources, "sources")) ||
-        (st = upload(c, &c->dual_src_lambda, k->src_lambda, sizeof(nb_dual) * kp->nsources, "sources")) ||
-        (st = upload(c, &c->dual_cells, k->cells, 9 * sizeof(nb_dual) * kp->ncells, "cells")) ||
+        (st = upload(c, arrays[0], k->src_incident, 3 * sizeof(D) * kp->nsources, "sources")) ||
+        (st = upload(c, arrays[1], k->src_lambda, sizeof(D) * kp->nsources, "sources")) ||
+        (st = upload(c, arrays[2], k->cells, 9 * sizeof(D) * kp->ncells, "cells")) ||
         (st = ensure_buffers(c, (size_t)(1 + nd) * npix, kp->spixels)))
         return st;
-    dkd.src_incident = (const nb_dual *)c->dual_src_incident.dev;
-    dkd.src_lambda = (const nb_dual *)c->dual_src_lambda.dev;
-    dkd.cells = (const nb_dual *)c->dual_cells.dev;
+    dkd.src_incident = (const D *)arrays[0]->dev;
+    dkd.src_lambda = (const D *)arrays[1]->dev;
+    dkd.cells = (const D *)arrays[2]->dev;
     dim3 block(BLOCK_X), grid((kp->fpixels + BLOCK_X - 1) / BLOCK_X, kp->spixels);
     cudaEvent_t ev0, ev1;
     cudaEventCreate(&ev0);
     cudaEventCreate(&ev1);
     cudaEventRecord(ev0, c->stream);
-    k_grad<<<grid, block, 0, c->stream>>>(dk, dkd, nd, c->d_image, c->d_row_omega, c->d_tripped);
+    k_grad<D, KD><<<grid, block, 0, c->stream>>>(dk, dkd, nd, c->d_image, c->d_row_omega, c->d_tripped);
     cudaError_t e = cudaGetLastError();
     cudaEventRecord(ev1, c->stream);
     if ((st = collect(c, (size_t)(1 + nd) * npix, kp->spixels, ev0, ev1, e, t0, res))) return st;
@@ -348,4 +369,18 @@ extern "C" nb_status nb_render_cuda_grad(nb_cuda *c, const nb_kparams *kp, const
     for (int j = 0; j < nd; j++) memcpy(grads[j], c->h_pinned + (size_t)(1 + j) * npix, npix * sizeof(float));
     res->row_stats_filled = 0;
     return NB_OK;
+}
+
+extern "C" nb_status nb_render_cuda_grad(nb_cuda *c, const nb_kparams *kp, const nb_kdual *k, int nd, float *image,
+                                         float **grads, nb_render_result *res)
+{
+    dev_array *const arrays[3] = {&c->dual_src_incident, &c->dual_src_lambda, &c->dual_cells};
+    return render_grad<nb_dual>(c, kp, k, arrays, nd, image, grads, res);
+}
+
+extern "C" nb_status nb_render_cuda_fast_grad(nb_cuda *c, const nb_kparams *kp, const nb_kfdual *k, int nd,
+                                              float *image, float **grads, nb_render_result *res)
+{
+    dev_array *const arrays[3] = {&c->fdual_src_incident, &c->fdual_src_lambda, &c->fdual_cells};
+    return render_grad<nb_fdual>(c, kp, k, arrays, nd, image, grads, res);
 }

@@ -2,7 +2,8 @@
  *
  * The physics is nb_physics.h's: nb_pixel_double() for -precision double and
  * nb_pixel_fast() for the default path, one thread per pixel, and
- * nb_physics_dual.h's nb_pixel_grad() for derivatives.  Only launch,
+ * nb_physics_dual.h's nb_pixel_grad() (double) and nb_pixel_fgrad()
+ * (single precision, the fast path) for derivatives.  Only launch,
  * memory and reduction code is CUDA-specific.  The plan's arrays (sources,
  * rotated cells, the F grid, the mask) stay on the device across frames of
  * the same plan; each frame's image comes back through a pinned buffer. */
@@ -34,6 +35,11 @@ nb_status nb_render_cuda(nb_cuda *ctx, const nb_kparams *kp, int use_double, flo
  * them. */
 nb_status nb_render_cuda_grad(nb_cuda *ctx, const nb_kparams *kp, const nb_kdual *k, int nd, float *image,
                               float **grads, nb_render_result *res);
+
+/* The same on the fast path: the image and derivatives in single-precision
+ * dual numbers (nb_pixel_fgrad) from k rounded to single precision. */
+nb_status nb_render_cuda_fast_grad(nb_cuda *ctx, const nb_kparams *kp, const nb_kfdual *k, int nd, float *image,
+                                   float **grads, nb_render_result *res);
 
 /* 1 when this binary has the CUDA backend compiled in. */
 int nb_cuda_compiled(void);

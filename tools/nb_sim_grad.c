@@ -621,6 +621,34 @@ void nb_kdual_store_free(nb_kdual_store *s)
     memset(s, 0, sizeof *s);
 }
 
+/* nb_kdual's leading duals (all but the three arrays), in both precisions */
+#define KDUAL_SCALARS (offsetof(nb_kdual, src_incident) / sizeof(nb_dual))
+_Static_assert(offsetof(nb_kfdual, src_incident) / sizeof(nb_fdual) == KDUAL_SCALARS,
+               "nb_kdual and nb_kfdual hold the same duals in the same order");
+
+nb_status nb_kfdual_build(const nb_kdual *k, const nb_kparams *kp, nb_kfdual_store *out)
+{
+    memset(out, 0, sizeof *out);
+    const size_t ns = (size_t)kp->nsources, nc = (size_t)kp->ncells, n = 4 * ns + 9 * nc;
+    nb_status st = nb_calloc((void **)&out->storage, n, sizeof *out->storage, "derivative inputs");
+    if (st) return st;
+    const nb_dual *from = (const nb_dual *)k;
+    nb_fdual *to = (nb_fdual *)&out->k;
+    for (size_t i = 0; i < KDUAL_SCALARS; i++) to[i] = nb_fdual_of(from[i]);
+    nb_fdual *inc = out->storage, *lambda = inc + 3 * ns, *cells = lambda + ns;
+    for (size_t i = 0; i < 3 * ns; i++) inc[i] = nb_fdual_of(k->src_incident[i]);
+    for (size_t i = 0; i < ns; i++) lambda[i] = nb_fdual_of(k->src_lambda[i]);
+    for (size_t i = 0; i < 9 * nc; i++) cells[i] = nb_fdual_of(k->cells[i]);
+    out->k.src_incident = inc, out->k.src_lambda = lambda, out->k.cells = cells;
+    return NB_OK;
+}
+
+void nb_kfdual_store_free(nb_kfdual_store *s)
+{
+    free(s->storage);
+    memset(s, 0, sizeof *s);
+}
+
 /* ---- the render ------------------------------------------------------------ */
 
 /* Row s: its pixels and derivatives; returns the row's solid-angle sum. */
@@ -828,10 +856,12 @@ nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame,
         nb_kdual_store ks;
         st = nb_grad_kdual_build(g, first, count, frame, panel, kp, hkl, &ks);
         nb_progress *pass_prog = first ? NULL : prog;
-        if (!st && path == NB_GRAD_FAST && cuda)
-            st = nb_error_set(NB_ERR_UNSUPPORTED, "--grad on the fast path runs on the CPU only; on a GPU use "
-                                                  "-precision double");
-        else if (!st && cuda) st = nb_render_cuda_grad(cuda, kp, &ks.k, count, pass_image, grads + first, res);
+        if (!st && path == NB_GRAD_FAST && cuda) {
+            nb_kfdual_store kf;
+            if (!(st = nb_kfdual_build(&ks.k, kp, &kf)))
+                st = nb_render_cuda_fast_grad(cuda, kp, &kf.k, count, pass_image, grads + first, res);
+            nb_kfdual_store_free(&kf);
+        } else if (!st && cuda) st = nb_render_cuda_grad(cuda, kp, &ks.k, count, pass_image, grads + first, res);
         else if (!st && path == NB_GRAD_FAST)
             st = nb_render_cpu_fast_grad(kp, &ks.k, count, pass_image, grads + first, res, pass_prog);
         else if (!st) st = nb_render_cpu_grad(kp, &ks.k, count, pass_image, grads + first, res, pass_prog);

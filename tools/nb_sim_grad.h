@@ -75,14 +75,24 @@ nb_status nb_grad_kdual_build(const nb_grad_plans *g, int first, int count, long
                               const nb_kparams *base, const nb_hkl *hkl, nb_kdual_store *out);
 void nb_kdual_store_free(nb_kdual_store *s);
 
+/* The same inputs rounded to single precision, for nb_pixel_fgrad (the fast
+ * path's derivatives on a GPU). */
+typedef struct nb_kfdual_store {
+    nb_kfdual k;
+    nb_fdual *storage; /* k's arrays point into it */
+} nb_kfdual_store;
+nb_status nb_kfdual_build(const nb_kdual *k, const nb_kparams *kp, nb_kfdual_store *out);
+void nb_kfdual_store_free(nb_kfdual_store *s);
+
 /* Which pixel the derivatives are taken of: the double path's (the
  * reference-faithful oracle) or the fast path's (single precision). */
 typedef enum nb_grad_path { NB_GRAD_DOUBLE, NB_GRAD_FAST } nb_grad_path;
 
 /* The image and the derivatives of every name of g for one frame and panel
  * (kp: that panel's kernel inputs), NB_DUAL_N names a pass (the image with
- * the first), on the CPU or, with cuda (not NULL), the GPU (the double path
- * only); grads[j] is name j's pixels.  res->seconds: all passes. */
+ * the first), on the CPU or, with cuda (not NULL), the GPU (the fast path
+ * there in nb_pixel_fgrad's single-precision duals); grads[j] is name j's
+ * pixels.  res->seconds: all passes. */
 nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame, int panel, const nb_kparams *kp,
                           const nb_hkl *hkl, nb_cuda *cuda, float *image, float **grads, nb_render_result *res,
                           nb_progress *prog);

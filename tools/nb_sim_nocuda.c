@@ -19,6 +19,13 @@ nb_status nb_render_cuda_grad(nb_cuda *ctx, const nb_kparams *kp, const nb_kdual
     return nb_error_set(NB_ERR_UNSUPPORTED, "this nb-sim was built without CUDA (no nvcc at build time)");
 }
 
+nb_status nb_render_cuda_fast_grad(nb_cuda *ctx, const nb_kparams *kp, const nb_kfdual *k, int nd, float *image,
+                                   float **grads, nb_render_result *res)
+{
+    (void)ctx, (void)kp, (void)k, (void)nd, (void)image, (void)grads, (void)res;
+    return nb_error_set(NB_ERR_UNSUPPORTED, "this nb-sim was built without CUDA (no nvcc at build time)");
+}
+
 nb_status nb_render_cuda(nb_cuda *ctx, const nb_kparams *kp, int use_double, float *image, nb_render_result *res)
 {
     (void)ctx, (void)kp, (void)use_double, (void)image, (void)res;

@@ -86,3 +86,21 @@ render_both() { # render_both NAME PRECISION [nb-geom flags]: NAME-cpu.bin and N
         "$NB_ROOT/${BUILD:-build}/tests/nb-imgcmp" --corr 0.99999999 --max-rel 1e-6 "cpu-$n.bin" "gpu-$n.bin"
     done
 }
+
+@test "gpu: nb-sim --grad -precision single on the GPU agrees with the CPU's fast path" {
+    need_gpu
+    nb-geom -default_F 100 -cell 70 80 90 88 95 91 -misset 10 5 3 -lambda 1 -N 8 -distance 150 -detpixels 256 \
+        -pixel 0.4 -mosaic 0.2 -mosaic_domains 4 -oversample 2 -o g.nbs
+    local names=distance,Xbeam,Ybeam,misset_x,misset_y,misset_z,cell_a,cell_gamma,Na,lambda n
+    nb-sim -q --device cpu -precision single --grad $names -o cpu.nbs g.nbs
+    nb-sim -q --device cuda -precision single --grad $names -o gpu.nbs g.nbs
+    [ "$(nb_key gpu.nbs RENDER_PATH 2)" = cuda-fast-dual ] || false
+    nb-convert -q -o cpu.bin cpu.nbs
+    nb-convert -q -o gpu.bin gpu.nbs
+    compare cpu.bin gpu.bin 0.9999 1e-3
+    for n in distance Xbeam misset_z cell_gamma Na lambda; do
+        nb-convert -q --grad $n -o "cpu-$n.bin" cpu.nbs
+        nb-convert -q --grad $n -o "gpu-$n.bin" gpu.nbs
+        "$NB_ROOT/${BUILD:-build}/tests/nb-imgcmp" --corr 0.9999 "cpu-$n.bin" "gpu-$n.bin"
+    done
+}
