@@ -436,6 +436,7 @@ typedef struct vx_px_src {
 typedef struct vx_px_idx {
     vf dh, dk, dl; /* fractional parts */
     vi ih, ik, il; /* nearest whole indices (with an F table) */
+    vf H[3];       /* flat: the indices plus A.i, (A.pos)/|pos| (for the derivatives; unused by the image) */
 } vx_px_idx;
 
 /* the component along v of the sub-pixel's direction */
@@ -590,6 +591,11 @@ INL void vx_px_index(vx_px_ctx *c, const vx_px_geo *g, const vx_px_src *sv, int 
     vf dh = frac[0] + (float)pc->Af[0] * g->dfi + P_f[0] * g->dinv;
     vf dk = frac[1] + (float)pc->Af[1] * g->dfi + P_f[1] * g->dinv;
     vf dl = frac[2] + (float)pc->Af[2] * g->dfi + P_f[2] * g->dinv;
+    /* (A.pos)/|pos| = P_c / r_c + the lanes' offsets: dead code for the image */
+    const float invc_f = (float)g->invc;
+    x->H[0] = dh + (P_f[0] * invc_f - frac[0]);
+    x->H[1] = dk + (P_f[1] * invc_f - frac[1]);
+    x->H[2] = dl + (P_f[2] * invc_f - frac[2]);
     const vf rh = rintf_v(dh), rk = rintf_v(dk), rl = rintf_v(dl);
     x->dh = dh - rh, x->dk = dk - rk, x->dl = dl - rl;
     if (c->fmode != NB_FMODE_DEFAULT) {
