@@ -43,8 +43,9 @@ static const nb_tool_info tool = {
     "a summary: frames rendered, the detector's solid angle, the brightest frame.  On a terminal\n"
     "the progress bar says \"rendering frame i/N\", one bar and ETA for the whole run.\n"
     "--grad LIST adds after each image its derivatives with respect to the named flags (one\n"
-    "IMAGE record each, GRAD_OF=name), exact in the pixel (dual numbers on the double path,\n"
-    "which --grad uses unless -precision single asks for the fast path's).",
+    "IMAGE record each, GRAD_OF=name), exact in the pixel: dual numbers through the pixel of\n"
+    "the path that renders the image (the fast path's, or with -precision double the double\n"
+    "path's).",
     &table,
     "  nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -default_F 100 | nb-sim | nb-convert -o img.bin\n"
     "  nb-sim --threads 2 -precision double -o rendered.nbs plan.nbs\n"
@@ -365,8 +366,9 @@ static const nb_opt rows[] = {
      "detector_roty, detector_rotz, twotheta, cell_alpha, cell_beta,\n"
      "cell_gamma, misset_x, misset_y, misset_z, mosaic (degree), cell_a,\n"
      "cell_b, cell_c, lambda (Angstrom), Na, Nb, Nc (cell), fluence\n"
-     "(photons/m^2).  Rendered on the double path; with -precision single\n"
-     "the fast path's (CPU or GPU, as --device)",
+     "(photons/m^2).  The derivatives of the image's path: the fast path\n"
+     "(default) or, with -precision double, the double path (CPU or GPU,\n"
+     "as --device)",
      .needs = "a value", .type = NB_OPT_CALLBACK, .fn = apply_grad},
 };
 #undef SO
@@ -422,12 +424,11 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_
 {
     nb_sim_setup setup;
     nb_status st;
-    /* default (-1 in the plan): the fast single-precision path; with
-     * derivatives the double path unless -precision single is given (the
-     * fast path's derivatives do not cover every plan yet) */
+    /* -precision, else the plan's (default -1: the fast single-precision
+     * path); derivatives are those of the path that renders the image */
     int precision = o->precision >= 0 ? o->precision : plan->precision_double;
-    const nb_grad_path grad_path = o->precision == 0 ? NB_GRAD_FAST : NB_GRAD_DOUBLE;
-    int use_double = gj ? grad_path == NB_GRAD_DOUBLE : precision == 1;
+    int use_double = precision == 1;
+    const nb_grad_path grad_path = use_double ? NB_GRAD_DOUBLE : NB_GRAD_FAST;
     if ((st = nb_sim_setup_build(plan, hkl, &setup))) return st;
     nb_progress prog;
     int progress = o->progress >= 0 ? o->progress : plan->progress;

@@ -68,13 +68,13 @@ render_both() { # render_both NAME PRECISION [nb-geom flags]: NAME-cpu.bin and N
     done
 }
 
-@test "gpu: nb-sim --grad on the GPU gives the CPU's image and derivatives" {
+@test "gpu: nb-sim -precision double --grad on the GPU gives the CPU's image and derivatives" {
     need_gpu
     nb-geom -default_F 100 -cell 70 80 90 88 95 91 -misset 10 5 3 -lambda 1 -N 6 -distance 100 -detpixels 128 \
         -pixel 0.4 -mosaic 0.3 -mosaic_domains 3 -oversample 2 -o g.nbs
     local names=distance,Xbeam,Ybeam,misset_x,misset_y,misset_z,cell_a,cell_gamma,Na,lambda
-    nb-sim -q --device cpu --grad $names -o cpu.nbs g.nbs
-    nb-sim -q --device cuda --grad $names -o gpu.nbs g.nbs
+    nb-sim -q --device cpu -precision double --grad $names -o cpu.nbs g.nbs
+    nb-sim -q --device cuda -precision double --grad $names -o gpu.nbs g.nbs
     [[ "$(nb_key gpu.nbs RENDER_PATH 2)" == cuda-double-dual ]] || false
     nb-convert -q -o cpu.bin cpu.nbs
     nb-convert -q -o gpu.bin gpu.nbs

@@ -29,9 +29,9 @@ corr() {
     [ "$(nb_key out.nbs FRAME 5)" = 1 ] || false
 }
 
-@test "grad: the image is the double path's, bit for bit, and nb-convert passes the derivatives over" {
+@test "grad: with -precision double the image is the double path's, bit for bit, and nb-convert passes the derivatives over" {
     nb-geom $XTAL -distance 60 -o plan.nbs
-    nb-sim -q --grad distance,twotheta,lambda plan.nbs | nb-convert -q -o with.bin
+    nb-sim -q -precision double --grad distance,twotheta,lambda plan.nbs | nb-convert -q -o with.bin
     nb-sim -q -precision double plan.nbs | nb-convert -q -o plain.bin
     cmp with.bin plain.bin
 }
@@ -89,15 +89,23 @@ distance_derivative_agrees() {
     expect_has "-Xbeam does not change this plan"
 }
 
-@test "grad: -precision single takes the fast path's derivatives; the default is the double path's" {
+@test "grad: the derivatives are those of the image's path: the fast path by default, the double path with -precision double" {
     nb-geom $XTAL -distance 60 -o plan.nbs
-    nb-sim -q --device cpu --grad distance -o cpu.nbs plan.nbs
-    [ "$(nb_key cpu.nbs RENDER_PATH 2)" = double-dual ] || false
-    [ "$(nb_key cpu.nbs PRECISION 2)" = double ] || false
-    nb-sim -q --device cpu -precision single --grad distance -o fast.nbs plan.nbs
+    nb-sim -q --device cpu --grad distance -o fast.nbs plan.nbs
     [[ "$(nb_key fast.nbs RENDER_PATH 2)" == *-dual ]] || false
     [ "$(nb_key fast.nbs RENDER_PATH 2)" != double-dual ] || false
     [ "$(nb_key fast.nbs PRECISION 2)" = single ] || false
+    nb-sim -q --device cpu -precision double --grad distance -o dbl.nbs plan.nbs
+    [ "$(nb_key dbl.nbs RENDER_PATH 2)" = double-dual ] || false
+    [ "$(nb_key dbl.nbs PRECISION 2)" = double ] || false
+    # a plan that asks for the double path (nb-geom -precision double) gets its derivatives
+    nb-geom $XTAL -distance 60 -precision double -o dplan.nbs
+    nb-sim -q --device cpu --grad distance -o planned.nbs dplan.nbs
+    [ "$(nb_key planned.nbs RENDER_PATH 2)" = double-dual ] || false
+    # and the fast image under --grad is the fast kernel's
+    nb-sim -q --device cpu plan.nbs | nb-convert -q -o fast-plain.bin
+    nb-convert -q -o fast-with.bin fast.nbs
+    "$NB_ROOT/${BUILD:-build}/tests/nb-imgcmp" --corr 0.9999999 --max-rel 1e-6 fast-plain.bin fast-with.bin
 }
 
 @test "grad: the fast path's d/ddistance is the central difference of fast images at distance +- h" {
@@ -110,7 +118,7 @@ distance_derivative_agrees() {
     nb-geom $XTAL -Na 5 | nb-sim -q -precision double | nb-convert -q -o five.bin
     run ! cmp -s half.bin four.bin
     run ! cmp -s half.bin five.bin
-    nb-geom $XTAL -Na 4 | nb-sim -q --grad Na | nb-convert -q --grad Na -o dNa.bin
+    nb-geom $XTAL -Na 4 | nb-sim -q -precision double --grad Na | nb-convert -q --grad Na -o dNa.bin
     nb-geom $XTAL -Na 4.001 | nb-sim -q -precision double | nb-convert -q -o plus.bin
     nb-geom $XTAL -Na 3.999 | nb-sim -q -precision double | nb-convert -q -o minus.bin
     pixels dNa.bin > d.txt
@@ -122,12 +130,13 @@ distance_derivative_agrees() {
 
 @test "grad: more names than one pass carries (8): each derivative as when it is asked for alone" {
     nb-geom $XTAL -distance 60 -o plan.nbs
-    nb-sim -q --grad distance,Xbeam,Ybeam,detector_rotx,detector_roty,detector_rotz,cell_a,cell_b,cell_c,lambda \
+    nb-sim -q -precision double \
+        --grad distance,Xbeam,Ybeam,detector_rotx,detector_roty,detector_rotz,cell_a,cell_b,cell_c,lambda \
         -o all.nbs plan.nbs
     [ "$(grep -a -c '^GRAD_OF=' all.nbs)" -eq 10 ] || false
     for n in distance cell_b lambda; do
         nb-convert -q --grad $n -o "many-$n.bin" all.nbs
-        nb-sim -q --grad $n plan.nbs | nb-convert -q --grad $n -o "one-$n.bin"
+        nb-sim -q -precision double --grad $n plan.nbs | nb-convert -q --grad $n -o "one-$n.bin"
         cmp "many-$n.bin" "one-$n.bin"
     done
 }
