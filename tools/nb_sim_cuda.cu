@@ -79,9 +79,7 @@ __global__ void k_grad(nb_kparams kp, KD kd, int nd, float *out, double *row_ome
     double om = 0.0;
     int trip = 0;
     if (f < kp.fpixels) {
-        D v;
-        v.v = 0;
-        for (int j = 0; j < NB_DUAL_N; j++) v.d[j] = 0;
+        D v = {}; /* 0 outside the ROI and mask */
         if (nb_pixel_rendered(&kp, f, s)) v = pixel_dual(&kp, &kd, f, s, &om, &trip);
         const size_t at = (size_t)s * kp.fpixels + f;
         out[at] = (float)v.v;
