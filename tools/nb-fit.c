@@ -452,10 +452,15 @@ static nb_status sigmas(const params *p, const normal_eq *e, int loss, double *s
 static nb_status params_parse(const char *list, const nb_plan *start, params *p)
 {
     memset(p, 0, sizeof *p);
-    char *names = nb_xstrdup(list), *out = names;
-    for (char *tok = strtok(names, ","); tok; tok = strtok(NULL, ","))
+    /* the names but 'scale' into a buffer of their own: sprintf from the
+     * tokens into the string they lie in overlaps (undefined; with
+     * _FORTIFY_SOURCE, Ubuntu's default, the first name was lost) */
+    char *tokens = nb_xstrdup(list), *names = nb_xstrdup(list), *out = names;
+    *out = '\0';
+    for (char *tok = strtok(tokens, ","); tok; tok = strtok(NULL, ","))
         if (!strcmp(tok, "scale")) p->with_scale = 1;
         else out += sprintf(out, "%s%s", out == names ? "" : ",", tok);
+    free(tokens);
     nb_status st = NB_OK;
     if (out == names && !p->with_scale) st = nb_error_set(NB_ERR_USAGE, "option --refine: no names in '%s'", list);
     if (!st && out != names) st = nb_grad_list_parse(names, &p->names);
