@@ -14,7 +14,11 @@ PREFIX  ?= /usr/local
 OPT     ?= -O2
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
-NB_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -g $(OPT) \
+# _FORTIFY_SOURCE as Ubuntu's and Fedora's compilers turn it on by default:
+# glibc's checked string and memory calls (an overlapping sprintf once lost
+# nb-fit's first --refine name there); the sanitizer build sets FORTIFY=
+FORTIFY ?= -D_FORTIFY_SOURCE=2
+NB_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -g $(OPT) $(FORTIFY) \
              -Ilibnbcore -Iformats -DNB_VERSION='"$(VERSION)"'
 NB_LDLIBS := -fopenmp -lz -lm
 
@@ -147,7 +151,7 @@ $(BUILD)/tools/nb_sim_fast_avx512.o: tools/nb_sim_fast.c $(HEADERS) $(FLAGS_STAM
 
 $(BUILD)/tools/nb_sim_cuda.o: tools/nb_sim_cuda.cu $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O3 $(CUDA_ARCH) -Ilibnbcore -Iformats -Itools -DNB_VERSION='"$(VERSION)"' -c $< -o $@
+	$(NVCC) -std=c++17 -O3 -Xcompiler -fopenmp $(CUDA_ARCH) -Ilibnbcore -Iformats -Itools -DNB_VERSION='"$(VERSION)"' -c $< -o $@
 
 $(BIN)/nb-sim: $(SIM_OBJ) $(LIB)
 	@mkdir -p $(BIN)
@@ -214,7 +218,7 @@ test-parity: all $(TEST_TOOLS)
 # ---- sanitizers: the whole suite on an ASan + UBSan build (build-asan/, bin-asan/)
 ASAN_FLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer -fno-sanitize-recover=all
 check-asan: deps
-	@$(MAKE) --no-print-directory BUILD=build-asan BIN=bin-asan NVCC= CFLAGS="-g -O1 $(ASAN_FLAGS)" \
+	@$(MAKE) --no-print-directory BUILD=build-asan BIN=bin-asan NVCC= FORTIFY= CFLAGS="-g -O1 $(ASAN_FLAGS)" \
 	    build-asan/.built-asan
 	@NB_BIN=$(CURDIR)/bin-asan BUILD=build-asan NB_SANITIZED=1 \
 	    ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 \
