@@ -470,7 +470,8 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_
                 "neighbour (the reference would switch interpolation off for the rest of the image)");
     nb_info("rendered %d x %d pixels in %.6f s (%d steps per pixel, %s path)", plan->fpixels, plan->spixels,
             res.seconds, (int)setup.kp.steps, pr->path);
-    if (use_cuda) nb_info("  GPU kernel %.3f ms", res.kernel_seconds * 1e3);
+    if (use_cuda)
+        nb_info("  GPU kernel %.3f ms, copies %.3f ms", res.kernel_seconds * 1e3, res.transfer_seconds * 1e3);
 
     int printout = o->have_printout ? o->printout : plan->printout;
     int pf = o->have_printout ? o->printout_f : plan->printout_fpixel;

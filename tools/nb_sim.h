@@ -33,6 +33,7 @@ typedef struct nb_render_result {
     int tripped;        /* a tricubic neighbourhood left the grid somewhere */
     double seconds;     /* the whole render call (uploads and copies included) */
     double kernel_seconds; /* the kernel alone (the CUDA backend; 0 on the CPU) */
+    double transfer_seconds; /* its host-device copies, on the GPU's clock (0 on the CPU) */
     nb_row_stats *row_stats; /* in: spixels entries for each row's statistics, or NULL */
     nb_payload_crc *row_crc; /* in: one piece per row, for the stream writer's CRC, or NULL */
     int row_stats_filled;    /* out: the renderer filled them and row_crc (the CPU kernels do, row by row) */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 extern "C" {
+#include "nb_image.h"
 #include "nb_physics.h"
 #include "nb_physics_dual.h"
 #include "nb_sim.h"
@@ -14,6 +15,9 @@ extern "C" {
 }
 
 #define BLOCK_X 128
+/* the most copies one render times: every array of nb_cuda, uploaded, and the
+ * image back (copies beyond these still run, untimed) */
+#define NB_CUDA_COPY_PAIRS 32
 
 /* ---- kernels ----------------------------------------------------------------- */
 
@@ -88,6 +92,15 @@ __global__ void k_grad(nb_kparams kp, KD kd, int nd, float *out, double *row_ome
     row_sums(om, trip, s, row_omega, tripped);
 }
 
+/* Load a kernel's code before its launch is timed: CUDA loads modules
+ * lazily, at a kernel's first launch, and the load (about a millisecond)
+ * would otherwise count as the first frame's kernel time. */
+static void load_kernel(const void *kernel)
+{
+    cudaFuncAttributes attr;
+    (void)cudaFuncGetAttributes(&attr, kernel);
+}
+
 /* ---- device memory ------------------------------------------------------------ */
 
 /* A device copy of a host array, re-uploaded only when the array's contents
@@ -117,11 +130,39 @@ struct nb_cuda {
     double *d_row_omega;
     int *d_tripped;
     int rows;
+    /* every host-device copy of a render between a pair of these events, so
+     * that -v can say how long the copies took on the GPU's own clock */
+    cudaEvent_t copy_events[2 * NB_CUDA_COPY_PAIRS];
+    int ncopies, have_events;
 };
 
 static nb_status cuda_error(cudaError_t e, const char *what)
 {
     return nb_error_set(NB_ERR_IO, "CUDA: %s: %s", what, cudaGetErrorString(e));
+}
+
+/* A copy on the stream, timed by the next pair of copy events. */
+static cudaError_t timed_copy(nb_cuda *c, void *to, const void *from, size_t bytes, cudaMemcpyKind kind)
+{
+    const int timed = c->have_events && c->ncopies < NB_CUDA_COPY_PAIRS;
+    if (timed) cudaEventRecord(c->copy_events[2 * c->ncopies], c->stream);
+    cudaError_t e = cudaMemcpyAsync(to, from, bytes, kind, c->stream);
+    if (timed) cudaEventRecord(c->copy_events[2 * c->ncopies++ + 1], c->stream);
+    return e;
+}
+
+/* The timed copies' total, once the stream has finished them; the next render
+ * times its own. */
+static double copy_seconds(nb_cuda *c)
+{
+    double total = 0.0;
+    for (int i = 0; i < c->ncopies; i++) {
+        float ms = 0.0f;
+        if (cudaEventElapsedTime(&ms, c->copy_events[2 * i], c->copy_events[2 * i + 1]) == cudaSuccess)
+            total += ms * 1e-3;
+    }
+    c->ncopies = 0;
+    return total;
 }
 
 static nb_status upload(nb_cuda *c, dev_array *a, const void *host, size_t bytes, const char *what)
@@ -142,7 +183,7 @@ static nb_status upload(nb_cuda *c, dev_array *a, const void *host, size_t bytes
     }
     memcpy(a->uploaded, host, bytes);
     a->bytes = 0; /* not valid until the copy is queued */
-    if ((e = cudaMemcpyAsync(a->dev, a->uploaded, bytes, cudaMemcpyHostToDevice, c->stream)) != cudaSuccess)
+    if ((e = timed_copy(c, a->dev, a->uploaded, bytes, cudaMemcpyHostToDevice)) != cudaSuccess)
         return cuda_error(e, what);
     a->bytes = bytes;
     return NB_OK;
@@ -173,8 +214,16 @@ extern "C" nb_status nb_cuda_open(nb_cuda **out, char *desc, size_t desc_size)
         free(c);
         return nb_error_set(NB_ERR_UNSUPPORTED, "CUDA device unusable: %s", cudaGetErrorString(e));
     }
-    if (desc) snprintf(desc, desc_size, "%s (sm_%d%d, %d SMs)", prop.name, prop.major, prop.minor,
-                       prop.multiProcessorCount);
+    int runtime = 0, driver = 0;
+    cudaRuntimeGetVersion(&runtime);
+    cudaDriverGetVersion(&driver);
+    if (desc)
+        snprintf(desc, desc_size, "%s (sm_%d%d, %d SMs, CUDA runtime %d.%d, driver %d.%d)", prop.name, prop.major,
+                 prop.minor, prop.multiProcessorCount, runtime / 1000, runtime % 1000 / 10, driver / 1000,
+                 driver % 1000 / 10);
+    c->have_events = 1;
+    for (int i = 0; i < 2 * NB_CUDA_COPY_PAIRS && c->have_events; i++)
+        if (cudaEventCreate(&c->copy_events[i]) != cudaSuccess) c->have_events = 0;
     *out = c;
     return NB_OK;
 }
@@ -191,6 +240,8 @@ extern "C" void nb_cuda_close(nb_cuda *c)
     if (c->h_pinned) cudaFreeHost(c->h_pinned);
     if (c->d_row_omega) cudaFree(c->d_row_omega);
     if (c->d_tripped) cudaFree(c->d_tripped);
+    if (c->have_events)
+        for (int i = 0; i < 2 * NB_CUDA_COPY_PAIRS; i++) cudaEventDestroy(c->copy_events[i]);
     cudaStreamDestroy(c->stream);
     free(c);
 }
@@ -202,6 +253,7 @@ static nb_status upload_kparams(nb_cuda *c, const nb_kparams *kp, nb_kparams *dk
     nb_status st;
     size_t npix = (size_t)kp->fpixels * kp->spixels;
     *dk = *kp;
+    c->ncopies = 0; /* a render's copies are timed from its first upload */
     if ((st = upload(c, &c->mask, kp->mask, kp->mask ? npix : 0, "mask")) ||
         (st = upload(c, &c->src_incident, kp->src_incident, 3 * sizeof(double) * kp->nsources, "sources")) ||
         (st = upload(c, &c->src_lambda, kp->src_lambda, sizeof(double) * kp->nsources, "sources")) ||
@@ -278,7 +330,7 @@ static nb_status collect(nb_cuda *c, size_t floats, int rows, cudaEvent_t ev0, c
     double *row_omega = (double *)malloc(sizeof(double) * rows);
     int tripped = 0;
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(c->h_pinned, c->d_image, floats * sizeof(float), cudaMemcpyDeviceToHost, c->stream);
+        e = timed_copy(c, c->h_pinned, c->d_image, floats * sizeof(float), cudaMemcpyDeviceToHost);
     if (e == cudaSuccess && row_omega)
         e = cudaMemcpyAsync(row_omega, c->d_row_omega, sizeof(double) * rows, cudaMemcpyDeviceToHost, c->stream);
     if (e == cudaSuccess) e = cudaMemcpyAsync(&tripped, c->d_tripped, sizeof(int), cudaMemcpyDeviceToHost, c->stream);
@@ -289,6 +341,7 @@ static nb_status collect(nb_cuda *c, size_t floats, int rows, cudaEvent_t ev0, c
     cudaEventDestroy(ev1);
     if (e != cudaSuccess || !row_omega) {
         free(row_omega);
+        c->ncopies = 0;
         return e != cudaSuccess ? cuda_error(e, "render") : nb_error_set(NB_ERR_NOMEM, "out of memory");
     }
     res->omega_sum = 0.0;
@@ -297,7 +350,27 @@ static nb_status collect(nb_cuda *c, size_t floats, int rows, cudaEvent_t ev0, c
     res->tripped = tripped;
     res->seconds = nb_now() - t0;
     res->kernel_seconds = kernel_ms * 1e-3;
+    res->transfer_seconds = copy_seconds(c);
     return NB_OK;
+}
+
+/* The image from the pinned buffer into `image`, row by row on every host
+ * thread, each row's statistics and CRC-32 taken while it is in cache (as
+ * the CPU kernels take them), so that nb-sim makes no second pass over the
+ * image on one thread. */
+static void finish_rows(const nb_kparams *kp, const float *from, float *image, nb_render_result *res)
+{
+    const nb_roi roi = {kp->roi_xmin, kp->roi_xmax, kp->roi_ymin, kp->roi_ymax};
+    const size_t w = (size_t)kp->fpixels;
+#pragma omp parallel for schedule(static) if (kp->spixels >= 64)
+    for (int s = 0; s < kp->spixels; s++) {
+        float *row = image + (size_t)s * w;
+        memcpy(row, from + (size_t)s * w, w * sizeof(float));
+        if (!res->row_stats) continue;
+        nb_row_stats_compute(row, kp->fpixels, s, roi, kp->mask ? kp->mask + (size_t)s * w : NULL, &res->row_stats[s]);
+        if (res->row_crc) nb_payload_crc_take(res->row_crc, (size_t)s, row);
+    }
+    res->row_stats_filled = res->row_stats != NULL;
 }
 
 extern "C" nb_status nb_render_cuda(nb_cuda *c, const nb_kparams *kp, int use_double, float *image,
@@ -318,6 +391,7 @@ extern "C" nb_status nb_render_cuda(nb_cuda *c, const nb_kparams *kp, int use_do
         return st;
     }
     dim3 block(BLOCK_X), grid((kp->fpixels + BLOCK_X - 1) / BLOCK_X, kp->spixels);
+    load_kernel(use_double ? (const void *)k_double : (const void *)k_fast);
     cudaEvent_t ev0, ev1;
     cudaEventCreate(&ev0);
     cudaEventCreate(&ev1);
@@ -328,7 +402,7 @@ extern "C" nb_status nb_render_cuda(nb_cuda *c, const nb_kparams *kp, int use_do
     cudaEventRecord(ev1, c->stream);
     st = collect(c, npix, kp->spixels, ev0, ev1, e, t0, res);
     nb_fparams_free(&hf);
-    if (!st) memcpy(image, c->h_pinned, npix * sizeof(float));
+    if (!st) finish_rows(kp, c->h_pinned, image, res);
     return st;
 }
 
@@ -355,6 +429,7 @@ static nb_status render_grad(nb_cuda *c, const nb_kparams *kp, const KD *k, dev_
     dkd.src_lambda = (const D *)arrays[1]->dev;
     dkd.cells = (const D *)arrays[2]->dev;
     dim3 block(BLOCK_X), grid((kp->fpixels + BLOCK_X - 1) / BLOCK_X, kp->spixels);
+    load_kernel((const void *)k_grad<D, KD>);
     cudaEvent_t ev0, ev1;
     cudaEventCreate(&ev0);
     cudaEventCreate(&ev1);

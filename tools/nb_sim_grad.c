@@ -849,7 +849,7 @@ nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame,
 {
     nb_status st = NB_OK;
     const int n = g->names.n;
-    double seconds = 0.0;
+    double seconds = 0.0, kernel_seconds = 0.0, transfer_seconds = 0.0; /* over the passes */
     for (int first = 0; first < n && !st; first += NB_DUAL_N) {
         const int count = n - first < NB_DUAL_N ? n - first : NB_DUAL_N;
         float *pass_image = first == 0 ? image : NULL; /* the image once, with the first pass */
@@ -866,8 +866,8 @@ nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame,
             st = nb_render_cpu_fast_grad(kp, &ks.k, count, pass_image, grads + first, res, pass_prog);
         else if (!st) st = nb_render_cpu_grad(kp, &ks.k, count, pass_image, grads + first, res, pass_prog);
         nb_kdual_store_free(&ks);
-        seconds += res->seconds;
+        seconds += res->seconds, kernel_seconds += res->kernel_seconds, transfer_seconds += res->transfer_seconds;
     }
-    res->seconds = seconds;
+    res->seconds = seconds, res->kernel_seconds = kernel_seconds, res->transfer_seconds = transfer_seconds;
     return st;
 }
