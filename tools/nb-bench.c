@@ -26,7 +26,8 @@ static const nb_opt_table table;
 static const nb_tool_info tool = {
     "nb-bench",
     NB_BENCH,
-    "[--ref PATH] [--dropin] [--dir DIR] [--reps N] [--config NAME ...] [--threads LIST] [--json FILE] [--list]",
+    "[--ref PATH] [--dropin] [--device cpu|cuda] [--dir DIR] [--reps N] [--config NAME ...] [--threads LIST]\n"
+    "       [--json FILE] [--list]",
     "benchmark the nb pipeline on named configurations, optionally against a reference nanoBragg",
     "nb-bench runs each configuration (--list shows them with their nanoBragg flags) through\n"
     "  nb-geom FLAGS | nb-hkl | nb-sim --threads T -v | nb-convert -o float.bin -o int.img\n"
@@ -45,11 +46,16 @@ static const nb_tool_info tool = {
     "Our render time is nb-sim's own measurement, the time it logs with -v.  The\n"
     "reference does not print one: it is estimated as its median whole-process time minus the\n"
     "median time of the same command with -roi 0 0 0 0 (one pixel rendered, the same set-up\n"
-    "and file writing).  The stages are found beside nb-bench.  See bench/README.md.",
+    "and file writing).  With --device cuda nb-sim renders on the GPU, and the table adds\n"
+    "the GPU's kernel time and the time of its host-device copies (both on the GPU's clock,\n"
+    "as nb-sim -v logs them) beside the render and whole-process times; the JSON names the\n"
+    "GPU, its driver and the CUDA versions.  The stages are found beside nb-bench.  See\n"
+    "bench/README.md.",
     &table,
     "  nb-bench --config seed-1024 --reps 3\n"
     "  nb-bench --ref /path/to/nanoBragg --threads 1,2 --json bench/results.json\n"
-    "  nb-bench --ref /path/to/nanoBragg --dropin --config seed-4096 --dir /dev/shm\n",
+    "  nb-bench --ref /path/to/nanoBragg --dropin --config seed-4096 --dir /dev/shm\n"
+    "  nb-bench --device cuda --threads 16 --json bench/results/gpu.json\n",
     NULL,
 };
 
@@ -154,6 +160,7 @@ typedef struct bench_opts {
     const char *json;
     int list;
     int dropin;  /* also time the drop-in */
+    int device;  /* nb-sim's --device: DEVICE_CPU or DEVICE_CUDA */
     char *dir;   /* where the run directories go (resolved), or NULL */
     const char *output; /* -o FILE: the table's, or NULL */
 } bench_opts;
@@ -247,6 +254,9 @@ static nb_status check_reps(const nb_opt_args *a)
     return st;
 }
 
+enum { DEVICE_CPU, DEVICE_CUDA };
+static const nb_opt_choice devices[] = {{"cpu", DEVICE_CPU}, {"cuda", DEVICE_CUDA}, {NULL, 0}};
+
 /* nb-bench owns no nanoBragg flag (table owner 0): a flag of another tool is
  * an unknown option here */
 #define BO(f) NB_AT(bench_opts, f)
@@ -257,6 +267,10 @@ static const nb_opt rows[] = {
      "also run the drop-in (pipelines/nanobragg) with the reference's\n"
      "command line",
      .type = NB_OPT_SET, .sets = {{BO(dropin), 1}}},
+    {NB_OPT_LOCAL, "--device", 1, "cpu|cuda",
+     "where nb-sim renders (default cpu); cuda adds the GPU's kernel\n"
+     "and copy times to the table",
+     .type = NB_OPT_CHOICE, .at = {BO(device)}, .choices = devices, .expected = "cpu or cuda"},
     OWN("--dir", "DIR", "make the run directories in DIR (a tmpfs or a disk, say)", .type = NB_OPT_CALLBACK,
         .fn = check_dir),
     OWN("--reps", "N", "repetitions of each run (default 5)", .type = NB_OPT_CALLBACK, .fn = check_reps),
@@ -481,6 +495,8 @@ static char *config_flags(const bench_ctx *c, const bench_config *cfg)
 
 typedef struct ours_run {
     double whole, render;
+    double gpu_kernel, gpu_copies; /* the GPU's, summed over nb-sim's renders (--device cuda) */
+    char gpu[160];         /* what nb-sim said it rendered on */
     long rss[4]; /* per stage */
     long pixels;
     char kernel[32]; /* RENDER_PATH */
@@ -501,7 +517,7 @@ static void build_ours(const bench_ctx *c, const bench_config *cfg, int threads,
     args_push_flags(&s[0].args, cfg->flags, c->hkl);
     snprintf(t, sizeof t, "%d", threads);
     /* -v: nb-sim logs its render time and kernel (read back from nb-sim.err) */
-    const char *sim[] = {"--threads", t, "-v"};
+    const char *sim[] = {"--threads", t, "-v", "--device", c->o->device == DEVICE_CUDA ? "cuda" : "cpu"};
     const char *conv[] = {"-o", "float.bin", "-o", "int.img"};
     for (size_t k = 0; k < sizeof sim / sizeof *sim; k++) args_push(&s[2].args, sim[k]);
     if (cfg->sim_flags) args_push_flags(&s[2].args, cfg->sim_flags, c->hkl);
@@ -525,7 +541,8 @@ static void build_single(const bench_ctx *c, const bench_config *cfg, single_run
 }
 
 /* nb-sim's own render time and kernel, from the line it logs with -v:
- * "rendered W x H pixels in T s (N steps per pixel, PATH path)". */
+ * "rendered W x H pixels in T s (N steps per pixel, PATH path)"; on a GPU
+ * also "rendering on GPU" and, per render, "  GPU kernel K ms, copies C ms". */
 static nb_status read_render(const char *dir, ours_run *r)
 {
     char *path = path_join(dir, "nb-sim.err");
@@ -538,12 +555,22 @@ static nb_status read_render(const char *dir, ours_run *r)
     }
     char line[1024];
     int found = 0;
-    while (!found && fgets(line, sizeof line, fp)) {
+    while (fgets(line, sizeof line, fp)) {
         int fp_px, sp_px, steps;
         double secs;
         char kernel[32];
-        if (sscanf(line, "rendered %d x %d pixels in %lf s (%d steps per pixel, %31s path)", &fp_px, &sp_px, &secs,
-                   &steps, kernel) == 5) {
+        double kernel_ms, copy_ms;
+        if (sscanf(line, "  GPU kernel %lf ms, copies %lf ms", &kernel_ms, &copy_ms) == 2) {
+            r->gpu_kernel += kernel_ms * 1e-3, r->gpu_copies += copy_ms * 1e-3;
+            continue;
+        }
+        if (!strncmp(line, "rendering on ", 13)) {
+            snprintf(r->gpu, sizeof r->gpu, "%.*s", (int)sizeof r->gpu - 1, line + 13);
+            r->gpu[strcspn(r->gpu, "\n")] = '\0';
+            continue;
+        }
+        if (!found && sscanf(line, "rendered %d x %d pixels in %lf s (%d steps per pixel, %31s path)", &fp_px,
+                             &sp_px, &secs, &steps, kernel) == 5) {
             found = 1;
             r->render = secs;
             r->pixels = (long)fp_px * sp_px;
@@ -644,6 +671,8 @@ typedef struct result {
     long pixels;
     char kernel[32];
     stat3 ours_whole, ours_render;
+    stat3 gpu_kernel, gpu_copies; /* --device cuda */
+    char gpu[160];
     long ours_rss[4];
     int have_dropin;
     stat3 dropin_whole;
@@ -667,7 +696,7 @@ static int largest_stage(const long rss[4])
 /* One configuration at every thread count: each repetition runs the thread
  * counts in turn (ours, drop-in, ref, ref set-up at each), so that the thread
  * scaling, like the ratios, compares runs made at the same time. */
-enum { SERIES_OURS, SERIES_RENDER, SERIES_DROPIN, SERIES_REF, SERIES_REF_ROI, NSERIES };
+enum { SERIES_OURS, SERIES_RENDER, SERIES_KERNEL, SERIES_COPIES, SERIES_DROPIN, SERIES_REF, SERIES_REF_ROI, NSERIES };
 
 static nb_status bench_one_rep(bench_ctx *c, const bench_config *cfg, int threads, int rep, double *v, int n,
                                result *r)
@@ -678,6 +707,8 @@ static nb_status bench_one_rep(bench_ctx *c, const bench_config *cfg, int thread
     nb_status st = run_ours(c, cfg, threads, &run);
     if (st) return st;
     v[SERIES_OURS * n + rep] = run.whole, v[SERIES_RENDER * n + rep] = run.render;
+    v[SERIES_KERNEL * n + rep] = run.gpu_kernel, v[SERIES_COPIES * n + rep] = run.gpu_copies;
+    if (run.gpu[0]) snprintf(r->gpu, sizeof r->gpu, "%s", run.gpu);
     r->pixels = run.pixels;
     snprintf(r->kernel, sizeof r->kernel, "%s", run.kernel);
     for (int k = 0; k < 4; k++)
@@ -724,6 +755,8 @@ static nb_status bench_config_runs(bench_ctx *c, const bench_config *cfg, result
         result *r = &res[t];
         r->ours_whole = summarize(vt + SERIES_OURS * n, n);
         r->ours_render = summarize(vt + SERIES_RENDER * n, n);
+        r->gpu_kernel = summarize(vt + SERIES_KERNEL * n, n);
+        r->gpu_copies = summarize(vt + SERIES_COPIES * n, n);
         if (o->dropin) r->dropin_whole = summarize(vt + SERIES_DROPIN * n, n);
         if (o->ref) {
             r->ref_whole = summarize(vt + SERIES_REF * n, n);
@@ -849,6 +882,53 @@ static void print_scaling(FILE *fp, const bench_ctx *c, const result *r, int n)
     }
 }
 
+/* The NVIDIA driver's version ("580.159.04"), from the kernel module's
+ * /proc file: the first word of its first line made of digits and dots. */
+static void nvidia_driver(char *buf, size_t size)
+{
+    char line[512];
+    FILE *fp = fopen("/proc/driver/nvidia/version", "r");
+    snprintf(buf, size, "unknown");
+    if (!fp) return;
+    if (fgets(line, sizeof line, fp))
+        for (char *w = strtok(line, " \t\n"); w; w = strtok(NULL, " \t\n"))
+            if (strchr(w, '.') && strspn(w, "0123456789.") == strlen(w)) {
+                snprintf(buf, size, "%s", w);
+                break;
+            }
+    fclose(fp);
+}
+
+/* What nb-sim said it rendered on (the first run's that said it). */
+static const char *gpu_name(const result *r, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (r[i].gpu[0]) return r[i].gpu;
+    return "unknown";
+}
+
+/* --device cuda: the GPU's kernel and copy times beside the render and whole times. */
+static void print_gpu(FILE *fp, const bench_ctx *c, const result *r, int n)
+{
+    if (c->o->device != DEVICE_CUDA) return;
+    char driver[64];
+    nvidia_driver(driver, sizeof driver);
+    fprintf(fp, "\nGPU: %s; NVIDIA driver %s.\n"
+                "kernel, copies: the GPU's kernel time and its host-device copies (uploads of what changed\n"
+                "since the last frame, the image back), on the GPU's clock, as nb-sim -v logs them.\n",
+            gpu_name(r, n), driver);
+    fprintf(fp, "%-18s %3s  %-22s  %-22s  %-22s  %s\n", "config", "thr", "kernel ms", "copies ms", "render ms",
+            "whole ms");
+    for (int i = 0; i < n; i++) {
+        char k[128], cp[128], rd[128], wh[128];
+        fmt_stat(k, sizeof k, r[i].gpu_kernel);
+        fmt_stat(cp, sizeof cp, r[i].gpu_copies);
+        fmt_stat(rd, sizeof rd, r[i].ours_render);
+        fmt_stat(wh, sizeof wh, r[i].ours_whole);
+        fprintf(fp, "%-18s %3d  %-22s  %-22s  %-22s  %s\n", r[i].cfg->name, r[i].threads, k, cp, rd, wh);
+    }
+}
+
 static void print_table(FILE *fp, const bench_ctx *c, const result *r, int n)
 {
     const bench_opts *o = c->o;
@@ -895,6 +975,7 @@ static void print_table(FILE *fp, const bench_ctx *c, const result *r, int n)
         fmt_num(rat_w, sizeof rat_w, "%.2f", ratio(r[i].ref_whole.median, r[i].ours_whole.median));
         print_row(fp, "", "", "ref", whole, render, tput, mem, "", rat_r, rat_w);
     }
+    print_gpu(fp, c, r, n);
     print_scaling(fp, c, r, n);
     print_deriv_ratios(fp, r, n);
 }
@@ -959,6 +1040,16 @@ static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, con
     fprintf(fp, ",\n  \"cpus_online\": %ld,\n  \"reps\": %d,\n  \"ref\": ", sysconf(_SC_NPROCESSORS_ONLN), o->reps);
     if (o->ref) json_str(fp, o->ref);
     else fputs("null", fp);
+    fprintf(fp, ",\n  \"device\": \"%s\"", o->device == DEVICE_CUDA ? "cuda" : "cpu");
+    if (o->device == DEVICE_CUDA) {
+        char driver[64];
+        nvidia_driver(driver, sizeof driver);
+        fputs(",\n  \"gpu\": {\"name\": ", fp);
+        json_str(fp, gpu_name(r, n));
+        fputs(", \"nvidia_driver\": ", fp);
+        json_str(fp, driver);
+        fputs("}", fp);
+    }
     fputs(",\n  \"method\": {\n"
           "    \"order\": \"per repetition, at each thread count in turn: ours, then the drop-in, then ref, then "
           "ref with -roi 0 0 0 0 (interleaved)\",\n"
@@ -971,6 +1062,9 @@ static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, con
           "    \"ours\": \"nb-geom FLAGS | nb-hkl | nb-sim --threads T -v | nb-convert -o float.bin -o "
           "int.img\",\n"
           "    \"ours_render\": \"nb-sim's own measurement (the render time it logs with -v)\",\n"
+          "    \"gpu_kernel\": \"--device cuda: the GPU's kernel time, CUDA events, summed over nb-sim's renders\",\n"
+          "    \"gpu_copies\": \"--device cuda: the GPU's host-device copies (uploads, the image back), CUDA "
+          "events\",\n"
           "    \"dropin\": \"DROPIN -nonoise -nopgm -floatfile float.bin -intfile int.img FLAGS (with --dropin)\",\n"
           "    \"ref\": \"REF -nonoise -nopgm -floatfile float.bin -intfile int.img FLAGS\",\n"
           "    \"ref_render\": \"estimate: median whole time minus median whole time of the same command with -roi "
@@ -1005,6 +1099,12 @@ static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, con
         json_stat(fp, "whole_s", x->ours_whole);
         fputs(",\n        ", fp);
         json_stat(fp, "render_s", x->ours_render);
+        if (o->device == DEVICE_CUDA) {
+            fputs(",\n        ", fp);
+            json_stat(fp, "gpu_kernel_s", x->gpu_kernel);
+            fputs(",\n        ", fp);
+            json_stat(fp, "gpu_copies_s", x->gpu_copies);
+        }
         fputs(",\n        \"mpixel_per_s\": ", fp);
         json_num(fp, ratio(x->pixels * 1e-6, x->ours_render.median));
         int big = largest_stage(x->ours_rss);

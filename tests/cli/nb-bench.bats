@@ -7,7 +7,7 @@ load helper
 @test "nb-bench --help describes its own options and the method" {
     run nb-bench --help
     expect_status 0
-    for f in --ref --reps --config --threads --json --list; do
+    for f in --ref --reps --config --threads --json --list --device; do
         expect_has "      $f"
     done
     expect_has "-roi 0 0 0 0"
@@ -55,6 +55,9 @@ load helper
     expect_has "unknown option"
     run nb-bench stray
     expect_status 2
+    run nb-bench --device gpu
+    expect_status 2
+    expect_has "option --device: expected cpu or cuda, got 'gpu'"
     no_files_but
 }
 
@@ -102,6 +105,48 @@ assert o["mpixel_per_s"] > 0 and o["peak_rss_kib"] > 0, o
 assert o["peak_rss_stage"] in ("nb-geom", "nb-hkl", "nb-sim", "nb-convert"), o
 assert o["render_path"], o
 assert "ref" not in r and "ratio_ref_over_ours" not in r, r
+EOF
+}
+
+@test "nb-bench --device cpu renders on the CPU, and the JSON says so" {
+    run nb-bench --device cpu --config seed-256 --reps 1 --threads 1 --json out.json
+    expect_status 0
+    expect_lacks "GPU:"
+    command -v python3 >/dev/null || skip "python3 is not installed (needed to check the JSON)"
+    python3 - out.json <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["device"] == "cpu" and "gpu" not in d, d
+(r,) = d["results"]
+assert "nb-sim --threads 1 -v --device cpu |" in r["ours"]["command"], r
+assert not r["ours"]["render_path"].startswith("cuda"), r
+assert "gpu_kernel_s" not in r["ours"], r
+EOF
+}
+
+@test "nb-bench --device cuda: the GPU's kernel and copy times on a GPU, a clear failure without one" {
+    nb-geom -default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -detpixels 8 -o probe.nbs
+    if ! nb-sim -q --device cuda -o /dev/null probe.nbs 2>/dev/null; then
+        run nb-bench --device cuda --config seed-256 --reps 1 --threads 1
+        expect_status 1
+        expect_has "nb-sim --threads 1 -v --device cuda"
+        expect_has "nb-sim: --device cuda"
+        return
+    fi
+    run nb-bench --device cuda --config seed-256 --reps 2 --threads 1 --json out.json
+    expect_status 0
+    expect_has "GPU: "
+    expect_has "kernel ms"
+    command -v python3 >/dev/null || skip "python3 is not installed (needed to check the JSON)"
+    python3 - out.json <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["device"] == "cuda" and "CUDA runtime" in d["gpu"]["name"] and d["gpu"]["nvidia_driver"], d
+(r,) = d["results"]
+o = r["ours"]
+assert o["render_path"] == "cuda-fast", o
+assert 0 < o["gpu_kernel_s"]["median"] <= o["render_s"]["median"], o
+assert 0 < o["gpu_copies_s"]["median"] <= o["render_s"]["median"], o
 EOF
 }
 
