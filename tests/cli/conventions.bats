@@ -196,15 +196,17 @@ EOF
 @test "nb-convert --import reads back CBF, SMV and TIFF counts as written; refuses a PNG and a CBF that is not one, by name" {
     nb-geom $GEOM -q -o plan.nbs
     nb-sim -q plan.nbs | nb-noise -q -seed 3 -o noisy.nbs
-    nb-convert -o a.cbf -o a.img -o a.tif -o a.png noisy.nbs
-    local f
-    for f in a.cbf a.img a.tif; do
+    # TIFF where this nb-convert writes it (built with libtiff)
+    local f files=(a.cbf a.img)
+    if can_write_tiff; then files+=(a.tif); fi
+    nb-convert -o a.png $(printf -- '-o %s ' "${files[@]}") noisy.nbs
+    for f in "${files[@]}"; do
         nb-convert --import "$f" -o "in_$f.nbs" plan.nbs
         nb-convert -o "back_$f.bin" "in_$f.nbs"
     done
     # the same photons (counts less their offset), whatever the file they came from
     cmp back_a.cbf.bin back_a.img.bin
-    cmp back_a.tif.bin back_a.img.bin
+    if [ -e a.tif ]; then cmp back_a.tif.bin back_a.img.bin; fi
     [ "$(pixels back_a.cbf.bin | sort -g | tail -1)" != 0 ]
     [ "$(nb_key in_a.cbf.nbs COUNTS_ADC)" = 0 ]
     [ "$(nb_key in_a.img.nbs COUNTS_ADC)" = 40 ]

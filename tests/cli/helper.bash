@@ -48,6 +48,25 @@ unset _t
 # A small, fast experiment: 32x32 pixels, one source, no oversampling.
 SMALL="-cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 32 -default_F 100"
 
+# Skip unless this nb-convert writes TIFF: it is built with libtiff's
+# headers and loads libtiff when a .tif is written, so a build without them,
+# or a machine without the library, refuses .tif (README, "Install").  For
+# the tests that write a TIFF beside what they check.
+# can_write_tiff: the status; need_tiff: skip saying why.
+can_write_tiff() {
+    local probe status
+    probe=$(mktemp -d "${BATS_TMPDIR:-/tmp}/nbtiff.XXXXXX")
+    nb-geom -q -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -detpixels 2 -default_F 100 |
+        nb-sim -q --device cpu | nb-convert -q -o "$probe/probe.tif" 2>"$probe/err"
+    status=$?
+    NB_TIFF_WHY=$(head -1 "$probe/err")
+    rm -rf "$probe"
+    return "$status"
+}
+need_tiff() {
+    can_write_tiff || skip "this nb-convert cannot write TIFF: $NB_TIFF_WHY"
+}
+
 setup() {
     NB_TMP="$(mktemp -d "${BATS_TMPDIR:-/tmp}/nbcli.XXXXXX")"
     cd "$NB_TMP" || return 1

@@ -105,10 +105,13 @@ cbf_data() {
 
 @test "panels: nb-noise counts every panel; panel 0 gets the counts a one-panel detector would" {
     write_tiles
-    nb-geom -q -panels tiles.geom $XTAL -seed 5 | nb-sim -q | nb-noise -q | nb-convert -q -o n_####.cbf -o n.tif
+    local tif=()
+    if can_write_tiff; then tif=(-o n.tif); fi
+    nb-geom -q -panels tiles.geom $XTAL -seed 5 | nb-sim -q | nb-noise -q | nb-convert -q -o n_####.cbf "${tif[@]}"
     { grep -v '^q' tiles.geom; grep "^q0/" tiles.geom; } > one0.geom
     nb-geom -q -panels one0.geom $XTAL -seed 5 | nb-sim -q | nb-noise -q | nb-convert -q -o single_####.cbf
-    for k in 0 1 2 3; do [ -s "n_p${k}_0001.cbf" ] || false; [ -s "n-p$k.tif" ] || false; done
+    for k in 0 1 2 3; do [ -s "n_p${k}_0001.cbf" ] || false; done
+    if [ ${#tif[@]} -gt 0 ]; then for k in 0 1 2 3; do [ -s "n-p$k.tif" ] || false; done; fi
     cbf_data n_p0_0001.cbf > multi0.dat
     cbf_data single_0001.cbf > single0.dat
     [ -s single0.dat ] || false

@@ -23,8 +23,9 @@ setup_file() {
     nb-geom $GEOM -o plan.nbs || return 1
     nb-sim -q -o rendered.nbs plan.nbs || return 1
     nb-noise -q -seed 5 -o noisy.nbs rendered.nbs || return 1
-    nb-convert -o x.bin -o x_0001.img -o x_0001.cbf -o x.tif --format tif-float -o xf.tif \
-        -o x.pgm -o x.png noisy.nbs || return 1
+    nb-convert -o x.bin -o x_0001.img -o x_0001.cbf -o x.pgm -o x.png noisy.nbs || return 1
+    # the TIFFs where this nb-convert writes them (built with libtiff); their tests skip otherwise
+    if can_write_tiff; then nb-convert -o x.tif --format tif-float -o xf.tif noisy.nbs || return 1; fi
     # a minimal nb stream reader: the IMAGE record's keys and arrays (slow, fast)
     cat > nbs.py <<'EOF'
 import struct
@@ -119,6 +120,7 @@ EOF
 
 @test "fabio reads the 16-bit TIFF: 64 x 96, uint16, equal to the SMV and the counts (the CBF's plus the offset)" {
     need_fabio
+    [ -e "$SET/x.tif" ] || skip "this nb-convert cannot write TIFF"
     py <<'EOF'
 import os, fabio, numpy as np, nbs
 S = os.environ['SET']
@@ -134,6 +136,7 @@ EOF
 
 @test "fabio reads the float TIFF (--format tif-float): 64 x 96 float32, bit for bit the .bin and the photons" {
     need_fabio
+    [ -e "$SET/xf.tif" ] || skip "this nb-convert cannot write TIFF"
     py <<'EOF'
 import os, fabio, numpy as np, nbs
 S = os.environ['SET']
