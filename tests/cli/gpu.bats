@@ -104,3 +104,26 @@ render_both() { # render_both NAME PRECISION [nb-geom flags]: NAME-cpu.bin and N
         "$NB_ROOT/${BUILD:-build}/tests/nb-imgcmp" --corr 0.9999 "cpu-$n.bin" "gpu-$n.bin"
     done
 }
+
+@test "gpu: large crystals (N 300 to 1000, cells of 100-200 A) on both GPU paths against the CPU's double path" {
+    need_gpu
+    # where single precision usually breaks: N pi h of thousands of radians, peaks
+    # a fraction of a pixel wide (2x2 sub-pixels: the automatic 50-80 would be slow
+    # on the CPU and change nothing of what is checked)
+    local name flags
+    while read -r name flags; do
+        nb-geom -q $flags -detpixels 256 -oversample 2 -o "$name.nbs"
+        nb-sim -q --device cpu -precision double "$name.nbs" | nb-convert -q -o "$name-cpu.bin"
+        nb-sim -q --device cuda -precision single "$name.nbs" | nb-convert -q -o "$name-fast.bin"
+        nb-sim -q --device cuda -precision double "$name.nbs" | nb-convert -q -o "$name-double.bin"
+        echo "$name"
+        compare "$name-cpu.bin" "$name-fast.bin" 0.9999 1e-3
+        "$NB_ROOT/${BUILD:-build}/tests/nb-imgcmp" --corr 0.999999 --sum-tol 1e-6 --max-rel 1e-5 \
+            "$name-cpu.bin" "$name-double.bin"
+    done <<'CASES'
+N300 -default_F 100 -cell 100 100 100 90 90 90 -misset 10 5 3 -lambda 1 -N 300 -distance 200 -pixel 0.1
+N500 -default_F 100 -cell 150 160 170 88 95 91 -misset 20 -5 7 -lambda 1 -N 500 -distance 300 -pixel 0.1
+N1000 -default_F 100 -cell 200 200 200 90 90 90 -misset 3 4 5 -lambda 1 -N 1000 -distance 400 -pixel 0.05
+N400-mosaic -default_F 100 -cell 120 130 140 90 90 90 -misset 5 10 15 -lambda 1.2 -N 400 -distance 250 -pixel 0.1 -mosaic 0.05 -mosaic_domains 10
+CASES
+}
