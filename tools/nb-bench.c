@@ -30,7 +30,7 @@ static const nb_tool_info tool = {
     "       [--json FILE] [--list]",
     "benchmark the nb pipeline on named configurations, optionally against a reference nanoBragg",
     "nb-bench runs each configuration (--list shows them with their nanoBragg flags) through\n"
-    "  nb-geom FLAGS | nb-hkl | nb-sim --threads T -v | nb-convert -o float.bin -o int.img\n"
+    "  nb-geom FLAGS | nb-hkl | nb-sim --threads T -v --device D | nb-convert -o float.bin -o int.img\n"
     "and, with --ref PATH, through\n"
     "  PATH -nonoise -nopgm -floatfile float.bin -intfile int.img FLAGS\n"
     "with --dropin, through the drop-in exactly as a user runs it in place of the reference\n"
@@ -1059,7 +1059,7 @@ static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, con
     fputs("    \"run_directories\": ", fp);
     json_str(fp, o->dir ? o->dir : "$TMPDIR or /tmp");
     fputs(",\n"
-          "    \"ours\": \"nb-geom FLAGS | nb-hkl | nb-sim --threads T -v | nb-convert -o float.bin -o "
+          "    \"ours\": \"nb-geom FLAGS | nb-hkl | nb-sim --threads T -v --device D | nb-convert -o float.bin -o "
           "int.img\",\n"
           "    \"ours_render\": \"nb-sim's own measurement (the render time it logs with -v)\",\n"
           "    \"gpu_kernel\": \"--device cuda: the GPU's kernel time, CUDA events, summed over nb-sim's renders\",\n"
