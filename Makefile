@@ -17,7 +17,7 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 # _FORTIFY_SOURCE as Ubuntu's and Fedora's compilers turn it on by default:
 # glibc's checked string and memory calls (an overlapping sprintf once lost
 # nb-fit's first --refine name there); the sanitizer build sets FORTIFY=
-FORTIFY ?= -D_FORTIFY_SOURCE=2
+FORTIFY ?= -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=2
 NB_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -g $(OPT) $(FORTIFY) \
              -Ilibnbcore -Iformats -DNB_VERSION='"$(VERSION)"'
 NB_LDLIBS := -fopenmp -lz -lm
