@@ -7,6 +7,7 @@
 #   make bench      benchmarks (see bench/README.md)
 #   make install PREFIX=/usr/local
 #   make check-asan the whole suite under AddressSanitizer + UBSan
+#   make check-gpu  the golden parity on this machine's GPU, and gpu.bats (fails without a GPU)
 #   make fuzz       libFuzzer targets for every parser, FUZZ_SECONDS each (clang)
 
 CC      ?= cc
@@ -103,7 +104,7 @@ endif
 HEADERS := $(wildcard libnbcore/*.h) $(wildcard libnbcore/*.inc) $(wildcard formats/*.h) $(wildcard tools/*.h) $(wildcard tools/*.inc)
 
 .SECONDARY:
-.PHONY: all check check-built demo-built lint test-unit test-cli test-parity demo deps bench install clean check-asan man fuzz fuzz-regressions fuzz-regressions-built
+.PHONY: all check check-gpu check-built demo-built lint test-unit test-cli test-parity demo deps bench install clean check-asan man fuzz fuzz-regressions fuzz-regressions-built
 
 all: $(TOOL_BINS)
 
@@ -214,6 +215,11 @@ test-cli: all
 
 test-parity: all $(TEST_TOOLS)
 	@tests/run-all.sh parity
+
+# the CUDA backend proven on this machine's GPU: the golden parity with nb-sim
+# forced onto it, and gpu.bats; fails without a GPU (tests/gpu-check.sh)
+check-gpu: all $(TEST_TOOLS)
+	@tests/gpu-check.sh
 
 # ---- sanitizers: the whole suite on an ASan + UBSan build (build-asan/, bin-asan/)
 ASAN_FLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer -fno-sanitize-recover=all

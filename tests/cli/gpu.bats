@@ -22,6 +22,16 @@ render_both() { # render_both NAME PRECISION [nb-geom flags]: NAME-cpu.bin and N
     nb-sim -q --device cuda -precision "$prec" "$name.nbs" | nb-convert -q -o "$name-gpu.bin"
 }
 
+@test "gpu: make check-gpu's script fails, saying so, where there is no GPU (it never skips)" {
+    nb-geom -default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -detpixels 8 -o probe.nbs
+    if nb-sim -q --device cuda -o /dev/null probe.nbs 2>/dev/null; then
+        skip "this machine has a GPU: make check-gpu runs the whole check there"
+    fi
+    run "$NB_ROOT/tests/gpu-check.sh"
+    expect_status 1
+    expect_has "gpu-check: no usable GPU: nb-sim: --device cuda"
+}
+
 @test "gpu: the fast path on the GPU matches the CPU's (seed case, 512^2)" {
     need_gpu
     render_both seed single -default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 512
