@@ -255,6 +255,7 @@ static nb_status check_reps(const nb_opt_args *a)
 }
 
 enum { DEVICE_CPU, DEVICE_CUDA };
+/* indexed by the value: devices[o->device].word is the word nb-sim takes */
 static const nb_opt_choice devices[] = {{"cpu", DEVICE_CPU}, {"cuda", DEVICE_CUDA}, {NULL, 0}};
 
 /* nb-bench owns no nanoBragg flag (table owner 0): a flag of another tool is
@@ -517,7 +518,7 @@ static void build_ours(const bench_ctx *c, const bench_config *cfg, int threads,
     args_push_flags(&s[0].args, cfg->flags, c->hkl);
     snprintf(t, sizeof t, "%d", threads);
     /* -v: nb-sim logs its render time and kernel (read back from nb-sim.err) */
-    const char *sim[] = {"--threads", t, "-v", "--device", c->o->device == DEVICE_CUDA ? "cuda" : "cpu"};
+    const char *sim[] = {"--threads", t, "-v", "--device", devices[c->o->device].word};
     const char *conv[] = {"-o", "float.bin", "-o", "int.img"};
     for (size_t k = 0; k < sizeof sim / sizeof *sim; k++) args_push(&s[2].args, sim[k]);
     if (cfg->sim_flags) args_push_flags(&s[2].args, cfg->sim_flags, c->hkl);
@@ -1040,7 +1041,7 @@ static void write_json(FILE *fp, const bench_ctx *c, const result *r, int n, con
     fprintf(fp, ",\n  \"cpus_online\": %ld,\n  \"reps\": %d,\n  \"ref\": ", sysconf(_SC_NPROCESSORS_ONLN), o->reps);
     if (o->ref) json_str(fp, o->ref);
     else fputs("null", fp);
-    fprintf(fp, ",\n  \"device\": \"%s\"", o->device == DEVICE_CUDA ? "cuda" : "cpu");
+    fprintf(fp, ",\n  \"device\": \"%s\"", devices[o->device].word);
     if (o->device == DEVICE_CUDA) {
         char driver[64];
         nvidia_driver(driver, sizeof driver);

@@ -55,7 +55,7 @@ SMALL="-cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 32 -
 # can_write_tiff: the status; need_tiff: skip saying why.
 can_write_tiff() {
     local probe status
-    probe=$(mktemp -d "${BATS_TMPDIR:-/tmp}/nbtiff.XXXXXX")
+    probe=$(mktemp -d -p "${BATS_TMPDIR:-/tmp}")
     nb-geom -q -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -detpixels 2 -default_F 100 |
         nb-sim -q --device cpu | nb-convert -q -o "$probe/probe.tif" 2>"$probe/err"
     status=$?
