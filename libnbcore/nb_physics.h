@@ -287,6 +287,15 @@ typedef struct nb_fparams {
     const float *Fgrid;             /* float copy of the F grid, padded for 4x4x4 reads */
     int fmode;                      /* enum nb_fmode */
     int cheb;                       /* N a, b, c whole and <= NB_CHEB_MAX_N */
+    int na, nb, nc;                 /* N a, b, c as whole numbers (with cheb) */
+    /* the pixel's constants in single precision, converted once */
+    float pix2_close, kahn, thickstep_mu, scale, Na_f, Nb_f, Nc_f, fudge_f, odet_f[3], default_F;
+    /* For the Miller index by offset (nb_pixel_offset): per (source, cell),
+     * A in single precision, a row of 4 (the 4th 0) per index; and how far
+     * an index can move between a ray and its reference, times the largest N
+     * (offset_reach: what sets the offset's rounding error). */
+    const float *pair_A4;
+    double offset_reach;
 } nb_fparams;
 
 /* ---- the fast pixel in plain scalar code: nb_pixel.inc's terms as the
@@ -300,6 +309,7 @@ typedef struct nb_fpx_ctx {
     double *omega_sum;
     int *tripped;
     double C[3]; /* the current layer's and slow sub-step's part of the position */
+    int fmode;   /* fp->fmode, or a constant the compiler folds (nb_pixel_opts.simple) */
     /* the pixel's constants in single precision, converted once */
     float pix2_close, kahn, thickstep_mu, scale, Na, Nb, Nc, fudge, odet[3];
 } nb_fpx_ctx;
@@ -315,6 +325,19 @@ typedef struct nb_fpx_idx {
     int ih, ik, il;
 } nb_fpx_idx;
 
+
+NB_HD void nb_fpx_ctx_init(nb_fpx_ctx *c, const nb_fparams *fp, int fpixel, int spixel, double *omega_sum,
+                           int *tripped)
+{
+    c->fp = fp, c->kp = &fp->kp;
+    c->fpixel = fpixel, c->spixel = spixel;
+    c->omega_sum = omega_sum, c->tripped = tripped;
+    c->C[0] = c->C[1] = c->C[2] = 0.0;
+    c->fmode = fp->fmode;
+    c->pix2_close = fp->pix2_close, c->kahn = fp->kahn, c->thickstep_mu = fp->thickstep_mu, c->scale = fp->scale;
+    c->Na = fp->Na_f, c->Nb = fp->Nb_f, c->Nc = fp->Nc_f, c->fudge = fp->fudge_f;
+    for (int i = 0; i < 3; i++) c->odet[i] = fp->odet_f[i];
+}
 
 NB_HD void nb_fpx_slow_step(nb_fpx_ctx *c, int t, int subS)
 {
@@ -410,12 +433,12 @@ NB_HD float nb_fpx_structure(nb_fpx_ctx *c, const nb_fpx_idx *x, int accept)
     (void)accept;
     const nb_fparams *fp = c->fp;
     const nb_fgrid *g = &c->kp->F;
-    float F_cell = (float)g->default_F;
-    if (fp->fmode == NB_FMODE_DEFAULT) return F_cell;
+    float F_cell = fp->default_F;
+    if (c->fmode == NB_FMODE_DEFAULT) return F_cell;
     const int ih = x->ih, ik = x->ik, il = x->il;
     if (ih >= g->h_min && ih <= g->h_max && ik >= g->k_min && ik <= g->k_max && il >= g->l_min && il <= g->l_max)
         F_cell = fp->Fgrid[((ih - g->h_min) * g->k_range + (ik - g->k_min)) * g->l_range + (il - g->l_min)];
-    if (fp->fmode != NB_FMODE_TRICUBIC) return F_cell;
+    if (c->fmode != NB_FMODE_TRICUBIC) return F_cell;
     const float hh = (float)ih + x->dh, kk = (float)ik + x->dk, ll = (float)il + x->dl;
     if (!(hh >= (float)(g->h_min + 2) && hh <= (float)(g->h_max - 2) && kk >= (float)(g->k_min + 2) &&
           kk <= (float)(g->k_max - 2) && ll >= (float)(g->l_min + 2) && ll <= (float)(g->l_max - 2))) {
@@ -452,14 +475,184 @@ NB_HD float nb_fpx_scale(nb_fpx_ctx *c, float I) { return c->scale * I; }
 NB_HD float nb_pixel_fast(const nb_fparams *fp, int fpixel, int spixel, double *omega_sum, int *tripped)
 {
     const nb_kparams *kp = &fp->kp;
-    nb_fpx_ctx c = {fp, kp, fpixel, spixel, omega_sum, tripped, {0.0, 0.0, 0.0},
-                    (float)(kp->pixel_size * kp->pixel_size * kp->close_distance), (float)kp->kahn_factor,
-                    (float)(kp->thickstep * kp->mu), (float)(kp->r_e_sqr * kp->fluence / kp->steps),
-                    (float)kp->Na, (float)kp->Nb, (float)kp->Nc, (float)kp->fudge,
-                    {(float)kp->odet[0], (float)kp->odet[1], (float)kp->odet[2]}};
+    nb_fpx_ctx c;
+    nb_fpx_ctx_init(&c, fp, fpixel, spixel, omega_sum, tripped);
     const nb_pixel_opts general = {0, 0, 0};
     const nb_fpx_rules rules = nb_fpx_rules_of(kp, general);
     return nb_fpx_collect(&c, general, &rules, -1).value;
+}
+
+/* What the fast kernels may assume of every pixel of a plan (nb_pixel_opts):
+ * the CPU's SIMD kernel and the CUDA kernel instantiate the pixel for it. */
+NB_HD nb_pixel_opts nb_fast_opts_of(const nb_fparams *fp)
+{
+    const nb_kparams *kp = &fp->kp;
+    nb_pixel_opts o;
+    o.simple = !kp->oversample_thick && !kp->oversample_polar && !kp->oversample_omega && kp->thick == 0.0 &&
+               fp->dmin <= 0.0f && fp->fmode == NB_FMODE_DEFAULT && isfinite(kp->F.default_F);
+    o.one_step = kp->oversample == 1 && kp->thicksteps == 1;
+    o.one_pair = kp->nsources == 1 && kp->ncells == 1;
+    return o;
+}
+
+/* ---- the fast pixel with the Miller index by offset ----------------------
+ * nb_pixel_fast()'s terms but the index: the fractional index of a (source,
+ * cell) is taken, in single precision, as a reference's plus A times the
+ * ray's offset from the reference direction.  The reference (one direction
+ * d0, and per (source, cell) H0 = A d0 - A i split into its whole part and
+ * its fraction, in double) is shared by NB_OFFSET_SPAN neighbouring pixels:
+ * a warp of the CUDA kernel.  A d0 is large (cell / lambda) and the offset
+ * small (the span's angle), so the index keeps its digits without the nine
+ * double multiply-adds per term of nb_fpx_index; the rounding error grows
+ * with the span's angle, |A| and N (fparams.offset_reach), and the CUDA
+ * backend takes this path only where it is below NB_OFFSET_REACH_MAX
+ * (docs/architecture.md, "The CUDA kernels"). */
+
+/* the pixels that share one reference: a warp */
+#define NB_OFFSET_SPAN 32
+/* The largest reach (N |A| times the largest angle between a ray and its
+ * reference) for which the CUDA kernel takes the index by offset: there the
+ * offset's rounding moves a pixel by at most a few 1e-7 of the brightest
+ * (tests/unit/test_kernels.c measures 1.6e-6 at a reach of 119), the fast
+ * path's own error. */
+#define NB_OFFSET_REACH_MAX 32.0
+
+/* A (source, cell)'s reference: H0's fraction and whole part */
+typedef struct nb_offset_ref {
+    float frac[4]; /* the 4th unused: 16-byte loads */
+    int whole[4];
+} nb_offset_ref;
+
+typedef struct nb_opx_ctx {
+    nb_fpx_ctx f;
+    const float *A4;           /* the pairs' A, rows of 4 */
+    const nb_offset_ref *ref;  /* the pairs' references */
+    double d0[3];              /* the reference direction */
+    int cheb_square;           /* square shape, N small and whole: the Chebyshev form */
+} nb_opx_ctx;
+typedef struct nb_opx_geo {
+    nb_fpx_geo f;
+    float e[3]; /* the direction minus d0 */
+} nb_opx_geo;
+typedef nb_fpx_src nb_opx_src;
+typedef nb_fpx_idx nb_opx_idx;
+
+/* The reference direction: that of pixel (fpixel, spixel)'s first sub-pixel
+ * (in the first layer), as nb_fpx_subpixel computes it, in double. */
+NB_HD void nb_offset_direction(const nb_fparams *fp, int fpixel, int spixel, double d0[3])
+{
+    nb_fpx_ctx c;
+    nb_fpx_geo g;
+    nb_fpx_ctx_init(&c, fp, fpixel, spixel, NULL, NULL);
+    nb_fpx_slow_step(&c, 0, 0);
+    nb_fpx_subpixel(&c, 0, 0, 0, &g);
+    for (int i = 0; i < 3; i++) d0[i] = g.pos[i] * g.inv;
+}
+
+/* Pair p's reference for the direction d0. */
+NB_HD void nb_offset_reference(const nb_fparams *fp, const double d0[3], size_t p, nb_offset_ref *r)
+{
+    const nb_pair *pc = fp->pairs + p;
+    for (int i = 0; i < 3; i++) {
+        const double H = pc->A[3 * i] * d0[0] + pc->A[3 * i + 1] * d0[1] + pc->A[3 * i + 2] * d0[2] - pc->hi[i];
+        const double whole = nb_rint(H);
+        r->frac[i] = (float)(H - whole);
+        r->whole[i] = (int)whole;
+    }
+    r->frac[3] = 0.0f, r->whole[3] = 0;
+}
+
+NB_HD void nb_opx_slow_step(nb_opx_ctx *c, int t, int subS) { nb_fpx_slow_step(&c->f, t, subS); }
+
+NB_HD void nb_opx_subpixel(nb_opx_ctx *c, int t, int subS, int subF, nb_opx_geo *g)
+{
+    nb_fpx_subpixel(&c->f, t, subS, subF, &g->f);
+    for (int i = 0; i < 3; i++) g->e[i] = (float)(g->f.pos[i] * g->f.inv - c->d0[i]);
+}
+
+NB_HD float nb_opx_omega(nb_opx_ctx *c, const nb_opx_geo *g) { return nb_fpx_omega(&c->f, &g->f); }
+NB_HD void nb_opx_add_omega(nb_opx_ctx *c, float omega, int live) { nb_fpx_add_omega(&c->f, omega, live); }
+NB_HD float nb_opx_capture(nb_opx_ctx *c, const nb_opx_geo *g, int t) { return nb_fpx_capture(&c->f, &g->f, t); }
+NB_HD int nb_opx_source(nb_opx_ctx *c, const nb_opx_geo *g, int src, nb_opx_src *sv)
+{
+    return nb_fpx_source(&c->f, &g->f, src, sv);
+}
+NB_HD float nb_opx_polarization(nb_opx_ctx *c, nb_opx_geo *g, nb_opx_src *sv, int src)
+{
+    return nb_fpx_polarization(&c->f, &g->f, sv, src);
+}
+
+/* Round to nearest for |x| < 2^22, and the whole number as an int from the
+ * sum's low bits (no conversion instruction). */
+NB_HD float nb_round_whole(float x, int *whole)
+{
+    const float magic = 12582912.0f; /* 1.5 * 2^23 */
+    const float big = x + magic;
+    *whole = nb_float_bits(big) - nb_float_bits(magic);
+    return big - magic;
+}
+
+NB_HD void nb_opx_index(nb_opx_ctx *c, const nb_opx_geo *g, const nb_opx_src *sv, int src, int cell, nb_opx_idx *x)
+{
+    (void)sv;
+    const int p = src * c->f.kp->ncells + cell; /* the references of a block fit in 48 KiB */
+    const float *A = c->A4 + 12 * p;
+    const nb_offset_ref *r = c->ref + p;
+    float frac[3];
+    int whole[3];
+    for (int i = 0; i < 3; i++) {
+        const float h = r->frac[i] + A[4 * i] * g->e[0] + A[4 * i + 1] * g->e[1] + A[4 * i + 2] * g->e[2];
+        frac[i] = h - nb_round_whole(h, &whole[i]);
+    }
+    x->dh = frac[0], x->dk = frac[1], x->dl = frac[2];
+    x->ih = r->whole[0] + whole[0], x->ik = r->whole[1] + whole[1], x->il = r->whole[2] + whole[2];
+}
+
+NB_HD float nb_opx_lattice(nb_opx_ctx *c, const nb_opx_idx *x)
+{
+    const nb_fparams *fp = c->f.fp;
+    if (c->cheb_square) return nb_sincg3_cheb(x->dh, x->dk, x->dl, fp->na, fp->nb, fp->nc);
+    return nb_fpx_lattice(&c->f, x);
+}
+
+NB_HD float nb_opx_structure(nb_opx_ctx *c, const nb_opx_idx *x, int accept)
+{
+    return nb_fpx_structure(&c->f, x, accept);
+}
+NB_HD float nb_opx_term(nb_opx_ctx *c, float F_cell, float F_latt) { return nb_fpx_term(&c->f, F_cell, F_latt); }
+NB_HD float nb_opx_scale(nb_opx_ctx *c, float I) { return nb_fpx_scale(&c->f, I); }
+
+#define PX_FN(name) nb_opx_##name
+#define PX_REAL float
+#include "nb_pixel_scalar.inc"
+
+/* One pixel on the fast path with the index by offset, for the pixels `o`
+ * describes (nb_fast_opts_of; inlined, so that the compiler folds them): A4
+ * and ref the pairs' (fp->pair_A4 or a copy; nb_offset_reference for the
+ * direction d0).  Otherwise as nb_pixel_fast. */
+NB_HD float nb_pixel_offset(const nb_fparams *fp, const nb_pixel_opts o, const float *A4, const nb_offset_ref *ref,
+                            const double d0[3], int fpixel, int spixel, double *omega_sum, int *tripped)
+{
+    nb_opx_ctx c;
+    nb_fpx_ctx_init(&c.f, fp, fpixel, spixel, omega_sum, tripped);
+    if (o.simple) c.f.fmode = NB_FMODE_DEFAULT;
+    c.A4 = A4, c.ref = ref;
+    c.cheb_square = fp->kp.shape == NB_SHAPE_SQUARE && fp->cheb;
+    for (int i = 0; i < 3; i++) c.d0[i] = d0[i];
+    const nb_opx_rules rules = nb_opx_rules_of(&fp->kp, o);
+    return nb_opx_collect(&c, o, &rules, -1).value;
+}
+
+/* The same pixel with the index as nb_pixel_fast computes it (in double),
+ * for the pixels `o` describes. */
+NB_HD float nb_pixel_fast_opts(const nb_fparams *fp, const nb_pixel_opts o, int fpixel, int spixel, double *omega_sum,
+                               int *tripped)
+{
+    nb_fpx_ctx c;
+    nb_fpx_ctx_init(&c, fp, fpixel, spixel, omega_sum, tripped);
+    if (o.simple) c.fmode = NB_FMODE_DEFAULT;
+    const nb_fpx_rules rules = nb_fpx_rules_of(&fp->kp, o);
+    return nb_fpx_collect(&c, o, &rules, -1).value;
 }
 
 #endif

@@ -1,5 +1,6 @@
 /* nb-sim: render the plan into images of photons per pixel. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,9 @@ static const nb_tool_info tool = {
     "everything after them in single precision, SIMD lanes across pixels (AVX-512, AVX2 or\n"
     "baseline, chosen at run time; NB_SIMD=avx2|generic forces a lower one) and OpenMP threads\n"
     "over rows.  -precision double is the reference-faithful path.  --device cuda renders on the\n"
-    "GPU (the same physics source).  Statistics of the image (max and where, mean, rms, rmsd)\n"
+    "GPU (the same physics source; its fast kernel takes the Miller index by offset from a\n"
+    "reference per 32 pixels where the crystal allows it, -v says which, NB_CUDA_INDEX=double|offset\n"
+    "forces either).  Statistics of the image (max and where, mean, rms, rmsd)\n"
     "go to standard error as the reference prints them; its \"solid angle subtended by detector\"\n"
     "is, as the reference's, the detector's divided by sources x phi steps x mosaic domains (over\n"
     "sensor layers): -v prints the detector's.  A frame of a series (-nframes N) prints one line,\n"
@@ -224,8 +227,105 @@ static nb_status frame_range(const sim_opts *o, int nframes, long *first, long *
     return NB_OK;
 }
 
-/* Every frame of the plan this run renders, each IMAGE written as soon as it
- * is done: memory holds one image whatever the length of the series. */
+/* A rendered frame: its IMAGE, its derivatives, its rows' CRC-32s. */
+typedef struct out_frame {
+    nb_record img;
+    nb_record *grads; /* ng records */
+    nb_payload_crc row_crc;
+    int taken; /* the renderer took every row's CRC */
+} out_frame;
+
+/* The frames' writer: a thread that writes frame i (into the pipe to the
+ * next stage, or a file) while this one renders frame i+1.  One frame waits
+ * at most, so memory holds two images whatever the length of the series. */
+typedef struct frame_writer {
+    nb_writer *w;
+    int ng;
+    out_frame waiting;
+    int full;       /* `waiting` holds a frame */
+    int done;       /* no more frames */
+    nb_status st;   /* the first write's failure */
+    char msg[1024]; /* and its message */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} frame_writer;
+
+static void out_frame_free(out_frame *fr, int ng)
+{
+    for (int j = 0; j < ng; j++) nb_record_free(&fr->grads[j]);
+    nb_payload_crc_free(&fr->row_crc);
+    nb_record_free(&fr->img);
+}
+
+/* Write one frame: the IMAGE, then each derivative after it. */
+static nb_status write_frame(nb_writer *w, out_frame *fr, int ng)
+{
+    nb_status st = nb_writer_put_consume(w, &fr->img, fr->taken ? &fr->row_crc : NULL);
+    for (int j = 0; j < ng && !st; j++) st = nb_writer_put(w, &fr->grads[j]);
+    return st;
+}
+
+static void *frame_writer_main(void *arg)
+{
+    frame_writer *fw = arg;
+    nb_record grads[NB_GRAD_MAX_NAMES];
+    out_frame fr;
+    pthread_mutex_lock(&fw->mu);
+    for (;;) {
+        while (!fw->full && !fw->done) pthread_cond_wait(&fw->cv, &fw->mu);
+        if (!fw->full) break;
+        fr = fw->waiting;
+        memcpy(grads, fw->waiting.grads, (size_t)fw->ng * sizeof *grads);
+        fr.grads = grads;
+        fw->full = 0;
+        pthread_cond_broadcast(&fw->cv);
+        const int failed = fw->st != NB_OK;
+        pthread_mutex_unlock(&fw->mu);
+        nb_status st = failed ? NB_OK : write_frame(fw->w, &fr, fw->ng);
+        out_frame_free(&fr, fw->ng);
+        pthread_mutex_lock(&fw->mu);
+        if (st && !fw->st) {
+            fw->st = st;
+            snprintf(fw->msg, sizeof fw->msg, "%s", nb_error_message());
+            pthread_cond_broadcast(&fw->cv);
+        }
+    }
+    pthread_mutex_unlock(&fw->mu);
+    return NULL;
+}
+
+/* The writer's failure, as this thread's error (NB_OK: none). */
+static nb_status frame_writer_status(frame_writer *fw)
+{
+    pthread_mutex_lock(&fw->mu);
+    nb_status st = fw->st;
+    pthread_mutex_unlock(&fw->mu);
+    return st ? nb_error_set(st, "%s", fw->msg) : NB_OK;
+}
+
+/* Hand a frame to the writer (waiting while it still holds the last);
+ * the frame is the writer's to free whatever happens. */
+static nb_status frame_writer_put(frame_writer *fw, out_frame *fr)
+{
+    pthread_mutex_lock(&fw->mu);
+    while (fw->full && !fw->st) pthread_cond_wait(&fw->cv, &fw->mu);
+    const int failed = fw->st != NB_OK;
+    if (!failed) {
+        nb_record *grads = fw->waiting.grads; /* the writer's own array */
+        fw->waiting = *fr;
+        fw->waiting.grads = grads;
+        memcpy(grads, fr->grads, (size_t)fw->ng * sizeof *fr->grads);
+        fw->full = 1;
+        pthread_cond_broadcast(&fw->cv);
+    }
+    pthread_mutex_unlock(&fw->mu);
+    if (failed) out_frame_free(fr, fw->ng);
+    return frame_writer_status(fw);
+}
+
+/* Every frame of the plan this run renders, each IMAGE handed to the writer
+ * as soon as it is done (written in order, by a thread of its own, while
+ * the next renders). */
 static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *o, nb_writer *w)
 {
     long first = 0, last = -1;
@@ -234,29 +334,51 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
     if (plan->nframes > 1)
         nb_info("frames %ld to %ld of %d", first + 1, last + 1, plan->nframes);
     nb_grad_plans gp;
-    nb_record *grads = NULL;
+    nb_record grads[NB_GRAD_MAX_NAMES], waiting_grads[NB_GRAD_MAX_NAMES];
     const int ng = o->grad.n;
     memset(&gp, 0, sizeof gp);
-    if (ng && first <= last) {
-        st = nb_grad_plans_build(plan, &o->grad, &gp);
-        if (!st) st = nb_calloc((void **)&grads, (size_t)ng, sizeof *grads, "derivative records");
+    if (ng && first <= last) st = nb_grad_plans_build(plan, &o->grad, &gp);
+    if (st) return st;
+    frame_writer fw;
+    memset(&fw, 0, sizeof fw);
+    fw.w = w, fw.ng = ng, fw.waiting.grads = waiting_grads;
+    pthread_t th;
+    int threaded = !pthread_mutex_init(&fw.mu, NULL);
+    if (threaded && pthread_cond_init(&fw.cv, NULL)) {
+        pthread_mutex_destroy(&fw.mu);
+        threaded = 0;
+    }
+    if (threaded && pthread_create(&th, NULL, frame_writer_main, &fw)) {
+        pthread_cond_destroy(&fw.cv);
+        pthread_mutex_destroy(&fw.mu);
+        threaded = 0;
     }
     series_summary sum;
     memset(&sum, 0, sizeof sum);
     sum.t0 = nb_now(), sum.first = first, sum.count = last - first + 1;
     for (long f = first; f <= last && !st; f++) {
-        nb_record img;
-        nb_payload_crc row_crc; /* the pixels' rows' CRCs, taken as they were rendered */
-        int taken = 0;
-        st = render(plan, hkl, o, ng ? &gp : NULL, f, &img, grads, &row_crc, &taken, &sum);
-        if (!st) st = nb_writer_put_consume(w, &img, taken ? &row_crc : NULL);
-        /* each derivative after its image */
-        for (int j = 0; j < ng && !st; j++) st = nb_writer_put(w, &grads[j]);
-        for (int j = 0; j < ng; j++) nb_record_free(&grads[j]);
-        nb_payload_crc_free(&row_crc);
-        nb_record_free(&img);
+        out_frame fr;
+        memset(grads, 0, sizeof grads);
+        fr.grads = grads;
+        st = render(plan, hkl, o, ng ? &gp : NULL, f, &fr.img, grads, &fr.row_crc, &fr.taken, &sum);
+        if (st) out_frame_free(&fr, ng);
+        else if (threaded) st = frame_writer_put(&fw, &fr);
+        else {
+            st = write_frame(w, &fr, ng);
+            out_frame_free(&fr, ng);
+        }
     }
-    free(grads);
+    if (threaded) {
+        pthread_mutex_lock(&fw.mu);
+        fw.done = 1;
+        pthread_cond_broadcast(&fw.cv);
+        pthread_mutex_unlock(&fw.mu);
+        pthread_join(th, NULL);
+        nb_status wst = frame_writer_status(&fw);
+        if (!st) st = wst;
+        pthread_cond_destroy(&fw.cv);
+        pthread_mutex_destroy(&fw.mu);
+    }
     if (ng) nb_grad_plans_free(&gp);
     if (!st) print_summary(&sum, plan->nframes);
     return st;

@@ -210,6 +210,32 @@ nb_fast_grad_kernel nb_pick_fast_grad_kernel(void)
     return nb_render_fast_grad_generic;
 }
 
+/* The Miller index by offset's tables (nb_pixel_offset): each pair's A in
+ * single precision, rows of 4; and its reach, N |A| times the largest angle
+ * between a ray and its reference (half a span and a pixel along a row, or
+ * along a curved detector's arc, plus the sensor's depth, seen from the
+ * closest point of the detector). */
+static nb_status offset_tables(const nb_kparams *kp, const nb_pair *pairs, size_t npairs, nb_fparams *fp)
+{
+    float *A4 = NULL;
+    nb_status st = nb_calloc((void **)&A4, npairs, 12 * sizeof(float), "source x cell constants");
+    if (st) return st;
+    double A_max = 0.0;
+    for (size_t p = 0; p < npairs; p++)
+        for (int v = 0; v < 3; v++) {
+            const double *A = pairs[p].A + 3 * v;
+            for (int i = 0; i < 3; i++) A4[12 * p + 4 * v + i] = (float)A[i];
+            const double norm = sqrt(nb_dot(A, A));
+            if (norm > A_max) A_max = norm;
+        }
+    double N_max = kp->Na > kp->Nb ? kp->Na : kp->Nb;
+    if (kp->Nc > N_max) N_max = kp->Nc;
+    const double span = (NB_OFFSET_SPAN / 2 + 1) * kp->pixel_size + kp->thick;
+    fp->offset_reach = kp->close_distance > 0.0 ? N_max * A_max * span / kp->close_distance : INFINITY;
+    fp->pair_A4 = A4;
+    return NB_OK;
+}
+
 nb_status nb_fparams_build(const nb_kparams *kp, nb_fparams *fp)
 {
     nb_status st;
@@ -267,6 +293,15 @@ nb_status nb_fparams_build(const nb_kparams *kp, nb_fparams *fp)
     const double Ns[3] = {kp->Na, kp->Nb, kp->Nc};
     for (int k = 0; k < 3; k++)
         if (Ns[k] != floor(Ns[k]) || Ns[k] > NB_CHEB_MAX_N) fp->cheb = 0;
+    if (fp->cheb) fp->na = (int)kp->Na, fp->nb = (int)kp->Nb, fp->nc = (int)kp->Nc;
+    fp->pix2_close = (float)(kp->pixel_size * kp->pixel_size * kp->close_distance);
+    fp->kahn = (float)kp->kahn_factor;
+    fp->thickstep_mu = (float)(kp->thickstep * kp->mu);
+    fp->scale = (float)(kp->r_e_sqr * kp->fluence / kp->steps);
+    fp->Na_f = (float)kp->Na, fp->Nb_f = (float)kp->Nb, fp->Nc_f = (float)kp->Nc, fp->fudge_f = (float)kp->fudge;
+    for (int k = 0; k < 3; k++) fp->odet_f[k] = (float)kp->odet[k];
+    fp->default_F = (float)kp->F.default_F;
+    if ((st = offset_tables(kp, pairs, npairs, fp))) goto fail;
     fp->fmode = NB_FMODE_DEFAULT;
     if (kp->F.hkls) {
         size_t n = (size_t)kp->F.h_range * kp->F.k_range * kp->F.l_range;
@@ -282,6 +317,7 @@ nb_status nb_fparams_build(const nb_kparams *kp, nb_fparams *fp)
     return NB_OK;
 fail:
     free(pairs), free(src_i), free(src_E), free(src_B), free(inv2l), free(Fgrid);
+    free((void *)fp->pair_A4);
     memset(fp, 0, sizeof *fp);
     return st;
 }
@@ -294,6 +330,7 @@ void nb_fparams_free(nb_fparams *fp)
     free((void *)fp->src_B);
     free((void *)fp->src_inv2lambda);
     free((void *)fp->Fgrid);
+    free((void *)fp->pair_A4);
     memset(fp, 0, sizeof *fp);
 }
 

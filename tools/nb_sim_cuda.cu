@@ -2,6 +2,7 @@
  * nb_physics_dual.h), one thread per pixel.
  * Everything here is launch, memory and reduction code. */
 #include <cuda_runtime.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,19 +22,21 @@ extern "C" {
 
 /* ---- kernels ----------------------------------------------------------------- */
 
-/* The block's solid angles summed in shared memory into its row's; a
- * tricubic fallback flagged.  Every thread of the block calls it. */
+/* The block's solid angles summed into its row's (a warp's by shuffles, the
+ * block's four in shared memory); a tricubic fallback flagged.  Every
+ * thread of the block calls it. */
 __device__ static void row_sums(double om, int trip, int s, double *row_omega, int *tripped)
 {
-    __shared__ double omega_sum[BLOCK_X];
-    omega_sum[threadIdx.x] = om;
+    __shared__ double warp_sum[BLOCK_X / 32];
     if (trip) *tripped = 1;
+    for (int w = 16; w > 0; w /= 2) om += __shfl_down_sync(0xffffffffu, om, w);
+    if ((threadIdx.x & 31) == 0) warp_sum[threadIdx.x >> 5] = om;
     __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w /= 2) {
-        if (threadIdx.x < w) omega_sum[threadIdx.x] += omega_sum[threadIdx.x + w];
-        __syncthreads();
+    if (threadIdx.x == 0) {
+        double sum = 0.0;
+        for (int w = 0; w < BLOCK_X / 32; w++) sum += warp_sum[w];
+        atomicAdd(row_omega + s, sum);
     }
-    if (threadIdx.x == 0) atomicAdd(row_omega + s, omega_sum[0]);
 }
 
 /* one thread per pixel of a row */
@@ -50,18 +53,90 @@ __global__ void k_double(nb_kparams kp, float *image, double *row_omega, int *tr
     row_sums(om, trip, s, row_omega, tripped);
 }
 
+/* The fast path, one thread per pixel of a row, instantiated for what every
+ * pixel of the plan allows (nb_fast_opts_of: SIMPLE, ONE_STEP, ONE_PAIR
+ * fold into the code) and for the Miller index: in double (nb_pixel_fast's),
+ * or by OFFSET from one reference per warp (nb_pixel_offset), built by the
+ * warp's 32 threads together into shared memory with a copy of the pairs' A. */
+template <int SIMPLE, int ONE_STEP, int ONE_PAIR, int OFFSET>
 __global__ void k_fast(nb_fparams fp, float *image, double *row_omega, int *tripped)
 {
-    int f = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
+    const nb_pixel_opts o = {ONE_STEP, ONE_PAIR, SIMPLE};
+    const int f = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
+    extern __shared__ float4 shared_pairs[];
+    double d0[3] = {0.0, 0.0, 0.0};
+    const float *A4 = NULL;
+    const nb_offset_ref *ref = NULL;
+    if (OFFSET) {
+        const int npairs = fp.kp.nsources * fp.kp.ncells, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+        float4 *A_s = shared_pairs;
+        nb_offset_ref *ref_s = (nb_offset_ref *)(shared_pairs + 3 * npairs) + (size_t)warp * npairs;
+        for (int i = threadIdx.x; i < 3 * npairs; i += blockDim.x) A_s[i] = ((const float4 *)fp.pair_A4)[i];
+        const int mid = blockIdx.x * blockDim.x + warp * 32 + 16;
+        nb_offset_direction(&fp, mid < fp.kp.fpixels ? mid : fp.kp.fpixels - 1, s, d0);
+        for (int p = lane; p < npairs; p += 32) nb_offset_reference(&fp, d0, p, &ref_s[p]);
+        __syncthreads();
+        A4 = (const float *)A_s, ref = ref_s;
+    }
     double om = 0.0;
     int trip = 0;
     if (f < fp.kp.fpixels) {
         float v = 0.0f;
-        if (nb_pixel_rendered(&fp.kp, f, s)) v = nb_pixel_fast(&fp, f, s, &om, &trip);
+        if (nb_pixel_rendered(&fp.kp, f, s))
+            v = OFFSET ? nb_pixel_offset(&fp, o, A4, ref, d0, f, s, &om, &trip)
+                       : nb_pixel_fast_opts(&fp, o, f, s, &om, &trip);
         image[(size_t)s * fp.kp.fpixels + f] = v;
     }
     row_sums(om, trip, s, row_omega, tripped);
 }
+
+/* A fast kernel's entry and its shared memory. */
+typedef struct fast_launch {
+    const void *kernel;
+    size_t shared_bytes;
+    const char *index; /* how it takes the Miller index: "in double" or "by offset" */
+} fast_launch;
+
+/* The shared memory the index by offset takes: the pairs' A and one
+ * reference per pair for each warp of the block. */
+static size_t offset_shared_bytes(const nb_kparams *kp)
+{
+    const size_t npairs = (size_t)kp->nsources * kp->ncells;
+    return npairs * (3 * sizeof(float4) + BLOCK_X / 32 * sizeof(nb_offset_ref));
+}
+
+/* at most this much shared memory a block (what a launch may take without
+ * asking): the references of 260 pairs */
+#define OFFSET_SHARED_MAX (48 * 1024)
+
+#define FAST(S, T, P, X) {(const void *)k_fast<S, T, P, X>, 0, X ? "by offset" : "in double"}
+/* The kernel for fp's pixels: the instantiation for its options, with the
+ * index by offset where its reach allows it (NB_OFFSET_REACH_MAX), the
+ * references fit in shared memory and a pixel takes more than one index
+ * (with one, building the reference costs what it saves).
+ * NB_CUDA_INDEX=double or offset forces either (the tests' way to check
+ * both). */
+static nb_status pick_fast(const nb_fparams *fp, fast_launch *out)
+{
+    static const fast_launch kernels[2][2][2][2] = {
+        {{{FAST(0, 0, 0, 0), FAST(0, 0, 0, 1)}, {FAST(0, 0, 1, 0), FAST(0, 0, 1, 1)}},
+         {{FAST(0, 1, 0, 0), FAST(0, 1, 0, 1)}, {FAST(0, 1, 1, 0), FAST(0, 1, 1, 1)}}},
+        {{{FAST(1, 0, 0, 0), FAST(1, 0, 0, 1)}, {FAST(1, 0, 1, 0), FAST(1, 0, 1, 1)}},
+         {{FAST(1, 1, 0, 0), FAST(1, 1, 0, 1)}, {FAST(1, 1, 1, 0), FAST(1, 1, 1, 1)}}}};
+    const nb_pixel_opts o = nb_fast_opts_of(fp);
+    const size_t shared = offset_shared_bytes(&fp->kp);
+    const char *force = getenv("NB_CUDA_INDEX");
+    int offset = !(o.one_pair && o.one_step) && fp->offset_reach <= NB_OFFSET_REACH_MAX && shared <= OFFSET_SHARED_MAX;
+    if (force && *force && strcmp(force, "auto")) {
+        if (!strcmp(force, "double")) offset = 0;
+        else if (!strcmp(force, "offset")) offset = shared <= OFFSET_SHARED_MAX;
+        else return nb_error_set(NB_ERR_USAGE, "NB_CUDA_INDEX='%s': not auto, double or offset", force);
+    }
+    *out = kernels[o.simple][o.one_step][o.one_pair][offset];
+    out->shared_bytes = offset ? shared : 0;
+    return NB_OK;
+}
+#undef FAST
 
 /* The pixel in dual numbers: double (nb_pixel_grad) or single precision
  * (nb_pixel_fgrad, the fast path), picked by the inputs' type. */
@@ -120,7 +195,7 @@ struct nb_cuda {
     int device;
     cudaStream_t stream;
     dev_array mask, src_incident, src_lambda, cells, F;
-    dev_array pairs, src_i, src_E, src_B, inv2l, Fgrid;
+    dev_array pairs, src_i, src_E, src_B, inv2l, Fgrid, pair_A4;
     dev_array dual_src_incident, dual_src_lambda, dual_cells; /* derivatives' inputs */
     dev_array fdual_src_incident, fdual_src_lambda, fdual_cells; /* the same in single precision */
     float *d_image;
@@ -232,7 +307,7 @@ extern "C" void nb_cuda_close(nb_cuda *c)
 {
     if (!c) return;
     dev_array *all[] = {&c->mask, &c->src_incident, &c->src_lambda, &c->cells, &c->F, &c->pairs,
-                        &c->src_i, &c->src_E, &c->src_B, &c->inv2l, &c->Fgrid,
+                        &c->src_i, &c->src_E, &c->src_B, &c->inv2l, &c->Fgrid, &c->pair_A4,
                         &c->dual_src_incident, &c->dual_src_lambda, &c->dual_cells,
                         &c->fdual_src_incident, &c->fdual_src_lambda, &c->fdual_cells};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
@@ -281,6 +356,7 @@ static nb_status upload_fparams(nb_cuda *c, const nb_kparams *kp, const nb_kpara
         (st = upload(c, &c->src_E, hf->src_E, 3 * sizeof(float) * kp->nsources, "sources")) ||
         (st = upload(c, &c->src_B, hf->src_B, 3 * sizeof(float) * kp->nsources, "sources")) ||
         (st = upload(c, &c->inv2l, hf->src_inv2lambda, sizeof(float) * kp->nsources, "sources")) ||
+        (st = upload(c, &c->pair_A4, hf->pair_A4, 12 * sizeof(float) * kp->nsources * kp->ncells, "pairs")) ||
         (st = upload(c, &c->Fgrid, hf->Fgrid, hf->Fgrid ? (nF + pad) * sizeof(float) : 0, "F grid")))
         return st;
     *df = *hf;
@@ -291,6 +367,7 @@ static nb_status upload_fparams(nb_cuda *c, const nb_kparams *kp, const nb_kpara
     df->src_B = (const float *)c->src_B.dev;
     df->src_inv2lambda = (const float *)c->inv2l.dev;
     df->Fgrid = (const float *)c->Fgrid.dev;
+    df->pair_A4 = (const float *)c->pair_A4.dev;
     return NB_OK;
 }
 
@@ -354,15 +431,21 @@ static nb_status collect(nb_cuda *c, size_t floats, int rows, cudaEvent_t ev0, c
     return NB_OK;
 }
 
-/* The image from the pinned buffer into `image`, row by row on every host
- * thread, each row's statistics and CRC-32 taken while it is in cache (as
+/* The image from the pinned buffer into `image`, row by row on the host
+ * threads, each row's statistics and CRC-32 taken while it is in cache (as
  * the CPU kernels take them), so that nb-sim makes no second pass over the
- * image on one thread. */
+ * image on one thread.  At most FINISH_THREADS of them: OpenMP's threads
+ * wait for the next frame spinning, and a whole machine's spinning starves
+ * the stages after nb-sim (a 100-frame 1024^2 series into nb-convert on an
+ * H200 host of 16 cores: 114-127 frames/s with 16, 168-177 with 4 or 2). */
+#define FINISH_THREADS 4
 static void finish_rows(const nb_kparams *kp, const float *from, float *image, nb_render_result *res)
 {
     const nb_roi roi = {kp->roi_xmin, kp->roi_xmax, kp->roi_ymin, kp->roi_ymax};
     const size_t w = (size_t)kp->fpixels;
-#pragma omp parallel for schedule(static) if (kp->spixels >= 64)
+    int threads = omp_get_max_threads();
+    if (threads > FINISH_THREADS) threads = FINISH_THREADS;
+#pragma omp parallel for schedule(static) num_threads(threads) if (kp->spixels >= 64)
     for (int s = 0; s < kp->spixels; s++) {
         float *row = image + (size_t)s * w;
         memcpy(row, from + (size_t)s * w, w * sizeof(float));
@@ -391,14 +474,24 @@ extern "C" nb_status nb_render_cuda(nb_cuda *c, const nb_kparams *kp, int use_do
         return st;
     }
     dim3 block(BLOCK_X), grid((kp->fpixels + BLOCK_X - 1) / BLOCK_X, kp->spixels);
-    load_kernel(use_double ? (const void *)k_double : (const void *)k_fast);
+    fast_launch launch = {(const void *)k_double, 0, "in double"};
+    if (!use_double && (st = pick_fast(&hf, &launch))) {
+        nb_fparams_free(&hf);
+        return st;
+    }
+    load_kernel(launch.kernel);
+    static const char *said; /* -v says which index once, and again where it changes */
+    if (!use_double && said != launch.index)
+        nb_info("  GPU fast kernel: the Miller index %s (reach %.3g)", said = launch.index, hf.offset_reach);
+    void *args_double[] = {&dk, &c->d_image, &c->d_row_omega, &c->d_tripped};
+    void *args_fast[] = {&df, &c->d_image, &c->d_row_omega, &c->d_tripped};
     cudaEvent_t ev0, ev1;
     cudaEventCreate(&ev0);
     cudaEventCreate(&ev1);
     cudaEventRecord(ev0, c->stream);
-    if (use_double) k_double<<<grid, block, 0, c->stream>>>(dk, c->d_image, c->d_row_omega, c->d_tripped);
-    else k_fast<<<grid, block, 0, c->stream>>>(df, c->d_image, c->d_row_omega, c->d_tripped);
-    cudaError_t e = cudaGetLastError();
+    cudaError_t e = cudaLaunchKernel(launch.kernel, grid, block, use_double ? args_double : args_fast,
+                                     launch.shared_bytes, c->stream);
+    if (e == cudaSuccess) e = cudaGetLastError();
     cudaEventRecord(ev1, c->stream);
     st = collect(c, npix, kp->spixels, ev0, ev1, e, t0, res);
     nb_fparams_free(&hf);

@@ -784,9 +784,8 @@ INL void render_row_impl(const nb_fparams *fs_shared, int s_row, float *restrict
 static void render_row(const nb_fparams *fs, int s_row, float *row, vd *omega_acc, int *tripped)
 {
     const nb_kparams *kp = &fs->kp;
-    const int simple = !kp->oversample_thick && !kp->oversample_polar && !kp->oversample_omega && kp->thick == 0.0 &&
-                       fs->dmin <= 0.0f && fs->fmode == NB_FMODE_DEFAULT && isfinite(kp->F.default_F);
-    const int one_step = kp->oversample == 1 && kp->thicksteps == 1, one_pair = kp->nsources == 1 && kp->ncells == 1;
+    const nb_pixel_opts o = nb_fast_opts_of(fs);
+    const int simple = o.simple, one_step = o.one_step, one_pair = o.one_pair;
     /* full: every pixel of the row is rendered, in whole groups */
     const int full = !kp->mask && kp->roi_xmin <= 0 && kp->roi_xmax >= kp->fpixels - 1 && kp->fpixels % W == 0;
 #define RENDER(...) render_row_impl(fs, s_row, row, omega_acc, tripped, (row_kind){__VA_ARGS__})

@@ -53,6 +53,31 @@ render_both() { # render_both NAME PRECISION [nb-geom flags]: NAME-cpu.bin and N
     compare heavy-cpu.bin heavy-gpu.bin 0.9999999 1e-5
 }
 
+@test "gpu: the fast kernel's Miller index by offset and in double both match the CPU (mosaic, sources, tricubic)" {
+    need_gpu
+    # small reach (0.1 mm pixels at 100-300 mm): -v says the index is taken by offset
+    nb-geom -default_F 100 -cell 100 100 100 90 90 90 -lambda 1 -N 5 -distance 100 -detpixels 384 \
+        -divergence 0.3 -divsteps 3 -dispersion 0.5 -dispsteps 3 -mosaic 0.5 -mosaic_domains 6 -o heavy.nbs
+    nb-geom -hkl "$NB_ROOT/tests/golden/inputs/P1.hkl" -cell 70 80 90 75 85 95 -misset 10 5 3 -lambda 1.0 -N 2 \
+        -distance 300 -detpixels 256 -pixel 0.1 -interpolate -mosaic 0.3 -mosaic_domains 4 | nb-hkl -o tric.nbs
+    for name in heavy tric; do
+        nb-sim -q --device cpu "$name.nbs" | nb-convert -q -o "$name-cpu.bin"
+        run nb-sim -v --device cuda -o "$name-auto.nbs" "$name.nbs"
+        expect_status 0
+        expect_has "Miller index by offset"
+        nb-convert -q -o "$name-offset.bin" "$name-auto.nbs"
+        NB_CUDA_INDEX=double nb-sim -q --device cuda "$name.nbs" | nb-convert -q -o "$name-double.bin"
+        compare "$name-cpu.bin" "$name-offset.bin" 0.9999999 1e-5
+        compare "$name-cpu.bin" "$name-double.bin" 0.9999999 1e-5
+    done
+    # a large crystal (N 300) takes the index in double
+    nb-geom -default_F 100 -cell 100 100 100 90 90 90 -lambda 1 -N 300 -distance 100 -detpixels 64 \
+        -mosaic 0.01 -mosaic_domains 3 -o big.nbs
+    run nb-sim -v --device cuda -o /dev/null big.nbs
+    expect_status 0
+    expect_has "Miller index in double"
+}
+
 @test "gpu: the IMAGE record says the GPU rendered it" {
     need_gpu
     nb-sim -q --device cuda -o g.nbs probe.nbs

@@ -221,3 +221,26 @@ load helper
     run nb-sim --device gpu plan.nbs
     expect_status 2
 }
+
+@test "nb-sim: a series whose writes fail (a full disk) stops with the write's error, exit 1, without hanging" {
+    # the frames are written by a thread of their own while the next renders
+    nb-geom $SMALL -osc 0.5 -nframes 6 -o series.nbs
+    run timeout 60 nb-sim -q -o /dev/full series.nbs
+    expect_status 1
+    expect_has "No space left on device"
+}
+
+@test "nb-sim: a series' frames come out in order, each its own, with --grad after each image" {
+    nb-geom $SMALL -osc 0.5 -nframes 4 -o series.nbs
+    nb-sim -q --grad distance -o out.nbs series.nbs
+    for i in 0 1 2 3; do
+        [ "$(nb_key out.nbs FRAME $((2 * i + 1)))" = "$i" ] || false
+        [ "$(nb_key out.nbs GRAD_OF $((i + 1)))" = distance ] || false
+        [ "$(nb_key out.nbs FRAME $((2 * i + 2)))" = "$i" ] || false
+    done
+    # frame by frame, the same pixels as frames rendered alone
+    nb-sim -q --grad distance --frames 3:3 -o third.nbs series.nbs
+    nb-convert -q -o all_#.bin out.nbs
+    nb-convert -q -o third.bin third.nbs
+    cmp all_3.bin third.bin
+}

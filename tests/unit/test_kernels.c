@@ -155,6 +155,48 @@ static void compare(const char *what, const float *ref, const float *test, size_
        corr, rel, rel_max);
 }
 
+/* The pixels as the CUDA kernel computes them, on the host: the pixel for
+ * the plan's nb_fast_opts_of (the same bits as nb_pixel_fast), and the
+ * pixel with the Miller index by offset from one reference per
+ * NB_OFFSET_SPAN pixels of a row (a warp), against the scalar fast pixel. */
+static void check_gpu_pixels(const char *name, const nb_fparams *fp, const nb_plan *plan, const float *scalar,
+                             double omega_scalar, int tripped_scalar)
+{
+    const nb_pixel_opts o = nb_fast_opts_of(fp);
+    const size_t n = (size_t)plan->fpixels * plan->spixels, npairs = (size_t)fp->kp.nsources * fp->kp.ncells;
+    float *opts = calloc(n, sizeof(float)), *offset = calloc(n, sizeof(float));
+    nb_offset_ref *ref = calloc(npairs, sizeof *ref);
+    double omega_opts = 0, omega_offset = 0;
+    int tripped_opts = 0, tripped_offset = 0;
+    for (int s = 0; s < plan->spixels; s++)
+        for (int f0 = 0; f0 < plan->fpixels; f0 += NB_OFFSET_SPAN) {
+            double d0[3];
+            int mid = f0 + NB_OFFSET_SPAN / 2 < plan->fpixels ? f0 + NB_OFFSET_SPAN / 2 : plan->fpixels - 1;
+            nb_offset_direction(fp, mid, s, d0);
+            for (size_t p = 0; p < npairs; p++) nb_offset_reference(fp, d0, p, &ref[p]);
+            for (int f = f0; f < f0 + NB_OFFSET_SPAN && f < plan->fpixels; f++) {
+                if (!nb_pixel_rendered(&fp->kp, f, s)) continue;
+                opts[(size_t)s * plan->fpixels + f] = nb_pixel_fast_opts(fp, o, f, s, &omega_opts, &tripped_opts);
+                offset[(size_t)s * plan->fpixels + f] =
+                    nb_pixel_offset(fp, o, fp->pair_A4, ref, d0, f, s, &omega_offset, &tripped_offset);
+            }
+        }
+    ok(memcmp(opts, scalar, n * sizeof(float)) == 0 && omega_opts == omega_scalar && tripped_opts == tripped_scalar,
+       "  the pixel for its options (simple %d, one step %d, one pair %d): the scalar fast pixel's bits", o.simple,
+       o.one_step, o.one_pair);
+    /* within its reach, the offset's rounding stays near the fast pixel's own;
+     * beyond it (where the CUDA kernel takes the index in double) it is
+     * still within the fast path's gate */
+    char what[160];
+    const int within = fp->offset_reach <= NB_OFFSET_REACH_MAX;
+    snprintf(what, sizeof what, "  %s: index by offset (reach %.3g, %s) vs the scalar fast pixel", name,
+             fp->offset_reach, within ? "taken on the GPU" : "not taken");
+    compare(what, scalar, offset, n, within ? 0.9999999 : 0.99999, within ? 2e-5 : 2e-3);
+    ok(omega_offset == omega_scalar && tripped_offset == tripped_scalar,
+       "  index by offset: the same solid angles and tricubic fallback report");
+    free(opts), free(offset), free(ref);
+}
+
 /* A shape the kernels do not know is refused before rendering, and every
  * kernel's lattice factor gives NaN for it: never a silent top-hat. */
 static void check_unknown_shape(void)
@@ -258,8 +300,9 @@ int main(void)
                          (!plan.mask || plan.mask[(size_t)s * plan.fpixels + f]);
                 scalar[(size_t)s * plan.fpixels + f] = in ? nb_pixel_fast(&fp, f, s, &omega_scalar, &tripped) : 0;
             }
-        nb_fparams_free(&fp);
         compare("  scalar fast pixel vs double", dbl, scalar, n, 0.99999, 2e-3);
+        check_gpu_pixels(cf->name, &fp, &plan, scalar, omega_scalar, tripped);
+        nb_fparams_free(&fp);
 
         /* every SIMD variant this CPU can run */
         const char *variants[] = {"generic", "avx2", "avx512"};
