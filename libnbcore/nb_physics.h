@@ -469,17 +469,25 @@ NB_HD float nb_fpx_scale(nb_fpx_ctx *c, float I) { return c->scale * I; }
 #include "nb_pixel_scalar.inc"
 
 /* One pixel on the fast path, in plain scalar code: the SIMD kernel's terms
- * (nb_sim_fast.c) for one pixel.  Returns photons/pixel; adds the evaluated
- * solid angles to *omega_sum; sets *tripped where a tricubic neighbourhood
- * left the grid. */
-NB_HD float nb_pixel_fast(const nb_fparams *fp, int fpixel, int spixel, double *omega_sum, int *tripped)
+ * (nb_sim_fast.c) for one pixel, for the pixels `o` describes (inlined, the
+ * options fold; every `o` that holds gives the same bits).  Returns
+ * photons/pixel; adds the evaluated solid angles to *omega_sum; sets
+ * *tripped where a tricubic neighbourhood left the grid. */
+NB_HD float nb_pixel_fast_opts(const nb_fparams *fp, const nb_pixel_opts o, int fpixel, int spixel, double *omega_sum,
+                               int *tripped)
 {
-    const nb_kparams *kp = &fp->kp;
     nb_fpx_ctx c;
     nb_fpx_ctx_init(&c, fp, fpixel, spixel, omega_sum, tripped);
+    if (o.simple) c.fmode = NB_FMODE_DEFAULT;
+    const nb_fpx_rules rules = nb_fpx_rules_of(&fp->kp, o);
+    return nb_fpx_collect(&c, o, &rules, -1).value;
+}
+
+/* The same for any pixel (the host tests' general case). */
+NB_HD float nb_pixel_fast(const nb_fparams *fp, int fpixel, int spixel, double *omega_sum, int *tripped)
+{
     const nb_pixel_opts general = {0, 0, 0};
-    const nb_fpx_rules rules = nb_fpx_rules_of(kp, general);
-    return nb_fpx_collect(&c, general, &rules, -1).value;
+    return nb_pixel_fast_opts(fp, general, fpixel, spixel, omega_sum, tripped);
 }
 
 /* What the fast kernels may assume of every pixel of a plan (nb_pixel_opts):
@@ -643,16 +651,5 @@ NB_HD float nb_pixel_offset(const nb_fparams *fp, const nb_pixel_opts o, const f
     return nb_opx_collect(&c, o, &rules, -1).value;
 }
 
-/* The same pixel with the index as nb_pixel_fast computes it (in double),
- * for the pixels `o` describes. */
-NB_HD float nb_pixel_fast_opts(const nb_fparams *fp, const nb_pixel_opts o, int fpixel, int spixel, double *omega_sum,
-                               int *tripped)
-{
-    nb_fpx_ctx c;
-    nb_fpx_ctx_init(&c, fp, fpixel, spixel, omega_sum, tripped);
-    if (o.simple) c.fmode = NB_FMODE_DEFAULT;
-    const nb_fpx_rules rules = nb_fpx_rules_of(&fp->kp, o);
-    return nb_fpx_collect(&c, o, &rules, -1).value;
-}
 
 #endif
