@@ -4,8 +4,10 @@
  * for the host (the CPU kernels, the unit tests) and for a CUDA device.  What
  * a pixel collects is nb_pixel.inc, the one pixel model; this header holds
  * the terms it is instantiated with for the reference-faithful double pixel
- * nb_pixel_double() (the model every other backend is checked against) and
- * the single-precision scalar pixel nb_pixel_fast().
+ * nb_pixel_double() (the model every other backend is checked against), the
+ * single-precision scalar pixel nb_pixel_fast() (nb_pixel_fast_opts() for a
+ * plan's nb_pixel_opts), and the same with the Miller index by offset from a
+ * reference, nb_pixel_offset() (the CUDA kernel's where the crystal allows).
  *
  * The double pixel's terms are nb_pixel_double.inc, instantiated here for
  * double and in nb_physics_dual.h for the dual numbers of the derivatives.
@@ -422,6 +424,9 @@ NB_HD void nb_fpx_index(nb_fpx_ctx *c, const nb_fpx_geo *g, const nb_fpx_src *sv
 NB_HD float nb_fpx_lattice(nb_fpx_ctx *c, const nb_fpx_idx *x)
 {
     const nb_fparams *fp = c->fp;
+    /* the Chebyshev form with the whole N of the parameters (nb_lattice
+     * would convert them from float on every term) */
+    if (c->kp->shape == NB_SHAPE_SQUARE && fp->cheb) return nb_sincg3_cheb(x->dh, x->dk, x->dl, fp->na, fp->nb, fp->nc);
     return nb_lattice(c->kp->shape, fp->cheb, x->dh, x->dk, x->dl, c->Na, c->Nb, c->Nc, c->fudge, fp->a_star,
                       fp->b_star, fp->c_star);
 }
@@ -536,7 +541,6 @@ typedef struct nb_opx_ctx {
     const float *A4;           /* the pairs' A, rows of 4 */
     const nb_offset_ref *ref;  /* the pairs' references */
     double d0[3];              /* the reference direction */
-    int cheb_square;           /* square shape, N small and whole: the Chebyshev form */
 } nb_opx_ctx;
 typedef struct nb_opx_geo {
     nb_fpx_geo f;
@@ -616,12 +620,7 @@ NB_HD void nb_opx_index(nb_opx_ctx *c, const nb_opx_geo *g, const nb_opx_src *sv
     x->ih = r->whole[0] + whole[0], x->ik = r->whole[1] + whole[1], x->il = r->whole[2] + whole[2];
 }
 
-NB_HD float nb_opx_lattice(nb_opx_ctx *c, const nb_opx_idx *x)
-{
-    const nb_fparams *fp = c->f.fp;
-    if (c->cheb_square) return nb_sincg3_cheb(x->dh, x->dk, x->dl, fp->na, fp->nb, fp->nc);
-    return nb_fpx_lattice(&c->f, x);
-}
+NB_HD float nb_opx_lattice(nb_opx_ctx *c, const nb_opx_idx *x) { return nb_fpx_lattice(&c->f, x); }
 
 NB_HD float nb_opx_structure(nb_opx_ctx *c, const nb_opx_idx *x, int accept)
 {
@@ -645,7 +644,6 @@ NB_HD float nb_pixel_offset(const nb_fparams *fp, const nb_pixel_opts o, const f
     nb_fpx_ctx_init(&c.f, fp, fpixel, spixel, omega_sum, tripped);
     if (o.simple) c.f.fmode = NB_FMODE_DEFAULT;
     c.A4 = A4, c.ref = ref;
-    c.cheb_square = fp->kp.shape == NB_SHAPE_SQUARE && fp->cheb;
     for (int i = 0; i < 3; i++) c.d0[i] = d0[i];
     const nb_opx_rules rules = nb_opx_rules_of(&fp->kp, o);
     return nb_opx_collect(&c, o, &rules, -1).value;

@@ -230,7 +230,8 @@ static nb_status frame_range(const sim_opts *o, int nframes, long *first, long *
 /* A rendered frame: its IMAGE, its derivatives, its rows' CRC-32s. */
 typedef struct out_frame {
     nb_record img;
-    nb_record *grads; /* ng records */
+    nb_record grads[NB_GRAD_MAX_NAMES]; /* the first ng used; held here, so that a frame is
+                                           handed over by one copy */
     nb_payload_crc row_crc;
     int taken; /* the renderer took every row's CRC */
 } out_frame;
@@ -268,15 +269,12 @@ static nb_status write_frame(nb_writer *w, out_frame *fr, int ng)
 static void *frame_writer_main(void *arg)
 {
     frame_writer *fw = arg;
-    nb_record grads[NB_GRAD_MAX_NAMES];
     out_frame fr;
     pthread_mutex_lock(&fw->mu);
     for (;;) {
         while (!fw->full && !fw->done) pthread_cond_wait(&fw->cv, &fw->mu);
         if (!fw->full) break;
         fr = fw->waiting;
-        memcpy(grads, fw->waiting.grads, (size_t)fw->ng * sizeof *grads);
-        fr.grads = grads;
         fw->full = 0;
         pthread_cond_broadcast(&fw->cv);
         const int failed = fw->st != NB_OK;
@@ -311,10 +309,7 @@ static nb_status frame_writer_put(frame_writer *fw, out_frame *fr)
     while (fw->full && !fw->st) pthread_cond_wait(&fw->cv, &fw->mu);
     const int failed = fw->st != NB_OK;
     if (!failed) {
-        nb_record *grads = fw->waiting.grads; /* the writer's own array */
         fw->waiting = *fr;
-        fw->waiting.grads = grads;
-        memcpy(grads, fr->grads, (size_t)fw->ng * sizeof *fr->grads);
         fw->full = 1;
         pthread_cond_broadcast(&fw->cv);
     }
@@ -334,14 +329,13 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
     if (plan->nframes > 1)
         nb_info("frames %ld to %ld of %d", first + 1, last + 1, plan->nframes);
     nb_grad_plans gp;
-    nb_record grads[NB_GRAD_MAX_NAMES], waiting_grads[NB_GRAD_MAX_NAMES];
     const int ng = o->grad.n;
     memset(&gp, 0, sizeof gp);
     if (ng && first <= last) st = nb_grad_plans_build(plan, &o->grad, &gp);
     if (st) return st;
     frame_writer fw;
     memset(&fw, 0, sizeof fw);
-    fw.w = w, fw.ng = ng, fw.waiting.grads = waiting_grads;
+    fw.w = w, fw.ng = ng;
     pthread_t th;
     int threaded = !pthread_mutex_init(&fw.mu, NULL);
     if (threaded && pthread_cond_init(&fw.cv, NULL)) {
@@ -358,9 +352,8 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
     sum.t0 = nb_now(), sum.first = first, sum.count = last - first + 1;
     for (long f = first; f <= last && !st; f++) {
         out_frame fr;
-        memset(grads, 0, sizeof grads);
-        fr.grads = grads;
-        st = render(plan, hkl, o, ng ? &gp : NULL, f, &fr.img, grads, &fr.row_crc, &fr.taken, &sum);
+        memset(fr.grads, 0, sizeof fr.grads);
+        st = render(plan, hkl, o, ng ? &gp : NULL, f, &fr.img, fr.grads, &fr.row_crc, &fr.taken, &sum);
         if (st) out_frame_free(&fr, ng);
         else if (threaded) st = frame_writer_put(&fw, &fr);
         else {

@@ -1,7 +1,9 @@
 /* nb_sim_cuda.h - nb-sim's CUDA backend (built when nvcc is found).
  *
- * The physics is nb_physics.h's: nb_pixel_double() for -precision double and
- * nb_pixel_fast() for the default path, one thread per pixel, and
+ * The physics is nb_physics.h's: nb_pixel_double() for -precision double and,
+ * for the default path, nb_pixel_fast_opts() or nb_pixel_offset() (the
+ * Miller index in double, or by offset from a warp's reference), one thread
+ * per pixel, and
  * nb_physics_dual.h's nb_pixel_grad() (double) and nb_pixel_fgrad()
  * (single precision, the fast path) for derivatives.  Only launch,
  * memory and reduction code is CUDA-specific.  The plan's arrays (sources,
