@@ -1,7 +1,8 @@
 /* nb_tuning.c - the tools' requests to the operating system and the CPU for
  * speed (nb_tuning.h): thread counts, huge pages, faulting pages in ahead,
- * pipe sizes, the SIMD limit.  Kept apart from what they speed up, so that
- * the policy can be read, and changed, in one place. */
+ * files' space allocated ahead, pipe sizes, the SIMD limit.  Kept apart
+ * from what they speed up, so that the policy can be read, and changed, in
+ * one place. */
 #include "nb_tuning.h"
 
 #include <errno.h>
@@ -11,6 +12,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#ifdef __linux__
+#include <sys/vfs.h>
+#endif
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -102,6 +106,19 @@ void nb_fault_rows_ahead(void *image, size_t row_bytes, int rows, int row)
     if (last > (size_t)rows) last = (size_t)rows;
     if (first >= last) return;
     nb_prefault((char *)image + first * row_bytes, (last - first) * row_bytes);
+}
+
+void nb_preallocate(int fd, unsigned long long bytes)
+{
+#if defined(__linux__) && defined(FALLOC_FL_KEEP_SIZE)
+    const long ext4_magic = 0xEF53; /* EXT4_SUPER_MAGIC (ext2 and ext3 share it) */
+    struct statfs fs;
+    if (bytes == 0 || bytes > (unsigned long long)INT64_MAX || fstatfs(fd, &fs) != 0 || (long)fs.f_type != ext4_magic)
+        return;
+    (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)bytes); /* a hint: failure is harmless */
+#else
+    (void)fd, (void)bytes;
+#endif
 }
 
 void nb_pipe_widen(int fd)

@@ -1,6 +1,6 @@
 /* nb_tuning.h - how the tools ask the operating system and the CPU for
- * speed: thread counts, huge pages, faulting pages in ahead of use, pipe
- * buffer sizes, the SIMD width allowed.  Policy only: what is computed never
+ * speed: thread counts, huge pages, faulting pages in ahead of use, files'
+ * space allocated ahead, pipe buffer sizes, the SIMD width allowed.  Policy only: what is computed never
  * depends on it (the same bytes on any thread count, page size or pipe). */
 #ifndef NB_TUNING_H
 #define NB_TUNING_H
@@ -47,6 +47,17 @@ void nb_fault_rows_ahead(void *image, size_t row_bytes, int rows, int row);
  * otherwise takes a page fault per 4 KiB, each costing microseconds on a
  * virtual machine.  Contents are left as they are. */
 void nb_prefault(void *p, size_t size);
+
+/* ---- files ------------------------------------------------------------------ */
+/* Allocate the space of the first `bytes` of the new file on fd now (Linux
+ * fallocate, its size kept), so that the writes that fill it find their
+ * blocks mapped: on ext4 writing 64 MiB then takes 9 ms instead of 13.  A
+ * hint, given only where it was measured to pay: on ext4 (its extents are
+ * allocated at once); not on tmpfs, where allocating a page costs the same
+ * ahead as on the write (16 of 26 ms for 64 MiB) and only moves the cost;
+ * nowhere else, untested.  Nothing is written (as posix_fallocate's zeros
+ * would be), and a file system that refuses is left as it is. */
+void nb_preallocate(int fd, unsigned long long bytes);
 
 /* ---- pipes ------------------------------------------------------------------ */
 /* Give a pipe on fd a 1 MiB buffer (no-op for anything else). */

@@ -216,8 +216,10 @@ static nb_status commit_pending(void)
 }
 
 /* Where to write `final` now: a hidden name beside it (renamed by
- * commit_pending) or, for special files, the file itself. */
-static nb_status claim_output(const char *final, char **target)
+ * commit_pending) or, for special files, the file itself.  bytes: what the
+ * file will hold at least, when known (its space is allocated now,
+ * nb_preallocate), else 0. */
+static nb_status claim_output(const char *final, unsigned long long bytes, char **target)
 {
     for (int i = 0; i < nwritten; i++)
         if (!strcmp(written[i], final))
@@ -239,6 +241,7 @@ static nb_status claim_output(const char *final, char **target)
     char *tmp;
     int fd = nb_temp_beside(final, ".nbc", &tmp);
     if (fd < 0) return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", final, strerror(errno));
+    nb_preallocate(fd, bytes);
     close(fd);
     if (npend == cap_pend) {
         cap_pend = cap_pend ? 2 * cap_pend : 16;
@@ -390,7 +393,7 @@ static nb_status write_expt(out_request *o, const conv_opts *all, const frame *f
         images.path = abs;
     }
     char *target = NULL;
-    if ((st = claim_output(o->path, &target))) return st;
+    if ((st = claim_output(o->path, 0, &target))) return st;
     nb_info("writing %s", o->path);
     st = nb_dials_expt_write(target, fr->plan, &images);
     free(target);
@@ -425,7 +428,7 @@ static nb_status write_sidecar(out_request *o, const conv_opts *all, const frame
         snprintf(tmpl, sizeof tmpl, "%s", img->path);
         for (char *c = tmpl; *c; c++)
             if (*c == '#') *c = '?';
-        if ((st = claim_output(o->path, &target))) return st;
+        if ((st = claim_output(o->path, 0, &target))) return st;
         nb_info("writing %s", o->path);
         /* a CBF's counts start at 0 (cbf_values), so its overload is lower by the offset */
         if (img->format == FMT_CBF) overload -= (int)lrint(fr->counts ? fr->counts_adc : fr->adc);
@@ -434,7 +437,7 @@ static nb_status write_sidecar(out_request *o, const conv_opts *all, const frame
     } else if (o->format == FMT_EXPT) {
         return write_expt(o, all, fr);
     } else {
-        if ((st = claim_output(o->path, &target))) return st;
+        if ((st = claim_output(o->path, 0, &target))) return st;
         nb_info("writing %s", o->path);
         st = nb_crystfel_geom_write(target, fr->plan, overload);
     }
@@ -447,7 +450,7 @@ static nb_status write_one(const out_request *o, const frame *fr)
 {
     char final[NB_PATH_MAX], *target = NULL;
     nb_status st = frame_path(o->path, fr->frame, final, sizeof final);
-    if (!st) st = claim_output(final, &target);
+    if (!st) st = claim_output(final, 0, &target);
     if (!st) {
         nb_info("writing %s", final);
         st = write_format(o, target, final, fr);
@@ -920,8 +923,12 @@ static nb_status rows_open(row_files *R, const out_request *q, int k, const fram
     row_out *ro = &R->outs[R->nouts];
     memset(ro, 0, sizeof *ro);
     ro->req = k, ro->kind = kind;
+    /* the bytes it will hold at least: an SMV header is 512 or more */
+    const int bits = kind == ROW_FLOAT ? 32 : kind == ROW_SMV_SCALED ? 16 : fr->counts_bits;
+    const unsigned long long bytes = (kind == ROW_FLOAT ? 0 : 512) + (unsigned long long)fr->width *
+                                                                        (unsigned long long)fr->height * (unsigned)(bits / 8);
     nb_status st = frame_path(q->path, fr->frame, final, sizeof final);
-    if (!st) st = claim_output(final, &target);
+    if (!st) st = claim_output(final, bytes, &target);
     if (st) return st;
     nb_info("writing %s", final);
     if (kind == ROW_FLOAT) {

@@ -306,6 +306,14 @@ static nb_status frame_writer_status(frame_writer *fw)
 static nb_status frame_writer_put(frame_writer *fw, out_frame *fr)
 {
     pthread_mutex_lock(&fw->mu);
+    if (fw->full && !fw->st) {
+        /* this thread waits for the writer: the render's idle OpenMP threads
+         * would spin meanwhile, taking a core from the stage that reads the
+         * pipe (only the thread that owns them can let them go) */
+        pthread_mutex_unlock(&fw->mu);
+        nb_threads_release_idle();
+        pthread_mutex_lock(&fw->mu);
+    }
     while (fw->full && !fw->st) pthread_cond_wait(&fw->cv, &fw->mu);
     const int failed = fw->st != NB_OK;
     if (!failed) {
@@ -337,7 +345,10 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
     memset(&fw, 0, sizeof fw);
     fw.w = w, fw.ng = ng;
     pthread_t th;
-    int threaded = !pthread_mutex_init(&fw.mu, NULL);
+    /* one frame is written on this thread: there is nothing to overlap, and
+     * the writer lets the render's idle OpenMP threads go before it writes
+     * (nb_writer_put_consume), which only the thread that owns them can do */
+    int threaded = last > first && !pthread_mutex_init(&fw.mu, NULL);
     if (threaded && pthread_cond_init(&fw.cv, NULL)) {
         pthread_mutex_destroy(&fw.mu);
         threaded = 0;
@@ -362,6 +373,7 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
         }
     }
     if (threaded) {
+        nb_threads_release_idle(); /* as in frame_writer_put: this thread now waits for the writer */
         pthread_mutex_lock(&fw.mu);
         fw.done = 1;
         pthread_cond_broadcast(&fw.cv);

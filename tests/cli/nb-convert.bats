@@ -150,6 +150,23 @@ rendered() { # rendered NAME [nb-geom args]: NAME.nbs = PLAN + IMAGE of the smal
     expect_has "no/such/dir/out.bin"
 }
 
+@test "nb-convert: a raw float and an SMV file take no space beyond their bytes (space allocated ahead)" {
+    # on ext4 their space is allocated when their temporaries are made
+    # (nb_preallocate): what the file will hold at least, never more
+    nb-geom $SMALL -detpixels 128 | nb-sim -q -o img.nbs
+    run_nb nb-convert -o f.bin -o i.img img.nbs
+    expect_status 0
+    local f size blocks
+    for f in f.bin i.img; do
+        size=$(stat -c %s "$f")
+        blocks=$(stat -c '%b * %B' "$f")
+        [ "$((blocks))" -le "$(((size + 4095) / 4096 * 4096))" ] ||
+            { echo "$f holds $size bytes in $((blocks)) bytes of blocks"; return 1; }
+    done
+    [ "$(stat -c %s f.bin)" -eq $((128 * 128 * 4)) ]
+    [ "$(stat -c %s i.img)" -eq $((512 + 128 * 128 * 2)) ]
+}
+
 @test "nb-convert: a failing run does not clobber an existing file" {
     rendered img
     echo precious > out.bin
