@@ -841,6 +841,9 @@ void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, nb_row_
 #define FG_K 1
 #define FG_SUFFIX _k1
 #include "nb_fast_grad.inc"
+#define FG_K 3
+#define FG_SUFFIX _k3
+#include "nb_fast_grad.inc"
 #define FG_K 4
 #define FG_SUFFIX _k4
 #include "nb_fast_grad.inc"
@@ -849,11 +852,14 @@ void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, nb_row_
 #include "nb_fast_grad.inc"
 
 /* a pass of nd names in the smallest instantiation that holds them: the
- * tangents' cost is per tangent carried */
+ * tangents' cost is per tangent carried (three names, the detector's
+ * distance and beam centre, in 4 lanes of tangents took 9 % longer than in
+ * 3: 1024^2 with mosaic and sub-pixels, 55.9 against 51.2 ms) */
 void NB_FAST_GRAD_NAME(const nb_fparams *fs, const nb_fgrad *fg, float *image, float **grads, double *row_omega,
                        int *tripped, nb_progress *prog)
 {
     if (fg->nd <= 1) grad_rows_k1(fs, fg, image, grads, row_omega, tripped, prog);
+    else if (fg->nd <= 3) grad_rows_k3(fs, fg, image, grads, row_omega, tripped, prog);
     else if (fg->nd <= 4) grad_rows_k4(fs, fg, image, grads, row_omega, tripped, prog);
     else grad_rows_kmax(fs, fg, image, grads, row_omega, tripped, prog);
 }
