@@ -156,15 +156,18 @@ rendered() { # rendered NAME [nb-geom args]: NAME.nbs = PLAN + IMAGE of the smal
     nb-geom $SMALL -detpixels 128 | nb-sim -q -o img.nbs
     run_nb nb-convert -o f.bin -o i.img img.nbs
     expect_status 0
-    local f size blocks
+    [ "$(stat -c %s f.bin)" -eq $((128 * 128 * 4)) ]
+    [ "$(stat -c %s i.img)" -eq $((512 + 128 * 128 * 2)) ]
+    # other file systems keep blocks of their own past the end for a while (XFS)
+    local fs f size blocks
+    fs=$(stat -f -c %T .)
+    [ "$fs" = ext2/ext3 ] || skip "space is allocated ahead on ext4 only (here: $fs)"
     for f in f.bin i.img; do
         size=$(stat -c %s "$f")
         blocks=$(stat -c '%b * %B' "$f")
         [ "$((blocks))" -le "$(((size + 4095) / 4096 * 4096))" ] ||
             { echo "$f holds $size bytes in $((blocks)) bytes of blocks"; return 1; }
     done
-    [ "$(stat -c %s f.bin)" -eq $((128 * 128 * 4)) ]
-    [ "$(stat -c %s i.img)" -eq $((512 + 128 * 128 * 2)) ]
 }
 
 @test "nb-convert: a failing run does not clobber an existing file" {
