@@ -65,6 +65,10 @@ static void print_backends(FILE *fp)
 
 enum device { DEV_AUTO, DEV_CPU, DEV_CUDA };
 
+/* The CUDA context, opened at the first render that wants it. */
+static nb_cuda *cuda;
+static int cuda_tried;
+
 typedef struct sim_opts {
     int device;    /* enum device */
     int precision; /* -1: from the plan */
@@ -306,10 +310,12 @@ static nb_status frame_writer_status(frame_writer *fw)
 static nb_status frame_writer_put(frame_writer *fw, out_frame *fr)
 {
     pthread_mutex_lock(&fw->mu);
-    if (fw->full && !fw->st) {
-        /* this thread waits for the writer: the render's idle OpenMP threads
-         * would spin meanwhile, taking a core from the stage that reads the
-         * pipe (only the thread that owns them can let them go) */
+    if (fw->full && !fw->st && !cuda) {
+        /* this thread waits for the writer: the CPU render's idle OpenMP
+         * threads, one a core, would spin meanwhile, taking a core from the
+         * stage that reads the pipe (only the thread that owns them can let
+         * them go).  A GPU frame's few copying threads (nb_sim_cuda.cu's
+         * FINISH_THREADS) are kept for the next frame. */
         pthread_mutex_unlock(&fw->mu);
         nb_threads_release_idle();
         pthread_mutex_lock(&fw->mu);
@@ -501,9 +507,6 @@ static const nb_opt rows[] = {
 #undef SO
 static const nb_opt_table table = {NB_SIM, rows, (int)(sizeof rows / sizeof rows[0])};
 
-/* The CUDA context, opened at the first render that wants it. */
-static nb_cuda *cuda;
-static int cuda_tried;
 
 /* Which device renders: CUDA when asked (an error if there is none), or when
  * 'auto' finds one; the CPU otherwise. */
