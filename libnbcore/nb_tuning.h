@@ -1,7 +1,8 @@
 /* nb_tuning.h - how the tools ask the operating system and the CPU for
  * speed: thread counts, huge pages, faulting pages in ahead of use, files'
- * space allocated ahead, pipe buffer sizes, the SIMD width allowed.  Policy only: what is computed never
- * depends on it (the same bytes on any thread count, page size or pipe). */
+ * space allocated ahead, pipe buffer sizes, the SIMD width allowed.  Policy
+ * only: what is computed never depends on it (the same bytes on any thread
+ * count, page size or pipe). */
 #ifndef NB_TUNING_H
 #define NB_TUNING_H
 

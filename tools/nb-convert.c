@@ -925,8 +925,8 @@ static nb_status rows_open(row_files *R, const out_request *q, int k, const fram
     ro->req = k, ro->kind = kind;
     /* the bytes it will hold at least: an SMV header is 512 or more */
     const int bits = kind == ROW_FLOAT ? 32 : kind == ROW_SMV_SCALED ? 16 : fr->counts_bits;
-    const unsigned long long bytes = (kind == ROW_FLOAT ? 0 : 512) + (unsigned long long)fr->width *
-                                                                        (unsigned long long)fr->height * (unsigned)(bits / 8);
+    const unsigned long long pixels = (unsigned long long)fr->width * (unsigned long long)fr->height;
+    const unsigned long long bytes = (kind == ROW_FLOAT ? 0 : 512) + pixels * (unsigned)(bits / 8);
     nb_status st = frame_path(q->path, fr->frame, final, sizeof final);
     if (!st) st = claim_output(final, bytes, &target);
     if (st) return st;

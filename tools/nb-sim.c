@@ -507,7 +507,6 @@ static const nb_opt rows[] = {
 #undef SO
 static const nb_opt_table table = {NB_SIM, rows, (int)(sizeof rows / sizeof rows[0])};
 
-
 /* Which device renders: CUDA when asked (an error if there is none), or when
  * 'auto' finds one; the CPU otherwise. */
 static nb_status pick_device(const sim_opts *o, int *use_cuda)
