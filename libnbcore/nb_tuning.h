@@ -21,7 +21,10 @@ int nb_threads_spare(void);
 /* Before a long sequential stretch (writing an image after a parallel
  * checksum or render): release OpenMP's idle threads, which would spin-wait
  * on a core the next stage of the pipe needs (a later parallel region starts
- * them again). */
+ * them again).  Only the calling thread's own team is released (OpenMP keeps
+ * a pool per thread that starts parallel regions): called from a thread
+ * that started none, such as a writer thread beside the render, it does
+ * nothing. */
 void nb_threads_release_idle(void);
 
 /* ---- memory ----------------------------------------------------------------- */

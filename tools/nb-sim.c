@@ -379,7 +379,7 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
         }
     }
     if (threaded) {
-        nb_threads_release_idle(); /* as in frame_writer_put: this thread now waits for the writer */
+        nb_threads_release_idle(); /* no frame follows: this thread only waits for the writer now */
         pthread_mutex_lock(&fw.mu);
         fw.done = 1;
         pthread_cond_broadcast(&fw.cv);

@@ -232,7 +232,7 @@ static double fast_step(const nb_grad_plans *g, int j)
 /* Each name's fast derivative in passes of 1, 3 and 4 names (the
  * instantiations for 1, 3 and 4 tangents; the last pass of a size may hold
  * fewer) is what it is in the passes of all (of up to 8). */
-static void check_fast_alone(const nb_grad_plans *g, const nb_kparams *kp, const nb_hkl *hkl, float *const *fgrads,
+static void check_fast_passes(const nb_grad_plans *g, const nb_kparams *kp, const nb_hkl *hkl, float *const *fgrads,
                              size_t n, const char *what)
 {
     static const int sizes[] = {1, 3, 4};
@@ -331,7 +331,7 @@ static void check_fast(const struct config *c, const nb_plan *plan, const nb_hkl
         ok(want && worst <= 1e-6, "%s: fast path: the image is the fast kernel's (worst relative difference %.1e)",
            c->what, worst);
         free(want);
-        check_fast_alone(g, &s.kp, hkl, fgrads, n, c->what);
+        check_fast_passes(g, &s.kp, hkl, fgrads, n, c->what);
         check_fgrad(c, g, &s.kp, hkl, image, fgrads, n);
         for (int j = 0; j < names->n; j++) {
             const nb_grad_param *p = names->param[j];
