@@ -11,7 +11,9 @@
 #include "nb_util.h"
 
 static const char *tool_name = "nb";
-static char message[4096];
+/* each thread's own: a worker's failure (nb-sim's frame writer, nb-convert's
+ * frame pool) is told to the main thread, which sets it again there */
+static _Thread_local char message[4096];
 static int verbosity = 0;
 /* the stage before this one that failed (an ABORT record in the input) */
 static char upstream_tool[64];

@@ -454,6 +454,9 @@ struct nb_reader {
     nb_payload_how how;     /* for the current record's payload, from the consumer's begin */
     unsigned char *ring;    /* NB_READER_SLOTS slots of ring_slot bytes, kept for the next record */
     size_t ring_slot;
+    unsigned char *spare[NB_READER_SPARES]; /* payload buffers given back (nb_reader_recycle) */
+    size_t spare_cap[NB_READER_SPARES];
+    int nspare;
     int from_pipe;          /* the input is a pipe (an ABORT is then told quietly) */
     char abort_tool[64];    /* after an ABORT record: who failed, and how; the */
     int abort_status;       /* stream ends there (abort_status 0: none came) */
@@ -672,6 +675,37 @@ static nb_status read_payload_show_only(nb_reader *r, nb_record *rec, long idx, 
     return NB_OK;
 }
 
+/* A buffer given back for a payload of n bytes: the first that holds them
+ * and is at most twice as large (its capacity in *cap), else NULL */
+static unsigned char *take_spare(nb_reader *r, size_t n, size_t *cap)
+{
+    for (int i = 0; i < r->nspare; i++)
+        if (r->spare_cap[i] >= n && r->spare_cap[i] / 2 <= n) {
+            unsigned char *p = r->spare[i];
+            *cap = r->spare_cap[i];
+            r->nspare--;
+            r->spare[i] = r->spare[r->nspare], r->spare_cap[i] = r->spare_cap[r->nspare];
+            return p;
+        }
+    return NULL;
+}
+
+void nb_reader_recycle(nb_reader *r, nb_record *rec)
+{
+    if (r && rec->payload && rec->payload_cap >= ((size_t)1 << 20)) {
+        if (r->nspare == NB_READER_SPARES) { /* the oldest goes */
+            free(r->spare[0]);
+            memmove(r->spare, r->spare + 1, (NB_READER_SPARES - 1) * sizeof *r->spare);
+            memmove(r->spare_cap, r->spare_cap + 1, (NB_READER_SPARES - 1) * sizeof *r->spare_cap);
+            r->nspare--;
+        }
+        r->spare[r->nspare] = rec->payload, r->spare_cap[r->nspare] = rec->payload_cap;
+        r->nspare++;
+        rec->payload = NULL;
+    }
+    nb_record_free(rec);
+}
+
 /* A payload kept in the record (plen bytes of which the input can give
  * avail): allocated once when its size is known, else grown as it comes */
 static nb_status read_payload_kept(nb_reader *r, nb_record *rec, long idx, uint64_t plen, uint64_t avail,
@@ -679,15 +713,15 @@ static nb_status read_payload_kept(nb_reader *r, nb_record *rec, long idx, uint6
 {
     const uint64_t grow_from = (uint64_t)256 << 20;
     size_t first = avail == UINT64_MAX && plen > grow_from ? (size_t)grow_from : (size_t)plen;
-    rec->payload = nb_malloc_large(first);
+    rec->payload = take_spare(r, first, &rec->payload_cap);
+    if (!rec->payload) rec->payload = nb_malloc_large(first), rec->payload_cap = first;
     if (!rec->payload) return payload_nomem(idx, rec, plen);
-    rec->payload_cap = first;
     uint64_t have = 0;
     int ioerr = 0, ahead = 0;
     nb_status st = NB_OK;
     /* a large payload for a consumer, with a second thread to spare and no
      * reallocation ahead: read it on that thread */
-    if (shown(r) && r->fp && plen >= (uint64_t)4 << 20 && rec->payload_cap == plen && nb_threads_spare())
+    if (shown(r) && r->fp && plen >= (uint64_t)4 << 20 && rec->payload_cap >= plen && nb_threads_spare())
         st = read_payload_ahead(r, rec->payload, plen, crc, &have, &ioerr, &ahead);
     if (!st && !ahead) st = read_pieces(r, rec, idx, plen, 1, crc, &have, &ioerr);
     if (st) return st;
@@ -772,6 +806,7 @@ void nb_reader_close(nb_reader *r)
     if (r->fp && r->fp != stdin) fclose(r->fp);
     free(r->name);
     free(r->ring);
+    for (int i = 0; i < r->nspare; i++) free(r->spare[i]);
     free(r);
 }
 

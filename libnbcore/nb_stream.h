@@ -170,6 +170,13 @@ typedef struct nb_payload_consumer {
 /* Set (copied) or, with NULL, remove the reader's consumer. */
 void nb_reader_set_consumer(nb_reader *r, const nb_payload_consumer *c);
 void nb_reader_close(nb_reader *r);
+/* Free rec, keeping its payload buffer (1 MiB or more) for the payload of a
+ * later record of about its size: memory the process has touched already,
+ * where a fresh buffer's pages would each be zeroed by the kernel as they are
+ * first written (a series' frames handed to other threads and given back
+ * here).  At most NB_READER_SPARES are kept; call on the reader's thread. */
+void nb_reader_recycle(nb_reader *r, nb_record *rec);
+enum { NB_READER_SPARES = 8 };
 
 /* ---- writing ------------------------------------------------------------ */
 typedef struct nb_writer nb_writer;

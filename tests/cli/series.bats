@@ -4,6 +4,8 @@
 
 load helper
 
+PY=${NB_TEST_PYTHON:-/usr/bin/python3}   # the Debian interpreter (nan_in_frame)
+
 SERIES="-cell 78 78 37 90 90 90 -lambda 1 -N 5 -distance 150 -detpixels 48 -pixel 0.172 -default_F 100 -osc 1 -phisteps 2"
 
 @test "series: -nframes N gives N IMAGE records, FRAME 0..N-1, PHI_START phi0 + i osc" {
@@ -91,4 +93,68 @@ SERIES="-cell 78 78 37 90 90 90 -lambda 1 -N 5 -distance 150 -detpixels 48 -pixe
     m2=$( { /usr/bin/time -f %M nb-sim -q -o /dev/null p2.nbs; } 2>&1 | tail -1)
     m12=$( { /usr/bin/time -f %M nb-sim -q -o /dev/null p12.nbs; } 2>&1 | tail -1)
     [ "$m12" -lt $((m2 + 2048)) ] || { echo "peak RSS $m2 KiB for 2 frames, $m12 KiB for 12"; return 1; }
+}
+
+# Frame FRAME (0-based) of stream FILE with pixel (fast 7, slow 5) made NaN,
+# its record's CRC made again (docs/stream-format.md 1)
+nan_in_frame() {
+    command -v "$PY" >/dev/null || skip "$PY is not installed"
+    "$PY" - "$1" "$2" <<'PYEOF'
+import struct, sys, zlib
+path, frame = sys.argv[1], sys.argv[2]
+data = bytearray(open(path, 'rb').read())
+pos = 0
+while pos < len(data):
+    hlen, plen = struct.unpack_from('<IQ', data, pos + 20)
+    kind = bytes(data[pos + 12:pos + 20]).rstrip(b'\0')
+    head = bytes(data[pos + 32:pos + 32 + hlen]).decode()
+    end = pos + 32 + hlen + plen
+    if kind == b'IMAGE' and '\nFRAME=%s\n' % frame in head:
+        width = int([l for l in head.split('\n') if l.startswith('FPIXELS=')][0].split('=')[1])
+        array = [l for l in head.split('\n') if l.startswith('ARRAY.pixels=')][0].split('=')[1].split()
+        struct.pack_into('<f', data, pos + 32 + hlen + int(array[2]) + 4 * (5 * width + 7), float('nan'))
+        struct.pack_into('<I', data, end, zlib.crc32(bytes(data[pos:end])) & 0xffffffff)
+    pos = end + 4
+open(path, 'wb').write(bytes(data))
+PYEOF
+}
+
+@test "series: frames written several at a time (--threads 3) are those written one by one, with the same -v lines" {
+    # frames of over 1 MiB: their payload buffers are given back to the reader for later frames
+    nb-geom $SERIES -detpixels 520 -nframes 6 | nb-sim -q -o s.nbs
+    nb-convert -v --threads 1 -o a_#.bin -o a_#.img s.nbs 2> one.txt
+    nb-convert -v --threads 3 -o b_#.bin -o b_#.img s.nbs 2> pool.txt
+    for i in 1 2 3 4 5 6; do
+        cmp "a_$i.bin" "b_$i.bin"
+        cmp "a_$i.img" "b_$i.img"
+    done
+    grep -q '^writing the frames 3 at a time$' pool.txt
+    run ! grep -q '^writing the frames' one.txt
+    grep -v '^writing the frames' pool.txt | sed 's/b_/a_/g' > pool_as_one.txt
+    cmp one.txt pool_as_one.txt
+    [ "$(grep -c '^writing a_' one.txt)" -eq 12 ]
+}
+
+@test "series: a frame that cannot be written fails the series with the first such frame's message at any thread count; no frame is left" {
+    nb-geom $SERIES -nframes 8 | nb-sim -q -o s.nbs
+    local i
+    for i in 3 4 5 6 7 8; do ln -s /dev/full "c_$i.bin"; done
+    for threads in 1 3 3 3 3 3 3; do
+        run_nb nb-convert --threads "$threads" -o c_#.bin -o c_#.img s.nbs
+        expect_status 1
+        expect_has "cannot write 'c_3.bin': No space left on device"
+        expect_lacks "c_4.bin"
+        no_files_but s.nbs c_3.bin c_4.bin c_5.bin c_6.bin c_7.bin c_8.bin stdout.bin
+    done
+}
+
+@test "series: a non-finite pixel in one frame fails the series naming the pixel at any thread count; no frame is left" {
+    nb-geom $SERIES -nframes 6 | nb-sim -q -o s.nbs
+    nan_in_frame s.nbs 3
+    for threads in 1 3; do
+        run_nb nb-convert --threads "$threads" -o d_#.bin -o d_#.img s.nbs
+        expect_status 1
+        expect_has "pixel 247 (fast 7, slow 5) is not a finite number"
+        no_files_but s.nbs stdout.bin
+    done
 }

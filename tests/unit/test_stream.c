@@ -1754,12 +1754,60 @@ static void test_fault_rows_ahead(void)
     munmap(map, map_len);
 }
 
+/* nb_reader_recycle: a payload buffer given back serves a later payload of
+ * about its size (at most twice smaller), with that payload's bytes; one too
+ * small or too large is not used; at most NB_READER_SPARES are kept. */
+static void test_recycle(void)
+{
+    const size_t sizes[] = {(size_t)3 << 19, (size_t)3 << 19, (size_t)4 << 20, (size_t)1 << 19, (size_t)3 << 19};
+    enum { NREC = sizeof sizes / sizeof sizes[0] };
+    bytes b = {0};
+    for (int i = 0; i < NREC; i++) {
+        nb_record rec;
+        nb_record_init(&rec, "BLOB");
+        void *data = NULL;
+        if (nb_record_add_array(&rec, "v", NB_U8, sizes[i], NULL, &data) || !data) abort();
+        memset(data, 'a' + i, sizes[i]);
+        bytes_append_record(&b, &rec);
+        nb_record_free(&rec);
+    }
+    bytes_append_end(&b, NREC);
+    nb_reader *r;
+    nb_record got;
+    int eof;
+    memset(&got, 0, sizeof got);
+    unsigned char *seen[NREC];
+    int right = 1;
+    nb_reader_open_mem(&r, b.p, b.n, "recycled");
+    for (int i = 0; i < NREC; i++) {
+        const void *v = NULL;
+        size_t n = 0;
+        nb_status st = nb_reader_next(r, &got, &eof);
+        st = st ? st : nb_record_get_array(&got, "v", NB_U8, &v, &n);
+        seen[i] = got.payload;
+        for (size_t k = 0; !st && k < n; k++) right &= ((const unsigned char *)v)[k] == 'a' + i;
+        right &= st == NB_OK && n == sizes[i];
+        nb_reader_recycle(r, &got);
+        right &= got.payload == NULL;
+    }
+    ok(right, "recycled payload buffers hold each record's own bytes");
+    ok(seen[1] == seen[0], "a payload of the same size takes the buffer given back");
+    ok(seen[2] != seen[1], "a payload larger than the buffers given back gets a new one");
+    ok(seen[3] != seen[1] && seen[3] != seen[2], "a payload under half a buffer's size gets a new one");
+    ok(seen[4] == seen[1], "the earlier buffer serves a later payload of its size");
+    ok(nb_reader_next(r, &got, &eof) == NB_OK && nb_record_is(&got, "END"), "the END follows");
+    nb_record_free(&got);
+    nb_reader_close(r);
+    free(b.p);
+}
+
 int main(void)
 {
     make_tmpdir();
     test_crc32();
     test_header_values();
     test_arrays();
+    test_recycle();
     test_writer_file();
     test_put_consume();
     test_closed_pipe();
