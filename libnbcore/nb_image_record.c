@@ -91,6 +91,7 @@ static const field fields[] = {
     FIN("COUNTS_ADC", COUNT_PART, counts_adc),
     FIN("COUNTS_GAIN", COUNT_PART, counts_gain),
     OPT("NOISE_SEED", F_I64, COUNT_PART, noise_seed),
+    {"NOISE_RNG", F_TEXT, COUNT_PART, OFF(noise_rng), ALWAYS, sizeof(((nb_image_info *)0)->noise_rng), 0},
     OPT("NOISE_PHOTONS", F_DBL, COUNT_PART, noise_photons),
     OPT("NOISE_OVERLOADS", F_LONG, COUNT_PART, noise_overloads),
 };
@@ -458,6 +459,7 @@ void nb_image_drop_counts(nb_image_info *im)
     im->counts_adc = 0.0;
     im->counts_gain = 1.0;
     im->noise_seed = 0;
+    im->noise_rng[0] = '\0';
     im->noise_photons = 0.0;
     im->noise_overloads = 0;
     im->has_counts = 0;

@@ -67,6 +67,7 @@ typedef struct nb_image_info {
     double counts_adc;          /* COUNTS_ADC, ADU: ADC offset included in the counts */
     double counts_gain;         /* COUNTS_GAIN, ADU/photon */
     int64_t noise_seed;         /* NOISE_SEED: the seed of this frame's counts, positive as on a command line */
+    char noise_rng[16];         /* NOISE_RNG: "philox" when the counts come from that generator (nb-noise --rng) */
     double noise_photons;       /* NOISE_PHOTONS: sum of the Poisson photons */
     long noise_overloads;       /* NOISE_OVERLOADS: pixels clipped at the counter's maximum */
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nb_image.h"
 #include "nb_util.h"
 
 #ifndef M_PI
@@ -147,12 +148,70 @@ nb_status nb_apply_psf(const float *in, float *out, int width, int height, int t
 
 /* ---- the counting chain --------------------------------------------------- */
 
-/* photons (after the PSF, if any) -> the counter's reading: gain, ADC
- * offset, read-out noise (readout > 0: a deviate from rng), the range */
-static int32_t to_counts(const nb_noise_params *p, nb_rng *rng, int64_t *seed, float photons, long *overloads)
+/* Philox's streams of a pixel, one per use, so that turning an effect on
+ * leaves the others' deviates as they were */
+enum { STREAM_POISSON, STREAM_FLICKER, STREAM_CALIBRATION, STREAM_READOUT };
+/* Images of fewer pixels are counted on one thread (about a millisecond of
+ * work: less than waking a second thread in a busy pipe costs) */
+#define PARALLEL_PIXELS ((size_t)1 << 15)
+
+enum { NSTREAMS = 4 };
+
+/* With the Philox generator, a row's pixels' first blocks of the streams it
+ * draws from, made for the whole row at once (nb_philox_first_blocks) */
+typedef struct row_draws {
+    uint32_t *words[NSTREAMS][4]; /* pixel first + k's word j in words[stream][j][k]; NULL: not made */
+    size_t first;
+    uint32_t *store;
+} row_draws;
+
+/* The blocks of row y (width pixels) for the streams p uses in the pass
+ * (poisson: the Poisson pass, else the counting after the PSF) */
+static nb_status row_draws_make(const nb_noise_params *p, int poisson, int width, int y, row_draws *rd)
+{
+    memset(rd, 0, sizeof *rd);
+    const int want[NSTREAMS] = {poisson, poisson && p->flicker > 0.0, poisson && p->calibration > 0.0,
+                                !poisson && p->readout > 0.0};
+    const int64_t keys[NSTREAMS] = {p->seed, p->seed, p->calib_seed, p->seed};
+    int n = 0;
+    for (int s = 0; s < NSTREAMS; s++) n += want[s];
+    nb_status st = nb_calloc((void **)&rd->store, (size_t)n * 4 * (size_t)width, sizeof *rd->store, "a row's draws");
+    if (st) return st;
+    rd->first = (size_t)y * (size_t)width;
+    uint32_t *at = rd->store;
+    for (int s = 0; s < NSTREAMS; s++) {
+        if (!want[s]) continue;
+        for (int j = 0; j < 4; j++, at += width) rd->words[s][j] = at;
+        nb_philox_first_blocks(keys[s], (uint32_t)s, rd->first, (size_t)width, rd->words[s]);
+    }
+    return NB_OK;
+}
+
+/* With the Philox generator, rng to the start of pixel i's stream (from
+ * the row's blocks when rd has them) */
+static void at_stream(const nb_noise_params *p, nb_rng *rng, const row_draws *rd, int64_t key, int stream, size_t i)
+{
+    if (p->rng != NB_NOISE_RNG_PHILOX) return;
+    if (!rd || !rd->words[stream][0]) {
+        nb_rng_counter_at(rng, key, (uint32_t)stream, (uint64_t)i);
+        return;
+    }
+    const size_t k = i - rd->first;
+    const uint32_t block0[4] = {rd->words[stream][0][k], rd->words[stream][1][k], rd->words[stream][2][k],
+                                rd->words[stream][3][k]};
+    nb_rng_counter_at_block(rng, key, (uint32_t)stream, (uint64_t)i, block0);
+}
+
+/* photons (after the PSF, if any) of pixel i -> the counter's reading: gain,
+ * ADC offset, read-out noise (readout > 0: a deviate from rng), the range */
+static int32_t to_counts(const nb_noise_params *p, nb_rng *rng, const row_draws *rd, int64_t *seed, float photons,
+                         size_t i, long *overloads)
 {
     double adu = photons * p->gain + p->adc;
-    if (p->readout > 0.0) adu += p->readout * nb_gaussdev(rng, seed);
+    if (p->readout > 0.0) {
+        at_stream(p, rng, rd, p->seed, STREAM_READOUT, i);
+        adu += p->readout * nb_gaussdev(rng, seed);
+    }
     if (adu > 2147483647.0) {
         adu = 2147483647.0;
         if (p->bits == 32) ++*overloads;
@@ -165,34 +224,103 @@ static int32_t to_counts(const nb_noise_params *p, nb_rng *rng, int64_t *seed, f
     return adu < 0.0 ? 0 : (int32_t)adu;
 }
 
-/* Poisson counting, with flicker and calibration error before it, of the
- * ROI's pixels in row-major order: into photons[], or (photons NULL) straight
- * to counts, when nothing between the two draws from the generator (no PSF,
- * no read-out noise) and the same deviates come in the same order.  Returns
- * the photons' sum. */
-static double poisson_pass(const nb_noise_params *p, nb_rng *rng, int64_t *seed, int64_t *calib_seed,
-                           const float *photons_in, int width, int height, float *photons, int32_t *counts,
-                           long *overloads)
+/* Pixel i's Poisson photons from its photons `in`: flicker and calibration
+ * error, then the Poisson deviate */
+static float pixel_photons(const nb_noise_params *p, nb_rng *rng, const row_draws *rd, int64_t *seed,
+                           int64_t *calib_seed, float in, size_t i)
+{
+    /* photons on the requested scale, kept in single precision as the reference does */
+    float scaled = p->photon_scale == 1.0 ? in : (float)(p->photon_scale * in);
+    double photons0 = scaled;
+    if (p->flicker > 0.0) {
+        at_stream(p, rng, rd, p->seed, STREAM_FLICKER, i);
+        photons0 *= (1.0 + p->flicker * nb_gaussdev(rng, seed));
+    }
+    if (p->calibration > 0.0) {
+        at_stream(p, rng, rd, p->calib_seed, STREAM_CALIBRATION, i);
+        photons0 *= (1.0 + p->calibration * nb_gaussdev(rng, calib_seed));
+    }
+    at_stream(p, rng, rd, p->seed, STREAM_POISSON, i);
+    return nb_poidev(rng, (float)photons0, seed);
+}
+
+/* A pass over the ROI's pixels: the Poisson pass (flicker, calibration
+ * error, Poisson deviate) from `in` into photons[], or (photons NULL)
+ * straight to counts, when nothing between the two draws from the
+ * generator (no PSF, no read-out noise) and the same deviates come in the
+ * same order; or the counting of the photons `in` after the PSF (gain, ADC
+ * offset, read-out noise) into counts. */
+typedef struct noise_pass {
+    int poisson;        /* the Poisson pass, else the counting after the PSF */
+    const float *in;
+    float *photons;     /* the Poisson pass's photons; NULL: straight to counts */
+    int32_t *counts;    /* NULL: none made in this pass */
+    int width;
+} noise_pass;
+
+/* Rows [y0, y1) of a pass in row-major order, rd Philox's blocks of the
+ * rows (or NULL); returns the Poisson photons' sum */
+static double pass_rows(const nb_noise_params *p, const noise_pass *ps, nb_rng *rng, const row_draws *rd,
+                        int64_t *seed, int64_t *calib_seed, int y0, int y1, long *overloads)
 {
     double sum = 0.0;
-    for (int y = 0; y < height; y++)
-        for (int x = 0; x < width; x++) {
-            size_t i = (size_t)y * width + x;
+    for (int y = y0; y < y1; y++)
+        for (int x = 0; x < ps->width; x++) {
+            size_t i = (size_t)y * ps->width + x;
             if (!in_roi(p, x, y)) {
-                if (!photons) counts[i] = 0;
+                if (ps->counts) ps->counts[i] = 0;
                 continue;
             }
-            /* photons on the requested scale, kept in single precision as the reference does */
-            float scaled = p->photon_scale == 1.0 ? photons_in[i] : (float)(p->photon_scale * photons_in[i]);
-            double photons0 = scaled;
-            if (p->flicker > 0.0) photons0 *= (1.0 + p->flicker * nb_gaussdev(rng, seed));
-            if (p->calibration > 0.0) photons0 *= (1.0 + p->calibration * nb_gaussdev(rng, calib_seed));
-            float n = nb_poidev(rng, (float)photons0, seed);
+            if (!ps->poisson) {
+                ps->counts[i] = to_counts(p, rng, rd, seed, ps->in[i], i, overloads);
+                continue;
+            }
+            float n = pixel_photons(p, rng, rd, seed, calib_seed, ps->in[i], i);
             sum += n;
-            if (photons) photons[i] = n;
-            else counts[i] = to_counts(p, rng, seed, n, overloads);
+            if (ps->photons) ps->photons[i] = n;
+            else ps->counts[i] = to_counts(p, rng, rd, seed, n, i, overloads);
         }
     return sum;
+}
+
+/* A pass over the whole image: with the reference's generator in one
+ * sequence; with Philox's, the rows on every thread (each with its own
+ * generator state and its row's first blocks), the rows' sums added in row
+ * order, so that the sum, as the counts, is the same on any thread count. */
+static nb_status run_pass(const nb_noise_params *p, const noise_pass *ps, nb_rng *rng, int64_t *seed,
+                          int64_t *calib_seed, int height, long *overloads, double *sum)
+{
+    long over = 0;
+    if (p->rng != NB_NOISE_RNG_PHILOX) {
+        *sum = pass_rows(p, ps, rng, NULL, seed, calib_seed, 0, height, &over);
+        *overloads += over;
+        return NB_OK;
+    }
+    double *row_sum;
+    nb_status st = nb_calloc((void **)&row_sum, (size_t)height, sizeof *row_sum, "the rows' photons");
+    if (st) return st;
+    int failed = 0;
+#pragma omp parallel for schedule(dynamic, 16) reduction(+ : over) reduction(| : failed) \
+    if ((size_t)ps->width * height >= PARALLEL_PIXELS)
+    for (int y = 0; y < height; y++) {
+        nb_rng own;
+        int64_t own_seed = *seed, own_calib = *calib_seed; /* not used by Philox, which keys on p's seeds */
+        long row_over = 0;
+        row_draws rd;
+        if (row_draws_make(p, ps->poisson, ps->width, y, &rd)) {
+            failed = 1;
+            continue;
+        }
+        nb_rng_init(&own);
+        row_sum[y] = pass_rows(p, ps, &own, &rd, &own_seed, &own_calib, y, y + 1, &row_over);
+        free(rd.store);
+        over += row_over;
+    }
+    *sum = 0.0;
+    for (int y = 0; y < height; y++) *sum += row_sum[y];
+    *overloads += over;
+    free(row_sum);
+    return failed ? nb_error_set(NB_ERR_NOMEM, "out of memory for a row's draws") : NB_OK;
 }
 
 nb_status nb_noise_frame(const nb_noise_params *p, nb_rng *rng, const float *photons_in, int width, int height,
@@ -204,20 +332,28 @@ nb_status nb_noise_frame(const nb_noise_params *p, nb_rng *rng, const float *pho
     int64_t seed = p->seed, calib_seed = p->calib_seed;
     memset(res, 0, sizeof *res);
     if (p->bits != 16 && p->bits != 32) return nb_error_set(NB_ERR_USAGE, "-bits must be 16 or 32, not %d", p->bits);
-    for (size_t i = 0; i < pixels; i++)
-        if (!isfinite(photons_in[i]))
-            return nb_error_set(NB_ERR_DATA, "the image holds a non-finite value at pixel %zu (fast %zu, slow %zu)", i,
-                                i % (size_t)width, i / (size_t)width);
+    /* a vector test of the exponents, blocks on every thread (nb_image.h) */
+    const size_t bad = nb_first_nonfinite(photons_in, pixels);
+    if (bad < pixels)
+        return nb_error_set(NB_ERR_DATA, "the image holds a non-finite value at pixel %zu (fast %zu, slow %zu)", bad,
+                            bad % (size_t)width, bad / (size_t)width);
     const int psf = p->psf != NB_PSF_NONE && p->psf_fwhm_pixels > 0.0;
     long overloads = 0;
+    double sum = 0.0;
     if (!psf && p->readout <= 0.0) {
         /* one pass, no photon image: a 4096^2 frame's 64 MiB less to fault in and zero */
-        res->photons = poisson_pass(p, rng, &seed, &calib_seed, photons_in, width, height, NULL, counts, &overloads);
+        const noise_pass direct = {1, photons_in, NULL, counts, width};
+        st = run_pass(p, &direct, rng, &seed, &calib_seed, height, &overloads, &sum);
+        res->photons = sum;
         res->overloads = overloads;
-        return NB_OK;
+        return st;
     }
     if ((st = nb_calloc((void **)&photons, pixels, sizeof(float), "the photon image"))) return st;
-    double sum = poisson_pass(p, rng, &seed, &calib_seed, photons_in, width, height, photons, NULL, NULL);
+    const noise_pass poisson = {1, photons_in, photons, NULL, width};
+    if ((st = run_pass(p, &poisson, rng, &seed, &calib_seed, height, &overloads, &sum))) {
+        free(photons);
+        return st;
+    }
 
     if (psf) {
         nb_info("%.0f photons on noise image before PSF", sum);
@@ -238,12 +374,11 @@ nb_status nb_noise_frame(const nb_noise_params *p, nb_rng *rng, const float *pho
     }
 
     /* gain, ADC offset, read-out noise, and the counter's range */
-    for (int y = 0; y < height; y++)
-        for (int x = 0; x < width; x++) {
-            size_t i = (size_t)y * width + x;
-            counts[i] = in_roi(p, x, y) ? to_counts(p, rng, &seed, photons[i], &overloads) : 0;
-        }
+    const noise_pass counting = {0, photons, NULL, counts, width};
+    double unused;
+    st = run_pass(p, &counting, rng, &seed, &calib_seed, height, &overloads, &unused);
     free(photons);
+    if (st) return st;
     res->photons = sum;
     res->overloads = overloads;
     return NB_OK;

@@ -17,6 +17,14 @@
 
 enum nb_psf_type { NB_PSF_NONE = 0, NB_PSF_GAUSS, NB_PSF_FIBER };
 
+/* Where the deviates come from: the reference's generator, one sequence in
+ * the pixels' order (nanoBragg's and noisify's numbers); or Philox4x32-10
+ * (nb_rng.h), each pixel's deviates a function of (seed, pixel) alone, so
+ * that the pixels are counted on every thread (nb-noise --rng philox) with
+ * the same counts for any thread count: other numbers, the same
+ * distributions (the same Poisson and Gaussian algorithms draw on it). */
+enum nb_noise_rng { NB_NOISE_RNG_REFERENCE = 0, NB_NOISE_RNG_PHILOX };
+
 typedef struct nb_noise_params {
     int64_t seed;           /* as the reference stores it (negated) */
     int64_t calib_seed;     /* default +123456789 (noisify: not negated) */
@@ -30,6 +38,7 @@ typedef struct nb_noise_params {
     double psf_fwhm_pixels;
     int psf_radius;         /* pixels, 0 = automatic */
     int bits;               /* 16 or 32 */
+    int rng;                /* enum nb_noise_rng */
     int roi_xmin, roi_xmax, roi_ymin, roi_ymax; /* inclusive; pixels outside get 0 */
 } nb_noise_params;
 

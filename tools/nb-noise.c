@@ -50,6 +50,8 @@ static nb_status apply_fluence(const nb_opt_args *a)
     return NB_OK;
 }
 
+static const nb_opt_choice rngs[] = {{"reference", NB_NOISE_RNG_REFERENCE}, {"philox", NB_NOISE_RNG_PHILOX}, {NULL, 0}};
+
 static const nb_opt_choice psfs[] = {
     {"gauss", NB_PSF_GAUSS}, {"gaussian", NB_PSF_GAUSS}, {"fiber", NB_PSF_FIBER}, {"fibre", NB_PSF_FIBER}, {NULL, 0}};
 
@@ -73,6 +75,14 @@ static const nb_opt rows[] = {
     EFFECT(FL_PHOTON_SCALE, p.photon_scale),
     {FL_NOISE_FLUENCE, .type = NB_OPT_CALLBACK, .check = NB_CHECK_NONNEG, .fn = apply_fluence,
      .sets = {{NO(have_fluence), 1}}},
+    {NB_OPT_LOCAL, "--rng", 1, "reference|philox",
+     "where the deviates come from: nanoBragg's generator, one sequence in\n"
+     "the pixels' order (reference, the default); or Philox4x32-10, each\n"
+     "pixel's deviates a function of (seed, frame, pixel) alone, counted on\n"
+     "every thread with the same counts for any thread count (an nb\n"
+     "extension: other numbers, the same distributions)",
+     .needs = "a name", .type = NB_OPT_CHOICE, .at = {NO(p.rng)}, .choices = rngs,
+     .expected = "'reference' or 'philox'"},
 };
 #undef NO
 #undef EFFECT
@@ -93,7 +103,10 @@ static const nb_tool_info tool = {
     "(nb-geom -panels) is counted on its own, over its ROI, its PSF never crossing into another:\n"
     "panel 0 as a one-panel detector, panel j from seeds derived from (seed, j) and\n"
     "(-calib_seed, j).  The effects of nanoBragg's noisify program\n"
-    "are opt-in: -flicker, -calibration, -readout, -gain, -psf, -bits, -scale, -fluence.",
+    "are opt-in: -flicker, -calibration, -readout, -gain, -psf, -bits, -scale, -fluence.\n"
+    "--rng philox draws every deviate from a counter-based generator instead (an nb extension,\n"
+    "docs/physics.md 11.5): other numbers with the same distributions, counted on every\n"
+    "thread, the same counts for any thread count.",
     &table,
     "  nb-geom ... | nb-hkl | nb-sim | nb-noise -seed 7 | nb-convert -o noisy.img\n"
     "  nb-noise -seed 2 -readout 3 -psf gauss -psf_fwhm 100 < rendered.nbs | nb-convert -o frame.cbf\n",
@@ -179,6 +192,7 @@ static nb_status noise_image(const nb_plan *plan, const noise_opts *o, nb_rng *r
     im->counts_adc = p.adc, im->has.counts_adc = 1;
     im->counts_gain = p.gain, im->has.counts_gain = 1;
     im->noise_seed = -p.seed, im->has.noise_seed = 1;
+    if (p.rng == NB_NOISE_RNG_PHILOX) snprintf(im->noise_rng, sizeof im->noise_rng, "philox");
     im->noise_photons = res.photons, im->has.noise_photons = 1;
     im->noise_overloads = res.overloads, im->has.noise_overloads = 1;
     st = nb_image_put_header(im, out, NB_IMAGE_COUNT_KEYS);

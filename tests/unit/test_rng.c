@@ -11,8 +11,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nb_noise.h"
 #include "nb_rng.h"
 #include "tap.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include <stdlib.h>
 
 #define RTD (180.0 * M_1_PI)
 
@@ -376,6 +382,134 @@ static void test_frame_seed(void)
     ok(fa != fb, "frames 1 and 2 draw different first deviates");
 }
 
+/* Philox4x32-10: Random123's known answers (its tests/kat_vectors) */
+static void test_philox(void)
+{
+    static const struct {
+        uint32_t ctr[4], key[2], out[4];
+    } kat[] = {
+        {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+        {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+         {0xffffffff, 0xffffffff},
+         {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+        {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+         {0xa4093822, 0x299f31d0},
+         {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+    };
+    for (size_t k = 0; k < sizeof kat / sizeof kat[0]; k++) {
+        uint32_t out[4];
+        nb_philox4x32_10(kat[k].ctr, kat[k].key, out);
+        ok(!memcmp(out, kat[k].out, sizeof out), "Philox4x32-10 known answer %zu", k + 1);
+    }
+    /* counter mode: item i's uniforms are the words of its blocks, in (0, 1),
+     * whatever was drawn before; another stream, item or key gives others */
+    nb_rng r;
+    nb_rng_init(&r);
+    int64_t unused = -5;
+    float first[6], again[6], other[3];
+    nb_rng_counter_at(&r, 0x0123456789abcdefLL, 2, 77);
+    for (int i = 0; i < 6; i++) first[i] = nb_ran1(&r, &unused);
+    (void)nb_gaussdev(&r, &unused); /* leaves a spare, which the next item must not see */
+    nb_rng_counter_at(&r, 0x0123456789abcdefLL, 2, 77);
+    for (int i = 0; i < 6; i++) again[i] = nb_ran1(&r, &unused);
+    ok(same_floats(again, first, 6, "philox item again"), "an item's uniforms depend on (key, stream, item) alone");
+    uint32_t ctr[4] = {77, 0, 2, 1}, key[2] = {0x89abcdef, 0x01234567}, out[4];
+    nb_philox4x32_10(ctr, key, out);
+    ok(first[4] == ((float)(out[0] >> 9) + 0.5f) / 8388608.0f && unused == -5,
+       "the fifth uniform is block 1's first word's top 23 bits, centred; the seed argument is untouched");
+    nb_rng_counter_at(&r, 0x0123456789abcdefLL, 3, 77);
+    other[0] = nb_ran1(&r, &unused);
+    nb_rng_counter_at(&r, 0x0123456789abcdefLL, 2, 78);
+    other[1] = nb_ran1(&r, &unused);
+    nb_rng_counter_at(&r, 0x0123456789abcdeeLL, 2, 77);
+    other[2] = nb_ran1(&r, &unused);
+    ok(other[0] != first[0] && other[1] != first[0] && other[2] != first[0],
+       "another stream, item or key draws other numbers");
+    nb_rng_counter_at(&r, 0x0123456789abcdefLL, 2, 77);
+    nb_rng_counter_at(&r, 0x0123456789abcdefLL, 2, 77);
+    (void)nb_gaussdev(&r, &unused);
+    float g2 = nb_gaussdev(&r, &unused); /* the spare of the first pair */
+    nb_rng_counter_at(&r, 0x0123456789abcdefLL, 2, 77);
+    float g1 = nb_gaussdev(&r, &unused);
+    nb_rng_counter_at(&r, 0x0123456789abcdefLL, 2, 77);
+    ok(g1 != g2 && nb_gaussdev(&r, &unused) == g1, "counter_at drops gaussdev's spare");
+    float lo = 1.0f, hi = 0.0f;
+    double sum = 0.0;
+    enum { N = 1 << 20 };
+    nb_rng_counter_at(&r, 1, 0, 0);
+    for (int i = 0; i < N; i++) {
+        float u = nb_ran1(&r, &unused);
+        lo = u < lo ? u : lo, hi = u > hi ? u : hi, sum += u;
+    }
+    ok(lo > 0.0f && hi < 1.0f && fabs(sum / N - 0.5) < 1e-3, "2^20 uniforms in (0, 1), mean %.5f", sum / N);
+}
+
+/* One image counted with p on the given number of threads */
+static nb_status count_on(int threads, const nb_noise_params *p, const float *img, int w, int h, int32_t *counts,
+                          nb_noise_result *res)
+{
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+    nb_rng r;
+    nb_rng_init(&r);
+    return nb_noise_frame(p, &r, img, w, h, counts, res);
+}
+
+/* Counts of one image with --rng philox: the same on 1 and 3 threads;
+ * Poisson's mean and variance at several means; neighbours uncorrelated;
+ * with read-out noise and flicker too */
+static void test_noise_philox(void)
+{
+    enum { W = 300, H = 200, NPIX = W * H };
+    static const float means[] = {0.05f, 0.7f, 6.0f, 40.0f, 2.5e6f};
+    float *img = malloc(sizeof(float) * NPIX);
+    int32_t *a = malloc(sizeof(int32_t) * NPIX), *b = malloc(sizeof(int32_t) * NPIX);
+    if (!img || !a || !b) abort();
+    nb_noise_params p;
+    nb_noise_defaults(&p);
+    p.rng = NB_NOISE_RNG_PHILOX, p.seed = -17, p.adc = 0.0, p.bits = 32;
+    for (size_t m = 0; m < sizeof means / sizeof means[0]; m++) {
+        for (int i = 0; i < NPIX; i++) img[i] = means[m];
+        nb_noise_result res1, res3;
+        nb_status st = count_on(1, &p, img, W, H, a, &res1);
+        st = st ? st : count_on(3, &p, img, W, H, b, &res3);
+        ok(st == NB_OK && !memcmp(a, b, sizeof(int32_t) * NPIX) && res1.photons == res3.photons,
+           "philox counts at mean %g: the same on 1 and 3 threads", means[m]);
+        if (m == 2) {
+            /* the generator's numbers, fixed: a change to the keys, counters or
+             * mapping to uniforms changes every user's counts */
+            uint64_t h = 1469598103934665603ull; /* FNV-1a of the counts */
+            for (int i = 0; i < NPIX; i++) h = (h ^ (uint32_t)a[i]) * 1099511628211ull;
+            ok(res1.photons == 360145.0 && a[0] == 5 && a[1] == 5 && a[2] == 5 && a[3] == 8 && a[4] == 4 &&
+                   h == 0xb5d53f618e1eaed2ull,
+               "philox counts at mean 6, seed 17: 360145 photons, 5 5 5 8 4 ..., FNV-1a %016llx",
+               (unsigned long long)h);
+        }
+        double sum = 0.0, sq = 0.0, cross = 0.0;
+        for (int i = 0; i < NPIX; i++) sum += a[i], sq += (double)a[i] * a[i];
+        const double mean = sum / NPIX, var = sq / NPIX - mean * mean, lam = means[m];
+        for (int i = 0; i + 1 < NPIX; i++) cross += (a[i] - mean) * (a[i + 1] - mean);
+        const double corr = cross / (NPIX - 1) / var;
+        /* the mean's standard error is sqrt(lam / NPIX); the variance's about lam sqrt(2 / NPIX) */
+        ok(fabs(mean - lam) < 5.0 * sqrt(lam / NPIX) && fabs(var - lam) < 6.0 * lam * sqrt(2.0 / NPIX) + 1e-3 &&
+               fabs(corr) < 5.0 / sqrt((double)NPIX),
+           "philox Poisson at mean %g: mean %.6g, variance %.6g, neighbours' correlation %.4f", lam, mean, var, corr);
+    }
+    /* read-out noise and flicker (a photon image between two passes) */
+    for (int i = 0; i < NPIX; i++) img[i] = 3.0f;
+    p.readout = 2.0, p.flicker = 0.1, p.adc = 40.0, p.bits = 16;
+    nb_noise_result res;
+    nb_status st = count_on(1, &p, img, W, H, a, &res);
+    st = st ? st : count_on(3, &p, img, W, H, b, &res);
+    ok(st == NB_OK && !memcmp(a, b, sizeof(int32_t) * NPIX), "philox with read-out noise and flicker: the same on 1 and 3 threads");
+    free(img);
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     test_ran1();
@@ -384,5 +518,7 @@ int main(void)
     test_poidev();
     test_mosaic();
     test_frame_seed();
+    test_philox();
+    test_noise_philox();
     return tap_done();
 }

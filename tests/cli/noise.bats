@@ -1,0 +1,44 @@
+#!/usr/bin/env bats
+# nb-noise's generators: nanoBragg's (the default, its sequence in the
+# pixels' order) and Philox4x32-10 (--rng philox: each pixel's deviates a
+# function of (seed, frame, pixel) alone, counted on every thread).
+
+load helper
+
+@test "noise: --rng philox gives the same counts at any thread count, marked NOISE_RNG=philox; the default has no mark" {
+    # 256^2 pixels: enough to be counted on several threads
+    nb-geom $SMALL -detpixels 256 -seed 3 -o plan.nbs
+    nb-sim -q -o img.nbs plan.nbs
+    nb-noise -q --rng philox --threads 1 -o one.nbs img.nbs
+    nb-noise -q --rng philox --threads 3 -o three.nbs img.nbs
+    cmp one.nbs three.nbs
+    [ "$(nb_key one.nbs NOISE_RNG)" = philox ]
+    nb-noise -q -o ref.nbs img.nbs
+    run ! grep -aq '^NOISE_RNG=' ref.nbs
+    nb-convert -q -o philox.img one.nbs
+    nb-convert -q -o ref.img ref.nbs
+    run ! cmp -s philox.img ref.img
+}
+
+@test "noise: --rng philox counts each frame of a series on its own, a shard's frames as in the whole series" {
+    nb-geom $SMALL -seed 5 -osc 1 -nframes 3 -o plan.nbs
+    nb-sim -q -o all.nbs plan.nbs
+    nb-noise -q --rng philox all.nbs | nb-convert -q -o all_#.img
+    nb-sim -q --frames 2:3 plan.nbs | nb-noise -q --rng philox | (mkdir -p part && cd part && nb-convert -q -o all_#.img)
+    cmp all_2.img part/all_2.img
+    cmp all_3.img part/all_3.img
+    run ! cmp -s all_1.img all_2.img
+}
+
+@test "noise: --rng takes reference or philox; anything else is a usage error (2)" {
+    nb-geom $SMALL -o plan.nbs
+    nb-sim -q -o img.nbs plan.nbs
+    run_nb nb-noise --rng mt19937 -o out.nbs img.nbs
+    expect_status 2
+    expect_has "--rng"
+    expect_has "'reference' or 'philox'"
+    [ ! -e out.nbs ]
+    nb-noise -q --rng reference -o explicit.nbs img.nbs
+    nb-noise -q -o default.nbs img.nbs
+    cmp explicit.nbs default.nbs
+}
