@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "nb_image.h"
+#include "nb_tuning.h"
 #include "nb_util.h"
 
 #ifndef M_PI
@@ -158,12 +159,18 @@ enum { STREAM_POISSON, STREAM_FLICKER, STREAM_CALIBRATION, STREAM_READOUT };
 enum { NSTREAMS = 4 };
 
 /* With the Philox generator, a row's pixels' first blocks of the streams it
- * draws from, made for the whole row at once (nb_philox_first_blocks) */
+ * draws from, made for the whole row at once (nb_philox_blocks) */
 typedef struct row_draws {
     uint32_t *words[NSTREAMS][4]; /* pixel first + k's word j in words[stream][j][k]; NULL: not made */
     size_t first;
     uint32_t *store;
 } row_draws;
+
+/* A stream's key: the calibration error's pattern is the calibration seed's */
+static int64_t stream_key(const nb_noise_params *p, int stream)
+{
+    return stream == STREAM_CALIBRATION ? p->calib_seed : p->seed;
+}
 
 /* The blocks of row y (width pixels) for the streams p uses in the pass
  * (poisson: the Poisson pass, else the counting after the PSF) */
@@ -172,34 +179,29 @@ static nb_status row_draws_make(const nb_noise_params *p, int poisson, int width
     memset(rd, 0, sizeof *rd);
     const int want[NSTREAMS] = {poisson, poisson && p->flicker > 0.0, poisson && p->calibration > 0.0,
                                 !poisson && p->readout > 0.0};
-    const int64_t keys[NSTREAMS] = {p->seed, p->seed, p->calib_seed, p->seed};
     int n = 0;
     for (int s = 0; s < NSTREAMS; s++) n += want[s];
-    nb_status st = nb_calloc((void **)&rd->store, (size_t)n * 4 * (size_t)width, sizeof *rd->store, "a row's draws");
+    nb_status st = nb_alloc_large((void **)&rd->store, (size_t)n * 4 * (size_t)width, sizeof *rd->store, "a row's draws");
     if (st) return st;
     rd->first = (size_t)y * (size_t)width;
     uint32_t *at = rd->store;
     for (int s = 0; s < NSTREAMS; s++) {
         if (!want[s]) continue;
         for (int j = 0; j < 4; j++, at += width) rd->words[s][j] = at;
-        nb_philox_first_blocks(keys[s], (uint32_t)s, rd->first, (size_t)width, rd->words[s]);
+        nb_philox_blocks(stream_key(p, s), (uint32_t)s, 0, rd->first, (size_t)width, rd->words[s]);
     }
     return NB_OK;
 }
 
-/* With the Philox generator, rng to the start of pixel i's stream (from
- * the row's blocks when rd has them) */
-static void at_stream(const nb_noise_params *p, nb_rng *rng, const row_draws *rd, int64_t key, int stream, size_t i)
+/* With the Philox generator (rd: its row's blocks, made by row_draws_make
+ * for every stream the pass draws from), rng to the start of pixel i's stream */
+static void at_stream(const nb_noise_params *p, nb_rng *rng, const row_draws *rd, int stream, size_t i)
 {
     if (p->rng != NB_NOISE_RNG_PHILOX) return;
-    if (!rd || !rd->words[stream][0]) {
-        nb_rng_counter_at(rng, key, (uint32_t)stream, (uint64_t)i);
-        return;
-    }
     const size_t k = i - rd->first;
     const uint32_t block0[4] = {rd->words[stream][0][k], rd->words[stream][1][k], rd->words[stream][2][k],
                                 rd->words[stream][3][k]};
-    nb_rng_counter_at_block(rng, key, (uint32_t)stream, (uint64_t)i, block0);
+    nb_rng_counter_at_block(rng, stream_key(p, stream), (uint32_t)stream, (uint64_t)i, block0);
 }
 
 /* photons (after the PSF, if any) of pixel i -> the counter's reading: gain,
@@ -209,7 +211,7 @@ static int32_t to_counts(const nb_noise_params *p, nb_rng *rng, const row_draws 
 {
     double adu = photons * p->gain + p->adc;
     if (p->readout > 0.0) {
-        at_stream(p, rng, rd, p->seed, STREAM_READOUT, i);
+        at_stream(p, rng, rd, STREAM_READOUT, i);
         adu += p->readout * nb_gaussdev(rng, seed);
     }
     if (adu > 2147483647.0) {
@@ -233,14 +235,14 @@ static float pixel_photons(const nb_noise_params *p, nb_rng *rng, const row_draw
     float scaled = p->photon_scale == 1.0 ? in : (float)(p->photon_scale * in);
     double photons0 = scaled;
     if (p->flicker > 0.0) {
-        at_stream(p, rng, rd, p->seed, STREAM_FLICKER, i);
+        at_stream(p, rng, rd, STREAM_FLICKER, i);
         photons0 *= (1.0 + p->flicker * nb_gaussdev(rng, seed));
     }
     if (p->calibration > 0.0) {
-        at_stream(p, rng, rd, p->calib_seed, STREAM_CALIBRATION, i);
+        at_stream(p, rng, rd, STREAM_CALIBRATION, i);
         photons0 *= (1.0 + p->calibration * nb_gaussdev(rng, calib_seed));
     }
-    at_stream(p, rng, rd, p->seed, STREAM_POISSON, i);
+    at_stream(p, rng, rd, STREAM_POISSON, i);
     return nb_poidev(rng, (float)photons0, seed);
 }
 

@@ -37,27 +37,6 @@ static int64_t lcg_step(int64_t idum)
 
 /* ---- Philox4x32-10 ------------------------------------------------------- */
 
-/* The ten rounds on one counter (c[4]) under key (k0, k1), in place: the
- * products' high and low words mixed with the other words and the key,
- * which is bumped by Weyl constants (the golden ratio and sqrt(3) - 1) */
-static inline __attribute__((always_inline)) void philox_rounds(uint32_t c[4], uint32_t k0, uint32_t k1)
-{
-    const uint64_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
-    for (int round = 0; round < 10; round++) {
-        const uint64_t p0 = M0 * c[0], p1 = M1 * c[2];
-        const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c[1] ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c[3] ^ k1;
-        c[0] = n0, c[1] = (uint32_t)p1, c[2] = n2, c[3] = (uint32_t)p0;
-        k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
-    }
-}
-
-void nb_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4])
-{
-    uint32_t c[4] = {ctr[0], ctr[1], ctr[2], ctr[3]};
-    philox_rounds(c, key[0], key[1]);
-    memcpy(out, c, sizeof c);
-}
-
 /* one function per instruction set, as nb_image.c's conversions */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define NB_PHILOX_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -65,19 +44,22 @@ void nb_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out
 #define NB_PHILOX_CLONES
 #endif
 
-NB_PHILOX_CLONES void nb_philox_first_blocks(int64_t key, uint32_t stream, uint64_t index0, size_t n,
-                                             uint32_t *const words[4])
+/* The ten rounds, a round at a time over up to 256 items (four words each,
+ * in L1): each round mixes the products' high and low words with the other
+ * words and the key, which is then bumped by Weyl constants (the golden
+ * ratio and sqrt(3) - 1); the items' rounds run side by side in vector lanes */
+NB_PHILOX_CLONES void nb_philox_blocks(int64_t key, uint32_t stream, uint32_t block, uint64_t index0, size_t n,
+                                       uint32_t *const words[4])
 {
-    enum { CHUNK = 256 }; /* items a pass: four words each, in L1 */
+    enum { CHUNK = 256 };
     const uint64_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
     for (size_t at = 0; at < n; at += CHUNK) {
         const size_t m = n - at < CHUNK ? n - at : CHUNK;
         uint32_t *c0 = words[0] + at, *c1 = words[1] + at, *c2 = words[2] + at, *c3 = words[3] + at;
         for (size_t k = 0; k < m; k++) {
             const uint64_t index = index0 + at + k;
-            c0[k] = (uint32_t)index, c1[k] = (uint32_t)(index >> 32), c2[k] = stream, c3[k] = 0;
+            c0[k] = (uint32_t)index, c1[k] = (uint32_t)(index >> 32), c2[k] = stream, c3[k] = block;
         }
-        /* philox_rounds, a round at a time over the chunk */
         uint32_t k0 = (uint32_t)(uint64_t)key, k1 = (uint32_t)((uint64_t)key >> 32);
         for (int round = 0; round < 10; round++) {
 #pragma omp simd
@@ -91,6 +73,12 @@ NB_PHILOX_CLONES void nb_philox_first_blocks(int64_t key, uint32_t stream, uint6
     }
 }
 
+void nb_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4])
+{
+    uint32_t *const words[4] = {&out[0], &out[1], &out[2], &out[3]};
+    nb_philox_blocks((int64_t)((uint64_t)key[1] << 32 | key[0]), ctr[2], ctr[3], (uint64_t)ctr[1] << 32 | ctr[0], 1,
+                     words);
+}
 
 void nb_rng_counter_at(nb_rng *r, int64_t key, uint32_t stream, uint64_t index)
 {

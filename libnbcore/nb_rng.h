@@ -50,11 +50,13 @@ void nb_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out
  * exactly in single precision.  gaussdev's spare deviate is dropped, so an
  * item's deviates depend on nothing drawn before. */
 void nb_rng_counter_at(nb_rng *r, int64_t key, uint32_t stream, uint64_t index);
-/* Block 0 of items index0 .. index0 + n - 1 of a stream, word j of item k in
- * words[j][k]: many items' first four uniforms' words at once (the rounds run
- * side by side in vector lanes, where one item's block costs ~40 cycles) */
-void nb_philox_first_blocks(int64_t key, uint32_t stream, uint64_t index0, size_t n, uint32_t *const words[4]);
-/* nb_rng_counter_at, with the item's block 0 given (nb_philox_first_blocks;
+/* Block `block` of items index0 .. index0 + n - 1 of a stream, word j of
+ * item k in words[j][k]: many items' four uniforms' words at once (the rounds
+ * run side by side in vector lanes, where one item's block alone costs ~40
+ * cycles); nb_philox4x32_10 is the one-item case */
+void nb_philox_blocks(int64_t key, uint32_t stream, uint32_t block, uint64_t index0, size_t n,
+                      uint32_t *const words[4]);
+/* nb_rng_counter_at, with the item's block 0 given (nb_philox_blocks;
  * NULL: made at the first draw); inline, for it is called for every pixel */
 static inline void nb_rng_counter_at_block(nb_rng *r, int64_t key, uint32_t stream, uint64_t index,
                                            const uint32_t block0[4])

@@ -1156,10 +1156,13 @@ static void pool_job_free(frame_pool *P, pool_job *j)
 static nb_status pool_write(pool_job *j, int skip, uint16_t **ints, size_t *cap)
 {
     row_files *R = &j->rows;
+    if (skip) { /* not written: an earlier frame failed */
+        rows_abort(R);
+        return NB_OK;
+    }
     nb_status st = NB_OK;
-    if (skip) st = NB_ERR_IO; /* not written: an earlier frame failed */
     const size_t need = (size_t)rows_per_piece(j->fr.width) * (size_t)j->fr.width;
-    if (!st && R->scaled && *cap < need) {
+    if (R->scaled && *cap < need) {
         free(*ints);
         *cap = 0;
         if (!(st = nb_alloc_large((void **)ints, need, sizeof **ints, "int rows"))) *cap = need;
@@ -1173,7 +1176,7 @@ static nb_status pool_write(pool_job *j, int skip, uint16_t **ints, size_t *cap)
     }
     if (st) rows_abort(R);
     R->slot_ints[0] = NULL, R->slot_cap = 0;
-    return skip ? NB_OK : st;
+    return st;
 }
 
 static void *pool_worker(void *arg)
@@ -1427,9 +1430,10 @@ static nb_status live_begin(void *ctx, const nb_record *rec, nb_payload_how *how
     if (!L->plan || nb_plan_npanels(L->plan) > 1 || !nb_record_is(rec, "IMAGE") || nb_image_from_record(rec, &im))
         return NB_OK;
     nb_status st = NB_OK;
-    if (nb_image_check_plan(&im, L->plan) || !wanted(&im, L->o)) st = NB_OK;
-    else if (pool_takes(L->plan, L->o)) L->pooled = 1;
-    else st = live_open(L, &im, how);
+    if (!nb_image_check_plan(&im, L->plan) && wanted(&im, L->o)) {
+        if (pool_takes(L->plan, L->o)) L->pooled = 1;
+        else st = live_open(L, &im, how);
+    }
     nb_image_info_free(&im);
     return st;
 }
