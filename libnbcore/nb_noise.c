@@ -34,6 +34,10 @@ static int in_roi(const nb_noise_params *p, int x, int y)
     return x >= p->roi_xmin && x <= p->roi_xmax && y >= p->roi_ymin && y <= p->roi_ymax;
 }
 
+/* Images of fewer pixels are counted (and blurred) on one thread (about a
+ * millisecond of work: less than waking a second thread in a busy pipe costs) */
+#define PARALLEL_PIXELS ((size_t)1 << 15)
+
 /* ---- point-spread functions (noisify's analytic pixel integrals) -------- */
 
 /* Cumulative 2D Gaussian of unit integral and unit FWHM, from the origin. */
@@ -77,33 +81,11 @@ static int auto_radius(int type, double I, double fwhm, double g, int global)
     return r > 1e6 ? 1000000 : (int)r;
 }
 
-nb_status nb_apply_psf(const float *in, float *out, int width, int height, int type, double fwhm_pixels,
-                       int user_radius, double *lost_photons)
+/* The kernel of the largest radius, (2 radius + 1)^2 pixel integrals, zero
+ * outside the disc */
+static nb_status psf_kernel(int type, double fwhm_pixels, double g, int radius, double **kernel_out)
 {
-    size_t pixels = (size_t)width * (size_t)height;
-    double g = fwhm_pixels * 0.652383013252053; /* fwhm = 2 sqrt(2^(2/3) - 1) g (half maximum at r^2 = (2^(2/3) - 1) g^2) */
-    *lost_photons = 0.0;
-    if (fwhm_pixels <= 0.0 || type == NB_PSF_NONE) {
-        memcpy(out, in, pixels * sizeof(float));
-        return NB_OK;
-    }
-    memset(out, 0, pixels * sizeof(float));
-    int radius = user_radius;
-    if (radius <= 0) {
-        double max_I = 0.0;
-        for (size_t i = 0; i < pixels; i++)
-            if (max_I < in[i]) max_I = in[i];
-        if (max_I <= 0.0) {
-            nb_warn("no photons: PSF skipped");
-            return NB_OK;
-        }
-        radius = auto_radius(type, max_I, fwhm_pixels, g, 1);
-        nb_info("  auto-selected psf_radius = %d pixels", radius);
-        if (radius == 0) radius = 1;
-    }
-    int maxwidth = width > height ? width : height;
-    if (radius > maxwidth) radius = maxwidth;
-    int ksize = 2 * radius + 1;
+    const int ksize = 2 * radius + 1;
     double *kernel;
     nb_status st = nb_calloc((void **)&kernel, (size_t)ksize * (size_t)ksize, sizeof(double), "the PSF kernel");
     if (st) return st;
@@ -113,37 +95,134 @@ nb_status nb_apply_psf(const float *in, float *out, int width, int height, int t
             size_t k = (size_t)ksize * (ksize / 2 + dy) + ksize / 2 + dx;
             kernel[k] = type == NB_PSF_GAUSS ? gauss_pixel(dx, dy, fwhm_pixels) : fiber_pixel(dx, dy, g);
         }
-    double total_lost = 0.0;
-    for (size_t i = 0; i < pixels; i++) {
-        if (!(in[i] > 0.0)) continue;
-        int x0 = (int)(i % (size_t)width), y0 = (int)(i / (size_t)width);
-        int r = user_radius != 0 ? user_radius : auto_radius(type, in[i], fwhm_pixels, g, 0);
-        if (r == 0) r = 1;
-        if (r > maxwidth) r = maxwidth;
-        if (r > radius) r = radius; /* the kernel was built for the largest radius */
-        if (type == NB_PSF_GAUSS) {
-            double rr = (double)r / fwhm_pixels;
-            total_lost += in[i] * exp(-log(16) * rr * rr);
-        } else {
-            total_lost += in[i] * g / sqrt(g * g + (double)r * r);
+    *kernel_out = kernel;
+    return NB_OK;
+}
+
+/* How a PSF spreads the photons: its kernel, built for the largest radius */
+typedef struct psf_spread {
+    int type, user_radius, radius, maxwidth;
+    double fwhm, g;
+    const double *kernel;
+} psf_spread;
+
+/* Each pixel's radius (0 for a pixel without photons), and each row's
+ * photons beyond those radii, summed in pixel order */
+static void psf_radii_row(const psf_spread *ps, const float *in, int width, int y, int *radii, double *row_lost)
+{
+    double lost = 0.0;
+    for (int x = 0; x < width; x++) {
+        const size_t i = (size_t)y * (size_t)width + (size_t)x;
+        const double I = in[i];
+        if (!(I > 0.0)) {
+            radii[i] = 0;
+            continue;
         }
-        for (int dx = -r; dx <= r; ++dx)
-            for (int dy = -r; dy <= r; ++dy) {
-                size_t k = (size_t)ksize * (ksize / 2 + dy) + ksize / 2 + dx;
-                if (kernel[k] == 0.0) continue;
-                if ((double)dx * dx + (double)dy * dy > (double)r * r) continue;
-                int x = x0 + dx, y = y0 + dy;
-                /* photons falling off the detector are lost (the reference's
-                 * bounds test let them wrap into the next row) */
-                if (x < 0 || x >= width || y < 0 || y >= height) continue;
-                out[(size_t)y * width + x] += in[i] * kernel[k];
-            }
+        int r = ps->user_radius != 0 ? ps->user_radius : auto_radius(ps->type, I, ps->fwhm, ps->g, 0);
+        if (r == 0) r = 1;
+        if (r > ps->maxwidth) r = ps->maxwidth;
+        if (r > ps->radius) r = ps->radius; /* the kernel was built for the largest radius */
+        radii[i] = r;
+        if (ps->type == NB_PSF_GAUSS) {
+            double rr = (double)r / ps->fwhm;
+            lost += I * exp(-log(16) * rr * rr);
+        } else {
+            lost += I * ps->g / sqrt(ps->g * ps->g + (double)r * r);
+        }
     }
+    *row_lost = lost;
+}
+
+/* The photons of every pixel within reach of rows y_lo .. y_hi - 1 spread
+ * into those rows only, the pixels taken in order: each output pixel gets
+ * its sums in the order of one pass over the whole image, whoever owns the
+ * rows beside it (so the image is the same on any thread count). */
+static void psf_spread_rows(const psf_spread *ps, const float *in, const int *radii, int width, int height, int y_lo,
+                            int y_hi, float *out)
+{
+    const int ksize = 2 * ps->radius + 1;
+    const int src_lo = y_lo - ps->radius < 0 ? 0 : y_lo - ps->radius;
+    const int src_hi = y_hi + ps->radius > height ? height : y_hi + ps->radius;
+    for (int y0 = src_lo; y0 < src_hi; y0++)
+        for (int x0 = 0; x0 < width; x0++) {
+            const size_t i = (size_t)y0 * (size_t)width + (size_t)x0;
+            const int r = radii[i];
+            if (r == 0) continue;
+            /* its rows within reach and within the band */
+            const int dy_lo = y_lo - y0 > -r ? y_lo - y0 : -r, dy_hi = y_hi - 1 - y0 < r ? y_hi - 1 - y0 : r;
+            for (int dx = -r; dx <= r; ++dx)
+                for (int dy = dy_lo; dy <= dy_hi; ++dy) {
+                    size_t k = (size_t)ksize * (ksize / 2 + dy) + ksize / 2 + dx;
+                    if (ps->kernel[k] == 0.0) continue;
+                    if ((double)dx * dx + (double)dy * dy > (double)r * r) continue;
+                    int x = x0 + dx, y = y0 + dy;
+                    /* photons falling off the detector are lost (the reference's
+                     * bounds test let them wrap into the next row) */
+                    if (x < 0 || x >= width || y < 0 || y >= height) continue;
+                    out[(size_t)y * width + x] += in[i] * ps->kernel[k];
+                }
+        }
+}
+
+/* Rows of the output a thread takes at a time: every band looks at the
+ * pixels up to a radius above and below it, so a band of twice the radius
+ * (16 rows at least) looks at each pixel about twice */
+static int psf_band_rows(int radius) { return 2 * radius > 16 ? 2 * radius : 16; }
+
+nb_status nb_apply_psf(const float *in, float *out, int width, int height, int type, double fwhm_pixels,
+                       int user_radius, double *lost_photons)
+{
+    size_t pixels = (size_t)width * (size_t)height;
+    psf_spread ps = {type, user_radius, user_radius, width > height ? width : height, fwhm_pixels, 0.0, NULL};
+    ps.g = fwhm_pixels * 0.652383013252053; /* fwhm = 2 sqrt(2^(2/3) - 1) g (half maximum at r^2 = (2^(2/3) - 1) g^2) */
+    *lost_photons = 0.0;
+    if (fwhm_pixels <= 0.0 || type == NB_PSF_NONE) {
+        memcpy(out, in, pixels * sizeof(float));
+        return NB_OK;
+    }
+    memset(out, 0, pixels * sizeof(float));
+    const int many = pixels >= PARALLEL_PIXELS;
+    if (ps.radius <= 0) {
+        float max_I = 0.0f;
+#pragma omp parallel for reduction(max : max_I) if (many)
+        for (size_t i = 0; i < pixels; i++)
+            if (max_I < in[i]) max_I = in[i];
+        if (max_I <= 0.0f) {
+            nb_warn("no photons: PSF skipped");
+            return NB_OK;
+        }
+        ps.radius = auto_radius(type, max_I, fwhm_pixels, ps.g, 1);
+        nb_info("  auto-selected psf_radius = %d pixels", ps.radius);
+        if (ps.radius == 0) ps.radius = 1;
+    }
+    if (ps.radius > ps.maxwidth) ps.radius = ps.maxwidth;
+    double *kernel = NULL, *row_lost = NULL;
+    int *radii = NULL;
+    nb_status st = psf_kernel(type, fwhm_pixels, ps.g, ps.radius, &kernel);
+    if (!st) st = nb_alloc_large((void **)&radii, pixels, sizeof *radii, "the PSF's radii");
+    if (!st) st = nb_calloc((void **)&row_lost, (size_t)height, sizeof *row_lost, "the PSF's rows");
+    if (st) {
+        free(kernel);
+        free(radii);
+        return st;
+    }
+    ps.kernel = kernel;
+#pragma omp parallel for schedule(dynamic, 16) if (many)
+    for (int y = 0; y < height; y++) psf_radii_row(&ps, in, width, y, radii, &row_lost[y]);
+    const int band = psf_band_rows(ps.radius);
+#pragma omp parallel for schedule(dynamic, 1) if (many)
+    for (int y = 0; y < height; y += band)
+        psf_spread_rows(&ps, in, radii, width, height, y, y + band < height ? y + band : height, out);
     /* photons beyond each radius are added back uniformly */
-    double per_pixel = total_lost / (double)pixels;
+    double total_lost = 0.0;
+    for (int y = 0; y < height; y++) total_lost += row_lost[y];
+    const double per_pixel = total_lost / (double)pixels;
+#pragma omp parallel for if (many)
     for (size_t i = 0; i < pixels; i++) out[i] += per_pixel;
     *lost_photons = total_lost;
     free(kernel);
+    free(radii);
+    free(row_lost);
     return NB_OK;
 }
 
@@ -152,9 +231,6 @@ nb_status nb_apply_psf(const float *in, float *out, int width, int height, int t
 /* Philox's streams of a pixel, one per use, so that turning an effect on
  * leaves the others' deviates as they were */
 enum { STREAM_POISSON, STREAM_FLICKER, STREAM_CALIBRATION, STREAM_READOUT };
-/* Images of fewer pixels are counted on one thread (about a millisecond of
- * work: less than waking a second thread in a busy pipe costs) */
-#define PARALLEL_PIXELS ((size_t)1 << 15)
 
 enum { NSTREAMS = 4 };
 

@@ -781,10 +781,12 @@ static nb_status join_nxmx(const conv_opts *o, const nb_std_opts *std)
     return nb_nxmx_master(o->outs[0].path, o->joins, o->njoins);
 }
 
-static nb_status nonfinite_error(size_t bad, size_t width)
+/* A pixel that is not a finite number, named with its frame (counted from 1,
+ * as the files' numbers: of a series, one frame of many may be wrong) */
+static nb_status nonfinite_error(long frame, size_t bad, size_t width)
 {
-    return nb_error_set(NB_ERR_DATA, "IMAGE record: pixel %zu (fast %zu, slow %zu) is not a finite number", bad,
-                        bad % width, bad / width);
+    return nb_error_set(NB_ERR_DATA, "IMAGE record of frame %ld: pixel %zu (fast %zu, slow %zu) is not a finite number",
+                        frame + 1, bad, bad % width, bad / width);
 }
 
 /* The frame of an IMAGE record (its keys in im, checked against the plan
@@ -802,7 +804,7 @@ static nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const 
     fr->height = im->spixels;
     fr->photons = px;
     size_t n = im->npixels, bad = checked_finite ? n : nb_first_nonfinite(fr->photons, n);
-    if (bad < n) return nonfinite_error(bad, (size_t)im->fpixels);
+    if (bad < n) return nonfinite_error(im->frame, bad, (size_t)im->fpixels);
     fr->frame = im->frame;
     if (im->has_counts) {
         if ((st = nb_image_counts(rec, im, &fr->counts, NULL))) return st;
@@ -875,6 +877,7 @@ typedef struct row_out {
 
 typedef struct row_files {
     int width, height, rows_done;
+    long frame;            /* the image's, for messages */
     uint64_t pix_off;      /* the pixels' offset in the pieces' payload */
     nb_roi roi;
     double int_scale, adc; /* of ROW_SMV_SCALED */
@@ -898,6 +901,7 @@ static void rows_start(row_files *R, const frame *fr, uint64_t pix_off, double i
 {
     const nb_plan *p = fr->plan;
     R->width = fr->width, R->height = fr->height, R->rows_done = 0;
+    R->frame = fr->frame;
     R->pix_off = pix_off;
     R->roi = (nb_roi){p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
     R->int_scale = int_scale, R->adc = adc;
@@ -1023,7 +1027,7 @@ static nb_status rows_piece(row_files *R, const nb_payload_piece *pc)
     const size_t w = (size_t)R->width, n = (size_t)ny * w;
     size_t bad = R->scaled ? R->slot_bad[pc->slot] : nb_first_nonfinite(rows, n);
     if (bad == SIZE_MAX) return nb_error_set(NB_ERR_DATA, "internal error: rows %d to %d were not converted", y0, y0 + ny - 1);
-    if (bad < n) return nonfinite_error((size_t)y0 * w + bad, w);
+    if (bad < n) return nonfinite_error(R->frame, (size_t)y0 * w + bad, w);
     if (R->scaled && R->slot_werr[pc->slot])
         return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", nb_smv_writer_path(R->outs[R->slot_wout[pc->slot]].smv),
                             strerror(R->slot_werr[pc->slot]));

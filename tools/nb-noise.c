@@ -185,6 +185,10 @@ static nb_status noise_image(const nb_plan *plan, const noise_opts *o, nb_rng *r
         if (i > 0) nb_rng_init(&fresh);
         st = nb_noise_frame(&pp, im->frame == 0 && i == 0 ? rng : &fresh, px + off, v.fpixels, v.spixels,
                             counts + off, &pres);
+        /* a bad pixel's place: its frame (counted from 1, as the files'
+         * numbers), its panel (of several) */
+        if (st == NB_ERR_DATA && im->npanels > 1) st = nb_error_prefix(st, "frame %ld, panel %d", im->frame + 1, i);
+        else if (st == NB_ERR_DATA) st = nb_error_prefix(st, "frame %ld", im->frame + 1);
         res.photons += pres.photons, res.overloads += pres.overloads, res.lost_photons += pres.lost_photons;
     }
     if (st) return st;

@@ -196,3 +196,29 @@ ignoring_sigpipe() (
     trap '' PIPE
     "$@"
 )
+
+# Frame FRAME (0-based) of stream FILE with pixel (fast 7, slow ROW, default 5)
+# of the whole image made NaN, its record's CRC made again
+# (docs/stream-format.md 1)
+nan_in_frame() {
+    local py=${NB_TEST_PYTHON:-/usr/bin/python3}
+    command -v "$py" >/dev/null || skip "$py is not installed"
+    "$py" - "$1" "$2" "${3:-5}" <<'PYEOF'
+import struct, sys, zlib
+path, frame, row = sys.argv[1], sys.argv[2], int(sys.argv[3])
+data = bytearray(open(path, 'rb').read())
+pos = 0
+while pos < len(data):
+    hlen, plen = struct.unpack_from('<IQ', data, pos + 20)
+    kind = bytes(data[pos + 12:pos + 20]).rstrip(b'\0')
+    head = bytes(data[pos + 32:pos + 32 + hlen]).decode()
+    end = pos + 32 + hlen + plen
+    if kind == b'IMAGE' and '\nFRAME=%s\n' % frame in head:
+        width = int([l for l in head.split('\n') if l.startswith('FPIXELS=')][0].split('=')[1])
+        array = [l for l in head.split('\n') if l.startswith('ARRAY.pixels=')][0].split('=')[1].split()
+        struct.pack_into('<f', data, pos + 32 + hlen + int(array[2]) + 4 * (row * width + 7), float('nan'))
+        struct.pack_into('<I', data, end, zlib.crc32(bytes(data[pos:end])) & 0xffffffff)
+    pos = end + 4
+open(path, 'wb').write(bytes(data))
+PYEOF
+}

@@ -119,6 +119,17 @@ cbf_data() {
     run ! cmp n_p1_0001.cbf n_p2_0001.cbf
 }
 
+@test "panels: a non-finite pixel in panel 2 fails nb-noise naming its frame, panel and place in the panel" {
+    write_tiles
+    nb-geom -q -panels tiles.geom $XTAL -seed 5 | nb-sim -q -o img.nbs
+    # row 100 of the stacked panels of 48 rows is panel 2's row 4
+    nan_in_frame img.nbs 0 100
+    run_nb nb-noise -o n.nbs img.nbs
+    expect_status 1
+    expect_has "frame 1, panel 2: the image holds a non-finite value at pixel 263 (fast 7, slow 4)"
+    [ ! -e n.nbs ]
+}
+
 @test "panels: a one-panel plan has no panel keys, and its stream is unchanged by the panel code" {
     nb-geom $SMALL -q -o plan.nbs
     run ! grep -a -q 'PANELS=' plan.nbs

@@ -510,6 +510,69 @@ static void test_noise_philox(void)
     free(b);
 }
 
+/* The PSF on `threads` threads */
+static nb_status psf_on(int threads, const float *in, float *out, int w, int h, int type, double fwhm, int radius,
+                        double *lost)
+{
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+    return nb_apply_psf(in, out, w, h, type, fwhm, radius, lost);
+}
+
+/* nb_apply_psf: one pixel's photons spread over the disc of its radius, the
+ * same pattern wherever the pixel lies (rows are blurred in bands, on several
+ * threads: a pixel beside a band's edge spreads as one in its middle), the
+ * photons kept; and a whole image the same on 1 and 3 threads. */
+static void test_psf(void)
+{
+    enum { W = 256, H = 160, NPIX = W * H, R = 10, X0 = 120 };
+    float *in = calloc(NPIX, sizeof(float)), *out = malloc(sizeof(float) * NPIX), *ref = malloc(sizeof(float) * NPIX);
+    if (!in || !out || !ref) abort();
+    double lost;
+    /* the pattern of a pixel in the middle of the image */
+    in[80 * W + X0] = 1000.0f;
+    nb_status st = psf_on(3, in, ref, W, H, NB_PSF_GAUSS, 3.0, R, &lost);
+    in[80 * W + X0] = 0.0f;
+    int disc = 0, raised = 0;
+    const float floor = ref[0]; /* the photons beyond the radius, spread evenly */
+    double total = 0.0;
+    for (int dy = -R; dy <= R; dy++)
+        for (int dx = -R; dx <= R; dx++) disc += dx * dx + dy * dy <= R * R;
+    for (int i = 0; i < NPIX; i++) raised += ref[i] != floor, total += ref[i];
+    ok(st == NB_OK && raised == disc && fabs(total - 1000.0) < 1e-3 && lost > 0.0,
+       "psf: one pixel's photons over the %d pixels of its disc (%d raised), %.6f of 1000 kept", disc, raised, total);
+    /* the same pixel in every row from 2 to 37: across the edges of bands of
+     * 2 R rows, the pattern moved with it (near the top, less the photons
+     * that fall off the detector) */
+    int same = st == NB_OK;
+    for (int y = 2; y < 38 && same; y++) {
+        in[y * W + X0] = 1000.0f;
+        st = psf_on(3, in, out, W, H, NB_PSF_GAUSS, 3.0, R, &lost);
+        in[y * W + X0] = 0.0f;
+        for (int dy = -R; dy <= R && !st; dy++) {
+            if (y + dy < 0) continue;
+            for (int dx = -R; dx <= R; dx++)
+                same &= out[(y + dy) * W + X0 + dx] == ref[(80 + dy) * W + X0 + dx];
+        }
+        same &= st == NB_OK;
+    }
+    ok(same, "psf: a pixel in any row, beside a band's edge or not, spreads in the same pattern");
+    /* a whole image, each pixel's own radius (fiber, automatic) */
+    for (int i = 0; i < NPIX; i++) in[i] = (float)((i * 7919) % 101) * 0.01f;
+    for (int k = 0; k < 12; k++) in[(13 * k + 5) * W + 20 * k + 7] = 5000.0f * (float)(k + 1);
+    double lost1, lost3;
+    st = psf_on(1, in, ref, W, H, NB_PSF_FIBER, 0.46, 0, &lost1);
+    st = st ? st : psf_on(3, in, out, W, H, NB_PSF_FIBER, 0.46, 0, &lost3);
+    ok(st == NB_OK && !memcmp(ref, out, sizeof(float) * NPIX) && lost1 == lost3,
+       "psf: an image blurred with each pixel's radius, the same on 1 and 3 threads");
+    free(in);
+    free(out);
+    free(ref);
+}
+
 int main(void)
 {
     test_ran1();
@@ -520,5 +583,6 @@ int main(void)
     test_frame_seed();
     test_philox();
     test_noise_philox();
+    test_psf();
     return tap_done();
 }
