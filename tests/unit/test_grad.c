@@ -60,6 +60,15 @@ static const struct config {
      "-cell 70 80 90 88 95 91 -misset 10 5 3 -lambda 1 -N 8 -default_F 100 -distance 150 -detpixels 48 -pixel 4 "
      "-mosaic 0.2 -mosaic_domains 4 -oversample 2",
      "distance,Xbeam,Ybeam,misset_x,misset_y,misset_z,cell_a,cell_gamma,mosaic,lambda", 0, 1},
+    /* the cube's grating slope: one polynomial up to N 10, the recurrence above */
+    {"N 10, the largest cube whose slope is one polynomial",
+     "-cell 40 50 60 88 95 91 -misset 10 20 30 -lambda 1.0 -N 10 -default_F 100 -oversample 2 " DETECTOR
+     "-mosaic 0.3 -mosaic_domains 2",
+     "distance,Xbeam,misset_y,cell_b,Na,mosaic", 0, 1},
+    {"N 12, a cube whose slope is the recurrence's",
+     "-cell 40 50 60 88 95 91 -misset 10 20 30 -lambda 1.0 -N 12 -default_F 100 -oversample 2 " DETECTOR
+     "-mosaic 0.3 -mosaic_domains 2",
+     "distance,Xbeam,misset_y,cell_b,Na,mosaic", 0, 1},
 };
 
 static int build_plan(const char *args, nb_plan *plan)
