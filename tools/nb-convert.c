@@ -1,7 +1,6 @@
 /* nb-convert: write the images of a stream as files, or read files into a stream. */
 #include <errno.h>
 #include <glob.h>
-#include <pthread.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@ static int omp_get_max_threads(void) { return 1; }
 #include "nb_image_record.h"
 #include "nb_options.h"
 #include "nb_plan.h"
+#include "nb_pool.h"
 #include "nb_stream.h"
 #include "nb_tuning.h"
 #include "nb_util.h"
@@ -1117,61 +1117,70 @@ static nb_status rows_write_whole(const out_request *q, int k, const frame *fr)
  * that the -v lines stay in frame order) and hands the frame over with its
  * record; a worker writes the rows and closes the files, which go into
  * place at the segment's end as before.  A failure is the run's in frame
- * order: workers take the frames in order, so every frame before a failing
- * one is written to its end, and none not yet taken is started. */
-enum { POOL_MAX_WORKERS = 4 };
+ * order (nb_pool: workers take the frames in order, so every frame before a
+ * failing one is written to its end, and none not yet taken is started). */
 #define POOL_MAX_BYTES ((size_t)512 << 20) /* of frames held at once */
 
 typedef struct pool_job {
+    nb_pool_job base;       /* the pool's part: first */
     nb_record rec;          /* the IMAGE record, the job's own */
     nb_image_info im;
     frame fr;
     row_files rows;         /* its files, open */
-    int done;
-    nb_status st;           /* the writing's outcome, and its message */
-    char msg[1024];
-    struct pool_job *next;
 } pool_job;
 
 typedef struct frame_pool {
-    int workers;            /* started; 0: none (every frame written on the main thread) */
-    pthread_t th[POOL_MAX_WORKERS];
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    pool_job *head, *tail;  /* handed over and not collected, in frame order */
-    pool_job *next_job;     /* the first not started */
-    int held, most;         /* jobs handed over and not collected; the most at once */
-    int failed;             /* a job failed: start no more */
-    int quit;
+    nb_pool pool;           /* its workers: none when none (every frame written on the main thread) */
     nb_reader *reader;      /* the stream's, which takes the payload buffers back */
 } frame_pool;
 
-/* On the main thread: the record's payload buffer goes back to the reader */
-static void pool_job_free(frame_pool *P, pool_job *j)
+/* On the main thread: the files still open removed, the record's payload
+ * buffer back to the reader */
+static void pool_job_release(nb_pool_job *base, void *ctx)
 {
+    frame_pool *P = ctx;
+    pool_job *j = (pool_job *)base;
     rows_free(&j->rows);
     nb_image_info_free(&j->im);
     nb_reader_recycle(P->reader, &j->rec);
     free(j);
 }
 
-/* A job's rows into its files, then the files closed (on a failure, or
- * after an earlier frame's, left for abort_pending to remove) */
-static nb_status pool_write(pool_job *j, int skip, uint16_t **ints, size_t *cap)
+/* A worker's own: the SMV values of a piece, kept from frame to frame */
+typedef struct pool_scratch {
+    uint16_t *ints;
+    size_t cap;
+} pool_scratch;
+
+static void pool_scratch_free(void *p)
 {
+    pool_scratch *sc = p;
+    if (sc) free(sc->ints);
+    free(sc);
+}
+
+/* On a worker: a job's rows into its files, then the files closed (on a
+ * failure, or after an earlier frame's, left for abort_pending to remove) */
+static nb_status pool_write(nb_pool_job *base, int skip, void **scratch, void *ctx)
+{
+    (void)ctx;
+    pool_job *j = (pool_job *)base;
     row_files *R = &j->rows;
     if (skip) { /* not written: an earlier frame failed */
         rows_abort(R);
         return NB_OK;
     }
     nb_status st = NB_OK;
+    if (!*scratch && !(*scratch = calloc(1, sizeof(pool_scratch))))
+        st = nb_error_set(NB_ERR_NOMEM, "out of memory");
+    pool_scratch *sc = *scratch;
     const size_t need = (size_t)rows_per_piece(j->fr.width) * (size_t)j->fr.width;
-    if (R->scaled && *cap < need) {
-        free(*ints);
-        *cap = 0;
-        if (!(st = nb_alloc_large((void **)ints, need, sizeof **ints, "int rows"))) *cap = need;
+    if (!st && R->scaled && sc->cap < need) {
+        free(sc->ints);
+        sc->ints = NULL, sc->cap = 0;
+        if (!(st = nb_alloc_large((void **)&sc->ints, need, sizeof *sc->ints, "int rows"))) sc->cap = need;
     }
-    R->slot_ints[0] = *ints, R->slot_cap = *cap;
+    if (sc) R->slot_ints[0] = sc->ints, R->slot_cap = sc->cap;
     if (!st) st = rows_write_all(R, &j->fr);
     for (int i = 0; i < R->nouts && !st; i++) {
         row_out *ro = &R->outs[i];
@@ -1183,131 +1192,27 @@ static nb_status pool_write(pool_job *j, int skip, uint16_t **ints, size_t *cap)
     return st;
 }
 
-static void *pool_worker(void *arg)
-{
-    frame_pool *P = arg;
-    uint16_t *ints = NULL; /* the SMV values of a piece, kept from frame to frame */
-    size_t cap = 0;
-    pthread_mutex_lock(&P->mu);
-    for (;;) {
-        while (!P->next_job && !P->quit) pthread_cond_wait(&P->cv, &P->mu);
-        pool_job *j = P->next_job;
-        if (!j) break;
-        P->next_job = j->next;
-        const int skip = P->failed;
-        pthread_mutex_unlock(&P->mu);
-        nb_status st = pool_write(j, skip, &ints, &cap);
-        pthread_mutex_lock(&P->mu);
-        j->st = st, j->done = 1;
-        if (st) {
-            snprintf(j->msg, sizeof j->msg, "%s", nb_error_message());
-            P->failed = 1;
-        }
-        pthread_cond_broadcast(&P->cv);
-    }
-    pthread_mutex_unlock(&P->mu);
-    free(ints);
-    return NULL;
-}
-
 /* Start the workers: as many as the threads allowed (this one mostly waits
  * for the input: 100 frames of 1024^2 from tmpfs to tmpfs on 2 cores took
  * 127-145 ms with two workers, 170-189 with one, 202-213 written as they
- * came), at most POOL_MAX_WORKERS and as many as frames of `bytes` fit in
- * POOL_MAX_BYTES; none when one thread is allowed (or none could be had). */
+ * came), at most NB_POOL_MAX_WORKERS and as many as frames of `bytes` fit in
+ * POOL_MAX_BYTES, one waiting beside each; none when one thread is allowed
+ * (or none could be had). */
 static void pool_start(frame_pool *P, nb_reader *r, size_t bytes)
 {
     memset(P, 0, sizeof *P);
     P->reader = r;
     int n = omp_get_max_threads();
     if (n < 2) return;
-    n = n > POOL_MAX_WORKERS ? POOL_MAX_WORKERS : n;
+    n = n > NB_POOL_MAX_WORKERS ? NB_POOL_MAX_WORKERS : n;
     const size_t fit = bytes ? POOL_MAX_BYTES / bytes : POOL_MAX_BYTES;
     if ((size_t)n + 1 > fit) n = fit > 1 ? (int)fit - 1 : 1;
-    if (pthread_mutex_init(&P->mu, NULL)) return;
-    if (pthread_cond_init(&P->cv, NULL)) {
-        pthread_mutex_destroy(&P->mu);
-        return;
-    }
-    while (P->workers < n && !pthread_create(&P->th[P->workers], NULL, pool_worker, P)) P->workers++;
-    if (!P->workers) {
-        pthread_cond_destroy(&P->cv);
-        pthread_mutex_destroy(&P->mu);
-    }
-    P->most = P->workers + 1; /* one waiting beside each worker's */
-    if (P->workers) nb_info("writing the frames %d at a time", P->workers);
+    const nb_pool_ops ops = {pool_write, pool_job_release, pool_scratch_free, NULL, P};
+    if (nb_pool_start(&P->pool, n, n + 1, &ops)) nb_info("writing the frames %d at a time", P->pool.workers);
 }
 
-/* Collect the finished jobs at the head, in frame order (with wait_all,
- * every job); the first failure's status, with its message set here. */
-static nb_status pool_collect(frame_pool *P, int wait_all)
-{
-    nb_status st = NB_OK;
-    pthread_mutex_lock(&P->mu);
-    while (P->head && (P->head->done || wait_all || st)) {
-        pool_job *j = P->head;
-        if (!j->done) {
-            pthread_cond_wait(&P->cv, &P->mu);
-            continue;
-        }
-        P->head = j->next;
-        if (!P->head) P->tail = NULL;
-        P->held--;
-        pthread_mutex_unlock(&P->mu);
-        if (j->st && !st) st = nb_error_set(j->st, "%s", j->msg);
-        pool_job_free(P, j);
-        pthread_mutex_lock(&P->mu);
-    }
-    pthread_mutex_unlock(&P->mu);
-    return st;
-}
-
-/* Every job finished and collected: the first failure in frame order */
-static nb_status pool_drain(frame_pool *P) { return P->workers ? pool_collect(P, 1) : NB_OK; }
-
-static void pool_stop(frame_pool *P)
-{
-    if (!P->workers) return;
-    pool_drain(P);
-    pthread_mutex_lock(&P->mu);
-    P->quit = 1;
-    pthread_cond_broadcast(&P->cv);
-    pthread_mutex_unlock(&P->mu);
-    for (int i = 0; i < P->workers; i++) pthread_join(P->th[i], NULL);
-    pthread_cond_destroy(&P->cv);
-    pthread_mutex_destroy(&P->mu);
-    P->workers = 0;
-}
-
-/* Hand job j over (it is the pool's to free whatever happens), once fewer
- * than P->most are held; an earlier frame's failure instead. */
-static nb_status pool_submit(frame_pool *P, pool_job *j)
-{
-    nb_status st = pool_collect(P, 0);
-    pthread_mutex_lock(&P->mu);
-    while (!st && P->held >= P->most) {
-        pthread_cond_wait(&P->cv, &P->mu);
-        pthread_mutex_unlock(&P->mu);
-        st = pool_collect(P, 0);
-        pthread_mutex_lock(&P->mu);
-    }
-    if (!st) {
-        j->next = NULL;
-        if (P->tail) P->tail->next = j;
-        else P->head = j;
-        P->tail = j;
-        if (!P->next_job) P->next_job = j;
-        P->held++;
-        pthread_cond_broadcast(&P->cv);
-    }
-    pthread_mutex_unlock(&P->mu);
-    if (st) {
-        /* pool_collect waited for every job after the failure */
-        rows_abort(&j->rows);
-        pool_job_free(P, j);
-    }
-    return st;
-}
+/* Every frame handed over written: the first failure in frame order */
+static nb_status pool_drain(frame_pool *P) { return nb_pool_collect(&P->pool, 1); }
 
 /* Whether an IMAGE record of plan p (wanted, matching the plan, one panel)
  * goes to the pool: a frame of a series whose outputs are all
@@ -1343,12 +1248,11 @@ static nb_status pool_image(frame_pool *P, nb_record *rec, const nb_plan *plan, 
         if (!(st = row_kind_of(&list[k], &j->fr, &kind))) st = rows_open(&j->rows, &list[k], k, &j->fr, kind);
     }
     if (st) {
-        rows_abort(&j->rows);
-        pool_job_free(P, j);
+        pool_job_release(&j->base, P);
         nb_status earlier = pool_drain(P); /* a frame before this one failed first */
         return earlier ? earlier : st;
     }
-    return pool_submit(P, j);
+    return nb_pool_submit(&P->pool, &j->base);
 }
 
 /* ---- writing while the image arrives -------------------------------------- */
@@ -1936,7 +1840,7 @@ int main(int argc, char **argv)
                 pool_start(&pool, r, (size_t)rec.payload_len);
                 pool_tried = 1;
             }
-            if (live.pooled && pool.workers) {
+            if (live.pooled && pool.pool.workers) {
                 st = pool_image(&pool, &rec, &plan, &o);
                 converted = 1;
             } else {
@@ -1947,9 +1851,8 @@ int main(int argc, char **argv)
         }
     }
     /* every frame handed over written (or, after a failure, finished) */
-    nb_status pst = pool_drain(&pool);
+    nb_status pst = nb_pool_stop(&pool.pool);
     if (!st) st = pst;
-    pool_stop(&pool);
     if (!st && images == 0) {
         const char *name = r ? nb_reader_name(r) : opts.input;
         st = o.import ? nb_error_set(NB_ERR_DATA, "%s: the stream holds no PLAN record", name)

@@ -1,6 +1,5 @@
 /* nb-sim: render the plan into images of photons per pixel. */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include "nb_image_record.h"
 #include "nb_options.h"
 #include "nb_plan.h"
+#include "nb_pool.h"
 #include "nb_stills.h"
 #include "nb_sim.h"
 #include "nb_sim_cuda.h"
@@ -240,19 +240,19 @@ typedef struct out_frame {
     int taken; /* the renderer took every row's CRC */
 } out_frame;
 
-/* The frames' writer: a thread that writes frame i (into the pipe to the
- * next stage, or a file) while this one renders frame i+1.  One frame waits
- * at most, so memory holds two images whatever the length of the series. */
+/* The frames' writer (nb_pool, one worker): a thread that writes frame i
+ * (into the pipe to the next stage, or a file) while this one renders frame
+ * i+1.  Two frames are held at most (one being written, one waiting), so
+ * memory holds three images whatever the length of the series. */
+typedef struct frame_job {
+    nb_pool_job base; /* the pool's part: first */
+    out_frame fr;
+} frame_job;
+
 typedef struct frame_writer {
     nb_writer *w;
     int ng;
-    out_frame waiting;
-    int full;       /* `waiting` holds a frame */
-    int done;       /* no more frames */
-    nb_status st;   /* the first write's failure */
-    char msg[1024]; /* and its message */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    nb_pool pool;
 } frame_writer;
 
 static void out_frame_free(out_frame *fr, int ng)
@@ -270,66 +270,53 @@ static nb_status write_frame(nb_writer *w, out_frame *fr, int ng)
     return st;
 }
 
-static void *frame_writer_main(void *arg)
+/* On the writer: the frame written (unless an earlier one failed), its
+ * images freed at once */
+static nb_status frame_job_write(nb_pool_job *base, int skip, void **scratch, void *ctx)
 {
-    frame_writer *fw = arg;
-    out_frame fr;
-    pthread_mutex_lock(&fw->mu);
-    for (;;) {
-        while (!fw->full && !fw->done) pthread_cond_wait(&fw->cv, &fw->mu);
-        if (!fw->full) break;
-        fr = fw->waiting;
-        fw->full = 0;
-        pthread_cond_broadcast(&fw->cv);
-        const int failed = fw->st != NB_OK;
-        pthread_mutex_unlock(&fw->mu);
-        nb_status st = failed ? NB_OK : write_frame(fw->w, &fr, fw->ng);
-        out_frame_free(&fr, fw->ng);
-        pthread_mutex_lock(&fw->mu);
-        if (st && !fw->st) {
-            fw->st = st;
-            snprintf(fw->msg, sizeof fw->msg, "%s", nb_error_message());
-            pthread_cond_broadcast(&fw->cv);
-        }
-    }
-    pthread_mutex_unlock(&fw->mu);
-    return NULL;
+    (void)scratch;
+    frame_writer *fw = ctx;
+    frame_job *j = (frame_job *)base;
+    nb_status st = skip ? NB_OK : write_frame(fw->w, &j->fr, fw->ng);
+    out_frame_free(&j->fr, fw->ng);
+    return st;
 }
 
-/* The writer's failure, as this thread's error (NB_OK: none). */
-static nb_status frame_writer_status(frame_writer *fw)
+static void frame_job_release(nb_pool_job *base, void *ctx)
 {
-    pthread_mutex_lock(&fw->mu);
-    nb_status st = fw->st;
-    pthread_mutex_unlock(&fw->mu);
-    return st ? nb_error_set(st, "%s", fw->msg) : NB_OK;
+    frame_writer *fw = ctx;
+    frame_job *j = (frame_job *)base;
+    out_frame_free(&j->fr, fw->ng);
+    free(j);
 }
 
-/* Hand a frame to the writer (waiting while it still holds the last);
- * the frame is the writer's to free whatever happens. */
+/* Before this thread waits for the writer: the CPU render's idle OpenMP
+ * threads, one a core, would spin meanwhile, taking a core from the stage
+ * that reads the pipe (only the thread that owns them can let them go).  A
+ * GPU frame's few copying threads (nb_sim_cuda.cu's FINISH_THREADS) are kept
+ * for the next frame. */
+static void frame_writer_waits(void *ctx)
+{
+    (void)ctx;
+    if (!cuda) nb_threads_release_idle();
+}
+
+/* Hand a rendered frame to the writer, or (no writer) write it here; the
+ * frame is handed over whatever happens. */
 static nb_status frame_writer_put(frame_writer *fw, out_frame *fr)
 {
-    pthread_mutex_lock(&fw->mu);
-    if (fw->full && !fw->st && !cuda) {
-        /* this thread waits for the writer: the CPU render's idle OpenMP
-         * threads, one a core, would spin meanwhile, taking a core from the
-         * stage that reads the pipe (only the thread that owns them can let
-         * them go).  A GPU frame's few copying threads (nb_sim_cuda.cu's
-         * FINISH_THREADS) are kept for the next frame. */
-        pthread_mutex_unlock(&fw->mu);
-        nb_threads_release_idle();
-        pthread_mutex_lock(&fw->mu);
+    if (!fw->pool.workers) {
+        nb_status st = write_frame(fw->w, fr, fw->ng);
+        out_frame_free(fr, fw->ng);
+        return st;
     }
-    while (fw->full && !fw->st) pthread_cond_wait(&fw->cv, &fw->mu);
-    const int failed = fw->st != NB_OK;
-    if (!failed) {
-        fw->waiting = *fr;
-        fw->full = 1;
-        pthread_cond_broadcast(&fw->cv);
+    frame_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        out_frame_free(fr, fw->ng);
+        return nb_error_set(NB_ERR_NOMEM, "out of memory");
     }
-    pthread_mutex_unlock(&fw->mu);
-    if (failed) out_frame_free(fr, fw->ng);
-    return frame_writer_status(fw);
+    j->fr = *fr;
+    return nb_pool_submit(&fw->pool, &j->base);
 }
 
 /* Every frame of the plan this run renders, each IMAGE handed to the writer
@@ -350,20 +337,11 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
     frame_writer fw;
     memset(&fw, 0, sizeof fw);
     fw.w = w, fw.ng = ng;
-    pthread_t th;
     /* one frame is written on this thread: there is nothing to overlap, and
      * the writer lets the render's idle OpenMP threads go before it writes
      * (nb_writer_put_consume), which only the thread that owns them can do */
-    int threaded = last > first && !pthread_mutex_init(&fw.mu, NULL);
-    if (threaded && pthread_cond_init(&fw.cv, NULL)) {
-        pthread_mutex_destroy(&fw.mu);
-        threaded = 0;
-    }
-    if (threaded && pthread_create(&th, NULL, frame_writer_main, &fw)) {
-        pthread_cond_destroy(&fw.cv);
-        pthread_mutex_destroy(&fw.mu);
-        threaded = 0;
-    }
+    const nb_pool_ops ops = {frame_job_write, frame_job_release, NULL, frame_writer_waits, &fw};
+    if (last > first) nb_pool_start(&fw.pool, 1, 2, &ops);
     series_summary sum;
     memset(&sum, 0, sizeof sum);
     sum.t0 = nb_now(), sum.first = first, sum.count = last - first + 1;
@@ -372,23 +350,12 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
         memset(fr.grads, 0, sizeof fr.grads);
         st = render(plan, hkl, o, ng ? &gp : NULL, f, &fr.img, fr.grads, &fr.row_crc, &fr.taken, &sum);
         if (st) out_frame_free(&fr, ng);
-        else if (threaded) st = frame_writer_put(&fw, &fr);
-        else {
-            st = write_frame(w, &fr, ng);
-            out_frame_free(&fr, ng);
-        }
+        else st = frame_writer_put(&fw, &fr);
     }
-    if (threaded) {
+    if (fw.pool.workers) {
         nb_threads_release_idle(); /* no frame follows: this thread only waits for the writer now */
-        pthread_mutex_lock(&fw.mu);
-        fw.done = 1;
-        pthread_cond_broadcast(&fw.cv);
-        pthread_mutex_unlock(&fw.mu);
-        pthread_join(th, NULL);
-        nb_status wst = frame_writer_status(&fw);
+        nb_status wst = nb_pool_stop(&fw.pool);
         if (!st) st = wst;
-        pthread_cond_destroy(&fw.cv);
-        pthread_mutex_destroy(&fw.mu);
     }
     if (ng) nb_grad_plans_free(&gp);
     if (!st) print_summary(&sum, plan->nframes);
