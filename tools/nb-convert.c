@@ -782,9 +782,21 @@ static nb_status join_nxmx(const conv_opts *o, const nb_std_opts *std)
 }
 
 /* A pixel that is not a finite number, named with its frame (counted from 1,
- * as the files' numbers: of a series, one frame of many may be wrong) */
-static nb_status nonfinite_error(long frame, size_t bad, size_t width)
+ * as the files' numbers: of a series, one frame of many may be wrong) and,
+ * on a detector of panels (plan not NULL), its panel and its place there */
+static nb_status nonfinite_error(const nb_plan *plan, long frame, size_t bad, size_t width)
 {
+    const int npanels = plan ? nb_plan_npanels(plan) : 1;
+    for (int i = 0; i < npanels && npanels > 1; i++) {
+        int fp, sp;
+        size_t off;
+        nb_plan_panel_dims(plan, i, &fp, &sp, &off);
+        if (bad < off || bad - off >= (size_t)fp * (size_t)sp) continue;
+        const size_t at = bad - off;
+        return nb_error_set(NB_ERR_DATA,
+                            "IMAGE record of frame %ld, panel %d: pixel %zu (fast %zu, slow %zu) is not a finite number",
+                            frame + 1, i, at, at % (size_t)fp, at / (size_t)fp);
+    }
     return nb_error_set(NB_ERR_DATA, "IMAGE record of frame %ld: pixel %zu (fast %zu, slow %zu) is not a finite number",
                         frame + 1, bad, bad % width, bad / width);
 }
@@ -804,7 +816,7 @@ static nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const 
     fr->height = im->spixels;
     fr->photons = px;
     size_t n = im->npixels, bad = checked_finite ? n : nb_first_nonfinite(fr->photons, n);
-    if (bad < n) return nonfinite_error(im->frame, bad, (size_t)im->fpixels);
+    if (bad < n) return nonfinite_error(plan, im->frame, bad, (size_t)im->fpixels);
     fr->frame = im->frame;
     if (im->has_counts) {
         if ((st = nb_image_counts(rec, im, &fr->counts, NULL))) return st;
@@ -1027,7 +1039,7 @@ static nb_status rows_piece(row_files *R, const nb_payload_piece *pc)
     const size_t w = (size_t)R->width, n = (size_t)ny * w;
     size_t bad = R->scaled ? R->slot_bad[pc->slot] : nb_first_nonfinite(rows, n);
     if (bad == SIZE_MAX) return nb_error_set(NB_ERR_DATA, "internal error: rows %d to %d were not converted", y0, y0 + ny - 1);
-    if (bad < n) return nonfinite_error(R->frame, (size_t)y0 * w + bad, w);
+    if (bad < n) return nonfinite_error(NULL, R->frame, (size_t)y0 * w + bad, w); /* one panel */
     if (R->scaled && R->slot_werr[pc->slot])
         return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", nb_smv_writer_path(R->outs[R->slot_wout[pc->slot]].smv),
                             strerror(R->slot_werr[pc->slot]));

@@ -119,7 +119,7 @@ cbf_data() {
     run ! cmp n_p1_0001.cbf n_p2_0001.cbf
 }
 
-@test "panels: a non-finite pixel in panel 2 fails nb-noise naming its frame, panel and place in the panel" {
+@test "panels: a non-finite pixel in panel 2 fails nb-noise and nb-convert naming its frame, panel and place in the panel" {
     write_tiles
     nb-geom -q -panels tiles.geom $XTAL -seed 5 | nb-sim -q -o img.nbs
     # row 100 of the stacked panels of 48 rows is panel 2's row 4
@@ -128,6 +128,10 @@ cbf_data() {
     expect_status 1
     expect_has "frame 1, panel 2: the image holds a non-finite value at pixel 263 (fast 7, slow 4)"
     [ ! -e n.nbs ]
+    run_nb nb-convert -o c.cbf img.nbs
+    expect_status 1
+    expect_has "IMAGE record of frame 1, panel 2: pixel 263 (fast 7, slow 4) is not a finite number"
+    no_files_but tiles.geom img.nbs stdout.bin
 }
 
 @test "panels: a one-panel plan has no panel keys, and its stream is unchanged by the panel code" {
