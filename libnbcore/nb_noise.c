@@ -148,18 +148,18 @@ static void psf_spread_rows(const psf_spread *ps, const float *in, const int *ra
             const size_t i = (size_t)y0 * (size_t)width + (size_t)x0;
             const int r = radii[i];
             if (r == 0) continue;
-            /* its rows within reach and within the band */
+            /* its rows within reach and within the band, its columns within
+             * reach and on the detector: photons falling off the detector
+             * are lost (the reference's bounds test let them wrap into the
+             * next row) */
             const int dy_lo = y_lo - y0 > -r ? y_lo - y0 : -r, dy_hi = y_hi - 1 - y0 < r ? y_hi - 1 - y0 : r;
-            for (int dx = -r; dx <= r; ++dx)
+            const int dx_lo = -x0 > -r ? -x0 : -r, dx_hi = width - 1 - x0 < r ? width - 1 - x0 : r;
+            for (int dx = dx_lo; dx <= dx_hi; ++dx)
                 for (int dy = dy_lo; dy <= dy_hi; ++dy) {
                     size_t k = (size_t)ksize * (ksize / 2 + dy) + ksize / 2 + dx;
                     if (ps->kernel[k] == 0.0) continue;
                     if ((double)dx * dx + (double)dy * dy > (double)r * r) continue;
-                    int x = x0 + dx, y = y0 + dy;
-                    /* photons falling off the detector are lost (the reference's
-                     * bounds test let them wrap into the next row) */
-                    if (x < 0 || x >= width || y < 0 || y >= height) continue;
-                    out[(size_t)y * width + x] += in[i] * ps->kernel[k];
+                    out[(size_t)(y0 + dy) * width + x0 + dx] += in[i] * ps->kernel[k];
                 }
         }
 }

@@ -560,6 +560,22 @@ static void test_psf(void)
         same &= st == NB_OK;
     }
     ok(same, "psf: a pixel in any row, beside a band's edge or not, spreads in the same pattern");
+    /* beside the left and right edges: the pattern's part on the detector, nothing wrapped into the next row */
+    same = 1;
+    for (int side = 0; side < 2 && same; side++) {
+        const int x = side ? W - 3 : 2;
+        in[80 * W + x] = 1000.0f;
+        st = psf_on(3, in, out, W, H, NB_PSF_GAUSS, 3.0, R, &lost);
+        in[80 * W + x] = 0.0f;
+        for (int dy = -R; dy <= R && !st; dy++)
+            for (int dx = -R; dx <= R; dx++) {
+                const int on = x + dx >= 0 && x + dx < W;
+                const float got = out[(80 + dy) * W + x + dx]; /* off the detector: the neighbouring row's pixel */
+                same &= on ? got == ref[(80 + dy) * W + X0 + dx] : got == floor;
+            }
+        same &= st == NB_OK;
+    }
+    ok(same, "psf: a pixel beside the left or right edge spreads its pattern's part on the detector, none wrapped");
     /* a whole image, each pixel's own radius (fiber, automatic) */
     for (int i = 0; i < NPIX; i++) in[i] = (float)((i * 7919) % 101) * 0.01f;
     for (int k = 0; k < 12; k++) in[(13 * k + 5) * W + 20 * k + 7] = 5000.0f * (float)(k + 1);
