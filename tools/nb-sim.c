@@ -483,6 +483,7 @@ static nb_status pick_device(const sim_opts *o, int *use_cuda)
     if (!cuda_tried) {
         char desc[256] = "";
         cuda_tried = 1;
+        const double t0 = nb_now();
         nb_status st = nb_cuda_open(&cuda, desc, sizeof desc);
         if (st) {
             if (o->device == DEV_CUDA) return nb_error_prefix(st, "--device cuda");
@@ -491,6 +492,8 @@ static nb_status pick_device(const sim_opts *o, int *use_cuda)
             if (nb_cuda_compiled()) nb_info("%s; rendering on the CPU", nb_error_message());
         } else {
             nb_info("rendering on %s", desc);
+            /* most of a short GPU run: the driver's start and the context */
+            nb_info("  CUDA started in %.0f ms", (nb_now() - t0) * 1e3);
         }
     }
     if (!cuda && o->device == DEV_CUDA) return nb_error_set(NB_ERR_UNSUPPORTED, "--device cuda: no CUDA device");
@@ -817,6 +820,7 @@ int main(int argc, char **argv)
     nb_exit_on_error(nb_tool_parse(&tool, &opts, &o, argc, argv));
     nb_exit_on_error(nb_std_apply(&opts));
     nb_stream_to_stdout(!strcmp(opts.output, "-"));
+    if (o.device != DEV_CPU) nb_cuda_environment(); /* before the reader's and writer's threads */
 
     nb_reader *r = NULL;
     nb_writer *w = NULL;

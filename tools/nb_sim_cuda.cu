@@ -59,7 +59,7 @@ __global__ void k_double(nb_kparams kp, float *image, double *row_omega, int *tr
  * or by OFFSET from one reference per warp (nb_pixel_offset), built by the
  * warp's 32 threads together into shared memory with a copy of the pairs' A. */
 template <int SIMPLE, int ONE_STEP, int ONE_PAIR, int OFFSET>
-__global__ void k_fast(nb_fparams fp, float *image, double *row_omega, int *tripped)
+__device__ __forceinline__ void fast_pixels(const nb_fparams &fp, float *image, double *row_omega, int *tripped)
 {
     const nb_pixel_opts o = {ONE_STEP, ONE_PAIR, SIMPLE};
     const int f = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
@@ -90,6 +90,27 @@ __global__ void k_fast(nb_fparams fp, float *image, double *row_omega, int *trip
     row_sums(om, trip, s, row_omega, tripped);
 }
 
+/* The fast pixels as a kernel, its registers left to the compiler... */
+template <int SIMPLE, int ONE_STEP, int ONE_PAIR, int OFFSET>
+__global__ void k_fast(nb_fparams fp, float *image, double *row_omega, int *tripped)
+{
+    fast_pixels<SIMPLE, ONE_STEP, ONE_PAIR, OFFSET>(fp, image, row_omega, tripped);
+}
+
+/* ... or capped at 64 (8 blocks of BLOCK_X threads an SM).  The kernels of
+ * sub-pixels or layers, and those with the index in double, take 88 to 128
+ * registers uncapped, and the cap's occupancy pays for its spills.  The
+ * one-step kernels with the index by offset take 54 to 80 uncapped and lose
+ * with any bound, which moves the compiler to more registers, not fewer.
+ * Measured on an H200 (ncu kernel time, uncapped / capped): oversample 268 /
+ * 237 us, deriv-image 99 / 97, sources 1.21 / 1.14 ms, seed-4096 170 / 170;
+ * and with a bound, mosaic 333 / 349 us, tricubic 179 / 199. */
+template <int SIMPLE, int ONE_STEP, int ONE_PAIR, int OFFSET>
+__global__ void __launch_bounds__(BLOCK_X, 8) k_fast_capped(nb_fparams fp, float *image, double *row_omega, int *tripped)
+{
+    fast_pixels<SIMPLE, ONE_STEP, ONE_PAIR, OFFSET>(fp, image, row_omega, tripped);
+}
+
 /* A fast kernel's entry and its shared memory. */
 typedef struct fast_launch {
     const void *kernel;
@@ -109,7 +130,15 @@ static size_t offset_shared_bytes(const nb_kparams *kp)
  * asking): the references of 260 pairs */
 #define OFFSET_SHARED_MAX (48 * 1024)
 
-#define FAST(S, T, P, X) {(const void *)k_fast<S, T, P, X>, 0, X ? "by offset" : "in double"}
+/* The entry for each instantiation: capped but where one step takes the
+ * index by offset (only the one taken is compiled). */
+template <int S, int T, int P, int X>
+static const void *fast_kernel(void)
+{
+    if constexpr (T && X) return (const void *)k_fast<S, T, P, X>;
+    else return (const void *)k_fast_capped<S, T, P, X>;
+}
+#define FAST(S, T, P, X) {fast_kernel<S, T, P, X>(), 0, X ? "by offset" : "in double"}
 /* The kernel for fp's pixels: the instantiation for its options, with the
  * index by offset where its reach allows it (NB_OFFSET_REACH_MAX), the
  * references fit in shared memory and a pixel takes more than one index
@@ -272,6 +301,11 @@ static void release(dev_array *a)
 }
 
 extern "C" int nb_cuda_compiled(void) { return 1; }
+
+/* One stream renders, so one hardware queue serves: the driver's default of
+ * 8 costs the context about 50 of its 100-130 ms to make (an H200, driver
+ * 580), a tenth of a 100-frame series's whole run. */
+extern "C" void nb_cuda_environment(void) { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 0); }
 
 extern "C" nb_status nb_cuda_open(nb_cuda **out, char *desc, size_t desc_size)
 {

@@ -21,6 +21,11 @@ extern "C" {
 
 typedef struct nb_cuda nb_cuda;
 
+/* Set the CUDA environment nb-sim renders best in (where the user has not
+ * set it): before any thread starts, since it changes the environment, and
+ * before nb_cuda_open, which reads it. */
+void nb_cuda_environment(void);
+
 /* Open the first CUDA device; NB_ERR_UNSUPPORTED with the reason (no driver,
  * no device, a build without CUDA) when there is none.  desc receives e.g.
  * "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)". */

@@ -3,6 +3,8 @@
 
 int nb_cuda_compiled(void) { return 0; }
 
+void nb_cuda_environment(void) {}
+
 nb_status nb_cuda_open(nb_cuda **ctx, char *desc, size_t desc_size)
 {
     (void)desc, (void)desc_size;
