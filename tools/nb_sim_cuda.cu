@@ -98,8 +98,9 @@ __global__ void k_fast(nb_fparams fp, float *image, double *row_omega, int *trip
 }
 
 /* ... or capped at 64 (8 blocks of BLOCK_X threads an SM).  The kernels of
- * sub-pixels or layers, and those with the index in double, take 88 to 128
- * registers uncapped, and the cap's occupancy pays for its spills.  The
+ * sub-pixels or layers, and of several sources or cells with the index in
+ * double, take 88 to 128 registers uncapped, and the cap's occupancy pays for
+ * its spills; one pair in one step fits anyway (36 to 40, the same time).  The
  * one-step kernels with the index by offset take 54 to 80 uncapped and lose
  * with any bound, which moves the compiler to more registers, not fewer.
  * Measured on an H200 (ncu kernel time, uncapped / capped): oversample 268 /

@@ -78,10 +78,13 @@ render_both() { # render_both NAME PRECISION [nb-geom flags]: NAME-cpu.bin and N
     expect_has "Miller index in double"
 }
 
-@test "gpu: the IMAGE record says the GPU rendered it" {
+@test "gpu: the IMAGE record says the GPU rendered it, and -v how long CUDA took to start" {
     need_gpu
     nb-sim -q --device cuda -o g.nbs probe.nbs
     [[ "$(nb_key g.nbs RENDER_PATH)" == cuda-* ]]
+    run nb-sim -v --device cuda -o /dev/null probe.nbs
+    [ "$status" -eq 0 ]
+    [[ "$output" =~ "CUDA started in "[0-9]+" ms" ]]
 }
 
 @test "gpu: every frame of a rotation series is its own (no stale upload from the frame before)" {
