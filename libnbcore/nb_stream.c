@@ -235,6 +235,32 @@ static const size_t dtype_sizes[] = {4, 8, 1, 2, 4, 4};
 size_t nb_dtype_size(nb_dtype t) { return dtype_sizes[t]; }
 const char *nb_dtype_name(nb_dtype t) { return dtype_names[t]; }
 
+/* Payload room for `need` bytes in all; `exact`: just that (a reservation),
+ * else doubled (arrays added one by one). */
+static nb_status payload_room(nb_record *rec, size_t need, int exact, const char *what)
+{
+    if (need <= rec->payload_cap) return NB_OK;
+    size_t cap = rec->payload_cap ? rec->payload_cap : 64;
+    if (exact) cap = need;
+    while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    /* a fresh big payload (an image) gets huge pages */
+    unsigned char *p = rec->payload ? realloc(rec->payload, cap) : nb_malloc_large(cap);
+    if (!p) {
+        char b[64];
+        nb_format_bytes((double)cap, b, sizeof b);
+        return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for %s", b, what);
+    }
+    rec->payload = p;
+    rec->payload_cap = cap;
+    return NB_OK;
+}
+
+nb_status nb_record_reserve(nb_record *rec, size_t bytes)
+{
+    if (bytes > SIZE_MAX - 64 - rec->payload_len) return nb_error_set(NB_ERR_NOMEM, "a record's payload is too large");
+    return payload_room(rec, (size_t)rec->payload_len + bytes, 1, "a record's payload");
+}
+
 nb_status nb_record_add_array(nb_record *rec, const char *name, nb_dtype type, size_t count,
                               const void *data, void **stored)
 {
@@ -243,22 +269,18 @@ nb_status nb_record_add_array(nb_record *rec, const char *name, nb_dtype type, s
     size_t offset = (size_t)((rec->payload_len + 7) & ~(uint64_t)7);
     size_t bytes = count * es;
     size_t need = offset + bytes;
-    if (need > rec->payload_cap) {
-        size_t cap = rec->payload_cap ? rec->payload_cap : 64;
-        while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-        /* a fresh big payload (an image) gets huge pages */
-        unsigned char *p = rec->payload ? realloc(rec->payload, cap) : nb_malloc_large(cap);
-        if (!p) {
-            char b[64];
-            nb_format_bytes((double)cap, b, sizeof b);
-            return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for array %s", b, name);
-        }
-        rec->payload = p;
-        rec->payload_cap = cap;
-    }
+    char what[64];
+    snprintf(what, sizeof what, "array %s", name);
+    nb_status st = payload_room(rec, need, 0, what);
+    if (st) return st;
     memset(rec->payload + rec->payload_len, 0, offset - rec->payload_len);
     if (data == NB_ARRAY_UNINITIALISED) {
-        /* the caller fills every element (first touch on its own threads) */
+        /* the caller fills every element (first touch on its own threads); a
+         * sanitizer build fills it first with a pattern, so that an element
+         * left unwritten shows in the output (fresh pages would be zeros) */
+#if defined(__SANITIZE_ADDRESS__) || defined(NB_POISON_UNINITIALISED)
+        memset(rec->payload + offset, 0x7F, bytes); /* floats 3.4e38, ints 2139062143 */
+#endif
     } else if (data) {
         memcpy(rec->payload + offset, data, bytes);
     } else {

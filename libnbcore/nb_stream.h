@@ -83,6 +83,10 @@ const char *nb_dtype_name(nb_dtype t);
 #define NB_ARRAY_UNINITIALISED ((const void *)1)
 nb_status nb_record_add_array(nb_record *rec, const char *name, nb_dtype type, size_t count,
                               const void *data, void **stored);
+/* Room for `bytes` more of payload (arrays and their 8-byte alignment), so
+ * that the arrays added next neither move the payload nor copy it: a record
+ * built of several large arrays is allocated once. */
+nb_status nb_record_reserve(nb_record *rec, size_t bytes);
 /* Find an array; checks dtype, bounds and alignment.  *data points into the
  * payload (valid while rec lives and no array is added to it). */
 nb_status nb_record_get_array(const nb_record *rec, const char *name, nb_dtype type,

@@ -30,6 +30,26 @@ load helper
     run ! cmp -s all_1.img all_2.img
 }
 
+@test "noise: counts outside the ROI are 0 and inside are counted, on every path (both generators, with a PSF and read-out noise or without)" {
+    # the counts array is not zeroed before the passes write it: each pass
+    # must write every pixel (a sanitizer build fills it with a pattern first)
+    nb-geom $SMALL -seed 4 -roi 5 20 8 25 -o plan.nbs
+    nb-sim -q -o img.nbs plan.nbs
+    for flags in "" "--rng philox" "-psf gauss -readout 2" "--rng philox -psf gauss -readout 2"; do
+        nb-noise -q $flags -o noisy.nbs img.nbs
+        nb-convert -q -o counts.img noisy.nbs
+        local header
+        header=$(head -c 1024 counts.img | grep -ao 'HEADER_BYTES= *[0-9]*' | tr -dc 0-9)
+        od -A n -v -j "$header" -t u2 counts.img | tr -s ' ' '\n' | sed '/^$/d' > counts.txt
+        [ "$(wc -l < counts.txt)" -eq 1024 ] || false
+        # pixel i is (i % 32, i / 32); the ROI is x 5-20, y 8-25
+        awk '{ i = NR - 1; x = i % 32; y = int(i / 32); inside = x >= 5 && x <= 20 && y >= 8 && y <= 25
+               if (!inside && $1 != 0) bad++; if (inside && $1 > 0) counted++ }
+             END { print (bad + 0) " " (counted + 0) }' counts.txt > tally.txt
+        [ "$(cat tally.txt)" = "0 288" ] || { echo "flags '$flags': outside non-zero, inside counted: $(cat tally.txt)"; false; }
+    done
+}
+
 @test "noise: --rng takes reference or philox; anything else is a usage error (2)" {
     nb-geom $SMALL -o plan.nbs
     nb-sim -q -o img.nbs plan.nbs

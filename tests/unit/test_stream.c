@@ -1801,12 +1801,42 @@ static void test_recycle(void)
     free(b.p);
 }
 
+/* A reservation: the arrays added after it neither move the payload nor
+ * grow it; one too large is refused, and the record is as it was. */
+static void test_reserve(void)
+{
+    nb_record rec;
+    nb_record_init(&rec, "RES");
+    const uint8_t u8[3] = {1, 2, 3};
+    ok(nb_record_add_array(&rec, "u8", NB_U8, 3, u8, NULL) == NB_OK, "reserve: a first small array");
+    const size_t before = (size_t)rec.payload_len;
+    const size_t floats = 100000, ints = 100001; /* odd: the second array needs padding */
+    ok(nb_record_reserve(&rec, floats * 4 + ints * 4 + 16) == NB_OK, "reserve: room for two large arrays");
+    const unsigned char *payload = rec.payload;
+    const size_t cap = rec.payload_cap;
+    ok(cap == before + floats * 4 + ints * 4 + 16, "reserve: just the room asked for (%zu)", cap);
+    void *f = NULL, *i = NULL;
+    ok(nb_record_add_array(&rec, "f", NB_F32, floats, NULL, &f) == NB_OK &&
+           nb_record_add_array(&rec, "i", NB_I32, ints, NB_ARRAY_UNINITIALISED, &i) == NB_OK,
+       "reserve: the two arrays added");
+    ok(rec.payload == payload && rec.payload_cap == cap, "reserve: the payload neither moved nor grew");
+    ok(f && ((float *)f)[floats - 1] == 0.0f && rec.payload[0] == 1 && rec.payload[2] == 3,
+       "reserve: the first array kept, the zero-filled one zero");
+    const size_t len = (size_t)rec.payload_len;
+    ok(nb_record_reserve(&rec, SIZE_MAX - 8) == NB_ERR_NOMEM && strstr(nb_error_message(), "too large"),
+       "reserve: too much is refused (%s)", nb_error_message());
+    ok(rec.payload == payload && rec.payload_cap == cap && (size_t)rec.payload_len == len,
+       "reserve: a refused one leaves the record as it was");
+    nb_record_free(&rec);
+}
+
 int main(void)
 {
     make_tmpdir();
     test_crc32();
     test_header_values();
     test_arrays();
+    test_reserve();
     test_recycle();
     test_writer_file();
     test_put_consume();
