@@ -52,7 +52,8 @@ void nb_noise_defaults(nb_noise_params *p);
 
 /* Count one frame.  `rng` carries the generator state (the plan's for the
  * first frame, so a seed that does not re-initialise it continues the
- * reference's shared table).  counts: width*height int32. */
+ * reference's shared table).  counts: width*height int32, every one written
+ * (0 outside the ROI), so they need not be initialised. */
 nb_status nb_noise_frame(const nb_noise_params *p, nb_rng *rng, const float *photons, int width, int height,
                          int32_t *counts, nb_noise_result *res);
 

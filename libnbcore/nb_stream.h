@@ -77,7 +77,9 @@ const char *nb_dtype_name(nb_dtype t);
 
 /* Append an array (copied) to the payload; returns a pointer to the copy so
  * the caller can fill it in place when data is NULL (then zero-filled) or
- * NB_ARRAY_UNINITIALISED (then left as it is: the caller writes every element).
+ * NB_ARRAY_UNINITIALISED (then left as it is: the caller writes every element;
+ * a sanitizer build fills it with 0x7F bytes first, so that one left
+ * unwritten shows).
  * The payload may move when another array is added: *stored, and every
  * pointer nb_record_get_array gave before, is valid only until then. */
 #define NB_ARRAY_UNINITIALISED ((const void *)1)
