@@ -236,8 +236,9 @@ size_t nb_dtype_size(nb_dtype t) { return dtype_sizes[t]; }
 const char *nb_dtype_name(nb_dtype t) { return dtype_names[t]; }
 
 /* Payload room for `need` bytes in all; `exact`: just that (a reservation),
- * else doubled (arrays added one by one). */
-static nb_status payload_room(nb_record *rec, size_t need, int exact, const char *what)
+ * else doubled (arrays added one by one); array: the one it is for, named
+ * in the error (NULL: a reservation). */
+static nb_status payload_room(nb_record *rec, size_t need, int exact, const char *array)
 {
     if (need <= rec->payload_cap) return NB_OK;
     size_t cap = rec->payload_cap ? rec->payload_cap : 64;
@@ -248,7 +249,8 @@ static nb_status payload_room(nb_record *rec, size_t need, int exact, const char
     if (!p) {
         char b[64];
         nb_format_bytes((double)cap, b, sizeof b);
-        return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for %s", b, what);
+        if (!array) return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for a record's payload", b);
+        return nb_error_set(NB_ERR_NOMEM, "cannot allocate %s for array %s", b, array);
     }
     rec->payload = p;
     rec->payload_cap = cap;
@@ -258,7 +260,7 @@ static nb_status payload_room(nb_record *rec, size_t need, int exact, const char
 nb_status nb_record_reserve(nb_record *rec, size_t bytes)
 {
     if (bytes > SIZE_MAX - 64 - rec->payload_len) return nb_error_set(NB_ERR_NOMEM, "a record's payload is too large");
-    return payload_room(rec, (size_t)rec->payload_len + bytes, 1, "a record's payload");
+    return payload_room(rec, (size_t)rec->payload_len + bytes, 1, NULL);
 }
 
 nb_status nb_record_add_array(nb_record *rec, const char *name, nb_dtype type, size_t count,
@@ -269,9 +271,7 @@ nb_status nb_record_add_array(nb_record *rec, const char *name, nb_dtype type, s
     size_t offset = (size_t)((rec->payload_len + 7) & ~(uint64_t)7);
     size_t bytes = count * es;
     size_t need = offset + bytes;
-    char what[64];
-    snprintf(what, sizeof what, "array %s", name);
-    nb_status st = payload_room(rec, need, 0, what);
+    nb_status st = payload_room(rec, need, 0, name);
     if (st) return st;
     memset(rec->payload + rec->payload_len, 0, offset - rec->payload_len);
     if (data == NB_ARRAY_UNINITIALISED) {

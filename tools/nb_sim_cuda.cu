@@ -470,7 +470,8 @@ static nb_status collect(nb_cuda *c, size_t floats, int rows, cudaEvent_t ev0, c
  * threads, each row's statistics and CRC-32 taken while it is in cache (as
  * the CPU kernels take them), so that nb-sim makes no second pass over the
  * image on one thread.  At most FINISH_THREADS of them: OpenMP's threads
- * wait for the next frame spinning, and a whole machine's spinning starves
+ * wait for the next frame spinning (nb-sim lets them go only while it waits
+ * for its writer), and a whole machine's spinning starves
  * the stages after nb-sim (a 100-frame 1024^2 series into nb-convert on an
  * H200 host of 16 cores: 114-127 frames/s with 16, 168-177 with 4 or 2). */
 #define FINISH_THREADS 4

@@ -197,6 +197,14 @@ ignoring_sigpipe() (
     "$@"
 )
 
+# an SMV file's pixel bytes (after its HEADER_BYTES)
+smv_data() {
+    local hb
+    hb=$(head -c 128 "$1" | tr -d '\0' | sed -n 's/^HEADER_BYTES= *\([0-9]*\);/\1/p')
+    [ -n "$hb" ] || return 1
+    tail -c +$((hb + 1)) "$1"
+}
+
 # Frame FRAME (0-based) of stream FILE with pixel (fast 7, slow ROW, default 5)
 # of the whole image made NaN, its record's CRC made again
 # (docs/stream-format.md 1)

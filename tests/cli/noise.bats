@@ -38,9 +38,8 @@ load helper
     for flags in "" "--rng philox" "-psf gauss -readout 2" "--rng philox -psf gauss -readout 2"; do
         nb-noise -q $flags -o noisy.nbs img.nbs
         nb-convert -q -o counts.img noisy.nbs
-        local header
-        header=$(head -c 1024 counts.img | grep -ao 'HEADER_BYTES= *[0-9]*' | tr -dc 0-9)
-        od -A n -v -j "$header" -t u2 counts.img | tr -s ' ' '\n' | sed '/^$/d' > counts.txt
+        smv_data counts.img > counts.dat
+        od -A n -v -t u2 counts.dat | tr -s ' ' '\n' | sed '/^$/d' > counts.txt
         [ "$(wc -l < counts.txt)" -eq 1024 ] || false
         # pixel i is (i % 32, i / 32); the ROI is x 5-20, y 8-25
         awk '{ i = NR - 1; x = i % 32; y = int(i / 32); inside = x >= 5 && x <= 20 && y >= 8 && y <= 25

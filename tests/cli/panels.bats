@@ -191,14 +191,6 @@ cbf_data() {
     no_files_but tiles.geom plan.nbs flat.bin stdout.bin
 }
 
-# an SMV file's pixel bytes (after its HEADER_BYTES)
-smv_data() {
-    local hb
-    hb=$(head -c 128 "$1" | tr -d '\0' | sed -n 's/^HEADER_BYTES= *\([0-9]*\);/\1/p')
-    [ -n "$hb" ] || return 1
-    tail -c +$((hb + 1)) "$1"
-}
-
 # KEY of XDS.INP's SEGMENT block N (1-based), e.g. xds_seg 2 SEGMENT
 xds_seg() {
     awk -v n="$1" -v k="$2=" '$1 == "SEGMENT=" { s++ }
