@@ -93,15 +93,19 @@ NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/de
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
+# nb-noise's counting too (--device cuda)
+NOISE_OBJ := $(BUILD)/tools/nb-noise.o
 ifneq ($(strip $(NVCC)),)
 SIM_OBJ += $(BUILD)/tools/nb_sim_cuda.o
-SIM_LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lrt -lpthread
+NOISE_OBJ += $(BUILD)/tools/nb_noise_cuda.o
+CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lrt -lpthread
 else
 SIM_OBJ += $(BUILD)/tools/nb_sim_nocuda.o
-SIM_LDLIBS :=
+NOISE_OBJ += $(BUILD)/tools/nb_noise_nocuda.o
+CUDA_LDLIBS :=
 endif
 
-HEADERS := $(wildcard libnbcore/*.h) $(wildcard libnbcore/*.inc) $(wildcard formats/*.h) $(wildcard tools/*.h) $(wildcard tools/*.inc)
+HEADERS := $(wildcard libnbcore/*.h) $(wildcard libnbcore/*.inc) $(wildcard formats/*.h) $(wildcard tools/*.h) $(wildcard tools/*.inc) $(wildcard tools/*.cuh)
 
 .SECONDARY:
 .PHONY: all check check-gpu check-built demo-built lint test-unit test-cli test-parity demo deps bench install clean check-asan man fuzz fuzz-regressions fuzz-regressions-built
@@ -154,14 +158,24 @@ $(BUILD)/tools/nb_sim_cuda.o: tools/nb_sim_cuda.cu $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -O3 -Xcompiler -fopenmp $(CUDA_ARCH) -Ilibnbcore -Iformats -Itools -DNB_VERSION='"$(VERSION)"' -c $< -o $@
 
+# a pixel's counts on the GPU are the CPU's: the same code, compiled as the
+# host's is, without contracting a * b + c into one rounding (--fmad=false)
+$(BUILD)/tools/nb_noise_cuda.o: tools/nb_noise_cuda.cu $(HEADERS) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O3 --fmad=false $(CUDA_ARCH) -Ilibnbcore -Iformats -Itools -c $< -o $@
+
+$(BIN)/nb-noise: $(NOISE_OBJ) $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(NOISE_OBJ) $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
+
 $(BIN)/nb-sim: $(SIM_OBJ) $(LIB)
 	@mkdir -p $(BIN)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(SIM_OBJ) $(LIB) $(NB_LDLIBS) $(SIM_LDLIBS) $(LDFLAGS)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(SIM_OBJ) $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
 
 # nb-fit renders with nb-sim's kernels and derivatives
 $(BIN)/nb-fit: $(BUILD)/tools/nb-fit.o $(filter-out $(BUILD)/tools/nb-sim.o,$(SIM_OBJ)) $(LIB)
 	@mkdir -p $(BIN)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $^ $(NB_LDLIBS) $(SIM_LDLIBS) $(LDFLAGS)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $^ $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
 
 $(BIN)/%: $(BUILD)/tools/%.o $(LIB)
 	@mkdir -p $(BIN)
@@ -180,12 +194,12 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c tests/unit/tap.h $(LIB) $(HEADERS)
 $(BUILD)/tests/test_grad: tests/unit/test_grad.c tests/unit/tap.h $(filter-out $(BUILD)/tools/nb-sim.o,$(SIM_OBJ)) $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -Itests/unit -Itools -o $@ $< $(filter-out $(BUILD)/tools/nb-sim.o,$(SIM_OBJ)) $(LIB) \
-	    $(NB_LDLIBS) $(SIM_LDLIBS)
+	    $(NB_LDLIBS) $(CUDA_LDLIBS)
 
 $(BUILD)/tests/test_kernels: tests/unit/test_kernels.c tests/unit/tap.h $(filter-out $(BUILD)/tools/nb-sim.o,$(SIM_OBJ)) $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -Itests/unit -Itools -o $@ $< $(filter-out $(BUILD)/tools/nb-sim.o,$(SIM_OBJ)) $(LIB) \
-	    $(NB_LDLIBS) $(SIM_LDLIBS)
+	    $(NB_LDLIBS) $(CUDA_LDLIBS)
 
 $(BUILD)/tests/nb-%: tests/parity/nb-%.c $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nb_deviates.h"
 #include "nb_image.h"
 #include "nb_tuning.h"
 #include "nb_util.h"
@@ -27,11 +28,6 @@ void nb_noise_defaults(nb_noise_params *p)
     p->psf_fwhm_pixels = 0.46; /* 46 um at 0.1 mm pixels; callers set it from the pixel size */
     p->roi_xmin = p->roi_ymin = 0;
     p->roi_xmax = p->roi_ymax = 2147483647;
-}
-
-static int in_roi(const nb_noise_params *p, int x, int y)
-{
-    return x >= p->roi_xmin && x <= p->roi_xmax && y >= p->roi_ymin && y <= p->roi_ymax;
 }
 
 /* Images of fewer pixels are counted (and blurred) on one thread (about a
@@ -228,149 +224,104 @@ nb_status nb_apply_psf(const float *in, float *out, int width, int height, int t
 
 /* ---- the counting chain --------------------------------------------------- */
 
-/* Philox's streams of a pixel, one per use, so that turning an effect on
- * leaves the others' deviates as they were */
-enum { STREAM_POISSON, STREAM_FLICKER, STREAM_CALIBRATION, STREAM_READOUT };
-
-enum { NSTREAMS = 4 };
-
 /* With the Philox generator, a row's pixels' first blocks of the streams it
  * draws from, made for the whole row at once (nb_philox_blocks) */
 typedef struct row_draws {
-    uint32_t *words[NSTREAMS][4]; /* pixel first + k's word j in words[stream][j][k]; NULL: not made */
+    uint32_t *words[NB_NOISE_STREAMS][4]; /* pixel first + k's word j in words[stream][j][k]; NULL: not made */
     size_t first;
     uint32_t *store;
 } row_draws;
-
-/* A stream's key: the calibration error's pattern is the calibration seed's */
-static int64_t stream_key(const nb_noise_params *p, int stream)
-{
-    return stream == STREAM_CALIBRATION ? p->calib_seed : p->seed;
-}
 
 /* The blocks of row y (width pixels) for the streams p uses in the pass
  * (poisson: the Poisson pass, else the counting after the PSF) */
 static nb_status row_draws_make(const nb_noise_params *p, int poisson, int width, int y, row_draws *rd)
 {
     memset(rd, 0, sizeof *rd);
-    const int want[NSTREAMS] = {poisson, poisson && p->flicker > 0.0, poisson && p->calibration > 0.0,
-                                !poisson && p->readout > 0.0};
+    const int want[NB_NOISE_STREAMS] = {poisson, poisson && p->flicker > 0.0, poisson && p->calibration > 0.0,
+                                        !poisson && p->readout > 0.0};
     int n = 0;
-    for (int s = 0; s < NSTREAMS; s++) n += want[s];
+    for (int s = 0; s < NB_NOISE_STREAMS; s++) n += want[s];
     nb_status st = nb_alloc_large((void **)&rd->store, (size_t)n * 4 * (size_t)width, sizeof *rd->store, "a row's draws");
     if (st) return st;
     rd->first = (size_t)y * (size_t)width;
     uint32_t *at = rd->store;
-    for (int s = 0; s < NSTREAMS; s++) {
+    for (int s = 0; s < NB_NOISE_STREAMS; s++) {
         if (!want[s]) continue;
         for (int j = 0; j < 4; j++, at += width) rd->words[s][j] = at;
-        nb_philox_blocks(stream_key(p, s), (uint32_t)s, 0, rd->first, (size_t)width, rd->words[s]);
+        nb_philox_blocks(nb_noise_stream_key(p, s), (uint32_t)s, 0, rd->first, (size_t)width, rd->words[s]);
     }
     return NB_OK;
 }
 
-/* With the Philox generator (rd: its row's blocks, made by row_draws_make
- * for every stream the pass draws from), rng to the start of pixel i's stream */
-static void at_stream(const nb_noise_params *p, nb_rng *rng, const row_draws *rd, int stream, size_t i)
+/* r to the start of pixel i's stream, its block 0 from its row's (rd) */
+static void at_stream(const nb_noise_params *p, nb_ctr_rng *r, const row_draws *rd, int stream, size_t i)
 {
-    if (p->rng != NB_NOISE_RNG_PHILOX) return;
     const size_t k = i - rd->first;
     const uint32_t block0[4] = {rd->words[stream][0][k], rd->words[stream][1][k], rd->words[stream][2][k],
                                 rd->words[stream][3][k]};
-    nb_rng_counter_at_block(rng, stream_key(p, stream), (uint32_t)stream, (uint64_t)i, block0);
+    nb_ctr_at(r, nb_noise_stream_key(p, stream), (uint32_t)stream, (uint64_t)i, block0);
 }
 
-/* photons (after the PSF, if any) of pixel i -> the counter's reading: gain,
- * ADC offset, read-out noise (readout > 0: a deviate from rng), the range */
-static int32_t to_counts(const nb_noise_params *p, nb_rng *rng, const row_draws *rd, int64_t *seed, float photons,
-                         size_t i, long *overloads)
-{
-    double adu = photons * p->gain + p->adc;
-    if (p->readout > 0.0) {
-        at_stream(p, rng, rd, STREAM_READOUT, i);
-        adu += p->readout * nb_gaussdev(rng, seed);
-    }
-    if (adu > 2147483647.0) {
-        adu = 2147483647.0;
-        if (p->bits == 32) ++*overloads;
-    }
-    if (p->bits == 16 && adu > 65535.0) {
-        adu = 65535.0;
-        ++*overloads;
-    }
-    /* truncation, as the reference's integer conversion; counters do not go negative */
-    return adu < 0.0 ? 0 : (int32_t)adu;
-}
+/* the chain on the reference's generator: one sequence, the seeds advanced */
+#define CT_FN(name) ref_##name
+#define CT_QUAL static inline
+#define CT_STATE nb_rng
+#define CT_PARAMS , int64_t *seed, int64_t *calib_seed
+#define CT_ARGS , seed, calib_seed
+#define CT_AT(stream, i) ((void)(calib_seed)) /* nothing: one sequence (calib_seed named, for the counting has no use of it) */
+#define CT_GAUSS(which) nb_gaussdev(r, which)
+#define CT_POISSON(xm) nb_poidev(r, xm, seed)
+#include "nb_noise_pixel.inc"
 
-/* Pixel i's Poisson photons from its photons `in`: flicker and calibration
- * error, then the Poisson deviate */
-static float pixel_photons(const nb_noise_params *p, nb_rng *rng, const row_draws *rd, int64_t *seed,
-                           int64_t *calib_seed, float in, size_t i)
-{
-    /* photons on the requested scale, kept in single precision as the reference does */
-    float scaled = p->photon_scale == 1.0 ? in : (float)(p->photon_scale * in);
-    double photons0 = scaled;
-    if (p->flicker > 0.0) {
-        at_stream(p, rng, rd, STREAM_FLICKER, i);
-        photons0 *= (1.0 + p->flicker * nb_gaussdev(rng, seed));
-    }
-    if (p->calibration > 0.0) {
-        at_stream(p, rng, rd, STREAM_CALIBRATION, i);
-        photons0 *= (1.0 + p->calibration * nb_gaussdev(rng, calib_seed));
-    }
-    at_stream(p, rng, rd, STREAM_POISSON, i);
-    return nb_poidev(rng, (float)photons0, seed);
-}
+/* the chain on Philox's generator, each pixel's block 0 of a stream made with
+ * its row's (tools/nb_noise_cuda.cu instantiates it with none made) */
+#define CT_FN(name) ctr_##name
+#define CT_QUAL static inline
+#define CT_STATE nb_ctr_rng
+#define CT_PARAMS , const row_draws *rd
+#define CT_ARGS , rd
+#define CT_AT(stream, i) at_stream(p, r, rd, stream, i)
+#define CT_GAUSS(which) nb_ctr_gaussdev(r)
+#define CT_POISSON(xm) nb_ctr_poidev(r, xm)
+#include "nb_noise_pixel.inc"
 
-/* A pass over the ROI's pixels: the Poisson pass (flicker, calibration
- * error, Poisson deviate) from `in` into photons[], or (photons NULL)
- * straight to counts, when nothing between the two draws from the
- * generator (no PSF, no read-out noise) and the same deviates come in the
- * same order; or the counting of the photons `in` after the PSF (gain, ADC
- * offset, read-out noise) into counts. */
-typedef struct noise_pass {
-    int poisson;        /* the Poisson pass, else the counting after the PSF */
-    const float *in;
-    float *photons;     /* the Poisson pass's photons; NULL: straight to counts */
-    int32_t *counts;    /* NULL: none made in this pass */
-    int width;
-} noise_pass;
-
-/* Rows [y0, y1) of a pass in row-major order, rd Philox's blocks of the
- * rows (or NULL); returns the Poisson photons' sum */
-static double pass_rows(const nb_noise_params *p, const noise_pass *ps, nb_rng *rng, const row_draws *rd,
-                        int64_t *seed, int64_t *calib_seed, int y0, int y1, long *overloads)
+/* Rows [y0, y1) of a pass in row-major order on the reference's generator;
+ * returns the Poisson photons' sum */
+static double ref_pass_rows(const nb_noise_params *p, const nb_noise_pass *ps, nb_rng *rng, int64_t *seed,
+                            int64_t *calib_seed, int y0, int y1, long *overloads)
 {
     double sum = 0.0;
     for (int y = y0; y < y1; y++)
-        for (int x = 0; x < ps->width; x++) {
-            size_t i = (size_t)y * ps->width + x;
-            if (!in_roi(p, x, y)) {
-                if (ps->counts) ps->counts[i] = 0;
-                continue;
-            }
-            if (!ps->poisson) {
-                ps->counts[i] = to_counts(p, rng, rd, seed, ps->in[i], i, overloads);
-                continue;
-            }
-            float n = pixel_photons(p, rng, rd, seed, calib_seed, ps->in[i], i);
-            sum += n;
-            if (ps->photons) ps->photons[i] = n;
-            else ps->counts[i] = to_counts(p, rng, rd, seed, n, i, overloads);
-        }
+        for (int x = 0; x < ps->width; x++) sum += ref_pass_pixel(p, ps, rng, seed, calib_seed, x, y, overloads);
     return sum;
 }
 
-/* A pass over the whole image: with the reference's generator in one
- * sequence; with Philox's, the rows on every thread (each with its own
- * generator state and its row's first blocks), the rows' sums added in row
- * order, so that the sum, as the counts, is the same on any thread count. */
-static nb_status run_pass(const nb_noise_params *p, const noise_pass *ps, nb_rng *rng, int64_t *seed,
-                          int64_t *calib_seed, int height, long *overloads, double *sum)
+/* Row y of a pass on Philox's generator; returns the Poisson photons' sum */
+static nb_status ctr_pass_row(const nb_noise_params *p, const nb_noise_pass *ps, int y, long *overloads, double *sum)
+{
+    row_draws rd;
+    nb_status st = row_draws_make(p, ps->poisson, ps->width, y, &rd);
+    if (st) return st;
+    nb_ctr_rng r;
+    nb_ctr_init(&r);
+    double row_sum = 0.0;
+    for (int x = 0; x < ps->width; x++) row_sum += ctr_pass_pixel(p, ps, &r, &rd, x, y, overloads);
+    free(rd.store);
+    *sum = row_sum;
+    return NB_OK;
+}
+
+/* A pass over the whole image: on the device, if any; with the reference's
+ * generator in one sequence; with Philox's, the rows on every thread, the
+ * rows' sums added in row order, so that the sum, as the counts, is the same
+ * on any thread count. */
+static nb_status run_pass(const nb_noise_device *dev, const nb_noise_params *p, const nb_noise_pass *ps, nb_rng *rng,
+                          int64_t *seed, int64_t *calib_seed, int height, long *overloads, double *sum)
 {
     long over = 0;
+    if (dev) return dev->run(dev->ctx, p, ps, height, overloads, sum);
     if (p->rng != NB_NOISE_RNG_PHILOX) {
-        *sum = pass_rows(p, ps, rng, NULL, seed, calib_seed, 0, height, &over);
+        *sum = ref_pass_rows(p, ps, rng, seed, calib_seed, 0, height, &over);
         *overloads += over;
         return NB_OK;
     }
@@ -381,17 +332,8 @@ static nb_status run_pass(const nb_noise_params *p, const noise_pass *ps, nb_rng
 #pragma omp parallel for schedule(dynamic, 16) reduction(+ : over) reduction(| : failed) \
     if ((size_t)ps->width * height >= PARALLEL_PIXELS)
     for (int y = 0; y < height; y++) {
-        nb_rng own;
-        int64_t own_seed = *seed, own_calib = *calib_seed; /* not used by Philox, which keys on p's seeds */
         long row_over = 0;
-        row_draws rd;
-        if (row_draws_make(p, ps->poisson, ps->width, y, &rd)) {
-            failed = 1;
-            continue;
-        }
-        nb_rng_init(&own);
-        row_sum[y] = pass_rows(p, ps, &own, &rd, &own_seed, &own_calib, y, y + 1, &row_over);
-        free(rd.store);
+        if (ctr_pass_row(p, ps, y, &row_over, &row_sum[y])) failed = 1;
         over += row_over;
     }
     *sum = 0.0;
@@ -404,12 +346,21 @@ static nb_status run_pass(const nb_noise_params *p, const noise_pass *ps, nb_rng
 nb_status nb_noise_frame(const nb_noise_params *p, nb_rng *rng, const float *photons_in, int width, int height,
                          int32_t *counts, nb_noise_result *res)
 {
+    return nb_noise_frame_on(NULL, p, rng, photons_in, width, height, counts, res);
+}
+
+nb_status nb_noise_frame_on(const nb_noise_device *dev, const nb_noise_params *p, nb_rng *rng,
+                            const float *photons_in, int width, int height, int32_t *counts, nb_noise_result *res)
+{
     size_t pixels = (size_t)width * (size_t)height;
     float *photons = NULL, *blurred = NULL;
     nb_status st;
     int64_t seed = p->seed, calib_seed = p->calib_seed;
     memset(res, 0, sizeof *res);
     if (p->bits != 16 && p->bits != 32) return nb_error_set(NB_ERR_USAGE, "-bits must be 16 or 32, not %d", p->bits);
+    if (dev && p->rng != NB_NOISE_RNG_PHILOX)
+        return nb_error_set(NB_ERR_USAGE, "counting on a GPU needs --rng philox: nanoBragg's generator is one "
+                                          "sequence in the pixels' order");
     /* a vector test of the exponents, blocks on every thread (nb_image.h) */
     const size_t bad = nb_first_nonfinite(photons_in, pixels);
     if (bad < pixels)
@@ -420,15 +371,15 @@ nb_status nb_noise_frame(const nb_noise_params *p, nb_rng *rng, const float *pho
     double sum = 0.0;
     if (!psf && p->readout <= 0.0) {
         /* one pass, no photon image: a 4096^2 frame's 64 MiB less to fault in and zero */
-        const noise_pass direct = {1, photons_in, NULL, counts, width};
-        st = run_pass(p, &direct, rng, &seed, &calib_seed, height, &overloads, &sum);
+        const nb_noise_pass direct = {1, photons_in, NULL, counts, width};
+        st = run_pass(dev, p, &direct, rng, &seed, &calib_seed, height, &overloads, &sum);
         res->photons = sum;
         res->overloads = overloads;
         return st;
     }
     if ((st = nb_calloc((void **)&photons, pixels, sizeof(float), "the photon image"))) return st;
-    const noise_pass poisson = {1, photons_in, photons, NULL, width};
-    if ((st = run_pass(p, &poisson, rng, &seed, &calib_seed, height, &overloads, &sum))) {
+    const nb_noise_pass poisson = {1, photons_in, photons, NULL, width};
+    if ((st = run_pass(dev, p, &poisson, rng, &seed, &calib_seed, height, &overloads, &sum))) {
         free(photons);
         return st;
     }
@@ -452,9 +403,9 @@ nb_status nb_noise_frame(const nb_noise_params *p, nb_rng *rng, const float *pho
     }
 
     /* gain, ADC offset, read-out noise, and the counter's range */
-    const noise_pass counting = {0, photons, NULL, counts, width};
+    const nb_noise_pass counting = {0, photons, NULL, counts, width};
     double unused;
-    st = run_pass(p, &counting, rng, &seed, &calib_seed, height, &overloads, &unused);
+    st = run_pass(dev, p, &counting, rng, &seed, &calib_seed, height, &overloads, &unused);
     free(photons);
     if (st) return st;
     res->photons = sum;

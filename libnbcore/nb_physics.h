@@ -22,11 +22,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#ifdef __CUDACC__
-#define NB_HD __host__ __device__ static inline
-#else
-#define NB_HD static inline
-#endif
+#include "nb_hd.h"
 
 #ifndef M_PI
 #define M_PI 3.14159265358979323846

@@ -3,6 +3,8 @@
  * the same seeds give the same deviates. */
 #include "nb_rng.h"
 
+#include "nb_deviates.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -75,32 +77,13 @@ NB_PHILOX_CLONES void nb_philox_blocks(int64_t key, uint32_t stream, uint32_t bl
 
 void nb_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4])
 {
-    uint32_t *const words[4] = {&out[0], &out[1], &out[2], &out[3]};
-    nb_philox_blocks((int64_t)((uint64_t)key[1] << 32 | key[0]), ctr[2], ctr[3], (uint64_t)ctr[1] << 32 | ctr[0], 1,
-                     words);
-}
-
-void nb_rng_counter_at(nb_rng *r, int64_t key, uint32_t stream, uint64_t index)
-{
-    nb_rng_counter_at_block(r, key, stream, index, NULL);
-}
-
-/* The next uniform of counter mode: 23 bits, centred in their interval */
-static float counter_uniform(nb_rng *r)
-{
-    if (r->used == 4) {
-        nb_philox4x32_10(r->ctr, r->key, r->block);
-        r->ctr[3]++;
-        r->used = 0;
-    }
-    return ((float)(r->block[r->used++] >> 9) + 0.5f) * (1.0f / 8388608.0f);
+    nb_philox_block(ctr, key[0], key[1], out);
 }
 
 /* ---- the reference's generators -------------------------------------------- */
 
 float nb_ran1(nb_rng *r, int64_t *idum)
 {
-    if (r->counter_mode) return counter_uniform(r);
     if (*idum <= 0 || !r->iy) {
         /* (re)load the shuffle table; a non-positive or fresh seed of 0 becomes 1 */
         if (-(*idum) < 1) *idum = 1;
@@ -120,74 +103,16 @@ float nb_ran1(nb_rng *r, int64_t *idum)
     return temp;
 }
 
-float nb_gaussdev(nb_rng *r, int64_t *idum)
-{
-    float v1, v2, rsq, fac;
-    if (r->have_spare) {
-        r->have_spare = 0;
-        return r->spare;
-    }
-    /* polar Box-Muller: a point uniform in the unit disc */
-    do {
-        v1 = (float)(2.0 * nb_ran1(r, idum) - 1.0);
-        v2 = (float)(2.0 * nb_ran1(r, idum) - 1.0);
-        rsq = v1 * v1 + v2 * v2;
-    } while (rsq >= 1.0f || rsq == 0.0f);
-    fac = (float)sqrt(-2.0 * log(rsq) / rsq);
-    r->spare = v1 * fac;
-    r->have_spare = 1;
-    return v2 * fac;
-}
+/* gasdev and poidev on ran1: the reference's deviates */
+#define DV_FN(name) nb_##name
+#define DV_QUAL
+#define DV_STATE nb_rng
+#define DV_SEED_PARAM , int64_t *idum
+#define DV_SEED_ARG , idum
+#define DV_UNIFORM(r) nb_ran1(r, idum)
+#include "nb_deviates.inc"
 
-float nb_gammln(float xx)
-{
-    static const double cof[6] = {76.18009172947146,     -86.50532032941677,    24.01409824083091,
-                                  -1.231739572450155,    0.1208650973866179e-2, -0.5395239384953e-5};
-    double x = xx, y = xx;
-    double tmp = x + 5.5;
-    tmp -= (x + 0.5) * log(tmp);
-    double ser = 1.000000000190015;
-    for (int j = 0; j <= 5; ++j) ser += cof[j] / ++y;
-    return (float)(-tmp + log(2.5066282746310005 * ser / x));
-}
-
-float nb_poidev(nb_rng *r, float xm, int64_t *idum)
-{
-    float em, t, y;
-    /* beyond a million the rejection method is slow: use the normal limit */
-    if (xm > 1.0e6) return (float)(xm + sqrt(xm) * nb_gaussdev(r, idum));
-    if (xm < 12.0) {
-        /* multiply uniforms until the product drops below exp(-mean) */
-        if (xm != r->pd_oldm) {
-            r->pd_oldm = xm;
-            r->pd_g = (float)exp(-xm);
-        }
-        em = -1;
-        t = 1.0f;
-        do {
-            ++em;
-            t *= nb_ran1(r, idum);
-        } while (t > r->pd_g);
-    } else {
-        /* rejection from a Lorentzian comparison function */
-        if (xm != r->pd_oldm) {
-            r->pd_oldm = xm;
-            r->pd_sq = (float)sqrt(2.0 * xm);
-            r->pd_alxm = (float)log(xm);
-            r->pd_g = xm * r->pd_alxm - nb_gammln((float)(xm + 1.0));
-        }
-        do {
-            do {
-                y = (float)tan(M_PI * nb_ran1(r, idum));
-                em = r->pd_sq * y + xm;
-            } while (em < 0.0f);
-            em = (float)floor(em);
-            t = (float)(0.9 * (1.0 + y * y) *
-                        exp(em * r->pd_alxm - nb_gammln((float)(em + 1.0)) - r->pd_g));
-        } while (nb_ran1(r, idum) > t);
-    }
-    return em;
-}
+float nb_gammln(float xx) { return nb_dv_gammln(xx); }
 
 void nb_mosaic_rotation_umat(nb_rng *r, float mosaicity, double umat[9], int64_t *idum)
 {

@@ -1,4 +1,5 @@
-/* nb-noise: detector counts from photons, with the reference's generator. */
+/* nb-noise: detector counts from photons, with the reference's generator or,
+ * on every thread or a GPU, the counter-based one. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include "nb_cli.h"
 #include "nb_image_record.h"
 #include "nb_noise.h"
+#include "nb_noise_cuda.h"
 #include "nb_options.h"
 #include "nb_physics.h"
 #include "nb_plan.h"
@@ -14,8 +16,13 @@
 #include "nb_stream.h"
 #include "nb_util.h"
 
+enum device { DEV_CPU, DEV_CUDA, DEV_AUTO };
+
+static void print_backends(FILE *fp);
+
 typedef struct noise_opts {
     nb_noise_params p;
+    int device; /* enum device */
     int have_seed, have_adc, nonoise, have_fluence;
     int64_t seed;
     double adc, fluence, psf_fwhm_um;
@@ -50,6 +57,8 @@ static nb_status apply_fluence(const nb_opt_args *a)
     return NB_OK;
 }
 
+static const nb_opt_choice devices[] = {{"cpu", DEV_CPU}, {"cuda", DEV_CUDA}, {"auto", DEV_AUTO}, {NULL, 0}};
+
 static const nb_opt_choice rngs[] = {{"reference", NB_NOISE_RNG_REFERENCE}, {"philox", NB_NOISE_RNG_PHILOX}, {NULL, 0}};
 
 static const nb_opt_choice psfs[] = {
@@ -83,6 +92,13 @@ static const nb_opt rows[] = {
      "extension: other numbers, the same distributions)",
      .needs = "a name", .type = NB_OPT_CHOICE, .at = {NO(p.rng)}, .choices = rngs,
      .expected = "'reference' or 'philox'"},
+    {NB_OPT_LOCAL, "--device", 1, "cpu|cuda|auto",
+     "where to count (default cpu): cuda counts on the GPU, each pixel as\n"
+     "the CPU does (needs --rng philox; a PSF is spread on the CPU); auto,\n"
+     "on the GPU when this build has CUDA, a GPU is present and the\n"
+     "generator is Philox's, else on the CPU.  --version lists the backends",
+     .needs = "a name", .type = NB_OPT_CHOICE, .at = {NO(device)}, .choices = devices,
+     .expected = "cpu, cuda or auto"},
 };
 #undef NO
 #undef EFFECT
@@ -106,12 +122,51 @@ static const nb_tool_info tool = {
     "are opt-in: -flicker, -calibration, -readout, -gain, -psf, -bits, -scale, -fluence.\n"
     "--rng philox draws every deviate from a counter-based generator instead (an nb extension,\n"
     "docs/physics.md 11.5): other numbers with the same distributions, counted on every\n"
-    "thread, the same counts for any thread count.",
+    "thread, the same counts for any thread count; --device cuda counts them on a GPU, each\n"
+    "pixel as the CPU does.",
     &table,
     "  nb-geom ... | nb-hkl | nb-sim | nb-noise -seed 7 | nb-convert -o noisy.img\n"
-    "  nb-noise -seed 2 -readout 3 -psf gauss -psf_fwhm 100 < rendered.nbs | nb-convert -o frame.cbf\n",
-    NULL,
+    "  nb-noise -seed 2 -readout 3 -psf gauss -psf_fwhm 100 < rendered.nbs | nb-convert -o frame.cbf\n"
+    "  nb-sim --device cuda sweep.nbs | nb-noise --rng philox --device cuda | nb-convert -o s_#.img\n",
+    print_backends,
 };
+
+static void print_backends(FILE *fp)
+{
+    fprintf(fp, "backends: cpu%s\n", nb_noise_cuda_compiled() ? ", cuda (sm_80, sm_90, PTX; --rng philox)" : "");
+}
+
+/* The GPU that counts (--device cuda, or auto where there is one), opened
+ * at the first frame to count; NULL: the CPU counts. */
+static nb_noise_cuda *cuda;
+static int cuda_tried;
+
+/* Where a frame is counted: *dev, the GPU, when asked (an error if there is
+ * none) or when 'auto' finds one for Philox's generator; NULL, the CPU. */
+static nb_status pick_device(const noise_opts *o, nb_noise_device *gpu, const nb_noise_device **dev)
+{
+    *dev = NULL;
+    if (o->device == DEV_CPU || o->p.rng != NB_NOISE_RNG_PHILOX) return NB_OK;
+    if (!cuda_tried) {
+        char desc[256] = "";
+        cuda_tried = 1;
+        const double t0 = nb_now();
+        nb_status st = nb_noise_cuda_open(&cuda, desc, sizeof desc);
+        if (st) {
+            if (o->device == DEV_CUDA) return nb_error_prefix(st, "--device cuda");
+            /* 'auto' on a machine without a GPU counts on the CPU; -v says why */
+            if (nb_noise_cuda_compiled()) nb_info("%s; counting on the CPU", nb_error_message());
+        } else {
+            nb_info("counting on %s", desc);
+            nb_info("  CUDA started in %.0f ms", (nb_now() - t0) * 1e3);
+        }
+    }
+    if (cuda) {
+        *gpu = nb_noise_cuda_device(cuda);
+        *dev = gpu;
+    }
+    return NB_OK;
+}
 
 /* What the stream's images came to: counted for "no images", and the
  * photons and overloads of a series' frames for its summary line. */
@@ -145,8 +200,12 @@ static nb_status noise_image(const nb_plan *plan, const noise_opts *o, nb_rng *r
                              nb_image_info *im, nb_record *out, noise_tally *t)
 {
     const float *px;
+    nb_noise_device gpu;
+    const nb_noise_device *dev;
     nb_status st;
-    if ((st = nb_image_check_plan(im, plan)) || (st = nb_image_pixels(in, im, &px, NULL))) return st;
+    if ((st = nb_image_check_plan(im, plan)) || (st = nb_image_pixels(in, im, &px, NULL)) ||
+        (st = pick_device(o, &gpu, &dev)))
+        return st;
 
     nb_noise_params p = o->p;
     p.seed = nb_frame_seed(o->have_seed ? o->seed : plan->seed, im->frame);
@@ -188,8 +247,8 @@ static nb_status noise_image(const nb_plan *plan, const noise_opts *o, nb_rng *r
         pp.roi_xmin = v.roi_xmin, pp.roi_xmax = v.roi_xmax;
         pp.roi_ymin = v.roi_ymin, pp.roi_ymax = v.roi_ymax;
         if (i > 0) nb_rng_init(&fresh);
-        st = nb_noise_frame(&pp, im->frame == 0 && i == 0 ? rng : &fresh, px + off, v.fpixels, v.spixels,
-                            counts + off, &pres);
+        st = nb_noise_frame_on(dev, &pp, im->frame == 0 && i == 0 ? rng : &fresh, px + off, v.fpixels, v.spixels,
+                               counts + off, &pres);
         /* a bad pixel's place: its frame (counted from 1, as the files'
          * numbers), its panel (of several) */
         if (st == NB_ERR_DATA && im->npanels > 1) st = nb_error_prefix(st, "frame %ld, panel %d", im->frame + 1, i);
@@ -250,6 +309,10 @@ int main(int argc, char **argv)
     nb_noise_defaults(&o.p);
     o.psf_fwhm_um = 46.0;
     nb_exit_on_error(nb_tool_parse(&tool, &opts, &o, argc, argv));
+    if (o.device == DEV_CUDA && o.p.rng != NB_NOISE_RNG_PHILOX)
+        nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "--device cuda counts with --rng philox only: nanoBragg's "
+                                                    "generator is one sequence in the pixels' order"));
+    if (o.device != DEV_CPU) nb_noise_cuda_environment(); /* before the reader's and writer's threads */
     nb_exit_on_error(nb_std_apply(&opts));
     nb_stream_to_stdout(!strcmp(opts.output, "-"));
 
@@ -289,6 +352,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%ld of %ld frames: %.0f photons on noise images (%ld overloads)\n", tally.frames,
                 tally.nframes, tally.photons, tally.overloads);
     if (have_plan) nb_plan_free(&plan);
+    nb_noise_cuda_close(cuda);
     nb_record_free(&rec);
     nb_reader_close(r);
     if (!st) st = nb_writer_close(w);

@@ -14,6 +14,7 @@ extern "C" {
 #include "nb_sim.h"
 #include "nb_sim_cuda.h"
 }
+#include "nb_cuda_device.cuh"
 
 #define BLOCK_X 128
 /* the most copies one render times: every array of nb_cuda, uploaded, and the
@@ -303,34 +304,21 @@ static void release(dev_array *a)
 
 extern "C" int nb_cuda_compiled(void) { return 1; }
 
-/* One stream renders, so one hardware queue serves: the driver's default of
- * 8 costs the context about 50 of its 100-130 ms to make (an H200, driver
- * 580), a tenth of a 100-frame series's whole run. */
-extern "C" void nb_cuda_environment(void) { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 0); }
+extern "C" void nb_cuda_environment(void) { nb_cuda_one_queue(); }
 
 extern "C" nb_status nb_cuda_open(nb_cuda **out, char *desc, size_t desc_size)
 {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
     *out = NULL;
-    if (e != cudaSuccess) return nb_error_set(NB_ERR_UNSUPPORTED, "no CUDA device: %s", cudaGetErrorString(e));
-    if (n == 0) return nb_error_set(NB_ERR_UNSUPPORTED, "no CUDA device found");
+    nb_status st = nb_cuda_first_device(desc, desc_size);
+    if (st) return st;
     nb_cuda *c = (nb_cuda *)calloc(1, sizeof *c);
     if (!c) return nb_error_set(NB_ERR_NOMEM, "out of memory");
     c->device = 0;
-    cudaDeviceProp prop;
-    if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess ||
-        (e = cudaStreamCreate(&c->stream)) != cudaSuccess) {
+    cudaError_t e = cudaStreamCreate(&c->stream);
+    if (e != cudaSuccess) {
         free(c);
         return nb_error_set(NB_ERR_UNSUPPORTED, "CUDA device unusable: %s", cudaGetErrorString(e));
     }
-    int runtime = 0, driver = 0;
-    cudaRuntimeGetVersion(&runtime);
-    cudaDriverGetVersion(&driver);
-    if (desc)
-        snprintf(desc, desc_size, "%s (sm_%d%d, %d SMs, CUDA runtime %d.%d, driver %d.%d)", prop.name, prop.major,
-                 prop.minor, prop.multiProcessorCount, runtime / 1000, runtime % 1000 / 10, driver / 1000,
-                 driver % 1000 / 10);
     c->have_events = 1;
     for (int i = 0; i < 2 * NB_CUDA_COPY_PAIRS && c->have_events; i++)
         if (cudaEventCreate(&c->copy_events[i]) != cudaSuccess) c->have_events = 0;

@@ -70,10 +70,12 @@ load helper
     for t in $NB_TOOLS; do
         run "$t" --version
         expect_status 0
-        # the first line names the tool and the version; nb-sim adds its backends
+        # the first line names the tool and the version; nb-sim and nb-noise add their backends
         [ "${lines[0]}" = "$t (nb toolkit) $v" ] || { echo "$t --version: '$output' (VERSION file: $v)"; return 1; }
         if [ "$t" = nb-sim ]; then
             [[ "${lines[1]}" == "backends: cpu "* ]] || { echo "nb-sim --version: '$output'"; return 1; }
+        elif [ "$t" = nb-noise ]; then
+            [[ "${lines[1]}" == "backends: cpu"* ]] || { echo "nb-noise --version: '$output'"; return 1; }
         else
             [ "${#lines[@]}" -eq 1 ] || { echo "$t --version: '$output'"; return 1; }
         fi

@@ -165,3 +165,28 @@ N1000 -default_F 100 -cell 200 200 200 90 90 90 -misset 3 4 5 -lambda 1 -N 1000 
 N400-mosaic -default_F 100 -cell 120 130 140 90 90 90 -misset 5 10 15 -lambda 1.2 -N 400 -distance 250 -pixel 0.1 -mosaic 0.05 -mosaic_domains 10
 CASES
 }
+
+@test "gpu: nb-noise --device cuda gives the CPU's counts, pixel for pixel, on every path (effects, PSF, ROI, panels, a series)" {
+    need_gpu
+    nb-noise --version | grep -q cuda || skip "this nb-noise has no CUDA backend"
+    # every regime of the Poisson deviate: the series bright (rejection above
+    # 12 photons, the normal limit above a million, 16-bit overloads), the
+    # ROI's image faint (products of uniforms below 12)
+    nb-geom $SMALL -detpixels 256 -fluence 1e33 -seed 8 -osc 1 -nframes 2 -o series.nbs
+    nb-sim -q --device cpu -o series-img.nbs series.nbs
+    nb-geom $SMALL -detpixels 128 -fluence 1e27 -seed 9 -roi 10 100 20 90 -o roi.nbs
+    nb-sim -q --device cpu -o roi-img.nbs roi.nbs
+    nb-geom -q -panels "$NB_ROOT/examples/tiles.geom" -cell 100 100 100 90 90 90 -lambda 1 -N 5 -default_F 100 -seed 10 -o panels.nbs
+    nb-sim -q --device cpu -o panels-img.nbs panels.nbs
+    for img in series-img roi-img panels-img; do
+        for flags in "" "-flicker 0.1 -calibration 0.05 -gain 2 -bits 32" "-readout 3" "-psf gauss -readout 1"; do
+            nb-noise -q --rng philox $flags --device cpu -o cpu.nbs $img.nbs
+            nb-noise -q --rng philox $flags --device cuda -o gpu.nbs $img.nbs
+            cmp cpu.nbs gpu.nbs || { echo "$img, flags '$flags': the GPU's counts differ"; false; }
+        done
+    done
+    run_nb nb-noise -v --rng philox --device cuda -o /dev/null roi-img.nbs
+    expect_status 0
+    expect_has "counting on "
+    expect_has "CUDA started in "
+}

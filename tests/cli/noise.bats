@@ -61,3 +61,40 @@ load helper
     nb-noise -q -o default.nbs img.nbs
     cmp explicit.nbs default.nbs
 }
+
+@test "noise: --device cuda counts with --rng philox only; the reference's generator is a usage error (2)" {
+    nb-geom $SMALL -o plan.nbs
+    nb-sim -q -o img.nbs plan.nbs
+    run_nb nb-noise --device cuda -o out.nbs img.nbs
+    expect_status 2
+    expect_has "--device cuda counts with --rng philox only"
+    [ ! -e out.nbs ]
+    run_nb nb-noise --device gpu --rng philox -o out.nbs img.nbs
+    expect_status 2
+    expect_has "cpu, cuda or auto"
+    [ ! -e out.nbs ]
+}
+
+@test "noise: --device auto counts as the CPU does, on the GPU or (none here) on the CPU; either generator" {
+    nb-geom $SMALL -detpixels 64 -seed 6 -o plan.nbs
+    nb-sim -q -o img.nbs plan.nbs
+    for flags in "--rng philox" "--rng philox -readout 2 -psf gauss" ""; do
+        nb-noise -q $flags --device cpu -o cpu.nbs img.nbs
+        nb-noise -q $flags --device auto -o auto.nbs img.nbs
+        cmp cpu.nbs auto.nbs || { echo "flags '$flags': --device auto differs from cpu"; false; }
+    done
+}
+
+@test "noise: --device cuda without a GPU fails, saying why, and leaves no output" {
+    nb-geom $SMALL -o plan.nbs
+    nb-sim -q -o img.nbs plan.nbs
+    if nb-noise -q --rng philox --device cuda -o /dev/null img.nbs 2>/dev/null; then
+        skip "this machine counts on a GPU (tests/cli/gpu.bats checks it)"
+    fi
+    run_nb nb-noise --rng philox --device cuda -o out.nbs img.nbs
+    expect_status 1
+    expect_has "nb-noise: --device cuda: "
+    [ ! -e out.nbs ]
+    # -nonoise counts nothing: no device is needed
+    nb-noise -q -nonoise --rng philox --device cuda -o pass.nbs img.nbs
+}

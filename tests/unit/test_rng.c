@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nb_deviates.h"
 #include "nb_noise.h"
 #include "nb_rng.h"
 #include "tap.h"
@@ -401,44 +402,49 @@ static void test_philox(void)
         nb_philox4x32_10(kat[k].ctr, kat[k].key, out);
         ok(!memcmp(out, kat[k].out, sizeof out), "Philox4x32-10 known answer %zu", k + 1);
     }
-    /* counter mode: item i's uniforms are the words of its blocks, in (0, 1),
-     * whatever was drawn before; another stream, item or key gives others */
-    nb_rng r;
-    nb_rng_init(&r);
-    int64_t unused = -5;
+    /* the counter-based generator (nb_deviates.h): item i's uniforms are the
+     * words of its blocks, in (0, 1), whatever was drawn before; another
+     * stream, item or key gives others */
+    nb_ctr_rng r;
+    nb_ctr_init(&r);
     float first[6], again[6], other[3];
-    nb_rng_counter_at(&r, 0x0123456789abcdefLL, 2, 77);
-    for (int i = 0; i < 6; i++) first[i] = nb_ran1(&r, &unused);
-    (void)nb_gaussdev(&r, &unused); /* leaves a spare, which the next item must not see */
-    nb_rng_counter_at(&r, 0x0123456789abcdefLL, 2, 77);
-    for (int i = 0; i < 6; i++) again[i] = nb_ran1(&r, &unused);
+    nb_ctr_at(&r, 0x0123456789abcdefLL, 2, 77, NULL);
+    for (int i = 0; i < 6; i++) first[i] = nb_ctr_uniform(&r);
+    (void)nb_ctr_gaussdev(&r); /* leaves a spare, which the next item must not see */
+    nb_ctr_at(&r, 0x0123456789abcdefLL, 2, 77, NULL);
+    for (int i = 0; i < 6; i++) again[i] = nb_ctr_uniform(&r);
     ok(same_floats(again, first, 6, "philox item again"), "an item's uniforms depend on (key, stream, item) alone");
-    uint32_t ctr[4] = {77, 0, 2, 1}, key[2] = {0x89abcdef, 0x01234567}, out[4];
+    uint32_t ctr[4] = {77, 0, 2, 1}, key[2] = {0x89abcdef, 0x01234567}, out[4], block0[4];
     nb_philox4x32_10(ctr, key, out);
-    ok(first[4] == ((float)(out[0] >> 9) + 0.5f) / 8388608.0f && unused == -5,
-       "the fifth uniform is block 1's first word's top 23 bits, centred; the seed argument is untouched");
-    nb_rng_counter_at(&r, 0x0123456789abcdefLL, 3, 77);
-    other[0] = nb_ran1(&r, &unused);
-    nb_rng_counter_at(&r, 0x0123456789abcdefLL, 2, 78);
-    other[1] = nb_ran1(&r, &unused);
-    nb_rng_counter_at(&r, 0x0123456789abcdeeLL, 2, 77);
-    other[2] = nb_ran1(&r, &unused);
+    ok(first[4] == ((float)(out[0] >> 9) + 0.5f) / 8388608.0f,
+       "the fifth uniform is block 1's first word's top 23 bits, centred");
+    /* block 0 given (a row's, made in vector lanes): the same uniforms */
+    uint32_t *const words[4] = {&block0[0], &block0[1], &block0[2], &block0[3]};
+    nb_philox_blocks(0x0123456789abcdefLL, 2, 0, 77, 1, words);
+    nb_ctr_at(&r, 0x0123456789abcdefLL, 2, 77, block0);
+    for (int i = 0; i < 6; i++) again[i] = nb_ctr_uniform(&r);
+    ok(same_floats(again, first, 6, "philox item from its block 0"), "an item's block 0 given: the same uniforms");
+    nb_ctr_at(&r, 0x0123456789abcdefLL, 3, 77, NULL);
+    other[0] = nb_ctr_uniform(&r);
+    nb_ctr_at(&r, 0x0123456789abcdefLL, 2, 78, NULL);
+    other[1] = nb_ctr_uniform(&r);
+    nb_ctr_at(&r, 0x0123456789abcdeeLL, 2, 77, NULL);
+    other[2] = nb_ctr_uniform(&r);
     ok(other[0] != first[0] && other[1] != first[0] && other[2] != first[0],
        "another stream, item or key draws other numbers");
-    nb_rng_counter_at(&r, 0x0123456789abcdefLL, 2, 77);
-    nb_rng_counter_at(&r, 0x0123456789abcdefLL, 2, 77);
-    (void)nb_gaussdev(&r, &unused);
-    float g2 = nb_gaussdev(&r, &unused); /* the spare of the first pair */
-    nb_rng_counter_at(&r, 0x0123456789abcdefLL, 2, 77);
-    float g1 = nb_gaussdev(&r, &unused);
-    nb_rng_counter_at(&r, 0x0123456789abcdefLL, 2, 77);
-    ok(g1 != g2 && nb_gaussdev(&r, &unused) == g1, "counter_at drops gaussdev's spare");
+    nb_ctr_at(&r, 0x0123456789abcdefLL, 2, 77, NULL);
+    (void)nb_ctr_gaussdev(&r);
+    float g2 = nb_ctr_gaussdev(&r); /* the spare of the first pair */
+    nb_ctr_at(&r, 0x0123456789abcdefLL, 2, 77, NULL);
+    float g1 = nb_ctr_gaussdev(&r);
+    nb_ctr_at(&r, 0x0123456789abcdefLL, 2, 77, NULL);
+    ok(g1 != g2 && nb_ctr_gaussdev(&r) == g1, "nb_ctr_at drops gaussdev's spare");
     float lo = 1.0f, hi = 0.0f;
     double sum = 0.0;
     enum { N = 1 << 20 };
-    nb_rng_counter_at(&r, 1, 0, 0);
+    nb_ctr_at(&r, 1, 0, 0, NULL);
     for (int i = 0; i < N; i++) {
-        float u = nb_ran1(&r, &unused);
+        float u = nb_ctr_uniform(&r);
         lo = u < lo ? u : lo, hi = u > hi ? u : hi, sum += u;
     }
     ok(lo > 0.0f && hi < 1.0f && fabs(sum / N - 0.5) < 1e-3, "2^20 uniforms in (0, 1), mean %.5f", sum / N);
@@ -505,6 +511,85 @@ static void test_noise_philox(void)
     nb_status st = count_on(1, &p, img, W, H, a, &res);
     st = st ? st : count_on(3, &p, img, W, H, b, &res);
     ok(st == NB_OK && !memcmp(a, b, sizeof(int32_t) * NPIX), "philox with read-out noise and flicker: the same on 1 and 3 threads");
+    free(img);
+    free(a);
+    free(b);
+}
+
+/* nb-noise's GPU kernel's chain (nb_noise_pixel_ctr.inc: each pixel's blocks
+ * made as it draws), here on the host, as a device that counts a pass pixel
+ * by pixel: nb_noise_frame_on with it must give the CPU's counts */
+#define CT_FN(name) lazy_##name
+#define CT_QUAL static inline
+#include "nb_noise_pixel_ctr.inc"
+
+static nb_status lazy_run(void *ctx, const nb_noise_params *p, const nb_noise_pass *pass, int height, long *overloads,
+                          double *sum)
+{
+    int *passes = ctx;
+    ++*passes;
+    *sum = 0.0;
+    for (int y = 0; y < height; y++)
+        for (int x = 0; x < pass->width; x++) {
+            nb_ctr_rng r;
+            nb_ctr_init(&r);
+            *sum += lazy_pass_pixel(p, pass, &r, x, y, overloads);
+        }
+    return NB_OK;
+}
+
+static void test_noise_device_chain(void)
+{
+    enum { W = 97, H = 61, NPIX = W * H };
+    float *img = malloc(sizeof(float) * NPIX);
+    int32_t *a = malloc(sizeof(int32_t) * NPIX), *b = malloc(sizeof(int32_t) * NPIX);
+    if (!img || !a || !b) abort();
+    /* every regime of poidev: none, few, the rejection method, the normal limit */
+    static const float levels[] = {0.0f, 0.02f, 0.7f, 5.0f, 11.9f, 12.0f, 40.0f, 3000.0f, 2.5e6f};
+    for (int i = 0; i < NPIX; i++) img[i] = levels[(i * 7 + i / W) % (int)(sizeof levels / sizeof levels[0])];
+    static const struct {
+        const char *what;
+        double flicker, calibration, readout, gain, scale;
+        int bits, psf, roi;
+    } cases[] = {
+        {"the default chain", 0, 0, 0, 1, 1, 16, NB_PSF_NONE, 0},
+        {"flicker, calibration, gain, scale, 32 bits", 0.1, 0.05, 0, 2.5, 0.8, 32, NB_PSF_NONE, 0},
+        {"read-out noise (two passes)", 0.1, 0, 3, 1, 1, 16, NB_PSF_NONE, 0},
+        {"a PSF between the passes, an ROI", 0, 0.05, 1, 1, 1, 16, NB_PSF_GAUSS, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        nb_noise_params p;
+        nb_noise_defaults(&p);
+        p.rng = NB_NOISE_RNG_PHILOX, p.seed = -23, p.calib_seed = 99;
+        p.flicker = cases[c].flicker, p.calibration = cases[c].calibration, p.readout = cases[c].readout;
+        p.gain = cases[c].gain, p.photon_scale = cases[c].scale, p.bits = cases[c].bits;
+        p.psf = cases[c].psf, p.psf_fwhm_pixels = 1.5;
+        if (cases[c].roi) p.roi_xmin = 5, p.roi_xmax = 80, p.roi_ymin = 3, p.roi_ymax = 50;
+        int passes = 0;
+        const nb_noise_device lazy = {lazy_run, &passes};
+        nb_rng r1, r2;
+        nb_rng_init(&r1);
+        nb_rng_init(&r2);
+        nb_noise_result res_cpu, res_dev;
+        memset(b, 0x7f, sizeof(int32_t) * NPIX);
+        nb_status st = nb_noise_frame(&p, &r1, img, W, H, a, &res_cpu);
+        st = st ? st : nb_noise_frame_on(&lazy, &p, &r2, img, W, H, b, &res_dev);
+        const int two_passes = cases[c].readout > 0 || cases[c].psf != NB_PSF_NONE;
+        ok(st == NB_OK && passes == (two_passes ? 2 : 1) && !memcmp(a, b, sizeof(int32_t) * NPIX) &&
+               res_cpu.photons == res_dev.photons && res_cpu.overloads == res_dev.overloads,
+           "the GPU's chain on the host: the CPU's counts, photons (%.0f) and overloads (%ld): %s", res_dev.photons,
+           res_dev.overloads, cases[c].what);
+    }
+    /* the reference's generator is one sequence: no device counts with it */
+    nb_noise_params p;
+    nb_noise_defaults(&p);
+    int passes = 0;
+    const nb_noise_device lazy = {lazy_run, &passes};
+    nb_rng r;
+    nb_rng_init(&r);
+    nb_noise_result res;
+    ok(nb_noise_frame_on(&lazy, &p, &r, img, W, H, b, &res) == NB_ERR_USAGE && passes == 0,
+       "a device refuses the reference's generator");
     free(img);
     free(a);
     free(b);
@@ -599,6 +684,7 @@ int main(void)
     test_frame_seed();
     test_philox();
     test_noise_philox();
+    test_noise_device_chain();
     test_psf();
     return tap_done();
 }
