@@ -268,7 +268,9 @@ static void at_stream(const nb_noise_params *p, nb_ctr_rng *r, const row_draws *
 #define CT_STATE nb_rng
 #define CT_PARAMS , int64_t *seed, int64_t *calib_seed
 #define CT_ARGS , seed, calib_seed
-#define CT_AT(stream, i) ((void)(calib_seed)) /* nothing: one sequence (calib_seed named, for the counting has no use of it) */
+/* nothing to do in one sequence; calib_seed is named because the counting
+ * (to_counts) takes it but has no use of it */
+#define CT_AT(stream, i) ((void)(calib_seed))
 #define CT_GAUSS(which) nb_gaussdev(r, which)
 #define CT_POISSON(xm) nb_poidev(r, xm, seed)
 #include "nb_noise_pixel.inc"
@@ -285,13 +287,13 @@ static void at_stream(const nb_noise_params *p, nb_ctr_rng *r, const row_draws *
 #define CT_POISSON(xm) nb_ctr_poidev(r, xm)
 #include "nb_noise_pixel.inc"
 
-/* Rows [y0, y1) of a pass in row-major order on the reference's generator;
+/* A pass over the image in row-major order on the reference's generator;
  * returns the Poisson photons' sum */
-static double ref_pass_rows(const nb_noise_params *p, const nb_noise_pass *ps, nb_rng *rng, int64_t *seed,
-                            int64_t *calib_seed, int y0, int y1, long *overloads)
+static double ref_pass(const nb_noise_params *p, const nb_noise_pass *ps, nb_rng *rng, int64_t *seed,
+                       int64_t *calib_seed, int height, long *overloads)
 {
     double sum = 0.0;
-    for (int y = y0; y < y1; y++)
+    for (int y = 0; y < height; y++)
         for (int x = 0; x < ps->width; x++) sum += ref_pass_pixel(p, ps, rng, seed, calib_seed, x, y, overloads);
     return sum;
 }
@@ -321,7 +323,7 @@ static nb_status run_pass(const nb_noise_device *dev, const nb_noise_params *p, 
     long over = 0;
     if (dev) return dev->run(dev->ctx, p, ps, height, overloads, sum);
     if (p->rng != NB_NOISE_RNG_PHILOX) {
-        *sum = ref_pass_rows(p, ps, rng, seed, calib_seed, 0, height, &over);
+        *sum = ref_pass(p, ps, rng, seed, calib_seed, height, &over);
         *overloads += over;
         return NB_OK;
     }
@@ -377,7 +379,8 @@ nb_status nb_noise_frame_on(const nb_noise_device *dev, const nb_noise_params *p
         res->overloads = overloads;
         return st;
     }
-    if ((st = nb_calloc((void **)&photons, pixels, sizeof(float), "the photon image"))) return st;
+    /* not zeroed: a pass writes every pixel of its output (nb_noise_pixel.inc) */
+    if ((st = nb_alloc_large((void **)&photons, pixels, sizeof(float), "the photon image"))) return st;
     const nb_noise_pass poisson = {1, photons_in, photons, NULL, width};
     if ((st = run_pass(dev, p, &poisson, rng, &seed, &calib_seed, height, &overloads, &sum))) {
         free(photons);
@@ -386,7 +389,8 @@ nb_status nb_noise_frame_on(const nb_noise_device *dev, const nb_noise_params *p
 
     if (psf) {
         nb_info("%.0f photons on noise image before PSF", sum);
-        if ((st = nb_calloc((void **)&blurred, pixels, sizeof(float), "the blurred image"))) {
+        /* not zeroed: nb_apply_psf does */
+        if ((st = nb_alloc_large((void **)&blurred, pixels, sizeof(float), "the blurred image"))) {
             free(photons);
             return st;
         }
