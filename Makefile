@@ -8,6 +8,7 @@
 #   make install PREFIX=/usr/local
 #   make check-asan the whole suite under AddressSanitizer + UBSan
 #   make check-gpu  the golden parity on this machine's GPU, and gpu.bats (fails without a GPU)
+#   make check-dials  the gates of what DIALS reads from nb's files, measured with DIALS (5 min)
 #   make fuzz       libFuzzer targets for every parser, FUZZ_SECONDS each (clang)
 
 CC      ?= cc
@@ -108,7 +109,7 @@ endif
 HEADERS := $(wildcard libnbcore/*.h) $(wildcard libnbcore/*.inc) $(wildcard formats/*.h) $(wildcard tools/*.h) $(wildcard tools/*.inc) $(wildcard tools/*.cuh)
 
 .SECONDARY:
-.PHONY: all check check-gpu check-built demo-built lint test-unit test-cli test-parity demo deps bench install clean check-asan man fuzz fuzz-regressions fuzz-regressions-built
+.PHONY: all check check-gpu check-dials check-built demo-built lint test-unit test-cli test-parity demo deps bench install clean check-asan man fuzz fuzz-regressions fuzz-regressions-built
 
 all: $(TOOL_BINS)
 
@@ -234,6 +235,12 @@ test-parity: all $(TEST_TOOLS)
 # forced onto it, and gpu.bats; fails without a GPU (tests/gpu-check.sh)
 check-gpu: all $(TEST_TOOLS)
 	@tests/gpu-check.sh
+
+# DIALS's own processing of nb's files against the truth (tests/dials/truth-gates.sh): too slow
+# for `make check`, whose tests/cli/truth.bats reads every field back
+check-dials: deps
+	@$(MAKE) --no-print-directory all
+	@tests/dials/truth-gates.sh
 
 # ---- sanitizers: the whole suite on an ASan + UBSan build (build-asan/, bin-asan/)
 ASAN_FLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer -fno-sanitize-recover=all

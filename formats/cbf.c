@@ -381,13 +381,22 @@ static void put_imgcif(nb_strbuf *sb, const nb_image_meta *m, double lambda_A, d
                          "_array_element_size.size" CBF_EOL "ARRAY1 1 %.10ge-6" CBF_EOL "ARRAY1 2 %.10ge-6" CBF_EOL CBF_EOL,
                      px_mm * 1e3, px_mm * 1e3);
     nb_strbuf_printf(sb, "_array_intensities.array_id ARRAY1" CBF_EOL "_array_intensities.binary_id 1" CBF_EOL
-                         "_array_intensities.linearity linear" CBF_EOL "_array_intensities.gain 1.0" CBF_EOL
+                         "_array_intensities.linearity linear" CBF_EOL "_array_intensities.gain %.10g" CBF_EOL
                          "_array_intensities.overload %.0f" CBF_EOL "_array_intensities.undefined_value -1" CBF_EOL
                          CBF_EOL,
-                     cutoff);
+                     m->gain > 0 && isfinite(m->gain) ? m->gain : 1.0, cutoff);
     nb_strbuf_printf(sb, "_array_structure.id ARRAY1" CBF_EOL "_array_structure.encoding_type 'signed 32-bit integer'" CBF_EOL
                          "_array_structure.compression_type x-CBF_BYTE_OFFSET" CBF_EOL
                          "_array_structure.byte_order LITTLE_ENDIAN" CBF_EOL CBF_EOL);
+}
+
+/* The sensor line's material, as PILATUS headers (and dxtbx's miniCBF
+ * reader, which knows "Silicon" and "CdTe") spell it; a sensor the
+ * simulation named no material for is taken as silicon, as PILATUS's */
+static const char *cbf_sensor_word(const char *material)
+{
+    if (!material || !*material || !strcmp(material, "Si")) return "Silicon";
+    return material;
 }
 
 static void build_header(nb_strbuf *sb, const char *path, const nb_image_meta *m, size_t nbytes,
@@ -440,7 +449,8 @@ static void build_header(nb_strbuf *sb, const char *path, const nb_image_meta *m
     /* no sensor line without a thickness: dxtbx's parallax correction
      * asserts a positive one and falls back to plain pixels without the line */
     if (m->sensor_thickness > 0 && isfinite(m->sensor_thickness))
-        nb_strbuf_printf(sb, "# Silicon sensor, thickness %.6f m" CBF_EOL, m->sensor_thickness);
+        nb_strbuf_printf(sb, "# %s sensor, thickness %.6f m" CBF_EOL, cbf_sensor_word(m->sensor_material),
+                         m->sensor_thickness);
     nb_strbuf_printf(sb, "# Exposure_time %.7f s" CBF_EOL, period);
     nb_strbuf_printf(sb, "# Exposure_period %.7f s" CBF_EOL, period);
     nb_strbuf_printf(sb, "# Tau = 0 s" CBF_EOL);

@@ -26,7 +26,7 @@ static void unit(double a[3])
         for (int i = 0; i < 3; i++) a[i] /= n;
 }
 
-nb_status nb_crystfel_geom_write(const char *path, const nb_plan *p, int max_adu)
+nb_status nb_crystfel_geom_write(const char *path, const nb_plan *p, int max_adu, double adu_per_photon)
 {
     double ez[3] = {p->beam[0], p->beam[1], p->beam[2]}, ex[3], ey[3];
     unit(ez);
@@ -49,7 +49,7 @@ nb_status nb_crystfel_geom_write(const char *path, const nb_plan *p, int max_adu
     if (p->command_line) nb_strbuf_printf(&sb, "; plan: %s\n", p->command_line);
     nb_strbuf_printf(&sb, "; laboratory frame: z along the beam, x along the polarization\n\n");
     nb_strbuf_printf(&sb, "photon_energy = %.6f\n", 12398.419843320026 / (p->lambda0 * 1e10));
-    nb_strbuf_printf(&sb, "adu_per_photon = 1\n");
+    nb_strbuf_printf(&sb, "adu_per_photon = %.10g\n", adu_per_photon > 0 ? adu_per_photon : 1.0);
     nb_strbuf_printf(&sb, "res = %.6f\n", 1.0 / px);
     /* the panels as the raw float file lays them out: one after another,
      * which is one image of the common width, panel i from row `row` on */

@@ -1,8 +1,10 @@
 /* dials_expt_write.c - the simulated truth as a DIALS experiment list
  * (nb-convert -o model.expt): beam, detector (every panel), goniometer and
- * scan of a rotation series, and the crystal, in DIALS's laboratory frame,
- * so that DIALS's results can be compared with the truth directly
- * (dials.compare_orientation_matrices, or dxtbx in Python).
+ * scan of a rotation series, or one experiment per still, and the crystal,
+ * in DIALS's laboratory frame, so that DIALS's results can be compared with
+ * the truth directly (dials.compare_orientation_matrices, or dxtbx in
+ * Python) and DIALS can be given the simulated geometry whole
+ * (dials.import ... reference_geometry=model.expt).
  *
  * The frame: the plan's vectors are rotated by the R that takes the beam's
  * propagation direction onto DIALS's -z and the spindle (made perpendicular
@@ -15,9 +17,12 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "image_meta.h"
+#include "json.h"
+#include "nb_reflections.h"
 #include "nb_util.h"
 
 static double dot3(const double a[3], const double b[3]) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
@@ -60,64 +65,115 @@ static void rot(const double R[3][3], const double v[3], double scale, double ou
     for (int i = 0; i < 3; i++) out[i] = scale * (R[i][0] * v[0] + R[i][1] * v[1] + R[i][2] * v[2]);
 }
 
+nb_status nb_dials_frame_cell(const nb_plan *series, long frame, double abc[3][3])
+{
+    double R[3][3], cell[3][3];
+    nb_plan view;
+    nb_status st = nb_dials_frame(series, R);
+    if (st) return st;
+    nb_plan_frame_view(series, frame, &view);
+    nb_plan_cell_at(&view, nb_plan_mid_phi(&view), cell);
+    for (int v = 0; v < 3; v++) rot(R, cell[v], 1e10, abc[v]);
+    return NB_OK;
+}
+
 static void put_vec(nb_strbuf *sb, const char *key, const double v[3], const char *after)
 {
     nb_strbuf_printf(sb, "\"%s\": [%.17g, %.17g, %.17g]%s", key, v[0] + 0.0, v[1] + 0.0, v[2] + 0.0, after);
 }
 
-/* JSON string body: the path's characters, quotes, backslashes and control
- * characters escaped */
-static void put_string(nb_strbuf *sb, const char *s)
+/* ---- the detector ------------------------------------------------------------ */
+
+/* The fields every dxtbx panel or group node holds after its frame, name
+ * and type: a group's are zero */
+static void put_node_tail(nb_strbuf *sb)
 {
-    nb_strbuf_append(sb, "\"");
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') nb_strbuf_printf(sb, "\\%c", *c);
-        else if (*c < 32) nb_strbuf_printf(sb, "\\u%04x", *c);
-        else nb_strbuf_appendn(sb, (const char *)c, 1);
-    }
-    nb_strbuf_append(sb, "\"");
+    nb_strbuf_append(sb, "\"raw_image_offset\": [0, 0], \"image_size\": [0, 0], \"pixel_size\": [0.0, 0.0], "
+                         "\"trusted_range\": [0.0, 0.0], \"thickness\": 0.0, \"material\": \"\", \"mu\": 0.0, "
+                         "\"identifier\": \"\", \"mask\": [], \"gain\": 1.0, \"pedestal\": 0.0, "
+                         "\"px_mm_strategy\": {\"type\": \"SimplePxMmStrategy\"}, ");
 }
 
-static void put_panel(nb_strbuf *sb, const nb_plan *v, const double R[3][3], const nb_expt_images *img, int last)
+/* The sensor as simulated: thickness (mm), material (dxtbx's name, "" when
+ * the simulation named none) and mu (1/mm); none: thickness 0 and mu 0,
+ * which DIALS takes as no absorption to correct and no parallax */
+static void put_sensor(nb_strbuf *sb, const nb_plan *v)
+{
+    int thick = v->detector_thick > 0 && v->detector_mu > 0;
+    nb_strbuf_printf(sb, "\"thickness\": %.17g, \"material\": ", thick ? v->detector_thick * 1e3 : 0.0);
+    nb_json_write_string(sb, thick ? nb_material_name(v->detector_material) : "");
+    nb_strbuf_printf(sb, ", \"mu\": %.17g, ", thick ? v->detector_mu * 1e-3 : 0.0);
+}
+
+/* Panel i (its view v): its frame in DIALS's lab frame (flat) or, nested in
+ * a group at its origin, the same axes from a local origin of 0 */
+static void put_panel(nb_strbuf *sb, const nb_plan *v, int i, int nested, const double R[3][3],
+                      const nb_expt_counts *c, int last)
 {
     double f[3], s[3], o[3];
     rot(R, v->fdet, 1.0, f);
     rot(R, v->sdet, 1.0, s);
     rot(R, v->pix0, 1e3, o);
+    if (nested) o[0] = o[1] = o[2] = 0.0;
     int thick = v->detector_thick > 0 && v->detector_mu > 0;
-    nb_strbuf_printf(sb, "        {\"name\": \"Panel\", \"type\": \"SENSOR_PAD\", ");
+    if (nested) nb_strbuf_printf(sb, "        {\"name\": \"/entry/instrument/detector/module_%d\", ", i);
+    else nb_strbuf_append(sb, "        {\"name\": \"Panel\", ");
+    nb_strbuf_append(sb, "\"type\": \"SENSOR_PAD\", ");
     put_vec(sb, "fast_axis", f, ", ");
     put_vec(sb, "slow_axis", s, ", ");
     put_vec(sb, "origin", o, ", ");
     nb_strbuf_printf(sb, "\"raw_image_offset\": [0, 0], \"image_size\": [%d, %d], \"pixel_size\": [%.17g, %.17g], ",
                      v->fpixels, v->spixels, v->pixel_size * 1e3, v->pixel_size * 1e3);
-    nb_strbuf_printf(sb, "\"trusted_range\": [-1.0, %.17g], ", img->overload - img->pedestal);
-    nb_strbuf_printf(sb, "\"thickness\": %.17g, \"material\": \"%s\", \"mu\": %.17g, ",
-                     thick ? v->detector_thick * 1e3 : 0.0, thick ? "Si" : "", thick ? v->detector_mu * 1e-3 : 0.0);
-    nb_strbuf_printf(sb, "\"identifier\": \"\", \"mask\": [], \"gain\": 1.0, \"pedestal\": %.17g, ", img->pedestal);
+    nb_strbuf_printf(sb, "\"trusted_range\": [-1.0, %.17g], ", c->trusted_max);
+    put_sensor(sb, v);
+    nb_strbuf_printf(sb, "\"identifier\": \"\", \"mask\": [], \"gain\": %.17g, \"pedestal\": %.17g, ", c->gain,
+                     c->pedestal);
     nb_strbuf_printf(sb, "\"px_mm_strategy\": {\"type\": \"%s\"}}%s\n",
                      thick ? "ParallaxCorrectedPxMmStrategy" : "SimplePxMmStrategy", last ? "" : ",");
 }
 
-static void put_detector(nb_strbuf *sb, const nb_plan *p, const double R[3][3], const nb_expt_images *img)
+/* The detector: one panel flat under the root; several, each in a group of
+ * its own named as dxtbx names the NXmx module's offset, at the panel's
+ * origin with the laboratory's axes (dxtbx's NXmx reader builds this) */
+static void put_detector(nb_strbuf *sb, const nb_plan *p, const double R[3][3], const nb_expt_counts *c)
 {
-    int n = nb_plan_npanels(p);
+    int n = nb_plan_npanels(p), nested = n > 1;
     nb_strbuf_append(sb, "  \"detector\": [{\n    \"panels\": [\n");
     for (int i = 0; i < n; i++) {
         nb_plan v;
         nb_plan_panel_view(p, i, &v);
         nb_plan_panel_dims(p, i, &v.fpixels, &v.spixels, NULL);
-        put_panel(sb, &v, R, img, i == n - 1);
+        put_panel(sb, &v, i, nested, R, c, i == n - 1);
     }
-    nb_strbuf_append(sb, "    ],\n    \"hierarchy\": {\"name\": \"\", \"type\": \"\", \"fast_axis\": [1.0, 0.0, 0.0], "
-                         "\"slow_axis\": [0.0, 1.0, 0.0], \"origin\": [0.0, 0.0, 0.0], \"raw_image_offset\": [0, 0], "
-                         "\"image_size\": [0, 0], \"pixel_size\": [0.0, 0.0], \"trusted_range\": [0.0, 0.0], "
-                         "\"thickness\": 0.0, \"material\": \"\", \"mu\": 0.0, \"identifier\": \"\", \"mask\": [], "
-                         "\"gain\": 1.0, \"pedestal\": 0.0, \"px_mm_strategy\": {\"type\": \"SimplePxMmStrategy\"}, "
-                         "\"children\": [");
-    for (int i = 0; i < n; i++) nb_strbuf_printf(sb, "%s{\"panel\": %d}", i ? ", " : "", i);
+    static const double x[3] = {1, 0, 0}, y[3] = {0, 1, 0}, zero[3] = {0, 0, 0};
+    nb_strbuf_append(sb, "    ],\n    \"hierarchy\": {\"name\": \"\", \"type\": \"\", ");
+    put_vec(sb, "fast_axis", x, ", ");
+    put_vec(sb, "slow_axis", y, ", ");
+    put_vec(sb, "origin", zero, ", ");
+    put_node_tail(sb);
+    nb_strbuf_append(sb, "\"children\": [");
+    for (int i = 0; i < n; i++) {
+        if (!nested) {
+            nb_strbuf_printf(sb, "%s{\"panel\": %d}", i ? ", " : "", i);
+            continue;
+        }
+        nb_plan v;
+        double o[3];
+        nb_plan_panel_view(p, i, &v);
+        rot(R, v.pix0, 1e3, o);
+        nb_strbuf_printf(sb, "%s\n      {\"name\": \"/entry/instrument/detector/module_%d/module_offset\", "
+                             "\"type\": \"\", ",
+                         i ? "," : "", i);
+        put_vec(sb, "fast_axis", x, ", ");
+        put_vec(sb, "slow_axis", y, ", ");
+        put_vec(sb, "origin", o, ", ");
+        put_node_tail(sb);
+        nb_strbuf_printf(sb, "\"children\": [{\"panel\": %d}]}", i);
+    }
     nb_strbuf_append(sb, "]}\n  }],\n");
 }
+
+/* ---- beam, goniometer, scan, crystal ----------------------------------------- */
 
 /* the normal of the polarization plane (beam x E), unit, in DIALS's frame */
 static void polar_normal(const nb_plan *p, const double R[3][3], double pn[3])
@@ -147,98 +203,280 @@ void nb_dials_image_geometry(const nb_plan *p, nb_image_meta *m)
     m->lab = 1;
 }
 
-static void put_beam(nb_strbuf *sb, const nb_plan *p, const double R[3][3])
+/* The beam's direction and polarization in DIALS's frame */
+typedef struct beam_model {
+    double dir[3];          /* dxtbx's: from the sample to the source */
+    double polar_normal[3];
+    double polar_fraction;
+} beam_model;
+
+static void beam_of(const nb_plan *p, const double R[3][3], beam_model *b)
 {
-    double dir[3], pn[3];
-    /* dxtbx's direction points from the sample to the source */
-    rot(R, p->beam, -1.0, dir);
-    polar_normal(p, R, pn);
-    nb_strbuf_append(sb, "  \"beam\": [{");
-    put_vec(sb, "direction", dir, ", ");
-    nb_strbuf_printf(sb, "\"wavelength\": %.17g, \"divergence\": 0.0, \"sigma_divergence\": 0.0, ", p->lambda0 * 1e10);
-    put_vec(sb, "polarization_normal", pn, ", ");
-    nb_strbuf_printf(sb, "\"polarization_fraction\": %.17g, \"flux\": 0.0, \"transmission\": 1.0}],\n",
-                     nb_polarization_fraction(p));
+    rot(R, p->beam, -1.0, b->dir);
+    polar_normal(p, R, b->polar_normal);
+    b->polar_fraction = nb_polarization_fraction(p);
 }
 
-/* the goniometer and scan of a rotation series (the plan's frames 1..NFRAMES) */
-static void put_rotation(nb_strbuf *sb, const nb_plan *p, const double R[3][3])
+/* A beam at `wavelength` (m) */
+static void put_beam(nb_strbuf *sb, const beam_model *b, double wavelength, int last)
 {
-    const double RTD = 180.0 / M_PI;
-    double axis[3];
-    rot(R, p->spindle, 1.0, axis);
-    double period = p->exposure > 0 ? p->exposure : 1.0;
-    nb_strbuf_append(sb, "  \"goniometer\": [{");
-    put_vec(sb, "rotation_axis", axis, ", ");
-    nb_strbuf_append(sb, "\"fixed_rotation\": [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0], "
-                         "\"setting_rotation\": [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]}],\n");
-    nb_strbuf_printf(sb, "  \"scan\": [{\"image_range\": [1, %d], \"batch_offset\": 0, \"oscillation\": [%.17g, %.17g], ",
-                     p->nframes, p->phi0 * RTD, p->osc * RTD);
-    nb_strbuf_append(sb, "\"exposure_time\": [");
-    for (int i = 0; i < p->nframes; i++) nb_strbuf_printf(sb, "%s%.17g", i ? ", " : "", period);
-    /* the CBF time stamps': frame i at i periods */
-    nb_strbuf_append(sb, "], \"epochs\": [");
-    for (int i = 0; i < p->nframes; i++) nb_strbuf_printf(sb, "%s%.17g", i ? ", " : "", i * period);
-    nb_strbuf_append(sb, "], \"valid_image_ranges\": {}}],\n");
+    nb_strbuf_append(sb, "    {");
+    put_vec(sb, "direction", b->dir, ", ");
+    nb_strbuf_printf(sb, "\"wavelength\": %.17g, \"divergence\": 0.0, \"sigma_divergence\": 0.0, ", wavelength * 1e10);
+    put_vec(sb, "polarization_normal", b->polar_normal, ", ");
+    nb_strbuf_printf(sb, "\"polarization_fraction\": %.17g, \"flux\": 0.0, \"transmission\": 1.0}%s\n",
+                     b->polar_fraction, last ? "" : ",");
 }
 
-/* The crystal at spindle angle 0 (a series: DIALS's setting at the scan
- * angle 0) or, for a still, as the frame saw it (the plan's phi0) */
-static void put_crystal(nb_strbuf *sb, const nb_plan *p, const double R[3][3], int series)
+static void put_crystal(nb_strbuf *sb, const double abc[3][3], int last)
 {
-    const double *cell[3] = {p->cell_a, p->cell_b, p->cell_c};
     static const char *names[3] = {"real_space_a", "real_space_b", "real_space_c"};
-    nb_strbuf_append(sb, "  \"crystal\": [{\"__id__\": \"crystal\", ");
-    for (int k = 0; k < 3; k++) {
-        double v[3], u[3], out[3];
-        memcpy(v, cell[k], sizeof v);
-        if (!series && p->phi0 != 0) {
-            /* Rodrigues about the unit spindle, as nb-sim turns the cell */
-            double c = cos(p->phi0), s = sin(p->phi0), d = dot3(p->spindle, v);
-            cross3(p->spindle, v, u);
-            for (int j = 0; j < 3; j++) v[j] = v[j] * c + u[j] * s + p->spindle[j] * d * (1 - c);
-        }
-        rot(R, v, 1e10, out);
-        put_vec(sb, names[k], out, ", ");
-    }
-    nb_strbuf_append(sb, "\"space_group_hall_symbol\": \" P 1\"}],\n");
+    nb_strbuf_append(sb, "    {\"__id__\": \"crystal\", ");
+    for (int k = 0; k < 3; k++) put_vec(sb, names[k], abc[k], ", ");
+    nb_strbuf_printf(sb, "\"space_group_hall_symbol\": \" P 1\"}%s\n", last ? "" : ",");
 }
 
-static void put_imageset(nb_strbuf *sb, const nb_expt_images *img, int series)
-{
-    nb_strbuf_append(sb, "  \"imageset\": [");
-    if (img->path) {
-        nb_strbuf_printf(sb, "{\"__id__\": \"%s\", \"%s\": %s", series ? "ImageSequence" : "ImageSet",
-                         series ? "template" : "images", series ? "" : "[");
-        put_string(sb, img->path);
-        nb_strbuf_printf(sb, "%s, \"mask\": null, \"gain\": null, \"pedestal\": null, \"dx\": null, \"dy\": null, "
-                             "\"params\": {\"dynamic_shadowing\": \"Auto\", \"multi_panel\": false}}",
-                         series ? "" : "]");
-    }
-    nb_strbuf_append(sb, "],\n");
-}
+/* ---- the list, gathered frame by frame --------------------------------------- */
 
-nb_status nb_dials_expt_write(const char *path, const nb_plan *p, const nb_expt_images *img)
-{
+typedef struct still_shot {
+    long frame;             /* the stream's FRAME, 0-based */
+    long index;             /* its place among the frames this list saw (an NXmx file's index) */
+    double wavelength;      /* m */
+    double abc[3][3];       /* Angstrom, DIALS's frame */
+} still_shot;
+
+struct nb_expt {
+    nb_outfile *of;
+    nb_expt_image_kind kind;
+    char *img_path;
+    int started, rotation;
+    beam_model beam;
+    char *fixed;            /* what every frame must share: the detector, the beam's direction, the counts */
     double R[3][3];
-    nb_status st = nb_dials_frame(p, R);
-    if (st) return nb_error_prefix(st, "'%s'", path);
-    int series = p->osc > 0;
+    long first_frame, last_frame, nseen;
+    double wavelength;      /* a rotation's: the first frame's */
+    double abc0[3][3];      /* a rotation's crystal at spindle angle 0 */
+    double phi0_deg, osc_deg, period;
+    double axis[3];
+    still_shot *shots;
+    size_t nshots, cap;
+    char *detector;         /* the "detector" entry, of the first frame */
+};
+
+nb_status nb_expt_open(nb_expt **out, const char *path, const nb_expt_images *img)
+{
+    nb_expt *e;
+    *out = NULL;
+    nb_status st = nb_calloc((void **)&e, 1, sizeof *e, "the experiment list");
+    if (st) return st;
+    e->kind = img->path ? img->kind : NB_EXPT_NO_IMAGES;
+    if (e->kind != NB_EXPT_NO_IMAGES) e->img_path = nb_xstrdup(img->path);
+    if ((st = nb_outfile_open(&e->of, path, 1))) {
+        free(e->img_path);
+        free(e);
+        return st;
+    }
+    *out = e;
+    return NB_OK;
+}
+
+/* What a frame shares with every other of the list: the detector and counts,
+ * the beam's direction and polarization, a rotation's spindle, steps and
+ * crystal (a still's crystal is its own) */
+static char *fixed_text(const nb_plan *p, const double R[3][3], const nb_expt_counts *c)
+{
+    nb_strbuf sb;
+    beam_model b;
+    beam_of(p, R, &b);
+    nb_strbuf_init(&sb);
+    put_detector(&sb, p, R, c);
+    put_beam(&sb, &b, 1.0, 1);
+    nb_strbuf_printf(&sb, "osc %.17g phi0 %.17g exposure %.17g axis %.17g %.17g %.17g\n", p->osc, p->phi0,
+                     p->exposure, p->spindle[0], p->spindle[1], p->spindle[2]);
+    if (p->osc > 0) {
+        const double *cell[3] = {p->cell_a, p->cell_b, p->cell_c};
+        for (int k = 0; k < 3; k++) nb_strbuf_printf(&sb, "cell %.17g %.17g %.17g\n", cell[k][0], cell[k][1], cell[k][2]);
+    }
+    return nb_strbuf_take(&sb);
+}
+
+static nb_status start(nb_expt *e, const nb_plan *series, long frame, double wavelength, const nb_expt_counts *c)
+{
+    nb_status st = nb_dials_frame(series, e->R);
+    if (st) return st;
+    e->started = 1;
+    e->rotation = series->osc > 0;
+    beam_of(series, e->R, &e->beam);
+    e->fixed = fixed_text(series, e->R, c);
     nb_strbuf sb;
     nb_strbuf_init(&sb);
-    nb_strbuf_append(&sb, "{\n  \"__id__\": \"ExperimentList\",\n  \"experiment\": [{\"__id__\": \"Experiment\", "
-                          "\"identifier\": \"\", \"beam\": 0, \"detector\": 0, ");
-    if (series) nb_strbuf_append(&sb, "\"goniometer\": 0, \"scan\": 0, ");
-    if (img->path) nb_strbuf_append(&sb, "\"imageset\": 0, ");
-    nb_strbuf_append(&sb, "\"crystal\": 0}],\n");
-    put_imageset(&sb, img, series);
-    put_beam(&sb, p, R);
-    put_detector(&sb, p, R, img);
-    if (series) put_rotation(&sb, p, R);
-    else nb_strbuf_append(&sb, "  \"goniometer\": [],\n  \"scan\": [],\n");
-    put_crystal(&sb, p, R, series);
-    nb_strbuf_append(&sb, "  \"profile\": [],\n  \"scaling_model\": []\n}\n");
-    st = nb_write_text_file(path, sb.data, sb.len);
-    nb_strbuf_free(&sb);
+    put_detector(&sb, series, e->R, c);
+    e->detector = nb_strbuf_take(&sb);
+    e->first_frame = e->last_frame = frame;
+    e->wavelength = wavelength;
+    const double RTD = 180.0 / M_PI;
+    e->phi0_deg = series->phi0 * RTD, e->osc_deg = series->osc * RTD;
+    e->period = series->exposure > 0 ? series->exposure : 1.0;
+    rot(e->R, series->spindle, 1.0, e->axis);
+    const double *cell[3] = {series->cell_a, series->cell_b, series->cell_c};
+    for (int k = 0; k < 3; k++) rot(e->R, cell[k], 1e10, e->abc0[k]);
+    return NB_OK;
+}
+
+static nb_status add_shot(nb_expt *e, const nb_plan *series, long frame, double wavelength)
+{
+    if (e->nshots == e->cap) {
+        size_t cap = e->cap ? 2 * e->cap : 16;
+        still_shot *s = realloc(e->shots, cap * sizeof *s);
+        if (!s) return nb_error_set(NB_ERR_NOMEM, "out of memory for the experiment list");
+        e->shots = s, e->cap = cap;
+    }
+    still_shot *s = &e->shots[e->nshots];
+    s->frame = frame, s->index = e->nseen, s->wavelength = wavelength;
+    nb_status st = nb_dials_frame_cell(series, frame, s->abc);
+    if (!st) e->nshots++;
     return st;
+}
+
+nb_status nb_expt_frame(nb_expt *e, const nb_plan *series, long frame, double wavelength, const nb_expt_counts *c)
+{
+    nb_status st = NB_OK;
+    if (!e->started) st = start(e, series, frame, wavelength, c);
+    else {
+        double R[3][3];
+        char *fixed = NULL;
+        if (!(st = nb_dials_frame(series, R))) fixed = fixed_text(series, R, c);
+        if (!st && strcmp(fixed, e->fixed))
+            st = nb_error_set(NB_ERR_DATA, "frame %ld has another detector, beam, crystal or counts than frame %ld: "
+                                           "one experiment list holds one experiment's frames",
+                              frame + 1, e->first_frame + 1);
+        free(fixed);
+        if (!st && e->rotation && frame != e->last_frame + 1)
+            st = nb_error_set(NB_ERR_DATA, "frame %ld follows frame %ld: the frames of a rotation series' experiment "
+                                           "list must follow one another",
+                              frame + 1, e->last_frame + 1);
+    }
+    if (!st && !e->rotation) st = add_shot(e, series, frame, wavelength);
+    if (st) return nb_error_prefix(st, "'%s'", nb_outfile_path(e->of));
+    e->last_frame = frame;
+    e->nseen++;
+    return NB_OK;
+}
+
+/* The image set of a still (its frame), or of the rotation (every frame) */
+static void put_imageset(nb_strbuf *sb, const nb_expt *e, const still_shot *s, int last)
+{
+    char name[NB_PATH_MAX];
+    nb_strbuf_append(sb, "    {");
+    if (s) {
+        nb_strbuf_append(sb, "\"__id__\": \"ImageSet\", \"images\": [");
+        if (e->kind == NB_EXPT_FILE_PER_FRAME && nb_frame_path(e->img_path, s->frame, name, sizeof name) == 0)
+            nb_json_write_string(sb, name);
+        else nb_json_write_string(sb, e->img_path);
+        nb_strbuf_append(sb, "], ");
+        if (e->kind == NB_EXPT_ONE_FILE) nb_strbuf_printf(sb, "\"single_file_indices\": [%ld], ", s->index);
+    } else {
+        nb_strbuf_append(sb, "\"__id__\": \"ImageSequence\", \"template\": ");
+        nb_json_write_string(sb, e->img_path);
+        nb_strbuf_append(sb, ", ");
+        if (e->kind == NB_EXPT_ONE_FILE) {
+            nb_strbuf_append(sb, "\"single_file_indices\": [");
+            for (long i = 0; i < e->nseen; i++) nb_strbuf_printf(sb, "%s%ld", i ? ", " : "", i);
+            nb_strbuf_append(sb, "], ");
+        }
+    }
+    nb_strbuf_printf(sb, "\"mask\": null, \"gain\": null, \"pedestal\": null, \"dx\": null, \"dy\": null, "
+                         "\"params\": {\"dynamic_shadowing\": \"Auto\", \"multi_panel\": false}}%s\n",
+                     last ? "" : ",");
+}
+
+/* A rotation series: one experiment, its scan the frames seen */
+static void put_rotation(nb_strbuf *sb, const nb_expt *e)
+{
+    int images = e->kind != NB_EXPT_NO_IMAGES;
+    nb_strbuf_printf(sb, "  \"experiment\": [{\"__id__\": \"Experiment\", \"identifier\": \"\", \"beam\": 0, "
+                         "\"detector\": 0, \"goniometer\": 0, \"scan\": 0, %s\"crystal\": 0}],\n",
+                     images ? "\"imageset\": 0, " : "");
+    nb_strbuf_append(sb, "  \"imageset\": [\n");
+    if (images) put_imageset(sb, e, NULL, 1);
+    nb_strbuf_append(sb, "  ],\n  \"beam\": [\n");
+    put_beam(sb, &e->beam, e->wavelength, 1);
+    nb_strbuf_append(sb, "  ],\n");
+    nb_strbuf_append(sb, e->detector);
+    nb_strbuf_append(sb, "  \"goniometer\": [{");
+    put_vec(sb, "rotation_axis", e->axis, ", ");
+    nb_strbuf_append(sb, "\"fixed_rotation\": [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0], "
+                         "\"setting_rotation\": [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]}],\n");
+    /* frame i (0-based) starts at PHI0 + i OSC.  Images numbered as dxtbx
+     * numbers them: files by the frame numbers in their names; the frames
+     * of one file (an NXmx shard's too) from 1, which dxtbx also takes as
+     * their indices in the file, and their epochs from 0 */
+    long first = e->kind == NB_EXPT_ONE_FILE ? 0 : e->first_frame, n = e->last_frame - e->first_frame + 1;
+    nb_strbuf_printf(sb, "  \"scan\": [{\"image_range\": [%ld, %ld], \"batch_offset\": 0, \"oscillation\": [%.17g, %.17g], ",
+                     first + 1, first + n, e->phi0_deg + (double)e->first_frame * e->osc_deg, e->osc_deg);
+    nb_strbuf_append(sb, "\"exposure_time\": [");
+    for (long i = 0; i < n; i++) nb_strbuf_printf(sb, "%s%.17g", i ? ", " : "", e->period);
+    /* the CBF time stamps': frame i at i periods */
+    nb_strbuf_append(sb, "], \"epochs\": [");
+    for (long i = 0; i < n; i++) nb_strbuf_printf(sb, "%s%.17g", i ? ", " : "", (double)(first + i) * e->period);
+    nb_strbuf_append(sb, "], \"valid_image_ranges\": {}}],\n  \"crystal\": [\n");
+    put_crystal(sb, e->abc0, 1);
+    nb_strbuf_append(sb, "  ],\n");
+}
+
+/* Stills: an experiment per frame, each with its beam, crystal and image */
+static void put_stills(nb_strbuf *sb, const nb_expt *e)
+{
+    int images = e->kind != NB_EXPT_NO_IMAGES;
+    nb_strbuf_append(sb, "  \"experiment\": [\n");
+    for (size_t i = 0; i < e->nshots; i++) {
+        nb_strbuf_printf(sb, "    {\"__id__\": \"Experiment\", \"identifier\": \"nb-frame-%ld\", \"beam\": %zu, "
+                             "\"detector\": 0, ",
+                         e->shots[i].frame + 1, i);
+        if (images) nb_strbuf_printf(sb, "\"imageset\": %zu, ", i);
+        nb_strbuf_printf(sb, "\"crystal\": %zu}%s\n", i, i + 1 < e->nshots ? "," : "");
+    }
+    nb_strbuf_append(sb, "  ],\n  \"imageset\": [\n");
+    for (size_t i = 0; images && i < e->nshots; i++) put_imageset(sb, e, &e->shots[i], i + 1 == e->nshots);
+    nb_strbuf_append(sb, "  ],\n  \"beam\": [\n");
+    for (size_t i = 0; i < e->nshots; i++) put_beam(sb, &e->beam, e->shots[i].wavelength, i + 1 == e->nshots);
+    nb_strbuf_append(sb, "  ],\n");
+    nb_strbuf_append(sb, e->detector);
+    nb_strbuf_append(sb, "  \"goniometer\": [],\n  \"scan\": [],\n  \"crystal\": [\n");
+    for (size_t i = 0; i < e->nshots; i++) put_crystal(sb, e->shots[i].abc, i + 1 == e->nshots);
+    nb_strbuf_append(sb, "  ],\n");
+}
+
+nb_status nb_expt_commit(nb_expt *e)
+{
+    nb_status st = NB_OK;
+    if (!e->started) st = nb_error_set(NB_ERR_DATA, "'%s': no frame to describe", nb_outfile_path(e->of));
+    nb_strbuf sb;
+    nb_strbuf_init(&sb);
+    if (!st) {
+        nb_strbuf_append(&sb, "{\n  \"__id__\": \"ExperimentList\",\n");
+        if (e->rotation) put_rotation(&sb, e);
+        else put_stills(&sb, e);
+        nb_strbuf_append(&sb, "  \"profile\": [],\n  \"scaling_model\": []\n}\n");
+        FILE *fp = nb_outfile_fp(e->of);
+        if (fwrite(sb.data, 1, sb.len, fp) != sb.len || ferror(fp))
+            st = nb_error_set(NB_ERR_IO, "cannot write '%s'", nb_outfile_path(e->of));
+    }
+    nb_strbuf_free(&sb);
+    if (st) nb_outfile_abort(e->of);
+    else st = nb_outfile_commit(e->of);
+    e->of = NULL;
+    nb_expt_abort(e);
+    return st;
+}
+
+void nb_expt_abort(nb_expt *e)
+{
+    if (!e) return;
+    if (e->of) nb_outfile_abort(e->of);
+    free(e->img_path);
+    free(e->fixed);
+    free(e->detector);
+    free(e->shots);
+    free(e);
 }

@@ -1,27 +1,52 @@
 /* dials_expt_write.h - the simulated truth as a DIALS experiment list
  * (.expt JSON, dxtbx's serialisation), written by nb-convert -o model.expt.
  *
- * One experiment: the beam (wavelength, polarization fraction and normal of
- * the simulation), the detector with every panel (pedestal and trusted range
- * as dxtbx reads them from the images beside it), for a rotation series
- * (OSC > 0) a single-axis goniometer and a scan of images 1..NFRAMES from
- * PHI0 by OSC, and the crystal (real-space a, b, c at spindle angle 0, space
- * group P 1; a still's as its one frame saw it), all in DIALS's laboratory
- * frame (nb_dials_frame).  The image set names the images written beside
- * it, when there are such (one panel, CBF or SMV): a template with '#' for
- * a series, the one file for a still; else the list has no image set, a
- * model to compare with and nothing more. */
+ * The list is gathered frame by frame (nb_expt_frame) and written at the
+ * end of the run (nb_expt_commit), so that it describes exactly the frames
+ * the stream held (a shard's, or the whole run's):
+ *   - a rotation series (OSC > 0): one experiment, its scan the frames seen
+ *     (their numbers, which must follow one another), a single-axis
+ *     goniometer, and the crystal at spindle angle 0;
+ *   - stills (and any series with OSC 0): one experiment per frame, in the
+ *     order the frames came, each with its own beam (the frame's
+ *     wavelength), its own crystal (the shot as the frame saw it, the
+ *     crystal truth.jsonl's A is made from) and its own image set naming its
+ *     image; its identifier "nb-frame-N" (N counted from 1, as file names),
+ *     by which shards' lists are joined in frame order (dials_expt_join.h).
+ * One detector serves every experiment: every panel with the trusted range,
+ * gain and pedestal of the counts as the images beside it hold them, and the
+ * sensor as simulated (thickness, material, mu; none: thickness 0, which
+ * DIALS takes as no absorption, no parallax).  A single panel is a flat
+ * detector; several panels are nested one group per panel, as dxtbx builds
+ * the detector of the NXmx file nb-convert writes (docs/architecture.md 5),
+ * so that `dials.import x.nxs reference_geometry=model.expt` accepts it.
+ * Everything is in DIALS's laboratory frame (nb_dials_frame): lengths mm
+ * (real-space cell vectors Angstrom), angles degrees. */
 #ifndef NB_FORMAT_DIALS_EXPT_WRITE_H
 #define NB_FORMAT_DIALS_EXPT_WRITE_H
 
 #include "nb_error.h"
 #include "nb_plan.h"
 
+/* What the experiments' image sets name */
+typedef enum nb_expt_image_kind {
+    NB_EXPT_NO_IMAGES,      /* none: a model to compare with */
+    NB_EXPT_FILE_PER_FRAME, /* one file per frame (CBF, SMV): path a '#' template, or the one file */
+    NB_EXPT_ONE_FILE        /* every frame in one file (NXmx): path that file, frames by their index in it */
+} nb_expt_image_kind;
+
 typedef struct nb_expt_images {
-    const char *path;   /* the images: a '#' template (series) or a file, absolute; NULL: none */
-    double pedestal;    /* their ADC offset as dxtbx reads it: SMV's ADC_OFFSET, 0 for a CBF */
-    double overload;    /* the counter's maximum, offset included */
+    nb_expt_image_kind kind;
+    const char *path;       /* absolute (as dials.import writes it) */
 } nb_expt_images;
+
+/* How a frame's counts are stored in the images beside the list (or, with
+ * none, in a CBF of the same stream): what dxtbx reads from those files */
+typedef struct nb_expt_counts {
+    double pedestal;        /* the ADC offset left in the values (an SMV's ADC_OFFSET); 0: counted from 0 */
+    double trusted_max;     /* the highest valid value less the pedestal: the counter's top less the ADC offset */
+    double gain;            /* ADU per photon (nb-noise -gain) */
+} nb_expt_counts;
 
 /* R (row-major) that takes the plan's laboratory frame onto DIALS's: the
  * beam's propagation direction onto -z, the spindle (made perpendicular to
@@ -34,6 +59,22 @@ nb_status nb_dials_frame(const nb_plan *p, double R[3][3]);
 struct nb_image_meta;
 void nb_dials_image_geometry(const nb_plan *p, struct nb_image_meta *m);
 
-nb_status nb_dials_expt_write(const char *path, const nb_plan *p, const nb_expt_images *img);
+/* The real-space cell vectors (rows a, b, c; Angstrom) of frame `frame`'s
+ * crystal in DIALS's frame: a still's shot as it saw it, a rotation frame's
+ * crystal at mid-frame (truth.jsonl's A is their reciprocal). */
+nb_status nb_dials_frame_cell(const nb_plan *series, long frame, double abc[3][3]);
+
+typedef struct nb_expt nb_expt;
+
+/* A list to be written at `path` (under a temporary name until
+ * nb_expt_commit); img is copied. */
+nb_status nb_expt_open(nb_expt **e, const char *path, const nb_expt_images *img);
+/* Frame `frame` of the series plan, its wavelength (m) as the image headers
+ * state it and its counts.  Every frame must share the first one's detector,
+ * beam direction and counts; a rotation's frames must follow one another. */
+nb_status nb_expt_frame(nb_expt *e, const nb_plan *series, long frame, double wavelength, const nb_expt_counts *c);
+/* Write the list and rename it into place; frees e. */
+nb_status nb_expt_commit(nb_expt *e);
+void nb_expt_abort(nb_expt *e); /* frees e; NULL is allowed */
 
 #endif

@@ -16,6 +16,9 @@ typedef struct nb_image_meta {
     double exposure;          /* s */
     double count_cutoff;      /* counts at which a pixel is overloaded */
     double sensor_thickness;  /* m (0: not modelled) */
+    double sensor_mu;         /* 1/m: the sensor's attenuation as simulated (0: not modelled) */
+    const char *sensor_material; /* dxtbx's name ("Si", "CdTe", "GaAs"), "" when the simulation named none */
+    double gain;              /* ADU per photon of the counts (nb-noise -gain; 1 for the int image) */
     double twotheta;          /* deg */
     long frame;               /* 0-based frame index (headers say frame + 1, as the file names) */
     double polarization;      /* fraction of polarization as DIALS and XDS define it
@@ -31,7 +34,18 @@ typedef struct nb_image_meta {
                                  block), when it is written under a temporary one; may be NULL */
 } nb_image_meta;
 
+#include "nb_image_record.h"
 #include "nb_plan.h"
+
+/* The wavelength (m) a frame's headers state: a still's shot with spikes
+ * their mean (each is rendered with equal weight), else the plan's. */
+static inline double nb_frame_wavelength(const nb_plan *p, const nb_image_info *im)
+{
+    if (!im || im->still_spikes <= 0) return p->lambda0;
+    double sum = 0.0;
+    for (int k = 0; k < im->still_spikes; k++) sum += im->still_spectrum[k];
+    return sum / im->still_spikes;
+}
 
 /* The beam's fraction of polarization, as XDS (FRACTION_OF_POLARIZATION) and
  * DIALS (polarization_fraction) define it, for the simulation's polarization

@@ -1,6 +1,7 @@
 /* json.c - a recursive-descent JSON parser (RFC 8259) for the detector files
- * of nb-geom -panels: small files read whole, so a tree of values is
- * simplest.  Depth is limited, so a hostile file cannot exhaust the stack. */
+ * of nb-geom -panels and the experiment lists nb-convert --join joins: small
+ * files read whole, so a tree of values is simplest.  Depth is limited, so a
+ * hostile file cannot exhaust the stack.  And the writer of such a tree. */
 #include "json.h"
 
 #include <stdlib.h>
@@ -29,10 +30,56 @@ static void skip_ws(parser *ps)
 
 static nb_status parse_value(parser *ps, nb_json *v, int depth);
 
+/* Four hex digits at p (before end) as a code unit: 0, or -1 when not. */
+static int hex4(const char *p, const char *end, unsigned *out)
+{
+    unsigned v = 0;
+    if (end - p < 4) return -1;
+    for (int i = 0; i < 4; i++) {
+        const char c = p[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + (unsigned)d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A \u escape (the "\u" read already) as UTF-8: a surrogate pair is one
+ * character; a lone surrogate or U+0000 (which a C string cannot hold) is
+ * refused */
+static nb_status parse_unicode(parser *ps, nb_strbuf *sb)
+{
+    unsigned cp, lo;
+    if (hex4(ps->p, ps->end, &cp)) return fail(ps, "bad \\u escape in a string");
+    ps->p += 4;
+    if (cp >= 0xD800 && cp <= 0xDBFF) {
+        if (ps->end - ps->p < 6 || ps->p[0] != '\\' || ps->p[1] != 'u' || hex4(ps->p + 2, ps->end, &lo) ||
+            lo < 0xDC00 || lo > 0xDFFF)
+            return fail(ps, "a lone surrogate in a \\u escape");
+        ps->p += 6;
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+    } else if ((cp >= 0xDC00 && cp <= 0xDFFF) || cp == 0) {
+        return fail(ps, cp ? "a lone surrogate in a \\u escape" : "\\u0000 in a string");
+    }
+    char u[4];
+    int n;
+    if (cp < 0x80) u[0] = (char)cp, n = 1;
+    else if (cp < 0x800) u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
+    else if (cp < 0x10000)
+        u[0] = (char)(0xE0 | cp >> 12), u[1] = (char)(0x80 | ((cp >> 6) & 0x3F)), u[2] = (char)(0x80 | (cp & 0x3F)), n = 3;
+    else
+        u[0] = (char)(0xF0 | cp >> 18), u[1] = (char)(0x80 | ((cp >> 12) & 0x3F)),
+        u[2] = (char)(0x80 | ((cp >> 6) & 0x3F)), u[3] = (char)(0x80 | (cp & 0x3F)), n = 4;
+    nb_strbuf_appendn(sb, u, (size_t)n);
+    return NB_OK;
+}
+
 static nb_status parse_string(parser *ps, char **out)
 {
     nb_strbuf sb;
     nb_strbuf_init(&sb);
+    nb_strbuf_append(&sb, ""); /* "" when empty, never NULL */
     ps->p++; /* the opening quote */
     while (ps->p < ps->end && *ps->p != '"') {
         char c = *ps->p++;
@@ -45,13 +92,19 @@ static nb_status parse_string(parser *ps, char **out)
             char e = *ps->p++;
             const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
             const char *k = strchr(from, e);
-            if (e == 'u') nb_strbuf_append(&sb, "\\u"); /* kept as written */
-            else if (k && e) c = to[k - from];
+            if (e == 'u') {
+                nb_status st = parse_unicode(ps, &sb);
+                if (st) {
+                    nb_strbuf_free(&sb);
+                    return st;
+                }
+                continue;
+            }
+            if (k && e) c = to[k - from];
             else {
                 nb_strbuf_free(&sb);
                 return fail(ps, "bad escape in a string");
             }
-            if (e == 'u') continue;
         }
         nb_strbuf_appendn(&sb, &c, 1);
     }
@@ -205,4 +258,40 @@ int nb_json_numbers(const nb_json *v, double *out, size_t n)
         out[i] = v->items[i].number;
     }
     return 0;
+}
+
+static void write_string(nb_strbuf *sb, const char *s)
+{
+    nb_strbuf_append(sb, "\"");
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\') nb_strbuf_printf(sb, "\\%c", *c);
+        else if (*c < 32) nb_strbuf_printf(sb, "\\u%04x", *c);
+        else nb_strbuf_appendn(sb, (const char *)c, 1);
+    }
+    nb_strbuf_append(sb, "\"");
+}
+
+void nb_json_write_string(nb_strbuf *sb, const char *s) { write_string(sb, s ? s : ""); }
+
+void nb_json_write(nb_strbuf *sb, const nb_json *v)
+{
+    switch (v->type) {
+    case NB_JSON_NULL: nb_strbuf_append(sb, "null"); break;
+    case NB_JSON_BOOL: nb_strbuf_append(sb, v->number ? "true" : "false"); break;
+    case NB_JSON_NUMBER: nb_strbuf_printf(sb, "%.17g", v->number + 0.0); break;
+    case NB_JSON_STRING: write_string(sb, v->string); break;
+    case NB_JSON_ARRAY:
+    case NB_JSON_OBJECT:
+        nb_strbuf_append(sb, v->type == NB_JSON_ARRAY ? "[" : "{");
+        for (size_t i = 0; i < v->count; i++) {
+            if (i) nb_strbuf_append(sb, ", ");
+            if (v->type == NB_JSON_OBJECT) {
+                write_string(sb, v->keys[i]);
+                nb_strbuf_append(sb, ": ");
+            }
+            nb_json_write(sb, &v->items[i]);
+        }
+        nb_strbuf_append(sb, v->type == NB_JSON_ARRAY ? "]" : "}");
+        break;
+    }
 }

@@ -1,14 +1,15 @@
-/* json.h - a small JSON reader for the detector files nb-geom -panels takes
- * (DIALS .expt): the whole text parsed into a tree of values, looked up by
- * key and index.  Numbers are doubles; strings are kept with their escapes
- * decoded for \" \\ \/ and the control escapes (\u is kept as written: the
- * detector's keys and numbers never need it). */
+/* json.h - a small JSON reader and writer for DIALS experiment lists (.expt):
+ * the detector files nb-geom -panels takes, the lists nb-convert --join
+ * joins.  The whole text is parsed into a tree of values, looked up by key
+ * and index.  Numbers are doubles; strings are UTF-8 with every escape
+ * decoded (\u0000 and lone surrogates are refused). */
 #ifndef NB_JSON_H
 #define NB_JSON_H
 
 #include <stddef.h>
 
 #include "nb_error.h"
+#include "nb_util.h"
 
 typedef enum nb_json_type { NB_JSON_NULL, NB_JSON_BOOL, NB_JSON_NUMBER, NB_JSON_STRING, NB_JSON_ARRAY, NB_JSON_OBJECT } nb_json_type;
 
@@ -32,5 +33,10 @@ const nb_json *nb_json_get(const nb_json *v, const char *key);
 const nb_json *nb_json_at(const nb_json *v, size_t i);
 /* An array of n numbers into out: 0 on success, -1 when v is not one. */
 int nb_json_numbers(const nb_json *v, double *out, size_t n);
+
+/* v as JSON text (numbers with 17 significant digits, which read back to
+ * the same doubles), appended to sb; a string alone, escaped. */
+void nb_json_write(nb_strbuf *sb, const nb_json *v);
+void nb_json_write_string(nb_strbuf *sb, const char *s);
 
 #endif

@@ -17,6 +17,28 @@
 #define NB_VERSION "unknown"
 #endif
 
+void nb_nxmx_sensor_of(const nb_plan *p, nb_nxmx_sensor *s)
+{
+    memset(s, 0, sizeof *s);
+    s->simulated = p->detector_thick > 0 && p->detector_mu > 0;
+    if (s->simulated) {
+        /* a sensor of no named material is taken as silicon, the common one */
+        s->material = p->detector_material != NB_MATERIAL_NONE ? p->detector_material : NB_MATERIAL_SI;
+        s->thickness = p->detector_thick;
+        if (nb_material_mu(s->material, p->lambda0, &s->mu)) s->mu = 0.0;
+        return;
+    }
+    /* nothing absorbed: the material that absorbs most at the wavelength
+     * (the least parallax a reader then corrects for: about sin(angle)/mu),
+     * ten attenuation lengths thick (an efficiency of 1 - 4.5e-5) */
+    s->material = nb_material_most_absorbing(p->lambda0);
+    if (s->material == NB_MATERIAL_NONE || nb_material_mu(s->material, p->lambda0, &s->mu) || !(s->mu > 0)) {
+        s->material = NB_MATERIAL_SI, s->mu = 0.0, s->thickness = 1e-3; /* outside the tables: 1 mm of silicon */
+        return;
+    }
+    s->thickness = 10.0 / s->mu;
+}
+
 #ifndef NB_HAVE_HDF5
 
 nb_status nb_nxmx_load(void)
@@ -470,12 +492,16 @@ static void put_pixel_mask(h5err *E, hid_t det, const nb_plan *p)
 static void put_detector(h5err *E, hid_t instrument, const nb_plan *p, const nb_nxmx_setup *s, const double R[3][3])
 {
     hid_t det = group(E, instrument, "detector", "NXdetector");
-    put_str(E, det, "description", "nb-sim simulated pixel-array detector");
+    nb_nxmx_sensor sensor;
+    nb_nxmx_sensor_of(p, &sensor);
+    put_str(E, det, "description", sensor.simulated ? "nb-sim simulated pixel-array detector"
+                                                    : "nb-sim simulated pixel-array detector; no absorption was "
+                                                      "simulated: the sensor is stated as one that absorbs every "
+                                                      "photon (mu t = 10), so that a reader's efficiency "
+                                                      "correction is 1");
     put_str(E, det, "type", "pixel");
-    put_str(E, det, "sensor_material", "Si");
-    /* the plan's; without absorption modelled (0) a vanishing 1 nm: dxtbx
-     * refuses 0, and its parallax correction vanishes with the thickness */
-    double thick = p->detector_thick > 0 ? p->detector_thick * 1e3 : 1e-6;
+    put_str(E, det, "sensor_material", nb_material_name(sensor.material));
+    double thick = sensor.thickness * 1e3;
     put_f64(E, det, "sensor_thickness", 0, &thick, "mm", NULL);
     double t = p->exposure > 0 ? p->exposure : 1.0;
     put_f64(E, det, "count_time", 0, &t, "s", NULL);
@@ -564,6 +590,15 @@ static void own_chunks(nb_nxmx *w)
                  nb_bslz4_threads(w->bslz4), nb_bitshuffle4_path());
 }
 
+/* The counts' photons per ADU (1/gain): NXmx's data_scaling_factor, and
+ * data_scale_factor, the spelling DIALS's nxmx reader takes it by (dxtbx
+ * 3.23 and later: the panels' gain is its inverse) */
+static void put_scaling(h5err *E, hid_t data, double factor)
+{
+    put_f64(E, data, "data_scaling_factor", 0, &factor, NULL, NULL);
+    put_f64(E, data, "data_scale_factor", 0, &factor, NULL, NULL);
+}
+
 /* The data set: frames x rows x width, unlimited frames, one frame per chunk */
 static void create_data(nb_nxmx *w, hid_t entry)
 {
@@ -598,6 +633,7 @@ static void create_data(nb_nxmx *w, hid_t entry)
     attr_str(E, w->data, "units", w->setup.kind == NB_NXMX_COUNTS ? "counts" : "photons");
     h5.H5Pclose(pl);
     h5.H5Sclose(sp);
+    if (w->setup.kind == NB_NXMX_COUNTS) put_scaling(E, data, 1.0 / (w->setup.gain > 0 ? w->setup.gain : 1.0));
     close_group(data);
 }
 
@@ -875,6 +911,7 @@ typedef struct part {
     char geometry[8192];
     hsize_t dims[3];
     int is_float, has_spectrum;
+    double scaling;          /* /entry/data/data_scaling_factor (1 when absent) */
 } part;
 
 /* n values of a dataset of 0 or 1 dimensions (a scalar repeated n times) */
@@ -918,6 +955,12 @@ static void read_part(h5err *E, part *pt)
         h5.H5Tclose(t), h5.H5Sclose(sp), h5.H5Dclose(d);
     }
     pt->n = (long)pt->dims[0];
+    pt->scaling = 1.0;
+    if (!E->failed && h5.H5Lexists(f, "/entry/data/data_scaling_factor", H5P_DEFAULT) > 0) {
+        double *sc = read_f64(E, f, "/entry/data/data_scaling_factor", 1, NULL);
+        if (sc) pt->scaling = sc[0];
+        free(sc);
+    }
     hid_t note = E->failed ? -1 : h5.H5Dopen2(f, "/entry/nb/frame", H5P_DEFAULT);
     if (h5_check(E, note, "no /entry/nb/frame (not an NXmx file of nb-convert)")) {
         pt->frames = calloc((size_t)pt->n + 1, sizeof *pt->frames);
@@ -969,6 +1012,10 @@ static nb_status read_parts(part *pts, int nparts, long *total)
             return nb_error_set(NB_ERR_DATA, "'%s' and '%s' describe different detectors, beams or spindles: they "
                                              "are not parts of one experiment",
                                 a->name, b->name);
+        if (a->scaling != b->scaling)
+            return nb_error_set(NB_ERR_DATA, "'%s' and '%s' hold counts of different gains (data_scaling_factor %g "
+                                             "and %g)",
+                                a->name, b->name, a->scaling, b->scaling);
         if (a->is_float != b->is_float)
             return nb_error_set(NB_ERR_DATA, "'%s' holds %s, '%s' %s", a->name, a->is_float ? "photons" : "counts",
                                 b->name, b->is_float ? "photons" : "counts");
@@ -1003,6 +1050,7 @@ static void master_data(h5err *E, hid_t entry, const part *pts, int nparts, long
     if (h5_check(E, d, "the virtual data set")) attr_str(E, d, "units", pts[0].is_float ? "photons" : "counts");
     if (d >= 0) h5.H5Dclose(d);
     h5.H5Sclose(vsp), h5.H5Pclose(pl);
+    if (!pts[0].is_float) put_scaling(E, data, pts[0].scaling);
     close_group(data);
 }
 

@@ -277,6 +277,10 @@ nb_status nb_smv_writer_open(nb_smv_writer **out, const char *path, const nb_smv
     /* the reference's %g, or (dxtbx) digits enough for the beam to come back
      * within 1e-6 pixel, and the key that says how to read it back */
     char beam[160];
+    /* the counts' ADU per photon (ADSC's key, which dxtbx's ADSC reader
+     * takes); left out at 1, as the reference writes its headers */
+    char gain[64] = "";
+    if (m->gain > 0 && m->gain != 1.0 && isfinite(m->gain)) snprintf(gain, sizeof gain, "GAIN=%.10g;\n", m->gain);
     if (m->beam_mode == NB_SMV_BEAM_DXTBX)
         snprintf(beam, sizeof beam, "BEAM_CENTER_X=%.10g;\nBEAM_CENTER_Y=%.10g;\n", m->beam_center_x, m->beam_center_y);
     else
@@ -297,13 +301,13 @@ nb_status nb_smv_writer_open(nb_smv_writer **out, const char *path, const nb_smv
                      "DETECTOR_SN=000;\n"
                      "BEAMLINE=fake;\n"
                      "ADC_OFFSET=%g;\n"
-                     "%s"
+                     "%s%s"
                      "}\f",
                      order, bits == 16 ? "unsigned_short" : "long_integer", m->fpixels, m->spixels, m->pixel_mm,
                      m->distance_mm, m->wavelength_A, beam, m->adxv_x, m->adxv_y,
                      m->mosflm_x, m->mosflm_y, m->denzo_x, m->denzo_y, m->dials_origin[0], m->dials_origin[1],
                      m->dials_origin[2], m->orgx, m->orgy, m->close_distance_mm, m->phi_deg, m->osc_start_deg,
-                     m->osc_range_deg, m->twotheta_deg, m->adc_offset,
+                     m->osc_range_deg, m->twotheta_deg, m->adc_offset, gain,
                      m->beam_mode == NB_SMV_BEAM_DXTBX ? NB_SMV_BEAM_KEY "=dxtbx;\n" : "");
     if (n < 0 || n >= (int)sizeof head - 16) return nb_error_set(NB_ERR_DATA, "SMV header too long for '%s'", path);
     /* "%d" for HEADER_BYTES takes at most 2 more characters than "%%d" */

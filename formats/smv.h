@@ -53,6 +53,7 @@ typedef struct nb_smv_meta {
     double orgx, orgy, close_distance_mm;
     double phi_deg, osc_start_deg, osc_range_deg, twotheta_deg;
     double adc_offset;         /* written as ADC_OFFSET (dxtbx's pedestal) */
+    double gain;               /* ADU per photon, written as GAIN= when not 1 (0 is taken as 1) */
     int beam_mode;             /* enum nb_smv_beam: how BEAM_CENTER_X/Y are written */
 } nb_smv_meta;
 

@@ -128,8 +128,11 @@ nb_status nb_xds_inp_write(const char *path, const nb_plan *p, const char *templ
     nb_strbuf_printf(&sb, "POLARIZATION_PLANE_NORMAL= %.8f %.8f %.8f\n", pnormal[0], pnormal[1], pnormal[2]);
     nb_strbuf_printf(&sb, "DETECTOR= %s MINIMUM_VALID_PIXEL_VALUE= 0 OVERLOAD= %d\n",
                      detector_kind == NB_XDS_PILATUS ? "PILATUS" : "ADSC", overload);
-    if (detector_kind == NB_XDS_PILATUS && p->detector_thick > 0.0)
-        nb_strbuf_printf(&sb, "SENSOR_THICKNESS= %.4f\n", p->detector_thick * 1e3);
+    /* the sensor as simulated: its thickness and attenuation (XDS's SILICON=,
+     * 1/mm, whatever the material), which XDS would otherwise take as
+     * silicon's at the wavelength */
+    if (detector_kind == NB_XDS_PILATUS && p->detector_thick > 0.0 && p->detector_mu > 0.0)
+        nb_strbuf_printf(&sb, "SENSOR_THICKNESS= %.4f\nSILICON= %.6g\n", p->detector_thick * 1e3, p->detector_mu * 1e-3);
     nb_strbuf_printf(&sb, "NX= %d NY= %d QX= %.6f QY= %.6f\n", nx, ny, p->pixel_size * 1e3,
                      p->pixel_size * 1e3);
     nb_strbuf_printf(&sb, "ORGX= %.4f ORGY= %.4f\n", p->ORGX, p->ORGY);

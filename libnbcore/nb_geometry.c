@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "nb_materials.h"
 #include "nb_options.h"
 #include "nb_physics.h"
 #include "nb_stills.h"
@@ -351,6 +352,19 @@ static nb_status apply_detector_abs(const nb_opt_args *a)
     return NB_OK;
 }
 
+/* -detector_material NAME: the sensor's material, whose attenuation
+ * coefficient resolve_sensor_material takes at the central wavelength */
+static nb_status apply_detector_material(const nb_opt_args *a)
+{
+    nb_request *rq = a->dest;
+    nb_material m = nb_material_from_name(a->vals[0]);
+    if (m == NB_MATERIAL_NONE)
+        return nb_error_set(NB_ERR_USAGE, "option %s: expected Si (or Silicon), CdTe or GaAs, got '%s'", a->name,
+                            a->vals[0]);
+    rq->detector_material = m;
+    return NB_OK;
+}
+
 /* -stills_N A:B and -stills_fluence A:B (or one value, A:A): a range */
 static nb_status apply_stills_range(const nb_opt_args *a)
 {
@@ -460,6 +474,7 @@ static const nb_opt request_rows[] = {
     FN(FL_DETECTOR_ABS, apply_detector_abs),
     NUM(FL_DETECTOR_THICK, micron_to_m_mul, RQ(detector_thick)),
     INT(FL_THICKSTEPS, RQ(detector_thicksteps)),
+    FN(FL_DETECTOR_MATERIAL, apply_detector_material),
     NUM(FL_DETSIZE, milli, RQ(detsize_f), RQ(detsize_s)),
     NUM(FL_DETSIZE_F, milli, RQ(detsize_f)),
     NUM(FL_DETSIZE_S, milli, RQ(detsize_s)),
@@ -1022,6 +1037,26 @@ static void resolve_sampling(nb_request *w)
         w->detector_thicksteps = 1, w->detector_thick = 0.0, w->detector_thickstep = 0.0;
 }
 
+/* 8: a named sensor material's attenuation coefficient, as dxtbx computes it
+ * from the material and the beam's wavelength (docs/physics.md 8.3), before
+ * the sampling step would make it 1/thickness */
+static nb_status resolve_sensor_material(nb_request *w)
+{
+    if (w->detector_material == NB_MATERIAL_NONE) return NB_OK;
+    const char *name = nb_material_name(w->detector_material);
+    /* only -detector_abs sets mu before this step (the default is -1) */
+    if (w->detector_mu >= 0.0)
+        return nb_error_set(NB_ERR_USAGE, "-detector_material and -detector_abs cannot be given together: the "
+                                          "material sets the attenuation");
+    if (!(w->detector_thick > 0.0))
+        return nb_error_set(NB_ERR_USAGE, "-detector_material %s needs the sensor's thickness: give -detector_thick "
+                                          "UM (> 0)",
+                            name);
+    if (nb_material_mu(w->detector_material, w->lambda0, &w->detector_mu))
+        return nb_error_prefix(NB_ERR_USAGE, "-detector_material %s", name);
+    return NB_OK;
+}
+
 /* Stills: the shots' settings make sense together, and nothing turns the
  * spindle (a still has no rotation); the default spike count. */
 static nb_status resolve_stills(nb_request *w)
@@ -1446,8 +1481,46 @@ static nb_status resolve_mosaic(resolve_state *s, nb_plan *plan)
     return NB_OK;
 }
 
-/* the reference's summary block, then the extras it does not print */
-static void log_summary(const resolve_state *s)
+/* -v: the sensor's material and its mu, when one was named */
+static void log_sensor_material(const resolve_state *s)
+{
+    const nb_request *w = &s->w;
+    if (w->detector_material != NB_MATERIAL_NONE)
+        LOG("  sensor material is %s: mu= %g /m at %g m, as dxtbx computes it\n",
+            nb_material_name(w->detector_material), w->detector_mu, w->lambda0);
+}
+
+/* -v with -panels: each panel's geometry in the plan's frame, what the
+ * summary's detector lines say of the flags' one panel */
+static void log_panels(const resolve_state *s, const nb_plan *plan)
+{
+    for (int i = 0; i < nb_plan_npanels(plan); i++) {
+        nb_plan v;
+        nb_plan_panel_view(plan, i, &v);
+        LOG("  panel %d: %dx%d pixels of %g m\n", i, v.fpixels, v.spixels, v.pixel_size);
+        LOG("    fdet= %g %g %g\n", v.fdet[0], v.fdet[1], v.fdet[2]);
+        LOG("    sdet= %g %g %g\n", v.sdet[0], v.sdet[1], v.sdet[2]);
+        LOG("    odet= %g %g %g\n", v.odet[0], v.odet[1], v.odet[2]);
+        LOG("    pix0_vector= %.10g %.10g %.10g\n", v.pix0[0], v.pix0[1], v.pix0[2]);
+        /* odet points away from the sample: the beam meets the plane only going that way */
+        if (nb_dot(v.beam, v.odet) > 1e-12) {
+            double f = v.Fbeam / v.pixel_size, sl = v.Sbeam / v.pixel_size;
+            int on = f >= 0 && f < v.fpixels && sl >= 0 && sl < v.spixels;
+            LOG("    distance=%g close_distance=%g (mm)\n", v.distance * 1000, v.close_distance * 1000);
+            LOG("    Fbeam=%g Sbeam=%g (pixel %g %g, %s the panel)\n", v.Fbeam, v.Sbeam, f, sl, on ? "on" : "off");
+        } else {
+            LOG("    close_distance=%g (mm); the beam does not meet its plane\n", v.close_distance * 1000);
+        }
+        LOG("    Fclose=%g Sclose=%g ORGX=%g ORGY=%g\n", v.Fclose, v.Sclose, v.ORGX, v.ORGY);
+        LOG("    sensor is %g m thick in %d layers with mu= %g\n", v.detector_thick, v.detector_thicksteps,
+            v.detector_mu);
+        LOG("    dials origin= %g %g %g\n", v.dials_origin[0], v.dials_origin[1], v.dials_origin[2]);
+    }
+}
+
+/* the reference's summary block, then the extras it does not print; with
+ * -panels the flags' one-panel detector lines give way to the panels' */
+static void log_summary(const resolve_state *s, const nb_plan *plan)
 {
     const nb_request *w = &s->w;
     static const char *shape_words[] = {"parallelpiped", "ellipsoidal", "gaussian", "tophat-spot"};
@@ -1459,23 +1532,32 @@ static void log_summary(const resolve_state *s)
     if (w->curved_detector) LOG("  curved detector: all pixels same distance from origin\n");
     if (w->point_pixel) LOG("  pixel obliquity effect disabled\n");
     LOG("  incident fluence: %g photons/m^2\n", w->fluence);
-    LOG("  distance=%g detsize=%gx%g  pixel=%g meters (%dx%d pixels)\n", w->distance, w->detsize_f, w->detsize_s,
-        w->pixel_size, w->fpixels, w->spixels);
-    LOG("  sensor is %g m thick in %d layers with mu= %g\n", w->detector_thick, w->detector_thicksteps,
-        w->detector_mu);
-    LOG("  Xbeam=%g Ybeam=%g\n", w->Xbeam, w->Ybeam);
-    LOG("  Fbeam=%g Sbeam=%g\n", s->Fbeam, s->Sbeam);
-    LOG("  Xclose=%g Yclose=%g\n", w->Xclose, w->Yclose);
-    LOG("  Fclose=%g Sclose=%g\n", s->Fclose, s->Sclose);
-    LOG("  DIRECTION_OF_DETECTOR_X-AXIS= %g %g %g\n", w->fdet[0], w->fdet[1], w->fdet[2]);
-    LOG("  DIRECTION_OF_DETECTOR_Y-AXIS= %g %g %g\n", w->sdet[0], w->sdet[1], w->sdet[2]);
-    LOG("  DIRECTION_OF_DETECTOR_Z-AXIS= %g %g %g\n", w->odet[0], w->odet[1], w->odet[2]);
+    if (w->panels) {
+        LOG("  detector: %d panel%s from -panels\n", nb_plan_npanels(plan), nb_plan_npanels(plan) > 1 ? "s" : "");
+        log_sensor_material(s);
+        log_panels(s, plan);
+    } else {
+        LOG("  distance=%g detsize=%gx%g  pixel=%g meters (%dx%d pixels)\n", w->distance, w->detsize_f,
+            w->detsize_s, w->pixel_size, w->fpixels, w->spixels);
+        LOG("  sensor is %g m thick in %d layers with mu= %g\n", w->detector_thick, w->detector_thicksteps,
+            w->detector_mu);
+        log_sensor_material(s);
+        LOG("  Xbeam=%g Ybeam=%g\n", w->Xbeam, w->Ybeam);
+        LOG("  Fbeam=%g Sbeam=%g\n", s->Fbeam, s->Sbeam);
+        LOG("  Xclose=%g Yclose=%g\n", w->Xclose, w->Yclose);
+        LOG("  Fclose=%g Sclose=%g\n", s->Fclose, s->Sclose);
+        LOG("  DIRECTION_OF_DETECTOR_X-AXIS= %g %g %g\n", w->fdet[0], w->fdet[1], w->fdet[2]);
+        LOG("  DIRECTION_OF_DETECTOR_Y-AXIS= %g %g %g\n", w->sdet[0], w->sdet[1], w->sdet[2]);
+        LOG("  DIRECTION_OF_DETECTOR_Z-AXIS= %g %g %g\n", w->odet[0], w->odet[1], w->odet[2]);
+    }
     LOG("  INCIDENT_BEAM_DIRECTION= %g %g %g\n", w->beam[0], w->beam[1], w->beam[2]);
     LOG("  spindle ROTATION_AXIS= %g %g %g\n", w->spindle[0], w->spindle[1], w->spindle[2]);
     nb_cross(w->beam, w->polar, vector);
     LOG("  POLARIZATION_PLANE_NORMAL= %g %g %g\n", vector[0], vector[1], vector[2]);
-    LOG("  dials origin= %g %g %g\n", s->dials_origin[0], s->dials_origin[1], s->dials_origin[2]);
-    LOG("  roi: %d < x < %d && %d < y < %d\n", w->roi_xmin, w->roi_xmax, w->roi_ymin, w->roi_ymax);
+    if (!w->panels) {
+        LOG("  dials origin= %g %g %g\n", s->dials_origin[0], s->dials_origin[1], s->dials_origin[2]);
+        LOG("  roi: %d < x < %d && %d < y < %d\n", w->roi_xmin, w->roi_xmax, w->roi_ymin, w->roi_ymax);
+    }
     LOG("  hdivrange=%g hdivstep=%g  radians\n", w->hdivrange, w->hdivstep);
     LOG("  vdivrange=%g vdivstep=%g  radians\n", w->vdivrange, w->vdivstep);
     LOG("  %d divergence steps\n", s->divsteps);
@@ -1495,6 +1577,7 @@ static void log_summary(const resolve_state *s)
         LOG("  seed: %lld\n", (long long)w->seed);
         LOG("  water droplet size: %g m\n", w->water_size);
     }
+    if (w->panels) return;
     LOG("  pix0_vector= %.10g %.10g %.10g\n", s->pix0[0], s->pix0[1], s->pix0[2]);
     LOG("  ORGX=%g ORGY=%g\n", s->ORGX, s->ORGY);
     LOG("  distance=%g close_distance=%g (mm)\n", w->distance * 1000, w->close_distance * 1000);
@@ -1531,6 +1614,7 @@ static nb_status plan_detector(const resolve_state *s, nb_plan *plan)
     plan->detector_thickstep = w->detector_thickstep;
     plan->detector_thicksteps = w->detector_thicksteps;
     plan->detector_mu = w->detector_mu;
+    plan->detector_material = w->detector_material;
     plan->roi_xmin = w->roi_xmin, plan->roi_xmax = w->roi_xmax;
     plan->roi_ymin = w->roi_ymin, plan->roi_ymax = w->roi_ymax;
     plan->oversample = w->oversample;
@@ -1636,6 +1720,7 @@ static nb_status resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
     if (!w->matfile && !(w->user_cell && w->cell[0] != 0.0))
         return nb_error_set(NB_ERR_USAGE, "no crystal: give -cell A B C AL BE GA or -mat FILE");
     if ((st = resolve_stills(w))) return st;
+    if ((st = resolve_sensor_material(w))) return st;
     resolve_sampling(w);
     if ((st = check_sampling_limits(w))) return st;
     if ((st = resolve_detector_position(s))) return st;
@@ -1647,11 +1732,11 @@ static nb_status resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
     for (int t = 0; t < w->phisteps; ++t) LOG("phi%d = %g\n", t, (w->phi0 + w->phistep * t) * RTD);
     if ((st = resolve_sources(s, plan))) return st;
     if ((st = resolve_mosaic(s, plan))) return st;
-    log_summary(s);
 
     plan->command_line = nb_xstrdup(rq->command_line ? rq->command_line : "");
     if ((st = plan_detector(s, plan))) return st;
     if (rq->panels && (st = nb_plan_place_panels(rq->panels, plan))) return st;
+    log_summary(s, plan); /* after the panels are placed: -v logs them */
     plan_beam_and_crystal(s, plan);
     plan_requests(s, plan);
     return NB_OK;

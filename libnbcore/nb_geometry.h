@@ -35,7 +35,8 @@ typedef struct nb_detector_file {
     double beam[3];       /* the beam's propagation direction, in the file's frame */
     double second[3];     /* see tie */
     nb_frame_tie tie;
-    int sensor_from_flags; /* -detector_thick or -detector_abs given: they apply to every panel */
+    int sensor_from_flags; /* -detector_thick, -detector_abs or -detector_material given: they apply
+                              to every panel */
 } nb_detector_file;
 
 void nb_detector_file_free(nb_detector_file *d);
@@ -56,6 +57,7 @@ typedef struct nb_request {
     int curved_detector, point_pixel;
     double detector_mu, detector_thick, detector_thickstep;
     int detector_thicksteps;
+    nb_material detector_material; /* -detector_material: mu is its at lambda0 (NONE: not named) */
     int oversample, oversample_thick, oversample_polar, oversample_omega;
     int roi_xmin, roi_xmax, roi_ymin, roi_ymax; /* -1 = unset */
     /* beam */

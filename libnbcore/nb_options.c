@@ -112,6 +112,8 @@ static const nb_flag table[] = {
     {"-detector_abs", FL_DETECTOR_ABS, 1, 1, G, "UM|inf", "sensor attenuation depth (inf or 0: no absorption)"},
     {"-detector_absorb", FL_DETECTOR_ABS, 1, 1, G, "UM|inf", NULL},
     {"-detector_thick", FL_DETECTOR_THICK, 1, 1, G, "UM", "sensor thickness"},
+    {"-detector_material", FL_DETECTOR_MATERIAL, 1, 1, G, "Si|CdTe|GaAs",
+     "sensor material: its attenuation at the beam's wavelength, as dxtbx computes it (needs -detector_thick; not with -detector_abs)"},
     {"-detector_thicksteps", FL_THICKSTEPS, 1, 1, G, "N", "sensor layers"},
     {"-thicksteps", FL_THICKSTEPS, 1, 1, G, "N", NULL},
     {"-oversample", FL_OVERSAMPLE, 1, 1, G, "N", "sub-pixels per pixel edge (default: auto from crystal size)"},

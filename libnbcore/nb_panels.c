@@ -36,7 +36,7 @@ nb_status nb_request_take_panels(nb_request *rq, const nb_scanned_args *args, co
     for (int k = 0; k < args->count; k++) {
         int id = args->flags[k].id;
         if (id == FL_PANELS) path = args->argv[args->flags[k].index + 1];
-        sensor |= id == FL_DETECTOR_THICK || id == FL_DETECTOR_ABS;
+        sensor |= id == FL_DETECTOR_THICK || id == FL_DETECTOR_ABS || id == FL_DETECTOR_MATERIAL;
     }
     if (!path) return NB_OK;
     for (int k = 0; k < args->count; k++)

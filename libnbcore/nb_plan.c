@@ -249,6 +249,19 @@ static nb_status get_panels(const nb_record *rec, nb_plan *p)
     return NB_OK;
 }
 
+/* DETECTOR_MATERIAL, when present: one of the materials nb knows */
+static nb_status get_material(const nb_record *rec, nb_plan *p)
+{
+    if (!nb_hdr_has(rec, "DETECTOR_MATERIAL")) return NB_OK;
+    char *name = NULL;
+    nb_status st = nb_hdr_get_str(rec, "DETECTOR_MATERIAL", &name);
+    if (st) return st;
+    p->detector_material = nb_material_from_name(name);
+    free(name);
+    if (p->detector_material == NB_MATERIAL_NONE) return bad("DETECTOR_MATERIAL", "is not one of Si, CdTe, GaAs");
+    return NB_OK;
+}
+
 nb_status nb_plan_to_record(const nb_plan *p, nb_record *rec)
 {
     nb_status st;
@@ -258,6 +271,9 @@ nb_status nb_plan_to_record(const nb_plan *p, nb_record *rec)
     nb_hdr_set(rec, "SHAPE", nb_shape_name(p->shape));
     /* only when it was: a plan with -seed is the record it always was */
     if (p->seed_drawn) nb_hdr_set_long(rec, "SEED_DRAWN", 1);
+    /* only when a material was named: a plan without one is the record it always was */
+    if (p->detector_material != NB_MATERIAL_NONE)
+        nb_hdr_set(rec, "DETECTOR_MATERIAL", nb_material_name(p->detector_material));
     /* only for stills: a rotation series' record is what it always was */
     if (p->stills.on) nb_stills_to_record(&p->stills, rec);
     nb_hdr_setf(rec, "UNIT_CELL", "%.10g %.10g %.10g %.10g %.10g %.10g", p->unit_cell[0], p->unit_cell[1],
@@ -301,6 +317,7 @@ nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
             return st;
         }
     p->seed_drawn = nb_hdr_has(rec, "SEED_DRAWN");
+    if ((st = get_material(rec, p))) goto fail;
     if ((st = nb_stills_from_record(rec, &p->stills))) goto fail;
     char *shape = NULL;
     if ((st = nb_hdr_get_str(rec, "SHAPE", &shape))) goto fail;

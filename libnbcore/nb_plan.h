@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "nb_error.h"
+#include "nb_materials.h"
 #include "nb_rng.h"
 #include "nb_stream.h"
 
@@ -68,6 +69,11 @@ typedef struct nb_plan {
     int curved_detector, point_pixel;
     double detector_thick, detector_thickstep, detector_mu;
     int detector_thicksteps;
+    /* the sensor's material (nb-geom -detector_material), key DETECTOR_MATERIAL
+     * ("Si", "CdTe", "GaAs"), only when one was named: DETECTOR_MU is then
+     * its attenuation at LAMBDA0 as dxtbx computes it, and so are the
+     * PANEL<i>.DETECTOR_MU (the flags' sensor is every panel's).  NONE: no key */
+    nb_material detector_material;
     int roi_xmin, roi_xmax, roi_ymin, roi_ymax; /* inclusive pixel indices */
     int oversample, oversample_thick, oversample_polar, oversample_omega;
     unsigned char *mask;                /* NULL or fpixels*spixels, 0 = skip */

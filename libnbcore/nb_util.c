@@ -614,3 +614,16 @@ double nb_now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+int nb_frame_path(const char *tmpl, long frame, char *out, size_t size)
+{
+    const char *h = strchr(tmpl, '#');
+    int n;
+    if (!h) n = snprintf(out, size, "%s", tmpl);
+    else {
+        size_t run = strspn(h, "#");
+        if (strchr(h + run, '#')) return -1;
+        n = snprintf(out, size, "%.*s%0*ld%s", (int)(h - tmpl), tmpl, (int)run, frame + 1, h + run);
+    }
+    return n < 0 || (size_t)n >= size ? -1 : 0;
+}

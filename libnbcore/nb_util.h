@@ -73,6 +73,12 @@ const char *nb_outfile_path(const nb_outfile *of);
 nb_status nb_outfile_commit(nb_outfile *of);
 void nb_outfile_abort(nb_outfile *of);
 
+/* A series' file name: the run of '#' in tmpl replaced by frame + 1 (files
+ * are numbered from 1, as DIALS's templates), zero-padded to the run's
+ * length; a name without '#' as it is.  -1 when tmpl holds more than one
+ * run of '#' (or the name does not fit in size). */
+int nb_frame_path(const char *tmpl, long frame, char *out, size_t size);
+
 /* A new empty file beside `path` (the same directory, so that rename() over
  * path is atomic), named ".NAME<tag>.<6 random characters>", with the usual
  * umask-based mode (not mkstemp's 0600): its descriptor, and its name in *tmp

@@ -29,6 +29,7 @@ static int omp_get_max_threads(void) { return 1; }
 #include "rawfloat.h"
 #include "smv.h"
 #include "crystfel_geom.h"
+#include "dials_expt_join.h"
 #include "dials_expt_write.h"
 #include "truth_jsonl.h"
 #include "xds_inp.h"
@@ -59,14 +60,17 @@ static const nb_tool_info tool = {
     "                     chunk, bitshuffle+LZ4 when the HDF5 filter is installed, else gzip\n"
     "                     (--compression); beam, every panel as an NXdetector_module, the\n"
     "                     spindle's omega per frame, provenance (docs/architecture.md 5).\n"
-    "                     Shards' files: -o master.nxs --nxmx-join 'part_*.nxs'\n"
+    "                     Shards' files: -o master.nxs --join 'part_*.nxs'\n"
     "  .nbs               a copy of the stream (with --import: the stream with the image)\n"
     "  XDS.INP, .INP      XDS's input for the series (once; the images' name from the CBF\n"
     "                     or SMV -o of the same command, its '#' run as '?')\n"
     "  .geom              a CrystFEL geometry file for the detector (once)\n"
-    "  .expt              a DIALS experiment list of the simulated truth (once): beam,\n"
-    "                     detector, goniometer and scan, crystal, in DIALS's frame; its\n"
-    "                     image set the CBF or SMV -o of the same command, if any\n"
+    "  .expt              a DIALS experiment list of the simulated truth (once for the run):\n"
+    "                     a rotation series' one experiment (its scan the frames written),\n"
+    "                     or one experiment per still with its own beam and crystal; the\n"
+    "                     detector with gain, trusted range and sensor as simulated, in\n"
+    "                     DIALS's frame; its images the first CBF or SMV (one panel) or NXmx\n"
+    "                     -o of the same command, if any.  Shards': --join 'part_*.expt'\n"
     "  .jsonl             the ground truth, one JSON line per frame (once for the run): the\n"
     "                     setting matrix A in DIALS's frame, the shot's spectrum, fluence and\n"
     "                     size, and every reflection over --truth-min-photons photons\n"
@@ -107,7 +111,7 @@ static const char *fmt_names[] = {"bin", "smv", "cbf", "tif",  "tif-float", "tif
                                   "pgm", "png", "nbs", "xds",       "geom",  "expt",
                                   "truth", "nxmx"};
 /* sidecars describe the series for a processing program, once per plan */
-#define IS_SIDECAR(f) ((f) == FMT_XDS || (f) == FMT_GEOM || (f) == FMT_EXPT)
+#define IS_SIDECAR(f) ((f) == FMT_XDS || (f) == FMT_GEOM)
 #define NFMT ((int)(sizeof fmt_names / sizeof fmt_names[0]))
 
 /* where an output's pixels come from */
@@ -130,7 +134,8 @@ typedef struct conv_opts {
     int smv_beam;
     int photons;            /* --photons: PNG previews and NXmx data of the photons, not the counts */
     int compression;        /* --compression: of NXmx data (enum nb_nxmx_compression) */
-    const char **joins;     /* --nxmx-join: NXmx files of shards to join into the -o master */
+    const char **joins;     /* --join: shards' NXmx files and model.expt files to join into the -o files */
+    int *join_nxmx;         /* per part: given with --nxmx-join (an NXmx file, whatever its name) */
     int njoins;
     nb_nxmx **nxmx;         /* per -o: its NXmx file, open from its first frame to the end of the stream */
     const char *import;
@@ -139,6 +144,8 @@ typedef struct conv_opts {
     int pending_format;     /* --format's, for the next -o; -1: none */
     double truth_min_photons; /* --truth-min-photons: a reflection in truth.jsonl has more */
     nb_truth **truths;      /* per -o: its truth.jsonl, open for the whole run (NULL: none yet) */
+    nb_expt **expts;        /* per -o: its model.expt, gathered over the whole run (NULL: none yet) */
+    int *expt_pedestal;     /* per -o: its model.expt's images hold the ADC offset (SMV) */
 } conv_opts;
 
 static int format_from_name(const char *name)
@@ -182,15 +189,11 @@ static int is_special(const char *path)
 /* Expand a run of '#' into the 1-based frame number, zero-padded. */
 static nb_status frame_path(const char *tmpl, long frame, char *out, size_t size)
 {
+    if (nb_frame_path(tmpl, frame, out, size) == 0) return NB_OK;
     const char *h = strchr(tmpl, '#');
-    if (!h) {
-        snprintf(out, size, "%s", tmpl);
-        return NB_OK;
-    }
-    size_t n = strspn(h, "#");
-    if (strchr(h + n, '#')) return nb_error_set(NB_ERR_USAGE, "'%s': only one run of '#' is allowed", tmpl);
-    snprintf(out, size, "%.*s%0*ld%s", (int)(h - tmpl), tmpl, (int)n, frame + 1, h + n);
-    return NB_OK;
+    if (h && strchr(h + strspn(h, "#"), '#'))
+        return nb_error_set(NB_ERR_USAGE, "'%s': only one run of '#' is allowed", tmpl);
+    return nb_error_set(NB_ERR_USAGE, "'%s': the name is too long", tmpl);
 }
 
 /* The held outputs removed, the failure's message naming the file the user
@@ -287,12 +290,7 @@ static void image_meta(const frame *fr, nb_image_meta *m)
     m->pixel_size = p->pixel_size;
     m->distance = p->distance;
     m->close_distance = p->close_distance;
-    m->wavelength = p->lambda0;
-    if (fr->im->still_spikes > 0) { /* a still's shot: its spikes' mean, each rendered with equal weight */
-        double sum = 0.0;
-        for (int k = 0; k < fr->im->still_spikes; k++) sum += fr->im->still_spectrum[k];
-        m->wavelength = sum / fr->im->still_spikes;
-    }
+    m->wavelength = nb_frame_wavelength(p, fr->im);
     m->beam_f = p->Fbeam;
     m->beam_s = p->Sbeam;
     double start = fr->im->has.phi_start ? fr->im->phi_start : p->phi0;
@@ -301,12 +299,30 @@ static void image_meta(const frame *fr, nb_image_meta *m)
     m->osc_range = range * 180.0 / M_PI;
     m->exposure = p->exposure;
     m->count_cutoff = fr->counts ? (fr->counts_bits == 32 ? 2147483647.0 : 65535.0) : 65535.0;
-    m->sensor_thickness = p->detector_thick;
+    m->sensor_thickness = p->detector_mu > 0 ? p->detector_thick : 0.0;
+    m->sensor_mu = m->sensor_thickness > 0 ? p->detector_mu : 0.0;
+    m->sensor_material = nb_material_name(p->detector_material);
+    m->gain = fr->counts && fr->im->has.counts_gain ? fr->im->counts_gain : 1.0;
     m->twotheta = p->twotheta * 180.0 / M_PI;
     m->frame = fr->frame;
     m->polarization = nb_polarization_fraction(p);
     nb_dials_image_geometry(p, m);
     m->command_line = p->command_line;
+}
+
+/* A simulated sensor whose attenuation is not the one DIALS will compute
+ * from the material a CBF or NXmx file states (silicon's, when no
+ * -detector_material named one): said once a run */
+static void warn_sensor_mu(const char *path, const nb_plan *p)
+{
+    static int told;
+    nb_nxmx_sensor s;
+    nb_nxmx_sensor_of(p, &s);
+    if (told || !s.simulated || (s.mu > 0 && fabs(s.mu - p->detector_mu) <= 0.01 * p->detector_mu)) return;
+    told = 1;
+    nb_warn("'%s': the simulated sensor's attenuation (%g /mm) is not %s's at %g A (%g /mm), which DIALS computes "
+            "from the file: name the material with nb-geom -detector_material instead of -detector_abs",
+            path, p->detector_mu * 1e-3, nb_material_name(s.material), p->lambda0 * 1e10, s.mu * 1e-3);
 }
 
 /* A CBF holds counts as a PILATUS counts them, from 0: the counts less
@@ -355,6 +371,9 @@ static void smv_meta_for(const out_request *o, const frame *fr, double adc, nb_s
     nb_image_meta meta;
     image_meta(fr, &meta);
     nb_smv_meta_from_plan(fr->plan, adc, o->smv_beam, m);
+    /* a still's shot: its own wavelength; the counts' gain when not 1 */
+    m->wavelength_A = meta.wavelength * 1e10;
+    m->gain = meta.gain;
     if (fr->im->has.phi_start) {
         m->phi_deg = m->osc_start_deg = meta.osc_start;
         m->osc_range_deg = meta.osc_range;
@@ -368,43 +387,75 @@ static double int_scale_for(const nb_plan *plan, const conv_opts *o, double max_
 }
 static double adc_for(const nb_plan *plan, const conv_opts *o) { return o->have_adc ? o->adc : plan->adc; }
 
-/* The DIALS experiment list of the truth (dials_expt_write.h), once: its
- * image set the first CBF or SMV output of the same command, by its absolute
- * name (as dials.import writes it), when it holds one panel per file; else
- * none, a model alone. */
-static nb_status write_expt(out_request *o, const conv_opts *all, const frame *fr)
+/* ---- model.expt: the truth as a DIALS experiment list -------------------- */
+
+/* The images model.expt names (dials_expt_write.h): the first output of the
+ * same command that holds a frame whole, by its absolute name (as
+ * dials.import writes it): a CBF or SMV of one panel (a file per frame), or
+ * an NXmx file (every frame, every panel); else none, a model alone. */
+static nb_status expt_images(const out_request *o, const conv_opts *all, const nb_plan *plan, nb_expt_images *img,
+                             int *pedestal_in_values, char *abs, size_t size)
 {
-    const out_request *img = NULL;
-    for (int k = 0; k < all->nouts && !img; k++)
-        if (all->outs[k].format == FMT_CBF || all->outs[k].format == FMT_SMV) img = &all->outs[k];
-    if (nb_plan_npanels(fr->plan) > 1) img = NULL;
-    int series = fr->plan->osc > 0;
-    nb_expt_images images = {NULL, 0.0, 0.0};
-    char name[NB_PATH_MAX], abs[2 * NB_PATH_MAX + 2], cwd[NB_PATH_MAX];
-    nb_status st = NB_OK;
-    if (img) {
-        double adc = fr->counts ? fr->counts_adc : fr->adc;
-        images.overload = fr->counts && fr->counts_bits == 32 ? 2147483647.0 : 65535.0;
-        /* a CBF counts from 0 (cbf_values); an SMV holds the offset, its ADC_OFFSET */
-        images.pedestal = img->format == FMT_SMV ? adc : 0.0;
-        if (img->format == FMT_CBF) images.overload -= lrint(adc);
-        if (!strchr(img->path, '#') && fr->plan->nframes > 1)
-            return nb_error_set(NB_ERR_USAGE, "'%s': name the images with a '#' run for the frame number (e.g. "
-                                              "img_###.cbf)",
-                                img->path);
-        if (series) snprintf(name, sizeof name, "%s", img->path);
-        else if ((st = frame_path(img->path, 0, name, sizeof name))) return st;
-        if (name[0] == '/') snprintf(abs, sizeof abs, "%s", name);
-        else if (getcwd(cwd, sizeof cwd)) snprintf(abs, sizeof abs, "%s/%s", cwd, name);
-        else return nb_error_set(NB_ERR_IO, "'%s': cannot name the images' directory: %s", o->path, strerror(errno));
-        images.path = abs;
+    const out_request *q = NULL;
+    for (int k = 0; k < all->nouts && !q; k++) {
+        int f = all->outs[k].format;
+        if (f == FMT_NXMX || ((f == FMT_CBF || f == FMT_SMV) && nb_plan_npanels(plan) == 1)) q = &all->outs[k];
     }
-    char *target = NULL;
-    if ((st = claim_output(o->path, 0, &target))) return st;
-    nb_info("writing %s", o->path);
-    st = nb_dials_expt_write(target, fr->plan, &images);
-    free(target);
-    o->done = 1;
+    img->kind = NB_EXPT_NO_IMAGES, img->path = NULL;
+    *pedestal_in_values = 0;
+    if (!q) return NB_OK;
+    if (q->format != FMT_NXMX && !strchr(q->path, '#') && plan->nframes > 1)
+        return nb_error_set(NB_ERR_USAGE, "'%s': name the images with a '#' run for the frame number (e.g. "
+                                          "img_###.cbf)",
+                            q->path);
+    char cwd[NB_PATH_MAX];
+    if (q->path[0] == '/') snprintf(abs, size, "%s", q->path);
+    else if (getcwd(cwd, sizeof cwd)) snprintf(abs, size, "%s/%s", cwd, q->path);
+    else return nb_error_set(NB_ERR_IO, "'%s': cannot name the images' directory: %s", o->path, strerror(errno));
+    img->kind = q->format == FMT_NXMX ? NB_EXPT_ONE_FILE : NB_EXPT_FILE_PER_FRAME;
+    img->path = abs;
+    /* an SMV holds the counts with their ADC offset, which dxtbx reads as the pedestal */
+    *pedestal_in_values = q->format == FMT_SMV;
+    return NB_OK;
+}
+
+/* The frame's counts as the files hold them: the stream's (nb-noise's
+ * offset, counter and gain) or the int image's (the -adc offset, 16 bits) */
+static nb_expt_counts expt_counts(const frame *fr, int pedestal_in_values)
+{
+    double adc = fr->counts ? fr->counts_adc : fr->adc;
+    double top = fr->counts && fr->counts_bits == 32 ? 2147483647.0 : 65535.0;
+    nb_expt_counts c = {pedestal_in_values ? adc : 0.0, top - lrint(adc), 1.0};
+    if (fr->counts && fr->im->has.counts_gain) c.gain = fr->im->counts_gain;
+    return c;
+}
+
+/* The frame into request q's model.expt, opened at the run's first frame
+ * and written at its end (finish_expts) */
+static nb_status write_expt(const out_request *q, int k, const conv_opts *o, const frame *fr)
+{
+    nb_status st = NB_OK;
+    if (!o->expts[k]) {
+        char abs[2 * NB_PATH_MAX + 2];
+        nb_expt_images img;
+        if ((st = expt_images(q, o, fr->plan, &img, &o->expt_pedestal[k], abs, sizeof abs))) return st;
+        if ((st = nb_expt_open(&o->expts[k], q->path, &img))) return st;
+        nb_info("writing %s", q->path);
+    }
+    nb_expt_counts c = expt_counts(fr, o->expt_pedestal[k]);
+    return nb_expt_frame(o->expts[k], fr->plan, fr->frame, nb_frame_wavelength(fr->plan, fr->im), &c);
+}
+
+/* Every model.expt written into place (ok) or removed */
+static nb_status finish_expts(conv_opts *o, int ok)
+{
+    nb_status st = NB_OK;
+    for (int k = 0; k < o->nouts; k++) {
+        if (!o->expts[k]) continue;
+        if (ok && !st) st = nb_expt_commit(o->expts[k]);
+        else nb_expt_abort(o->expts[k]);
+        o->expts[k] = NULL;
+    }
     return st;
 }
 
@@ -441,12 +492,11 @@ static nb_status write_sidecar(out_request *o, const conv_opts *all, const frame
         if (img->format == FMT_CBF) overload -= (int)lrint(fr->counts ? fr->counts_adc : fr->adc);
         st = nb_xds_inp_write(target, fr->plan, tmpl, img->format == FMT_CBF ? NB_XDS_PILATUS : NB_XDS_ADSC,
                               overload);
-    } else if (o->format == FMT_EXPT) {
-        return write_expt(o, all, fr);
     } else {
         if ((st = claim_output(o->path, 0, &target))) return st;
         nb_info("writing %s", o->path);
-        st = nb_crystfel_geom_write(target, fr->plan, overload);
+        st = nb_crystfel_geom_write(target, fr->plan, overload,
+                                    fr->counts && fr->im->has.counts_gain ? fr->im->counts_gain : 1.0);
     }
     free(target);
     o->done = 1;
@@ -659,6 +709,7 @@ static nb_status write_format(const out_request *o, const char *path, const char
         /* a sensor: the miniCBF alone, which dxtbx reads with the sensor's
          * parallax but polarization 0.999 (cbf.h); said once a run */
         static int told_sensor;
+        if (meta.sensor_thickness > 0) warn_sensor_mu(final, p);
         if (meta.lab && meta.sensor_thickness > 0) {
             meta.lab = 0;
             if (!told_sensor) {
@@ -736,10 +787,12 @@ static nb_status nxmx_counts(const frame *fr, const char *path, int32_t **out, d
 static nb_status write_nxmx(const out_request *q, nb_nxmx **file, const conv_opts *o, const frame *fr)
 {
     int32_t *counts = NULL;
-    nb_nxmx_setup setup = {o->photons ? NB_NXMX_PHOTONS : NB_NXMX_COUNTS, o->compression, 0.0};
+    nb_nxmx_setup setup = {o->photons ? NB_NXMX_PHOTONS : NB_NXMX_COUNTS, o->compression, 0.0,
+                           fr->counts && fr->im->has.counts_gain ? fr->im->counts_gain : 1.0};
     nb_status st = o->photons ? NB_OK : nxmx_counts(fr, q->path, &counts, &setup.saturation);
     if (!st && !*file) {
         nb_info("writing %s (NXmx, %s)", q->path, o->photons ? "float32 photons" : "int32 counts from 0");
+        warn_sensor_mu(q->path, fr->plan);
         if (!o->photons && !fr->counts) nb_info("intfile_scale = %g", fr->int_scale);
         st = nb_nxmx_open(file, q->path, fr->plan, &setup);
     }
@@ -769,16 +822,61 @@ static nb_status nxmx_finish(conv_opts *o, int ok)
     return st;
 }
 
-/* --nxmx-join: the master file -o of the shards' NXmx files, no stream read */
-static nb_status join_nxmx(const conv_opts *o, const nb_std_opts *std)
+
+/* --join: the -o files (an NXmx master, a model.expt) from the shards' files
+ * of the same kinds; no stream read.  With both, the joined model.expt names
+ * the master's frames (dials_expt_join.h). */
+static nb_status join_parts(const conv_opts *o, const nb_std_opts *std)
 {
-    if (o->nouts != 1 || o->outs[0].format != FMT_NXMX)
-        return nb_error_set(NB_ERR_USAGE, "--nxmx-join needs one -o MASTER.nxs (and no other output)");
-    if (strcmp(std->input, "-"))
-        return nb_error_set(NB_ERR_USAGE, "--nxmx-join reads no stream ('%s'): name each part with --nxmx-join",
-                            std->input);
-    nb_info("writing %s (NXmx master of %d parts)", o->outs[0].path, o->njoins);
-    return nb_nxmx_master(o->outs[0].path, o->joins, o->njoins);
+    const char *master = NULL, *expt = NULL;
+    const char **nx = calloc((size_t)o->njoins + 1, sizeof *nx), **ex = calloc((size_t)o->njoins + 1, sizeof *ex);
+    int nnx = 0, nex = 0;
+    nb_status st = nx && ex ? NB_OK : nb_error_set(NB_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < o->njoins && !st; k++) {
+        if (o->join_nxmx[k] || format_from_path(o->joins[k]) == FMT_NXMX) nx[nnx++] = o->joins[k];
+        else if (format_from_path(o->joins[k]) == FMT_EXPT) ex[nex++] = o->joins[k];
+        else st = nb_error_set(NB_ERR_USAGE, "--join '%s': not an NXmx (.nxs, .h5) or experiment list (.expt) file",
+                               o->joins[k]);
+    }
+    for (int k = 0; k < o->nouts && !st; k++) {
+        const out_request *q = &o->outs[k];
+        const char **slot = q->format == FMT_NXMX ? &master : q->format == FMT_EXPT ? &expt : NULL;
+        if (!slot || *slot)
+            st = nb_error_set(NB_ERR_USAGE, "--join writes one NXmx master and one experiment list (-o MASTER.nxs, "
+                                            "-o model.expt), not '%s'",
+                              q->path);
+        else *slot = q->path;
+    }
+    if (!st && !master && !expt) st = nb_error_set(NB_ERR_USAGE, "--join needs -o MASTER.nxs or -o model.expt");
+    for (int k = 0; k < o->njoins && !st; k++) {
+        char a[NB_PATH_MAX], b[NB_PATH_MAX];
+        for (int i = 0; i < o->nouts && !st; i++)
+            if (realpath(o->joins[k], a) && realpath(o->outs[i].path, b) && !strcmp(a, b))
+                st = nb_error_set(NB_ERR_USAGE, "'%s' is both a part to join and the output", o->outs[i].path);
+    }
+    if (!st && (master ? !nnx : nnx) )
+        st = nb_error_set(NB_ERR_USAGE, master ? "-o '%s' joins NXmx parts: give them with --join PART.nxs"
+                                               : "--join '%s': an NXmx part needs -o MASTER.nxs",
+                          master ? master : nx[0]);
+    if (!st && (expt ? !nex : nex))
+        st = nb_error_set(NB_ERR_USAGE, expt ? "-o '%s' joins experiment lists: give them with --join PART.expt"
+                                             : "--join '%s': an experiment list needs -o model.expt",
+                          expt ? expt : ex[0]);
+    if (!st && strcmp(std->input, "-"))
+        st = nb_error_set(NB_ERR_USAGE, "--join reads no stream ('%s'): name each part with --join", std->input);
+    if (!st && master) {
+        nb_info("writing %s (NXmx master of %d parts)", master, nnx);
+        st = nb_nxmx_master(master, nx, nnx);
+    }
+    if (!st && expt) {
+        nb_info("writing %s (experiment list of %d parts)", expt, nex);
+        st = nb_expt_join(expt, ex, nex, master, nx, nnx);
+        /* the master and the list are one result: not one without the other */
+        if (st && master) unlink(master);
+    }
+    free(nx);
+    free(ex);
+    return st;
 }
 
 /* A pixel that is not a finite number, named with its frame (counted from 1,
@@ -1579,6 +1677,7 @@ static nb_status convert_image(const nb_record *rec, const nb_plan *plan, const 
         int was_live = 0;
         if (IS_SIDECAR(list[k].format)) st = write_sidecar(&list[k], o, &fr);
         else if (list[k].format == FMT_TRUTH) st = write_truth(&list[k], k, o, &fr, &im);
+        else if (list[k].format == FMT_EXPT) st = write_expt(&list[k], k, o, &fr);
         else if (list[k].format == FMT_NXMX) st = write_nxmx(&list[k], &o->nxmx[k], o, &fr);
         else if ((st = rows_finish(&live->rows, k, &was_live)) || was_live || list[k].format == FMT_NBS) continue;
         else if (live->dropped)
@@ -1637,26 +1736,33 @@ static nb_status add_reference_output(const nb_opt_args *a)
     return NB_OK;
 }
 
-/* --nxmx-join PART: a name, or a pattern expanded here (so that a quoted
- * 'part_*.nxs' names every part; the master orders them by their frames) */
+/* --join PART: a name, or a pattern expanded here (so that a quoted
+ * 'part_*.nxs' names every part; the joined files order them by their frames) */
 static nb_status add_join(const nb_opt_args *a)
 {
     conv_opts *o = a->dest;
-    const char *v = a->vals[0];
+    const char *v = a->vals[0], *flag = a->name;
+    /* --nxmx-join's parts are NXmx files whatever their names */
+    const int nxmx = !strcmp(flag, "--nxmx-join");
     glob_t g;
     memset(&g, 0, sizeof g);
     int r = strpbrk(v, "*?[") ? glob(v, 0, NULL, &g) : GLOB_NOMATCH;
-    if (r != 0 && r != GLOB_NOMATCH) return nb_error_set(NB_ERR_IO, "--nxmx-join '%s': cannot expand the pattern", v);
+    if (r != 0 && r != GLOB_NOMATCH) return nb_error_set(NB_ERR_IO, "%s '%s': cannot expand the pattern", flag, v);
     if (r == GLOB_NOMATCH && strpbrk(v, "*?["))
-        return nb_error_set(NB_ERR_USAGE, "--nxmx-join '%s': no file matches the pattern", v);
+        return nb_error_set(NB_ERR_USAGE, "%s '%s': no file matches the pattern", flag, v);
     size_t add = r == 0 ? g.gl_pathc : 1;
     const char **j = realloc(o->joins, ((size_t)o->njoins + add) * sizeof *j);
-    if (!j) {
+    int *k = j ? realloc(o->join_nxmx, ((size_t)o->njoins + add) * sizeof *k) : NULL;
+    if (j) o->joins = j;
+    if (k) o->join_nxmx = k;
+    if (!j || !k) {
         globfree(&g);
         return nb_error_set(NB_ERR_NOMEM, "out of memory");
     }
-    o->joins = j;
-    for (size_t i = 0; i < add; i++) o->joins[o->njoins++] = nb_xstrdup(r == 0 ? g.gl_pathv[i] : v);
+    for (size_t i = 0; i < add; i++) {
+        o->join_nxmx[o->njoins] = nxmx;
+        o->joins[o->njoins++] = nb_xstrdup(r == 0 ? g.gl_pathv[i] : v);
+    }
     globfree(&g);
     return NB_OK;
 }
@@ -1704,10 +1810,14 @@ static const nb_opt rows[] = {
      "files) when its plugin is installed, else gzip (auto, the default)",
      .needs = "a name", .type = NB_OPT_CHOICE, .at = {CO(compression)}, .choices = compressions,
      .expected = "'auto', 'gzip', 'bslz4' or 'none'"},
-    {NB_OPT_LOCAL, "--nxmx-join", 1, "PART",
-     "write the one -o FILE.nxs as a master joining the NXmx files of shards\n"
-     "(repeatable; a quoted pattern such as 'part_*.nxs' is expanded): no\n"
-     "stream is read",
+    {NB_OPT_LOCAL, "--join", 1, "PART",
+     "join the files of shards (nb-sim --shard, --frames): NXmx parts into\n"
+     "the -o MASTER.nxs (a virtual data set over theirs), model.expt parts\n"
+     "into the -o model.expt of the whole run (naming the master's frames\n"
+     "when both are joined).  Repeatable; a quoted pattern such as\n"
+     "'part_*.nxs' is expanded; no stream is read",
+     .needs = "a file name or pattern", .type = NB_OPT_CALLBACK, .fn = add_join},
+    {NB_OPT_LOCAL, "--nxmx-join", 1, "PART", "the same as --join (its older name)",
      .needs = "a file name or pattern", .type = NB_OPT_CALLBACK, .fn = add_join},
     {NB_OPT_LOCAL, "--import", 1, "FILE", "read FILE (raw float32, SMV, CBF or TIFF) as the image of the input\n"
      "plan",
@@ -1772,16 +1882,21 @@ int main(int argc, char **argv)
     o.outs = calloc((size_t)argc + 1, sizeof *o.outs);
     o.truths = calloc((size_t)argc + 1, sizeof *o.truths);
     o.nxmx = calloc((size_t)argc + 1, sizeof *o.nxmx);
-    if (!o.outs || !o.truths || !o.nxmx) nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
+    o.expts = calloc((size_t)argc + 1, sizeof *o.expts);
+    o.expt_pedestal = calloc((size_t)argc + 1, sizeof *o.expt_pedestal);
+    if (!o.outs || !o.truths || !o.nxmx || !o.expts || !o.expt_pedestal) nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
     nb_exit_on_error(parse(argc, argv, &o, &opts));
     nb_exit_on_error(nb_std_apply(&opts));
     if (o.njoins) {
-        nb_status js = join_nxmx(&o, &opts);
+        nb_status js = join_parts(&o, &opts);
         for (int k = 0; k < o.njoins; k++) free((char *)o.joins[k]);
         free(o.joins);
+        free(o.join_nxmx);
         free(o.outs);
         free(o.nxmx);
         free(o.truths);
+        free(o.expts);
+        free(o.expt_pedestal);
         nb_exit_on_error(js);
         return 0;
     }
@@ -1883,6 +1998,8 @@ int main(int argc, char **argv)
     else st = commit_pending();
     nb_status tst = finish_truths(&o, !st);
     if (!st) st = tst;
+    nb_status est = finish_expts(&o, !st);
+    if (!st) st = est;
     if (have_plan) nb_plan_free(&plan);
     nb_record_free(&rec);
     nb_reader_close(r);
@@ -1893,6 +2010,8 @@ int main(int argc, char **argv)
     free(o.outs);
     free(o.truths);
     free(o.nxmx);
+    free(o.expts);
+    free(o.expt_pedestal);
     nb_exit_on_error(st);
     return 0;
 }

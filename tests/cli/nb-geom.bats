@@ -12,7 +12,7 @@ load helper
     for f in -distance -close_distance -cell -mat -mosflm -xds -adxv -denzo -dials -detpixels -pixel \
         -Xbeam -Ybeam -ORGX -ORGY -twotheta -lambda -energy -dispersion -divergence -sourcefile \
         -mosaic -mosaic_domains -phi -osc -phisteps -N -xtalsize -round_xtal -oversample -roi -mask \
-        -img -water -dmin -polar -nopolar -fluence -detector_thick -interpolate -misset -misset_seed \
+        -img -water -dmin -polar -nopolar -fluence -detector_thick -detector_material -interpolate -misset -misset_seed \
         -hkl -default_F -floatfile -seed -precision --reference-defaults; do
         expect_has "  $f"
     done
@@ -597,6 +597,157 @@ EOF
     expect_has "warning: setting detector attenuation coefficient"
     run_nb nb-geom -cell 100 -detpixels 32 -detector_abs -3
     expect_status 2
+}
+
+# ---- the sensor's material: dxtbx's attenuation (docs/physics.md 8.3) -----------
+
+@test "nb-geom: -detector_material sets DETECTOR_MU to the material's at the wavelength, and DETECTOR_MATERIAL" {
+    nb-geom -cell 100 -detpixels 32 -detector_thick 450 -detector_material Si -o plan.nbs
+    [ "$(plan_key plan.nbs DETECTOR_MATERIAL)" = Si ] || false
+    approx "$(plan_key plan.nbs DETECTOR_THICK)" 4.5e-4
+    # cctbx: ac.get_table('Si').mu_at_angstrom(1.0) = 42.07985875566818 /cm
+    approx "$(plan_key plan.nbs DETECTOR_MU)" 4207.985875566818
+    # the same sensor given by its attenuation depth (cctbx's lambda_at_angstrom,
+    # 1/mu = 237.6434... um): the same DETECTOR_MU
+    depth=$(awk 'BEGIN { printf "%.17g", 1e4 / 42.07985875566818 }')
+    approx "$(geom DETECTOR_MU -detector_thick 450 -detector_abs "$depth")" "$(plan_key plan.nbs DETECTOR_MU)"
+    # NXmx's spelling is Si, written as dxtbx spells it
+    [ "$(geom DETECTOR_MATERIAL -detector_thick 450 -detector_material Silicon)" = Si ] || false
+    [ "$(geom DETECTOR_MATERIAL -detector_thick 450 -detector_material CdTe)" = CdTe ] || false
+    [ "$(geom DETECTOR_MATERIAL -detector_thick 450 -detector_material GaAs)" = GaAs ] || false
+    # the beam's wavelength, on each side of CdTe's Cd K edge (26.711 keV):
+    # cctbx 182.39605929702464 and 61.017141040210255 /cm
+    approx "$(geom DETECTOR_MU -detector_thick 450 -detector_material CdTe -lambda 0.4641)" 18239.605929702464
+    approx "$(geom DETECTOR_MU -detector_thick 450 -detector_material CdTe -lambda 0.4643)" 6101.7141040210255
+    # no material named: no key, and no warning about the material
+    nb-geom -cell 100 -detpixels 32 -detector_thick 450 -detector_abs 320 -o abs.nbs
+    run ! grep -aq DETECTOR_MATERIAL abs.nbs
+    # -v logs it beside the sensor's thickness, with no 1/thickness warning
+    run_nb nb-geom -cell 100 -detpixels 32 -detector_thick 450 -detector_material Si -v
+    expect_status 0
+    expect_has "  sensor is 0.00045 m thick in 2 layers with mu= 4207.99"
+    expect_has "  sensor material is Si: mu= 4207.99 /m at 1e-10 m, as dxtbx computes it"
+    expect_lacks "warning"
+}
+
+@test "nb-geom: -detector_material's usage errors" {
+    run_nb nb-geom -cell 100 -detector_thick 450 -detector_material Ge
+    expect_status 2
+    expect_has "nb-geom: option -detector_material: expected Si (or Silicon), CdTe or GaAs, got 'Ge'"
+    run_nb nb-geom -cell 100 -detector_thick 450 -detector_material si
+    expect_status 2
+    expect_has "got 'si'"
+    run_nb nb-geom -cell 100 -detector_material Si
+    expect_status 2
+    expect_has "nb-geom: -detector_material Si needs the sensor's thickness: give -detector_thick UM (> 0)"
+    run_nb nb-geom -cell 100 -detector_thick 0 -detector_material CdTe
+    expect_status 2
+    expect_has "-detector_material CdTe needs the sensor's thickness"
+    run_nb nb-geom -cell 100 -detector_thick 450 -detector_material Si -detector_abs 300
+    expect_status 2
+    expect_has "nb-geom: -detector_material and -detector_abs cannot be given together"
+    run_nb nb-geom -cell 100 -detector_abs inf -detector_thick 450 -detector_material Si
+    expect_status 2
+    expect_has "-detector_material and -detector_abs cannot be given together"
+    # outside cctbx's table (1 keV up to 20 MeV): an error, not an extrapolation
+    run_nb nb-geom -cell 100 -detector_thick 450 -detector_material GaAs -lambda 13
+    expect_status 2
+    expect_has "nb-geom: -detector_material GaAs: GaAs has no attenuation coefficient at 13 A"
+    run_nb nb-geom -cell 100 -detector_thick 450 -detector_material
+    expect_status 2
+    expect_has "option -detector_material needs a value"
+}
+
+@test "nb-geom: -detector_material's DETECTOR_MU is cctbx's mu_at_angstrom (as dxtbx takes it)" {
+    local py=${NB_TEST_PYTHON:-/usr/bin/python3}
+    "$py" -c 'from cctbx.eltbx import attenuation_coefficient' 2>/dev/null ||
+        skip "cctbx is not installed ($py -c 'from cctbx.eltbx import attenuation_coefficient' fails)"
+    # 5 wavelengths, none at an edge: 1/m
+    "$py" -c '
+from cctbx.eltbx import attenuation_coefficient as ac
+for m in ("Si", "CdTe", "GaAs"):
+    for l in ("0.5", "0.9795", "1.2", "1.5418", "2.5"):
+        print(m, l, repr(ac.get_table(m).mu_at_angstrom(float(l)) * 100))
+' >want.txt
+    [ "$(wc -l <want.txt)" -eq 15 ] || false
+    while read -r m l want; do
+        approx "$(geom DETECTOR_MU -detector_thick 320 -detector_material "$m" -lambda "$l")" "$want"
+    done <want.txt
+    # -energy: the wavelength it gives (12398.42 / E A), as dxtbx would see it
+    want=$("$py" -c 'from cctbx.eltbx import attenuation_coefficient as ac; print(repr(ac.get_table("CdTe").mu_at_angstrom(12398.42 / 20000) * 100))')
+    approx "$(geom DETECTOR_MU -detector_thick 320 -detector_material CdTe -energy 20000)" "$want"
+}
+
+@test "nb-geom: -detector_material with -panels: every panel's sensor is the material's" {
+    nb-geom -q -panels "$NB_ROOT/examples/tiles.geom" -cell 78 -detector_thick 450 -detector_material GaAs -o plan.nbs
+    [ "$(plan_key plan.nbs DETECTOR_MATERIAL)" = GaAs ] || false
+    # cctbx: ac.get_table('GaAs').mu_at_angstrom(1.0) = 800.7998629661656 /cm
+    approx "$(plan_key plan.nbs DETECTOR_MU)" 80079.98629661656
+    for i in 1 2 3; do
+        approx "$(plan_key plan.nbs "PANEL$i.DETECTOR_MU")" 80079.98629661656
+        approx "$(plan_key plan.nbs "PANEL$i.DETECTOR_THICK")" 4.5e-4
+    done
+}
+
+# ---- -v with -panels: every panel's geometry ------------------------------------
+
+# the numbers after "KEY= " in panel I's block of an nb-geom -v log
+panel_log() {
+    awk -v p="  panel $2:" -v k="    $3= " '
+        index($0, "  panel ") == 1 { on = index($0, p) == 1 }
+        on && index($0, k) == 1 { print substr($0, length(k) + 1) }' "$1"
+}
+
+@test "nb-geom -v with -panels logs each panel: size, vectors, pix0, distance, beam centre, sensor, DIALS origin" {
+    nb-geom -panels "$NB_ROOT/examples/tiles.geom" -cell 78 78 37 90 90 90 -lambda 1 -N 10 \
+        -detector_thick 450 -detector_material Si -v -o plan.nbs 2>log.txt
+    grep -q "^  detector: 4 panels from -panels$" log.txt
+    [ "$(grep -c '^  panel [0-3]: 64x48 pixels of 0.0002 m$' log.txt)" -eq 4 ] || false
+    [ "$(grep -c '^    sensor is 0.00045 m thick in 2 layers with mu= 4207.99$' log.txt)" -eq 4 ] || false
+    # the flags' one-panel stand-in is not logged as the detector
+    run ! grep -q "DIRECTION_OF_DETECTOR_X-AXIS" log.txt
+    run ! grep -q "^  pix0_vector=" log.txt
+    for i in 0 1 2 3; do
+        local pre=""
+        [ "$i" -eq 0 ] || pre="PANEL$i."
+        approx "$(panel_log log.txt "$i" fdet)" "$(plan_key plan.nbs "${pre}FDET")" 1e-5
+        approx "$(panel_log log.txt "$i" sdet)" "$(plan_key plan.nbs "${pre}SDET")" 1e-5
+        approx "$(panel_log log.txt "$i" odet)" "$(plan_key plan.nbs "${pre}ODET")" 1e-5
+        approx "$(panel_log log.txt "$i" pix0_vector)" "$(plan_key plan.nbs "${pre}PIX0")" 1e-9
+    done
+    # tile 1's fast axis is the file's x (the plan's z), its slow axis the
+    # file's y tilted by 5 degrees; tile 3 sits 2 mm further back, untilted
+    [ "$(panel_log log.txt 1 fdet)" = "0 0 1" ] || false
+    [ "$(panel_log log.txt 1 sdet)" = "-0.0871557 -0.996195 0" ] || false
+    [ "$(panel_log log.txt 3 pix0_vector)" = "0.082 -0.0004 0.0004" ] || false
+    grep -q "^    distance=82 close_distance=82 (mm)$" log.txt
+    grep -q "^    Fbeam=-0.0004 Sbeam=-0.0004 (pixel -2 -2, off the panel)$" log.txt
+    grep -q "^    dials origin= 0.4 -0.4 -82$" log.txt
+}
+
+@test "nb-geom -v with a one-panel file logs its panel, the beam centre on it" {
+    cat >one.geom <<'GEOM'
+res = 5000
+clen = 0.08
+p0/min_fs = 0
+p0/max_fs = 63
+p0/min_ss = 0
+p0/max_ss = 47
+p0/corner_x = -32
+p0/corner_y = -24
+p0/fs = +1.0x
+p0/ss = +1.0y
+GEOM
+    run_nb nb-geom -panels one.geom -cell 78 -v
+    expect_status 0
+    expect_has "  detector: 1 panel from -panels"
+    expect_has "  panel 0: 64x48 pixels of 0.0002 m"
+    expect_has "    pix0_vector= 0.08 0.0048 -0.0064"
+    expect_has "    distance=80 close_distance=80 (mm)"
+    expect_has "    Fbeam=0.0064 Sbeam=0.0048 (pixel 32 24, on the panel)"
+    expect_has "    Fclose=0.0064 Sclose=0.0048 ORGX=32.5 ORGY=24.5"
+    expect_has "    dials origin= -6.4 4.8 -80"
+    expect_lacks "panel 1:"
 }
 
 @test "nb-geom: -interpolate/-nointerpolate and the automatic choice" {

@@ -11,6 +11,7 @@
 #include <zlib.h>
 
 #include "cbf.h"
+#include "json.h"
 #include "nb_error.h"
 #include "nb_image.h"
 #include "nb_util.h"
@@ -673,6 +674,40 @@ static void test_int16_rows(void)
     free(img), free(ref), free(got);
 }
 
+/* The JSON reader's escapes (\u as UTF-8, surrogate pairs, refusals) and
+ * the writer: what it writes reads back to the same tree and text */
+static void test_json(void)
+{
+    static const char text[] = "{\"a\": [1, 0.1, -2.5e-7, true, null], \"s\": \"x\\u00e9\\ud83d\\ude00\\n\\\"\\\\/\", "
+                               "\"o\": {\"k\": \"\"}}";
+    nb_json v, w;
+    ok(nb_json_parse(text, strlen(text), "t.json", &v) == NB_OK, "json: parses escapes");
+    const nb_json *str = nb_json_get(&v, "s");
+    ok(str && !strcmp(str->string, "x\xc3\xa9\xf0\x9f\x98\x80\n\"\\/"), "json: \\u escapes decode to UTF-8, a surrogate pair to one character");
+    const nb_json *empty = nb_json_get(nb_json_get(&v, "o"), "k");
+    ok(empty && empty->string && !empty->string[0], "json: an empty string is \"\", not NULL");
+    nb_strbuf sb, sb2;
+    nb_strbuf_init(&sb), nb_strbuf_init(&sb2);
+    nb_json_write(&sb, &v);
+    ok(nb_json_parse(sb.data, sb.len, "w.json", &w) == NB_OK, "json: the written text parses");
+    nb_json_write(&sb2, &w);
+    ok(!strcmp(sb.data, sb2.data), "json: written, read and written again, the same text");
+    const nb_json *a = nb_json_get(&w, "a");
+    ok(a && a->count == 5 && a->items[1].number == 0.1 && a->items[2].number == -2.5e-7, "json: numbers read back exactly");
+    nb_json_free(&w);
+    nb_json_free(&v);
+    nb_strbuf_free(&sb), nb_strbuf_free(&sb2);
+    static const char *bad[] = {"\"\\ud83d\"", "\"\\ude00\"", "\"\\u0000\"", "\"\\u12\"", "\"\\uzzzz\""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ok(nb_json_parse(bad[i], strlen(bad[i]), "b.json", &v) == NB_ERR_DATA, "json: %s is refused", bad[i]);
+    }
+    char name[64];
+    ok(nb_frame_path("img_###.cbf", 6, name, sizeof name) == 0 && !strcmp(name, "img_007.cbf"), "frame path: %s", name);
+    ok(nb_frame_path("img.cbf", 6, name, sizeof name) == 0 && !strcmp(name, "img.cbf"), "frame path without '#'");
+    ok(nb_frame_path("a#_#.cbf", 0, name, sizeof name) == -1, "frame path: two runs of '#' refused");
+    ok(nb_frame_path("img_###.cbf", 6, name, 5) == -1, "frame path: too long for the buffer refused");
+}
+
 int main(void)
 {
     nb_set_tool_name("test_formats");
@@ -686,6 +721,7 @@ int main(void)
     test_png();
     test_failures();
     test_int16_rows();
+    test_json();
     if (!getenv("NB_KEEP_TEST_FILES")) cleanup();
     else printf("# files kept in %s\n", dir);
     return tap_done();

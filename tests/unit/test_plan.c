@@ -47,7 +47,7 @@ static nb_status make_plan(nb_plan *p)
                                    "-distance 100 -detpixels_f 24 -detpixels_s 16 -pixel 0.25 -mosaic 0.5 "
                                    "-mosaic_dom 6 -divergence 0.2 -divsteps 3 -dispersion 0.5 -dispsteps 2 "
                                    "-hkl P1.hkl -default_F 3.5 -floatfile out.bin -seed 7 -phi 10 -osc 2 "
-                                   "-phisteps 4 -detector_thick 100 -thicksteps 2 -roi 1 20 2 14 -polar 0.9 "
+                                   "-phisteps 4 -detector_thick 100 -detector_material GaAs -thicksteps 2 -roi 1 20 2 14 -polar 0.9 "
                                    "-round_xtal -fudge 1.25 -oversample 2 -oversample_polar -water 3 "
                                    "-detector_rotx 1 -twotheta 3 -printout_pixel 3 4 -noprogress");
     if (!st) {
@@ -100,7 +100,7 @@ static int compare_plans(const nb_plan *a, const nb_plan *b)
     cmp_str(a->convention, b->convention, "convention");
     cmp_str(a->pivot, b->pivot, "pivot");
     F(rotx), F(roty), F(rotz), F(twotheta), F(curved_detector), F(point_pixel);
-    F(detector_thick), F(detector_thickstep), F(detector_mu), F(detector_thicksteps);
+    F(detector_thick), F(detector_thickstep), F(detector_mu), F(detector_thicksteps), F(detector_material);
     F(roi_xmin), F(roi_xmax), F(roi_ymin), F(roi_ymax);
     F(oversample), F(oversample_thick), F(oversample_polar), F(oversample_omega);
     if ((a->mask == NULL) != (b->mask == NULL) ||
@@ -175,6 +175,7 @@ static void test_round_trip(void)
     ok(p.mask != NULL && p.nsources > 1 && p.mosaic_domains == 6 && p.phisteps == 4 && p.detector_thicksteps == 2,
        "the plan has a mask, %d sources, %d domains, %d phi steps, %d layers", p.nsources, p.mosaic_domains,
        p.phisteps, p.detector_thicksteps);
+    ok(p.detector_material == NB_MATERIAL_GAAS, "the sensor is GaAs (-detector_material)");
     ok(p.rng.iy != 0, "the shared ran1 table was used (iy = %lld)", (long long)p.rng.iy);
     ok(p.hkl_file && !p.dump_file && !p.intfile && !p.noisefile && !p.pgmfile && p.floatfile,
        "some output requests set, others NULL");
@@ -292,7 +293,7 @@ static void copy_record(const nb_record *src, nb_record *dst)
 static int is_optional_key(const char *key)
 {
     static const char *optional[] = {"COMMAND", "HKL_FILE",  "DUMP_FILE", "FLOATFILE", "INTFILE",
-                                     "NOISEFILE", "PGMFILE", "ARRAY.mask", NULL};
+                                     "NOISEFILE", "PGMFILE", "ARRAY.mask", "DETECTOR_MATERIAL", NULL};
     for (int i = 0; optional[i]; i++)
         if (!strcmp(key, optional[i])) return 1;
     return 0;
@@ -437,6 +438,7 @@ static void test_corrupted(void)
         {"PHISTEPS", "0", "PHISTEPS", NB_ERR_DATA, "PHISTEPS=0"},
         {"DETECTOR_THICKSTEPS", "0", "DETECTOR_THICKSTEPS", NB_ERR_DATA, "DETECTOR_THICKSTEPS=0"},
         {"SHAPE", "cube", "SHAPE", NB_ERR_DATA, "an unknown SHAPE"},
+        {"DETECTOR_MATERIAL", "Ge", "DETECTOR_MATERIAL", NB_ERR_DATA, "a DETECTOR_MATERIAL dxtbx does not know"},
         {"UNIT_CELL", "1 2 3", "UNIT_CELL", NB_ERR_DATA, "a short UNIT_CELL"},
         {"RAN1_STATE", "1 2 3", "RAN1_STATE", NB_ERR_DATA, "a short RAN1_STATE"},
         {"CONVENTION", "a-very-long-convention-name", "CONVENTION", NB_ERR_DATA, "a CONVENTION too long"},
