@@ -390,9 +390,9 @@ static void put_imgcif(nb_strbuf *sb, const nb_image_meta *m, double lambda_A, d
                          "_array_structure.byte_order LITTLE_ENDIAN" CBF_EOL CBF_EOL);
 }
 
-/* The sensor line's material, as PILATUS headers (and dxtbx's miniCBF
- * reader, which knows "Silicon" and "CdTe") spell it; a sensor the
- * simulation named no material for is taken as silicon, as PILATUS's */
+/* The sensor line's material (nb_stated_sensor_of's), as PILATUS headers
+ * and dxtbx's miniCBF reader, which knows "Silicon" and "CdTe", spell it;
+ * none named is silicon, as PILATUS's */
 static const char *cbf_sensor_word(const char *material)
 {
     if (!material || !*material || !strcmp(material, "Si")) return "Silicon";

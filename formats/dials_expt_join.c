@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "json.h"
 #include "nb_plan.h"
@@ -351,11 +350,11 @@ nb_status nb_expt_join(const char *path, const char *const *parts, int nparts, c
     nb_status st = nb_calloc((void **)&J.roots, (size_t)nparts, sizeof *J.roots, "the parts");
     for (int k = 0; k < nparts && !st; k++, J.nroots++) st = read_part(&J, parts[k], &J.roots[k]);
     /* the master by its absolute name, as dials.import writes names */
-    char abs[2 * NB_PATH_MAX + 2], cwd[NB_PATH_MAX];
-    if (!st && master && master[0] != '/') {
-        if (!getcwd(cwd, sizeof cwd)) st = nb_error_set(NB_ERR_IO, "'%s': cannot name the master's directory: %s", path,
-                                                        strerror(errno));
-        else snprintf(abs, sizeof abs, "%s/%s", cwd, master), master = abs;
+    char abs[2 * NB_PATH_MAX + 2];
+    if (!st && master) {
+        if (nb_absolute_path(master, abs, sizeof abs))
+            st = nb_error_set(NB_ERR_IO, "'%s': cannot name the master's directory: %s", path, strerror(errno));
+        else master = abs;
     }
     nb_strbuf sb;
     nb_strbuf_init(&sb);

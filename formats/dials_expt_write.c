@@ -84,6 +84,19 @@ static void put_vec(nb_strbuf *sb, const char *key, const double v[3], const cha
 
 /* ---- the detector ------------------------------------------------------------ */
 
+/* What the panels state of the counts, as dxtbx reads it from the images */
+typedef struct panel_counts {
+    double pedestal;        /* the ADC offset when the images keep it, else 0 */
+    double trusted_max;     /* the counter's top less the offset */
+    double gain;
+} panel_counts;
+
+static panel_counts panel_counts_of(const nb_expt_counts *c, int offset_kept)
+{
+    panel_counts pc = {offset_kept ? c->adc : 0.0, c->top - (double)lrint(c->adc), c->gain};
+    return pc;
+}
+
 /* The fields every dxtbx panel or group node holds after its frame, name
  * and type: a group's are zero */
 static void put_node_tail(nb_strbuf *sb)
@@ -108,7 +121,7 @@ static void put_sensor(nb_strbuf *sb, const nb_plan *v)
 /* Panel i (its view v): its frame in DIALS's lab frame (flat) or, nested in
  * a group at its origin, the same axes from a local origin of 0 */
 static void put_panel(nb_strbuf *sb, const nb_plan *v, int i, int nested, const double R[3][3],
-                      const nb_expt_counts *c, int last)
+                      const panel_counts *c, int last)
 {
     double f[3], s[3], o[3];
     rot(R, v->fdet, 1.0, f);
@@ -135,7 +148,7 @@ static void put_panel(nb_strbuf *sb, const nb_plan *v, int i, int nested, const 
 /* The detector: one panel flat under the root; several, each in a group of
  * its own named as dxtbx names the NXmx module's offset, at the panel's
  * origin with the laboratory's axes (dxtbx's NXmx reader builds this) */
-static void put_detector(nb_strbuf *sb, const nb_plan *p, const double R[3][3], const nb_expt_counts *c)
+static void put_detector(nb_strbuf *sb, const nb_plan *p, const double R[3][3], const panel_counts *c)
 {
     int n = nb_plan_npanels(p), nested = n > 1;
     nb_strbuf_append(sb, "  \"detector\": [{\n    \"panels\": [\n");
@@ -249,6 +262,7 @@ struct nb_expt {
     nb_outfile *of;
     nb_expt_image_kind kind;
     char *img_path;
+    int offset_kept;        /* nb_expt_images' */
     int started, rotation;
     beam_model beam;
     char *fixed;            /* what every frame must share: the detector, the beam's direction, the counts */
@@ -271,6 +285,7 @@ nb_status nb_expt_open(nb_expt **out, const char *path, const nb_expt_images *im
     if (st) return st;
     e->kind = img->path ? img->kind : NB_EXPT_NO_IMAGES;
     if (e->kind != NB_EXPT_NO_IMAGES) e->img_path = nb_xstrdup(img->path);
+    e->offset_kept = e->kind != NB_EXPT_NO_IMAGES && img->offset_kept;
     if ((st = nb_outfile_open(&e->of, path, 1))) {
         free(e->img_path);
         free(e);
@@ -283,7 +298,7 @@ nb_status nb_expt_open(nb_expt **out, const char *path, const nb_expt_images *im
 /* What a frame shares with every other of the list: the detector and counts,
  * the beam's direction and polarization, a rotation's spindle, steps and
  * crystal (a still's crystal is its own) */
-static char *fixed_text(const nb_plan *p, const double R[3][3], const nb_expt_counts *c)
+static char *fixed_text(const nb_plan *p, const double R[3][3], const panel_counts *c)
 {
     nb_strbuf sb;
     beam_model b;
@@ -300,7 +315,7 @@ static char *fixed_text(const nb_plan *p, const double R[3][3], const nb_expt_co
     return nb_strbuf_take(&sb);
 }
 
-static nb_status start(nb_expt *e, const nb_plan *series, long frame, double wavelength, const nb_expt_counts *c)
+static nb_status start(nb_expt *e, const nb_plan *series, long frame, double wavelength, const panel_counts *c)
 {
     nb_status st = nb_dials_frame(series, e->R);
     if (st) return st;
@@ -341,11 +356,12 @@ static nb_status add_shot(nb_expt *e, const nb_plan *series, long frame, double 
 nb_status nb_expt_frame(nb_expt *e, const nb_plan *series, long frame, double wavelength, const nb_expt_counts *c)
 {
     nb_status st = NB_OK;
-    if (!e->started) st = start(e, series, frame, wavelength, c);
+    const panel_counts pc = panel_counts_of(c, e->offset_kept);
+    if (!e->started) st = start(e, series, frame, wavelength, &pc);
     else {
         double R[3][3];
         char *fixed = NULL;
-        if (!(st = nb_dials_frame(series, R))) fixed = fixed_text(series, R, c);
+        if (!(st = nb_dials_frame(series, R))) fixed = fixed_text(series, R, &pc);
         if (!st && strcmp(fixed, e->fixed))
             st = nb_error_set(NB_ERR_DATA, "frame %ld has another detector, beam, crystal or counts than frame %ld: "
                                            "one experiment list holds one experiment's frames",

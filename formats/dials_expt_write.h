@@ -38,13 +38,16 @@ typedef enum nb_expt_image_kind {
 typedef struct nb_expt_images {
     nb_expt_image_kind kind;
     const char *path;       /* absolute (as dials.import writes it) */
+    int offset_kept;        /* the images hold the counts with their ADC offset, which dxtbx reads as the
+                               pedestal (an SMV's ADC_OFFSET); 0: counted from 0 (CBF, NXmx, or none) */
 } nb_expt_images;
 
-/* How a frame's counts are stored in the images beside the list (or, with
- * none, in a CBF of the same stream): what dxtbx reads from those files */
+/* A frame's counts: what the panels' trusted range (-1 to the counter's top
+ * less the offset, as dxtbx reads it from the images), pedestal and gain
+ * follow from */
 typedef struct nb_expt_counts {
-    double pedestal;        /* the ADC offset left in the values (an SMV's ADC_OFFSET); 0: counted from 0 */
-    double trusted_max;     /* the highest valid value less the pedestal: the counter's top less the ADC offset */
+    double adc;             /* the ADC offset */
+    double top;             /* the counter's top (65535, or 2^31 - 1 for 32-bit counts) */
     double gain;            /* ADU per photon (nb-noise -gain) */
 } nb_expt_counts;
 

@@ -16,8 +16,7 @@ typedef struct nb_image_meta {
     double exposure;          /* s */
     double count_cutoff;      /* counts at which a pixel is overloaded */
     double sensor_thickness;  /* m (0: not modelled) */
-    double sensor_mu;         /* 1/m: the sensor's attenuation as simulated (0: not modelled) */
-    const char *sensor_material; /* dxtbx's name ("Si", "CdTe", "GaAs"), "" when the simulation named none */
+    const char *sensor_material; /* dxtbx's name ("Si", "CdTe", "GaAs"): nb_stated_sensor_of's */
     double gain;              /* ADU per photon of the counts (nb-noise -gain; 1 for the int image) */
     double twotheta;          /* deg */
     long frame;               /* 0-based frame index (headers say frame + 1, as the file names) */
@@ -34,8 +33,43 @@ typedef struct nb_image_meta {
                                  block), when it is written under a temporary one; may be NULL */
 } nb_image_meta;
 
+#include <string.h>
+
 #include "nb_image_record.h"
 #include "nb_plan.h"
+
+/* The sensor a file states, from which its reader computes mu at the beam's
+ * wavelength (NXmx's sensor_material and sensor_thickness, a miniCBF's
+ * sensor line): the simulated one, of no named material taken as silicon;
+ * or, where nothing was absorbed (dxtbx refuses a thickness of 0 in NXmx),
+ * the material that absorbs most at the wavelength ten attenuation lengths
+ * thick, so that DIALS's efficiency correction is 1 within 5e-5 and the
+ * parallax it corrects for the least, about sin(angle)/mu (docs/physics.md
+ * 2.6). */
+typedef struct nb_stated_sensor {
+    int simulated;        /* the plan's sensor (1), or the stand-in for none (0) */
+    nb_material material;
+    double thickness;     /* m */
+    double mu;            /* 1/m: the material's at the plan's wavelength, as dxtbx computes it (0: not known) */
+} nb_stated_sensor;
+
+static inline void nb_stated_sensor_of(const nb_plan *p, nb_stated_sensor *s)
+{
+    memset(s, 0, sizeof *s);
+    s->simulated = p->detector_thick > 0 && p->detector_mu > 0;
+    if (s->simulated) {
+        s->material = p->detector_material != NB_MATERIAL_NONE ? p->detector_material : NB_MATERIAL_SI;
+        s->thickness = p->detector_thick;
+        if (nb_material_mu(s->material, p->lambda0, &s->mu)) s->mu = 0.0;
+        return;
+    }
+    s->material = nb_material_most_absorbing(p->lambda0);
+    if (s->material == NB_MATERIAL_NONE || nb_material_mu(s->material, p->lambda0, &s->mu) || !(s->mu > 0)) {
+        s->material = NB_MATERIAL_SI, s->mu = 0.0, s->thickness = 1e-3; /* outside the tables: 1 mm of silicon */
+        return;
+    }
+    s->thickness = 10.0 / s->mu;
+}
 
 /* The wavelength (m) a frame's headers state: a still's shot with spikes
  * their mean (each is rendered with equal weight), else the plan's. */

@@ -11,33 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "image_meta.h"
 #include "nb_util.h"
 
 #ifndef NB_VERSION
 #define NB_VERSION "unknown"
 #endif
-
-void nb_nxmx_sensor_of(const nb_plan *p, nb_nxmx_sensor *s)
-{
-    memset(s, 0, sizeof *s);
-    s->simulated = p->detector_thick > 0 && p->detector_mu > 0;
-    if (s->simulated) {
-        /* a sensor of no named material is taken as silicon, the common one */
-        s->material = p->detector_material != NB_MATERIAL_NONE ? p->detector_material : NB_MATERIAL_SI;
-        s->thickness = p->detector_thick;
-        if (nb_material_mu(s->material, p->lambda0, &s->mu)) s->mu = 0.0;
-        return;
-    }
-    /* nothing absorbed: the material that absorbs most at the wavelength
-     * (the least parallax a reader then corrects for: about sin(angle)/mu),
-     * ten attenuation lengths thick (an efficiency of 1 - 4.5e-5) */
-    s->material = nb_material_most_absorbing(p->lambda0);
-    if (s->material == NB_MATERIAL_NONE || nb_material_mu(s->material, p->lambda0, &s->mu) || !(s->mu > 0)) {
-        s->material = NB_MATERIAL_SI, s->mu = 0.0, s->thickness = 1e-3; /* outside the tables: 1 mm of silicon */
-        return;
-    }
-    s->thickness = 10.0 / s->mu;
-}
 
 #ifndef NB_HAVE_HDF5
 
@@ -492,8 +471,8 @@ static void put_pixel_mask(h5err *E, hid_t det, const nb_plan *p)
 static void put_detector(h5err *E, hid_t instrument, const nb_plan *p, const nb_nxmx_setup *s, const double R[3][3])
 {
     hid_t det = group(E, instrument, "detector", "NXdetector");
-    nb_nxmx_sensor sensor;
-    nb_nxmx_sensor_of(p, &sensor);
+    nb_stated_sensor sensor;
+    nb_stated_sensor_of(p, &sensor);
     put_str(E, det, "description", sensor.simulated ? "nb-sim simulated pixel-array detector"
                                                     : "nb-sim simulated pixel-array detector; no absorption was "
                                                       "simulated: the sensor is stated as one that absorbs every "

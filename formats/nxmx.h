@@ -52,19 +52,6 @@ typedef struct nb_nxmx_setup {
     double gain;          /* counts: ADU per photon (nb-noise -gain): /entry/data/data_scaling_factor is 1/gain */
 } nb_nxmx_setup;
 
-/* The sensor an NXmx file states (NXdetector sensor_material and
- * sensor_thickness), from which dxtbx computes mu at the beam's wavelength:
- * the simulated one (of no named material: silicon), or, where nothing was
- * absorbed (dxtbx refuses a thickness of 0), the material that absorbs most
- * at the wavelength, ten attenuation lengths thick, so that DIALS's
- * efficiency correction is 1 within 5e-5 (docs/physics.md 2.6). */
-typedef struct nb_nxmx_sensor {
-    int simulated;        /* the plan's sensor (1), or the stand-in for none (0) */
-    nb_material material;
-    double thickness;     /* m */
-    double mu;            /* 1/m: the material's at the plan's wavelength, as dxtbx computes it (0: not known) */
-} nb_nxmx_sensor;
-void nb_nxmx_sensor_of(const nb_plan *p, nb_nxmx_sensor *s);
 
 /* One frame's values besides its pixels */
 typedef struct nb_nxmx_frame {

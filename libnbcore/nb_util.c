@@ -627,3 +627,17 @@ int nb_frame_path(const char *tmpl, long frame, char *out, size_t size)
     }
     return n < 0 || (size_t)n >= size ? -1 : 0;
 }
+
+int nb_absolute_path(const char *path, char *out, size_t size)
+{
+    char cwd[4096];
+    int n;
+    if (path[0] == '/') n = snprintf(out, size, "%s", path);
+    else if (getcwd(cwd, sizeof cwd)) n = snprintf(out, size, "%s/%s", cwd, path);
+    else return -1;
+    if (n < 0 || (size_t)n >= size) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}

@@ -79,6 +79,11 @@ void nb_outfile_abort(nb_outfile *of);
  * run of '#' (or the name does not fit in size). */
 int nb_frame_path(const char *tmpl, long frame, char *out, size_t size);
 
+/* path as an absolute name (the working directory before a relative one), as
+ * dials.import writes names into an experiment list: 0, or -1 with errno set
+ * when the directory cannot be named or the name does not fit in size. */
+int nb_absolute_path(const char *path, char *out, size_t size);
+
 /* A new empty file beside `path` (the same directory, so that rename() over
  * path is atomic), named ".NAME<tag>.<6 random characters>", with the usual
  * umask-based mode (not mkstemp's 0600): its descriptor, and its name in *tmp

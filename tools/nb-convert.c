@@ -145,7 +145,6 @@ typedef struct conv_opts {
     double truth_min_photons; /* --truth-min-photons: a reflection in truth.jsonl has more */
     nb_truth **truths;      /* per -o: its truth.jsonl, open for the whole run (NULL: none yet) */
     nb_expt **expts;        /* per -o: its model.expt, gathered over the whole run (NULL: none yet) */
-    int *expt_pedestal;     /* per -o: its model.expt's images hold the ADC offset (SMV) */
 } conv_opts;
 
 static int format_from_name(const char *name)
@@ -299,9 +298,10 @@ static void image_meta(const frame *fr, nb_image_meta *m)
     m->osc_range = range * 180.0 / M_PI;
     m->exposure = p->exposure;
     m->count_cutoff = fr->counts ? (fr->counts_bits == 32 ? 2147483647.0 : 65535.0) : 65535.0;
-    m->sensor_thickness = p->detector_mu > 0 ? p->detector_thick : 0.0;
-    m->sensor_mu = m->sensor_thickness > 0 ? p->detector_mu : 0.0;
-    m->sensor_material = nb_material_name(p->detector_material);
+    nb_stated_sensor sensor;
+    nb_stated_sensor_of(p, &sensor);
+    m->sensor_thickness = sensor.simulated ? p->detector_thick : 0.0;
+    m->sensor_material = nb_material_name(sensor.material);
     m->gain = fr->counts && fr->im->has.counts_gain ? fr->im->counts_gain : 1.0;
     m->twotheta = p->twotheta * 180.0 / M_PI;
     m->frame = fr->frame;
@@ -316,8 +316,8 @@ static void image_meta(const frame *fr, nb_image_meta *m)
 static void warn_sensor_mu(const char *path, const nb_plan *p)
 {
     static int told;
-    nb_nxmx_sensor s;
-    nb_nxmx_sensor_of(p, &s);
+    nb_stated_sensor s;
+    nb_stated_sensor_of(p, &s);
     if (told || !s.simulated || (s.mu > 0 && fabs(s.mu - p->detector_mu) <= 0.01 * p->detector_mu)) return;
     told = 1;
     nb_warn("'%s': the simulated sensor's attenuation (%g /mm) is not %s's at %g A (%g /mm), which DIALS computes "
@@ -394,55 +394,43 @@ static double adc_for(const nb_plan *plan, const conv_opts *o) { return o->have_
  * dials.import writes it): a CBF or SMV of one panel (a file per frame), or
  * an NXmx file (every frame, every panel); else none, a model alone. */
 static nb_status expt_images(const out_request *o, const conv_opts *all, const nb_plan *plan, nb_expt_images *img,
-                             int *pedestal_in_values, char *abs, size_t size)
+                             char *abs, size_t size)
 {
     const out_request *q = NULL;
     for (int k = 0; k < all->nouts && !q; k++) {
         int f = all->outs[k].format;
         if (f == FMT_NXMX || ((f == FMT_CBF || f == FMT_SMV) && nb_plan_npanels(plan) == 1)) q = &all->outs[k];
     }
-    img->kind = NB_EXPT_NO_IMAGES, img->path = NULL;
-    *pedestal_in_values = 0;
+    *img = (nb_expt_images){NB_EXPT_NO_IMAGES, NULL, 0};
     if (!q) return NB_OK;
     if (q->format != FMT_NXMX && !strchr(q->path, '#') && plan->nframes > 1)
         return nb_error_set(NB_ERR_USAGE, "'%s': name the images with a '#' run for the frame number (e.g. "
                                           "img_###.cbf)",
                             q->path);
-    char cwd[NB_PATH_MAX];
-    if (q->path[0] == '/') snprintf(abs, size, "%s", q->path);
-    else if (getcwd(cwd, sizeof cwd)) snprintf(abs, size, "%s/%s", cwd, q->path);
-    else return nb_error_set(NB_ERR_IO, "'%s': cannot name the images' directory: %s", o->path, strerror(errno));
-    img->kind = q->format == FMT_NXMX ? NB_EXPT_ONE_FILE : NB_EXPT_FILE_PER_FRAME;
-    img->path = abs;
-    /* an SMV holds the counts with their ADC offset, which dxtbx reads as the pedestal */
-    *pedestal_in_values = q->format == FMT_SMV;
+    if (nb_absolute_path(q->path, abs, size))
+        return nb_error_set(NB_ERR_IO, "'%s': cannot name the images' directory: %s", o->path, strerror(errno));
+    /* a CBF and NXmx count from 0 (counts_from_zero); an SMV keeps the offset */
+    *img = (nb_expt_images){q->format == FMT_NXMX ? NB_EXPT_ONE_FILE : NB_EXPT_FILE_PER_FRAME, abs,
+                            q->format == FMT_SMV};
     return NB_OK;
 }
 
-/* The frame's counts as the files hold them: the stream's (nb-noise's
- * offset, counter and gain) or the int image's (the -adc offset, 16 bits) */
-static nb_expt_counts expt_counts(const frame *fr, int pedestal_in_values)
-{
-    double adc = fr->counts ? fr->counts_adc : fr->adc;
-    double top = fr->counts && fr->counts_bits == 32 ? 2147483647.0 : 65535.0;
-    nb_expt_counts c = {pedestal_in_values ? adc : 0.0, top - lrint(adc), 1.0};
-    if (fr->counts && fr->im->has.counts_gain) c.gain = fr->im->counts_gain;
-    return c;
-}
-
 /* The frame into request q's model.expt, opened at the run's first frame
- * and written at its end (finish_expts) */
+ * and written at its end (finish_expts): the counts the stream's (nb-noise's
+ * offset, counter and gain) or the int image's (the -adc offset, 16 bits) */
 static nb_status write_expt(const out_request *q, int k, const conv_opts *o, const frame *fr)
 {
     nb_status st = NB_OK;
     if (!o->expts[k]) {
         char abs[2 * NB_PATH_MAX + 2];
         nb_expt_images img;
-        if ((st = expt_images(q, o, fr->plan, &img, &o->expt_pedestal[k], abs, sizeof abs))) return st;
+        if ((st = expt_images(q, o, fr->plan, &img, abs, sizeof abs))) return st;
         if ((st = nb_expt_open(&o->expts[k], q->path, &img))) return st;
         nb_info("writing %s", q->path);
     }
-    nb_expt_counts c = expt_counts(fr, o->expt_pedestal[k]);
+    nb_expt_counts c = {fr->counts ? fr->counts_adc : fr->adc,
+                        fr->counts && fr->counts_bits == 32 ? 2147483647.0 : 65535.0,
+                        fr->counts && fr->im->has.counts_gain ? fr->im->counts_gain : 1.0};
     return nb_expt_frame(o->expts[k], fr->plan, fr->frame, nb_frame_wavelength(fr->plan, fr->im), &c);
 }
 
@@ -822,7 +810,6 @@ static nb_status nxmx_finish(conv_opts *o, int ok)
     return st;
 }
 
-
 /* --join: the -o files (an NXmx master, a model.expt) from the shards' files
  * of the same kinds; no stream read.  With both, the joined model.expt names
  * the master's frames (dials_expt_join.h). */
@@ -854,7 +841,7 @@ static nb_status join_parts(const conv_opts *o, const nb_std_opts *std)
             if (realpath(o->joins[k], a) && realpath(o->outs[i].path, b) && !strcmp(a, b))
                 st = nb_error_set(NB_ERR_USAGE, "'%s' is both a part to join and the output", o->outs[i].path);
     }
-    if (!st && (master ? !nnx : nnx) )
+    if (!st && (master ? !nnx : nnx))
         st = nb_error_set(NB_ERR_USAGE, master ? "-o '%s' joins NXmx parts: give them with --join PART.nxs"
                                                : "--join '%s': an NXmx part needs -o MASTER.nxs",
                           master ? master : nx[0]);
@@ -1883,8 +1870,7 @@ int main(int argc, char **argv)
     o.truths = calloc((size_t)argc + 1, sizeof *o.truths);
     o.nxmx = calloc((size_t)argc + 1, sizeof *o.nxmx);
     o.expts = calloc((size_t)argc + 1, sizeof *o.expts);
-    o.expt_pedestal = calloc((size_t)argc + 1, sizeof *o.expt_pedestal);
-    if (!o.outs || !o.truths || !o.nxmx || !o.expts || !o.expt_pedestal) nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
+    if (!o.outs || !o.truths || !o.nxmx || !o.expts) nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
     nb_exit_on_error(parse(argc, argv, &o, &opts));
     nb_exit_on_error(nb_std_apply(&opts));
     if (o.njoins) {
@@ -1896,7 +1882,6 @@ int main(int argc, char **argv)
         free(o.nxmx);
         free(o.truths);
         free(o.expts);
-        free(o.expt_pedestal);
         nb_exit_on_error(js);
         return 0;
     }
@@ -2011,7 +1996,6 @@ int main(int argc, char **argv)
     free(o.truths);
     free(o.nxmx);
     free(o.expts);
-    free(o.expt_pedestal);
     nb_exit_on_error(st);
     return 0;
 }
