@@ -1,11 +1,12 @@
 # nb toolkit - plain GNU Makefile.
-#   make            build every tool into bin/
+#   make            build every tool into bin/ and the engine library (build/libnb.a, .so),
+#                   on every core (make -jN to choose)
 #   make check      build, then run every test (lint, unit, CLI, parity); ends "N passed, N failed"
 #   make lint       only the lint of the bats tests: every check can fail (tests/lint/)
 #   make demo       install missing Debian packages (as root), build, render a default image
 #                   and a PNG picture of it (demo/preview.png)
 #   make bench      benchmarks (see bench/README.md)
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   tools, libnb (shared, static), nb.h, nb.pc, man pages, share/nb
 #   make check-asan the whole suite under AddressSanitizer + UBSan
 #   make check-gpu  the golden parity on this machine's GPU, and gpu.bats (fails without a GPU)
 #   make check-dials  the gates of what DIALS reads from nb's files, measured with DIALS (5 min)
@@ -13,6 +14,9 @@
 
 CC      ?= cc
 PREFIX  ?= /usr/local
+# every core by default; a -j on the command line wins (make 4.3 puts it after this)
+NPROC   := $(shell nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+MAKEFLAGS += -j$(NPROC)
 OPT     ?= -O2
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
@@ -20,8 +24,11 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 # glibc's checked string and memory calls (an overlapping sprintf once lost
 # nb-fit's first --refine name there); the sanitizer build sets FORTIFY=
 FORTIFY ?= -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=2
-NB_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -g $(OPT) $(FORTIFY) \
-             -Ilibnbcore -Iformats -DNB_VERSION='"$(VERSION)"'
+# -fPIC: the library's objects go into libnb.so as well as libnb.a (one
+# compile for both); the layers' include paths are set per folder below, so
+# that the engine cannot include formats/ and libnbcore neither
+NB_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fPIC -g $(OPT) $(FORTIFY) \
+             -Ilibnbcore -DNB_VERSION='"$(VERSION)"'
 NB_LDLIBS := -fopenmp -lz -lm
 
 # optional parts, probed: libtiff for .tif output.  The tools load it (dlopen,
@@ -70,23 +77,45 @@ NB_LDLIBS += -ldl
 BUILD   ?= build
 BIN     ?= bin
 
-LIB_SRC := $(wildcard libnbcore/*.c) $(wildcard formats/*.c)
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
-LIB     := $(BUILD)/libnbcore.a
+# The layers, each a folder (docs/architecture.md): libnbcore (stream, plan,
+# options), engine (the renderer: kernels, derivatives, CUDA; nb.h its public
+# API), formats (files), tools (the programs).  libnb = libnbcore + engine.
+CORE_SRC    := $(wildcard libnbcore/*.c)
+FORMATS_SRC := $(wildcard formats/*.c)
+ENGINE_SRC  := $(filter-out engine/nb_sim_fast.c engine/nb_sim_fast_grad.c engine/nb_sim_nocuda.c,$(wildcard engine/*.c))
+LIB_SRC     := $(CORE_SRC) $(FORMATS_SRC)
+CORE_OBJ    := $(CORE_SRC:%.c=$(BUILD)/%.o)
+FORMATS_OBJ := $(FORMATS_SRC:%.c=$(BUILD)/%.o)
+ENGINE_OBJ  := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+NB_A        := $(BUILD)/libnb.a
+FORMATS_A   := $(BUILD)/libnbformats.a
+# the tools and tests link both, statically
+LIB         := $(FORMATS_A) $(NB_A)
+SOVERSION   := $(firstword $(subst ., ,$(VERSION)))
+NB_SO       := $(BUILD)/libnb.so.$(VERSION)
+
+$(BUILD)/engine/%.o: LAYER_INC := -Iengine
+$(BUILD)/formats/%.o: LAYER_INC := -Iformats
+$(BUILD)/tools/%.o: LAYER_INC := -Iengine -Iformats
 
 TOOLS   := nb-geom nb-hkl nb-sim nb-noise nb-convert nb-bench nb-fit
 TOOL_BINS := $(TOOLS:%=$(BIN)/%)
 
-# nb-sim's kernels live beside it; the fast kernel is compiled once per
-# instruction set and picked at run time (one binary for any x86-64)
-SIM_SRC := tools/nb-sim.c tools/nb_sim_cpu.c tools/nb_sim_grad.c
-SIM_OBJ := $(SIM_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tools/nb_sim_fast_generic.o
-FAST_CFLAGS := -O3 -fno-math-errno -fno-trapping-math -ffp-contract=fast -Wno-psabi
+# the fast kernel is compiled once per instruction set and picked at run
+# time (one binary for any x86-64), its image pass and its derivative pass
+# apart (they compile in parallel); -g1: line tables only, as the debug
+# information of their inlined lanes took a quarter of the build
+FAST_CFLAGS := -O3 -fno-math-errno -fno-trapping-math -ffp-contract=fast -Wno-psabi -g1
+FAST_ISAS := generic
 ARCH := $(shell uname -m)
 ifeq ($(ARCH),x86_64)
 NB_CFLAGS += -DNB_HAVE_X86_VARIANTS
-SIM_OBJ += $(BUILD)/tools/nb_sim_fast_avx2.o $(BUILD)/tools/nb_sim_fast_avx512.o
+FAST_ISAS += avx2 avx512
 endif
+ISA_generic := -DNB_FAST_W=4
+ISA_avx2    := -mavx2 -mfma -DNB_FAST_W=8
+ISA_avx512  := -mavx512f -mavx512dq -mavx512vl -mavx512bw -mprefer-vector-width=512 -DNB_FAST_W=16
+ENGINE_OBJ += $(FAST_ISAS:%=$(BUILD)/engine/nb_sim_fast_%.o) $(FAST_ISAS:%=$(BUILD)/engine/nb_sim_fast_grad_%.o)
 
 # optional part, probed: the CUDA backend of nb-sim when nvcc is found
 # (sm_80 and sm_90 code plus PTX for later GPUs); NVCC= (empty) disables it
@@ -97,21 +126,22 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=s
 # nb-noise's counting too (--device cuda)
 NOISE_OBJ := $(BUILD)/tools/nb-noise.o
 ifneq ($(strip $(NVCC)),)
-SIM_OBJ += $(BUILD)/tools/nb_sim_cuda.o
+ENGINE_OBJ += $(BUILD)/engine/nb_sim_cuda.o
 NOISE_OBJ += $(BUILD)/tools/nb_noise_cuda.o
 CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lrt -lpthread
 else
-SIM_OBJ += $(BUILD)/tools/nb_sim_nocuda.o
+ENGINE_OBJ += $(BUILD)/engine/nb_sim_nocuda.o
 NOISE_OBJ += $(BUILD)/tools/nb_noise_nocuda.o
 CUDA_LDLIBS :=
 endif
 
-HEADERS := $(wildcard libnbcore/*.h) $(wildcard libnbcore/*.inc) $(wildcard formats/*.h) $(wildcard tools/*.h) $(wildcard tools/*.inc) $(wildcard tools/*.cuh)
+HEADERS := $(wildcard libnbcore/*.h) $(wildcard libnbcore/*.inc) $(wildcard libnbcore/*.cuh) $(wildcard formats/*.h) \
+           $(wildcard engine/*.h) $(wildcard engine/*.inc) $(wildcard tools/*.h)
 
 .SECONDARY:
 .PHONY: all check check-gpu check-dials check-built demo-built lint test-unit test-cli test-parity demo deps bench install clean check-asan man fuzz fuzz-regressions fuzz-regressions-built
 
-all: $(TOOL_BINS)
+all: $(TOOL_BINS) $(NB_SO)
 
 # rebuild everything when the flags change (a probe found libtiff, OPT=...)
 FLAGS_STAMP := $(BUILD)/.flags-$(shell echo '$(CC) $(NB_CFLAGS) $(CFLAGS) $(NB_LDLIBS) $(LDFLAGS) $(NVCC) $(CUDA_ARCH)' | cksum | cut -d' ' -f1)
@@ -123,64 +153,63 @@ endif
 
 $(BUILD)/%.o: %.c $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(NB_CFLAGS) $(LAYER_INC) $(CFLAGS) -c $< -o $@
 
-$(LIB): $(LIB_OBJ)
+$(NB_A): $(CORE_OBJ) $(ENGINE_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
 
+$(FORMATS_A): $(FORMATS_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+# the engine as a shared library (libnb.so.VERSION, soname libnb.so.MAJOR):
+# what examples/render.py loads and other programs link (nb.h, nb.pc)
+$(NB_SO): $(CORE_OBJ) $(ENGINE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libnb.so.$(SOVERSION) -fopenmp -o $@ $^ $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
+	ln -sf $(notdir $@) $(BUILD)/libnb.so.$(SOVERSION)
+	ln -sf $(notdir $@) $(BUILD)/libnb.so
+
 # the dual numbers' derivative lanes want the vectoriser: -O3 (the arithmetic,
 # contraction off as everywhere, stays the double path's bit for bit)
-$(BUILD)/tools/nb_sim_grad.o: tools/nb_sim_grad.c $(HEADERS) $(FLAGS_STAMP)
+$(BUILD)/engine/nb_sim_grad.o: engine/nb_sim_grad.c $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -O3 -c $< -o $@
+	$(CC) $(NB_CFLAGS) $(LAYER_INC) $(CFLAGS) -O3 -c $< -o $@
 
 # the bit shuffle of NXmx's bitshuffle+LZ4 chunks wants its loops unrolled
 # (-O3: a third faster than -O2)
 $(BUILD)/formats/bslz4.o: formats/bslz4.c $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -O3 -c $< -o $@
+	$(CC) $(NB_CFLAGS) $(LAYER_INC) $(CFLAGS) -O3 -c $< -o $@
 
-$(BUILD)/tools/nb_sim_fast_generic.o: tools/nb_sim_fast.c $(HEADERS) $(FLAGS_STAMP)
+$(BUILD)/engine/nb_sim_fast_%.o: engine/nb_sim_fast.c $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) $(FAST_CFLAGS) -DNB_FAST_W=4 -DNB_FAST_NAME=nb_render_fast_generic -DNB_FAST_GRAD_NAME=nb_render_fast_grad_generic -c $< -o $@
+	$(CC) $(NB_CFLAGS) $(LAYER_INC) $(CFLAGS) $(FAST_CFLAGS) $(ISA_$*) -DNB_FAST_NAME=nb_render_fast_$* -c $< -o $@
 
-$(BUILD)/tools/nb_sim_fast_avx2.o: tools/nb_sim_fast.c $(HEADERS) $(FLAGS_STAMP)
+$(BUILD)/engine/nb_sim_fast_grad_%.o: engine/nb_sim_fast_grad.c $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) $(FAST_CFLAGS) -mavx2 -mfma -DNB_FAST_W=8 -DNB_FAST_NAME=nb_render_fast_avx2 -DNB_FAST_GRAD_NAME=nb_render_fast_grad_avx2 -c $< -o $@
+	$(CC) $(NB_CFLAGS) $(LAYER_INC) $(CFLAGS) $(FAST_CFLAGS) $(ISA_$*) -DNB_FAST_GRAD_NAME=nb_render_fast_grad_$* -c $< -o $@
 
-$(BUILD)/tools/nb_sim_fast_avx512.o: tools/nb_sim_fast.c $(HEADERS) $(FLAGS_STAMP)
+$(BUILD)/engine/nb_sim_cuda.o: engine/nb_sim_cuda.cu $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) $(FAST_CFLAGS) -mavx512f -mavx512dq -mavx512vl -mavx512bw \
-	    -mprefer-vector-width=512 -DNB_FAST_W=16 -DNB_FAST_NAME=nb_render_fast_avx512 -DNB_FAST_GRAD_NAME=nb_render_fast_grad_avx512 -c $< -o $@
-
-$(BUILD)/tools/nb_sim_cuda.o: tools/nb_sim_cuda.cu $(HEADERS) $(FLAGS_STAMP)
-	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O3 -Xcompiler -fopenmp $(CUDA_ARCH) -Ilibnbcore -Iformats -Itools -DNB_VERSION='"$(VERSION)"' -c $< -o $@
+	$(NVCC) -std=c++17 -O3 -Xcompiler -fopenmp,-fPIC $(CUDA_ARCH) -Ilibnbcore -Iengine -DNB_VERSION='"$(VERSION)"' -c $< -o $@
 
 # a pixel's counts on the GPU are the CPU's: the same code, compiled as the
 # host's is, without contracting a * b + c into one rounding (--fmad=false)
 $(BUILD)/tools/nb_noise_cuda.o: tools/nb_noise_cuda.cu $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O3 --fmad=false $(CUDA_ARCH) -Ilibnbcore -Iformats -Itools -c $< -o $@
+	$(NVCC) -std=c++17 -O3 --fmad=false -Xcompiler -fPIC $(CUDA_ARCH) -Ilibnbcore -Itools -c $< -o $@
 
 $(BIN)/nb-noise: $(NOISE_OBJ) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(NOISE_OBJ) $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
 
-$(BIN)/nb-sim: $(SIM_OBJ) $(LIB)
-	@mkdir -p $(BIN)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(SIM_OBJ) $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
-
-# nb-fit renders with nb-sim's kernels and derivatives
-$(BIN)/nb-fit: $(BUILD)/tools/nb-fit.o $(filter-out $(BUILD)/tools/nb-sim.o,$(SIM_OBJ)) $(LIB)
-	@mkdir -p $(BIN)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $^ $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
-
 $(BIN)/%: $(BUILD)/tools/%.o $(LIB)
 	@mkdir -p $(BIN)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(NB_LDLIBS) $(LDFLAGS)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
 
 # ---- tests ---------------------------------------------------------------
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
@@ -189,27 +218,16 @@ TEST_TOOLS := $(BUILD)/tests/nb-imgcmp $(BUILD)/tests/nb-smvcmp $(BUILD)/tests/x
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c tests/unit/tap.h $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -Itests/unit -o $@ $< $(LIB) $(NB_LDLIBS) $(TEST_LDLIBS)
-
-# the kernel and derivative tests link nb-sim's kernels too
-$(BUILD)/tests/test_grad: tests/unit/test_grad.c tests/unit/tap.h $(filter-out $(BUILD)/tools/nb-sim.o,$(SIM_OBJ)) $(LIB) $(HEADERS)
-	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -Itests/unit -Itools -o $@ $< $(filter-out $(BUILD)/tools/nb-sim.o,$(SIM_OBJ)) $(LIB) \
-	    $(NB_LDLIBS) $(CUDA_LDLIBS)
-
-$(BUILD)/tests/test_kernels: tests/unit/test_kernels.c tests/unit/tap.h $(filter-out $(BUILD)/tools/nb-sim.o,$(SIM_OBJ)) $(LIB) $(HEADERS)
-	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -Itests/unit -Itools -o $@ $< $(filter-out $(BUILD)/tools/nb-sim.o,$(SIM_OBJ)) $(LIB) \
-	    $(NB_LDLIBS) $(CUDA_LDLIBS)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -Iengine -Iformats -Itests/unit -o $@ $< $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(TEST_LDLIBS)
 
 $(BUILD)/tests/nb-%: tests/parity/nb-%.c $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(NB_LDLIBS)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -Iformats -o $@ $< $(LIB) $(NB_LDLIBS)
 
 # an XDS plugin's reader for tests/cli/durin.bats (dlopen; the plugin is not built here)
 $(BUILD)/tests/xds-plugin-read: tests/tools/xds_plugin_read.c $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(NB_LDLIBS) -ldl -lpthread
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -Iformats -o $@ $< $(LIB) $(NB_LDLIBS) -ldl -lpthread
 
 # deps first, then a fresh make, so the probes above see what deps installed
 check: deps
@@ -323,11 +341,36 @@ bench: all
 	$(BIN)/nb-bench --threads 1,2 --reps 5 --json bench/results.json $(if $(NB_REF),--ref $(NB_REF))
 
 # ---- install -----------------------------------------------------------------
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/nb
-	install -m 755 $(TOOL_BINS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 pipelines/nanobragg $(DESTDIR)$(PREFIX)/bin/nanobragg
-	-install -m 644 man/man1/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/ 2>/dev/null
+#   make install PREFIX=DIR [DESTDIR=...]: the tools and the drop-in (bin/), the
+#   engine library (lib/libnb.so.VERSION and its links, lib/libnb.a), its
+#   header (include/nb.h) and pkg-config file (lib/pkgconfig/nb.pc), a man page
+#   for every program, and share/nb: examples/ (render.c, render.py, P1.hkl,
+#   tiles.geom), pipelines/ (sweep.mk, parallel-sweep, slurm-sweep.sbatch) and
+#   bench/ (nb-bench's inputs)
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR ?= $(PREFIX)/share/nb
+$(BUILD)/nb.pc: nb.pc.in VERSION Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+	    -e 's|@LIBS_PRIVATE@|$(strip -fopenmp -lz -lm -ldl $(CUDA_LDLIBS))|' $< > $@
+
+install: all $(BUILD)/nb.pc
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(LIBDIR)/pkgconfig \
+	    $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(DATADIR)/examples $(DESTDIR)$(DATADIR)/pipelines $(DESTDIR)$(DATADIR)/bench
+	install -m 755 $(TOOL_BINS) pipelines/nanobragg $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(TOOLS:%=man/man1/%.1) man/man1/nanobragg.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 755 $(NB_SO) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(notdir $(NB_SO)) $(DESTDIR)$(LIBDIR)/libnb.so.$(SOVERSION)
+	ln -sf $(notdir $(NB_SO)) $(DESTDIR)$(LIBDIR)/libnb.so
+	install -m 644 $(NB_A) $(DESTDIR)$(LIBDIR)/
+	install -m 644 engine/nb.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(BUILD)/nb.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -m 644 examples/render.c examples/P1.hkl examples/tiles.geom $(DESTDIR)$(DATADIR)/examples/
+	install -m 755 examples/render.py $(DESTDIR)$(DATADIR)/examples/
+	install -m 644 pipelines/sweep.mk pipelines/slurm-sweep.sbatch $(DESTDIR)$(DATADIR)/pipelines/
+	install -m 755 pipelines/parallel-sweep $(DESTDIR)$(DATADIR)/pipelines/
+	install -m 644 tests/golden/inputs/P1.hkl $(DESTDIR)$(DATADIR)/bench/P1.hkl
 
 clean:
 	rm -rf $(BUILD) $(BIN) build-asan bin-asan build-fuzz demo

@@ -57,6 +57,13 @@ int nb_std_option(const nb_tool_info *tool, nb_std_opts *o, int argc, char **arg
         if (tool->version_extra) tool->version_extra(stdout);
         exit(0);
     }
+    return nb_std_setting(o, argc, argv, i, st);
+}
+
+int nb_std_setting(nb_std_opts *o, int argc, char **argv, int *i, nb_status *st)
+{
+    const char *a = argv[*i];
+    *st = NB_OK;
     if (!strcmp(a, "-q")) {
         o->quiet = 1;
         return 1;

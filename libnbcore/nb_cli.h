@@ -40,6 +40,11 @@ void nb_std_opts_init(nb_std_opts *o);
  * return 1, advancing *i past its value.  Returns 0 otherwise; on a standard
  * option with a bad value sets *st. */
 int nb_std_option(const nb_tool_info *tool, nb_std_opts *o, int argc, char **argv, int *i, nb_status *st);
+/* The standard options that only set a value (-o FILE, -q, -v, --threads N),
+ * with nb_std_option's return and *st: what a replay of a recorded command
+ * line (the engine's derivative plans) reads, with no help printed and no
+ * exit. */
+int nb_std_setting(nb_std_opts *o, int argc, char **argv, int *i, nb_status *st);
 /* The tool's command line (argv[0] its name) through the one loop: its
  * table's own spellings, the standard options, the registry flags it owns
  * (each applied to `dest`, its options struct, as it comes), and one input

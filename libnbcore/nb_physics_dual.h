@@ -6,13 +6,13 @@
  * nb_kdual: the fields of nb_kparams that a parameter of nb-sim --grad can
  * move (the detector's vectors and distances, the sources, the rotated cells,
  * the reciprocal cell, the crystal size, the fluence and the water
- * background), each a value and its derivatives (tools/nb_sim_grad.c works
+ * background), each a value and its derivatives (engine/nb_sim_grad.c works
  * them out from the plan).  Every other field of nb_kparams is a constant.
  * Host and CUDA device code.
  *
  * The same terms once more in single-precision duals (nb_fdual, nb_kfdual):
  * nb_pixel_fgrad, the fast path's derivatives on a GPU, where one thread
- * renders one pixel and the CPU's SIMD formulation (tools/nb_fast_grad.inc)
+ * renders one pixel and the CPU's SIMD formulation (engine/nb_fast_grad.inc)
  * does not apply.
  */
 #ifndef NB_PHYSICS_DUAL_H

@@ -6,13 +6,13 @@
 #include <string.h>
 
 #include "cbf.h"
+#include "detector_file.h"
 #include "nb_cli.h"
 #include "nb_hkl.h"
 #include "nb_image_record.h"
 #include "nb_options.h"
 #include "nb_plan.h"
-#include "nb_sim.h"
-#include "nb_sim_grad.h"
+#include "nb_engine.h"
 #include "nb_stream.h"
 #include "nb_util.h"
 #include "rawfloat.h"
@@ -211,26 +211,27 @@ typedef struct model {
     float **grad[MAX_PARAMS];   /* per parameter, per frame (NULL: not rendered) */
 } model;
 
+/* The engine the model renders with (on the CPU). */
+static nb_engine *engine;
+
 /* One panel of a frame, into the panel's place in image (and grads), by the
  * path's pixel. */
 static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const nb_grad_plans *gp, nb_grad_path path,
                               long frame, int panel, float *image, float **grads)
 {
     nb_plan frame_plan, view;
-    nb_sim_setup setup;
-    nb_render_result res;
+    nb_source *shot_sources = NULL;
+    nb_panel_done done;
     if (plan->stills.spikes > 0)
         return nb_error_set(NB_ERR_UNSUPPORTED, "fitting stills with a per-shot spectrum (-stills_bandwidth) is not "
                                                 "supported");
-    nb_plan_frame_view(plan, frame, &frame_plan);
-    nb_plan_panel_view(&frame_plan, panel, &view);
-    nb_status st = nb_sim_setup_build(&view, hkl, &setup);
+    nb_status st = nb_engine_frame(plan, frame, &frame_plan, &shot_sources);
     if (st) return st;
-    memset(&res, 0, sizeof res);
-    if (gp && gp->names.n > 0) st = nb_render_grads(gp, path, frame, panel, &setup.kp, hkl, NULL, image, grads, &res, NULL);
-    else if (path == NB_GRAD_FAST) st = nb_render_cpu_fast(&setup.kp, image, &res, NULL);
-    else st = nb_render_cpu_double(&setup.kp, image, &res, NULL);
-    nb_sim_setup_free(&setup);
+    nb_plan_panel_view(&frame_plan, panel, &view);
+    const nb_panel_job job = {path == NB_GRAD_DOUBLE, gp, frame, panel, grads, NULL, NULL, NULL, 0};
+    st = nb_engine_render_panel(engine, &view, hkl, &job, image, &done);
+    nb_panel_done_free(&done);
+    free(shot_sources);
     return st;
 }
 
@@ -700,6 +701,9 @@ int main(int argc, char **argv)
     nb_exit_on_error(nb_tool_parse(&tool, &opts, &o, argc, argv));
     nb_exit_on_error(nb_std_apply(&opts));
     nb_stream_to_stdout(!strcmp(opts.output, "-"));
+    nb_exit_on_error(nb_engine_open(&engine, NB_ENGINE_CPU));
+    /* the model's plans are the start's command resolved again: its files through formats/ */
+    nb_grad_set_readers(nb_smv_apply_to_request, nb_detector_file_read);
     if (o.iterations < 1) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option --iterations: at least 1"));
 
     nb_reader *r = NULL;
@@ -721,6 +725,7 @@ int main(int argc, char **argv)
     nb_hkl_free(&hkl);
     nb_record_free(&hkl_rec);
     nb_reader_close(r);
+    nb_engine_close(engine);
     nb_exit_on_error(st);
     return 0;
 }

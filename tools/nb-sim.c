@@ -13,8 +13,9 @@
 #include "nb_pool.h"
 #include "nb_stills.h"
 #include "nb_sim.h"
-#include "nb_sim_cuda.h"
-#include "nb_sim_grad.h"
+#include "nb_engine.h"
+#include "detector_file.h"
+#include "smv.h"
 #include "nb_stream.h"
 #include "nb_tuning.h"
 #include "nb_util.h"
@@ -68,8 +69,7 @@ static void print_backends(FILE *fp)
 enum device { DEV_AUTO, DEV_CPU, DEV_CUDA };
 
 /* The CUDA context, opened at the first render that wants it. */
-static nb_cuda *cuda;
-static int cuda_tried;
+static nb_engine *engine; /* the run's device */
 
 typedef struct sim_opts {
     int device;    /* enum device */
@@ -478,125 +478,75 @@ static const nb_opt rows[] = {
 #undef SO
 static const nb_opt_table table = {NB_SIM, rows, (int)(sizeof rows / sizeof rows[0])};
 
-/* Which device renders: CUDA when asked (an error if there is none), or when
- * 'auto' finds one; the CPU otherwise. */
-static nb_status pick_device(const sim_opts *o, int *use_cuda)
-{
-    *use_cuda = 0;
-    if (o->device == DEV_CPU) return NB_OK;
-    if (!cuda_tried) {
-        char desc[256] = "";
-        cuda_tried = 1;
-        const double t0 = nb_now();
-        nb_status st = nb_cuda_open(&cuda, desc, sizeof desc);
-        if (st) {
-            if (o->device == DEV_CUDA) return nb_error_prefix(st, "--device cuda");
-            /* a CUDA build on a machine without a GPU renders on the CPU, as
-             * asked ('auto'); -v says why */
-            if (nb_cuda_compiled()) nb_info("%s; rendering on the CPU", nb_error_message());
-        } else {
-            nb_info("rendering on %s", desc);
-            /* most of a short GPU run: the driver's start and the context */
-            nb_info("  CUDA started in %.0f ms", (nb_now() - t0) * 1e3);
-        }
-    }
-    if (!cuda && o->device == DEV_CUDA) return nb_error_set(NB_ERR_UNSUPPORTED, "--device cuda: no CUDA device");
-    *use_cuda = cuda != NULL;
-    return NB_OK;
-}
-
-/* What rendering one panel gave: its rows' statistics, its solid angle, the
- * kernel that ran and its times. */
+/* What rendering one panel gave: the engine's account, and the caller's
+ * place for it in the run's progress bar. */
 typedef struct panel_render {
-    nb_render_result res;
-    double steps, subpixel_size;
+    nb_panel_done done;
     double omega_per_detector; /* the reference's solid-angle figure times this: the detector's */
     long frame;                /* 0-based, set by the caller: the progress bar's label */
     double t0, base, span;     /* set by the caller: the bar's part of the run (nb_progress_start_part) */
-    int oversample, use_cuda, use_double;
-    char path[64];
 } panel_render;
 
-/* Render one panel (plan is a one-panel plan, nb_plan_panel_view) into img,
- * with the reference's -printout lines (and, with gj, its derivatives);
- * pr->res.row_stats holds the rows' statistics (filled here when the backend
- * did not).  row_crc: NULL, or where the renderer takes its rows' CRC-32s (a
- * detector of one panel). */
+/* The reference's -printout lines of the panel's pixels (every one, or the
+ * -printout_pixel's) inside its ROI and mask. */
+static void print_panel(const sim_opts *o, const nb_plan *plan, const nb_kparams *kp, const float *img)
+{
+    int pf = o->have_printout ? o->printout_f : plan->printout_fpixel;
+    int ps = o->have_printout ? o->printout_s : plan->printout_spixel;
+    for (int s = 0; s < plan->spixels; s++)
+        for (int f = 0; f < plan->fpixels; f++) {
+            if (pf >= 0 && !(f == pf && s == ps)) continue; /* the reference: f < 0 means every pixel */
+            if (f < plan->roi_xmin || f > plan->roi_xmax || s < plan->roi_ymin || s > plan->roi_ymax) continue;
+            if (plan->mask && !plan->mask[(size_t)s * plan->fpixels + f]) continue;
+            print_pixel(kp, plan, f, s, img[(size_t)s * plan->fpixels + f]);
+        }
+}
+
+/* Render one panel (plan is a one-panel plan, nb_plan_panel_view) into img
+ * through the engine, with the reference's -printout lines (and, with gj,
+ * its derivatives); pr->done.res.row_stats holds the rows' statistics
+ * (filled here when the backend did not).  row_crc: NULL, or where the
+ * renderer takes its rows' CRC-32s (a detector of one panel). */
 static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_opts *o, const grad_job *gj, int panel,
                               size_t offset, float *img, panel_render *pr, nb_payload_crc *row_crc)
 {
-    nb_sim_setup setup;
     nb_status st;
-    /* -precision, else the plan's (default -1: the fast single-precision
-     * path); derivatives are those of the path that renders the image */
-    int precision = o->precision >= 0 ? o->precision : plan->precision_double;
-    int use_double = precision == 1;
-    const nb_grad_path grad_path = use_double ? NB_GRAD_DOUBLE : NB_GRAD_FAST;
-    if ((st = nb_sim_setup_build(plan, hkl, &setup))) return st;
     nb_progress prog;
     int progress = o->progress >= 0 ? o->progress : plan->progress;
+    const int printout = o->have_printout ? o->printout : plan->printout;
     char label[64] = "rendering";
     if (plan->nframes > 1) snprintf(label, sizeof label, "rendering frame %ld/%d", pr->frame + 1, plan->nframes);
-    nb_progress_start_part(&prog, label, plan->spixels, progress && !plan->printout, pr->t0, pr->base, pr->span);
-    nb_render_result res;
-    memset(&res, 0, sizeof res);
-    if ((st = nb_calloc((void **)&res.row_stats, (size_t)plan->spixels, sizeof *res.row_stats, "row statistics"))) {
-        nb_sim_setup_free(&setup);
-        return st;
-    }
+    nb_progress_start_part(&prog, label, plan->spixels, progress && !printout, pr->t0, pr->base, pr->span);
+    nb_row_stats *row_stats;
+    if ((st = nb_calloc((void **)&row_stats, (size_t)plan->spixels, sizeof *row_stats, "row statistics"))) return st;
     /* faulted in here rather than a page at a time by the render's threads */
-    nb_prefault(res.row_stats, (size_t)plan->spixels * sizeof *res.row_stats);
-    res.row_crc = row_crc;
-    int use_cuda = 0;
-    st = pick_device(o, &use_cuda);
-    if (!st && gj) {
-        float *out[NB_GRAD_MAX_NAMES];
-        for (int j = 0; j < gj->plans->names.n; j++) out[j] = gj->pixels[j] + offset;
-        st = nb_render_grads(gj->plans, grad_path, gj->frame, panel, &setup.kp, hkl, use_cuda ? cuda : NULL, img, out,
-                             &res, &prog);
-    }
-    else if (!st && use_cuda) st = nb_render_cuda(cuda, &setup.kp, use_double, img, &res);
-    else if (!st) st = use_double ? nb_render_cpu_double(&setup.kp, img, &res, &prog)
-                                  : nb_render_cpu_fast(&setup.kp, img, &res, &prog);
+    nb_prefault(row_stats, (size_t)plan->spixels * sizeof *row_stats);
+    float *out[NB_GRAD_MAX_NAMES];
+    for (int j = 0; gj && j < gj->plans->names.n; j++) out[j] = gj->pixels[j] + offset;
+    const nb_panel_job job = {o->precision, gj ? gj->plans : NULL, gj ? gj->frame : 0, panel, out, &prog,
+                              row_crc, row_stats, printout};
+    st = nb_engine_render_panel(engine, plan, hkl, &job, img, &pr->done);
+    pr->done.res.row_stats = row_stats;
     /* a renderer that reports no rows (the GPU's) still moves the bar on */
     if (!st && prog.done < prog.total) nb_progress_add(&prog, prog.total - prog.done);
-    snprintf(pr->path, sizeof pr->path, "%s%s%s", use_cuda ? "cuda-" : "",
-             use_double ? "double" : use_cuda ? "fast" : nb_fast_variant(), gj ? "-dual" : "");
     nb_progress_finish(&prog);
     if (st) {
-        free(res.row_stats);
-        nb_sim_setup_free(&setup);
+        nb_panel_done_free(&pr->done);
         return st;
     }
-    if (res.tripped)
+    const nb_render_result *res = &pr->done.res;
+    if (res->tripped)
         nb_warn("tricubic interpolation left the F grid for some pixels; those evaluations used the nearest "
                 "neighbour (the reference would switch interpolation off for the rest of the image)");
     nb_info("rendered %d x %d pixels in %.6f s (%d steps per pixel, %s path)", plan->fpixels, plan->spixels,
-            res.seconds, (int)setup.kp.steps, pr->path);
-    if (use_cuda)
-        nb_info("  GPU kernel %.3f ms, copies %.3f ms", res.kernel_seconds * 1e3, res.transfer_seconds * 1e3);
-
-    int printout = o->have_printout ? o->printout : plan->printout;
-    int pf = o->have_printout ? o->printout_f : plan->printout_fpixel;
-    int ps = o->have_printout ? o->printout_s : plan->printout_spixel;
-    if (printout) {
-        for (int s = 0; s < plan->spixels; s++)
-            for (int f = 0; f < plan->fpixels; f++) {
-                if (pf >= 0 && !(f == pf && s == ps)) continue; /* the reference: f < 0 means every pixel */
-                if (f < plan->roi_xmin || f > plan->roi_xmax || s < plan->roi_ymin || s > plan->roi_ymax) continue;
-                if (plan->mask && !plan->mask[(size_t)s * plan->fpixels + f]) continue;
-                print_pixel(&setup.kp, plan, f, s, img[(size_t)s * plan->fpixels + f]);
-            }
-    }
-    pr->steps = setup.kp.steps;
+            res->seconds, (int)pr->done.steps, pr->done.path);
+    if (pr->done.use_cuda)
+        nb_info("  GPU kernel %.3f ms, copies %.3f ms", res->kernel_seconds * 1e3, res->transfer_seconds * 1e3);
+    if (printout) print_panel(o, plan, &pr->done.setup.kp, img);
+    nb_panel_done_free(&pr->done);
     /* its sum is over sub-pixels x sensor layers; it is divided by every step */
     pr->omega_per_detector = (double)plan->nsources * plan->phisteps * plan->mosaic_domains /
-                             (setup.kp.thicksteps > 1 ? setup.kp.thicksteps : 1);
-    pr->subpixel_size = setup.kp.subpixel_size;
-    pr->oversample = setup.kp.oversample;
-    pr->use_cuda = use_cuda, pr->use_double = use_double;
-    pr->res = res;
-    nb_sim_setup_free(&setup);
+                             (pr->done.thicksteps > 1 ? pr->done.thicksteps : 1);
     return NB_OK;
 }
 
@@ -616,22 +566,22 @@ static void panels_stats(const nb_plan *plan, float *img, panel_render *pr, nb_i
         nb_plan_panel_view(plan, i, &v);
         nb_plan_panel_dims(plan, i, NULL, NULL, &off);
         nb_roi roi = {v.roi_xmin, v.roi_xmax, v.roi_ymin, v.roi_ymax};
-        nb_row_stats *rows = pr[i].res.row_stats;
+        nb_row_stats *rows = pr[i].done.res.row_stats;
         for (int y = 0; y < v.spixels; y++) {
-            if (!pr[i].res.row_stats_filled)
+            if (!pr[i].done.res.row_stats_filled)
                 nb_row_stats_compute(img + off + (size_t)y * v.fpixels, v.fpixels, y, roi,
                                      v.mask ? v.mask + (size_t)y * v.fpixels : NULL, &rows[y]);
             sum += rows[y].sum, sumsq += rows[y].sumsq, n += rows[y].n;
             sum_all += rows[y].sum_all, n_all += rows[y].n_all;
             if (rows[y].max > max_I) {
-                int os = pr[i].oversample;
+                int os = pr[i].done.oversample;
                 long f = rows[y].arg % v.fpixels, s = rows[y].arg / v.fpixels;
                 max_I = rows[y].max;
-                max_x = pr[i].subpixel_size * (f * os + os - 1) + pr[i].subpixel_size / 2.0;
-                max_y = pr[i].subpixel_size * (s * os + os - 1) + pr[i].subpixel_size / 2.0;
+                max_x = pr[i].done.subpixel_size * (f * os + os - 1) + pr[i].done.subpixel_size / 2.0;
+                max_y = pr[i].done.subpixel_size * (s * os + os - 1) + pr[i].done.subpixel_size / 2.0;
             }
         }
-        omega += pr[i].res.omega_sum / pr[i].steps;
+        omega += pr[i].done.res.omega_sum / pr[i].done.steps;
     }
     double mean = sum / (n > 0 ? n : 1);
     /* second: the deviations around that mean, over every ROI pixel */
@@ -639,7 +589,7 @@ static void panels_stats(const nb_plan *plan, float *img, panel_render *pr, nb_i
     for (int i = 0; i < np; i++) {
         nb_plan v;
         nb_plan_panel_view(plan, i, &v);
-        const nb_row_stats *rows = pr[i].res.row_stats;
+        const nb_row_stats *rows = pr[i].done.res.row_stats;
         for (int y = 0; y < v.spixels; y++) {
             if (rows[y].n_all == 0) continue;
             double d = rows[y].sum_all / rows[y].n_all - mean;
@@ -663,7 +613,7 @@ static double report_solid_angle(const panel_render *pr, int np)
 {
     double omega = 0.0, factor = 1.0;
     for (int i = 0; i < np; i++) {
-        omega += pr[i].res.omega_sum / pr[i].steps * pr[i].omega_per_detector;
+        omega += pr[i].done.res.omega_sum / pr[i].done.steps * pr[i].omega_per_detector;
         if (pr[i].omega_per_detector != 1.0) factor = pr[i].omega_per_detector;
     }
     if (factor != 1.0)
@@ -711,19 +661,16 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
                         series_summary *sum)
 {
     nb_plan frame_plan;
-    nb_plan_frame_view(series, frame, &frame_plan);
+    nb_source *shot_sources = NULL; /* a still's spectrum: the frame's own sources */
     const nb_plan *plan = &frame_plan;
-    const int np = nb_plan_npanels(plan);
     nb_status st;
     panel_render *pr;
     float *img;
-    nb_source *shot_sources = NULL; /* a still's spectrum: the frame's own sources */
-    int nshot_sources = 0;
     memset(row_crc, 0, sizeof *row_crc);
     *row_crc_taken = 0;
     nb_image_record_init(out);
-    if ((st = nb_plan_frame_sources(series, frame, &shot_sources, &nshot_sources))) return st;
-    if (shot_sources) frame_plan.sources = shot_sources, frame_plan.nsources = nshot_sources;
+    if ((st = nb_engine_frame(series, frame, &frame_plan, &shot_sources))) return st;
+    const int np = nb_plan_npanels(plan);
     st = nb_image_add_pixels(out, nb_plan_total_pixels(plan), NB_ARRAY_UNINITIALISED, &img);
     /* the pixels' rows, where they lie in the payload (adding the keys does not move it) */
     if (!st && np == 1)
@@ -757,13 +704,13 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
         pr[i].base = ((double)(frame - sum->first) + before / all) / count;
         pr[i].span = n / all / count;
         st = render_panel(&v, hkl, o, gp ? &job : NULL, i, off, img + off, &pr[i], np == 1 ? row_crc : NULL);
-        seconds += pr[i].res.seconds, kernel_seconds += pr[i].res.kernel_seconds;
+        seconds += pr[i].done.res.seconds, kernel_seconds += pr[i].done.res.kernel_seconds;
     }
 
     nb_image_info im;
     nb_image_info_init(&im);
     if (!st) {
-        int use_cuda = pr[0].use_cuda, use_double = pr[0].use_double;
+        int use_cuda = pr[0].done.use_cuda, use_double = pr[0].done.use_double;
         im.frame = frame, im.has.frame = 1;
         im.nframes = plan->nframes, im.has.nframes = 1;
         im.panel = 0, im.has.panel = 1;
@@ -775,7 +722,7 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
         im.phi_range = plan->osc, im.has.phi_range = 1;
         snprintf(im.rendered_by, sizeof im.rendered_by, "nb-sim %s", NB_VERSION);
         im.render_seconds = seconds, im.has.render_seconds = 1;
-        snprintf(im.render_path, sizeof im.render_path, "%s", pr[0].path);
+        snprintf(im.render_path, sizeof im.render_path, "%s", pr[0].done.path);
         im.kernel_seconds = kernel_seconds, im.has.kernel_seconds = use_cuda;
         if (series->stills.on) st = still_keys(series, frame, &im);
     }
@@ -785,9 +732,9 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
         kp.fpixels = plan->fpixels, kp.spixels = plan->spixels, kp.mask = plan->mask;
         kp.roi_xmin = plan->roi_xmin, kp.roi_xmax = plan->roi_xmax;
         kp.roi_ymin = plan->roi_ymin, kp.roi_ymax = plan->roi_ymax;
-        kp.oversample = pr[0].oversample, kp.subpixel_size = pr[0].subpixel_size, kp.steps = pr[0].steps;
-        st = image_stats(&kp, img, &pr[0].res, &im);
-        *row_crc_taken = pr[0].res.row_stats_filled;
+        kp.oversample = pr[0].done.oversample, kp.subpixel_size = pr[0].done.subpixel_size, kp.steps = pr[0].done.steps;
+        st = image_stats(&kp, img, &pr[0].done.res, &im);
+        *row_crc_taken = pr[0].done.res.row_stats_filled;
     } else if (!st) {
         panels_stats(plan, img, pr, &im);
     }
@@ -800,11 +747,11 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
     if (!st) st = nb_image_put_header(&im, out, NB_IMAGE_ALL_KEYS);
     /* the derivatives came from the kernel that rendered the image */
     for (int j = 0; gp && !st && j < gp->names.n; j++) {
-        nb_hdr_set(&grads[j], "RENDER_PATH", pr[0].path);
-        nb_hdr_set(&grads[j], "PRECISION", pr[0].use_double ? "double" : "single");
+        nb_hdr_set(&grads[j], "RENDER_PATH", pr[0].done.path);
+        nb_hdr_set(&grads[j], "PRECISION", pr[0].done.use_double ? "double" : "single");
     }
     nb_image_info_free(&im);
-    for (int i = 0; i < np; i++) free(pr[i].res.row_stats);
+    for (int i = 0; i < np; i++) free(pr[i].done.res.row_stats);
     free(pr);
     free(shot_sources);
     return st;
@@ -825,6 +772,11 @@ int main(int argc, char **argv)
     nb_exit_on_error(nb_std_apply(&opts));
     nb_stream_to_stdout(!strcmp(opts.output, "-"));
     if (o.device != DEV_CPU) nb_cuda_environment(); /* before the reader's and writer's threads */
+    const nb_engine_device devices_of[] = {[DEV_AUTO] = NB_ENGINE_AUTO, [DEV_CPU] = NB_ENGINE_CPU,
+                                           [DEV_CUDA] = NB_ENGINE_CUDA};
+    nb_exit_on_error(nb_engine_open(&engine, devices_of[o.device]));
+    /* --grad resolves the plan's command again: the files it names through formats/ */
+    nb_grad_set_readers(nb_smv_apply_to_request, nb_detector_file_read);
 
     nb_reader *r = NULL;
     nb_writer *w = NULL;
@@ -874,7 +826,7 @@ int main(int argc, char **argv)
         }
     }
     if (have_plan) nb_plan_free(&plan);
-    nb_cuda_close(cuda);
+    nb_engine_close(engine);
     nb_grad_list_free(&o.grad);
     nb_hkl_free(&hkl);
     nb_record_free(&rec);

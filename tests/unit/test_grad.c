@@ -1,4 +1,4 @@
-/* Unit tests of nb-sim --grad's derivatives (tools/nb_sim_grad.c and the
+/* Unit tests of nb-sim --grad's derivatives (engine/nb_sim_grad.c and the
  * dual pixel of libnbcore/nb_physics_dual.h): on configurations covering
  * mosaic, oversampling with -oversample_omega/polar/thick, divergence and
  * dispersion, a curved detector, tilted and two-theta detectors, absorption

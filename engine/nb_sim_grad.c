@@ -11,12 +11,11 @@
 #include <omp.h>
 #endif
 
-#include "detector_file.h"
 #include "nb_cli.h"
 #include "nb_geometry.h"
+#include "nb_options.h"
 #include "nb_sim_fast.h"
 #include "nb_sim_grad.h"
-#include "smv.h"
 
 #define RTD (180.0 * M_1_PI)
 
@@ -186,27 +185,43 @@ void nb_grad_list_free(nb_grad_list *l)
 
 /* ---- the plans around the plan --------------------------------------------- */
 
-/* nb-geom's own options in a COMMAND (-o FILE, -q, -v, --threads N): skipped */
+/* nb-geom's own options in a COMMAND (-o FILE, -q, -v, --threads N): read by
+ * the standard options' own rows, their values dropped */
 static int geom_option(void *ctx, int argc, char **argv, int *i, nb_status *st)
 {
     (void)ctx;
-    const char *a = argv[*i];
-    *st = NB_OK;
-    if (!strcmp(a, "-q") || !strcmp(a, "-v")) return 1;
-    if (!strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--threads")) {
-        if (*i + 1 < argc) ++*i;
-        return 1;
-    }
-    return 0;
+    nb_std_opts ignored;
+    memset(&ignored, 0, sizeof ignored);
+    return nb_std_setting(&ignored, argc, argv, i, st);
 }
 
-static const nb_args_hooks geom_hooks = {geom_option, NULL, nb_smv_apply_to_request, nb_detector_file_read};
+/* The readers of the files a COMMAND names (-img, -mask headers; -panels'
+ * detector file): the engine reads no file format, its caller hands them
+ * over (nb_grad_set_readers); without them such a command is refused by
+ * the resolution as it would be by a library without readers. */
+static nb_args_hooks geom_hooks = {geom_option, NULL, NULL, NULL};
+
+void nb_grad_set_readers(nb_status (*load_header)(nb_request *rq, const char *path, nb_header_role role),
+                         nb_status (*load_panels)(const char *path, nb_detector_file *out))
+{
+    geom_hooks.load_header = load_header;
+    geom_hooks.load_panels = load_panels;
+}
 
 /* The request of words argv[1 .. argc-1] (argv[0]: the program), resolved
  * into *plan (out_rq: the request, kept, or NULL).  Quiet: nb-geom said
  * its warnings when it made the plan. */
 static nb_status resolve_words(int argc, char **argv, nb_request *out_rq, nb_plan *plan)
 {
+    for (int i = 1; i < argc; i++) {
+        const nb_flag *f = nb_flag_lookup(argv[i]);
+        int header = f && (f->id == FL_IMG || f->id == FL_MASK), panels = f && f->id == FL_PANELS;
+        if ((header && !geom_hooks.load_header) || (panels && !geom_hooks.load_panels))
+            return nb_error_set(NB_ERR_UNSUPPORTED,
+                                "the plan's command reads a file (%s), and this program gave the engine no reader "
+                                "for it (nb_grad_set_readers)",
+                                argv[i]);
+    }
     nb_request rq;
     nb_strbuf log;
     nb_request_defaults(&rq);

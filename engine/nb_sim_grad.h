@@ -13,11 +13,20 @@
 #ifndef NB_SIM_GRAD_H
 #define NB_SIM_GRAD_H
 
+#include "nb_geometry.h"
 #include "nb_hkl.h"
 #include "nb_physics_dual.h"
 #include "nb_plan.h"
 #include "nb_sim.h"
 #include "nb_sim_cuda.h"
+
+/* The readers of the files a plan's COMMAND names (an -img or -mask header,
+ * a -panels detector file), used when the command is resolved again: the
+ * engine reads no file format itself.  nb-sim and nb-fit hand over
+ * formats/'s (nb_smv_apply_to_request, nb_detector_file_read); without them
+ * a command naming such a file cannot be moved (an error says so). */
+void nb_grad_set_readers(nb_status (*load_header)(nb_request *rq, const char *path, nb_header_role role),
+                         nb_status (*load_panels)(const char *path, nb_detector_file *out));
 
 /* The names nb-sim --grad knows: a name, the flag it moves, its unit (a
  * list names each at most once: at most NB_GRAD_MAX_NAMES of them). */

@@ -1,0 +1,376 @@
+/* nb.c - the engine's public C API (nb.h) over the renderer the tools use
+ * (nb_engine.h): a plan and its structure factors held, frames, panels and
+ * regions rendered into the caller's buffers, errors as codes and a
+ * message. */
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "nb.h"
+#include "nb_engine.h"
+#include "nb_stream.h"
+
+_Static_assert((int)NB_RESULT_USAGE == (int)NB_ERR_USAGE && (int)NB_RESULT_IO == (int)NB_ERR_IO &&
+                   (int)NB_RESULT_DATA == (int)NB_ERR_DATA && (int)NB_RESULT_NOMEM == (int)NB_ERR_NOMEM &&
+                   (int)NB_RESULT_UNSUPPORTED == (int)NB_ERR_UNSUPPORTED,
+               "nb.h's results are nb_error.h's statuses");
+
+struct nb_renderer {
+    nb_plan plan;
+    nb_hkl hkl;
+    nb_engine *engine;
+    int precision; /* nb_panel_job's: -1 the plan's, 0 fast, 1 double */
+    int threads;
+    nb_grad_list names; /* the derivatives followed */
+    int have_grad_plans;
+    nb_grad_plans grad_plans; /* built at the first derivative render */
+};
+
+/* A status the API returns: nb_status's pipe and upstream cases cannot come
+ * from a render, and are data errors if they ever do. */
+static int result_of(nb_status st)
+{
+    return st == NB_ERR_PIPE || st == NB_ERR_UPSTREAM ? NB_RESULT_DATA : (int)st;
+}
+
+const char *nb_last_error(void)
+{
+    return nb_error_message();
+}
+
+const char *nb_version(void)
+{
+    return NB_VERSION;
+}
+
+void nb_set_log_level(int level)
+{
+    nb_set_verbosity(level);
+}
+
+void nb_render_config_init(nb_render_config *c)
+{
+    c->device = NB_DEVICE_CPU;
+    c->precision = NB_PRECISION_PLAN;
+    c->threads = 0;
+}
+
+/* The renderer around a decoded plan and HKL (taken over). */
+static nb_status renderer_make(nb_plan *plan, nb_hkl *hkl, int have_hkl, const nb_render_config *c,
+                               nb_renderer **out)
+{
+    static const nb_engine_device devices[] = {[NB_DEVICE_CPU] = NB_ENGINE_CPU, [NB_DEVICE_CUDA] = NB_ENGINE_CUDA,
+                                               [NB_DEVICE_AUTO] = NB_ENGINE_AUTO};
+    nb_render_config defaults;
+    nb_render_config_init(&defaults);
+    if (!c) c = &defaults;
+    nb_status st = NB_OK;
+    if ((unsigned)c->device > NB_DEVICE_AUTO || (unsigned)c->precision > NB_PRECISION_DOUBLE || c->threads < 0)
+        st = nb_error_set(NB_ERR_USAGE, "nb_render_config: device %d, precision %d or threads %d out of range",
+                          (int)c->device, (int)c->precision, c->threads);
+    if (!st && !have_hkl) st = nb_sim_plan_F(plan, hkl);
+    nb_renderer *r = NULL;
+    if (!st) st = nb_calloc((void **)&r, 1, sizeof *r, "the renderer");
+    if (!st) st = nb_engine_open(&r->engine, devices[c->device]);
+    if (st) {
+        if (r) free(r);
+        nb_plan_free(plan);
+        nb_hkl_free(hkl);
+        return st;
+    }
+    r->plan = *plan, r->hkl = *hkl;
+    r->precision = c->precision == NB_PRECISION_PLAN ? -1 : c->precision == NB_PRECISION_DOUBLE;
+    r->threads = c->threads;
+    *out = r;
+    return NB_OK;
+}
+
+/* The first PLAN record of a stream and the HKL record right after it. */
+static nb_status read_plan_hkl(nb_reader *rd, nb_plan *plan, nb_hkl *hkl, int *have_hkl)
+{
+    nb_record rec;
+    int eof = 0, have_plan = 0;
+    nb_status st = NB_OK;
+    memset(&rec, 0, sizeof rec);
+    while (!st && !*have_hkl) {
+        if ((st = nb_reader_next(rd, &rec, &eof)) || eof) break;
+        if (!have_plan && nb_record_is(&rec, "PLAN")) {
+            if (!(st = nb_plan_from_record(&rec, plan))) have_plan = 1;
+        } else if (have_plan && nb_record_is(&rec, "HKL")) {
+            if (!(st = nb_hkl_from_record(&rec, hkl))) *have_hkl = 1;
+        } else if (have_plan) {
+            break; /* the plan's records end: it has no HKL */
+        }
+    }
+    nb_record_free(&rec);
+    if (!st && !have_plan) st = nb_error_set(NB_ERR_DATA, "the stream holds no PLAN record");
+    if (st && have_plan) nb_plan_free(plan);
+    return st;
+}
+
+int nb_renderer_from_stream(const void *bytes, size_t size, const nb_render_config *c, nb_renderer **out)
+{
+    nb_reader *rd = NULL;
+    nb_plan plan;
+    nb_hkl hkl;
+    int have_hkl = 0;
+    *out = NULL;
+    nb_plan_init(&plan);
+    nb_hkl_init(&hkl);
+    if (!bytes) return nb_error_set(NB_ERR_USAGE, "nb_renderer_from_stream: no bytes");
+    nb_status st = nb_reader_open_mem(&rd, bytes, size, "the stream");
+    if (!st) st = read_plan_hkl(rd, &plan, &hkl, &have_hkl);
+    nb_reader_close(rd);
+    if (st) {
+        nb_hkl_free(&hkl);
+        return result_of(st);
+    }
+    return result_of(renderer_make(&plan, &hkl, have_hkl, c, out));
+}
+
+int nb_renderer_from_plan(const struct nb_plan *plan, const struct nb_hkl *hkl, const nb_render_config *c,
+                          nb_renderer **out)
+{
+    nb_record rec;
+    nb_plan copy;
+    nb_hkl hcopy;
+    *out = NULL;
+    nb_plan_init(&copy);
+    nb_hkl_init(&hcopy);
+    if (!plan) return nb_error_set(NB_ERR_USAGE, "nb_renderer_from_plan: no plan");
+    /* the copies through the records: every array the structures own */
+    nb_record_init(&rec, "PLAN");
+    nb_status st = nb_plan_to_record(plan, &rec);
+    if (!st) st = nb_plan_from_record(&rec, &copy);
+    nb_record_free(&rec);
+    if (!st && hkl) {
+        nb_record_init(&rec, "HKL");
+        st = nb_hkl_to_record(hkl, &rec);
+        if (!st) st = nb_hkl_from_record(&rec, &hcopy);
+        nb_record_free(&rec);
+        if (st) nb_plan_free(&copy);
+    }
+    if (st) return result_of(st);
+    return result_of(renderer_make(&copy, &hcopy, hkl != NULL, c, out));
+}
+
+void nb_renderer_free(nb_renderer *r)
+{
+    if (!r) return;
+    if (r->have_grad_plans) nb_grad_plans_free(&r->grad_plans);
+    nb_grad_list_free(&r->names);
+    nb_engine_close(r->engine);
+    nb_plan_free(&r->plan);
+    nb_hkl_free(&r->hkl);
+    free(r);
+}
+
+int nb_renderer_frames(const nb_renderer *r)
+{
+    return r->plan.nframes > 0 ? r->plan.nframes : 1;
+}
+
+int nb_renderer_panels(const nb_renderer *r)
+{
+    return nb_plan_npanels(&r->plan);
+}
+
+int nb_renderer_panel_size(const nb_renderer *r, int panel, int *fast, int *slow)
+{
+    if (panel < 0 || panel >= nb_plan_npanels(&r->plan))
+        return nb_error_set(NB_ERR_USAGE, "panel %d: the detector has %d", panel, nb_plan_npanels(&r->plan));
+    nb_plan_panel_dims(&r->plan, panel, fast, slow, NULL);
+    return NB_RESULT_OK;
+}
+
+size_t nb_renderer_pixels(const nb_renderer *r)
+{
+    return nb_plan_total_pixels(&r->plan);
+}
+
+/* Frame and panel in range; the run's threads set. */
+static nb_status check_call(const nb_renderer *r, long frame, int panel)
+{
+    if (frame < 0 || frame >= nb_renderer_frames(r))
+        return nb_error_set(NB_ERR_USAGE, "frame %ld: the plan has %d (0-based)", frame, nb_renderer_frames(r));
+    if (panel < 0 || panel >= nb_plan_npanels(&r->plan))
+        return nb_error_set(NB_ERR_USAGE, "panel %d: the detector has %d", panel, nb_plan_npanels(&r->plan));
+#ifdef _OPENMP
+    if (r->threads > 0) omp_set_num_threads(r->threads);
+#endif
+    return NB_OK;
+}
+
+/* Panel `panel` of frame `frame` (view: that panel of the frame's plan,
+ * perhaps with a region's ROI and mask) into img, with derivatives into
+ * grads (NULL: none). */
+static nb_status render_view(nb_renderer *r, const nb_plan *view, long frame, int panel, float *img, float **grads)
+{
+    nb_panel_done done;
+    const nb_panel_job job = {r->precision, grads ? &r->grad_plans : NULL, frame, panel, grads, NULL, NULL, NULL, 0};
+    nb_status st = nb_engine_render_panel(r->engine, view, &r->hkl, &job, img, &done);
+    nb_panel_done_free(&done);
+    return st;
+}
+
+/* Every panel of a frame, or the one asked (panel >= 0), at their places in
+ * photons (a panel's own buffer when one is asked); grads likewise. */
+static nb_status render_panels(nb_renderer *r, long frame, int panel, float *photons, float **grads)
+{
+    nb_plan frame_plan, view;
+    nb_source *sources = NULL;
+    nb_status st = nb_engine_frame(&r->plan, frame, &frame_plan, &sources);
+    const int n = r->names.n;
+    for (int i = panel >= 0 ? panel : 0; !st && i < nb_plan_npanels(&r->plan); i++) {
+        size_t off = 0;
+        float *g[NB_GRAD_MAX_NAMES];
+        if (panel < 0) nb_plan_panel_dims(&r->plan, i, NULL, NULL, &off);
+        for (int j = 0; grads && j < n; j++) g[j] = grads[j] + off;
+        nb_plan_panel_view(&frame_plan, i, &view);
+        st = render_view(r, &view, frame, i, photons ? photons + off : NULL, grads ? g : NULL);
+        if (panel >= 0) break;
+    }
+    free(sources);
+    return st;
+}
+
+int nb_render_frame(nb_renderer *r, long frame, float *photons)
+{
+    nb_status st = photons ? check_call(r, frame, 0) : nb_error_set(NB_ERR_USAGE, "nb_render_frame: no buffer");
+    return result_of(st ? st : render_panels(r, frame, -1, photons, NULL));
+}
+
+int nb_render_panel(nb_renderer *r, long frame, int panel, float *photons)
+{
+    nb_status st = photons ? check_call(r, frame, panel) : nb_error_set(NB_ERR_USAGE, "nb_render_panel: no buffer");
+    return result_of(st ? st : render_panels(r, frame, panel, photons, NULL));
+}
+
+/* Region k inside its panel (fpixels x spixels)? */
+static nb_status check_region(const nb_region *g, int k, int np, const nb_plan *plan)
+{
+    int fp = 0, sp = 0;
+    if (g->panel < 0 || g->panel >= np)
+        return nb_error_set(NB_ERR_USAGE, "region %d: panel %d, the detector has %d", k, g->panel, np);
+    nb_plan_panel_dims(plan, g->panel, &fp, &sp, NULL);
+    if (g->fast < 0 || g->slow < 0 || g->fast_count < 1 || g->slow_count < 1 || g->fast_count > fp - g->fast ||
+        g->slow_count > sp - g->slow)
+        return nb_error_set(NB_ERR_USAGE, "region %d: %d x %d pixels at (%d, %d) is not inside panel %d's %d x %d", k,
+                            g->fast_count, g->slow_count, g->fast, g->slow, g->panel, fp, sp);
+    return NB_OK;
+}
+
+/* One panel's regions: its view's ROI their bounding box and its mask their
+ * union (within the plan's own ROI and mask), rendered once into scratch;
+ * each region's pixels copied to its place in photons (starts[k]). */
+static nb_status render_panel_regions(nb_renderer *r, const nb_plan *frame_plan, long frame, int panel,
+                                      const nb_region *regions, int count, const size_t *starts, float *scratch,
+                                      unsigned char *mask, float *photons)
+{
+    nb_plan view;
+    nb_plan_panel_view(frame_plan, panel, &view);
+    const size_t n = (size_t)view.fpixels * view.spixels;
+    int x0 = view.fpixels, x1 = -1, y0 = view.spixels, y1 = -1;
+    memset(mask, 0, n);
+    for (int k = 0; k < count; k++) {
+        const nb_region *g = &regions[k];
+        if (g->panel != panel) continue;
+        for (int y = g->slow; y < g->slow + g->slow_count; y++)
+            memset(mask + (size_t)y * view.fpixels + g->fast, 1, (size_t)g->fast_count);
+        x0 = g->fast < x0 ? g->fast : x0, y0 = g->slow < y0 ? g->slow : y0;
+        x1 = g->fast + g->fast_count - 1 > x1 ? g->fast + g->fast_count - 1 : x1;
+        y1 = g->slow + g->slow_count - 1 > y1 ? g->slow + g->slow_count - 1 : y1;
+    }
+    if (x1 < 0) return NB_OK; /* no region on this panel */
+    if (view.mask)
+        for (size_t i = 0; i < n; i++) mask[i] &= view.mask[i] != 0;
+    /* the plan's ROI stays: outside it a region's pixels are 0, as in the panel's image */
+    view.roi_xmin = x0 > view.roi_xmin ? x0 : view.roi_xmin, view.roi_xmax = x1 < view.roi_xmax ? x1 : view.roi_xmax;
+    view.roi_ymin = y0 > view.roi_ymin ? y0 : view.roi_ymin, view.roi_ymax = y1 < view.roi_ymax ? y1 : view.roi_ymax;
+    view.mask = mask;
+    nb_status st = NB_OK;
+    if (view.roi_xmin <= view.roi_xmax && view.roi_ymin <= view.roi_ymax)
+        st = render_view(r, &view, frame, panel, scratch, NULL);
+    else
+        memset(scratch, 0, n * sizeof *scratch);
+    for (int k = 0; !st && k < count; k++) {
+        const nb_region *g = &regions[k];
+        if (g->panel != panel) continue;
+        for (int y = 0; y < g->slow_count; y++)
+            memcpy(photons + starts[k] + (size_t)y * g->fast_count,
+                   scratch + (size_t)(g->slow + y) * view.fpixels + g->fast, (size_t)g->fast_count * sizeof *scratch);
+    }
+    return st;
+}
+
+int nb_render_regions(nb_renderer *r, long frame, const nb_region *regions, int count, float *photons)
+{
+    const int np = nb_plan_npanels(&r->plan);
+    nb_status st = check_call(r, frame, 0);
+    if (!st && (count < 0 || (count > 0 && (!regions || !photons))))
+        st = nb_error_set(NB_ERR_USAGE, "nb_render_regions: %d regions, no regions or no buffer", count);
+    size_t *starts = NULL, largest = 0;
+    if (!st && count > 0) st = nb_calloc((void **)&starts, (size_t)count, sizeof *starts, "the regions");
+    size_t at = 0;
+    for (int k = 0; !st && k < count; k++) {
+        st = check_region(&regions[k], k, np, &r->plan);
+        starts[k] = at;
+        at += (size_t)regions[k].fast_count * regions[k].slow_count;
+    }
+    for (int i = 0; !st && i < np; i++) {
+        int fp = 0, sp = 0;
+        nb_plan_panel_dims(&r->plan, i, &fp, &sp, NULL);
+        largest = (size_t)fp * sp > largest ? (size_t)fp * sp : largest;
+    }
+    float *scratch = NULL;
+    unsigned char *mask = NULL;
+    if (!st && count > 0) st = nb_calloc((void **)&scratch, largest, sizeof *scratch, "a panel's pixels");
+    if (!st && count > 0) st = nb_calloc((void **)&mask, largest, 1, "the regions' mask");
+    nb_plan frame_plan;
+    nb_source *sources = NULL;
+    if (!st && count > 0) st = nb_engine_frame(&r->plan, frame, &frame_plan, &sources);
+    for (int i = 0; !st && count > 0 && i < np; i++)
+        st = render_panel_regions(r, &frame_plan, frame, i, regions, count, starts, scratch, mask, photons);
+    free(sources);
+    free(mask);
+    free(scratch);
+    free(starts);
+    return result_of(st);
+}
+
+int nb_renderer_set_derivatives(nb_renderer *r, const char *names)
+{
+    nb_grad_list list = {0, NULL};
+    nb_status st = names && *names ? nb_grad_list_parse(names, &list) : NB_OK;
+    if (st) return result_of(st);
+    if (list.n > NB_GRAD_MAX_NAMES) {
+        nb_grad_list_free(&list);
+        return nb_error_set(NB_ERR_USAGE, "at most %d derivatives", NB_GRAD_MAX_NAMES);
+    }
+    if (r->have_grad_plans) nb_grad_plans_free(&r->grad_plans);
+    r->have_grad_plans = 0;
+    nb_grad_list_free(&r->names);
+    r->names = list;
+    return NB_RESULT_OK;
+}
+
+int nb_renderer_derivatives(const nb_renderer *r)
+{
+    return r->names.n;
+}
+
+int nb_render_frame_grad(nb_renderer *r, long frame, float *photons, float **grads)
+{
+    nb_status st = check_call(r, frame, 0);
+    if (!st && r->names.n == 0)
+        st = nb_error_set(NB_ERR_USAGE, "no derivatives named: nb_renderer_set_derivatives first");
+    for (int j = 0; !st && j < r->names.n; j++)
+        if (!grads || !grads[j]) st = nb_error_set(NB_ERR_USAGE, "nb_render_frame_grad: no buffer for derivative %d", j);
+    if (!st && !r->have_grad_plans) {
+        st = nb_grad_plans_build(&r->plan, &r->names, &r->grad_plans);
+        r->have_grad_plans = !st;
+    }
+    return result_of(st ? st : render_panels(r, frame, -1, photons, grads));
+}

@@ -1,0 +1,145 @@
+#!/usr/bin/env bats
+# The engine as a library (engine/nb.h): `make install PREFIX=DIR` installs
+# libnb (shared and static), nb.h and nb.pc; examples/render.c built with
+# pkg-config against DIR and examples/render.py (ctypes and numpy) with the
+# installed library write, byte for byte, nb-sim's image of the first frame
+# (nb-sim --device cpu | nb-convert -o x.bin) on a triclinic, misset, mosaic
+# plan of two tilted panels; and the installed tree is complete.
+
+load helper
+
+PY=${NB_TEST_PYTHON:-/usr/bin/python3}
+# triclinic, misset, mosaic (three domains), dispersion (two sources)
+XTAL="-cell 70 80 90 80 95 100 -misset 10 20 30 -lambda 1 -dispersion 1 -dispsteps 2 -N 5 -mosaic 0.5
+      -mosaic_domains 3 -default_F 100 -oversample 1"
+
+# two 40 x 30 panels of 0.2 mm at 80 mm, the second tilted by 5 degrees
+write_two_panels() {
+    cat > two.geom <<'GEOM'
+; two panels
+res = 5000
+clen = 0.08
+coffset = 0
+p0/min_fs = 0
+p0/max_fs = 39
+p0/min_ss = 0
+p0/max_ss = 29
+p0/corner_x = -42
+p0/corner_y = -15
+p0/fs = +1.0x
+p0/ss = +1.0y
+p1/min_fs = 0
+p1/max_fs = 39
+p1/min_ss = 30
+p1/max_ss = 59
+p1/corner_x = 2
+p1/corner_y = -15
+p1/fs = +0.9961947x +0.0y +0.0871557z
+p1/ss = +1.0y
+GEOM
+}
+
+# The installed tree (once per file: make install of an up-to-date build
+# copies files).  The sanitized run's tools are another build: the installed
+# library is the regular build's, which check-asan does not make.
+setup_file() {
+    [ -n "${NB_SANITIZED:-}" ] && return 0
+    export NB_PREFIX="$BATS_FILE_TMPDIR/prefix"
+    env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -s -C "$NB_ROOT" install \
+        PREFIX="$NB_PREFIX" > "$BATS_FILE_TMPDIR/install.log" 2>&1 ||
+        { cat "$BATS_FILE_TMPDIR/install.log" >&3; return 1; }
+}
+
+need_installed() {
+    [ -z "${NB_SANITIZED:-}" ] ||
+        skip "the installed library is the regular build's (make check runs these; test_api checks the API sanitized)"
+    command -v pkg-config >/dev/null || skip "pkg-config is not installed"
+}
+
+@test "library: make install installs the library, its header, nb.pc, man pages, examples, pipelines and nb-bench's inputs" {
+    need_installed
+    for f in lib/libnb.a lib/libnb.so lib/pkgconfig/nb.pc include/nb.h share/nb/examples/render.c \
+        share/nb/examples/render.py share/nb/examples/P1.hkl share/nb/pipelines/sweep.mk \
+        share/nb/pipelines/parallel-sweep share/nb/pipelines/slurm-sweep.sbatch share/nb/bench/P1.hkl; do
+        [ -s "$NB_PREFIX/$f" ] || { echo "missing $f"; false; }
+    done
+    for t in $NB_TOOLS nanobragg; do
+        [ -x "$NB_PREFIX/bin/$t" ] || { echo "missing bin/$t"; false; }
+        [ -s "$NB_PREFIX/share/man/man1/$t.1" ] || { echo "missing man page $t.1"; false; }
+    done
+    run env PKG_CONFIG_PATH="$NB_PREFIX/lib/pkgconfig" pkg-config --modversion nb
+    expect_status 0
+    [ "$output" = "$(cat "$NB_ROOT/VERSION")" ] || false
+}
+
+@test "library: render.c built with pkg-config against the installed tree writes nb-sim's image, two panels" {
+    need_installed
+    write_two_panels
+    nb-geom -q -panels two.geom $XTAL -o plan.nbs
+    nb-sim -q --device cpu plan.nbs | nb-convert -q -o want.bin
+    [ "$(stat -c %s want.bin)" -eq $((2 * 40 * 30 * 4)) ] || false
+    export PKG_CONFIG_PATH="$NB_PREFIX/lib/pkgconfig"
+    # shellcheck disable=SC2046
+    cc -std=c11 -Wall -Wextra -Werror "$NB_PREFIX/share/nb/examples/render.c" $(pkg-config --cflags --libs nb) -o render
+    ./render < plan.nbs > got.bin
+    cmp got.bin want.bin
+    # the image is not empty: there are spots on both panels
+    run "$PY" -c 'import numpy as n, sys; a = n.fromfile("got.bin", n.float32).reshape(2, -1); sys.exit(0 if (a.max(1) > 10 * a.mean(1)).all() else 1)'
+    expect_status 0
+}
+
+@test "library: render.c linked statically (pkg-config --static) writes the same bytes" {
+    need_installed
+    write_two_panels
+    nb-geom -q -panels two.geom $XTAL -o plan.nbs
+    nb-sim -q --device cpu plan.nbs | nb-convert -q -o want.bin
+    export PKG_CONFIG_PATH="$NB_PREFIX/lib/pkgconfig"
+    # shellcheck disable=SC2046
+    libs=$(pkg-config --static --libs nb | sed "s|-lnb\\b|$NB_PREFIX/lib/libnb.a|")
+    [[ "$libs" == *libnb.a* ]] || false
+    # shellcheck disable=SC2086
+    cc -std=c11 "$NB_PREFIX/share/nb/examples/render.c" $(pkg-config --cflags nb) $libs -o render-static
+    run ldd render-static
+    expect_lacks "libnb.so"
+    ./render-static < plan.nbs > got.bin
+    cmp got.bin want.bin
+}
+
+@test "library: render.py (ctypes, numpy) with the installed library writes nb-sim's image, two panels" {
+    need_installed
+    "$PY" -c 'import numpy' 2>/dev/null || skip "numpy is not installed for $PY"
+    write_two_panels
+    nb-geom -q -panels two.geom $XTAL -o plan.nbs
+    nb-sim -q --device cpu plan.nbs | nb-convert -q -o want.bin
+    # the library found through pkg-config's libdir
+    PKG_CONFIG_PATH="$NB_PREFIX/lib/pkgconfig" "$PY" "$NB_PREFIX/share/nb/examples/render.py" < plan.nbs > got.bin
+    cmp got.bin want.bin
+    # or named by NB_LIBRARY
+    env -u PKG_CONFIG_PATH NB_LIBRARY="$NB_PREFIX/lib/libnb.so" "$PY" "$NB_PREFIX/share/nb/examples/render.py" \
+        < plan.nbs > got2.bin
+    cmp got2.bin want.bin
+}
+
+@test "library: the examples say why they fail: no PLAN record, not a stream" {
+    need_installed
+    export PKG_CONFIG_PATH="$NB_PREFIX/lib/pkgconfig"
+    # shellcheck disable=SC2046
+    cc -std=c11 "$NB_PREFIX/share/nb/examples/render.c" $(pkg-config --cflags --libs nb) -o render
+    printf 'not a stream' > junk
+    run ./render < junk
+    expect_status 1
+    expect_has "render: "
+    [ ! -s stdout ] || false
+    nb-geom -q $SMALL | nb-hkl -q | nb-sim -q | nb-convert -q -o img.bin
+    run "$PY" "$NB_PREFIX/share/nb/examples/render.py" < junk
+    expect_status 1
+    expect_has "render.py: "
+}
+
+@test "library: the installed nb-bench runs the tricubic configuration from share/nb, without the source tree" {
+    need_installed
+    cp -r "$NB_PREFIX" moved
+    run moved/bin/nb-bench --config tricubic --reps 1 --threads 2 --dir "$PWD"
+    expect_status 0
+    expect_has "tricubic"
+}
