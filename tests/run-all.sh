@@ -62,14 +62,21 @@ for suite in "${suites[@]}"; do
             count "$name" "$out"
         done ;;
     cli)
-        out=$log/cli.tap
-        if command -v bats >/dev/null 2>&1; then
-            limit bats --tap tests/cli > "$out" 2>&1
-            crashed cli/bats $? "$out"
-        else
+        # one file at a time, a line each as it ends: progress, and the file
+        # a failure is in
+        if ! command -v bats >/dev/null 2>&1; then
+            out=$log/cli.tap
             echo "ok 1 - bats CLI tests # SKIP bats is not installed (apt-get install bats)" > "$out"
+            count cli/bats "$out"
+            continue
         fi
-        count cli/bats "$out" ;;
+        for f in tests/cli/*.bats; do
+            name=cli/$(basename "$f" .bats)
+            out=$log/cli-$(basename "$f").tap
+            limit bats --tap "$f" > "$out" 2>&1
+            crashed "$name" $? "$out"
+            count "$name" "$out"
+        done ;;
     parity)
         out=$log/parity.tap
         limit tests/parity/run.sh > "$out" 2>&1

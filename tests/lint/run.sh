@@ -2,17 +2,21 @@
 # The lint suite of tests/run-all.sh, in TAP: tests/lint/bats-checks.py finds
 # no bats check that cannot fail in tests/cli (test 1), and it reports exactly
 # the marked lines of its bad fixture and nothing in its good one (test 2), so
-# a lint that stopped seeing a pattern, or began to see one that is fine, fails.
+# a lint that stopped seeing a pattern, or began to see one that is fine, fails;
+# tests/lint/source-limits.py finds no product file over 1000 lines, function
+# over 150 or include against the layers (test 3), and its self-test (4).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../.."
 lint=tests/lint/bats-checks.py
 fixtures=tests/lint/fixtures
 
-echo "1..2"
+echo "1..4"
 if ! command -v python3 >/dev/null 2>&1; then
     echo "ok 1 - lint: every check in tests/cli can fail # SKIP python3 is not installed"
     echo "ok 2 - lint: self-test on tests/lint/fixtures # SKIP python3 is not installed"
+    echo "ok 3 - lint: product sources within their limits # SKIP python3 is not installed"
+    echo "ok 4 - lint: source-limits self-test # SKIP python3 is not installed"
     exit 0
 fi
 
@@ -64,6 +68,42 @@ if [ ${#problems[@]} -eq 0 ]; then
 else
     echo "not ok 2 - lint: self-test on tests/lint/fixtures"
     printf '%s\n' "${problems[@]}" | sed 's/^/#   /'
+    failed=1
+fi
+# 3: no product source file over 1000 lines, no function over 150, the
+# layers' includes one way (tests/lint/source-limits.py)
+limits=tests/lint/source-limits.py
+if out=$(python3 "$limits" . 2>&1); then
+    echo "ok 3 - lint: product sources within their limits (files <= 1000 lines, functions <= 150, layers)"
+else
+    echo "not ok 3 - lint: product sources within their limits (files <= 1000 lines, functions <= 150, layers)"
+    printf '%s\n' "$out" | sed 's/^/#   /'
+    failed=1
+fi
+
+# 4: its self-test, on a tree made here: a file of 1001 lines, a function of
+# 151, an engine file including a format's header; and one of each within
+tree=$(mktemp -d)
+trap 'rm -rf "$tree"' EXIT
+mkdir -p "$tree/libnbcore" "$tree/engine" "$tree/formats" "$tree/tools"
+{ echo "/* long */"; for i in $(seq 1000); do echo "int v$i;"; done; } > "$tree/tools/long.c"
+{ echo "/* fits */"; for i in $(seq 999); do echo "int v$i;"; done; } > "$tree/tools/fits.c"
+{ echo "static int big(void)"; echo "{"; for i in $(seq 148); do echo "    f($i);"; done; echo "}"
+  echo "static int small(void)"; echo "{"; for i in $(seq 147); do echo "    f($i);"; done; echo "}"; } > "$tree/formats/fn.c"
+echo '#include "fn.h"' > "$tree/engine/bad.c"
+echo '/* a format header */' > "$tree/formats/fn.h"
+echo '#include "ok.h"' > "$tree/tools/good.c"
+echo '/* an engine header */' > "$tree/engine/ok.h"
+out=$(python3 "$limits" "$tree" 2>&1)
+st=$?
+want="engine/bad.c:1: includes fn.h from formats/
+formats/fn.c:1: function big is 151 lines (at most 150)
+tools/long.c: 1001 lines (at most 1000)"
+if [ "$st" -eq 1 ] && [ "$(printf '%s\n' "$out" | sort)" = "$want" ]; then
+    echo "ok 4 - lint: source-limits self-test: the three breaches of a made tree, nothing else"
+else
+    echo "not ok 4 - lint: source-limits self-test (exit $st)"
+    printf '%s\n' "$out" | sed 's/^/#   got: /'
     failed=1
 fi
 exit "$failed"

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""source-limits.py - the rooms a newcomer can live in, checked.
+
+Every product source file (libnbcore/, engine/, formats/, tools/: .c, .h,
+.inc, .cu, .cuh) has at most 1000 lines, and every function at most 150
+(from the line its name is on to its closing brace); and the layers include
+one way: libnbcore nothing from engine/, formats/ or tools/, engine/ nothing
+from formats/ or tools/, formats/ nothing from engine/ or tools/.
+
+A function is what the code's style makes one: a line at column 0 that is not
+a comment, preprocessor line or declaration ending in ';', whose body opens
+with '{' at column 0 (or at the end of the signature line) and closes with
+'}' at column 0.
+
+    tests/lint/source-limits.py [ROOT]     exit 1 and one line per breach
+"""
+import os
+import re
+import sys
+
+MAX_FILE, MAX_FUNCTION = 1000, 150
+FOLDERS = ("libnbcore", "engine", "formats", "tools")
+SUFFIXES = (".c", ".h", ".inc", ".cu", ".cuh")
+# what each layer may not include (by the folder its header lives in)
+FORBIDDEN = {"libnbcore": ("engine", "formats", "tools"), "engine": ("formats", "tools"),
+             "formats": ("engine", "tools"), "tools": ()}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def sources(root):
+    for folder in FOLDERS:
+        d = os.path.join(root, folder)
+        for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            if name.endswith(SUFFIXES):
+                yield folder, os.path.join(folder, name)
+
+
+def functions(lines):
+    """(name line number, length) of each top-level function."""
+    start = None
+    for i, line in enumerate(lines):
+        if start is None:
+            if line.rstrip().endswith("}") and "{" in line:
+                continue  # a function of one line
+            if line[:1].isalpha() or line[:1] == "_":
+                if not line.startswith(("typedef", "struct", "enum", "union", "extern \"C\"")) or "(" in line:
+                    head = i
+                    j = i
+                    # the signature runs to the line with '{' at its end or '{' alone at column 0
+                    while j < len(lines) and not lines[j].rstrip().endswith((";", "{")) and \
+                            lines[j].rstrip() != "{" and j - i < 8:
+                        j += 1
+                    if j < len(lines) and "(" in "".join(lines[i:j + 1]) and (
+                            lines[j].rstrip() == "{" or
+                            (lines[j].rstrip().endswith("{") and not lines[j].rstrip().endswith("= {"))) and \
+                            "=" not in "".join(lines[i:j + 1]).split("(")[0]:
+                        start = head
+        elif line.rstrip() == "}":
+            yield start + 1, i - start + 1
+            start = None
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else "."
+    breaches = []
+    headers = {}
+    for folder, path in sources(root):
+        headers[os.path.basename(path)] = folder
+    for folder, path in sources(root):
+        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n")
+        if len(lines) - 1 > MAX_FILE:
+            breaches.append("%s: %d lines (at most %d)" % (path, len(lines) - 1, MAX_FILE))
+        for at, n in functions(lines):
+            if n > MAX_FUNCTION:
+                name = re.search(r"(\w+)\s*\(", " ".join(lines[at - 1:at + 2]))
+                breaches.append("%s:%d: function %s is %d lines (at most %d)" %
+                                (path, at, name.group(1) if name else "?", n, MAX_FUNCTION))
+        for k, line in enumerate(lines):
+            m = INCLUDE.match(line)
+            if m and headers.get(os.path.basename(m.group(1))) in FORBIDDEN[folder]:
+                breaches.append("%s:%d: includes %s from %s/" % (path, k + 1, m.group(1),
+                                                                 headers[os.path.basename(m.group(1))]))
+    for b in breaches:
+        print(b)
+    return 1 if breaches else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
