@@ -207,9 +207,13 @@ $(BIN)/nb-noise: $(NOISE_OBJ) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(NOISE_OBJ) $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
 
-$(BIN)/%: $(BUILD)/tools/%.o $(LIB)
+# a program and its parts beside it, tools/nb_<program>_*.c (nb-convert's
+# writers, nb-bench's runner ...)
+tool_parts = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/$(subst -,_,$(1))_*.c))
+.SECONDEXPANSION:
+$(BIN)/%: $(BUILD)/tools/%.o $$(call tool_parts,$$*) $(LIB)
 	@mkdir -p $(BIN)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(filter %.o,$^) $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
 
 # ---- tests ---------------------------------------------------------------
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
