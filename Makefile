@@ -178,6 +178,11 @@ $(BIN)/nb-fit: $(BUILD)/tools/nb-fit.o $(filter-out $(BUILD)/tools/nb-sim.o,$(SI
 	@mkdir -p $(BIN)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $^ $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
 
+# nb-bench's parts (tools/nb_bench.h names them)
+$(BIN)/nb-bench: $(BUILD)/tools/nb-bench.o $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/nb_bench_*.c)) $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $^ $(NB_LDLIBS) $(LDFLAGS)
+
 $(BIN)/%: $(BUILD)/tools/%.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(NB_LDLIBS) $(LDFLAGS)
