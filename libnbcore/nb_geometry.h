@@ -7,12 +7,17 @@
  * normalisation, sampling auto-selection, pivot and rotations, interpolation
  * choice, the cell and missetting, crystal size to N and oversampling,
  * sources, mosaic domains.
+ *
+ * The request and its command line: nb_request.c; nb-geom's option table:
+ * nb_geom_flags.c; the resolution: nb_resolve*.c; the cell's maths:
+ * nb_cell.c; a detector file's panels: nb_panels.c.
  */
 #ifndef NB_GEOMETRY_H
 #define NB_GEOMETRY_H
 
 #include <stdint.h>
 
+#include "nb_cell.h" /* the cell's maths, which the resolution uses (and the tests) */
 #include "nb_error.h"
 #include "nb_options.h"
 #include "nb_plan.h"
@@ -20,6 +25,9 @@
 
 enum nb_convention { NB_CUSTOM, NB_ADXV, NB_MOSFLM, NB_XDS, NB_DIALS, NB_DENZO };
 enum nb_pivot { NB_PIVOT_SAMPLE, NB_PIVOT_BEAM };
+/* or'ed into nb_request.pivot by a convention flag: a pivot nobody asked
+ * for, which nb_resolve does not report as overridden by the convention */
+#define NB_PIVOT_IMPLIED 2
 
 /* A detector read from a file (nb-geom -panels FILE): its panels in the
  * file's own laboratory frame, and what ties that frame to the plan's. */
@@ -194,11 +202,5 @@ nb_status nb_plan_place_panels(const nb_detector_file *d, nb_plan *plan);
 /* Resolve into a plan.  `log` receives the reference's console lines for the
  * resolved geometry (printed by nb-geom -v); warnings go to nb_warn(). */
 nb_status nb_resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log);
-
-/* ---- cell math (also unit-tested on its own) ---------------------------- */
-/* Reciprocal vectors (1/Angstrom) of a cell given as a b c (Angstrom) and
- * alpha beta gamma (radians) in the reference's default orientation:
- * a* along x, b* in the xy plane.  Returns the volume (Angstrom^3). */
-double nb_cell_reciprocal(const double cell[6], double a_star[3], double b_star[3], double c_star[3]);
 
 #endif

@@ -3,7 +3,7 @@
 #define NB_HKL_H
 
 #include "nb_error.h"
-#include "nb_physics.h"
+#include "nb_fgrid.h"
 #include "nb_stream.h"
 
 typedef struct nb_hkl {
@@ -24,7 +24,7 @@ size_t nb_hkl_index(const nb_hkl *h, int hh, int kk, int ll);
 nb_status nb_hkl_to_record(const nb_hkl *h, nb_record *rec);
 nb_status nb_hkl_from_record(const nb_record *rec, nb_hkl *h);
 
-/* View for the kernels. */
+/* The grid as the kernels read it (a view: it owns nothing). */
 nb_fgrid nb_hkl_grid(const nb_hkl *h);
 
 #endif

@@ -67,8 +67,8 @@ nb_status nb_request_take_panels(nb_request *rq, const nb_scanned_args *args, co
     rq->fpixels = p0->fpixels, rq->spixels = p0->spixels;
     rq->pixel_size = p0->pixel_size;
     double n[3];
-    nb_cross(p0->fdet, p0->sdet, n);
-    double dist = fabs(nb_dot(p0->pix0, n)) / nb_norm(n);
+    nb_vcross(p0->fdet, p0->sdet, n);
+    double dist = fabs(nb_vdot(p0->pix0, n)) / nb_vnorm(n);
     if (dist > 0 && isfinite(dist)) rq->distance = dist;
     return NB_OK;
 }
@@ -77,15 +77,15 @@ nb_status nb_request_take_panels(nb_request *rq, const nb_scanned_args *args, co
  * perpendicular to it: rows e1, e2, e3 = e1 x e2.  Fails when they are parallel. */
 static int frame_of(const double a[3], const double b[3], double e[3][3])
 {
-    double na = nb_norm(a);
+    double na = nb_vnorm(a);
     if (!(na > 0)) return -1;
     for (int k = 0; k < 3; k++) e[0][k] = a[k] / na;
-    double along = nb_dot(b, e[0]);
+    double along = nb_vdot(b, e[0]);
     for (int k = 0; k < 3; k++) e[1][k] = b[k] - along * e[0][k];
-    double len = nb_norm(e[1]);
-    if (!(len > 1e-9 * nb_norm(b))) return -1;
+    double len = nb_vnorm(e[1]);
+    if (!(len > 1e-9 * nb_vnorm(b))) return -1;
     for (int k = 0; k < 3; k++) e[1][k] /= len;
-    nb_cross(e[0], e[1], e[2]);
+    nb_vcross(e[0], e[1], e[2]);
     return 0;
 }
 
@@ -126,19 +126,19 @@ static nb_status place(const nb_panel *in, const double R[3][3], const nb_detect
     apply(R, in->fdet, out->fdet);
     apply(R, in->sdet, out->sdet);
     apply(R, in->pix0, out->pix0);
-    double nf = nb_norm(out->fdet), ns = nb_norm(out->sdet);
+    double nf = nb_vnorm(out->fdet), ns = nb_vnorm(out->sdet);
     if (!(nf > 0) || !(ns > 0) || in->fpixels < 1 || in->spixels < 1 || !(in->pixel_size > 0))
         return nb_error_set(NB_ERR_DATA, "-panels: panel %d has no size or no axes", index);
     for (int k = 0; k < 3; k++) out->fdet[k] /= nf, out->sdet[k] /= ns;
-    nb_cross(out->fdet, out->sdet, out->odet);
-    double no = nb_norm(out->odet);
+    nb_vcross(out->fdet, out->sdet, out->odet);
+    double no = nb_vnorm(out->odet);
     if (no < 1e-6) return nb_error_set(NB_ERR_DATA, "-panels: panel %d's fast and slow axes are parallel", index);
     /* the normal away from the sample, as the kernels' solid angle and
      * sensor depth need (close_distance = pix0 . odet > 0) */
-    if (!(fabs(nb_dot(out->pix0, out->odet)) / no > 1e-9))
+    if (!(fabs(nb_vdot(out->pix0, out->odet)) / no > 1e-9))
         return nb_error_set(NB_ERR_DATA, "-panels: panel %d's plane passes through the sample (no clen or origin?)",
                             index);
-    double sign = nb_dot(out->pix0, out->odet) < 0 ? -1.0 : 1.0;
+    double sign = nb_vdot(out->pix0, out->odet) < 0 ? -1.0 : 1.0;
     for (int k = 0; k < 3; k++) out->odet[k] *= sign / no;
     if (d->sensor_from_flags || in->detector_thick < 0) {
         out->detector_thick = plan->detector_thick, out->detector_mu = plan->detector_mu;

@@ -22,19 +22,10 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "nb_constants.h"
+#include "nb_fgrid.h"
 #include "nb_hd.h"
 
-#ifndef M_PI
-#define M_PI 3.14159265358979323846
-#endif
-
-/* Thomson cross section of the electron, m^2 */
-#define NB_R_E_SQR 7.94079248018965e-30
-#define NB_AVOGADRO 6.02214179e23
-/* the reference's default fluence, photons/m^2 (so that r_e^2 * fluence ~ 1) */
-#define NB_DEFAULT_FLUENCE 125932015286227086360700780544.0
-
-enum nb_shape { NB_SHAPE_SQUARE = 0, NB_SHAPE_ROUND = 1, NB_SHAPE_GAUSS = 2, NB_SHAPE_TOPHAT = 3 };
 /* The kernels render these shapes and no other: a plan with another is refused
  * before rendering, and the lattice factors give NaN for it (never a
  * silent top-hat). */
@@ -68,16 +59,6 @@ NB_HD double nb_sincg_hkl(double h, int h0, double N, int reduced)
 }
 
 /* ---- structure factors -------------------------------------------------- */
-
-/* The F(hkl) grid as nb-sim sees it: a dense box [h_min..h_max] x ... with
- * F stored at ((h-h_min)*k_range + (k-k_min))*l_range + (l-l_min). */
-typedef struct nb_fgrid {
-    int h_min, h_max, k_min, k_max, l_min, l_max;
-    int h_range, k_range, l_range; /* max - min + 1 */
-    long hkls;                     /* reflections read; 0 = no grid, use default_F */
-    double default_F;
-    const double *F;
-} nb_fgrid;
 
 NB_HD double nb_fgrid_at(const nb_fgrid *g, int h, int k, int l)
 {

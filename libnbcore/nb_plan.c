@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nb_physics.h"
 #include "nb_stills.h"
 #include "nb_util.h"
 

@@ -16,7 +16,7 @@ void nb_plan_cell_at(const nb_plan *p, double phi, double abc[3][3])
 {
     const double *cell[3] = {p->cell_a, p->cell_b, p->cell_c};
     for (int i = 0; i < 3; i++) {
-        if (phi != 0.0) nb_rotate_axis(cell[i], abc[i], p->spindle, phi);
+        if (phi != 0.0) nb_rotate_about(cell[i], abc[i], p->spindle, phi);
         else memcpy(abc[i], cell[i], sizeof abc[i]);
     }
 }

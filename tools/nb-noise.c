@@ -10,7 +10,6 @@
 #include "nb_noise.h"
 #include "nb_noise_cuda.h"
 #include "nb_options.h"
-#include "nb_physics.h"
 #include "nb_plan.h"
 #include "nb_rng.h"
 #include "nb_stream.h"

@@ -1,6 +1,7 @@
 /* test_geometry.c - vectors and rotations, the per-pixel helpers of
  * nb_physics.h, the cell, and nb_resolve() end to end on known geometries. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +181,48 @@ static void test_vectors(void)
         double zero[3] = {0, 0, 0}, zu[3] = {9, 9, 9};
         ok(nb_unitize(zero, zu) == 0.0 && zu[0] == 0 && zu[1] == 0 && zu[2] == 0, "a zero vector stays zero");
     }
+}
+
+/* The plan's vector helpers (nb_vec.h) are the kernels' (nb_physics.h)
+ * written again, so that the plan builds without the physics: the two must
+ * give the same bits, or a plan's vectors would drift from the double path's. */
+static uint64_t bits_of(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static int same_bits3(const double a[3], const double b[3])
+{
+    return bits_of(a[0]) == bits_of(b[0]) && bits_of(a[1]) == bits_of(b[1]) && bits_of(a[2]) == bits_of(b[2]);
+}
+
+static void test_plan_vectors_are_the_kernels(void)
+{
+    unsigned long long st = 88172645463325252ull;
+    int dot = 1, cross = 1, norm = 1, unit = 1, rot = 1;
+    for (int n = 0; n < 20000; n++) {
+        double v[4][3];
+        for (int i = 0; i < 4; i++)
+            for (int k = 0; k < 3; k++) {
+                st ^= st << 13, st ^= st >> 7, st ^= st << 17; /* xorshift64 */
+                /* mixed magnitudes: the reference's metres and Angstroms */
+                v[i][k] = ((double)(st >> 11) / 9007199254740992.0 - 0.5) * pow(10.0, (int)(st % 21) - 10);
+            }
+        double a[3], b[3], phi = v[3][0] * 1e9;
+        dot &= bits_of(nb_vdot(v[0], v[1])) == bits_of(nb_dot(v[0], v[1]));
+        nb_vcross(v[0], v[1], a), nb_cross(v[0], v[1], b);
+        cross &= same_bits3(a, b);
+        norm &= bits_of(nb_vnorm(v[2])) == bits_of(nb_norm(v[2]));
+        unit &= bits_of(nb_vunitize(v[2], a)) == bits_of(nb_unitize(v[2], b)) && same_bits3(a, b);
+        nb_vunitize(v[1], v[1]);
+        nb_rotate_about(v[0], a, v[1], phi), nb_rotate_axis(v[0], b, v[1], phi);
+        rot &= same_bits3(a, b);
+    }
+    ok(dot && cross && norm, "the plan's dot, cross and norm are the kernels', bit for bit");
+    ok(unit, "the plan's unitize is the kernels', bit for bit");
+    ok(rot, "the plan's rotation about an axis is the kernels', bit for bit");
 }
 
 static void test_physics_helpers(void)
@@ -653,6 +696,7 @@ int main(void)
     nb_set_verbosity(-1); /* the reference's warnings (forced pivots...) are expected here */
     test_vectors();
     test_physics_helpers();
+    test_plan_vectors_are_the_kernels();
     test_cell();
     test_cell_resolved();
     test_resolve_mosflm();
