@@ -31,8 +31,12 @@ count() { # name file
     passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
     while IFS= read -r line; do failures+=("$name: ${line#not ok }"); done < <(grep -E '^not ok ' "$file")
     while IFS= read -r line; do skips+=("$name: ${line#ok }"); done < <(grep -E '^ok .*# [Ss][Kk][Ii][Pp]' "$file")
-    printf '%-34s %4d passed, %d failed, %d skipped\n' "$name" "$p" "$f" "$s"
+    # the seconds since the last line: which file takes the time
+    local now=$SECONDS
+    printf '%-34s %4d passed, %d failed, %d skipped  (%d s)\n' "$name" "$p" "$f" "$s" $((now - last_line))
+    last_line=$now
 }
+last_line=$SECONDS
 
 crashed() { # name status file: a suite that died without reporting counts as one failure
     local name=$1 status=$2 file=$3
@@ -51,7 +55,7 @@ for suite in "${suites[@]}"; do
         out=$log/lint.tap
         limit tests/lint/run.sh > "$out" 2>&1
         crashed lint $? "$out"
-        count lint/bats-checks "$out" ;;
+        count lint "$out" ;;
     unit)
         for t in "$BUILD"/tests/test_*; do
             [ -x "$t" ] || continue
