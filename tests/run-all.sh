@@ -22,7 +22,7 @@ passed=0 failed=0 skipped=0
 failures=()
 skips=()
 
-count() { # name file
+count() { # name file [seconds]
     local name=$1 file=$2 p f s
     p=$(grep -cE '^ok ' "$file" || true)
     s=$(grep -cE '^ok .*# [Ss][Kk][Ii][Pp]' "$file" || true)
@@ -31,9 +31,9 @@ count() { # name file
     passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
     while IFS= read -r line; do failures+=("$name: ${line#not ok }"); done < <(grep -E '^not ok ' "$file")
     while IFS= read -r line; do skips+=("$name: ${line#ok }"); done < <(grep -E '^ok .*# [Ss][Kk][Ii][Pp]' "$file")
-    # the seconds since the last line: which file takes the time
+    # its seconds (given, or since the last line): which file takes the time
     local now=$SECONDS
-    printf '%-34s %4d passed, %d failed, %d skipped  (%d s)\n' "$name" "$p" "$f" "$s" $((now - last_line))
+    printf '%-34s %4d passed, %d failed, %d skipped  (%d s)\n' "$name" "$p" "$f" "$s" "${3:-$((now - last_line))}"
     last_line=$now
 }
 last_line=$SECONDS
@@ -74,13 +74,39 @@ for suite in "${suites[@]}"; do
             count cli/bats "$out"
             continue
         fi
-        for f in tests/cli/*.bats; do
-            name=cli/$(basename "$f" .bats)
-            out=$log/cli-$(basename "$f").tap
-            limit bats --tap "$f" > "$out" 2>&1
-            crashed "$name" $? "$out"
-            count "$name" "$out"
-        done ;;
+        # NB_TEST_JOBS files at a time (default: the cores): most of a test's
+        # time is processes starting and ending, one core each
+        jobs_max=${NB_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
+        files=(tests/cli/*.bats)
+        declare -A began=()
+        running=0 next=0 reported=0
+        report_done() { # a line for each file whose run has ended
+            local i f name out
+            for ((i = 0; i < next; i++)); do
+                f=${files[$i]}
+                out=$log/cli-$(basename "$f").tap
+                [ -e "$out.status" ] && [ -z "${reported_file[$i]:-}" ] || continue
+                reported_file[$i]=1
+                name=cli/$(basename "$f" .bats)
+                crashed "$name" "$(cat "$out.status")" "$out"
+                count "$name" "$out" $((SECONDS - began[$i]))
+                running=$((running - 1)) reported=$((reported + 1))
+            done
+        }
+        declare -a reported_file=()
+        while [ "$reported" -lt ${#files[@]} ]; do
+            if [ "$next" -lt ${#files[@]} ] && [ "$running" -lt "$jobs_max" ]; then
+                f=${files[$next]}
+                out=$log/cli-$(basename "$f").tap
+                began[$next]=$SECONDS
+                (limit bats --tap "$f" > "$out" 2>&1; echo $? > "$out.status.tmp" && mv "$out.status.tmp" "$out.status") &
+                next=$((next + 1)) running=$((running + 1))
+                continue
+            fi
+            wait -n 2>/dev/null || true
+            report_done
+        done
+        wait ;;
     parity)
         out=$log/parity.tap
         limit tests/parity/run.sh > "$out" 2>&1
