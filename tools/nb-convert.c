@@ -35,6 +35,7 @@ static int omp_get_max_threads(void) { return 1; }
 #include "xds_inp.h"
 #include "tiff.h"
 #include "nxmx.h"
+#include "registry.h"
 
 static const nb_opt_table table;
 
@@ -105,14 +106,8 @@ static const nb_tool_info tool = {
     NULL,
 };
 
-enum fmt { FMT_BIN, FMT_SMV, FMT_CBF, FMT_TIF, FMT_TIF_FLOAT, FMT_TIF16, FMT_TIF32, FMT_PGM, FMT_PNG, FMT_NBS, FMT_XDS,
-           FMT_GEOM, FMT_EXPT, FMT_TRUTH, FMT_NXMX };
-static const char *fmt_names[] = {"bin", "smv", "cbf", "tif",  "tif-float", "tif16", "tif32",
-                                  "pgm", "png", "nbs", "xds",       "geom",  "expt",
-                                  "truth", "nxmx"};
 /* sidecars describe the series for a processing program, once per plan */
-#define IS_SIDECAR(f) ((f) == FMT_XDS || (f) == FMT_GEOM)
-#define NFMT ((int)(sizeof fmt_names / sizeof fmt_names[0]))
+#define IS_SIDECAR(f) (nb_format_get(f)->sidecar)
 
 /* where an output's pixels come from */
 enum source { SRC_AUTO, SRC_INT, SRC_COUNTS, SRC_PHOTONS };
@@ -147,25 +142,24 @@ typedef struct conv_opts {
     nb_expt **expts;        /* per -o: its model.expt, gathered over the whole run (NULL: none yet) */
 } conv_opts;
 
+/* A format's id by --format's name, or by a file's suffix; -1 when unknown */
 static int format_from_name(const char *name)
 {
-    for (int i = 0; i < NFMT; i++)
-        if (!strcmp(name, fmt_names[i])) return i;
-    if (!strcmp(name, "img")) return FMT_SMV;
-    if (!strcmp(name, "tiff")) return FMT_TIF;
-    if (!strcmp(name, "nxs") || !strcmp(name, "h5")) return FMT_NXMX;
-    if (!strcmp(name, "raw") || !strcmp(name, "float")) return FMT_BIN;
-    if (!strcmp(name, "INP") || !strcmp(name, "inp")) return FMT_XDS;
-    if (!strcmp(name, "jsonl")) return FMT_TRUTH;
-    return -1;
+    const nb_format *f = nb_format_by_name(name);
+    return f ? (int)f->id : -1;
 }
 
+/* by the suffix, or (as nb-convert always took them) a --format name after the last dot: x.tif16 */
 static int format_from_path(const char *path)
 {
+    const nb_format *f = nb_format_by_suffix(path);
     const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
-    if (!dot || (slash && dot < slash)) return -1;
-    return format_from_name(dot + 1);
+    if (!f && dot && (!slash || dot > slash)) f = nb_format_by_name(dot + 1);
+    return f ? (int)f->id : -1;
 }
+
+/* --format's name of a format */
+static const char *fmt_name(int id) { return nb_format_get(id)->name; }
 
 /* ---- outputs held until the stream has ended cleanly ----------------------- */
 
@@ -399,19 +393,19 @@ static nb_status expt_images(const out_request *o, const conv_opts *all, const n
     const out_request *q = NULL;
     for (int k = 0; k < all->nouts && !q; k++) {
         int f = all->outs[k].format;
-        if (f == FMT_NXMX || ((f == FMT_CBF || f == FMT_SMV) && nb_plan_npanels(plan) == 1)) q = &all->outs[k];
+        if (f == NB_FMT_NXMX || ((f == NB_FMT_CBF || f == NB_FMT_SMV) && nb_plan_npanels(plan) == 1)) q = &all->outs[k];
     }
     *img = (nb_expt_images){NB_EXPT_NO_IMAGES, NULL, 0};
     if (!q) return NB_OK;
-    if (q->format != FMT_NXMX && !strchr(q->path, '#') && plan->nframes > 1)
+    if (q->format != NB_FMT_NXMX && !strchr(q->path, '#') && plan->nframes > 1)
         return nb_error_set(NB_ERR_USAGE, "'%s': name the images with a '#' run for the frame number (e.g. "
                                           "img_###.cbf)",
                             q->path);
     if (nb_absolute_path(q->path, abs, size))
         return nb_error_set(NB_ERR_IO, "'%s': cannot name the images' directory: %s", o->path, strerror(errno));
     /* a CBF and NXmx count from 0 (counts_from_zero); an SMV keeps the offset */
-    *img = (nb_expt_images){q->format == FMT_NXMX ? NB_EXPT_ONE_FILE : NB_EXPT_FILE_PER_FRAME, abs,
-                            q->format == FMT_SMV};
+    *img = (nb_expt_images){q->format == NB_FMT_NXMX ? NB_EXPT_ONE_FILE : NB_EXPT_FILE_PER_FRAME, abs,
+                            q->format == NB_FMT_SMV};
     return NB_OK;
 }
 
@@ -457,10 +451,10 @@ static nb_status write_sidecar(out_request *o, const conv_opts *all, const frame
     char *target = NULL;
     nb_status st = NB_OK;
     int overload = fr->counts && fr->counts_bits == 32 ? 2147483647 : 65535;
-    if (o->format == FMT_XDS) {
+    if (o->format == NB_FMT_XDS) {
         const out_request *img = NULL;
         for (int k = 0; k < all->nouts && !img; k++)
-            if (all->outs[k].format == FMT_CBF || all->outs[k].format == FMT_SMV) img = &all->outs[k];
+            if (all->outs[k].format == NB_FMT_CBF || all->outs[k].format == NB_FMT_SMV) img = &all->outs[k];
         if (!img)
             return nb_error_set(NB_ERR_USAGE, "'%s' needs the images' name: write them in the same command as CBF "
                                               "or SMV (e.g. -o img_###.cbf -o %s)",
@@ -477,8 +471,8 @@ static nb_status write_sidecar(out_request *o, const conv_opts *all, const frame
         if ((st = claim_output(o->path, 0, &target))) return st;
         nb_info("writing %s", o->path);
         /* a CBF's counts start at 0 (cbf_values), so its overload is lower by the offset */
-        if (img->format == FMT_CBF) overload -= (int)lrint(fr->counts ? fr->counts_adc : fr->adc);
-        st = nb_xds_inp_write(target, fr->plan, tmpl, img->format == FMT_CBF ? NB_XDS_PILATUS : NB_XDS_ADSC,
+        if (img->format == NB_FMT_CBF) overload -= (int)lrint(fr->counts ? fr->counts_adc : fr->adc);
+        st = nb_xds_inp_write(target, fr->plan, tmpl, img->format == NB_FMT_CBF ? NB_XDS_PILATUS : NB_XDS_ADSC,
                               overload);
     } else {
         if ((st = claim_output(o->path, 0, &target))) return st;
@@ -523,7 +517,7 @@ static nb_status rows_write_whole(const out_request *q, int k, const frame *fr);
  * row writer (rows_write_whole), the other formats at once. */
 static nb_status write_file(const out_request *q, int k, const frame *fr)
 {
-    return q->format == FMT_BIN || q->format == FMT_SMV ? rows_write_whole(q, k, fr) : write_one(q, fr);
+    return q->format == NB_FMT_BIN || q->format == NB_FMT_SMV ? rows_write_whole(q, k, fr) : write_one(q, fr);
 }
 
 /* Panel i of a frame of several panels as a one-panel frame pf, whose plan
@@ -546,7 +540,7 @@ static void panel_frame(const frame *fr, int i, nb_plan *view, frame *pf)
 static nb_status write_panels(const out_request *o, int k, const frame *fr)
 {
     const nb_plan *plan = fr->plan;
-    if (o->format == FMT_BIN) {
+    if (o->format == NB_FMT_BIN) {
         frame all = *fr;
         all.width = (int)nb_plan_total_pixels(plan), all.height = 1;
         return write_file(o, k, &all);
@@ -570,9 +564,9 @@ static nb_status write_panels(const out_request *o, int k, const frame *fr)
  * nb_xds_stack_row's, which the XDS.INP's SEGMENT= blocks describe). */
 static int stacks_panels(const out_request *q, const out_request *list, int n)
 {
-    if (q->format != FMT_CBF && q->format != FMT_SMV) return 0;
+    if (q->format != NB_FMT_CBF && q->format != NB_FMT_SMV) return 0;
     for (int k = 0; k < n; k++)
-        if (list[k].format == FMT_XDS) return 1;
+        if (list[k].format == NB_FMT_XDS) return 1;
     return 0;
 }
 
@@ -673,8 +667,8 @@ static nb_status write_format(const out_request *o, const char *path, const char
     int32_t *ints = NULL;
     const int32_t *counts = NULL;
     int bits = 16;
-    int is_int = o->format == FMT_CBF || o->format == FMT_TIF16 || o->format == FMT_TIF32 ||
-                 (o->format == FMT_TIF && use_counts);
+    int is_int = o->format == NB_FMT_CBF || o->format == NB_FMT_TIF16 || o->format == NB_FMT_TIF32 ||
+                 (o->format == NB_FMT_TIF && use_counts);
     if (is_int) {
         if (use_counts) {
             counts = fr->counts;
@@ -685,10 +679,10 @@ static nb_status write_format(const out_request *o, const char *path, const char
             nb_info("intfile_scale = %g", fr->int_scale);
         }
     }
-    nb_info("  %s, %s", fmt_names[o->format],
-            (is_int || o->format == FMT_PNG) && use_counts ? "detector counts" : is_int ? "scaled photons" : "photons");
+    nb_info("  %s, %s", fmt_name(o->format),
+            (is_int || o->format == NB_FMT_PNG) && use_counts ? "detector counts" : is_int ? "scaled photons" : "photons");
     switch (o->format) {
-    case FMT_CBF: {
+    case NB_FMT_CBF: {
         /* the counts' own offset, or the int image's (-adc) */
         double adc = use_counts ? fr->counts_adc : fr->adc;
         int32_t *values;
@@ -711,14 +705,14 @@ static nb_status write_format(const out_request *o, const char *path, const char
         free(values);
         break;
     }
-    case FMT_TIF:
+    case NB_FMT_TIF:
         if (use_counts) st = bits == 32 ? nb_tiff_write_u32(path, counts, &meta) : nb_tiff_write_u16(path, counts, &meta);
         else st = nb_tiff_write_f32(path, fr->photons, &meta);
         break;
-    case FMT_TIF_FLOAT: st = nb_tiff_write_f32(path, fr->photons, &meta); break;
-    case FMT_TIF16: st = nb_tiff_write_u16(path, counts, &meta); break;
-    case FMT_TIF32: st = nb_tiff_write_u32(path, counts, &meta); break;
-    case FMT_PGM: {
+    case NB_FMT_TIF_FLOAT: st = nb_tiff_write_f32(path, fr->photons, &meta); break;
+    case NB_FMT_TIF16: st = nb_tiff_write_u16(path, counts, &meta); break;
+    case NB_FMT_TIF32: st = nb_tiff_write_u32(path, counts, &meta); break;
+    case NB_FMT_PGM: {
         uint8_t *bytes;
         if ((st = nb_calloc((void **)&bytes, n, 1, "the PGM image"))) break;
         nb_pgm_bytes(fr->photons, fr->width, fr->height, roi, fr->pgm_scale, bytes);
@@ -727,8 +721,8 @@ static nb_status write_format(const out_request *o, const char *path, const char
         free(bytes);
         break;
     }
-    case FMT_PNG: st = write_png(path, fr, use_counts); break;
-    default: st = nb_error_set(NB_ERR_USAGE, "'%s': format %s cannot be written here", o->path, fmt_names[o->format]);
+    case NB_FMT_PNG: st = write_png(path, fr, use_counts); break;
+    default: st = nb_error_set(NB_ERR_USAGE, "'%s': format %s cannot be written here", o->path, fmt_name(o->format));
     }
     free(ints);
     return st;
@@ -820,14 +814,14 @@ static nb_status join_parts(const conv_opts *o, const nb_std_opts *std)
     int nnx = 0, nex = 0;
     nb_status st = nx && ex ? NB_OK : nb_error_set(NB_ERR_NOMEM, "out of memory");
     for (int k = 0; k < o->njoins && !st; k++) {
-        if (o->join_nxmx[k] || format_from_path(o->joins[k]) == FMT_NXMX) nx[nnx++] = o->joins[k];
-        else if (format_from_path(o->joins[k]) == FMT_EXPT) ex[nex++] = o->joins[k];
+        if (o->join_nxmx[k] || format_from_path(o->joins[k]) == NB_FMT_NXMX) nx[nnx++] = o->joins[k];
+        else if (format_from_path(o->joins[k]) == NB_FMT_EXPT) ex[nex++] = o->joins[k];
         else st = nb_error_set(NB_ERR_USAGE, "--join '%s': not an NXmx (.nxs, .h5) or experiment list (.expt) file",
                                o->joins[k]);
     }
     for (int k = 0; k < o->nouts && !st; k++) {
         const out_request *q = &o->outs[k];
-        const char **slot = q->format == FMT_NXMX ? &master : q->format == FMT_EXPT ? &expt : NULL;
+        const char **slot = q->format == NB_FMT_NXMX ? &master : q->format == NB_FMT_EXPT ? &expt : NULL;
         if (!slot || *slot)
             st = nb_error_set(NB_ERR_USAGE, "--join writes one NXmx master and one experiment list (-o MASTER.nxs, "
                                             "-o model.expt), not '%s'",
@@ -931,10 +925,10 @@ static nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const 
 static int plan_requests(const nb_plan *p, const conv_opts *o, out_request *req)
 {
     int n = 0;
-    if (p->floatfile) req[n++] = (out_request){p->floatfile, FMT_BIN, SRC_AUTO, 0, 1, 0};
-    if (p->intfile) req[n++] = (out_request){p->intfile, FMT_SMV, SRC_INT, NB_SMV_BEAM_REFERENCE, 1, 0};
-    if (p->noisefile && p->calculate_noise) req[n++] = (out_request){p->noisefile, FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 1, 0};
-    if (p->pgmfile && p->write_pgm && !o->nopgm) req[n++] = (out_request){p->pgmfile, FMT_PGM, SRC_AUTO, 0, 1, 0};
+    if (p->floatfile) req[n++] = (out_request){p->floatfile, NB_FMT_BIN, SRC_AUTO, 0, 1, 0};
+    if (p->intfile) req[n++] = (out_request){p->intfile, NB_FMT_SMV, SRC_INT, NB_SMV_BEAM_REFERENCE, 1, 0};
+    if (p->noisefile && p->calculate_noise) req[n++] = (out_request){p->noisefile, NB_FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 1, 0};
+    if (p->pgmfile && p->write_pgm && !o->nopgm) req[n++] = (out_request){p->pgmfile, NB_FMT_PGM, SRC_AUTO, 0, 1, 0};
     return n;
 }
 
@@ -1040,11 +1034,11 @@ static nb_status rows_open(row_files *R, const out_request *q, int k, const fram
     if (st) return st;
     nb_info("writing %s", final);
     if (kind == ROW_FLOAT) {
-        nb_info("  %s, photons", fmt_names[q->format]);
+        nb_info("  %s, photons", fmt_name(q->format));
         st = nb_rawfloat_writer_open(&ro->bin, target);
     } else {
         if (kind == ROW_SMV_SCALED) nb_info("intfile_scale = %g", R->int_scale);
-        nb_info("  %s, %s", fmt_names[q->format], kind == ROW_SMV_SCALED ? "scaled photons" : "detector counts");
+        nb_info("  %s, %s", fmt_name(q->format), kind == ROW_SMV_SCALED ? "scaled photons" : "detector counts");
         nb_smv_meta m;
         smv_meta_for(q, fr, kind == ROW_SMV_SCALED ? R->adc : fr->counts_adc, &m);
         st = nb_smv_writer_open(&ro->smv, target, &m, kind == ROW_SMV_SCALED ? 16 : fr->counts_bits);
@@ -1183,8 +1177,8 @@ static nb_status rows_write_all(row_files *R, const frame *fr)
 static nb_status row_kind_of(const out_request *q, const frame *fr, int *kind)
 {
     int use_counts = 0;
-    nb_status st = q->format == FMT_SMV ? takes_counts(q, fr, &use_counts) : NB_OK;
-    *kind = q->format == FMT_BIN ? ROW_FLOAT : use_counts ? ROW_SMV_COUNTS : ROW_SMV_SCALED;
+    nb_status st = q->format == NB_FMT_SMV ? takes_counts(q, fr, &use_counts) : NB_OK;
+    *kind = q->format == NB_FMT_BIN ? ROW_FLOAT : use_counts ? ROW_SMV_COUNTS : ROW_SMV_SCALED;
     return st;
 }
 
@@ -1321,7 +1315,7 @@ static int pool_takes(const nb_plan *p, const conv_opts *o)
     int n;
     const out_request *list = frame_requests(p, o, req, &n);
     for (int k = 0; k < n; k++)
-        if (list[k].format != FMT_BIN && list[k].format != FMT_SMV) return 0;
+        if (list[k].format != NB_FMT_BIN && list[k].format != NB_FMT_SMV) return 0;
     return n > 0 && n <= ROWS_MAX;
 }
 
@@ -1394,8 +1388,8 @@ static nb_status live_open(live_image *L, const nb_image_info *im, nb_payload_ho
     nb_status st = NB_OK;
     for (int k = 0; k < nreq && !st && L->rows.nouts < ROWS_MAX; k++) {
         const out_request *q = &list[k];
-        int smv = q->format == FMT_SMV && have_max && (q->source == SRC_INT || (q->source == SRC_AUTO && !im->has_counts));
-        if (q->format == FMT_BIN || smv) st = rows_open(&L->rows, q, k, &fr, smv ? ROW_SMV_SCALED : ROW_FLOAT);
+        int smv = q->format == NB_FMT_SMV && have_max && (q->source == SRC_INT || (q->source == SRC_AUTO && !im->has_counts));
+        if (q->format == NB_FMT_BIN || smv) st = rows_open(&L->rows, q, k, &fr, smv ? ROW_SMV_SCALED : ROW_FLOAT);
     }
     if (st || !L->rows.nouts) return st;
     L->live = 1;
@@ -1445,39 +1439,17 @@ static nb_status live_begin(void *ctx, const nb_record *rec, nb_payload_how *how
 
 /* ---- importing ------------------------------------------------------------ */
 
-/* What --import reads a file as: by its first bytes, else by its name (so
- * that a file named .cbf that is no CBF gets the CBF reader's error, never
- * raw floats); IMPORT_NONE for the formats it does not read. */
-enum import_kind { IMPORT_FLOAT, IMPORT_SMV, IMPORT_CBF, IMPORT_TIFF, IMPORT_NONE };
-
-static int import_kind_of(const char *path, const char **what)
-{
-    unsigned char b[8] = {0};
-    FILE *fp = fopen(path, "rb");
-    size_t got = fp ? fread(b, 1, sizeof b, fp) : 0;
-    if (fp) fclose(fp);
-    int ext = format_from_path(path);
-    const char *dot = strrchr(path, '.');
-    *what = NULL;
-    if (nb_smv_signature(path) || ext == FMT_SMV) return IMPORT_SMV;
-    if ((got >= 6 && !memcmp(b, "###CBF", 6)) || ext == FMT_CBF) return IMPORT_CBF;
-    if ((got >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4))) || ext == FMT_TIF) return IMPORT_TIFF;
-    if ((got >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) || ext == FMT_PNG) *what = "a PNG preview";
-    else if ((got >= 2 && !memcmp(b, "P5", 2)) || ext == FMT_PGM) *what = "a PGM preview";
-    else if ((got >= 4 && !memcmp(b, "\x89HDF", 4)) || (dot && (!strcmp(dot, ".h5") || !strcmp(dot, ".nxs"))))
-        *what = "HDF5 (NeXus)";
-    else if ((got >= 8 && !memcmp(b, "\x89NBS\r\n\x1a\n", 8)) || ext == FMT_NBS) *what = "an nb stream";
-    return *what ? IMPORT_NONE : IMPORT_FLOAT;
-}
-
 /* The detector counts of a file into the record: the counts as read
- * (negative values, a CBF's masked pixels, as 0), the photons
- * (counts - adc) / scale, scale the plan's INTFILE_SCALE when positive. */
-static nb_status import_counts(nb_record *out, nb_image_info *im, const nb_plan *plan, const double *values, size_t n,
-                               double adc, int bits, const char *path)
+ * (negative values, a CBF's masked pixels, as 0; over the stream's counter,
+ * its top), the photons (counts - offset) / scale, scale the plan's
+ * INTFILE_SCALE when positive; the offset and counter the image reader's
+ * (registry.h). */
+static nb_status import_counts(nb_record *out, nb_image_info *im, const nb_plan *plan, const nb_image_file *f,
+                               const char *path)
 {
+    const size_t n = f->npixels;
     double scale = plan->intfile_scale > 0 ? plan->intfile_scale : 1.0;
-    double top = bits == 32 ? 2147483647.0 : 65535.0;
+    double top = f->bits == 32 ? 2147483647.0 : 65535.0;
     int32_t *counts;
     const float *stored_px;
     /* adding the counts may move the payload: find the pixels again after it */
@@ -1486,74 +1458,17 @@ static nb_status import_counts(nb_record *out, nb_image_info *im, const nb_plan 
     if (!st) st = nb_image_pixels(out, NULL, &stored_px, NULL);
     if (st) return st;
     float *px = (float *)stored_px;
-    size_t negative = 0;
     for (size_t i = 0; i < n; i++) {
-        double v = values[i] < 0 ? 0.0 : values[i] > top ? top : values[i];
-        negative += values[i] < 0;
+        const double c = f->counts[i], v = c < 0 ? 0.0 : c > top ? top : c;
         counts[i] = (int32_t)v;
-        px[i] = (float)((v - adc) / scale);
+        px[i] = (float)((v - f->offset) / scale);
     }
-    if (negative) nb_warn("'%s': %zu negative pixels (masked, in a CBF) taken as 0 counts", path, negative);
-    im->counts_bits = bits, im->has.counts_bits = 1;
-    im->counts_adc = adc, im->has.counts_adc = 1;
+    if (f->nnegative) nb_warn("'%s': %zu negative pixels (masked, in a CBF) taken as 0 counts", path, f->nnegative);
+    im->counts_bits = f->bits, im->has.counts_bits = 1;
+    im->counts_adc = f->offset, im->has.counts_adc = 1;
     /* the counts' keys first, as this record has always had them */
     st = nb_image_put_header(im, out, NB_IMAGE_COUNT_KEYS);
     if (!st) st = nb_image_put_header(im, out, NB_IMAGE_FRAME_KEYS);
-    return st;
-}
-
-static nb_status import_size_check(const char *path, int w, int h, const nb_plan *plan)
-{
-    if (w == plan->fpixels && h == plan->spixels) return NB_OK;
-    return nb_error_set(NB_ERR_DATA, "'%s' is %d x %d pixels but the plan says %d x %d", path, w, h, plan->fpixels,
-                        plan->spixels);
-}
-
-/* An image file's values, as counts (SMV, CBF, integer TIFF: *adc their
- * offset, *bits the counter) or photons (*bits 0: float TIFF) */
-static nb_status import_read(const char *path, int kind, const nb_plan *plan, double **values, double *adc,
-                             int *bits)
-{
-    nb_status st;
-    int w = 0, h = 0;
-    size_t n = (size_t)plan->fpixels * plan->spixels;
-    *values = NULL;
-    if (kind == IMPORT_TIFF) {
-        int is_float;
-        double count_max;
-        if ((st = nb_tiff_read(path, values, &w, &h, &is_float, &count_max))) return st;
-        /* nb-convert's integer TIFF holds the counts with their offset, and says nothing of it */
-        *adc = plan->adc;
-        *bits = is_float ? 0 : count_max > 65535 ? 32 : 16;
-    } else if (kind == IMPORT_CBF) {
-        int32_t *c;
-        if ((st = nb_cbf_read(path, &c, &w, &h))) return st;
-        int32_t top = 0;
-        if (!(st = import_size_check(path, w, h, plan)) && !(st = nb_calloc((void **)values, n, sizeof **values, "the image")))
-            for (size_t i = 0; i < n; i++) (*values)[i] = c[i], top = c[i] > top ? c[i] : top;
-        free(c);
-        /* a CBF counts from 0, as a PILATUS: nb-convert writes it so; its
-         * counter is 16 bits deep when every count fits */
-        *adc = 0.0;
-        *bits = top > 65535 ? 32 : 16;
-        return st;
-    } else {
-        nb_smv smv;
-        /* an SMV that cannot be read is an error, never raw floats */
-        if ((st = nb_smv_read(path, 1, &smv))) return st;
-        w = smv.width, h = smv.height;
-        if (!(st = import_size_check(path, w, h, plan)) && !(st = nb_calloc((void **)values, n, sizeof **values, "the image")))
-            for (size_t i = 0; i < n; i++) (*values)[i] = smv.pixels[i];
-        *adc = nb_smv_value(&smv, "ADC_OFFSET");
-        if (isnan(*adc)) *adc = plan->adc;
-        *bits = 8 * smv.bytes_per_pixel;
-        nb_smv_free(&smv);
-        return st;
-    }
-    if ((st = import_size_check(path, w, h, plan))) {
-        free(*values);
-        *values = NULL;
-    }
     return st;
 }
 
@@ -1574,35 +1489,19 @@ static nb_status import_image(const char *path, const nb_plan *plan, nb_record *
     if (strlen(path) >= sizeof im.imported_from) return nb_error_set(NB_ERR_USAGE, "'%s': the name is too long", path);
     snprintf(im.imported_from, sizeof im.imported_from, "%s", path);
     nb_image_record_init(out);
-    const char *what;
-    int kind = import_kind_of(path, &what);
-    if (kind == IMPORT_NONE)
-        return nb_error_set(NB_ERR_USAGE, "--import '%s': %s cannot be imported (raw float32, SMV, CBF or TIFF images "
-                                          "can)",
-                            path, what);
-    if (kind == IMPORT_FLOAT) {
-        float *data;
-        size_t count = n;
-        if ((st = nb_rawfloat_read(path, &data, &count))) return st;
-        st = nb_image_add_pixels(out, n, data, NULL);
-        free(data);
-        return st ? st : nb_image_put_header(&im, out, NB_IMAGE_ALL_KEYS);
+    nb_image_file f;
+    if ((st = nb_image_file_read(path, plan, 0, &f))) {
+        nb_image_file_free(&f);
+        return nb_error_prefix(st, "--import");
     }
-    if (kind == IMPORT_TIFF && (st = nb_tiff_load())) return nb_error_prefix(st, "--import '%s'", path);
-    double *values, adc;
-    int bits;
-    if ((st = import_read(path, kind, plan, &values, &adc, &bits))) return st;
-    if (bits) {
-        st = import_counts(out, &im, plan, values, n, adc, bits, path);
+    if (f.is_counts) {
+        st = import_counts(out, &im, plan, &f, path);
     } else {
         /* float samples are photons */
-        float *px;
-        if (!(st = nb_image_add_pixels(out, n, NULL, &px))) {
-            for (size_t i = 0; i < n; i++) px[i] = (float)values[i];
-            st = nb_image_put_header(&im, out, NB_IMAGE_ALL_KEYS);
-        }
+        st = nb_image_add_pixels(out, n, f.photons, NULL);
+        if (!st) st = nb_image_put_header(&im, out, NB_IMAGE_ALL_KEYS);
     }
-    free(values);
+    nb_image_file_free(&f);
     return st;
 }
 
@@ -1663,10 +1562,10 @@ static nb_status convert_image(const nb_record *rec, const nb_plan *plan, const 
     for (int k = 0; k < n && !st; k++) {
         int was_live = 0;
         if (IS_SIDECAR(list[k].format)) st = write_sidecar(&list[k], o, &fr);
-        else if (list[k].format == FMT_TRUTH) st = write_truth(&list[k], k, o, &fr, &im);
-        else if (list[k].format == FMT_EXPT) st = write_expt(&list[k], k, o, &fr);
-        else if (list[k].format == FMT_NXMX) st = write_nxmx(&list[k], &o->nxmx[k], o, &fr);
-        else if ((st = rows_finish(&live->rows, k, &was_live)) || was_live || list[k].format == FMT_NBS) continue;
+        else if (list[k].format == NB_FMT_TRUTH) st = write_truth(&list[k], k, o, &fr, &im);
+        else if (list[k].format == NB_FMT_EXPT) st = write_expt(&list[k], k, o, &fr);
+        else if (list[k].format == NB_FMT_NXMX) st = write_nxmx(&list[k], &o->nxmx[k], o, &fr);
+        else if ((st = rows_finish(&live->rows, k, &was_live)) || was_live || list[k].format == NB_FMT_NBS) continue;
         else if (live->dropped)
             st = nb_error_set(NB_ERR_DATA, "internal error: '%s' was not written as the image came, which is no "
                                            "longer there",
@@ -1715,10 +1614,10 @@ static nb_status add_reference_output(const nb_opt_args *a)
     const char *v = a->vals[0];
     out_request *r = &o->outs[o->nouts++];
     switch (a->opt->id) {
-    case FL_FLOATFILE: *r = (out_request){v, FMT_BIN, SRC_AUTO, 0, 0, 0}; break;
-    case FL_INTFILE: *r = (out_request){v, FMT_SMV, SRC_INT, NB_SMV_BEAM_REFERENCE, 0, 0}; break;
-    case FL_NOISEFILE: *r = (out_request){v, FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 0, 0}; break;
-    default: *r = (out_request){v, FMT_PGM, SRC_AUTO, 0, 0, 0}; break;
+    case FL_FLOATFILE: *r = (out_request){v, NB_FMT_BIN, SRC_AUTO, 0, 0, 0}; break;
+    case FL_INTFILE: *r = (out_request){v, NB_FMT_SMV, SRC_INT, NB_SMV_BEAM_REFERENCE, 0, 0}; break;
+    case FL_NOISEFILE: *r = (out_request){v, NB_FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 0, 0}; break;
+    default: *r = (out_request){v, NB_FMT_PGM, SRC_AUTO, 0, 0, 0}; break;
     }
     return NB_OK;
 }
@@ -1827,26 +1726,26 @@ static nb_status parse(int argc, char **argv, conv_opts *o, nb_std_opts *std)
     if (st) return st;
     if (o->pending_format >= 0)
         return nb_error_set(NB_ERR_USAGE, "--format %s must come before the -o FILE it applies to",
-                            fmt_names[o->pending_format]);
+                            fmt_name(o->pending_format));
     for (int k = 0; k < o->nouts; k++) {
         out_request *r = &o->outs[k];
-        if (r->format == FMT_SMV && r->source == SRC_AUTO) r->smv_beam = o->smv_beam;
-        if (r->format == FMT_PNG && o->photons) r->source = SRC_PHOTONS;
-        if ((r->format == FMT_TIF || r->format == FMT_TIF_FLOAT || r->format == FMT_TIF16 || r->format == FMT_TIF32) &&
+        if (r->format == NB_FMT_SMV && r->source == SRC_AUTO) r->smv_beam = o->smv_beam;
+        if (r->format == NB_FMT_PNG && o->photons) r->source = SRC_PHOTONS;
+        if ((r->format == NB_FMT_TIF || r->format == NB_FMT_TIF_FLOAT || r->format == NB_FMT_TIF16 || r->format == NB_FMT_TIF32) &&
             (st = nb_tiff_load()))
             return nb_error_prefix(st, "'%s'", r->path);
-        if (r->format == FMT_NXMX && strchr(r->path, '#'))
+        if (r->format == NB_FMT_NXMX && strchr(r->path, '#'))
             return nb_error_set(NB_ERR_USAGE, "'%s': one NXmx file holds every frame; no '#' run in its name", r->path);
-        if (r->format == FMT_NXMX && (st = nb_nxmx_load())) return nb_error_prefix(st, "'%s'", r->path);
-        if (r->format == FMT_NBS && o->tee && !o->import)
+        if (r->format == NB_FMT_NXMX && (st = nb_nxmx_load())) return nb_error_prefix(st, "'%s'", r->path);
+        if (r->format == NB_FMT_NBS && o->tee && !o->import)
             return nb_error_set(NB_ERR_USAGE, "'%s': only one .nbs copy of the stream", r->path);
-        if (r->format == FMT_NBS) o->tee = r->path;
-        if (o->grad && r->format != FMT_BIN && r->format != FMT_TIF && r->format != FMT_TIF_FLOAT &&
-            r->format != FMT_NBS)
+        if (r->format == NB_FMT_NBS) o->tee = r->path;
+        if (o->grad && r->format != NB_FMT_BIN && r->format != NB_FMT_TIF && r->format != NB_FMT_TIF_FLOAT &&
+            r->format != NB_FMT_NBS)
             return nb_error_set(NB_ERR_USAGE,
                                 "--grad %s: '%s' would be a %s file; a derivative (photons per unit, any sign) is "
                                 "written as raw float (.bin) or float TIFF (.tif)",
-                                o->grad, r->path, fmt_names[r->format]);
+                                o->grad, r->path, fmt_name(r->format));
     }
     if (o->grad && o->import) return nb_error_set(NB_ERR_USAGE, "--grad and --import do not go together");
     if (o->grad && !o->nouts) return nb_error_set(NB_ERR_USAGE, "--grad %s needs -o FILE", o->grad);
@@ -1906,7 +1805,7 @@ int main(int argc, char **argv)
     if (!st && o.import) {
         /* the stream goes on: to -o FILE.nbs or standard output */
         for (int k = 0; k < o.nouts; k++)
-            if (o.outs[k].format != FMT_NBS)
+            if (o.outs[k].format != NB_FMT_NBS)
                 st = nb_error_set(NB_ERR_USAGE, "with --import the output is a stream (.nbs or standard output)");
         if (!st) st = nb_writer_open(&w, o.tee ? o.tee : "-");
     } else if (!st && o.tee) {
