@@ -178,6 +178,12 @@ $(BIN)/nb-fit: $(BUILD)/tools/nb-fit.o $(filter-out $(BUILD)/tools/nb-sim.o,$(SI
 	@mkdir -p $(BIN)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $^ $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
 
+# nb-convert: its command line (tools/nb-convert.c) and its parts (tools/nb_convert_*.c)
+CONVERT_OBJ := $(BUILD)/tools/nb-convert.o $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/nb_convert_*.c))
+$(BIN)/nb-convert: $(CONVERT_OBJ) $(LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(CONVERT_OBJ) $(LIB) $(NB_LDLIBS) $(LDFLAGS)
+
 $(BIN)/%: $(BUILD)/tools/%.o $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(NB_LDLIBS) $(LDFLAGS)
