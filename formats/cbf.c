@@ -588,12 +588,40 @@ static int parse_size(const char *s, unsigned long long *out)
     return 0;
 }
 
+/* The overload the text before the binary section [p, end) states:
+ * _array_intensities.overload (imgCIF), else the miniCBF's "# Count_cutoff";
+ * NAN when neither */
+static double stated_overload(const char *p, const char *end)
+{
+    static const char *const keys[] = {"_array_intensities.overload", "# Count_cutoff"};
+    for (int k = 0; k < 2; k++) {
+        const char *at = memfind(p, (size_t)(end - p), keys[k], strlen(keys[k]));
+        if (!at) continue;
+        char num[64];
+        size_t i = 0;
+        at += strlen(keys[k]);
+        while (at < end && (*at == ' ' || *at == '\t')) at++;
+        while (at < end && i + 1 < sizeof num && *at != '\r' && *at != '\n' && *at != ' ') num[i++] = *at++;
+        num[i] = '\0';
+        char *e;
+        double v = strtod(num, &e);
+        if (e != num && *e == '\0' && isfinite(v)) return v;
+    }
+    return NAN;
+}
+
 nb_status nb_cbf_read(const char *path, int32_t **counts, int *width, int *height)
+{
+    return nb_cbf_read_stated(path, counts, width, height, NULL);
+}
+
+nb_status nb_cbf_read_stated(const char *path, int32_t **counts, int *width, int *height, double *overload)
 {
     char *data;
     size_t len;
     *counts = NULL;
     *width = *height = 0;
+    if (overload) *overload = NAN;
     nb_status st = nb_read_file(path, &data, &len);
     if (st) return st;
 
@@ -667,6 +695,7 @@ nb_status nb_cbf_read(const char *path, int32_t **counts, int *width, int *heigh
              fast, slow, size);
     }
 #undef FAIL
+    if (overload) *overload = stated_overload(data, sec);
     free(data);
     *counts = out;
     *width = (int)fast;

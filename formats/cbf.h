@@ -93,5 +93,8 @@ nb_status nb_cbf_write(const char *path, const int32_t *counts, const nb_image_m
  * the Content-MD5, when present, is checked.  A truncated or malformed file is
  * NB_ERR_DATA with a message naming the path. */
 nb_status nb_cbf_read(const char *path, int32_t **counts, int *width, int *height);
+/* The same, and the overload the header states (_array_intensities.overload,
+ * else "# Count_cutoff N counts"; NAN when it states none). */
+nb_status nb_cbf_read_stated(const char *path, int32_t **counts, int *width, int *height, double *overload);
 
 #endif

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cbf.h"
 #include "detector_file.h"
 #include "nb_cli.h"
 #include "nb_hkl.h"
@@ -16,8 +15,8 @@
 #include "nb_stream.h"
 #include "nb_util.h"
 #include "rawfloat.h"
+#include "registry.h"
 #include "smv.h"
-#include "tiff.h"
 
 static const nb_opt_table table;
 
@@ -28,7 +27,8 @@ static const nb_tool_info tool = {
     "refine a plan's parameters against observed images",
     "nb-fit reads a PLAN record (and the HKL record of nb-hkl) as the start model and one\n"
     "observed image per frame of the plan (--observed: CBF, SMV, TIFF, an nb stream's IMAGE\n"
-    "record, or raw float photons with the plan's size), and refines the parameters of --refine (the\n"
+    "record, or raw float photons with the plan's size; read as nb-convert --import reads them,\n"
+    "write-only formats such as PNG, PGM and NXmx refused by name), and refines the parameters of --refine (the\n"
     "names of nb-sim --grad, and 'scale', an overall factor on the fluence) by maximum\n"
     "likelihood: Poisson photon counts (the image's counts less its ADC offset, over its gain),\n"
     "from where least squares leave it, or least squares alone (--loss lsq), with\n"
@@ -71,126 +71,41 @@ typedef struct observed {
     unsigned char *use;
 } observed;
 
-static int has_suffix(const char *path, const char *suffix)
+/* An image file's counts into photons, (counts - offset) / gain, the
+ * untrusted pixels (negative, a CBF's masked ones, or overloaded: the image
+ * reader's rule, registry.h) left out; --adc, --gain and --overload given
+ * override the file's. */
+static void counts_to_photons(const fit_opts *o, nb_image_file *f, observed *ob)
 {
-    size_t n = strlen(path), k = strlen(suffix);
-    return n >= k && !strcasecmp(path + n - k, suffix);
-}
-
-/* The counts in ob->y into photons, (counts - adc) / gain; negative counts
- * (a CBF's masked pixels) and overloads are left out. */
-static void counts_to_photons(const fit_opts *o, size_t n, double adc, double gain, double overload, observed *ob)
-{
-    if (o->have_adc) adc = o->adc;
-    if (o->have_gain) gain = o->gain;
-    if (o->have_overload) overload = o->overload;
-    for (size_t i = 0; i < n; i++) {
-        if (ob->y[i] < 0 || ob->y[i] >= overload) ob->use[i] = 0;
-        ob->y[i] = (ob->y[i] - adc) / gain;
+    const double adc = o->have_adc ? o->adc : f->offset, gain = o->have_gain ? o->gain : f->gain;
+    if (o->have_overload) nb_image_file_set_overload(f, o->overload);
+    for (size_t i = 0; i < f->npixels; i++) {
+        if (f->untrusted[i]) ob->use[i] = 0;
+        ob->y[i] = (f->counts[i] - adc) / gain;
     }
 }
 
-/* An nb stream's first IMAGE record of frame `frame` that is an image. */
-static nb_status observed_stream(const char *path, const fit_opts *o, const nb_plan *plan, long frame, size_t n,
-                                 observed *ob)
-{
-    nb_reader *r;
-    nb_record rec;
-    int eof = 0, found = 0;
-    memset(&rec, 0, sizeof rec);
-    nb_status st = nb_reader_open(&r, path);
-    while (!st && !found) {
-        if ((st = nb_reader_next(r, &rec, &eof)) || eof) break;
-        nb_image_info im;
-        if (!nb_record_is(&rec, "IMAGE")) continue;
-        if ((st = nb_image_from_record(&rec, &im))) break;
-        if (!nb_image_is_grad(&im) && im.frame == frame) {
-            found = 1;
-            const float *px;
-            const int32_t *counts;
-            if (!(st = nb_image_check_plan(&im, plan)) && !(st = nb_image_pixels(&rec, &im, &px, NULL))) {
-                if (im.has_counts && !(st = nb_image_counts(&rec, &im, &counts, NULL))) {
-                    for (size_t i = 0; i < n; i++) ob->y[i] = counts[i];
-                    counts_to_photons(o, n, im.has.counts_adc ? im.counts_adc : plan->adc,
-                                      im.has.counts_gain ? im.counts_gain : 1.0,
-                                      im.counts_bits == 32 ? 2147483647.0 : 65535.0, ob);
-                } else if (!im.has_counts) {
-                    for (size_t i = 0; i < n; i++) ob->y[i] = px[i];
-                }
-            }
-        }
-        nb_image_info_free(&im);
-    }
-    if (!st && !found) st = nb_error_set(NB_ERR_DATA, "'%s' holds no image of frame %ld", path, frame + 1);
-    nb_record_free(&rec);
-    nb_reader_close(r);
-    return st;
-}
-
-static nb_status size_matches(const char *path, int w, int h, const nb_plan *plan)
-{
-    if (w == plan->fpixels && h == plan->spixels) return NB_OK;
-    return nb_error_set(NB_ERR_DATA, "'%s' is %d x %d pixels but the plan says %d x %d", path, w, h, plan->fpixels,
-                        plan->spixels);
-}
-
-/* Read observed frame `frame` from path: SMV, CBF, an nb stream or raw float photons. */
+/* Observed frame `frame` from path, by the one image reader (registry.h:
+ * CBF, SMV, TIFF, an nb stream's IMAGE record of that frame, or raw float
+ * photons; its rule for the offset, gain and overload, which --adc, --gain
+ * and --overload override). */
 static nb_status observed_read(const char *path, const fit_opts *o, const nb_plan *plan, long frame, observed *ob)
 {
     const size_t n = nb_plan_total_pixels(plan);
+    nb_image_file f;
     nb_status st;
     if ((st = nb_calloc((void **)&ob->y, n, sizeof *ob->y, "the observed image")) ||
         (st = nb_calloc((void **)&ob->use, n, 1, "the observed image")))
         return st;
     memset(ob->use, 1, n);
-    if (has_suffix(path, ".nbs")) {
-        st = observed_stream(path, o, plan, frame, n, ob);
-    } else if (nb_plan_npanels(plan) > 1) {
-        /* one file per frame holds every panel: raw float, panel after panel */
-        if (has_suffix(path, ".cbf") || has_suffix(path, ".img") || has_suffix(path, ".tif") || nb_smv_signature(path))
-            return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': a detector of %d panels is observed as an nb stream (.nbs) or "
-                                                    "raw float of all its panels", path, nb_plan_npanels(plan));
-        float *px;
-        size_t count = n;
-        if ((st = nb_rawfloat_read(path, &px, &count))) return st;
-        for (size_t i = 0; i < n; i++) ob->y[i] = px[i];
-        free(px);
-    } else if (nb_smv_signature(path)) {
-        nb_smv smv;
-        if ((st = nb_smv_read(path, 1, &smv))) return st;
-        st = size_matches(path, smv.width, smv.height, plan);
-        double adc = nb_smv_value(&smv, "ADC_OFFSET");
-        for (size_t i = 0; i < n && !st; i++) ob->y[i] = smv.pixels[i];
-        if (!st)
-            counts_to_photons(o, n, isnan(adc) ? plan->adc : adc, 1.0, smv.bytes_per_pixel == 4 ? 4294967295.0 : 65535.0,
-                              ob);
-        nb_smv_free(&smv);
-    } else if (has_suffix(path, ".cbf")) {
-        int32_t *counts = NULL;
-        int w, h;
-        if ((st = nb_cbf_read(path, &counts, &w, &h))) return st;
-        if (!(st = size_matches(path, w, h, plan))) {
-            for (size_t i = 0; i < n; i++) ob->y[i] = counts[i];
-            /* a CBF counts from 0, as a PILATUS (and nb-convert's CBF) */
-            counts_to_photons(o, n, 0.0, 1.0, 1048500.0, ob);
-        }
-        free(counts);
-    } else if (has_suffix(path, ".tif") || has_suffix(path, ".tiff")) {
-        double *v = NULL, count_max;
-        int w, h, is_float;
-        if ((st = nb_tiff_read(path, &v, &w, &h, &is_float, &count_max))) return st;
-        if (!(st = size_matches(path, w, h, plan))) {
-            memcpy(ob->y, v, n * sizeof *v);
-            if (!is_float) counts_to_photons(o, n, plan->adc, 1.0, count_max, ob);
-        }
-        free(v);
-    } else {
-        float *px;
-        size_t count = n;
-        if ((st = nb_rawfloat_read(path, &px, &count))) return st;
-        for (size_t i = 0; i < n; i++) ob->y[i] = px[i];
-        free(px);
+    if (!(st = nb_image_file_read(path, plan, frame, &f)) && f.npixels != n)
+        st = nb_error_set(NB_ERR_DATA, "'%s' holds %zu pixels but the plan has %zu", path, f.npixels, n);
+    if (!st && f.is_counts) {
+        counts_to_photons(o, &f, ob);
+    } else if (!st) {
+        for (size_t i = 0; i < n; i++) ob->y[i] = f.photons[i];
     }
+    nb_image_file_free(&f);
     return st;
 }
 
@@ -625,7 +540,7 @@ static const nb_opt rows[] = {
      .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(gain)}, .sets = {{FO(have_gain), 1}}},
     {NB_OPT_LOCAL, "--overload", 1, "ADU",
      "counts from this value up are overloads, left out (default: the\n"
-     "counter's maximum; 1048500 for CBF)",
+     "overload the file states, as a CBF does, else its counter's top)",
      .type = NB_OPT_DOUBLE, .at = {FO(overload)}, .sets = {{FO(have_overload), 1}}},
     {FL_PRECISION, .type = NB_OPT_CHOICE, .at = {FO(precision)}, .choices = precisions,
      .expected = "'single' or 'double'"},

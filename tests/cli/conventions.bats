@@ -212,8 +212,9 @@ EOF
     [ "$(nb_key in_a.img.nbs COUNTS_ADC)" = 40 ]
     run_nb nb-convert --import a.png plan.nbs
     expect_status 2
-    expect_has "nb-convert: --import 'a.png': a PNG preview cannot be imported"
-    cp plan.nbs fake.cbf
+    expect_has "nb-convert: --import: cannot read 'a.png': PNG is a write-only format"
+    # no magic bytes of any format: read as its name says (an nb stream named .cbf is read as a stream)
+    printf 'neither a CBF nor raw floats' > fake.cbf
     run_nb nb-convert --import fake.cbf plan.nbs
     expect_status 1
     expect_has "'fake.cbf' is not a CBF file"

@@ -151,3 +151,50 @@ fit_within_gates() {
     expect_status 0
     expect_lacks "on 1500 pixels"
 }
+
+# the line the one image reader (formats/registry.h) logs with -v, without the tool's name
+read_line() { grep -o "'$1' read as .*" "$2"; }
+
+@test "fit and import: nb-fit --observed and nb-convert --import read the same files by one rule (offset, overload, untrusted pixels)" {
+    # bright enough that the 16-bit counter overloads: 279 pixels at its top
+    nb-geom -q $TRUTH $REST -o truth.nbs
+    local f files=(obs.cbf obs.img obs.nbs)
+    if can_write_tiff; then files+=(obs.tif); fi
+    nb-sim -q -precision double truth.nbs | nb-noise -q -seed 1 -scale 300 | nb-convert -q $(printf -- '-o %s ' "${files[@]}")
+    for f in "${files[@]}"; do
+        nb-fit -v --observed "$f" --refine scale truth.nbs 2>"fit_$f.err" >/dev/null
+        nb-convert -v --import "$f" truth.nbs 2>"import_$f.err" >/dev/null
+        [ "$(read_line "$f" "fit_$f.err")" = "$(read_line "$f" "import_$f.err")" ] || false
+        read_line "$f" "fit_$f.err" | grep -q "untrusted: 0 negative, 279 overloaded pixels"
+        # the overloaded pixels left out of the fit
+        grep -q "on 8937 pixels" "fit_$f.err"
+    done
+    # a CBF's overload is the one it states (its counts start at 0, so 65535 less the offset 40)
+    grep -a -q "^_array_intensities.overload 65495" obs.cbf
+    read_line obs.cbf fit_obs.cbf.err | grep -q "overload 65495 (the file's)"
+    read_line obs.img fit_obs.img.err | grep -q "offset 40 (the file's), gain 1, overload 65535 (the counter's top)"
+}
+
+@test "fit and import: a write-only format (PGM, PNG, NXmx) or an unknown suffix is refused by name (2) by both tools" {
+    observe -o obs.pgm -o obs.png
+    nb-geom -q $TRUTH $REST -o truth.nbs
+    local readable="(readable: CBF (.cbf), SMV (.img .smv), TIFF (.tif .tiff), raw float32 (.bin .raw .float), nb stream (.nbs))"
+    run_nb nb-fit --observed obs.pgm --refine scale truth.nbs
+    expect_status 2
+    expect_has "nb-fit: cannot read 'obs.pgm': PGM is a write-only format $readable"
+    run_nb nb-convert --import obs.pgm truth.nbs
+    expect_status 2
+    expect_has "nb-convert: --import: cannot read 'obs.pgm': PGM is a write-only format $readable"
+    run_nb nb-fit --observed obs.png --refine scale truth.nbs
+    expect_status 2
+    expect_has "nb-fit: cannot read 'obs.png': PNG is a write-only format"
+    printf '\211HDF\r\n\032\n' > obs.h5
+    run_nb nb-convert --import obs.h5 truth.nbs
+    expect_status 2
+    expect_has "cannot read 'obs.h5': NXmx (HDF5) is a write-only format"
+    printf 'not an image' > obs.jpg
+    run_nb nb-fit --observed obs.jpg --refine scale truth.nbs
+    expect_status 2
+    expect_has "nb-fit: cannot read 'obs.jpg': no format has the suffix '.jpg'"
+    [ ! -s stdout.bin ] || false
+}

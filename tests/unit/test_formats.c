@@ -1,4 +1,5 @@
-/* test_formats.c - CBF, TIFF and PNG writers (and the CBF reader). */
+/* test_formats.c - CBF, TIFF and PNG writers (and the CBF reader); the format
+ * registry and its one image reader (registry.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -15,7 +16,10 @@
 #include "nb_error.h"
 #include "nb_image.h"
 #include "nb_util.h"
+#include "pgm.h"
 #include "png.h"
+#include "registry.h"
+#include "nb_stream.h"
 #include "tap.h"
 #include "tiff.h"
 
@@ -708,6 +712,100 @@ static void test_json(void)
     ok(nb_frame_path("img_###.cbf", 6, name, 5) == -1, "frame path: too long for the buffer refused");
 }
 
+/* ---- the registry and its one image reader -------------------------------- */
+
+static int id_of(const nb_format *f) { return f ? (int)f->id : -1; }
+
+static void test_registry_lookup(void)
+{
+    ok(id_of(nb_format_by_name("smv")) == NB_FMT_SMV && id_of(nb_format_by_name("img")) == NB_FMT_SMV,
+       "registry: smv and its alias img by name");
+    ok(id_of(nb_format_by_name("tiff")) == NB_FMT_TIF && id_of(nb_format_by_name("nxs")) == NB_FMT_NXMX,
+       "registry: tiff and nxs are aliases");
+    ok(nb_format_by_name("jpeg") == NULL, "registry: an unknown name is NULL");
+    ok(id_of(nb_format_by_suffix("d/x.cbf")) == NB_FMT_CBF, "registry: .cbf by suffix");
+    ok(id_of(nb_format_by_suffix("X.CBF")) == NB_FMT_CBF, "registry: suffixes match without case");
+    ok(id_of(nb_format_by_suffix("XDS.INP")) == NB_FMT_XDS, "registry: XDS.INP by suffix");
+    ok(id_of(nb_format_by_suffix("a.h5")) == NB_FMT_NXMX, "registry: .h5 is NXmx");
+    ok(id_of(nb_format_by_suffix("x.tiff")) == NB_FMT_TIF, "registry: .tiff is TIFF");
+    ok(nb_format_by_suffix("dir.d/image") == NULL, "registry: a dot in a directory is no suffix");
+    static const struct { const char *bytes; size_t n; int id; } magic[] = {
+        {"###CBF: VERSION 1.5", 19, NB_FMT_CBF}, {"{\nHEADER_BYTES=512;", 19, NB_FMT_SMV},
+        {"II*\0\x08\0\0\0", 8, NB_FMT_TIF}, {"MM\0*\0\0\0\x08", 8, NB_FMT_TIF},
+        {"\x89PNG\r\n\x1a\n", 8, NB_FMT_PNG}, {"P5\n96 96\n", 9, NB_FMT_PGM},
+        {NB_STREAM_MAGIC, 8, NB_FMT_NBS}, {"\x89HDF\r\n\x1a\n", 8, NB_FMT_NXMX},
+        {"\0\0\x80?\0\0\0@", 8, -1}, {"###CB", 5, -1}};
+    for (size_t i = 0; i < sizeof magic / sizeof magic[0]; i++)
+        ok(id_of(nb_format_by_magic((const unsigned char *)magic[i].bytes, magic[i].n)) == magic[i].id,
+           "registry: magic %zu read as %d", i, magic[i].id);
+    ok(nb_format_get(NB_FMT_PGM)->read == NULL && nb_format_get(NB_FMT_PNG)->read == NULL &&
+       nb_format_get(NB_FMT_NXMX)->read == NULL, "registry: PGM, PNG and NXmx are write-only");
+    ok(nb_format_get(NB_FMT_XDS)->sidecar && nb_format_get(NB_FMT_GEOM)->sidecar &&
+       !nb_format_get(NB_FMT_CBF)->sidecar, "registry: XDS.INP and .geom are the sidecars");
+    ok(strstr(nb_format_readable_list(), "CBF (.cbf)") && strstr(nb_format_readable_list(), "raw float32 (.bin"),
+       "registry: readable list '%s'", nb_format_readable_list());
+    /* by the first bytes before the name; no suffix: raw float; an unknown suffix: none */
+    ok(write_bytes(tpath("smv_named.cbf"), "{\nHEADER_BYTES=512;\n}", 21) &&
+       id_of(nb_format_of_file(tpath("smv_named.cbf"))) == NB_FMT_SMV, "registry: the magic wins over the suffix");
+    float px[4] = {1, 2, 3, 4};
+    ok(write_bytes(tpath("floatimage"), px, sizeof px) && id_of(nb_format_of_file(tpath("floatimage"))) == NB_FMT_BIN,
+       "registry: no suffix, no magic: raw float");
+    ok(write_bytes(tpath("img.0001"), px, sizeof px) && id_of(nb_format_of_file(tpath("img.0001"))) == NB_FMT_BIN,
+       "registry: a number for a suffix: raw float");
+    ok(write_bytes(tpath("x.jpg"), px, sizeof px) && nb_format_of_file(tpath("x.jpg")) == NULL,
+       "registry: an unknown suffix is no format");
+    ok(id_of(nb_format_of_file(tpath("missing.cbf"))) == NB_FMT_CBF, "registry: a missing file by its name");
+}
+
+static void test_image_file_read(void)
+{
+    nb_image_file f;
+    /* a CBF: counts from 0, its stated overload, -1 and overloads untrusted */
+    const int32_t v[6] = {-1, 0, 5, 999, 1000, 70000};
+    nb_image_meta m = test_meta(3, 2);
+    m.count_cutoff = 1000;
+    nb_status st = nb_cbf_write(tpath("r.cbf"), v, &m);
+    if (!st) st = nb_image_file_read(tpath("r.cbf"), NULL, 0, &f);
+    ok(!st, "reader: a CBF is read (%s)", st ? nb_error_message() : "ok");
+    ok(!st && f.format->id == NB_FMT_CBF && f.is_counts && f.width == 3 && f.height == 2 && f.counts[5] == 70000,
+       "reader: the CBF's counts as written");
+    ok(!st && f.overload == 1000 && f.offset == 0 && f.offset_stated && f.gain == 1 && f.bits == 32,
+       "reader: CBF overload %g (stated), offset 0, 32 bits (a count over 65535)", st ? 0 : f.overload);
+    ok(!st && f.untrusted[0] && !f.untrusted[1] && !f.untrusted[3] && f.untrusted[4] && f.untrusted[5] &&
+       f.nnegative == 1 && f.noverloaded == 2, "reader: the negative and overloaded pixels are untrusted");
+    if (!st) nb_image_file_set_overload(&f, 100000);
+    ok(!st && !f.untrusted[4] && !f.untrusted[5] && f.untrusted[0] && f.noverloaded == 0,
+       "reader: an overload given again marks again");
+    nb_image_file_free(&f);
+    /* raw float: photons, no mask */
+    const float px[6] = {0.5f, 1, 2, 3, 4, 5};
+    ok(write_bytes(tpath("r.bin"), px, sizeof px) && !nb_image_file_read(tpath("r.bin"), NULL, 0, &f) &&
+       !f.is_counts && f.npixels == 6 && f.photons[0] == 0.5f && !f.untrusted, "reader: raw float photons");
+    nb_image_file_free(&f);
+    /* refused by name: write-only formats, an unknown suffix */
+    uint8_t bytes[6] = {0};
+    ok(!nb_pgm_write(tpath("r.pgm"), bytes, 3, 2, 1.0), "reader: a PGM to refuse");
+    st = nb_image_file_read(tpath("r.pgm"), NULL, 0, &f);
+    ok(st == NB_ERR_USAGE && strstr(nb_error_message(), "r.pgm': PGM is a write-only format (readable: CBF"),
+       "reader: a PGM is refused by name: %s", nb_error_message());
+    nb_image_file_free(&f);
+    ok(write_bytes(tpath("r.png"), "\x89PNG\r\n\x1a\n", 8) &&
+       nb_image_file_read(tpath("r.png"), NULL, 0, &f) == NB_ERR_USAGE &&
+       strstr(nb_error_message(), "PNG is a write-only format"), "reader: a PNG is refused by name");
+    nb_image_file_free(&f);
+    ok(write_bytes(tpath("r.h5"), "\x89HDF\r\n\x1a\n", 8) &&
+       nb_image_file_read(tpath("r.h5"), NULL, 0, &f) == NB_ERR_USAGE &&
+       strstr(nb_error_message(), "NXmx (HDF5) is a write-only format"), "reader: an HDF5 file is refused by name");
+    nb_image_file_free(&f);
+    ok(nb_image_file_read(tpath("x.jpg"), NULL, 0, &f) == NB_ERR_USAGE &&
+       strstr(nb_error_message(), "no format has the suffix '.jpg'"), "reader: an unknown suffix is refused");
+    nb_image_file_free(&f);
+    /* a file named .cbf that is no CBF: the CBF reader's error, never raw floats */
+    ok(write_bytes(tpath("fake.cbf"), px, sizeof px) && nb_image_file_read(tpath("fake.cbf"), NULL, 0, &f) == NB_ERR_DATA &&
+       strstr(nb_error_message(), "is not a CBF file"), "reader: a .cbf that is no CBF is the CBF reader's error");
+    nb_image_file_free(&f);
+}
+
 int main(void)
 {
     nb_set_tool_name("test_formats");
@@ -722,6 +820,8 @@ int main(void)
     test_failures();
     test_int16_rows();
     test_json();
+    test_registry_lookup();
+    test_image_file_read();
     if (!getenv("NB_KEEP_TEST_FILES")) cleanup();
     else printf("# files kept in %s\n", dir);
     return tap_done();

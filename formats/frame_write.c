@@ -1,0 +1,222 @@
+/* frame_write.c - one frame of a stream as an image file: the header values
+ * a frame gives (nb_frame_meta, nb_frame_smv_meta), the counts as the
+ * integer formats hold them (from 0 for CBF and NXmx, or nanoBragg's int
+ * image), panel views, and the one-file writers of CBF, TIFF, PGM and PNG
+ * (nb_frame_write_image).  nb-convert decides which frames go to which files
+ * (tools/nb_convert_*.c); what a file holds is decided here. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cbf.h"
+#include "dials_expt_write.h"
+#include "frame_write.h"
+#include "nb_image.h"
+#include "nb_tuning.h"
+#include "nb_util.h"
+#include "pgm.h"
+#include "png.h"
+#include "registry.h"
+#include "tiff.h"
+
+void nb_frame_meta(const nb_frame *fr, nb_image_meta *m)
+{
+    const nb_plan *p = fr->plan;
+    memset(m, 0, sizeof *m);
+    m->fpixels = fr->width;
+    m->spixels = fr->height;
+    m->pixel_size = p->pixel_size;
+    m->distance = p->distance;
+    m->close_distance = p->close_distance;
+    m->wavelength = nb_frame_wavelength(p, fr->im);
+    m->beam_f = p->Fbeam;
+    m->beam_s = p->Sbeam;
+    double start = fr->im->has.phi_start ? fr->im->phi_start : p->phi0;
+    double range = fr->im->has.phi_range ? fr->im->phi_range : p->osc;
+    m->osc_start = start * 180.0 / M_PI;
+    m->osc_range = range * 180.0 / M_PI;
+    m->exposure = p->exposure;
+    m->count_cutoff = fr->counts ? (fr->counts_bits == 32 ? 2147483647.0 : 65535.0) : 65535.0;
+    nb_stated_sensor sensor;
+    nb_stated_sensor_of(p, &sensor);
+    m->sensor_thickness = sensor.simulated ? p->detector_thick : 0.0;
+    m->sensor_material = nb_material_name(sensor.material);
+    m->gain = fr->counts && fr->im->has.counts_gain ? fr->im->counts_gain : 1.0;
+    m->twotheta = p->twotheta * 180.0 / M_PI;
+    m->frame = fr->frame;
+    m->polarization = nb_polarization_fraction(p);
+    nb_dials_image_geometry(p, m);
+    m->command_line = p->command_line;
+}
+
+/* A simulated sensor whose attenuation is not the one DIALS will compute
+ * from the material a CBF or NXmx file states (silicon's, when no
+ * -detector_material named one): said once a run */
+void nb_warn_sensor_mu(const char *path, const nb_plan *p)
+{
+    static int told;
+    nb_stated_sensor s;
+    nb_stated_sensor_of(p, &s);
+    if (told || !s.simulated || (s.mu > 0 && fabs(s.mu - p->detector_mu) <= 0.01 * p->detector_mu)) return;
+    told = 1;
+    nb_warn("'%s': the simulated sensor's attenuation (%g /mm) is not %s's at %g A (%g /mm), which DIALS computes "
+            "from the file: name the material with nb-geom -detector_material instead of -detector_abs",
+            path, p->detector_mu * 1e-3, nb_material_name(s.material), p->lambda0 * 1e10, s.mu * 1e-3);
+}
+
+/* A CBF holds counts as a PILATUS counts them, from 0: the counts less
+ * their ADC offset (dxtbx reads no pedestal from a miniCBF); the -1 of a
+ * stacked image's empty columns stays.  A count below its offset (read-out
+ * noise) stays negative: DIALS takes such pixels as untrusted, so say so. */
+void nb_counts_from_zero(const int32_t *counts, size_t n, double adc, const char *path, int32_t *out)
+{
+    const int32_t off = (int32_t)lrint(adc);
+    size_t below = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t v = counts[i];
+        out[i] = v < 0 ? v : v - off;
+        below += v >= 0 && v < off;
+    }
+    if (below)
+        nb_warn("'%s': %zu pixels hold fewer counts than the ADC offset %d (read-out noise): negative in the CBF, "
+                "where DIALS takes them as untrusted",
+                path, below, (int)off);
+}
+
+static nb_status cbf_values(const int32_t *counts, size_t n, double adc, const char *path, int32_t **out)
+{
+    nb_status st = nb_alloc_large((void **)out, n, sizeof **out, "the CBF values");
+    if (!st) nb_counts_from_zero(counts, n, adc, path, *out);
+    return st;
+}
+
+/* The reference's noiseless int image as int32 (for CBF and TIFF). */
+nb_status nb_frame_int_counts(const nb_frame *fr, int32_t **out)
+{
+    size_t n = (size_t)fr->width * fr->height;
+    nb_status st = nb_alloc_large((void **)out, n, sizeof **out, "the int image");
+    if (st) return st;
+    const nb_plan *p = fr->plan;
+    nb_roi roi = {p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
+    nb_int_image(fr->photons, fr->width, fr->height, roi, fr->int_scale, fr->adc, *out);
+    return NB_OK;
+}
+
+void nb_frame_smv_meta(const nb_frame *fr, int smv_beam, double adc, nb_smv_meta *m)
+{
+    nb_image_meta meta;
+    nb_frame_meta(fr, &meta);
+    nb_smv_meta_from_plan(fr->plan, adc, smv_beam, m);
+    /* a still's shot: its own wavelength; the counts' gain when not 1 */
+    m->wavelength_A = meta.wavelength * 1e10;
+    m->gain = meta.gain;
+    if (fr->im->has.phi_start) {
+        m->phi_deg = m->osc_start_deg = meta.osc_start;
+        m->osc_range_deg = meta.osc_range;
+    }
+}
+
+/* Panel i of a frame of several panels as a one-panel frame pf, whose plan
+ * is view (panel i's geometry; the frame's common scales) */
+void nb_frame_panel(const nb_frame *fr, int i, nb_plan *view, nb_frame *pf)
+{
+    size_t off;
+    nb_plan_panel_view(fr->plan, i, view);
+    nb_plan_panel_dims(fr->plan, i, &view->fpixels, &view->spixels, &off);
+    *pf = *fr;
+    pf->plan = view;
+    pf->width = view->fpixels, pf->height = view->spixels;
+    pf->photons = fr->photons + off;
+    if (fr->counts) pf->counts = fr->counts + off;
+}
+
+/* The PNG preview: of the counts less their ADC offset (so that the
+ * background shows the noise a detector would, and -1 gaps stay black), or
+ * of the photons. */
+static nb_status write_png(const char *path, const nb_frame *fr, int use_counts)
+{
+    if (!use_counts) return nb_png_write_preview(path, fr->photons, fr->width, fr->height, 0.0);
+    size_t n = (size_t)fr->width * fr->height;
+    float *v;
+    nb_status st = nb_alloc_large((void **)&v, n, sizeof *v, "the PNG preview");
+    if (st) return st;
+    for (size_t i = 0; i < n; i++) v[i] = (float)((double)fr->counts[i] - fr->counts_adc);
+    st = nb_png_write_preview(path, v, fr->width, fr->height, 0.0);
+    free(v);
+    return st;
+}
+
+nb_status nb_frame_write_image(int format, int use_counts, const char *path, const char *final, const nb_frame *fr)
+{
+    const nb_plan *p = fr->plan;
+    nb_roi roi = {p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
+    size_t n = (size_t)fr->width * fr->height;
+    nb_image_meta meta;
+    nb_status st = NB_OK;
+    nb_frame_meta(fr, &meta);
+    meta.name = final;
+
+    int32_t *ints = NULL;
+    const int32_t *counts = NULL;
+    int bits = 16;
+    int is_int = format == NB_FMT_CBF || format == NB_FMT_TIF16 || format == NB_FMT_TIF32 ||
+                 (format == NB_FMT_TIF && use_counts);
+    if (is_int) {
+        if (use_counts) {
+            counts = fr->counts;
+            bits = fr->counts_bits;
+        } else {
+            if ((st = nb_frame_int_counts(fr, &ints))) return st;
+            counts = ints;
+            nb_info("intfile_scale = %g", fr->int_scale);
+        }
+    }
+    nb_info("  %s, %s", nb_format_get(format)->name,
+            (is_int || format == NB_FMT_PNG) && use_counts ? "detector counts" : is_int ? "scaled photons" : "photons");
+    switch (format) {
+    case NB_FMT_CBF: {
+        /* the counts' own offset, or the int image's (-adc) */
+        double adc = use_counts ? fr->counts_adc : fr->adc;
+        int32_t *values;
+        if ((st = cbf_values(counts, n, adc, final, &values))) break;
+        meta.count_cutoff = (bits == 32 ? 2147483647.0 : 65535.0) - lrint(adc);
+        /* a sensor: the miniCBF alone, which dxtbx reads with the sensor's
+         * parallax but polarization 0.999 (cbf.h); said once a run */
+        static int told_sensor;
+        if (meta.sensor_thickness > 0) nb_warn_sensor_mu(final, p);
+        if (meta.lab && meta.sensor_thickness > 0) {
+            meta.lab = 0;
+            if (!told_sensor) {
+                told_sensor = 1;
+                nb_warn("'%s': with a sensor thickness the CBF is a miniCBF, from which DIALS takes polarization "
+                        "0.999: give it 'dials.import ... polarization_fraction=%g' or read -o model.expt",
+                        final, meta.polarization);
+            }
+        }
+        st = nb_cbf_write(path, values, &meta);
+        free(values);
+        break;
+    }
+    case NB_FMT_TIF:
+        if (use_counts) st = bits == 32 ? nb_tiff_write_u32(path, counts, &meta) : nb_tiff_write_u16(path, counts, &meta);
+        else st = nb_tiff_write_f32(path, fr->photons, &meta);
+        break;
+    case NB_FMT_TIF_FLOAT: st = nb_tiff_write_f32(path, fr->photons, &meta); break;
+    case NB_FMT_TIF16: st = nb_tiff_write_u16(path, counts, &meta); break;
+    case NB_FMT_TIF32: st = nb_tiff_write_u32(path, counts, &meta); break;
+    case NB_FMT_PGM: {
+        uint8_t *bytes;
+        if ((st = nb_calloc((void **)&bytes, n, 1, "the PGM image"))) break;
+        nb_pgm_bytes(fr->photons, fr->width, fr->height, roi, fr->pgm_scale, bytes);
+        nb_info("pgm_scale = %g", fr->pgm_scale);
+        st = nb_pgm_write(path, bytes, fr->width, fr->height, fr->pgm_scale);
+        free(bytes);
+        break;
+    }
+    case NB_FMT_PNG: st = write_png(path, fr, use_counts); break;
+    default: st = nb_error_set(NB_ERR_USAGE, "'%s': format %s cannot be written here", final, nb_format_get(format)->name);
+    }
+    free(ints);
+    return st;
+}
