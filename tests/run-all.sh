@@ -7,6 +7,9 @@
 # first: it takes seconds and needs no build (tests/lint/run.sh).
 set -u
 cd "$(dirname "$0")/.."
+# the tests see the environment a user's shell has: not make's (make check's
+# -j and jobserver would reach the makes the tests run)
+unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES
 BUILD=${BUILD:-build}
 suites=("$@")
 [ ${#suites[@]} -eq 0 ] && suites=(lint unit cli parity)
