@@ -14,9 +14,12 @@
 
 CC      ?= cc
 PREFIX  ?= /usr/local
-# every core by default; a -j on the command line wins (make 4.3 puts it after this)
+# every core by default; a -j on the command line wins (make 4.3 puts it after
+# this); a sub-make (check, check-asan) shares its parent's jobs
 NPROC   := $(shell nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+ifeq ($(MAKELEVEL),0)
 MAKEFLAGS += -j$(NPROC)
+endif
 OPT     ?= -O2
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
