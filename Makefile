@@ -270,7 +270,7 @@ check-dials: deps
 # ---- sanitizers: the whole suite on an ASan + UBSan build (build-asan/, bin-asan/)
 ASAN_FLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer -fno-sanitize-recover=all
 check-asan: deps
-	@$(MAKE) --no-print-directory BUILD=build-asan BIN=bin-asan NVCC= FORTIFY= CFLAGS="-g -O1 $(ASAN_FLAGS)" \
+	@$(MAKE) --no-print-directory BUILD=build-asan BIN=bin-asan NVCC= FORTIFY= CFLAGS="-g1 -O1 $(ASAN_FLAGS)" \
 	    build-asan/.built-asan
 	@NB_BIN=$(CURDIR)/bin-asan BUILD=build-asan NB_SANITIZED=1 \
 	    ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 \
@@ -312,11 +312,18 @@ fuzz-regressions-built: $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
 	    echo "fuzz: $$t regressions pass"; \
 	done
 
-build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_LIB_SRC) $(HEADERS)
+# the library's sources compiled once for every target (-fsanitize=fuzzer-no-link:
+# instrumented, without libFuzzer's main), then each target links them
+FUZZ_COMPILE = $(FUZZ_CC) -std=c11 -D_GNU_SOURCE -Ilibnbcore -Iformats -DNB_VERSION='"$(VERSION)"' \
+    $(filter -DNB_HAVE_TIFF -DNB_TIFF_SONAME=% -DNB_HAVE_HDF5 -DNB_HDF5_SONAME=% -I%,$(NB_CFLAGS))
+FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=build-fuzz/%.o)
+build-fuzz/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_COMPILE) $(subst -fsanitize=fuzzer,-fsanitize=fuzzer-no-link,$(FUZZ_FLAGS)) -c $< -o $@
+
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_LIB_OBJ) $(HEADERS)
 	@mkdir -p build-fuzz
-	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE $(FUZZ_FLAGS) -Ilibnbcore -Iformats -DNB_VERSION='"$(VERSION)"' \
-	    $(filter -DNB_HAVE_TIFF -DNB_TIFF_SONAME=% -DNB_HAVE_HDF5 -DNB_HDF5_SONAME=% -I%,$(NB_CFLAGS)) -o $@ $< $(FUZZ_LIB_SRC) -lz -lm \
-	    $(filter -ldl,$(NB_LDLIBS))
+	$(FUZZ_COMPILE) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB_OBJ) -lz -lm $(filter -ldl,$(NB_LDLIBS))
 
 # ---- set-up and demo -------------------------------------------------------
 deps:

@@ -80,7 +80,14 @@ for suite in "${suites[@]}"; do
         # NB_TEST_JOBS files at a time (default: the cores): most of a test's
         # time is processes starting and ending, one core each
         jobs_max=${NB_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
-        files=(tests/cli/*.bats)
+        # the longest first, as the last run timed them ($BUILD/tests/cli-seconds;
+        # a file it did not time counts as long): two slots end together
+        times=$BUILD/tests/cli-seconds
+        mapfile -t files < <(for f in tests/cli/*.bats; do
+            t=$(awk -v f="$f" '$2 == f { print $1 }' "$times" 2>/dev/null)
+            echo "${t:-100000} $f"
+        done | sort -k1,1nr -k2 | cut -d' ' -f2)
+        : > "$log/cli-seconds"
         declare -A began=()
         running=0 next=0 reported=0
         report_done() { # a line for each file whose run has ended
@@ -93,6 +100,7 @@ for suite in "${suites[@]}"; do
                 name=cli/$(basename "$f" .bats)
                 crashed "$name" "$(cat "$out.status")" "$out"
                 count "$name" "$out" $((SECONDS - began[$i]))
+                echo "$((SECONDS - began[$i])) $f" >> "$log/cli-seconds"
                 running=$((running - 1)) reported=$((reported + 1))
             done
         }
@@ -109,7 +117,8 @@ for suite in "${suites[@]}"; do
             wait -n 2>/dev/null || true
             report_done
         done
-        wait ;;
+        wait
+        mkdir -p "$(dirname "$times")" && cp "$log/cli-seconds" "$times" 2>/dev/null || true ;;
     parity)
         out=$log/parity.tap
         limit tests/parity/run.sh > "$out" 2>&1
