@@ -80,11 +80,14 @@ for suite in "${suites[@]}"; do
         # NB_TEST_JOBS files at a time (default: the cores): most of a test's
         # time is processes starting and ending, one core each
         jobs_max=${NB_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
-        # the longest first, as the last run timed them ($BUILD/tests/cli-seconds;
-        # a file it did not time counts as long): two slots end together
+        # the longest first, as the last run timed them ($BUILD/tests/cli-seconds,
+        # or in a fresh tree tests/cli/seconds, a run's copy kept in git; a file
+        # neither timed counts as long): the slots end together
         times=$BUILD/tests/cli-seconds
+        order=$times
+        [ -s "$order" ] || order=tests/cli/seconds
         mapfile -t files < <(for f in tests/cli/*.bats; do
-            t=$(awk -v f="$f" '$2 == f { print $1 }' "$times" 2>/dev/null)
+            t=$(awk -v f="$f" '$2 == f { print $1 }' "$order" 2>/dev/null)
             echo "${t:-100000} $f"
         done | sort -k1,1nr -k2 | cut -d' ' -f2)
         : > "$log/cli-seconds"
