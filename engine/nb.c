@@ -140,13 +140,12 @@ int nb_renderer_from_plan(const struct nb_plan *plan, const struct nb_hkl *hkl, 
     nb_plan_init(&copy);
     nb_hkl_init(&hcopy);
     if (!plan) return nb_error_set(NB_ERR_USAGE, "nb_renderer_from_plan: no plan");
-    /* the copies through the records: every array the structures own */
-    nb_record_init(&rec, "PLAN");
+    /* the copies through the records: every array the structures own (the
+     * writers initialise the record) */
     nb_status st = nb_plan_to_record(plan, &rec);
     if (!st) st = nb_plan_from_record(&rec, &copy);
     nb_record_free(&rec);
     if (!st && hkl) {
-        nb_record_init(&rec, "HKL");
         st = nb_hkl_to_record(hkl, &rec);
         if (!st) st = nb_hkl_from_record(&rec, &hcopy);
         nb_record_free(&rec);

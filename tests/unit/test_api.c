@@ -44,7 +44,6 @@ static nb_status plan_bytes(const nb_plan *plan, unsigned char **buf, size_t *le
     close(fd);
     nb_record rec;
     nb_writer *w = NULL;
-    nb_record_init(&rec, "PLAN");
     nb_status st = nb_plan_to_record(plan, &rec);
     if (!st) st = nb_writer_open(&w, path);
     if (!st) st = nb_writer_put(w, &rec);
