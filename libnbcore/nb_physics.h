@@ -496,7 +496,7 @@ NB_HD nb_pixel_opts nb_fast_opts_of(const nb_fparams *fp)
  * double multiply-adds per term of nb_fpx_index; the rounding error grows
  * with the span's angle, |A| and N (fparams.offset_reach), and the CUDA
  * backend takes this path only where it is below NB_OFFSET_REACH_MAX
- * (docs/architecture.md, "The CUDA kernels"). */
+ * (docs/architecture.md, section 8, "The kernels"). */
 
 /* the pixels that share one reference: a warp */
 #define NB_OFFSET_SPAN 32
