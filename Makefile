@@ -364,12 +364,7 @@ bench: all
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 DATADIR ?= $(PREFIX)/share/nb
-$(BUILD)/nb.pc: nb.pc.in VERSION Makefile
-	@mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
-	    -e 's|@LIBS_PRIVATE@|$(strip -fopenmp -lz -lm -ldl $(CUDA_LDLIBS))|' $< > $@
-
-install: all $(BUILD)/nb.pc
+install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(LIBDIR)/pkgconfig \
 	    $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(DATADIR)/examples $(DESTDIR)$(DATADIR)/pipelines $(DESTDIR)$(DATADIR)/bench
 	install -m 755 $(TOOL_BINS) pipelines/nanobragg $(DESTDIR)$(PREFIX)/bin/
@@ -379,7 +374,10 @@ install: all $(BUILD)/nb.pc
 	ln -sf $(notdir $(NB_SO)) $(DESTDIR)$(LIBDIR)/libnb.so
 	install -m 644 $(NB_A) $(DESTDIR)$(LIBDIR)/
 	install -m 644 engine/nb.h $(DESTDIR)$(INCLUDEDIR)/
-	install -m 644 $(BUILD)/nb.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	@# nb.pc names this install's PREFIX: made here, never kept in the build tree
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+	    -e 's|@LIBS_PRIVATE@|$(strip -fopenmp -lz -lm -ldl $(CUDA_LDLIBS))|' nb.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/nb.pc
+	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/nb.pc
 	install -m 644 examples/render.c examples/P1.hkl examples/tiles.geom $(DESTDIR)$(DATADIR)/examples/
 	install -m 755 examples/render.py $(DESTDIR)$(DATADIR)/examples/
 	install -m 644 pipelines/sweep.mk pipelines/slurm-sweep.sbatch $(DESTDIR)$(DATADIR)/pipelines/

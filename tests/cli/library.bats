@@ -70,6 +70,9 @@ need_installed() {
     run env PKG_CONFIG_PATH="$NB_PREFIX/lib/pkgconfig" pkg-config --modversion nb
     expect_status 0
     [ "$output" = "$(cat "$NB_ROOT/VERSION")" ] || false
+    # nb.pc names this install's prefix (not an earlier install's)
+    run env PKG_CONFIG_PATH="$NB_PREFIX/lib/pkgconfig" pkg-config --variable=includedir nb
+    [ "$output" = "$NB_PREFIX/include" ] || false
 }
 
 @test "library: render.c built with pkg-config against the installed tree writes nb-sim's image, two panels" {
