@@ -223,7 +223,7 @@ UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TEST_TOOLS := $(BUILD)/tests/nb-imgcmp $(BUILD)/tests/nb-smvcmp $(BUILD)/tests/xds-plugin-read
 
-$(BUILD)/tests/test_%: tests/unit/test_%.c tests/unit/tap.h $(LIB) $(HEADERS)
+$(BUILD)/tests/test_%: tests/unit/test_%.c tests/unit/tap.h tests/unit/plan_words.h $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -Iengine -Iformats -Itests/unit -o $@ $< $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(TEST_LDLIBS)
 

@@ -53,6 +53,20 @@ static void clamp_trig(double *s, double *c)
     if (*c * *c > 1.0) *c = 1.0;
 }
 
+/* The reciprocal angles' sines and cosines: a warning when they are oddball,
+ * as the reference warns, then each pair clamped into [-1, 1]. */
+static void reciprocal_angles_checked(double *sin_as, double *cos_as, double *sin_bs, double *cos_bs, double *sin_gs,
+                                      double *cos_gs)
+{
+    if (oddball(*sin_as, *cos_as, *sin_bs, *cos_bs, *sin_gs, *cos_gs))
+        nb_warn("oddball reciprocal cell angles: sin/cos(alpha*) %.17g %.17g, (beta*) %.17g %.17g, "
+                "(gamma*) %.17g %.17g",
+                *sin_as, *cos_as, *sin_bs, *cos_bs, *sin_gs, *cos_gs);
+    clamp_trig(sin_as, cos_as);
+    clamp_trig(sin_bs, cos_bs);
+    clamp_trig(sin_gs, cos_gs);
+}
+
 double nb_cell_reciprocal(const double cell_in[6], double a_star[3], double b_star[3], double c_star[3])
 {
     double a = cell_in[0], b = cell_in[1], c = cell_in[2];
@@ -82,13 +96,7 @@ double nb_cell_reciprocal(const double cell_in[6], double a_star[3], double b_st
     double cos_as = (cos(beta) * cos(gamma) - cos(alpha)) / (sin(beta) * sin(gamma));
     double cos_bs = (cos(gamma) * cos(alpha) - cos(beta)) / (sin(gamma) * sin(alpha));
     double cos_gs = (cos(alpha) * cos(beta) - cos(gamma)) / (sin(alpha) * sin(beta));
-    if (oddball(sin_as, cos_as, sin_bs, cos_bs, sin_gs, cos_gs))
-        nb_warn("oddball reciprocal cell angles: sin/cos(alpha*) %.17g %.17g, (beta*) %.17g %.17g, "
-                "(gamma*) %.17g %.17g",
-                sin_as, cos_as, sin_bs, cos_bs, sin_gs, cos_gs);
-    clamp_trig(&sin_as, &cos_as);
-    clamp_trig(&sin_bs, &cos_bs);
-    clamp_trig(&sin_gs, &cos_gs);
+    reciprocal_angles_checked(&sin_as, &cos_as, &sin_bs, &cos_bs, &sin_gs, &cos_gs);
     set3(a_star, as, 0.0, 0.0);
     set3(b_star, bs * cos_gs, bs * sin_gs, 0.0);
     set3(c_star, cs * cos_bs, cs * (cos_as - cos_bs * cos_gs) / sin_gs, cs * V_cell / (a * b * c * sin_gs));
@@ -174,13 +182,7 @@ void nb_cell_parameters(const nb_cell_vectors *v, double cell[6], double recip[6
     double sin_as = am * V_star / bsm / csm, sin_bs = bm * V_star / asm_ / csm, sin_gs = cm * V_star / asm_ / bsm;
     double cos_as = nb_vdot(b_star, c_star) / bsm / csm, cos_bs = nb_vdot(a_star, c_star) / asm_ / csm,
            cos_gs = nb_vdot(a_star, b_star) / asm_ / bsm;
-    if (oddball(sin_as, cos_as, sin_bs, cos_bs, sin_gs, cos_gs))
-        nb_warn("oddball reciprocal cell angles: sin/cos(alpha*) %.17g %.17g, (beta*) %.17g %.17g, "
-                "(gamma*) %.17g %.17g",
-                sin_as, cos_as, sin_bs, cos_bs, sin_gs, cos_gs);
-    clamp_trig(&sin_as, &cos_as);
-    clamp_trig(&sin_bs, &cos_bs);
-    clamp_trig(&sin_gs, &cos_gs);
+    reciprocal_angles_checked(&sin_as, &cos_as, &sin_bs, &cos_bs, &sin_gs, &cos_gs);
     cell[0] = am, cell[1] = bm, cell[2] = cm;
     cell[3] = atan2(sin_a, cos_a), cell[4] = atan2(sin_b, cos_b), cell[5] = atan2(sin_g, cos_g);
     recip[0] = asm_, recip[1] = bsm, recip[2] = csm;

@@ -12,28 +12,8 @@
 #include "nb_plan.h"
 #include "nb_stream.h"
 #include "nb_util.h"
+#include "plan_words.h"
 #include "tap.h"
-
-/* A plan from nb-geom's words (its COMMAND, as nb-geom records it). */
-static nb_status build_plan(const char *args, nb_plan *plan)
-{
-    nb_request rq;
-    char *line = malloc(strlen(args) + 16);
-    sprintf(line, "nb-geom %s", args);
-    int argc = 0;
-    char **argv = NULL;
-    nb_status st = nb_split_args(line, &argc, &argv);
-    nb_request_defaults(&rq);
-    if (!st) st = nb_request_apply_args(&rq, argc - 1, argv + 1, NULL);
-    rq.command_line = line;
-    nb_strbuf log;
-    nb_strbuf_init(&log);
-    if (!st) st = nb_resolve(&rq, plan, &log);
-    nb_strbuf_free(&log);
-    nb_request_free(&rq);
-    nb_free_args(argc, argv);
-    return st;
-}
 
 /* A stream of the PLAN record (and its END), as nb-geom writes it. */
 static nb_status plan_bytes(const nb_plan *plan, unsigned char **buf, size_t *len)

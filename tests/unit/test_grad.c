@@ -18,6 +18,7 @@
 #include "nb_cli.h"
 #include "nb_geometry.h"
 #include "nb_sim_grad.h"
+#include "plan_words.h"
 #include "tap.h"
 
 #define diag(...) (printf("#   "), printf(__VA_ARGS__), printf("\n"))
@@ -70,28 +71,6 @@ static const struct config {
      "-mosaic 0.3 -mosaic_domains 2",
      "distance,Xbeam,misset_y,cell_b,Na,mosaic", 0, 1},
 };
-
-static int build_plan(const char *args, nb_plan *plan)
-{
-    nb_request rq;
-    char *line = malloc(strlen(args) + 16);
-    sprintf(line, "nb-geom %s", args);
-    int argc = 0;
-    char **argv = NULL;
-    nb_status st = nb_split_args(line, &argc, &argv);
-    nb_request_defaults(&rq);
-    rq.seed = -1;
-    rq.misset_seed = -1;
-    if (!st) st = nb_request_apply_args(&rq, argc - 1, argv + 1, NULL);
-    rq.command_line = line;
-    nb_strbuf log;
-    nb_strbuf_init(&log);
-    if (!st) st = nb_resolve(&rq, plan, &log);
-    nb_strbuf_free(&log);
-    nb_request_free(&rq);
-    nb_free_args(argc, argv);
-    return st;
-}
 
 /* F = a polynomial of degree <= 3 in each index: tricubic interpolation
  * reproduces it, so F is smooth between grid points too */

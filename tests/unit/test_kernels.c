@@ -15,6 +15,7 @@
 #include "nb_options.h"
 #include "nb_crc32.h"
 #include "nb_sim.h"
+#include "plan_words.h"
 #include "tap.h"
 
 typedef struct config {
@@ -117,25 +118,6 @@ static void check_stats(const char *what, const nb_stats *got, const nb_stats *w
            dm < 1e-12 && dr < 1e-12 && dd < 1e-10,
        "%s: statistics as the reference's loops (max %g at %ld, %ld pixels; mean, rms, rmsd within %.1e %.1e %.1e)",
        what, got->max_I, got->max_index, got->rendered, dm, dr, dd);
-}
-
-static int build_plan(const char *args, nb_plan *plan)
-{
-    nb_request rq;
-    char *copy = strdup(args), *argv[128];
-    int argc = 0;
-    for (char *t = strtok(copy, " "); t && argc < 127; t = strtok(NULL, " ")) argv[argc++] = t;
-    nb_request_defaults(&rq);
-    rq.seed = -1;
-    rq.misset_seed = -1;
-    nb_status st = nb_request_apply_args(&rq, argc, argv, NULL);
-    nb_strbuf log;
-    nb_strbuf_init(&log);
-    if (!st) st = nb_resolve(&rq, plan, &log);
-    nb_strbuf_free(&log);
-    nb_request_free(&rq);
-    free(copy);
-    return st;
 }
 
 static void compare(const char *what, const float *ref, const float *test, size_t n, double corr_min,
