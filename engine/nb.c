@@ -270,27 +270,30 @@ static nb_status render_panel_regions(nb_renderer *r, const nb_plan *frame_plan,
 {
     nb_plan view;
     nb_plan_panel_view(frame_plan, panel, &view);
-    const size_t n = (size_t)view.fpixels * view.spixels;
-    int x0 = view.fpixels, x1 = -1, y0 = view.spixels, y1 = -1;
+    const size_t n = (size_t)view.panels[0].fpixels * view.panels[0].spixels;
+    int x0 = view.panels[0].fpixels, x1 = -1, y0 = view.panels[0].spixels, y1 = -1;
     memset(mask, 0, n);
     for (int k = 0; k < count; k++) {
         const nb_region *g = &regions[k];
         if (g->panel != panel) continue;
         for (int y = g->slow; y < g->slow + g->slow_count; y++)
-            memset(mask + (size_t)y * view.fpixels + g->fast, 1, (size_t)g->fast_count);
+            memset(mask + (size_t)y * view.panels[0].fpixels + g->fast, 1, (size_t)g->fast_count);
         x0 = g->fast < x0 ? g->fast : x0, y0 = g->slow < y0 ? g->slow : y0;
         x1 = g->fast + g->fast_count - 1 > x1 ? g->fast + g->fast_count - 1 : x1;
         y1 = g->slow + g->slow_count - 1 > y1 ? g->slow + g->slow_count - 1 : y1;
     }
     if (x1 < 0) return NB_OK; /* no region on this panel */
-    if (view.mask)
-        for (size_t i = 0; i < n; i++) mask[i] &= view.mask[i] != 0;
-    /* the plan's ROI stays: outside it a region's pixels are 0, as in the panel's image */
-    view.roi_xmin = x0 > view.roi_xmin ? x0 : view.roi_xmin, view.roi_xmax = x1 < view.roi_xmax ? x1 : view.roi_xmax;
-    view.roi_ymin = y0 > view.roi_ymin ? y0 : view.roi_ymin, view.roi_ymax = y1 < view.roi_ymax ? y1 : view.roi_ymax;
-    view.mask = mask;
+    if (view.panels[0].mask)
+        for (size_t i = 0; i < n; i++) mask[i] &= view.panels[0].mask[i] != 0;
+    /* the plan's ROI stays: outside it a region's pixels are 0, as in the panel's image;
+     * the view gets a panel of its own (the plan's is shared) */
+    nb_panel own = view.panels[0];
+    view.panels = &own;
+    own.roi_xmin = x0 > own.roi_xmin ? x0 : own.roi_xmin, own.roi_xmax = x1 < own.roi_xmax ? x1 : own.roi_xmax;
+    own.roi_ymin = y0 > own.roi_ymin ? y0 : own.roi_ymin, own.roi_ymax = y1 < own.roi_ymax ? y1 : own.roi_ymax;
+    own.mask = mask;
     nb_status st = NB_OK;
-    if (view.roi_xmin <= view.roi_xmax && view.roi_ymin <= view.roi_ymax)
+    if (own.roi_xmin <= own.roi_xmax && own.roi_ymin <= own.roi_ymax)
         st = render_view(r, &view, frame, panel, scratch, NULL);
     else
         memset(scratch, 0, n * sizeof *scratch);
@@ -299,7 +302,8 @@ static nb_status render_panel_regions(nb_renderer *r, const nb_plan *frame_plan,
         if (g->panel != panel) continue;
         for (int y = 0; y < g->slow_count; y++)
             memcpy(photons + starts[k] + (size_t)y * g->fast_count,
-                   scratch + (size_t)(g->slow + y) * view.fpixels + g->fast, (size_t)g->fast_count * sizeof *scratch);
+                   scratch + (size_t)(g->slow + y) * view.panels[0].fpixels + g->fast,
+                   (size_t)g->fast_count * sizeof *scratch);
     }
     return st;
 }
@@ -366,7 +370,8 @@ int nb_render_frame_grad(nb_renderer *r, long frame, float *photons, float **gra
     if (!st && r->names.n == 0)
         st = nb_error_set(NB_ERR_USAGE, "no derivatives named: nb_renderer_set_derivatives first");
     for (int j = 0; !st && j < r->names.n; j++)
-        if (!grads || !grads[j]) st = nb_error_set(NB_ERR_USAGE, "nb_render_frame_grad: no buffer for derivative %d", j);
+        if (!grads || !grads[j])
+            st = nb_error_set(NB_ERR_USAGE, "nb_render_frame_grad: no buffer for derivative %d", j);
     if (!st && !r->have_grad_plans) {
         st = nb_grad_plans_build(&r->plan, &r->names, &r->grad_plans);
         r->have_grad_plans = !st;

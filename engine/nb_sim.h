@@ -19,9 +19,13 @@ typedef struct nb_sim_setup {
     double *src_lambda;
 } nb_sim_setup;
 
+/* The kernels' panel fields from a panel, by the panel table (every row). */
+void nb_kparams_set_panel(nb_kparams *dst, const nb_panel *src);
+
 /* Hoist what does not depend on the pixel: rotated cells per (phi, domain),
  * source directions and wavelengths, normalisation, the water background. */
 nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setup *s);
+/* (plan: a one-panel plan, nb_plan_panel_view; its first panel is rendered) */
 void nb_sim_setup_free(nb_sim_setup *s);
 
 /* The structure factors of a plan that no HKL record followed: its

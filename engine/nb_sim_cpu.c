@@ -1,4 +1,5 @@
-/* nb-sim's CPU kernels. */
+/* nb_sim_cpu.c - the kernels' inputs from a one-panel plan (nb_sim_setup_build)
+ * and the reference-faithful double kernel on the CPU. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,37 +10,30 @@
 #include "nb_sim.h"
 #include "nb_vec.h"
 
+void nb_kparams_set_panel(nb_kparams *dst, const nb_panel *src)
+{
+    NB_PANEL_FIELDS(NB_PANEL_COPY)
+    dst->mask = src->mask;
+}
+
 nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setup *s)
 {
     nb_kparams *kp = &s->kp;
     nb_status st;
     memset(s, 0, sizeof *s);
 
-    kp->fpixels = plan->fpixels;
-    kp->spixels = plan->spixels;
-    kp->roi_xmin = plan->roi_xmin, kp->roi_xmax = plan->roi_xmax;
-    kp->roi_ymin = plan->roi_ymin, kp->roi_ymax = plan->roi_ymax;
-    kp->mask = plan->mask;
-    kp->pixel_size = plan->pixel_size;
+    nb_kparams_set_panel(kp, &plan->panels[0]);
     kp->oversample = plan->oversample;
-    kp->subpixel_size = plan->pixel_size / plan->oversample;
+    kp->subpixel_size = kp->pixel_size / plan->oversample;
     kp->oversample_thick = plan->oversample_thick;
     kp->oversample_polar = plan->oversample_polar;
     kp->oversample_omega = plan->oversample_omega;
-    memcpy(kp->fdet, plan->fdet, sizeof kp->fdet);
-    memcpy(kp->sdet, plan->sdet, sizeof kp->sdet);
-    memcpy(kp->odet, plan->odet, sizeof kp->odet);
-    memcpy(kp->pix0, plan->pix0, sizeof kp->pix0);
     memcpy(kp->beam, plan->beam, sizeof kp->beam);
     memcpy(kp->polar_vector, plan->polar_vector, sizeof kp->polar_vector);
     kp->distance = plan->distance;
     kp->close_distance = plan->close_distance;
     kp->curved_detector = plan->curved_detector;
     kp->point_pixel = plan->point_pixel;
-    kp->thicksteps = plan->detector_thicksteps;
-    kp->thickstep = plan->detector_thickstep;
-    kp->thick = plan->detector_thick;
-    kp->mu = plan->detector_mu;
 
     /* sources: the propagation direction is minus the unit source position */
     kp->nsources = plan->nsources;
@@ -92,7 +86,8 @@ nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setu
     kp->frac_N[2] = plan->Nc != floor(plan->Nc);
     kp->shape = plan->shape;
     if (!nb_shape_known(kp->shape)) {
-        st = nb_error_set(NB_ERR_DATA, "the plan's crystal shape %d is none of square, round, gauss, tophat", kp->shape);
+        st =
+            nb_error_set(NB_ERR_DATA, "the plan's crystal shape %d is none of square, round, gauss, tophat", kp->shape);
         goto fail;
     }
     kp->fudge = plan->fudge;

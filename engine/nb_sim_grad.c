@@ -458,32 +458,41 @@ void nb_grad_plans_free(nb_grad_plans *g)
 /* ---- the kernel inputs and their tangents ----------------------------------- */
 
 /* The fields of nb_kparams that the dual pixel follows (nb_kdual's), and the
- * others, which no name may move. */
+ * others, which no name may move; the panel's by the panel table's follow
+ * column (nb_panel_fields.h). */
 #define FOLLOWED(f, n) {#f, offsetof(nb_kparams, f), offsetof(nb_kdual, f), n}
+#define PANEL_FOLLOWED(key, kind, m, follow, what) NB_PANEL_IF_FOLLOWED_##follow(FOLLOWED(m, NB_PANEL_COUNT_##kind),)
 static const struct followed {
     const char *name;
     size_t kp, kd;
     int n;
 } followed[] = {
-    FOLLOWED(fdet, 3),   FOLLOWED(sdet, 3),   FOLLOWED(odet, 3),   FOLLOWED(pix0, 3), FOLLOWED(beam, 3),
-    FOLLOWED(distance, 1), FOLLOWED(close_distance, 1), FOLLOWED(a_star, 3), FOLLOWED(b_star, 3),
-    FOLLOWED(c_star, 3), FOLLOWED(Na, 1),     FOLLOWED(Nb, 1),     FOLLOWED(Nc, 1),   FOLLOWED(fluence, 1),
-    FOLLOWED(I_bg, 1),
+    NB_PANEL_FIELDS(PANEL_FOLLOWED) FOLLOWED(beam, 3), FOLLOWED(distance, 1), FOLLOWED(close_distance, 1),
+    FOLLOWED(a_star, 3), FOLLOWED(b_star, 3), FOLLOWED(c_star, 3), FOLLOWED(Na, 1), FOLLOWED(Nb, 1),
+    FOLLOWED(Nc, 1), FOLLOWED(fluence, 1), FOLLOWED(I_bg, 1),
 };
 #define FIXED(f, n) {#f, offsetof(nb_kparams, f), n}
+#define PANEL_FIXED_AS(want, key, kind, m, follow) \
+    NB_PANEL_IF_FIXED_##follow(NB_PANEL_IF_##want##_##kind(FIXED(m, NB_PANEL_COUNT_##kind),))
+#define PANEL_FIXED_DOUBLE(key, kind, m, follow, what) PANEL_FIXED_AS(DOUBLE, key, kind, m, follow)
+#define PANEL_FIXED_INT(key, kind, m, follow, what) PANEL_FIXED_AS(INT, key, kind, m, follow)
+#define NB_PANEL_IF_DOUBLE_DBL(...) __VA_ARGS__
+#define NB_PANEL_IF_DOUBLE_VEC3(...) __VA_ARGS__
+#define NB_PANEL_IF_DOUBLE_INT(...)
+#define NB_PANEL_IF_INT_DBL(...)
+#define NB_PANEL_IF_INT_VEC3(...)
+#define NB_PANEL_IF_INT_INT(...) __VA_ARGS__
 static const struct fixed {
     const char *name;
     size_t kp;
     int n;
 } fixed_doubles[] = {
-    FIXED(pixel_size, 1), FIXED(subpixel_size, 1), FIXED(polar_vector, 3), FIXED(thickstep, 1), FIXED(thick, 1),
-    FIXED(mu, 1), FIXED(fudge, 1), FIXED(kahn_factor, 1), FIXED(dmin, 1), FIXED(water_size, 1), FIXED(r_e_sqr, 1),
-    FIXED(steps, 1),
+    NB_PANEL_FIELDS(PANEL_FIXED_DOUBLE) FIXED(subpixel_size, 1), FIXED(polar_vector, 3), FIXED(fudge, 1),
+    FIXED(kahn_factor, 1), FIXED(dmin, 1), FIXED(water_size, 1), FIXED(r_e_sqr, 1), FIXED(steps, 1),
 }, fixed_ints[] = {
-    FIXED(fpixels, 1), FIXED(spixels, 1), FIXED(roi_xmin, 1), FIXED(roi_xmax, 1), FIXED(roi_ymin, 1),
-    FIXED(roi_ymax, 1), FIXED(oversample, 1), FIXED(oversample_thick, 1), FIXED(oversample_polar, 1),
-    FIXED(oversample_omega, 1), FIXED(curved_detector, 1), FIXED(point_pixel, 1), FIXED(thicksteps, 1),
-    FIXED(nsources, 1), FIXED(ncells, 1), FIXED(shape, 1), FIXED(nopolar, 1), FIXED(interpolate, 1),
+    NB_PANEL_FIELDS(PANEL_FIXED_INT) FIXED(oversample, 1), FIXED(oversample_thick, 1), FIXED(oversample_polar, 1),
+    FIXED(oversample_omega, 1), FIXED(curved_detector, 1), FIXED(point_pixel, 1), FIXED(nsources, 1),
+    FIXED(ncells, 1), FIXED(shape, 1), FIXED(nopolar, 1), FIXED(interpolate, 1),
 };
 #define COUNT(a) ((int)(sizeof a / sizeof a[0]))
 
@@ -527,7 +536,8 @@ static const char *fixed_field_moved(const nb_kparams *base, const nb_kparams *m
             if (fabs(a - b) > 1e-12 * fmax(fabs(a), fabs(b))) return fixed_doubles[i].name;
         }
     for (int i = 0; i < COUNT(fixed_ints); i++)
-        if (*(const int *)((const char *)base + fixed_ints[i].kp) != *(const int *)((const char *)moved + fixed_ints[i].kp))
+        if (*(const int *)((const char *)base + fixed_ints[i].kp) !=
+            *(const int *)((const char *)moved + fixed_ints[i].kp))
             return fixed_ints[i].name;
     return NULL;
 }
@@ -667,7 +677,8 @@ void nb_kfdual_store_free(nb_kfdual_store *s)
 /* ---- the render ------------------------------------------------------------ */
 
 /* Row s: its pixels and derivatives; returns the row's solid-angle sum. */
-static double grad_row(const nb_kparams *kp, const nb_kdual *k, int nd, int s, float *image, float **grads, int *tripped)
+static double grad_row(const nb_kparams *kp, const nb_kdual *k, int nd, int s, float *image, float **grads,
+                       int *tripped)
 {
     double omega = 0.0;
     for (int f = 0; f < kp->fpixels; f++) {

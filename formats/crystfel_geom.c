@@ -41,7 +41,7 @@ nb_status nb_crystfel_geom_write(const char *path, const nb_plan *p, int max_adu
     ey[0] = ez[1] * ex[2] - ez[2] * ex[1];
     ey[1] = ez[2] * ex[0] - ez[0] * ex[2];
     ey[2] = ez[0] * ex[1] - ez[1] * ex[0];
-    const double px = p->pixel_size;
+    const double px = p->panels[0].pixel_size;
 
     nb_strbuf sb;
     nb_strbuf_init(&sb);
@@ -57,21 +57,23 @@ nb_status nb_crystfel_geom_write(const char *path, const nb_plan *p, int max_adu
     for (int i = 0; i < nb_plan_npanels(p); i++) {
         nb_plan v;
         nb_plan_panel_view(p, i, &v);
-        if (v.fpixels != p->fpixels || v.pixel_size != px) {
+        if (v.panels[0].fpixels != p->panels[0].fpixels || v.panels[0].pixel_size != px) {
             nb_strbuf_free(&sb);
             return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': panels of different widths or pixel sizes cannot be laid "
                                                     "out in one CrystFEL data block", path);
         }
         nb_strbuf_printf(&sb, "\np%d/min_fs = 0\np%d/max_fs = %d\np%d/min_ss = %d\np%d/max_ss = %d\n", i, i,
-                         v.fpixels - 1, i, row, i, row + v.spixels - 1);
-        nb_strbuf_printf(&sb, "p%d/corner_x = %.6f\n", i, dot(v.pix0, ex) / px);
-        nb_strbuf_printf(&sb, "p%d/corner_y = %.6f\n", i, dot(v.pix0, ey) / px);
-        nb_strbuf_printf(&sb, "p%d/clen = %.9f\n", i, dot(v.pix0, ez));
+                         v.panels[0].fpixels - 1, i, row, i, row + v.panels[0].spixels - 1);
+        nb_strbuf_printf(&sb, "p%d/corner_x = %.6f\n", i, dot(v.panels[0].pix0, ex) / px);
+        nb_strbuf_printf(&sb, "p%d/corner_y = %.6f\n", i, dot(v.panels[0].pix0, ey) / px);
+        nb_strbuf_printf(&sb, "p%d/clen = %.9f\n", i, dot(v.panels[0].pix0, ez));
         nb_strbuf_printf(&sb, "p%d/coffset = 0.0\n", i);
-        nb_strbuf_printf(&sb, "p%d/fs = %+.8fx %+.8fy %+.8fz\n", i, dot(v.fdet, ex), dot(v.fdet, ey), dot(v.fdet, ez));
-        nb_strbuf_printf(&sb, "p%d/ss = %+.8fx %+.8fy %+.8fz\n", i, dot(v.sdet, ex), dot(v.sdet, ey), dot(v.sdet, ez));
+        nb_strbuf_printf(&sb, "p%d/fs = %+.8fx %+.8fy %+.8fz\n", i, dot(v.panels[0].fdet, ex),
+                         dot(v.panels[0].fdet, ey), dot(v.panels[0].fdet, ez));
+        nb_strbuf_printf(&sb, "p%d/ss = %+.8fx %+.8fy %+.8fz\n", i, dot(v.panels[0].sdet, ex),
+                         dot(v.panels[0].sdet, ey), dot(v.panels[0].sdet, ez));
         nb_strbuf_printf(&sb, "p%d/max_adu = %d\n", i, max_adu);
-        row += v.spixels;
+        row += v.panels[0].spixels;
     }
 
     nb_status st = nb_write_text_file(path, sb.data, sb.len);
@@ -211,7 +213,7 @@ static nb_status geom_to_detector(const geom_panel *g, int n, const char *name, 
         q->pix0[0] = g[i].corner_x * q->pixel_size;
         q->pix0[1] = g[i].corner_y * q->pixel_size;
         q->pix0[2] = g[i].clen + g[i].coffset;
-        q->detector_thick = -1.0; /* CrystFEL knows no sensor: the flags' */
+        q->thick = -1.0; /* CrystFEL knows no sensor: the flags' */
     }
     out->beam[2] = 1.0;
     out->second[0] = 1.0;

@@ -64,7 +64,8 @@ static nb_status read_panel(const nb_json *pj, const frame3 *fr, const char *nam
     double size[2], px[2], v;
     char what[128];
     snprintf(what, sizeof what, "panel %d needs image_size, pixel_size, fast_axis, slow_axis and origin", index);
-    if (nb_json_numbers(nb_json_get(pj, "image_size"), size, 2) || nb_json_numbers(nb_json_get(pj, "pixel_size"), px, 2))
+    if (nb_json_numbers(nb_json_get(pj, "image_size"), size, 2) ||
+        nb_json_numbers(nb_json_get(pj, "pixel_size"), px, 2))
         return bad(name, what);
     if (size[0] < 1 || size[1] < 1 || size[0] > 1000000 || size[1] > 1000000 || size[0] != floor(size[0]) ||
         size[1] != floor(size[1]))
@@ -81,8 +82,8 @@ static nb_status read_panel(const nb_json *pj, const frame3 *fr, const char *nam
     }
     const nb_json *t = nb_json_get(pj, "thickness"), *mu = nb_json_get(pj, "mu");
     v = t && t->type == NB_JSON_NUMBER ? t->number : -1.0;
-    out->detector_thick = v > 0 ? v * 1e-3 : v; /* 0: no absorption; < 0: not given */
-    out->detector_mu = mu && mu->type == NB_JSON_NUMBER ? mu->number * 1e3 : 0.0;
+    out->thick = v > 0 ? v * 1e-3 : v; /* 0: no absorption; < 0: not given */
+    out->mu = mu && mu->type == NB_JSON_NUMBER ? mu->number * 1e3 : 0.0;
     return NB_OK;
 }
 

@@ -112,10 +112,10 @@ static void put_node_tail(nb_strbuf *sb)
  * which DIALS takes as no absorption to correct and no parallax */
 static void put_sensor(nb_strbuf *sb, const nb_plan *v)
 {
-    int thick = v->detector_thick > 0 && v->detector_mu > 0;
-    nb_strbuf_printf(sb, "\"thickness\": %.17g, \"material\": ", thick ? v->detector_thick * 1e3 : 0.0);
+    int thick = v->panels[0].thick > 0 && v->panels[0].mu > 0;
+    nb_strbuf_printf(sb, "\"thickness\": %.17g, \"material\": ", thick ? v->panels[0].thick * 1e3 : 0.0);
     nb_json_write_string(sb, thick ? nb_material_name(v->detector_material) : "");
-    nb_strbuf_printf(sb, ", \"mu\": %.17g, ", thick ? v->detector_mu * 1e-3 : 0.0);
+    nb_strbuf_printf(sb, ", \"mu\": %.17g, ", thick ? v->panels[0].mu * 1e-3 : 0.0);
 }
 
 /* Panel i (its view v): its frame in DIALS's lab frame (flat) or, nested in
@@ -124,11 +124,11 @@ static void put_panel(nb_strbuf *sb, const nb_plan *v, int i, int nested, const 
                       const panel_counts *c, int last)
 {
     double f[3], s[3], o[3];
-    rot(R, v->fdet, 1.0, f);
-    rot(R, v->sdet, 1.0, s);
-    rot(R, v->pix0, 1e3, o);
+    rot(R, v->panels[0].fdet, 1.0, f);
+    rot(R, v->panels[0].sdet, 1.0, s);
+    rot(R, v->panels[0].pix0, 1e3, o);
     if (nested) o[0] = o[1] = o[2] = 0.0;
-    int thick = v->detector_thick > 0 && v->detector_mu > 0;
+    int thick = v->panels[0].thick > 0 && v->panels[0].mu > 0;
     if (nested) nb_strbuf_printf(sb, "        {\"name\": \"/entry/instrument/detector/module_%d\", ", i);
     else nb_strbuf_append(sb, "        {\"name\": \"Panel\", ");
     nb_strbuf_append(sb, "\"type\": \"SENSOR_PAD\", ");
@@ -136,7 +136,8 @@ static void put_panel(nb_strbuf *sb, const nb_plan *v, int i, int nested, const 
     put_vec(sb, "slow_axis", s, ", ");
     put_vec(sb, "origin", o, ", ");
     nb_strbuf_printf(sb, "\"raw_image_offset\": [0, 0], \"image_size\": [%d, %d], \"pixel_size\": [%.17g, %.17g], ",
-                     v->fpixels, v->spixels, v->pixel_size * 1e3, v->pixel_size * 1e3);
+                     v->panels[0].fpixels, v->panels[0].spixels, v->panels[0].pixel_size * 1e3,
+                     v->panels[0].pixel_size * 1e3);
     nb_strbuf_printf(sb, "\"trusted_range\": [-1.0, %.17g], ", c->trusted_max);
     put_sensor(sb, v);
     nb_strbuf_printf(sb, "\"identifier\": \"\", \"mask\": [], \"gain\": %.17g, \"pedestal\": %.17g, ", c->gain,
@@ -155,7 +156,7 @@ static void put_detector(nb_strbuf *sb, const nb_plan *p, const double R[3][3], 
     for (int i = 0; i < n; i++) {
         nb_plan v;
         nb_plan_panel_view(p, i, &v);
-        nb_plan_panel_dims(p, i, &v.fpixels, &v.spixels, NULL);
+        nb_plan_panel_dims(p, i, NULL, NULL, NULL);
         put_panel(sb, &v, i, nested, R, c, i == n - 1);
     }
     static const double x[3] = {1, 0, 0}, y[3] = {0, 1, 0}, zero[3] = {0, 0, 0};
@@ -173,7 +174,7 @@ static void put_detector(nb_strbuf *sb, const nb_plan *p, const double R[3][3], 
         nb_plan v;
         double o[3];
         nb_plan_panel_view(p, i, &v);
-        rot(R, v.pix0, 1e3, o);
+        rot(R, v.panels[0].pix0, 1e3, o);
         nb_strbuf_printf(sb, "%s\n      {\"name\": \"/entry/instrument/detector/module_%d/module_offset\", "
                              "\"type\": \"\", ",
                          i ? "," : "", i);
@@ -203,9 +204,9 @@ void nb_dials_image_geometry(const nb_plan *p, nb_image_meta *m)
     double R[3][3], pn[3];
     m->lab = 0;
     if (nb_dials_frame(p, R)) return;   /* the message is no one's: the header goes without */
-    rot(R, p->fdet, 1.0, m->lab_fast);
-    rot(R, p->sdet, 1.0, m->lab_slow);
-    rot(R, p->pix0, 1e3, m->lab_origin);
+    rot(R, p->panels[0].fdet, 1.0, m->lab_fast);
+    rot(R, p->panels[0].sdet, 1.0, m->lab_slow);
+    rot(R, p->panels[0].pix0, 1e3, m->lab_origin);
     rot(R, p->spindle, 1.0, m->lab_axis);
     polar_normal(p, R, pn);
     /* dxtbx's imgCIF reader: the normal is (sin a, cos a, 0); its sign is no matter */
@@ -310,7 +311,8 @@ static char *fixed_text(const nb_plan *p, const double R[3][3], const panel_coun
                      p->exposure, p->spindle[0], p->spindle[1], p->spindle[2]);
     if (p->osc > 0) {
         const double *cell[3] = {p->cell_a, p->cell_b, p->cell_c};
-        for (int k = 0; k < 3; k++) nb_strbuf_printf(&sb, "cell %.17g %.17g %.17g\n", cell[k][0], cell[k][1], cell[k][2]);
+        for (int k = 0; k < 3; k++)
+            nb_strbuf_printf(&sb, "cell %.17g %.17g %.17g\n", cell[k][0], cell[k][1], cell[k][2]);
     }
     return nb_strbuf_take(&sb);
 }
@@ -428,8 +430,9 @@ static void put_rotation(nb_strbuf *sb, const nb_expt *e)
      * of one file (an NXmx shard's too) from 1, which dxtbx also takes as
      * their indices in the file, and their epochs from 0 */
     long first = e->kind == NB_EXPT_ONE_FILE ? 0 : e->first_frame, n = e->last_frame - e->first_frame + 1;
-    nb_strbuf_printf(sb, "  \"scan\": [{\"image_range\": [%ld, %ld], \"batch_offset\": 0, \"oscillation\": [%.17g, %.17g], ",
-                     first + 1, first + n, e->phi0_deg + (double)e->first_frame * e->osc_deg, e->osc_deg);
+    nb_strbuf_printf(
+        sb, "  \"scan\": [{\"image_range\": [%ld, %ld], \"batch_offset\": 0, \"oscillation\": [%.17g, %.17g], ",
+        first + 1, first + n, e->phi0_deg + (double)e->first_frame * e->osc_deg, e->osc_deg);
     nb_strbuf_append(sb, "\"exposure_time\": [");
     for (long i = 0; i < n; i++) nb_strbuf_printf(sb, "%s%.17g", i ? ", " : "", e->period);
     /* the CBF time stamps': frame i at i periods */

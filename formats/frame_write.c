@@ -26,7 +26,7 @@ void nb_frame_meta(const nb_frame *fr, nb_image_meta *m)
     memset(m, 0, sizeof *m);
     m->fpixels = fr->width;
     m->spixels = fr->height;
-    m->pixel_size = p->pixel_size;
+    m->pixel_size = p->panels[0].pixel_size;
     m->distance = p->distance;
     m->close_distance = p->close_distance;
     m->wavelength = nb_frame_wavelength(p, fr->im);
@@ -40,7 +40,7 @@ void nb_frame_meta(const nb_frame *fr, nb_image_meta *m)
     m->count_cutoff = fr->counts ? (fr->counts_bits == 32 ? 2147483647.0 : 65535.0) : 65535.0;
     nb_stated_sensor sensor;
     nb_stated_sensor_of(p, &sensor);
-    m->sensor_thickness = sensor.simulated ? p->detector_thick : 0.0;
+    m->sensor_thickness = sensor.simulated ? p->panels[0].thick : 0.0;
     m->sensor_material = nb_material_name(sensor.material);
     m->gain = fr->counts && fr->im->has.counts_gain ? fr->im->counts_gain : 1.0;
     m->twotheta = p->twotheta * 180.0 / M_PI;
@@ -58,11 +58,11 @@ void nb_warn_sensor_mu(const char *path, const nb_plan *p)
     static int told;
     nb_stated_sensor s;
     nb_stated_sensor_of(p, &s);
-    if (told || !s.simulated || (s.mu > 0 && fabs(s.mu - p->detector_mu) <= 0.01 * p->detector_mu)) return;
+    if (told || !s.simulated || (s.mu > 0 && fabs(s.mu - p->panels[0].mu) <= 0.01 * p->panels[0].mu)) return;
     told = 1;
     nb_warn("'%s': the simulated sensor's attenuation (%g /mm) is not %s's at %g A (%g /mm), which DIALS computes "
             "from the file: name the material with nb-geom -detector_material instead of -detector_abs",
-            path, p->detector_mu * 1e-3, nb_material_name(s.material), p->lambda0 * 1e10, s.mu * 1e-3);
+            path, p->panels[0].mu * 1e-3, nb_material_name(s.material), p->lambda0 * 1e10, s.mu * 1e-3);
 }
 
 /* A CBF holds counts as a PILATUS counts them, from 0: the counts less
@@ -98,7 +98,7 @@ nb_status nb_frame_int_counts(const nb_frame *fr, int32_t **out)
     nb_status st = nb_alloc_large((void **)out, n, sizeof **out, "the int image");
     if (st) return st;
     const nb_plan *p = fr->plan;
-    nb_roi roi = {p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
+    nb_roi roi = {p->panels[0].roi_xmin, p->panels[0].roi_xmax, p->panels[0].roi_ymin, p->panels[0].roi_ymax};
     nb_int_image(fr->photons, fr->width, fr->height, roi, fr->int_scale, fr->adc, *out);
     return NB_OK;
 }
@@ -123,10 +123,10 @@ void nb_frame_panel(const nb_frame *fr, int i, nb_plan *view, nb_frame *pf)
 {
     size_t off;
     nb_plan_panel_view(fr->plan, i, view);
-    nb_plan_panel_dims(fr->plan, i, &view->fpixels, &view->spixels, &off);
+    nb_plan_panel_dims(fr->plan, i, NULL, NULL, &off);
     *pf = *fr;
     pf->plan = view;
-    pf->width = view->fpixels, pf->height = view->spixels;
+    pf->width = view->panels[0].fpixels, pf->height = view->panels[0].spixels;
     pf->photons = fr->photons + off;
     if (fr->counts) pf->counts = fr->counts + off;
 }
@@ -150,7 +150,7 @@ static nb_status write_png(const char *path, const nb_frame *fr, int use_counts)
 nb_status nb_frame_write_image(int format, int use_counts, const char *path, const char *final, const nb_frame *fr)
 {
     const nb_plan *p = fr->plan;
-    nb_roi roi = {p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
+    nb_roi roi = {p->panels[0].roi_xmin, p->panels[0].roi_xmax, p->panels[0].roi_ymin, p->panels[0].roi_ymax};
     size_t n = (size_t)fr->width * fr->height;
     nb_image_meta meta;
     nb_status st = NB_OK;
@@ -199,7 +199,8 @@ nb_status nb_frame_write_image(int format, int use_counts, const char *path, con
         break;
     }
     case NB_FMT_TIF:
-        if (use_counts) st = bits == 32 ? nb_tiff_write_u32(path, counts, &meta) : nb_tiff_write_u16(path, counts, &meta);
+        if (use_counts)
+            st = bits == 32 ? nb_tiff_write_u32(path, counts, &meta) : nb_tiff_write_u16(path, counts, &meta);
         else st = nb_tiff_write_f32(path, fr->photons, &meta);
         break;
     case NB_FMT_TIF_FLOAT: st = nb_tiff_write_f32(path, fr->photons, &meta); break;
@@ -215,7 +216,8 @@ nb_status nb_frame_write_image(int format, int use_counts, const char *path, con
         break;
     }
     case NB_FMT_PNG: st = write_png(path, fr, use_counts); break;
-    default: st = nb_error_set(NB_ERR_USAGE, "'%s': format %s cannot be written here", final, nb_format_get(format)->name);
+    default:
+        st = nb_error_set(NB_ERR_USAGE, "'%s': format %s cannot be written here", final, nb_format_get(format)->name);
     }
     free(ints);
     return st;

@@ -56,10 +56,10 @@ typedef struct nb_stated_sensor {
 static inline void nb_stated_sensor_of(const nb_plan *p, nb_stated_sensor *s)
 {
     memset(s, 0, sizeof *s);
-    s->simulated = p->detector_thick > 0 && p->detector_mu > 0;
+    s->simulated = p->panels[0].thick > 0 && p->panels[0].mu > 0;
     if (s->simulated) {
         s->material = p->detector_material != NB_MATERIAL_NONE ? p->detector_material : NB_MATERIAL_SI;
-        s->thickness = p->detector_thick;
+        s->thickness = p->panels[0].thick;
         if (nb_material_mu(s->material, p->lambda0, &s->mu)) s->mu = 0.0;
         return;
     }

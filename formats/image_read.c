@@ -57,9 +57,9 @@ static nb_status counts_rule(nb_image_file *f, const nb_plan *plan, double offse
 /* The size the plan says (one panel: width x height) */
 static nb_status size_matches(const char *path, int w, int h, const nb_plan *plan)
 {
-    if (!plan || (w == plan->fpixels && h == plan->spixels)) return NB_OK;
-    return nb_error_set(NB_ERR_DATA, "'%s' is %d x %d pixels but the plan says %d x %d", path, w, h, plan->fpixels,
-                        plan->spixels);
+    if (!plan || (w == plan->panels[0].fpixels && h == plan->panels[0].spixels)) return NB_OK;
+    return nb_error_set(NB_ERR_DATA, "'%s' is %d x %d pixels but the plan says %d x %d", path, w, h,
+                        plan->panels[0].fpixels, plan->panels[0].spixels);
 }
 
 static nb_status alloc_counts(nb_image_file *f, int w, int h)
@@ -80,7 +80,7 @@ nb_status nb_read_rawfloat_file(const char *path, const nb_plan *plan, long fram
     if (st) return st;
     out->npixels = count;
     out->width = (int)count, out->height = 1;
-    if (plan && nb_plan_npanels(plan) == 1) out->width = plan->fpixels, out->height = plan->spixels;
+    if (plan && nb_plan_npanels(plan) == 1) out->width = plan->panels[0].fpixels, out->height = plan->panels[0].spixels;
     return NB_OK;
 }
 
@@ -157,7 +157,8 @@ static nb_status from_record(const nb_record *rec, const nb_image_info *im, cons
     out->width = im->npanels > 1 ? (int)im->npixels : (int)im->fpixels;
     out->height = im->npanels > 1 ? 1 : (int)im->spixels;
     if (!im->has_counts) {
-        if ((st = nb_calloc((void **)&out->photons, out->npixels ? out->npixels : 1, sizeof *out->photons, "the image")))
+        if ((st =
+                 nb_calloc((void **)&out->photons, out->npixels ? out->npixels : 1, sizeof *out->photons, "the image")))
             return st;
         memcpy(out->photons, px, out->npixels * sizeof *px);
         return NB_OK;
@@ -167,8 +168,9 @@ static nb_status from_record(const nb_record *rec, const nb_image_info *im, cons
         return st;
     for (size_t i = 0; i < out->npixels; i++) out->counts[i] = counts[i];
     out->bits = im->counts_bits;
-    return counts_rule(out, plan, im->has.counts_adc ? im->counts_adc : NAN, im->has.counts_gain ? im->counts_gain : NAN,
-                       NAN, im->counts_bits == 32 ? 2147483647.0 : 65535.0);
+    return counts_rule(out, plan, im->has.counts_adc ? im->counts_adc : NAN,
+                       im->has.counts_gain ? im->counts_gain : NAN, NAN,
+                       im->counts_bits == 32 ? 2147483647.0 : 65535.0);
 }
 
 /* An nb stream: the first IMAGE record of that frame that is an image (not

@@ -100,16 +100,18 @@ static char *geometry_text(const nb_plan *p)
 {
     nb_strbuf sb;
     nb_strbuf_init(&sb);
-    nb_strbuf_printf(&sb, "beam %.17g %.17g %.17g spindle %.17g %.17g %.17g polar %.17g %.17g %.17g %.17g\n", p->beam[0],
-                     p->beam[1], p->beam[2], p->spindle[0], p->spindle[1], p->spindle[2], p->polar_vector[0],
-                     p->polar_vector[1], p->polar_vector[2], nb_polarization_fraction(p));
+    nb_strbuf_printf(&sb, "beam %.17g %.17g %.17g spindle %.17g %.17g %.17g polar %.17g %.17g %.17g %.17g\n",
+                     p->beam[0], p->beam[1], p->beam[2], p->spindle[0], p->spindle[1], p->spindle[2],
+                     p->polar_vector[0], p->polar_vector[1], p->polar_vector[2], nb_polarization_fraction(p));
     for (int i = 0; i < nb_plan_npanels(p); i++) {
         nb_plan v;
         nb_plan_panel_view(p, i, &v);
-        nb_plan_panel_dims(p, i, &v.fpixels, &v.spixels, NULL);
-        nb_strbuf_printf(&sb, "panel %d %d x %d pixel %.17g f %.17g %.17g %.17g s %.17g %.17g %.17g o %.17g %.17g %.17g\n",
-                         i, v.fpixels, v.spixels, v.pixel_size, v.fdet[0], v.fdet[1], v.fdet[2], v.sdet[0], v.sdet[1],
-                         v.sdet[2], v.pix0[0], v.pix0[1], v.pix0[2]);
+        nb_plan_panel_dims(p, i, NULL, NULL, NULL);
+        nb_strbuf_printf(&sb,
+                         "panel %d %d x %d pixel %.17g f %.17g %.17g %.17g s %.17g %.17g %.17g o %.17g %.17g %.17g\n",
+                         i, v.panels[0].fpixels, v.panels[0].spixels, v.panels[0].pixel_size, v.panels[0].fdet[0],
+                         v.panels[0].fdet[1], v.panels[0].fdet[2], v.panels[0].sdet[0], v.panels[0].sdet[1],
+                         v.panels[0].sdet[2], v.panels[0].pix0[0], v.panels[0].pix0[1], v.panels[0].pix0[2]);
     }
     return nb_strbuf_take(&sb);
 }
@@ -162,19 +164,19 @@ static void put_module(nb_h5err *E, hid_t det, const nb_plan *p, int i, const do
     char name[32], path[128], off_path[160];
     nb_plan v;
     nb_plan_panel_view(p, i, &v);
-    nb_plan_panel_dims(p, i, &v.fpixels, &v.spixels, NULL);
+    nb_plan_panel_dims(p, i, NULL, NULL, NULL);
     snprintf(name, sizeof name, "module_%d", i);
     snprintf(path, sizeof path, "/entry/instrument/detector/%s", name);
     snprintf(off_path, sizeof off_path, "%s/module_offset", path);
     hid_t mod = nb_h5_group(E, det, name, "NXdetector_module");
-    int64_t origin[2] = {nb_xds_stack_row(p, i), 0}, size[2] = {v.spixels, v.fpixels};
+    int64_t origin[2] = {nb_xds_stack_row(p, i), 0}, size[2] = {v.panels[0].spixels, v.panels[0].fpixels};
     nb_h5_put_i64(E, mod, "data_origin", 2, origin);
     nb_h5_put_i64(E, mod, "data_size", 2, size);
     double o[3], f[3], s[3];
-    mcstas(R, v.pix0, 1e3, o);
-    mcstas(R, v.fdet, 1.0, f);
-    mcstas(R, v.sdet, 1.0, s);
-    double len = sqrt(dot3(o, o)), px = v.pixel_size * 1e3;
+    mcstas(R, v.panels[0].pix0, 1e3, o);
+    mcstas(R, v.panels[0].fdet, 1.0, f);
+    mcstas(R, v.panels[0].sdet, 1.0, s);
+    double len = sqrt(dot3(o, o)), px = v.panels[0].pixel_size * 1e3;
     double dir[3] = {0, 0, 1};
     if (len > 0)
         for (int k = 0; k < 3; k++) dir[k] = o[k] / len;
@@ -206,15 +208,17 @@ static void put_pixel_mask(nb_h5err *E, hid_t det, const nb_plan *p)
             for (int x = 0; x < width; x++) {
                 uint32_t *m = &mask[(row0 + (size_t)y) * width + x];
                 if (x >= f) *m = 1;
-                else if (v.mask && !v.mask[(size_t)y * f + x]) *m = 2;
+                else if (v.panels[0].mask && !v.panels[0].mask[(size_t)y * f + x]) *m = 2;
             }
     }
     hsize_t dims[2] = {(hsize_t)rows, (hsize_t)width};
     hid_t sp = nb_h5.H5Screate_simple(2, dims, NULL), pl = nb_h5_plain_dcpl();
     nb_h5.H5Pset_chunk(pl, 2, dims);
     nb_h5.H5Pset_deflate(pl, 6);
-    hid_t d = E->failed ? -1 : nb_h5.H5Dcreate2(det, "pixel_mask", *nb_h5.H5T_STD_U32LE_g, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
-    if (nb_h5_check(E, d, "pixel_mask")) nb_h5_check(E, nb_h5.H5Dwrite(d, T_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, mask), "pixel_mask");
+    hid_t d =
+        E->failed ? -1 : nb_h5.H5Dcreate2(det, "pixel_mask", *nb_h5.H5T_STD_U32LE_g, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
+    if (nb_h5_check(E, d, "pixel_mask"))
+        nb_h5_check(E, nb_h5.H5Dwrite(d, T_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, mask), "pixel_mask");
     if (d >= 0) nb_h5.H5Dclose(d);
     nb_h5.H5Pclose(pl);
     nb_h5.H5Sclose(sp);
@@ -238,12 +242,12 @@ static void put_detector(nb_h5err *E, hid_t instrument, const nb_plan *p, const 
     double t = p->exposure > 0 ? p->exposure : 1.0;
     nb_h5_put_f64(E, det, "count_time", 0, &t, "s", NULL);
     nb_h5_put_f64(E, det, "frame_time", 0, &t, "s", NULL);
-    double dist = p->distance * 1e3, bx = p->Fbeam / p->pixel_size, by = p->Sbeam / p->pixel_size;
+    double dist = p->distance * 1e3, bx = p->Fbeam / p->panels[0].pixel_size, by = p->Sbeam / p->panels[0].pixel_size;
     nb_h5_put_f64(E, det, "distance", 0, &dist, "mm", NULL);
     /* panel 0's direct-beam spot, pixels from the outer corner of the first pixel (docs/physics.md 2.6) */
     nb_h5_put_f64(E, det, "beam_center_x", 0, &bx, "pixel", NULL);
     nb_h5_put_f64(E, det, "beam_center_y", 0, &by, "pixel", NULL);
-    double pxs = p->pixel_size * 1e3;
+    double pxs = p->panels[0].pixel_size * 1e3;
     nb_h5_put_f64(E, det, "x_pixel_size", 0, &pxs, "mm", NULL);
     nb_h5_put_f64(E, det, "y_pixel_size", 0, &pxs, "mm", NULL);
     if (s->kind == NB_NXMX_COUNTS) {
@@ -259,7 +263,8 @@ static void put_detector(nb_h5err *E, hid_t instrument, const nb_plan *p, const 
      * an NXdetector's data before the last NXdata it meets, which is the
      * beam's incident_wavelength_spectrum when there is one.  Soft, so that a
      * master's copy of this group points to the master's frames */
-    if (!E->failed) nb_h5_check(E, nb_h5.H5Lcreate_soft("/entry/data/data", det, "data", H5P_DEFAULT, H5P_DEFAULT), "data");
+    if (!E->failed)
+        nb_h5_check(E, nb_h5.H5Lcreate_soft("/entry/data/data", det, "data", H5P_DEFAULT, H5P_DEFAULT), "data");
     for (int i = 0; i < nb_plan_npanels(p); i++) put_module(E, det, p, i, R);
     nb_h5_close_group(det);
 }
@@ -421,7 +426,7 @@ nb_status nb_nxmx_open(nb_nxmx **out, const char *path, const nb_plan *p, const 
     for (int i = 0; i < nb_plan_npanels(p) && nb_plan_npanels(p) > 1; i++) {
         nb_plan v;
         nb_plan_panel_view(p, i, &v);
-        double d = dot3(v.fdet, v.sdet);
+        double d = dot3(v.panels[0].fdet, v.panels[0].sdet);
         if (fabs(d) > 1e-7)
             nb_warn("'%s': panel %d's fast and slow axes are not perpendicular (cosine %.3g): written as they are, "
                     "but dxtbx refuses such a panel in a detector of several modules",
@@ -520,8 +525,9 @@ static void write_frame(nb_nxmx *w, const void *frame)
     }
     hid_t fsp = nb_h5.H5Dget_space(w->data), msp = nb_h5.H5Screate_simple(3, count, NULL);
     nb_h5.H5Sselect_hyperslab(fsp, H5S_SELECT_SET, start, NULL, count, NULL);
-    nb_h5_check(E, nb_h5.H5Dwrite(w->data, w->setup.kind == NB_NXMX_COUNTS ? T_INT32 : T_FLOAT, msp, fsp, H5P_DEFAULT, frame),
-             "writing a frame");
+    nb_h5_check(
+        E, nb_h5.H5Dwrite(w->data, w->setup.kind == NB_NXMX_COUNTS ? T_INT32 : T_FLOAT, msp, fsp, H5P_DEFAULT, frame),
+        "writing a frame");
     nb_h5.H5Sclose(msp);
     nb_h5.H5Sclose(fsp);
 }
@@ -597,7 +603,8 @@ nb_status nb_nxmx_close(nb_nxmx *w)
     nb_nxmx_release(w);
     nb_status st = NB_OK;
     if (w->E.failed) st = nb_error_set(NB_ERR_IO, "cannot write '%s': %s", w->final, w->E.msg);
-    else if (rename(w->tmp, w->final) != 0) st = nb_error_set(NB_ERR_IO, "cannot write '%s': %s", w->final, strerror(errno));
+    else if (rename(w->tmp, w->final) != 0)
+        st = nb_error_set(NB_ERR_IO, "cannot write '%s': %s", w->final, strerror(errno));
     if (st) unlink(w->tmp);
     nb_temp_unregister(w->tmp);
     nb_nxmx_free_writer(w);

@@ -227,26 +227,27 @@ nb_status nb_smv_read(const char *path, int want_pixels, nb_smv *out)
 void nb_smv_meta_from_plan(const nb_plan *p, double adc, int beam_mode, nb_smv_meta *m)
 {
     memset(m, 0, sizeof *m);
-    m->fpixels = p->fpixels;
-    m->spixels = p->spixels;
-    m->pixel_mm = p->pixel_size * 1000.0;
+    m->fpixels = p->panels[0].fpixels;
+    m->spixels = p->panels[0].spixels;
+    m->pixel_mm = p->panels[0].pixel_size * 1000.0;
     m->distance_mm = p->distance * 1000.0;
     m->wavelength_A = p->lambda0 * 1e10;
     m->beam_mode = beam_mode;
     if (beam_mode == NB_SMV_BEAM_DXTBX) {
         /* dxtbx's JHSim reader puts the beam at (X + pixel, height - Y + pixel) */
-        m->beam_center_x = (p->Fbeam - p->pixel_size) * 1000.0;
-        m->beam_center_y = (p->spixels * p->pixel_size - p->Sbeam + p->pixel_size) * 1000.0;
+        m->beam_center_x = (p->Fbeam - p->panels[0].pixel_size) * 1000.0;
+        m->beam_center_y =
+            (p->panels[0].spixels * p->panels[0].pixel_size - p->Sbeam + p->panels[0].pixel_size) * 1000.0;
     } else {
         m->beam_center_x = p->Xbeam * 1000.0;
         m->beam_center_y = p->Ybeam * 1000;
     }
     m->adxv_x = p->Fbeam * 1000.0;
     m->adxv_y = (p->detsize_s - p->Sbeam) * 1000;
-    m->mosflm_x = (p->Sbeam - 0.5 * p->pixel_size) * 1000.0;
-    m->mosflm_y = (p->Fbeam - 0.5 * p->pixel_size) * 1000;
-    m->denzo_x = (p->Sbeam - 0.0 * p->pixel_size) * 1000.0;
-    m->denzo_y = (p->Fbeam - 0.0 * p->pixel_size) * 1000;
+    m->mosflm_x = (p->Sbeam - 0.5 * p->panels[0].pixel_size) * 1000.0;
+    m->mosflm_y = (p->Fbeam - 0.5 * p->panels[0].pixel_size) * 1000;
+    m->denzo_x = (p->Sbeam - 0.0 * p->panels[0].pixel_size) * 1000.0;
+    m->denzo_y = (p->Fbeam - 0.0 * p->panels[0].pixel_size) * 1000;
     memcpy(m->dials_origin, p->dials_origin, sizeof m->dials_origin);
     m->orgx = p->ORGX;
     m->orgy = p->ORGY;

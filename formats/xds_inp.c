@@ -61,11 +61,11 @@ nb_status nb_xds_stack_dims(const nb_plan *p, int *nx, int *ny)
         nb_plan v;
         nb_plan_panel_view(p, i, &v);
         /* XDS has one QX and QY for the image */
-        if (v.pixel_size != p->pixel_size)
+        if (v.panels[0].pixel_size != p->panels[0].pixel_size)
             return nb_error_set(NB_ERR_UNSUPPORTED, "panel %d's pixels are %g mm, panel 0's %g mm: XDS.INP needs one "
                                                     "pixel size",
-                                i, v.pixel_size * 1e3, p->pixel_size * 1e3);
-        if (v.fpixels > *nx) *nx = v.fpixels;
+                                i, v.panels[0].pixel_size * 1e3, p->panels[0].pixel_size * 1e3);
+        if (v.panels[0].fpixels > *nx) *nx = v.panels[0].fpixels;
     }
     *ny = nb_xds_stack_row(p, nb_plan_npanels(p));
     return NB_OK;
@@ -75,21 +75,21 @@ nb_status nb_xds_stack_dims(const nb_plan *p, int *nx, int *ny)
 static void put_segments(nb_strbuf *sb, const nb_plan *p)
 {
     double ed3[3];
-    cross(p->fdet, p->sdet, ed3);
+    cross(p->panels[0].fdet, p->panels[0].sdet, ed3);
     for (int i = 0; i < nb_plan_npanels(p); i++) {
         nb_plan v;
         double n[3];
         nb_plan_panel_view(p, i, &v);
-        cross(v.fdet, v.sdet, n);
+        cross(v.panels[0].fdet, v.panels[0].sdet, n);
         int row = nb_xds_stack_row(p, i);
         nb_strbuf_printf(sb, "!\n! SEGMENT %d: panel %d\n!\n", i + 1, i);
-        nb_strbuf_printf(sb, "SEGMENT= 1 %d %d %d\n", v.fpixels, row + 1, row + v.spixels);
-        nb_strbuf_printf(sb, "DIRECTION_OF_SEGMENT_X-AXIS= %.8f %.8f %.8f\n", dot(v.fdet, p->fdet),
-                         dot(v.fdet, p->sdet), dot(v.fdet, ed3));
-        nb_strbuf_printf(sb, "DIRECTION_OF_SEGMENT_Y-AXIS= %.8f %.8f %.8f\n", dot(v.sdet, p->fdet),
-                         dot(v.sdet, p->sdet), dot(v.sdet, ed3));
+        nb_strbuf_printf(sb, "SEGMENT= 1 %d %d %d\n", v.panels[0].fpixels, row + 1, row + v.panels[0].spixels);
+        nb_strbuf_printf(sb, "DIRECTION_OF_SEGMENT_X-AXIS= %.8f %.8f %.8f\n", dot(v.panels[0].fdet, p->panels[0].fdet),
+                         dot(v.panels[0].fdet, p->panels[0].sdet), dot(v.panels[0].fdet, ed3));
+        nb_strbuf_printf(sb, "DIRECTION_OF_SEGMENT_Y-AXIS= %.8f %.8f %.8f\n", dot(v.panels[0].sdet, p->panels[0].fdet),
+                         dot(v.panels[0].sdet, p->panels[0].sdet), dot(v.panels[0].sdet, ed3));
         nb_strbuf_printf(sb, "SEGMENT_ORGX= %.4f SEGMENT_ORGY= %.4f\n", v.ORGX, v.ORGY + row);
-        nb_strbuf_printf(sb, "SEGMENT_DISTANCE= %.6f\n", dot(v.pix0, n) * 1e3);
+        nb_strbuf_printf(sb, "SEGMENT_DISTANCE= %.6f\n", dot(v.panels[0].pix0, n) * 1e3);
     }
 }
 
@@ -98,14 +98,14 @@ nb_status nb_xds_inp_write(const char *path, const nb_plan *p, const char *templ
 {
     const double RTD = 180.0 / M_PI;
     double normal[3], beam[3], pol[3], pnormal[3];
-    cross(p->fdet, p->sdet, normal);
+    cross(p->panels[0].fdet, p->panels[0].sdet, normal);
     unit(p->beam, beam);
     unit(p->polar_vector, pol);
     cross(beam, pol, pnormal);
     unit(pnormal, pnormal);
     /* distance from the crystal (the origin) to the detector plane, along its normal */
-    double dist_mm = dot(p->pix0, normal) * 1e3;
-    int first = 1, last = p->nframes, nx = p->fpixels, ny = p->spixels;
+    double dist_mm = dot(p->panels[0].pix0, normal) * 1e3;
+    int first = 1, last = p->nframes, nx = p->panels[0].fpixels, ny = p->panels[0].spixels;
     nb_status st = nb_plan_npanels(p) > 1 ? nb_xds_stack_dims(p, &nx, &ny) : NB_OK;
     if (st) return nb_error_prefix(st, "'%s'", path);
 
@@ -131,14 +131,17 @@ nb_status nb_xds_inp_write(const char *path, const nb_plan *p, const char *templ
     /* the sensor as simulated: its thickness and attenuation (XDS's SILICON=,
      * 1/mm, whatever the material), which XDS would otherwise take as
      * silicon's at the wavelength */
-    if (detector_kind == NB_XDS_PILATUS && p->detector_thick > 0.0 && p->detector_mu > 0.0)
-        nb_strbuf_printf(&sb, "SENSOR_THICKNESS= %.4f\nSILICON= %.6g\n", p->detector_thick * 1e3, p->detector_mu * 1e-3);
-    nb_strbuf_printf(&sb, "NX= %d NY= %d QX= %.6f QY= %.6f\n", nx, ny, p->pixel_size * 1e3,
-                     p->pixel_size * 1e3);
+    if (detector_kind == NB_XDS_PILATUS && p->panels[0].thick > 0.0 && p->panels[0].mu > 0.0)
+        nb_strbuf_printf(&sb, "SENSOR_THICKNESS= %.4f\nSILICON= %.6g\n", p->panels[0].thick * 1e3,
+                         p->panels[0].mu * 1e-3);
+    nb_strbuf_printf(&sb, "NX= %d NY= %d QX= %.6f QY= %.6f\n", nx, ny, p->panels[0].pixel_size * 1e3,
+                     p->panels[0].pixel_size * 1e3);
     nb_strbuf_printf(&sb, "ORGX= %.4f ORGY= %.4f\n", p->ORGX, p->ORGY);
     nb_strbuf_printf(&sb, "DETECTOR_DISTANCE= %.6f\n", dist_mm);
-    nb_strbuf_printf(&sb, "DIRECTION_OF_DETECTOR_X-AXIS= %.8f %.8f %.8f\n", p->fdet[0], p->fdet[1], p->fdet[2]);
-    nb_strbuf_printf(&sb, "DIRECTION_OF_DETECTOR_Y-AXIS= %.8f %.8f %.8f\n", p->sdet[0], p->sdet[1], p->sdet[2]);
+    nb_strbuf_printf(&sb, "DIRECTION_OF_DETECTOR_X-AXIS= %.8f %.8f %.8f\n", p->panels[0].fdet[0], p->panels[0].fdet[1],
+                     p->panels[0].fdet[2]);
+    nb_strbuf_printf(&sb, "DIRECTION_OF_DETECTOR_Y-AXIS= %.8f %.8f %.8f\n", p->panels[0].sdet[0], p->panels[0].sdet[1],
+                     p->panels[0].sdet[2]);
     nb_strbuf_printf(&sb, "TRUSTED_REGION= 0.0 1.42\n");
     nb_strbuf_printf(&sb, "INCLUDE_RESOLUTION_RANGE= 50.0 0.0\n");
     nb_strbuf_printf(&sb, "FRIEDEL'S_LAW= TRUE\n");

@@ -421,9 +421,9 @@ fail:
 nb_status nb_image_check_plan(const nb_image_info *im, const nb_plan *plan)
 {
     if (!plan) return nb_error_set(NB_ERR_DATA, "an " RECORD_TYPE " record came before any PLAN record");
-    if (plan->fpixels != im->fpixels || plan->spixels != im->spixels)
+    if (plan->panels[0].fpixels != im->fpixels || plan->panels[0].spixels != im->spixels)
         return nb_error_set(NB_ERR_DATA, RECORD_TYPE " record is %d x %d pixels but its plan says %d x %d",
-                            im->fpixels, im->spixels, plan->fpixels, plan->spixels);
+                            im->fpixels, im->spixels, plan->panels[0].fpixels, plan->panels[0].spixels);
     if (im->npanels != nb_plan_npanels(plan))
         return nb_error_set(NB_ERR_DATA, RECORD_TYPE " record has %d panel%s but its plan has %d", im->npanels,
                             im->npanels == 1 ? "" : "s", nb_plan_npanels(plan));
@@ -431,8 +431,9 @@ nb_status nb_image_check_plan(const nb_image_info *im, const nb_plan *plan)
         int f, s;
         nb_plan_panel_dims(plan, i, &f, &s, NULL);
         if (im->panel_pixels[2 * i] != f || im->panel_pixels[2 * i + 1] != s)
-            return nb_error_set(NB_ERR_DATA, RECORD_TYPE " record: panel %d is %d x %d pixels but its plan says %d x %d",
-                                i, im->panel_pixels[2 * i], im->panel_pixels[2 * i + 1], f, s);
+            return nb_error_set(NB_ERR_DATA,
+                                RECORD_TYPE " record: panel %d is %d x %d pixels but its plan says %d x %d", i,
+                                im->panel_pixels[2 * i], im->panel_pixels[2 * i + 1], f, s);
     }
     return NB_OK;
 }
@@ -445,7 +446,8 @@ nb_status nb_image_set_panels(nb_image_info *im, const nb_plan *plan)
     im->npanels = n, im->has.panels = n > 1;
     if (n == 1) return NB_OK;
     nb_status st = nb_calloc((void **)&im->panel_pixels, 2 * (size_t)n, sizeof(int), "the panel layout");
-    for (int i = 0; i < n && !st; i++) nb_plan_panel_dims(plan, i, &im->panel_pixels[2 * i], &im->panel_pixels[2 * i + 1], NULL);
+    for (int i = 0; i < n && !st; i++)
+        nb_plan_panel_dims(plan, i, &im->panel_pixels[2 * i], &im->panel_pixels[2 * i + 1], NULL);
     return st;
 }
 

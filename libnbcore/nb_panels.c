@@ -140,14 +140,15 @@ static nb_status place(const nb_panel *in, const double R[3][3], const nb_detect
                             index);
     double sign = nb_vdot(out->pix0, out->odet) < 0 ? -1.0 : 1.0;
     for (int k = 0; k < 3; k++) out->odet[k] *= sign / no;
-    if (d->sensor_from_flags || in->detector_thick < 0) {
-        out->detector_thick = plan->detector_thick, out->detector_mu = plan->detector_mu;
-        out->detector_thickstep = plan->detector_thickstep;
+    const nb_panel *flags = &plan->panels[0]; /* the flags' sensor, before the panels replace it */
+    if (d->sensor_from_flags || in->thick < 0) {
+        out->thick = flags->thick, out->mu = flags->mu;
+        out->thickstep = flags->thickstep;
     } else {
-        out->detector_mu = in->detector_thick > 0 ? in->detector_mu : plan->detector_mu;
-        out->detector_thickstep = in->detector_thick / plan->detector_thicksteps;
+        out->mu = in->thick > 0 ? in->mu : flags->mu;
+        out->thickstep = in->thick / flags->thicksteps;
     }
-    out->detector_thicksteps = plan->detector_thicksteps;
+    out->thicksteps = flags->thicksteps;
     out->roi_xmin = 0, out->roi_xmax = in->fpixels, out->roi_ymin = 0, out->roi_ymax = in->spixels;
     return NB_OK;
 }
@@ -161,17 +162,14 @@ nb_status nb_plan_place_panels(const nb_detector_file *d, nb_plan *plan)
     if ((st = nb_calloc((void **)&placed, (size_t)d->npanels, sizeof *placed, "panels"))) return st;
     for (int i = 0; i < d->npanels && !st; i++) st = place(&d->panels[i], R, d, plan, i, &placed[i]);
     if (!st) {
-        nb_panel p0 = placed[0];
-        free(plan->mask); /* -mask conflicts with -panels: there is none, but never leak */
-        nb_panel_to_plan(&p0, plan);
+        /* the flags' panel (-mask conflicts with -panels: it has none) gives way to the file's */
+        for (int i = 0; i < plan->npanels; i++) free(plan->panels[i].mask);
+        free(plan->panels);
+        plan->panels = placed;
+        plan->npanels = d->npanels;
+        placed = NULL;
         nb_plan_derive_detector(plan);
         snprintf(plan->convention, sizeof plan->convention, "custom");
-        if (d->npanels > 1) {
-            plan->nextra_panels = d->npanels - 1;
-            plan->extra_panels = placed;
-            memmove(placed, placed + 1, (size_t)(d->npanels - 1) * sizeof *placed);
-            placed = NULL;
-        }
     }
     free(placed);
     return st;

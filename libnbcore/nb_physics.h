@@ -25,6 +25,7 @@
 #include "nb_constants.h"
 #include "nb_fgrid.h"
 #include "nb_hd.h"
+#include "nb_panel_fields.h"
 
 /* The kernels render these shapes and no other: a plan with another is refused
  * before rendering, and the lattice factors give NaN for it (never a
@@ -143,17 +144,16 @@ NB_HD int nb_float_bits(float f)
  * wavelengths in metres, angles in radians; the reciprocal vectors used by the
  * Gaussian and top-hat shapes are in 1/Angstrom, as in the reference. */
 typedef struct nb_kparams {
-    int fpixels, spixels;
-    int roi_xmin, roi_xmax, roi_ymin, roi_ymax; /* inclusive */
+    /* the panel rendered: its fields by the panel table (nb_panel_fields.h),
+     * filled by nb_kparams_set_panel */
+    NB_PANEL_FIELDS(NB_PANEL_DECLARE)
     const unsigned char *mask;                  /* NULL, or 0 = skip pixel */
-    double pixel_size, subpixel_size;
+    double subpixel_size;
     int oversample;
     int oversample_thick, oversample_polar, oversample_omega;
-    double fdet[3], sdet[3], odet[3], pix0[3], beam[3], polar_vector[3];
-    double distance, close_distance;
+    double beam[3], polar_vector[3];
+    double distance, close_distance;            /* the panel's, derived (nb_plan_panel_view) */
     int curved_detector, point_pixel;
-    int thicksteps;
-    double thickstep, thick, mu;
     int nsources;
     const double *src_incident; /* 3 per source: unit propagation direction */
     const double *src_lambda;   /* metres */

@@ -22,9 +22,15 @@
 #include "nb_physics.h"
 
 /* nb_kparams' followed fields, as duals (same names, same units): nb_kdual
- * in double, nb_kfdual in single precision */
+ * in double, nb_kfdual in single precision; the panel's are the rows of the
+ * panel table whose follow column says FOLLOWED */
+#define NB_KDUAL_PANEL_nb_dual(key, kind, member, follow, what) \
+    NB_PANEL_IF_FOLLOWED_##follow(nb_dual member NB_PANEL_ARRAY_##kind;)
+#define NB_KDUAL_PANEL_nb_fdual(key, kind, member, follow, what) \
+    NB_PANEL_IF_FOLLOWED_##follow(nb_fdual member NB_PANEL_ARRAY_##kind;)
 #define NB_KDUAL_FIELDS(T)                                                                                            \
-    T fdet[3], sdet[3], odet[3], pix0[3], beam[3];                                                                    \
+    NB_PANEL_FIELDS(NB_KDUAL_PANEL_##T) /* the panel's FOLLOWED rows (nb_panel_fields.h) */                            \
+    T beam[3];                                                                                                        \
     T distance, close_distance;                                                                                       \
     T a_star[3], b_star[3], c_star[3];                                                                                \
     T Na, Nb, Nc, fluence, I_bg;                                                                                      \

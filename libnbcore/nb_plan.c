@@ -32,10 +32,8 @@ typedef struct field {
 /* The PLAN header keys.  Units are SI unless noted in docs/stream-format.md. */
 static const field fields[] = {
     S("COMMAND", command_line),
-    I("FPIXELS", fpixels), I("SPIXELS", spixels), D("PIXEL_SIZE", pixel_size),
     D("DETSIZE_F", detsize_f), D("DETSIZE_S", detsize_s),
     D("DISTANCE", distance), D("CLOSE_DISTANCE", close_distance),
-    V("FDET", fdet), V("SDET", sdet), V("ODET", odet), V("PIX0", pix0),
     V("BEAM", beam), V("POLAR_VECTOR", polar_vector), V("SPINDLE", spindle), V("TWOTHETA_AXIS", twotheta_axis),
     D("XBEAM", Xbeam), D("YBEAM", Ybeam), D("FBEAM", Fbeam), D("SBEAM", Sbeam),
     D("XCLOSE", Xclose), D("YCLOSE", Yclose), D("FCLOSE", Fclose), D("SCLOSE", Sclose),
@@ -43,9 +41,6 @@ static const field fields[] = {
     C("CONVENTION", convention), C("PIVOT", pivot),
     D("DETECTOR_ROTX", rotx), D("DETECTOR_ROTY", roty), D("DETECTOR_ROTZ", rotz), D("TWOTHETA", twotheta),
     I("CURVED_DETECTOR", curved_detector), I("POINT_PIXEL", point_pixel),
-    D("DETECTOR_THICK", detector_thick), D("DETECTOR_THICKSTEP", detector_thickstep),
-    I("DETECTOR_THICKSTEPS", detector_thicksteps), D("DETECTOR_MU", detector_mu),
-    I("ROI_XMIN", roi_xmin), I("ROI_XMAX", roi_xmax), I("ROI_YMIN", roi_ymin), I("ROI_YMAX", roi_ymax),
     I("OVERSAMPLE", oversample), I("OVERSAMPLE_THICK", oversample_thick),
     I("OVERSAMPLE_POLAR", oversample_polar), I("OVERSAMPLE_OMEGA", oversample_omega),
     D("LAMBDA0", lambda0), D("DISPERSION", dispersion), D("DISPSTEP", dispstep), I("DISPSTEPS", dispsteps),
@@ -73,16 +68,10 @@ static const field fields[] = {
     I("PROGRESS", progress),
 };
 
-/* The keys of panels 1.., each as PANEL<i>.<key> (panel 0 is the keys above). */
-#define PF(k, t, m) {k, t, offsetof(nb_panel, m), 0}
-static const field panel_fields[] = {
-    PF("FPIXELS", F_INT, fpixels), PF("SPIXELS", F_INT, spixels), PF("PIXEL_SIZE", F_DBL, pixel_size),
-    PF("FDET", F_VEC3, fdet), PF("SDET", F_VEC3, sdet), PF("ODET", F_VEC3, odet), PF("PIX0", F_VEC3, pix0),
-    PF("DETECTOR_THICK", F_DBL, detector_thick), PF("DETECTOR_THICKSTEP", F_DBL, detector_thickstep),
-    PF("DETECTOR_THICKSTEPS", F_INT, detector_thicksteps), PF("DETECTOR_MU", F_DBL, detector_mu),
-    PF("ROI_XMIN", F_INT, roi_xmin), PF("ROI_XMAX", F_INT, roi_xmax), PF("ROI_YMIN", F_INT, roi_ymin),
-    PF("ROI_YMAX", F_INT, roi_ymax),
-};
+/* Every panel's keys, from the panel table (nb_panel_fields.h): the first
+ * panel's as KEY, panel i's as PANEL<i>.KEY */
+#define PANEL_FIELD(k, kind, m, follow, what) {k, F_##kind, offsetof(nb_panel, m), 0},
+static const field panel_fields[] = {NB_PANEL_FIELDS(PANEL_FIELD)};
 #define NB_MAX_PANELS 4096
 
 static const char *shape_names[] = {"square", "round", "gauss", "tophat"};
@@ -105,12 +94,28 @@ void nb_plan_init(nb_plan *p)
     nb_rng_init(&p->rng);
 }
 
+static void free_panels(nb_plan *p)
+{
+    for (int i = 0; i < p->npanels; i++) free(p->panels[i].mask);
+    free(p->panels);
+    p->panels = NULL;
+    p->npanels = 0;
+}
+
+nb_status nb_plan_set_panels(nb_plan *p, int n)
+{
+    free_panels(p);
+    if (n < 1 || n > NB_MAX_PANELS)
+        return nb_error_set(NB_ERR_DATA, "a detector of %d panels (1 .. %d)", n, NB_MAX_PANELS);
+    nb_status st = nb_calloc((void **)&p->panels, (size_t)n, sizeof *p->panels, "panels");
+    if (!st) p->npanels = n;
+    return st;
+}
+
 void nb_plan_free(nb_plan *p)
 {
-    for (int i = 0; i < p->nextra_panels; i++) free(p->extra_panels[i].mask);
-    free(p->extra_panels);
+    free_panels(p);
     free(p->command_line);
-    free(p->mask);
     free(p->sources);
     free(p->mosaic_umats);
     free(p->hkl_file);
@@ -188,21 +193,34 @@ static nb_status get_field(const nb_record *rec, const field *f, const char *key
     return st;
 }
 
-/* PANELS and the keys and masks of panels 1.. (a one-panel plan has none of
- * them, so its record is what it always was). */
+/* Panel i's name in the record: "" and "mask" for the first (a one-panel
+ * plan's record is what it always was), "PANEL<i>." and "mask<i>" after it. */
+static void panel_key(int i, const char *key, char *out, size_t size)
+{
+    if (i == 0) snprintf(out, size, "%s", key);
+    else snprintf(out, size, "PANEL%d.%s", i, key);
+}
+
+static void mask_key(int i, char *out, size_t size)
+{
+    if (i == 0) snprintf(out, size, "mask");
+    else snprintf(out, size, "mask%d", i);
+}
+
+/* PANELS (when there are several), every panel's keys and masks. */
 static nb_status put_panels(const nb_plan *p, nb_record *rec)
 {
     nb_status st;
     char key[64];
-    nb_hdr_set_long(rec, "PANELS", nb_plan_npanels(p));
-    for (int i = 1; i <= p->nextra_panels; i++) {
-        const nb_panel *q = &p->extra_panels[i - 1];
+    if (p->npanels > 1) nb_hdr_set_long(rec, "PANELS", p->npanels);
+    for (int i = 0; i < p->npanels; i++) {
+        const nb_panel *q = &p->panels[i];
         for (size_t k = 0; k < sizeof panel_fields / sizeof panel_fields[0]; k++) {
-            snprintf(key, sizeof key, "PANEL%d.%s", i, panel_fields[k].key);
+            panel_key(i, panel_fields[k].key, key, sizeof key);
             if ((st = put_field(rec, &panel_fields[k], key, q))) return st;
         }
         if (q->mask) {
-            snprintf(key, sizeof key, "mask%d", i);
+            mask_key(i, key, sizeof key);
             st = nb_record_add_array(rec, key, NB_U8, (size_t)q->fpixels * (size_t)q->spixels, q->mask, NULL);
             if (st) return st;
         }
@@ -210,7 +228,19 @@ static nb_status put_panels(const nb_plan *p, nb_record *rec)
     return NB_OK;
 }
 
-/* The keys and masks of panels 1.. when PANELS says there are any. */
+/* Panel i's sizes and counts, which the kernels trust. */
+static nb_status check_panel(const nb_panel *q, int i)
+{
+    char key[64];
+    panel_key(i, "", key, sizeof key);
+    if (nb_panel_check_size(q)) return nb_error_prefix(NB_ERR_DATA, "PLAN record: %sFPIXELS/SPIXELS", key);
+    if (!(q->pixel_size > 0) || !isfinite(q->pixel_size))
+        return nb_error_set(NB_ERR_DATA, "PLAN record: %sPIXEL_SIZE must be positive", key);
+    if (q->thicksteps < 1) return nb_error_set(NB_ERR_DATA, "PLAN record: %sDETECTOR_THICKSTEPS must be >= 1", key);
+    return NB_OK;
+}
+
+/* The panels: PANELS (1 when absent), every panel's keys, checked, and masks. */
 static nb_status get_panels(const nb_record *rec, nb_plan *p)
 {
     nb_status st;
@@ -218,22 +248,15 @@ static nb_status get_panels(const nb_record *rec, nb_plan *p)
     int n = 1;
     if (nb_hdr_has(rec, "PANELS") && (st = nb_hdr_get_int(rec, "PANELS", &n))) return st;
     if (n < 1 || n > NB_MAX_PANELS) return bad("PANELS", "must be 1 .. 4096");
-    if (n == 1) return NB_OK;
-    if ((st = nb_calloc((void **)&p->extra_panels, (size_t)n - 1, sizeof *p->extra_panels, "panels"))) return st;
-    p->nextra_panels = n - 1;
-    for (int i = 1; i < n; i++) {
-        nb_panel *q = &p->extra_panels[i - 1];
+    if ((st = nb_plan_set_panels(p, n))) return st;
+    for (int i = 0; i < n; i++) {
+        nb_panel *q = &p->panels[i];
         for (size_t k = 0; k < sizeof panel_fields / sizeof panel_fields[0]; k++) {
-            snprintf(key, sizeof key, "PANEL%d.%s", i, panel_fields[k].key);
+            panel_key(i, panel_fields[k].key, key, sizeof key);
             if ((st = get_field(rec, &panel_fields[k], key, q))) return st;
         }
-        snprintf(key, sizeof key, "PANEL%d", i);
-        if (q->fpixels <= 0 || q->spixels <= 0 || q->fpixels > 1000000 || q->spixels > 1000000)
-            return nb_error_set(NB_ERR_DATA, "PLAN record: %s.FPIXELS/SPIXELS must be 1 .. 1000000", key);
-        if (!(q->pixel_size > 0)) return nb_error_set(NB_ERR_DATA, "PLAN record: %s.PIXEL_SIZE must be positive", key);
-        if (q->detector_thicksteps < 1)
-            return nb_error_set(NB_ERR_DATA, "PLAN record: %s.DETECTOR_THICKSTEPS must be >= 1", key);
-        snprintf(key, sizeof key, "mask%d", i);
+        if ((st = check_panel(q, i))) return st;
+        mask_key(i, key, sizeof key);
         if (nb_record_has_array(rec, key)) {
             const void *data;
             size_t count;
@@ -244,7 +267,7 @@ static nb_status get_panels(const nb_record *rec, nb_plan *p)
         }
     }
     if ((double)nb_plan_total_pixels(p) > 2147483647.0)
-        return bad("PANELS", "hold more than 2^31-1 pixels in all");
+        return bad(n > 1 ? "PANELS" : "FPIXELS x SPIXELS", "hold more than 2^31-1 pixels in all");
     return NB_OK;
 }
 
@@ -298,11 +321,7 @@ nb_status nb_plan_to_record(const nb_plan *p, nb_record *rec)
     }
     st = nb_record_add_array(rec, "mosaic_umats", NB_F64, (size_t)p->mosaic_domains * 9, p->mosaic_umats, NULL);
     if (st) return st;
-    if (p->mask) {
-        st = nb_record_add_array(rec, "mask", NB_U8, (size_t)p->fpixels * (size_t)p->spixels, p->mask, NULL);
-        if (st) return st;
-    }
-    return p->nextra_panels ? put_panels(p, rec) : NB_OK;
+    return put_panels(p, rec);
 }
 
 nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
@@ -360,14 +379,8 @@ nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
     }
 
     /* sanity: sizes and counts that the kernel will trust */
-    if (p->fpixels <= 0 || p->spixels <= 0) { st = bad("FPIXELS/SPIXELS", "must be positive"); goto fail; }
-    if ((st = nb_plan_check_size(p))) {
-        st = nb_error_prefix(NB_ERR_DATA, "PLAN record: FPIXELS x SPIXELS");
-        goto fail;
-    }
-    if (!(p->pixel_size > 0) || !isfinite(p->pixel_size)) { st = bad("PIXEL_SIZE", "must be positive"); goto fail; }
+    if ((st = get_panels(rec, p))) goto fail;
     if (p->oversample < 1 || p->oversample > 1000) { st = bad("OVERSAMPLE", "must be 1..1000"); goto fail; }
-    if (p->detector_thicksteps < 1) { st = bad("DETECTOR_THICKSTEPS", "must be >= 1"); goto fail; }
     if (p->phisteps < 1) { st = bad("PHISTEPS", "must be >= 1"); goto fail; }
     if (p->nframes < 1 || p->nframes > 10000000) { st = bad("NFRAMES", "must be 1 .. 10000000"); goto fail; }
     if (p->mosaic_domains < 1) { st = bad("MOSAIC_DOMAINS", "must be >= 1"); goto fail; }
@@ -391,100 +404,73 @@ nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
     }
     if ((st = nb_calloc((void **)&p->mosaic_umats, count, sizeof(double), "mosaic matrices"))) goto fail;
     memcpy(p->mosaic_umats, data, count * sizeof(double));
-    if (nb_record_has_array(rec, "mask")) {
-        if ((st = nb_record_get_array(rec, "mask", NB_U8, &data, &count))) goto fail;
-        if (count != (size_t)p->fpixels * (size_t)p->spixels) {
-            st = bad("mask array", "does not match the detector size");
-            goto fail;
-        }
-        if ((st = nb_calloc((void **)&p->mask, count, 1, "mask"))) goto fail;
-        memcpy(p->mask, data, count);
-    }
-    if ((st = get_panels(rec, p))) goto fail;
     return NB_OK;
 fail:
     nb_plan_free(p);
     return st;
 }
 
-nb_status nb_plan_check_size(const nb_plan *p)
+nb_status nb_panel_check_size(const nb_panel *q)
 {
     /* the float image alone: refuse what cannot be addressed or held */
-    double pixels = (double)p->fpixels * (double)p->spixels;
-    if (p->fpixels <= 0 || p->spixels <= 0)
-        return nb_error_set(NB_ERR_USAGE, "detector of %d x %d pixels is empty", p->fpixels, p->spixels);
-    if (pixels > 2147483647.0 || p->fpixels > 1000000 || p->spixels > 1000000) {
+    double pixels = (double)q->fpixels * (double)q->spixels;
+    if (q->fpixels <= 0 || q->spixels <= 0)
+        return nb_error_set(NB_ERR_USAGE, "detector of %d x %d pixels is empty", q->fpixels, q->spixels);
+    if (pixels > 2147483647.0 || q->fpixels > 1000000 || q->spixels > 1000000) {
         char b[64];
         nb_format_bytes(pixels * 4.0, b, sizeof b);
         return nb_error_set(NB_ERR_USAGE,
                             "detector of %d x %d pixels is too large (its float image alone would need %s)",
-                            p->fpixels, p->spixels, b);
+                            q->fpixels, q->spixels, b);
     }
     return NB_OK;
 }
 
 /* ---- panels ---------------------------------------------------------------- */
 
-int nb_plan_npanels(const nb_plan *p) { return 1 + p->nextra_panels; }
+int nb_plan_npanels(const nb_plan *p) { return p->npanels; }
 
 void nb_plan_panel_dims(const nb_plan *p, int i, int *fpixels, int *spixels, size_t *offset)
 {
-    size_t off = (size_t)p->fpixels * (size_t)p->spixels;
-    int f = p->fpixels, s = p->spixels;
-    if (i == 0) off = 0;
-    for (int k = 1; k <= i && k <= p->nextra_panels; k++) {
-        f = p->extra_panels[k - 1].fpixels, s = p->extra_panels[k - 1].spixels;
-        if (k < i) off += (size_t)f * (size_t)s;
-    }
-    if (fpixels) *fpixels = f;
-    if (spixels) *spixels = s;
+    size_t off = 0;
+    for (int k = 0; k < i && k < p->npanels; k++) off += (size_t)p->panels[k].fpixels * (size_t)p->panels[k].spixels;
+    const nb_panel *q = &p->panels[i < p->npanels ? i : p->npanels - 1];
+    if (fpixels) *fpixels = q->fpixels;
+    if (spixels) *spixels = q->spixels;
     if (offset) *offset = off;
 }
 
 size_t nb_plan_total_pixels(const nb_plan *p)
 {
-    size_t n = (size_t)p->fpixels * (size_t)p->spixels;
-    for (int k = 0; k < p->nextra_panels; k++)
-        n += (size_t)p->extra_panels[k].fpixels * (size_t)p->extra_panels[k].spixels;
+    size_t n = 0;
+    for (int k = 0; k < p->npanels; k++) n += (size_t)p->panels[k].fpixels * (size_t)p->panels[k].spixels;
     return n;
-}
-
-void nb_panel_to_plan(const nb_panel *q, nb_plan *p)
-{
-    p->fpixels = q->fpixels, p->spixels = q->spixels, p->pixel_size = q->pixel_size;
-    memcpy(p->fdet, q->fdet, sizeof p->fdet);
-    memcpy(p->sdet, q->sdet, sizeof p->sdet);
-    memcpy(p->odet, q->odet, sizeof p->odet);
-    memcpy(p->pix0, q->pix0, sizeof p->pix0);
-    p->detector_thick = q->detector_thick, p->detector_thickstep = q->detector_thickstep;
-    p->detector_thicksteps = q->detector_thicksteps, p->detector_mu = q->detector_mu;
-    p->roi_xmin = q->roi_xmin, p->roi_xmax = q->roi_xmax, p->roi_ymin = q->roi_ymin, p->roi_ymax = q->roi_ymax;
-    p->mask = q->mask;
 }
 
 static double dot3(const double a[3], const double b[3]) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
 
 void nb_plan_derive_detector(nb_plan *p)
 {
-    p->detsize_f = p->fpixels * p->pixel_size;
-    p->detsize_s = p->spixels * p->pixel_size;
-    p->close_distance = dot3(p->pix0, p->odet);
-    double ratio = dot3(p->beam, p->odet);
+    const nb_panel *q = &p->panels[0];
+    p->detsize_f = q->fpixels * q->pixel_size;
+    p->detsize_s = q->spixels * q->pixel_size;
+    p->close_distance = dot3(q->pix0, q->odet);
+    double ratio = dot3(p->beam, q->odet);
     /* a panel parallel to the beam is never hit by it: its "distance" is the
      * perpendicular one (only a curved detector uses it, and -panels refuses that) */
     p->distance = fabs(ratio) > 1e-12 ? p->close_distance / ratio : p->close_distance;
-    p->Fclose = -dot3(p->pix0, p->fdet);
-    p->Sclose = -dot3(p->pix0, p->sdet);
+    p->Fclose = -dot3(q->pix0, q->fdet);
+    p->Sclose = -dot3(q->pix0, q->sdet);
     double R[3];
-    for (int k = 0; k < 3; k++) R[k] = p->distance * p->beam[k] - p->pix0[k];
-    p->Fbeam = dot3(p->fdet, R), p->Sbeam = dot3(p->sdet, R);
+    for (int k = 0; k < 3; k++) R[k] = p->distance * p->beam[k] - q->pix0[k];
+    p->Fbeam = dot3(q->fdet, R), p->Sbeam = dot3(q->sdet, R);
     p->Xbeam = p->Fbeam, p->Ybeam = p->Sbeam;
     p->Xclose = p->Fclose, p->Yclose = p->Sclose;
-    p->ORGX = p->Fclose / p->pixel_size + 0.5;
-    p->ORGY = p->Sclose / p->pixel_size + 0.5;
-    p->dials_origin[0] = 1000.0 * p->pix0[2];
-    p->dials_origin[1] = 1000.0 * p->pix0[1];
-    p->dials_origin[2] = -1000.0 * p->pix0[0];
+    p->ORGX = p->Fclose / q->pixel_size + 0.5;
+    p->ORGY = p->Sclose / q->pixel_size + 0.5;
+    p->dials_origin[0] = 1000.0 * q->pix0[2];
+    p->dials_origin[1] = 1000.0 * q->pix0[1];
+    p->dials_origin[2] = -1000.0 * q->pix0[0];
     p->rotx = p->roty = p->rotz = p->twotheta = 0.0;
 }
 
@@ -502,9 +488,8 @@ void nb_plan_frame_view(const nb_plan *series, long frame, nb_plan *view)
 void nb_plan_panel_view(const nb_plan *p, int i, nb_plan *view)
 {
     *view = *p;
-    view->nextra_panels = 0;
-    view->extra_panels = NULL;
-    if (i == 0 || i > p->nextra_panels) return;
-    nb_panel_to_plan(&p->extra_panels[i - 1], view);
-    nb_plan_derive_detector(view);
+    if (i < 0 || i >= p->npanels) i = 0;
+    view->npanels = 1;
+    view->panels = &p->panels[i];
+    if (i > 0) nb_plan_derive_detector(view);
 }

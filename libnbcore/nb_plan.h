@@ -13,6 +13,7 @@
 
 #include "nb_error.h"
 #include "nb_materials.h"
+#include "nb_panel_fields.h"
 #include "nb_rng.h"
 #include "nb_stream.h"
 
@@ -24,17 +25,13 @@ typedef struct nb_source {
     double lambda;  /* m */
 } nb_source;
 
-/* One flat detector panel beyond the first (panel 0 is the plan's own
- * detector fields): what the kernels need of it.  Lab frame and units as the
- * plan's; odet points away from the sample (pix0 . odet > 0). */
+/* One flat detector panel: every field a panel has, declared by the table
+ * of nb_panel_fields.h (which also gives the PLAN record's keys, the kernels'
+ * parameters and what derivatives follow), and its mask.  Lab frame and
+ * units as the plan's; odet points away from the sample (pix0 . odet > 0). */
 typedef struct nb_panel {
-    int fpixels, spixels;
-    double pixel_size;
-    double fdet[3], sdet[3], odet[3], pix0[3];
-    double detector_thick, detector_thickstep, detector_mu;
-    int detector_thicksteps;
-    int roi_xmin, roi_xmax, roi_ymin, roi_ymax; /* inclusive pixel indices */
-    unsigned char *mask;                /* NULL or fpixels*spixels, 0 = skip */
+    NB_PANEL_FIELDS(NB_PANEL_DECLARE)
+    unsigned char *mask;                /* NULL or fpixels*spixels, 0 = skip; owned by the plan */
 } nb_panel;
 
 /* Serial-crystallography stills (nb-geom -stills, an nb extension;
@@ -52,12 +49,13 @@ typedef struct nb_plan {
     /* provenance */
     char *command_line;
 
-    /* detector */
-    int fpixels, spixels;
-    double pixel_size;
+    /* detector: a list of panels (nanoBragg's flags: one).  The values below
+     * them are the first panel's as the headers state them (derived from it
+     * and the beam: nb_plan_derive_detector), and the detector's own. */
+    int npanels;
+    nb_panel *panels;                   /* npanels, owned (masks included) */
     double detsize_f, detsize_s;
     double distance, close_distance;    /* after the pivot/rotation update */
-    double fdet[3], sdet[3], odet[3], pix0[3];
     double beam[3], polar_vector[3], spindle[3], twotheta_axis[3];
     double Xbeam, Ybeam, Fbeam, Sbeam;  /* header values, m (see docs/physics.md 2.2) */
     double Xclose, Yclose, Fclose, Sclose;
@@ -67,20 +65,12 @@ typedef struct nb_plan {
     char pivot[8];                      /* beam sample */
     double rotx, roty, rotz, twotheta;
     int curved_detector, point_pixel;
-    double detector_thick, detector_thickstep, detector_mu;
-    int detector_thicksteps;
     /* the sensor's material (nb-geom -detector_material), key DETECTOR_MATERIAL
-     * ("Si", "CdTe", "GaAs"), only when one was named: DETECTOR_MU is then
-     * its attenuation at LAMBDA0 as dxtbx computes it, and so are the
-     * PANEL<i>.DETECTOR_MU (the flags' sensor is every panel's).  NONE: no key */
+     * ("Si", "CdTe", "GaAs"), only when one was named: every panel's
+     * DETECTOR_MU is then its attenuation at LAMBDA0 as dxtbx computes it
+     * (the flags' sensor is every panel's).  NONE: no key */
     nb_material detector_material;
-    int roi_xmin, roi_xmax, roi_ymin, roi_ymax; /* inclusive pixel indices */
     int oversample, oversample_thick, oversample_polar, oversample_omega;
-    unsigned char *mask;                /* NULL or fpixels*spixels, 0 = skip */
-    /* a detector of several panels (nb-geom -panels): panel 0 is the fields
-     * above, panels 1 .. nextra_panels are these (owned, masks included) */
-    int nextra_panels;
-    nb_panel *extra_panels;
 
     /* beam */
     double lambda0;
@@ -149,10 +139,13 @@ nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p);
 const char *nb_shape_name(int shape);
 int nb_shape_from_name(const char *name);
 
-/* Pixels in the image; fails on absurd sizes with the memory they would need. */
-nb_status nb_plan_check_size(const nb_plan *p);
+/* A panel's pixels; fails on absurd sizes with the memory they would need. */
+nb_status nb_panel_check_size(const nb_panel *q);
 
 /* ---- panels ---------------------------------------------------------------- */
+/* The plan's detector as n zeroed panels (the old ones, masks included,
+ * freed): nb-geom's resolve and the PLAN reader make the list with it. */
+nb_status nb_plan_set_panels(nb_plan *p, int n);
 /* Panels of the detector (1 for nanoBragg's flags), and the pixels of all of
  * them: an IMAGE holds the panels' pixels one panel after another. */
 int nb_plan_npanels(const nb_plan *p);
@@ -160,23 +153,22 @@ size_t nb_plan_total_pixels(const nb_plan *p);
 /* Panel i's pixel counts and where its pixels start in the image. */
 void nb_plan_panel_dims(const nb_plan *p, int i, int *fpixels, int *spixels, size_t *offset);
 /* The plan as a one-panel plan of panel i: a shallow copy (never freed; it
- * shares p's arrays) whose detector fields are panel i's, with the values
- * derived from them (distances, beam spot, near point, XDS and DIALS origins)
- * recomputed as nb_plan_derive_detector does.  Panel 0 is p itself, as is. */
+ * shares p's arrays, its one panel is p's panel i itself: a view that changes
+ * a panel field gives it a panel of its own first) with the values derived
+ * from the panel (distances, beam spot, near point, XDS and DIALS origins)
+ * recomputed as nb_plan_derive_detector does.  Panel 0's are p's, as is. */
 void nb_plan_panel_view(const nb_plan *p, int i, nb_plan *view);
 /* Frame i of a rotation series: the plan (a shallow copy, as above) with its
  * spindle start moved by i OSC.  For stills (STILLS), shot i: the crystal
  * turned by the shot's orientation, its N and fluence (nb_stills.h); its
  * spectrum needs storage of its own: nb_plan_frame_sources. */
 void nb_plan_frame_view(const nb_plan *series, long frame, nb_plan *view);
-/* Recompute from FPIXELS, SPIXELS, PIXEL_SIZE, FDET, SDET, ODET, PIX0 and the
- * beam the values that follow from them (docs/physics.md 2.4, steps 6-7):
- * CLOSE_DISTANCE = PIX0 . ODET, DISTANCE = CLOSE_DISTANCE / (BEAM . ODET),
- * FCLOSE/SCLOSE, FBEAM/SBEAM (and XBEAM/YBEAM, XCLOSE/YCLOSE the same), ORGX/ORGY,
- * DIALS_ORIGIN_MM and the detector size; no rotations (they are in the vectors). */
+/* Recompute from the first panel's FPIXELS, SPIXELS, PIXEL_SIZE, FDET, SDET,
+ * ODET, PIX0 and the beam the values that follow from them
+ * (docs/physics.md 2.4, steps 6-7): CLOSE_DISTANCE = PIX0 . ODET,
+ * DISTANCE = CLOSE_DISTANCE / (BEAM . ODET), FCLOSE/SCLOSE, FBEAM/SBEAM (and
+ * XBEAM/YBEAM, XCLOSE/YCLOSE the same), ORGX/ORGY, DIALS_ORIGIN_MM and the
+ * detector size; no rotations (they are in the vectors). */
 void nb_plan_derive_detector(nb_plan *p);
-/* A panel's fields into the plan's detector fields (the mask pointer moves,
- * ownership does not). */
-void nb_panel_to_plan(const nb_panel *in, nb_plan *p);
 
 #endif

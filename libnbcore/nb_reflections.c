@@ -105,14 +105,15 @@ static nb_status collect_panel(const nb_plan *v, int panel, const double abc[3][
                                table *t)
 {
     nb_status st = NB_OK;
-    for (int s = 0; s < v->spixels && !st; s++)
-        for (int f = 0; f < v->fpixels && !st; f++) {
-            double w = px[(size_t)s * v->fpixels + f];
+    for (int s = 0; s < v->panels[0].spixels && !st; s++)
+        for (int f = 0; f < v->panels[0].fpixels && !st; f++) {
+            double w = px[(size_t)s * v->panels[0].fpixels + f];
             if (!(w > 0)) continue;
             double pos[3], len = 0, S[3], frac[3];
             int hkl[3];
             for (int i = 0; i < 3; i++) {
-                pos[i] = v->pix0[i] + (f + 0.5) * v->pixel_size * v->fdet[i] + (s + 0.5) * v->pixel_size * v->sdet[i];
+                pos[i] = v->panels[0].pix0[i] + (f + 0.5) * v->panels[0].pixel_size * v->panels[0].fdet[i] +
+                         (s + 0.5) * v->panels[0].pixel_size * v->panels[0].sdet[i];
                 len += pos[i] * pos[i];
             }
             len = sqrt(len);
@@ -141,7 +142,7 @@ nb_status nb_reflections_collect(const nb_plan *view, const float *photons, doub
         nb_plan pv;
         size_t off;
         nb_plan_panel_view(view, i, &pv);
-        nb_plan_panel_dims(view, i, &pv.fpixels, &pv.spixels, &off);
+        nb_plan_panel_dims(view, i, NULL, NULL, &off);
         st = collect_panel(&pv, i, abc, lambda, photons + off, &t);
     }
     if (!st) st = nb_calloc((void **)&out->r, t.n ? t.n : 1, sizeof *out->r, "reflections");

@@ -95,9 +95,11 @@ static nb_status resolve_detector_size(nb_resolve_state *s, nb_plan *plan)
                             w->detsize_f * 1000, w->detsize_s * 1000, w->pixel_size * 1000);
     w->fpixels = (int)ceil(w->detsize_f / w->pixel_size - 0.5);
     w->spixels = (int)ceil(w->detsize_s / w->pixel_size - 0.5);
-    plan->fpixels = w->fpixels;
-    plan->spixels = w->spixels;
-    if ((st = nb_plan_check_size(plan))) return st;
+    /* the flags' detector: a list of one panel (-panels replaces it) */
+    if ((st = nb_plan_set_panels(plan, 1))) return st;
+    plan->panels[0].fpixels = w->fpixels;
+    plan->panels[0].spixels = w->spixels;
+    if ((st = nb_panel_check_size(&plan->panels[0]))) return st;
     if (w->mask && (w->mask_w != w->fpixels || w->mask_h != w->spixels))
         return nb_error_set(NB_ERR_USAGE, "mask '%s' is %d x %d pixels but the detector is %d x %d", w->maskfile,
                             w->mask_w, w->mask_h, w->fpixels, w->spixels);

@@ -29,23 +29,23 @@ static void log_panels(const nb_resolve_state *s, const nb_plan *plan)
     for (int i = 0; i < nb_plan_npanels(plan); i++) {
         nb_plan v;
         nb_plan_panel_view(plan, i, &v);
-        LOG("  panel %d: %dx%d pixels of %g m\n", i, v.fpixels, v.spixels, v.pixel_size);
-        LOG("    fdet= %g %g %g\n", v.fdet[0], v.fdet[1], v.fdet[2]);
-        LOG("    sdet= %g %g %g\n", v.sdet[0], v.sdet[1], v.sdet[2]);
-        LOG("    odet= %g %g %g\n", v.odet[0], v.odet[1], v.odet[2]);
-        LOG("    pix0_vector= %.10g %.10g %.10g\n", v.pix0[0], v.pix0[1], v.pix0[2]);
+        LOG("  panel %d: %dx%d pixels of %g m\n", i, v.panels[0].fpixels, v.panels[0].spixels, v.panels[0].pixel_size);
+        LOG("    fdet= %g %g %g\n", v.panels[0].fdet[0], v.panels[0].fdet[1], v.panels[0].fdet[2]);
+        LOG("    sdet= %g %g %g\n", v.panels[0].sdet[0], v.panels[0].sdet[1], v.panels[0].sdet[2]);
+        LOG("    odet= %g %g %g\n", v.panels[0].odet[0], v.panels[0].odet[1], v.panels[0].odet[2]);
+        LOG("    pix0_vector= %.10g %.10g %.10g\n", v.panels[0].pix0[0], v.panels[0].pix0[1], v.panels[0].pix0[2]);
         /* odet points away from the sample: the beam meets the plane only going that way */
-        if (nb_vdot(v.beam, v.odet) > 1e-12) {
-            double f = v.Fbeam / v.pixel_size, sl = v.Sbeam / v.pixel_size;
-            int on = f >= 0 && f < v.fpixels && sl >= 0 && sl < v.spixels;
+        if (nb_vdot(v.beam, v.panels[0].odet) > 1e-12) {
+            double f = v.Fbeam / v.panels[0].pixel_size, sl = v.Sbeam / v.panels[0].pixel_size;
+            int on = f >= 0 && f < v.panels[0].fpixels && sl >= 0 && sl < v.panels[0].spixels;
             LOG("    distance=%g close_distance=%g (mm)\n", v.distance * 1000, v.close_distance * 1000);
             LOG("    Fbeam=%g Sbeam=%g (pixel %g %g, %s the panel)\n", v.Fbeam, v.Sbeam, f, sl, on ? "on" : "off");
         } else {
             LOG("    close_distance=%g (mm); the beam does not meet its plane\n", v.close_distance * 1000);
         }
         LOG("    Fclose=%g Sclose=%g ORGX=%g ORGY=%g\n", v.Fclose, v.Sclose, v.ORGX, v.ORGY);
-        LOG("    sensor is %g m thick in %d layers with mu= %g\n", v.detector_thick, v.detector_thicksteps,
-            v.detector_mu);
+        LOG("    sensor is %g m thick in %d layers with mu= %g\n", v.panels[0].thick, v.panels[0].thicksteps,
+            v.panels[0].mu);
         LOG("    dials origin= %g %g %g\n", v.dials_origin[0], v.dials_origin[1], v.dials_origin[2]);
     }
 }
@@ -120,15 +120,16 @@ nb_status nb_resolve_plan_detector(const nb_resolve_state *s, nb_plan *plan)
 {
     const nb_request *w = &s->w;
     nb_status st;
-    plan->pixel_size = w->pixel_size;
+    nb_panel *panel = &plan->panels[0]; /* the flags' one panel (nb_resolve made the list) */
+    panel->pixel_size = w->pixel_size;
     plan->detsize_f = w->detsize_f;
     plan->detsize_s = w->detsize_s;
     plan->distance = w->distance;
     plan->close_distance = w->close_distance;
-    memcpy(plan->fdet, w->fdet, sizeof plan->fdet);
-    memcpy(plan->sdet, w->sdet, sizeof plan->sdet);
-    memcpy(plan->odet, w->odet, sizeof plan->odet);
-    memcpy(plan->pix0, s->pix0, sizeof plan->pix0);
+    memcpy(panel->fdet, w->fdet, sizeof panel->fdet);
+    memcpy(panel->sdet, w->sdet, sizeof panel->sdet);
+    memcpy(panel->odet, w->odet, sizeof panel->odet);
+    memcpy(panel->pix0, s->pix0, sizeof panel->pix0);
     memcpy(plan->beam, w->beam, sizeof plan->beam);
     memcpy(plan->polar_vector, w->polar, sizeof plan->polar_vector);
     memcpy(plan->spindle, w->spindle, sizeof plan->spindle);
@@ -142,21 +143,21 @@ nb_status nb_resolve_plan_detector(const nb_resolve_state *s, nb_plan *plan)
     plan->rotx = w->rotx, plan->roty = w->roty, plan->rotz = w->rotz, plan->twotheta = w->twotheta;
     plan->curved_detector = w->curved_detector;
     plan->point_pixel = w->point_pixel;
-    plan->detector_thick = w->detector_thick;
-    plan->detector_thickstep = w->detector_thickstep;
-    plan->detector_thicksteps = w->detector_thicksteps;
-    plan->detector_mu = w->detector_mu;
+    panel->thick = w->detector_thick;
+    panel->thickstep = w->detector_thickstep;
+    panel->thicksteps = w->detector_thicksteps;
+    panel->mu = w->detector_mu;
     plan->detector_material = w->detector_material;
-    plan->roi_xmin = w->roi_xmin, plan->roi_xmax = w->roi_xmax;
-    plan->roi_ymin = w->roi_ymin, plan->roi_ymax = w->roi_ymax;
+    panel->roi_xmin = w->roi_xmin, panel->roi_xmax = w->roi_xmax;
+    panel->roi_ymin = w->roi_ymin, panel->roi_ymax = w->roi_ymax;
     plan->oversample = w->oversample;
     plan->oversample_thick = w->oversample_thick;
     plan->oversample_polar = w->oversample_polar;
     plan->oversample_omega = w->oversample_omega;
     if (w->mask) {
         size_t n = (size_t)w->fpixels * (size_t)w->spixels;
-        if ((st = nb_calloc((void **)&plan->mask, n, 1, "mask"))) return st;
-        memcpy(plan->mask, w->mask, n);
+        if ((st = nb_calloc((void **)&panel->mask, n, 1, "mask"))) return st;
+        memcpy(panel->mask, w->mask, n);
     }
     return NB_OK;
 }

@@ -317,8 +317,9 @@ static nb_status refine(const problem *pb, int loss, params *p, model *m, model 
     likelihood(p, m, pb->obs, nf, pb->npix, loss, 1, e);
     double lambda = 1e-3;
     for (int it = 0; it < pb->o->iterations && !st; it++) {
-        nb_info("%s iteration %d: %s = %.12g on %ld pixels, lambda %.1e", loss == LOSS_LSQ ? "least-squares" : "Poisson",
-                it, loss == LOSS_LSQ ? "RSS/2" : "-log L", e->nll, e->n, lambda);
+        nb_info("%s iteration %d: %s = %.12g on %ld pixels, lambda %.1e",
+                loss == LOSS_LSQ ? "least-squares" : "Poisson", it, loss == LOSS_LSQ ? "RSS/2" : "-log L", e->nll, e->n,
+                lambda);
         double dx[MAX_PARAMS];
         params next = *p;
         if ((st = lm_step(p, e, lambda, dx))) break;
@@ -454,9 +455,10 @@ static nb_status leave_out_unrendered(const nb_plan *plan, const nb_hkl *hkl, ob
         nb_plan_panel_dims(plan, p, NULL, NULL, &off);
         if ((st = nb_sim_setup_build(&view, hkl, &setup))) break;
         for (int f = 0; f < nobs; f++)
-            for (int y = 0; y < view.spixels; y++)
-                for (int x = 0; x < view.fpixels; x++)
-                    if (!nb_pixel_rendered(&setup.kp, x, y)) obs[f].use[off + (size_t)y * view.fpixels + x] = 0;
+            for (int y = 0; y < view.panels[0].spixels; y++)
+                for (int x = 0; x < view.panels[0].fpixels; x++)
+                    if (!nb_pixel_rendered(&setup.kp, x, y))
+                        obs[f].use[off + (size_t)y * view.panels[0].fpixels + x] = 0;
         nb_sim_setup_free(&setup);
     }
     return st;

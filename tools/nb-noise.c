@@ -242,12 +242,12 @@ static nb_status noise_image(const nb_plan *plan, const noise_opts *o, nb_rng *r
         nb_noise_params pp = p;
         pp.seed = nb_frame_seed(p.seed, i);
         pp.calib_seed = nb_frame_seed(p.calib_seed, i);
-        pp.psf_fwhm_pixels = o->psf_fwhm_um * 1e-6 / v.pixel_size;
-        pp.roi_xmin = v.roi_xmin, pp.roi_xmax = v.roi_xmax;
-        pp.roi_ymin = v.roi_ymin, pp.roi_ymax = v.roi_ymax;
+        pp.psf_fwhm_pixels = o->psf_fwhm_um * 1e-6 / v.panels[0].pixel_size;
+        pp.roi_xmin = v.panels[0].roi_xmin, pp.roi_xmax = v.panels[0].roi_xmax;
+        pp.roi_ymin = v.panels[0].roi_ymin, pp.roi_ymax = v.panels[0].roi_ymax;
         if (i > 0) nb_rng_init(&fresh);
-        st = nb_noise_frame_on(dev, &pp, im->frame == 0 && i == 0 ? rng : &fresh, px + off, v.fpixels, v.spixels,
-                               counts + off, &pres);
+        st = nb_noise_frame_on(dev, &pp, im->frame == 0 && i == 0 ? rng : &fresh, px + off, v.panels[0].fpixels,
+                               v.panels[0].spixels, counts + off, &pres);
         /* a bad pixel's place: its frame (counted from 1, as the files'
          * numbers), its panel (of several) */
         if (st == NB_ERR_DATA && im->npanels > 1) st = nb_error_prefix(st, "frame %ld, panel %d", im->frame + 1, i);

@@ -493,12 +493,13 @@ static void print_panel(const sim_opts *o, const nb_plan *plan, const nb_kparams
 {
     int pf = o->have_printout ? o->printout_f : plan->printout_fpixel;
     int ps = o->have_printout ? o->printout_s : plan->printout_spixel;
-    for (int s = 0; s < plan->spixels; s++)
-        for (int f = 0; f < plan->fpixels; f++) {
+    const nb_panel *q = &plan->panels[0];
+    for (int s = 0; s < q->spixels; s++)
+        for (int f = 0; f < q->fpixels; f++) {
             if (pf >= 0 && !(f == pf && s == ps)) continue; /* the reference: f < 0 means every pixel */
-            if (f < plan->roi_xmin || f > plan->roi_xmax || s < plan->roi_ymin || s > plan->roi_ymax) continue;
-            if (plan->mask && !plan->mask[(size_t)s * plan->fpixels + f]) continue;
-            print_pixel(kp, plan, f, s, img[(size_t)s * plan->fpixels + f]);
+            if (f < q->roi_xmin || f > q->roi_xmax || s < q->roi_ymin || s > q->roi_ymax) continue;
+            if (q->mask && !q->mask[(size_t)s * q->fpixels + f]) continue;
+            print_pixel(kp, plan, f, s, img[(size_t)s * q->fpixels + f]);
         }
 }
 
@@ -516,11 +517,12 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_
     const int printout = o->have_printout ? o->printout : plan->printout;
     char label[64] = "rendering";
     if (plan->nframes > 1) snprintf(label, sizeof label, "rendering frame %ld/%d", pr->frame + 1, plan->nframes);
-    nb_progress_start_part(&prog, label, plan->spixels, progress && !printout, pr->t0, pr->base, pr->span);
+    nb_progress_start_part(&prog, label, plan->panels[0].spixels, progress && !printout, pr->t0, pr->base, pr->span);
     nb_row_stats *row_stats;
-    if ((st = nb_calloc((void **)&row_stats, (size_t)plan->spixels, sizeof *row_stats, "row statistics"))) return st;
+    if ((st = nb_calloc((void **)&row_stats, (size_t)plan->panels[0].spixels, sizeof *row_stats, "row statistics")))
+        return st;
     /* faulted in here rather than a page at a time by the render's threads */
-    nb_prefault(row_stats, (size_t)plan->spixels * sizeof *row_stats);
+    nb_prefault(row_stats, (size_t)plan->panels[0].spixels * sizeof *row_stats);
     float *out[NB_GRAD_MAX_NAMES];
     for (int j = 0; gj && j < gj->plans->names.n; j++) out[j] = gj->pixels[j] + offset;
     const nb_panel_job job = {o->precision, gj ? gj->plans : NULL, gj ? gj->frame : 0, panel, out, &prog,
@@ -538,8 +540,8 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_
     if (res->tripped)
         nb_warn("tricubic interpolation left the F grid for some pixels; those evaluations used the nearest "
                 "neighbour (the reference would switch interpolation off for the rest of the image)");
-    nb_info("rendered %d x %d pixels in %.6f s (%d steps per pixel, %s path)", plan->fpixels, plan->spixels,
-            res->seconds, (int)pr->done.steps, pr->done.path);
+    nb_info("rendered %d x %d pixels in %.6f s (%d steps per pixel, %s path)", plan->panels[0].fpixels,
+            plan->panels[0].spixels, res->seconds, (int)pr->done.steps, pr->done.path);
     if (pr->done.use_cuda)
         nb_info("  GPU kernel %.3f ms, copies %.3f ms", res->kernel_seconds * 1e3, res->transfer_seconds * 1e3);
     if (printout) print_panel(o, plan, &pr->done.setup.kp, img);
@@ -565,17 +567,18 @@ static void panels_stats(const nb_plan *plan, float *img, panel_render *pr, nb_i
         size_t off;
         nb_plan_panel_view(plan, i, &v);
         nb_plan_panel_dims(plan, i, NULL, NULL, &off);
-        nb_roi roi = {v.roi_xmin, v.roi_xmax, v.roi_ymin, v.roi_ymax};
+        nb_roi roi = {v.panels[0].roi_xmin, v.panels[0].roi_xmax, v.panels[0].roi_ymin, v.panels[0].roi_ymax};
         nb_row_stats *rows = pr[i].done.res.row_stats;
-        for (int y = 0; y < v.spixels; y++) {
+        for (int y = 0; y < v.panels[0].spixels; y++) {
             if (!pr[i].done.res.row_stats_filled)
-                nb_row_stats_compute(img + off + (size_t)y * v.fpixels, v.fpixels, y, roi,
-                                     v.mask ? v.mask + (size_t)y * v.fpixels : NULL, &rows[y]);
+                nb_row_stats_compute(img + off + (size_t)y * v.panels[0].fpixels, v.panels[0].fpixels, y, roi,
+                                     v.panels[0].mask ? v.panels[0].mask + (size_t)y * v.panels[0].fpixels : NULL,
+                                     &rows[y]);
             sum += rows[y].sum, sumsq += rows[y].sumsq, n += rows[y].n;
             sum_all += rows[y].sum_all, n_all += rows[y].n_all;
             if (rows[y].max > max_I) {
                 int os = pr[i].done.oversample;
-                long f = rows[y].arg % v.fpixels, s = rows[y].arg / v.fpixels;
+                long f = rows[y].arg % v.panels[0].fpixels, s = rows[y].arg / v.panels[0].fpixels;
                 max_I = rows[y].max;
                 max_x = pr[i].done.subpixel_size * (f * os + os - 1) + pr[i].done.subpixel_size / 2.0;
                 max_y = pr[i].done.subpixel_size * (s * os + os - 1) + pr[i].done.subpixel_size / 2.0;
@@ -590,7 +593,7 @@ static void panels_stats(const nb_plan *plan, float *img, panel_render *pr, nb_i
         nb_plan v;
         nb_plan_panel_view(plan, i, &v);
         const nb_row_stats *rows = pr[i].done.res.row_stats;
-        for (int y = 0; y < v.spixels; y++) {
+        for (int y = 0; y < v.panels[0].spixels; y++) {
             if (rows[y].n_all == 0) continue;
             double d = rows[y].sum_all / rows[y].n_all - mean;
             dev += rows[y].m2_all + rows[y].n_all * d * d;
@@ -637,7 +640,7 @@ static nb_status grad_records(const nb_plan *plan, const nb_grad_plans *gp, long
         im.frame = frame, im.has.frame = 1;
         im.nframes = plan->nframes, im.has.nframes = 1;
         im.panel = 0, im.has.panel = 1;
-        im.fpixels = plan->fpixels, im.spixels = plan->spixels;
+        im.fpixels = plan->panels[0].fpixels, im.spixels = plan->panels[0].spixels;
         if (!st) st = nb_image_set_panels(&im, plan);
         snprintf(im.units, sizeof im.units, "photons/%s", nb_grad_param_unit(gp->names.param[j]));
         snprintf(im.grad_of, sizeof im.grad_of, "%s", nb_grad_param_name(gp->names.param[j]));
@@ -675,7 +678,7 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
     /* the pixels' rows, where they lie in the payload (adding the keys does not move it) */
     if (!st && np == 1)
         st = nb_payload_crc_init(row_crc, (uint64_t)((unsigned char *)img - out->payload),
-                                 (size_t)plan->fpixels * sizeof(float), (size_t)plan->spixels);
+                                 (size_t)plan->panels[0].fpixels * sizeof(float), (size_t)plan->panels[0].spixels);
     if (st) {
         free(shot_sources);
         return st;
@@ -698,7 +701,8 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
         if (np > 1) nb_info("panel %d of %d", i, np);
         pr[i].frame = frame;
         /* the bar runs over the whole run: this panel's share of its frame's pixels */
-        double all = (double)nb_plan_total_pixels(plan), before = (double)off, n = (double)v.fpixels * v.spixels;
+        double all = (double)nb_plan_total_pixels(plan), before = (double)off,
+               n = (double)v.panels[0].fpixels * v.panels[0].spixels;
         double count = sum->count > 0 ? (double)sum->count : 1.0;
         pr[i].t0 = sum->t0;
         pr[i].base = ((double)(frame - sum->first) + before / all) / count;
@@ -714,7 +718,7 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
         im.frame = frame, im.has.frame = 1;
         im.nframes = plan->nframes, im.has.nframes = 1;
         im.panel = 0, im.has.panel = 1;
-        im.fpixels = plan->fpixels, im.spixels = plan->spixels;
+        im.fpixels = plan->panels[0].fpixels, im.spixels = plan->panels[0].spixels;
         st = nb_image_set_panels(&im, plan);
         snprintf(im.units, sizeof im.units, "photons");
         snprintf(im.precision, sizeof im.precision, "%s", use_double ? "double" : "single");
@@ -729,9 +733,7 @@ static nb_status render(const nb_plan *series, const nb_hkl *hkl, const sim_opts
     if (!st && np == 1) {
         nb_kparams kp; /* what image_stats reads of the one panel */
         memset(&kp, 0, sizeof kp);
-        kp.fpixels = plan->fpixels, kp.spixels = plan->spixels, kp.mask = plan->mask;
-        kp.roi_xmin = plan->roi_xmin, kp.roi_xmax = plan->roi_xmax;
-        kp.roi_ymin = plan->roi_ymin, kp.roi_ymax = plan->roi_ymax;
+        nb_kparams_set_panel(&kp, &plan->panels[0]);
         kp.oversample = pr[0].done.oversample, kp.subpixel_size = pr[0].done.subpixel_size, kp.steps = pr[0].done.steps;
         st = image_stats(&kp, img, &pr[0].done.res, &im);
         *row_crc_taken = pr[0].done.res.row_stats_filled;

@@ -49,12 +49,12 @@ static nb_status import_image(const char *path, const nb_plan *plan, nb_record *
         return nb_error_set(NB_ERR_UNSUPPORTED, "--import '%s': the plan's detector has %d panels; only one-panel "
                                                 "images can be imported",
                             path, nb_plan_npanels(plan));
-    size_t n = (size_t)plan->fpixels * plan->spixels;
+    size_t n = (size_t)plan->panels[0].fpixels * plan->panels[0].spixels;
     nb_image_info im;
     nb_image_info_init(&im);
     im.frame = 0, im.has.frame = 1;
     im.panel = 0, im.has.panel = 1;
-    im.fpixels = plan->fpixels, im.spixels = plan->spixels;
+    im.fpixels = plan->panels[0].fpixels, im.spixels = plan->panels[0].spixels;
     snprintf(im.units, sizeof im.units, "photons");
     if (strlen(path) >= sizeof im.imported_from) return nb_error_set(NB_ERR_USAGE, "'%s': the name is too long", path);
     snprintf(im.imported_from, sizeof im.imported_from, "%s", path);

@@ -26,7 +26,7 @@ static void rows_start(row_files *R, const frame *fr, uint64_t pix_off, double i
     R->width = fr->width, R->height = fr->height, R->rows_done = 0;
     R->frame = fr->frame;
     R->pix_off = pix_off;
-    R->roi = (nb_roi){p->roi_xmin, p->roi_xmax, p->roi_ymin, p->roi_ymax};
+    R->roi = (nb_roi){p->panels[0].roi_xmin, p->panels[0].roi_xmax, p->panels[0].roi_ymin, p->panels[0].roi_ymax};
     R->int_scale = int_scale, R->adc = adc;
     R->counts = fr->counts;
     R->scaled = R->prepare_failed = 0;
@@ -70,7 +70,8 @@ static nb_status rows_open(row_files *R, const out_request *q, int k, const fram
         st = nb_rawfloat_writer_open(&ro->bin, target);
     } else {
         if (kind == ROW_SMV_SCALED) nb_info("intfile_scale = %g", R->int_scale);
-        nb_info("  %s, %s", nb_format_get(q->format)->name, kind == ROW_SMV_SCALED ? "scaled photons" : "detector counts");
+        nb_info("  %s, %s", nb_format_get(q->format)->name,
+                kind == ROW_SMV_SCALED ? "scaled photons" : "detector counts");
         nb_smv_meta m;
         nb_frame_smv_meta(fr, q->smv_beam, kind == ROW_SMV_SCALED ? R->adc : fr->counts_adc, &m);
         st = nb_smv_writer_open(&ro->smv, target, &m, kind == ROW_SMV_SCALED ? 16 : fr->counts_bits);
@@ -149,7 +150,8 @@ static nb_status rows_piece(row_files *R, const nb_payload_piece *pc)
     const float *rows = (const float *)(const void *)pc->data;
     const size_t w = (size_t)R->width, n = (size_t)ny * w;
     size_t bad = R->scaled ? R->slot_bad[pc->slot] : nb_first_nonfinite(rows, n);
-    if (bad == SIZE_MAX) return nb_error_set(NB_ERR_DATA, "internal error: rows %d to %d were not converted", y0, y0 + ny - 1);
+    if (bad == SIZE_MAX)
+        return nb_error_set(NB_ERR_DATA, "internal error: rows %d to %d were not converted", y0, y0 + ny - 1);
     if (bad < n) return nonfinite_error(NULL, R->frame, (size_t)y0 * w + bad, w); /* one panel */
     if (R->scaled && R->slot_werr[pc->slot])
         return nb_error_set(NB_ERR_IO, "cannot write '%s': %s", nb_smv_writer_path(R->outs[R->slot_wout[pc->slot]].smv),
@@ -408,7 +410,8 @@ static nb_status live_open(live_image *L, const nb_image_info *im, nb_payload_ho
     nb_status st = NB_OK;
     for (int k = 0; k < nreq && !st && L->rows.nouts < ROWS_MAX; k++) {
         const out_request *q = &list[k];
-        int smv = q->format == NB_FMT_SMV && have_max && (q->source == SRC_INT || (q->source == SRC_AUTO && !im->has_counts));
+        int smv =
+            q->format == NB_FMT_SMV && have_max && (q->source == SRC_INT || (q->source == SRC_AUTO && !im->has_counts));
         if (q->format == NB_FMT_BIN || smv) st = rows_open(&L->rows, q, k, &fr, smv ? ROW_SMV_SCALED : ROW_FLOAT);
     }
     if (st || !L->rows.nouts) return st;

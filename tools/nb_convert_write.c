@@ -247,9 +247,11 @@ static nb_status write_stacked(const out_request *o, int k, const frame *fr)
     if (!st) {
         nb_plan view;
         nb_plan_panel_view(plan, 0, &view);
-        view.fpixels = nx, view.spixels = ny;
-        view.roi_xmin = 0, view.roi_xmax = nx - 1, view.roi_ymin = 0, view.roi_ymax = ny - 1;
-        view.mask = NULL;
+        nb_panel stack = view.panels[0]; /* the stacked image's own panel: the plan's stays */
+        view.panels = &stack;
+        stack.fpixels = nx, stack.spixels = ny;
+        stack.roi_xmin = 0, stack.roi_xmax = nx - 1, stack.roi_ymin = 0, stack.roi_ymax = ny - 1;
+        stack.mask = NULL;
         frame sf = *fr;
         sf.plan = &view;
         sf.width = nx, sf.height = ny;
@@ -278,9 +280,9 @@ nb_status nonfinite_error(const nb_plan *plan, long frame, size_t bad, size_t wi
         nb_plan_panel_dims(plan, i, &fp, &sp, &off);
         if (bad < off || bad - off >= (size_t)fp * (size_t)sp) continue;
         const size_t at = bad - off;
-        return nb_error_set(NB_ERR_DATA,
-                            "IMAGE record of frame %ld, panel %d: pixel %zu (fast %zu, slow %zu) is not a finite number",
-                            frame + 1, i, at, at % (size_t)fp, at / (size_t)fp);
+        return nb_error_set(
+            NB_ERR_DATA, "IMAGE record of frame %ld, panel %d: pixel %zu (fast %zu, slow %zu) is not a finite number",
+            frame + 1, i, at, at % (size_t)fp, at / (size_t)fp);
     }
     return nb_error_set(NB_ERR_DATA, "IMAGE record of frame %ld: pixel %zu (fast %zu, slow %zu) is not a finite number",
                         frame + 1, bad, bad % width, bad / width);
@@ -310,7 +312,8 @@ nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const nb_imag
     }
     /* the reference's scales: from the image statistics (recomputed when a
      * stream carries none, e.g. an imported image) */
-    nb_roi roi = {plan->roi_xmin, plan->roi_xmax, plan->roi_ymin, plan->roi_ymax};
+    nb_roi roi = {plan->panels[0].roi_xmin, plan->panels[0].roi_xmax, plan->panels[0].roi_ymin,
+                  plan->panels[0].roi_ymax};
     if (im->has.max_I && im->has.rmsd) {
         fr->stats.max_I = im->max_I;
         fr->stats.rmsd = im->rmsd;
@@ -319,7 +322,7 @@ nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const nb_imag
         nb_roi all = {0, (int)n, 0, 1};
         if ((st = nb_image_stats(fr->photons, (int)n, 1, all, NULL, &fr->stats))) return st;
     } else {
-        if ((st = nb_image_stats(fr->photons, fr->width, fr->height, roi, plan->mask, &fr->stats))) return st;
+        if ((st = nb_image_stats(fr->photons, fr->width, fr->height, roi, plan->panels[0].mask, &fr->stats))) return st;
     }
     fr->adc = adc_for(plan, o);
     fr->int_scale = int_scale_for(plan, o, fr->stats.max_I);
@@ -333,7 +336,8 @@ static int plan_requests(const nb_plan *p, const conv_opts *o, out_request *req)
     int n = 0;
     if (p->floatfile) req[n++] = (out_request){p->floatfile, NB_FMT_BIN, SRC_AUTO, 0, 1, 0};
     if (p->intfile) req[n++] = (out_request){p->intfile, NB_FMT_SMV, SRC_INT, NB_SMV_BEAM_REFERENCE, 1, 0};
-    if (p->noisefile && p->calculate_noise) req[n++] = (out_request){p->noisefile, NB_FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 1, 0};
+    if (p->noisefile && p->calculate_noise)
+        req[n++] = (out_request){p->noisefile, NB_FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 1, 0};
     if (p->pgmfile && p->write_pgm && !o->nopgm) req[n++] = (out_request){p->pgmfile, NB_FMT_PGM, SRC_AUTO, 0, 1, 0};
     return n;
 }

@@ -66,6 +66,12 @@ static void regions_are_the_panels_pixels(nb_renderer *r, const float *image, in
     ok(strstr(nb_last_error(), "not inside panel 0") != NULL, "  says so: %s", nb_last_error());
     ok(nb_render_regions(r, 0, &no_panel, 1, out) == NB_RESULT_USAGE, "a region on a panel that is not there: usage");
     ok(nb_render_regions(r, 0, g, 0, NULL) == NB_RESULT_OK, "no region: nothing to do");
+    /* the regions' render narrows its own copy of the panel's ROI and mask,
+     * never the plan's (a view shares the plan's panels) */
+    float *again = calloc((size_t)fp * sp, sizeof *again);
+    ok(again && nb_render_frame(r, 0, again) == NB_RESULT_OK && same_floats(again, image, (size_t)fp * sp),
+       "after the regions, the whole panel renders as before, bit for bit");
+    free(again);
 }
 
 int main(void)

@@ -364,23 +364,23 @@ static void test_resolve_mosflm(void)
                            &p);
     ok(st == NB_OK, "AT-GEO-001 resolves: %s", st ? nb_error_message() : "ok");
     if (!st) {
-        ok(vnear(p.pix0, 0.1, 0.05125, -0.05125, 1e-9), "AT-GEO-001: pix0 = (0.1, 0.05125, -0.05125) m");
+        ok(vnear(p.panels[0].pix0, 0.1, 0.05125, -0.05125, 1e-9), "AT-GEO-001: pix0 = (0.1, 0.05125, -0.05125) m");
         near(p.Fbeam, 0.05125, 1e-12, "AT-GEO-001: Fbeam = 51.25 mm (half-pixel MOSFLM offset)");
         near(p.Sbeam, 0.05125, 1e-12, "AT-GEO-001: Sbeam = 51.25 mm");
         near(p.Xbeam, 0.0512, 1e-15, "AT-GEO-001: Xbeam stays 51.2 mm");
-        ok(vnear(p.fdet, 0, 0, 1, 0) && vnear(p.sdet, 0, -1, 0, 0) && vnear(p.odet, 1, 0, 0, 0) &&
-               vnear(p.beam, 1, 0, 0, 0),
+        ok(vnear(p.panels[0].fdet, 0, 0, 1, 0) && vnear(p.panels[0].sdet, 0, -1, 0, 0) &&
+               vnear(p.panels[0].odet, 1, 0, 0, 0) && vnear(p.beam, 1, 0, 0, 0),
            "MOSFLM vectors f=(0,0,1) s=(0,-1,0) o=(1,0,0) beam=(1,0,0)");
         ok(vnear(p.polar_vector, 0, 0, 1, 0) && vnear(p.spindle, 0, 0, 1, 0), "MOSFLM polar and spindle (0,0,1)");
         ok(!strcmp(p.convention, "mosflm") && !strcmp(p.pivot, "beam"), "convention mosflm, pivot beam");
-        ok(p.fpixels == 1024 && p.spixels == 1024, "1024 x 1024 pixels");
+        ok(p.panels[0].fpixels == 1024 && p.panels[0].spixels == 1024, "1024 x 1024 pixels");
         near(p.distance, 0.1, 1e-15, "distance 0.1 m");
         near(p.close_distance, 0.1, 1e-15, "close distance 0.1 m");
-        near(p.pixel_size, 1e-4, 1e-18, "pixel 0.1 mm");
+        near(p.panels[0].pixel_size, 1e-4, 1e-18, "pixel 0.1 mm");
         near(p.lambda0, 1e-10, 1e-25, "default wavelength 1 A");
         ok(p.nsources == 1 && vnear(p.sources[0].dir, -1, 0, 0, 0) && p.sources[0].lambda == 1e-10,
            "one source, direction towards the source (-beam)");
-        ok(p.mosaic_domains == 1 && p.phisteps == 1 && p.detector_thicksteps == 1 && p.oversample >= 1,
+        ok(p.mosaic_domains == 1 && p.phisteps == 1 && p.panels[0].thicksteps == 1 && p.oversample >= 1,
            "single domain, phi step, layer");
         ok(vnear(p.recip_a, 0.01, 0, 0, 1e-15) && vnear(p.recip_b, 0, 0.01, 0, 1e-15) &&
                vnear(p.recip_c, 0, 0, 0.01, 1e-15),
@@ -403,18 +403,22 @@ static void test_resolve_tilted(void)
     ok(st == NB_OK, "tilted detector resolves: %s", st ? nb_error_message() : "ok");
     if (!st) {
         const double tol = 1e-12;
-        if (!ok(vnear(p.fdet, 0.0311947630447082, -0.096650175316428, 0.994829447880333, tol), "tilted: fdet"))
-            vprint("fdet", p.fdet);
-        if (!ok(vnear(p.sdet, -0.228539518954453, -0.969636205471835, -0.0870362988312832, tol), "tilted: sdet"))
-            vprint("sdet", p.sdet);
-        if (!ok(vnear(p.odet, 0.973034724475264, -0.224642766741965, -0.0523359562429438, tol), "tilted: odet"))
-            vprint("odet", p.odet);
-        if (!ok(vnear(p.pix0, 0.112087366299472, 0.0653100408232811, -0.0556023303792543, tol), "tilted: pix0"))
-            vprint("pix0", p.pix0);
+        if (!ok(vnear(p.panels[0].fdet, 0.0311947630447082, -0.096650175316428, 0.994829447880333, tol),
+                "tilted: fdet"))
+            vprint("fdet", p.panels[0].fdet);
+        if (!ok(vnear(p.panels[0].sdet, -0.228539518954453, -0.969636205471835, -0.0870362988312832, tol),
+                "tilted: sdet"))
+            vprint("sdet", p.panels[0].sdet);
+        if (!ok(vnear(p.panels[0].odet, 0.973034724475264, -0.224642766741965, -0.0523359562429438, tol),
+                "tilted: odet"))
+            vprint("odet", p.panels[0].odet);
+        if (!ok(vnear(p.panels[0].pix0, 0.112087366299472, 0.0653100408232811, -0.0556023303792543, tol),
+                "tilted: pix0"))
+            vprint("pix0", p.panels[0].pix0);
         ok(!strcmp(p.pivot, "beam"), "MOSFLM forces the beam pivot even with -twotheta");
         near(p.twotheta, 15 / RTD, 1e-15, "two-theta recorded in radians");
-        ok(fabs(nb_dot(p.fdet, p.sdet)) < 1e-15 && fabs(nb_dot(p.fdet, p.odet)) < 1e-15 &&
-               fabs(nb_norm(p.odet) - 1) < 1e-15,
+        ok(fabs(nb_dot(p.panels[0].fdet, p.panels[0].sdet)) < 1e-15 &&
+               fabs(nb_dot(p.panels[0].fdet, p.panels[0].odet)) < 1e-15 && fabs(nb_norm(p.panels[0].odet) - 1) < 1e-15,
            "rotated detector axes stay orthonormal");
         ok(p.interpolate == 0, "-N 5: interpolation auto-selected off");
     }
@@ -429,16 +433,17 @@ static void test_resolve_xds(void)
                            &p);
     ok(st == NB_OK, "XDS with ORGX/ORGY resolves: %s", st ? nb_error_message() : "ok");
     if (!st) {
-        ok(vnear(p.pix0, -0.03995, -0.02995, 0.1, 1e-12), "XDS: pix0 = (-(ORGX-0.5) px, -(ORGY-0.5) px, distance)");
-        if (!vnear(p.pix0, -0.03995, -0.02995, 0.1, 1e-12)) vprint("pix0", p.pix0);
+        ok(vnear(p.panels[0].pix0, -0.03995, -0.02995, 0.1, 1e-12),
+           "XDS: pix0 = (-(ORGX-0.5) px, -(ORGY-0.5) px, distance)");
+        if (!vnear(p.panels[0].pix0, -0.03995, -0.02995, 0.1, 1e-12)) vprint("pix0", p.panels[0].pix0);
         near(p.ORGX, 400, 1e-9, "XDS: ORGX round-trips to 400");
         near(p.ORGY, 300, 1e-9, "XDS: ORGY round-trips to 300");
         ok(!strcmp(p.convention, "xds") && !strcmp(p.pivot, "sample"), "XDS: sample pivot");
-        ok(vnear(p.fdet, 1, 0, 0, 0) && vnear(p.sdet, 0, 1, 0, 0) && vnear(p.odet, 0, 0, 1, 0) &&
-               vnear(p.beam, 0, 0, 1, 0),
+        ok(vnear(p.panels[0].fdet, 1, 0, 0, 0) && vnear(p.panels[0].sdet, 0, 1, 0, 0) &&
+               vnear(p.panels[0].odet, 0, 0, 1, 0) && vnear(p.beam, 0, 0, 1, 0),
            "XDS vectors f=x s=y o=z beam=z");
     }
-    double pix0_orgx[3] = {p.pix0[0], p.pix0[1], p.pix0[2]};
+    double pix0_orgx[3] = {p.panels[0].pix0[0], p.panels[0].pix0[1], p.panels[0].pix0[2]};
     nb_plan_free(&p);
 
     nb_set_verbosity(-1);
@@ -446,13 +451,14 @@ static void test_resolve_xds(void)
                  &p);
     ok(st == NB_OK, "XDS with -Xbeam resolves");
     if (!st) {
-        ok(vnear(p.pix0, -0.0512, -0.0512, 0.1, 1e-12), "XDS: -Xbeam/-Ybeam do not move pix0 (centre stays)");
-        ok(!vnear(p.pix0, pix0_orgx[0], pix0_orgx[1], pix0_orgx[2], 1e-6), "... unlike -ORGX/-ORGY");
+        ok(vnear(p.panels[0].pix0, -0.0512, -0.0512, 0.1, 1e-12), "XDS: -Xbeam/-Ybeam do not move pix0 (centre stays)");
+        ok(!vnear(p.panels[0].pix0, pix0_orgx[0], pix0_orgx[1], pix0_orgx[2], 1e-6), "... unlike -ORGX/-ORGY");
         ok(!strcmp(p.pivot, "sample"), "XDS forces the sample pivot although -Xbeam asked for beam");
     }
     nb_plan_free(&p);
     st = resolve("-xds -pixel 0.1 -distance 100 -detpixels 1024 -cell 100 100 100 90 90 90", &p);
-    ok(st == NB_OK && vnear(p.pix0, -0.0512, -0.0512, 0.1, 1e-12), "XDS default: origin at the detector centre");
+    ok(st == NB_OK && vnear(p.panels[0].pix0, -0.0512, -0.0512, 0.1, 1e-12),
+       "XDS default: origin at the detector centre");
     nb_plan_free(&p);
 }
 
@@ -466,23 +472,28 @@ static void test_resolve_defaults(void)
         near(p.Sbeam, 3.3e-3, 1e-15, "default 64 px: Sbeam = 3.3 mm");
         near(p.Xbeam, 3.25e-3, 1e-15, "default 64 px: Xbeam = 3.25 mm ((detsize + pixel)/2)");
         near(p.Ybeam, 3.25e-3, 1e-15, "default 64 px: Ybeam = 3.25 mm");
-        ok(vnear(p.pix0, 0.1, 3.3e-3, -3.3e-3, 1e-15), "default 64 px: pix0");
+        ok(vnear(p.panels[0].pix0, 0.1, 3.3e-3, -3.3e-3, 1e-15), "default 64 px: pix0");
         near(p.detsize_f, 6.4e-3, 1e-15, "detector size from pixel count");
         ok(p.interpolate == 1, "N = 1: interpolation auto-selected on");
-        ok(p.roi_xmin == 0 && p.roi_xmax == 64 && p.roi_ymin == 0 && p.roi_ymax == 64, "ROI defaults");
+        ok(p.panels[0].roi_xmin == 0 && p.panels[0].roi_xmax == 64 && p.panels[0].roi_ymin == 0 &&
+               p.panels[0].roi_ymax == 64,
+           "ROI defaults");
         near(p.fluence, NB_DEFAULT_FLUENCE, 1e-15, "default fluence");
         ok(p.mosaic_seed == -12345678, "default mosaic seed (stored negated)");
     }
     nb_plan_free(&p);
     /* -detsize without pixel counts */
     st = resolve("-detsize 10.24 -pixel 0.08 -cell 100 100 100 90 90 90", &p);
-    ok(st == NB_OK && p.fpixels == 128 && p.spixels == 128, "-detsize 10.24 with 0.08 mm pixels: 128 pixels");
+    ok(st == NB_OK && p.panels[0].fpixels == 128 && p.panels[0].spixels == 128,
+       "-detsize 10.24 with 0.08 mm pixels: 128 pixels");
     nb_plan_free(&p);
     st = resolve("-detpixels_f 300 -detpixels_s 200 -cell 100 100 100 90 90 90", &p);
-    ok(st == NB_OK && p.fpixels == 300 && p.spixels == 200, "rectangular detector");
+    ok(st == NB_OK && p.panels[0].fpixels == 300 && p.panels[0].spixels == 200, "rectangular detector");
     if (!st) {
-        near(p.Fbeam, (30e-3 + 1e-4) / 2 + 0.5e-4, 1e-15, "MOSFLM Fbeam = Ybeam default (fast size + pixel)/2 + half pixel");
-        near(p.Sbeam, (20e-3 + 1e-4) / 2 + 0.5e-4, 1e-15, "MOSFLM Sbeam = Xbeam default (slow size + pixel)/2 + half pixel");
+        near(p.Fbeam, (30e-3 + 1e-4) / 2 + 0.5e-4, 1e-15,
+             "MOSFLM Fbeam = Ybeam default (fast size + pixel)/2 + half pixel");
+        near(p.Sbeam, (20e-3 + 1e-4) / 2 + 0.5e-4, 1e-15,
+             "MOSFLM Sbeam = Xbeam default (slow size + pixel)/2 + half pixel");
         near(p.Xbeam, (20e-3 + 1e-4) / 2, 1e-15, "MOSFLM Xbeam default from the SLOW size");
     }
     nb_plan_free(&p);
@@ -508,22 +519,22 @@ static void test_auto_selection(void)
     nb_plan_free(&p);
 
     st = resolve("-detpixels 32 -cell 100 100 100 90 90 90 -detector_thick 450", &p);
-    ok(st == NB_OK && p.detector_thicksteps == 2, "-detector_thick 450 alone: 2 layers");
+    ok(st == NB_OK && p.panels[0].thicksteps == 2, "-detector_thick 450 alone: 2 layers");
     if (!st) {
-        near(p.detector_thickstep, 225e-6, 1e-15, "-detector_thick 450 alone: 225 um apart");
-        near(p.detector_thick, 450e-6, 1e-15, "thickness 450 um");
-        near(p.detector_mu, 1 / 450e-6, 1e-12, "mu = 1/thickness (%g /m)", p.detector_mu);
+        near(p.panels[0].thickstep, 225e-6, 1e-15, "-detector_thick 450 alone: 225 um apart");
+        near(p.panels[0].thick, 450e-6, 1e-15, "thickness 450 um");
+        near(p.panels[0].mu, 1 / 450e-6, 1e-12, "mu = 1/thickness (%g /m)", p.panels[0].mu);
     }
     nb_plan_free(&p);
     st = resolve("-detpixels 32 -cell 100 100 100 90 90 90 -detector_thick 450 -thicksteps 5 -detector_abs 300", &p);
-    ok(st == NB_OK && p.detector_thicksteps == 5, "-detector_thick 450 -thicksteps 5: 5 layers");
+    ok(st == NB_OK && p.panels[0].thicksteps == 5, "-detector_thick 450 -thicksteps 5: 5 layers");
     if (!st) {
-        near(p.detector_thickstep, 112.5e-6, 1e-15, "step = thick/(n-1) = 112.5 um");
-        near(p.detector_mu, 1 / 300e-6, 1e-12, "-detector_abs 300: mu = 1/300 um");
+        near(p.panels[0].thickstep, 112.5e-6, 1e-15, "step = thick/(n-1) = 112.5 um");
+        near(p.panels[0].mu, 1 / 300e-6, 1e-12, "-detector_abs 300: mu = 1/300 um");
     }
     nb_plan_free(&p);
     st = resolve("-detpixels 32 -cell 100 100 100 90 90 90 -thicksteps 5", &p);
-    ok(st == NB_OK && p.detector_thicksteps == 1 && p.detector_thick == 0, "-thicksteps alone does nothing");
+    ok(st == NB_OK && p.panels[0].thicksteps == 1 && p.panels[0].thick == 0, "-thicksteps alone does nothing");
     nb_plan_free(&p);
 
     st = resolve("-detpixels 32 -cell 100 100 100 90 90 90 -dispersion 10", &p);
@@ -656,7 +667,8 @@ static void test_command_line(void)
 
     nb_request_defaults(&rq);
     ok(apply_args(&rq, "-cell 100 -misset_seed 5 -N 3 -detpixels 32") == NB_OK && rq.misset_mode == 1 &&
-           fabs(rq.misset[0] - 5 * M_PI / 180) < 1e-15 && rq.misset[1] == 0 && fabs(rq.misset[2] - 3 * M_PI / 180) < 1e-15,
+           fabs(rq.misset[0] - 5 * M_PI / 180) < 1e-15 && rq.misset[1] == 0 &&
+           fabs(rq.misset[2] - 3 * M_PI / 180) < 1e-15,
        "-misset_seed with two more arguments also sets a fixed misset (reference quirk)");
     nb_request_free(&rq);
     nb_request_defaults(&rq);

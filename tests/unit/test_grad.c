@@ -53,7 +53,8 @@ static const struct config {
     {"curved detector", CRYSTAL "-curved_det " DETECTOR, BASE_NAMES, 0, 0},
     {"tilted detector", CRYSTAL DETECTOR "-detector_rotx 3 -detector_roty -4 -detector_rotz 5", BASE_NAMES, 0, 0},
     {"two-theta detector", CRYSTAL DETECTOR "-twotheta 12", BASE_NAMES, 0, 0},
-    {"absorption layers", CRYSTAL DETECTOR "-detector_thick 200 -detector_abs 300 -detector_thicksteps 3", BASE_NAMES, 0, 0},
+    {"absorption layers", CRYSTAL DETECTOR "-detector_thick 200 -detector_abs 300 -detector_thicksteps 3", BASE_NAMES,
+     0, 0},
     {"tricubic F", CRYSTAL DETECTOR "-interpolate", BASE_NAMES, 1, 0},
     {"round crystal, Kahn polarization", CRYSTAL DETECTOR "-round_xtal -polar 0.9", BASE_NAMES, 0, 0},
     {"Gaussian crystal, xds convention", CRYSTAL DETECTOR "-gauss_xtal -xds", XDS_NAMES, 0, 1},
@@ -315,7 +316,8 @@ static void check_fast(const struct config *c, const nb_plan *plan, const nb_hkl
     nb_status st = nb_render_grads(g, NB_GRAD_FAST, 0, 0, &s.kp, hkl, NULL, image, fgrads, &res, NULL);
     if (ok(st == NB_OK, "%s: fast path: the derivatives render (%s)", c->what, st ? nb_error_message() : "ok")) {
         double *want = fast_pixels(plan, hkl), worst = 0;
-        for (size_t i = 0; want && i < n; i++) worst = fmax(worst, fabs(image[i] - want[i]) / fmax(fabs(want[i]), 1e-30));
+        for (size_t i = 0; want && i < n; i++)
+            worst = fmax(worst, fabs(image[i] - want[i]) / fmax(fabs(want[i]), 1e-30));
         ok(want && worst <= 1e-6, "%s: fast path: the image is the fast kernel's (worst relative difference %.1e)",
            c->what, worst);
         free(want);
@@ -360,7 +362,7 @@ static void check_config(const struct config *c)
         nb_hkl_free(&hkl);
         return;
     }
-    const size_t n = (size_t)plan.fpixels * plan.spixels;
+    const size_t n = (size_t)plan.panels[0].fpixels * plan.panels[0].spixels;
     double *grads[NB_GRAD_MAX_NAMES];
     float *image = calloc(n, sizeof *image), *fgrads[NB_DUAL_N];
     for (int j = 0; j < names.n; j++) grads[j] = calloc(n, sizeof(double));

@@ -470,9 +470,10 @@ static void test_accessors_and_plan(void)
 
     nb_plan plan;
     nb_plan_init(&plan);
-    plan.fpixels = W, plan.spixels = H;
+    if (nb_plan_set_panels(&plan, 1) != NB_OK) return;
+    plan.panels[0].fpixels = W, plan.panels[0].spixels = H;
     ok(nb_image_check_plan(&im, &plan) == NB_OK, "an image of its plan's size belongs to it");
-    plan.spixels = H + 1;
+    plan.panels[0].spixels = H + 1;
     st = nb_image_check_plan(&im, &plan);
     ok(st == NB_ERR_DATA && contains(nb_error_message(), "IMAGE record is 6 x 4 pixels but its plan says 6 x 5"),
        "one of another size does not: %s", nb_error_message());
@@ -482,6 +483,7 @@ static void test_accessors_and_plan(void)
     st = nb_image_none("in.nbs");
     ok(st == NB_ERR_DATA && !strcmp(nb_error_message(), "in.nbs: the stream holds no IMAGE record (run nb-sim first)"),
        "the message of a stream without images: %s", nb_error_message());
+    nb_plan_free(&plan);
     nb_image_info_free(&im);
     nb_record_free(&rec);
 }

@@ -77,11 +77,13 @@ static void reference_stats(const float *img, const nb_plan *p, nb_stats *st)
 {
     double max_I = 0.0, sum = 0.0, sumsqr = 0.0, sumd = 0.0;
     long n = 0, n2 = 0, arg = -1;
-    for (int s = 0; s < p->spixels; s++)
-        for (int f = 0; f < p->fpixels; f++) {
-            size_t i = (size_t)s * p->fpixels + f;
-            if (f < p->roi_xmin || f > p->roi_xmax || s < p->roi_ymin || s > p->roi_ymax) continue;
-            if (p->mask && !p->mask[i]) continue;
+    for (int s = 0; s < p->panels[0].spixels; s++)
+        for (int f = 0; f < p->panels[0].fpixels; f++) {
+            size_t i = (size_t)s * p->panels[0].fpixels + f;
+            if (f < p->panels[0].roi_xmin || f > p->panels[0].roi_xmax || s < p->panels[0].roi_ymin ||
+                s > p->panels[0].roi_ymax)
+                continue;
+            if (p->panels[0].mask && !p->panels[0].mask[i]) continue;
             float v = img[i];
             if (v > max_I) max_I = v, arg = (long)i;
             sum += v;
@@ -90,10 +92,12 @@ static void reference_stats(const float *img, const nb_plan *p, nb_stats *st)
         }
     double avg = sum / (n > 0 ? n : 1);
     st->rms = sqrt(sumsqr / ((n > 1 ? n : 2) - 1));
-    for (int s = 0; s < p->spixels; s++)
-        for (int f = 0; f < p->fpixels; f++) {
-            if (f < p->roi_xmin || f > p->roi_xmax || s < p->roi_ymin || s > p->roi_ymax) continue;
-            double d = img[(size_t)s * p->fpixels + f] - avg;
+    for (int s = 0; s < p->panels[0].spixels; s++)
+        for (int f = 0; f < p->panels[0].fpixels; f++) {
+            if (f < p->panels[0].roi_xmin || f > p->panels[0].roi_xmax || s < p->panels[0].roi_ymin ||
+                s > p->panels[0].roi_ymax)
+                continue;
+            double d = img[(size_t)s * p->panels[0].fpixels + f] - avg;
             sumd += d * d;
             ++n2;
         }
@@ -145,21 +149,24 @@ static void check_gpu_pixels(const char *name, const nb_fparams *fp, const nb_pl
                              double omega_scalar, int tripped_scalar)
 {
     const nb_pixel_opts o = nb_fast_opts_of(fp);
-    const size_t n = (size_t)plan->fpixels * plan->spixels, npairs = (size_t)fp->kp.nsources * fp->kp.ncells;
+    const size_t n = (size_t)plan->panels[0].fpixels * plan->panels[0].spixels,
+                 npairs = (size_t)fp->kp.nsources * fp->kp.ncells;
     float *opts = calloc(n, sizeof(float)), *offset = calloc(n, sizeof(float));
     nb_offset_ref *ref = calloc(npairs, sizeof *ref);
     double omega_opts = 0, omega_offset = 0;
     int tripped_opts = 0, tripped_offset = 0;
-    for (int s = 0; s < plan->spixels; s++)
-        for (int f0 = 0; f0 < plan->fpixels; f0 += NB_OFFSET_SPAN) {
+    for (int s = 0; s < plan->panels[0].spixels; s++)
+        for (int f0 = 0; f0 < plan->panels[0].fpixels; f0 += NB_OFFSET_SPAN) {
             double d0[3];
-            int mid = f0 + NB_OFFSET_SPAN / 2 < plan->fpixels ? f0 + NB_OFFSET_SPAN / 2 : plan->fpixels - 1;
+            int mid = f0 + NB_OFFSET_SPAN / 2 < plan->panels[0].fpixels ? f0 + NB_OFFSET_SPAN / 2
+                                                                        : plan->panels[0].fpixels - 1;
             nb_offset_direction(fp, mid, s, d0);
             for (size_t p = 0; p < npairs; p++) nb_offset_reference(fp, d0, p, &ref[p]);
-            for (int f = f0; f < f0 + NB_OFFSET_SPAN && f < plan->fpixels; f++) {
+            for (int f = f0; f < f0 + NB_OFFSET_SPAN && f < plan->panels[0].fpixels; f++) {
                 if (!nb_pixel_rendered(&fp->kp, f, s)) continue;
-                opts[(size_t)s * plan->fpixels + f] = nb_pixel_fast_opts(fp, o, f, s, &omega_opts, &tripped_opts);
-                offset[(size_t)s * plan->fpixels + f] =
+                opts[(size_t)s * plan->panels[0].fpixels + f] =
+                    nb_pixel_fast_opts(fp, o, f, s, &omega_opts, &tripped_opts);
+                offset[(size_t)s * plan->panels[0].fpixels + f] =
                     nb_pixel_offset(fp, o, fp->pair_A4, ref, d0, f, s, &omega_offset, &tripped_offset);
             }
         }
@@ -187,8 +194,9 @@ static void check_unknown_shape(void)
     nb_hkl hkl;
     nb_sim_setup setup;
     nb_hkl_init(&hkl);
-    if (build_plan("-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 8 -tophat_spots",
-                   &plan) != NB_OK) {
+    if (build_plan(
+            "-default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 8 -tophat_spots",
+            &plan) != NB_OK) {
         ok(0, "unknown shape: plan resolves (%s)", nb_error_message());
         return;
     }
@@ -206,7 +214,8 @@ static void check_unknown_shape(void)
     ok(nb_fparams_build(&setup.kp, &fp) == NB_OK, "unknown shape: fast parameters build");
     double omega = 0.0;
     int tripped = 0;
-    ok(!isnan(nb_pixel_double(&setup.kp, 4, 4, &omega, &tripped, NULL)) && !isnan(nb_pixel_fast(&fp, 4, 4, &omega, &tripped)),
+    ok(!isnan(nb_pixel_double(&setup.kp, 4, 4, &omega, &tripped, NULL)) &&
+           !isnan(nb_pixel_fast(&fp, 4, 4, &omega, &tripped)),
        "unknown shape: a top-hat pixel is a number in both paths");
     setup.kp.shape = fp.kp.shape = NB_SHAPE_TOPHAT + 1;
     ok(isnan(nb_pixel_double(&setup.kp, 4, 4, &omega, &tripped, NULL)), "unknown shape: the double pixel is NaN");
@@ -231,9 +240,10 @@ int main(void)
         }
         if (strcmp(cf->name, "ROI and mask") == 0) {
             /* a mask with holes, including the brightest region */
-            plan.mask = malloc((size_t)plan.fpixels * plan.spixels);
-            for (int i = 0; i < plan.fpixels * plan.spixels; i++)
-                plan.mask[i] = (i % 7 != 3) && !(i / plan.fpixels > 28 && i / plan.fpixels < 36);
+            plan.panels[0].mask = malloc((size_t)plan.panels[0].fpixels * plan.panels[0].spixels);
+            for (int i = 0; i < plan.panels[0].fpixels * plan.panels[0].spixels; i++)
+                plan.panels[0].mask[i] =
+                    (i % 7 != 3) && !(i / plan.panels[0].fpixels > 28 && i / plan.panels[0].fpixels < 36);
         }
         hkl.default_F = plan.default_F;
         if (cf->hkl) {
@@ -249,13 +259,14 @@ int main(void)
             ok(0, "%s: setup (%s)", cf->name, nb_error_message());
             continue;
         }
-        size_t n = (size_t)plan.fpixels * plan.spixels;
+        size_t n = (size_t)plan.panels[0].fpixels * plan.panels[0].spixels;
         float *dbl = calloc(n, sizeof(float)), *scalar = calloc(n, sizeof(float)), *simd = calloc(n, sizeof(float));
         nb_render_result res = {0};
-        nb_row_stats *rows = calloc((size_t)plan.spixels, sizeof *rows);
+        nb_row_stats *rows = calloc((size_t)plan.panels[0].spixels, sizeof *rows);
         nb_stats want, have;
         nb_payload_crc row_crc;
-        if (nb_payload_crc_init(&row_crc, 0, (size_t)plan.fpixels * sizeof(float), (size_t)plan.spixels)) {
+        if (nb_payload_crc_init(&row_crc, 0, (size_t)plan.panels[0].fpixels * sizeof(float),
+                                (size_t)plan.panels[0].spixels)) {
             ok(0, "%s: nb_payload_crc_init", cf->name);
             continue;
         }
@@ -264,10 +275,12 @@ int main(void)
         ok(nb_render_cpu_double(&setup.kp, dbl, &res, NULL) == NB_OK, "%s: double path renders", cf->name);
         ok(rows_crc_ok(&row_crc, dbl), "  double path: each row's CRC-32 for the stream, taken as it was rendered");
         reference_stats(dbl, &plan, &want);
-        nb_stats_from_rows(rows, plan.spixels, &have);
+        nb_stats_from_rows(rows, plan.panels[0].spixels, &have);
         check_stats("  double path, per-row", &have, &want);
-        nb_roi roi = {plan.roi_xmin, plan.roi_xmax, plan.roi_ymin, plan.roi_ymax};
-        ok(res.row_stats_filled && nb_image_stats(dbl, plan.fpixels, plan.spixels, roi, plan.mask, &have) == NB_OK,
+        nb_roi roi = {plan.panels[0].roi_xmin, plan.panels[0].roi_xmax, plan.panels[0].roi_ymin,
+                      plan.panels[0].roi_ymax};
+        ok(res.row_stats_filled && nb_image_stats(dbl, plan.panels[0].fpixels, plan.panels[0].spixels, roi,
+                                                  plan.panels[0].mask, &have) == NB_OK,
            "  nb_image_stats runs");
         check_stats("  nb_image_stats", &have, &want);
 
@@ -276,11 +289,13 @@ int main(void)
         ok(nb_fparams_build(&setup.kp, &fp) == NB_OK, "%s: fast parameters build", cf->name);
         double omega_scalar = 0;
         int tripped = 0;
-        for (int s = 0; s < plan.spixels; s++)
-            for (int f = 0; f < plan.fpixels; f++) {
-                int in = f >= plan.roi_xmin && f <= plan.roi_xmax && s >= plan.roi_ymin && s <= plan.roi_ymax &&
-                         (!plan.mask || plan.mask[(size_t)s * plan.fpixels + f]);
-                scalar[(size_t)s * plan.fpixels + f] = in ? nb_pixel_fast(&fp, f, s, &omega_scalar, &tripped) : 0;
+        for (int s = 0; s < plan.panels[0].spixels; s++)
+            for (int f = 0; f < plan.panels[0].fpixels; f++) {
+                int in = f >= plan.panels[0].roi_xmin && f <= plan.panels[0].roi_xmax && s >= plan.panels[0].roi_ymin &&
+                         s <= plan.panels[0].roi_ymax &&
+                         (!plan.panels[0].mask || plan.panels[0].mask[(size_t)s * plan.panels[0].fpixels + f]);
+                scalar[(size_t)s * plan.panels[0].fpixels + f] =
+                    in ? nb_pixel_fast(&fp, f, s, &omega_scalar, &tripped) : 0;
             }
         compare("  scalar fast pixel vs double", dbl, scalar, n, 0.99999, 2e-3);
         check_gpu_pixels(cf->name, &fp, &plan, scalar, omega_scalar, tripped);
@@ -298,14 +313,14 @@ int main(void)
             }
             memset(simd, 0, n * sizeof(float));
             nb_render_result r2 = {0};
-            memset(rows, 0xff, (size_t)plan.spixels * sizeof *rows);
+            memset(rows, 0xff, (size_t)plan.panels[0].spixels * sizeof *rows);
             r2.row_stats = rows;
             r2.row_crc = &row_crc;
             memset(row_crc.crc, 0, row_crc.pieces * sizeof *row_crc.crc);
             ok(nb_render_cpu_fast(&setup.kp, simd, &r2, NULL) == NB_OK, "%s: SIMD %s renders", cf->name, got);
             ok(rows_crc_ok(&row_crc, simd), "  SIMD %s: each row's CRC-32 for the stream", got);
             reference_stats(simd, &plan, &want);
-            nb_stats_from_rows(rows, plan.spixels, &have);
+            nb_stats_from_rows(rows, plan.panels[0].spixels, &have);
             check_stats("  SIMD per-row", &have, &want);
             char what[128];
             snprintf(what, sizeof what, "  SIMD %s vs the scalar fast pixel", got);

@@ -43,13 +43,14 @@ static nb_status make_plan(nb_plan *p)
     nb_strbuf log;
     nb_request_defaults(&rq);
     nb_strbuf_init(&log);
-    nb_status st = apply_args(&rq, "-cell 70 80 90 75 85 95 -misset random -misset_seed 42 -N 5 -lambda 1.2 "
-                                   "-distance 100 -detpixels_f 24 -detpixels_s 16 -pixel 0.25 -mosaic 0.5 "
-                                   "-mosaic_dom 6 -divergence 0.2 -divsteps 3 -dispersion 0.5 -dispsteps 2 "
-                                   "-hkl P1.hkl -default_F 3.5 -floatfile out.bin -seed 7 -phi 10 -osc 2 "
-                                   "-phisteps 4 -detector_thick 100 -detector_material GaAs -thicksteps 2 -roi 1 20 2 14 -polar 0.9 "
-                                   "-round_xtal -fudge 1.25 -oversample 2 -oversample_polar -water 3 "
-                                   "-detector_rotx 1 -twotheta 3 -printout_pixel 3 4 -noprogress");
+    nb_status st = apply_args(
+        &rq, "-cell 70 80 90 75 85 95 -misset random -misset_seed 42 -N 5 -lambda 1.2 "
+             "-distance 100 -detpixels_f 24 -detpixels_s 16 -pixel 0.25 -mosaic 0.5 "
+             "-mosaic_dom 6 -divergence 0.2 -divsteps 3 -dispersion 0.5 -dispsteps 2 "
+             "-hkl P1.hkl -default_F 3.5 -floatfile out.bin -seed 7 -phi 10 -osc 2 "
+             "-phisteps 4 -detector_thick 100 -detector_material GaAs -thicksteps 2 -roi 1 20 2 14 -polar 0.9 "
+             "-round_xtal -fudge 1.25 -oversample 2 -oversample_polar -water 3 "
+             "-detector_rotx 1 -twotheta 3 -printout_pixel 3 4 -noprogress");
     if (!st) {
         rq.mask = calloc(FP * SP, 1);
         rq.mask_w = FP;
@@ -93,20 +94,25 @@ static int compare_plans(const nb_plan *a, const nb_plan *b)
 {
     mismatches = 0;
     S(command_line);
-    F(fpixels), F(spixels), F(pixel_size), F(detsize_f), F(detsize_s), F(distance), F(close_distance);
-    F(fdet), F(sdet), F(odet), F(pix0), F(beam), F(polar_vector), F(spindle), F(twotheta_axis);
+    F(detsize_f), F(detsize_s), F(distance), F(close_distance);
+    F(beam), F(polar_vector), F(spindle), F(twotheta_axis);
     F(Xbeam), F(Ybeam), F(Fbeam), F(Sbeam), F(Xclose), F(Yclose), F(Fclose), F(Sclose), F(ORGX), F(ORGY);
     F(dials_origin);
     cmp_str(a->convention, b->convention, "convention");
     cmp_str(a->pivot, b->pivot, "pivot");
-    F(rotx), F(roty), F(rotz), F(twotheta), F(curved_detector), F(point_pixel);
-    F(detector_thick), F(detector_thickstep), F(detector_mu), F(detector_thicksteps), F(detector_material);
-    F(roi_xmin), F(roi_xmax), F(roi_ymin), F(roi_ymax);
+    F(rotx), F(roty), F(rotz), F(twotheta), F(curved_detector), F(point_pixel), F(detector_material);
     F(oversample), F(oversample_thick), F(oversample_polar), F(oversample_omega);
-    if ((a->mask == NULL) != (b->mask == NULL) ||
-        (a->mask && memcmp(a->mask, b->mask, (size_t)a->fpixels * (size_t)a->spixels) != 0)) {
-        printf("#   mask differs\n");
-        mismatches++;
+    F(npanels);
+    for (int i = 0; i < a->npanels && i < b->npanels; i++) {
+        const nb_panel *pa = &a->panels[i], *pb = &b->panels[i];
+        /* every field of the panel table */
+#define PANEL_FIELD_SAME(key, kind, m, follow, what) cmp_bits(&pa->m, &pb->m, sizeof pa->m, #m);
+        NB_PANEL_FIELDS(PANEL_FIELD_SAME)
+        if ((pa->mask == NULL) != (pb->mask == NULL) ||
+            (pa->mask && memcmp(pa->mask, pb->mask, (size_t)pa->fpixels * (size_t)pa->spixels) != 0)) {
+            printf("#   panel %d's mask differs\n", i);
+            mismatches++;
+        }
     }
     F(lambda0), F(dispersion), F(dispstep), F(dispsteps);
     F(hdivrange), F(hdivstep), F(vdivrange), F(vdivstep), F(hdivsteps), F(vdivsteps), F(divsteps), F(round_div);
@@ -172,9 +178,10 @@ static void test_round_trip(void)
     nb_status st = make_plan(&p);
     ok(st == NB_OK, "a rich plan resolves: %s", st ? nb_error_message() : "ok");
     if (st) return;
-    ok(p.mask != NULL && p.nsources > 1 && p.mosaic_domains == 6 && p.phisteps == 4 && p.detector_thicksteps == 2,
-       "the plan has a mask, %d sources, %d domains, %d phi steps, %d layers", p.nsources, p.mosaic_domains,
-       p.phisteps, p.detector_thicksteps);
+    ok(p.panels[0].mask != NULL && p.nsources > 1 && p.mosaic_domains == 6 && p.phisteps == 4 &&
+           p.panels[0].thicksteps == 2,
+       "the plan has a mask, %d sources, %d domains, %d phi steps, %d layers", p.nsources, p.mosaic_domains, p.phisteps,
+       p.panels[0].thicksteps);
     ok(p.detector_material == NB_MATERIAL_GAAS, "the sensor is GaAs (-detector_material)");
     ok(p.rng.iy != 0, "the shared ran1 table was used (iy = %lld)", (long long)p.rng.iy);
     ok(p.hkl_file && !p.dump_file && !p.intfile && !p.noisefile && !p.pgmfile && p.floatfile,
@@ -230,11 +237,11 @@ static void test_round_trip(void)
     {
         nb_plan nomask;
         st = make_plan(&nomask);
-        free(nomask.mask);
-        nomask.mask = NULL;
+        free(nomask.panels[0].mask);
+        nomask.panels[0].mask = NULL;
         nb_plan back;
         st = round_trip(&nomask, &back, NULL);
-        ok(st == NB_OK && back.mask == NULL && compare_plans(&nomask, &back) == 0, "a plan without a mask");
+        ok(st == NB_OK && back.panels[0].mask == NULL && compare_plans(&nomask, &back) == 0, "a plan without a mask");
         nb_plan_free(&back);
         nb_plan_free(&nomask);
     }
@@ -355,8 +362,8 @@ static void test_corrupted(void)
     }
     ok(missing_named == missing_total, "each of the %d required keys, when missing, gives NB_ERR_DATA naming it (%d)",
        missing_total, missing_named);
-    ok(missing_optional >= 4 && missing_ok == missing_optional, "the %d optional keys present (file names, command, mask) may be missing (%d)",
-       missing_optional, missing_ok);
+    ok(missing_optional >= 4 && missing_ok == missing_optional,
+       "the %d optional keys present (file names, command, mask) may be missing (%d)", missing_optional, missing_ok);
 
     /* every key given a malformed value */
     int bad_named = 0, bad_total = 0;
@@ -410,8 +417,9 @@ static void test_corrupted(void)
             }
         }
         if (accepted[0]) printf("#   accepted:%s\n", accepted);
-        ok(refused == total, "non-finite values (nan, -inf) in the %d numeric keys are refused naming the key (%d of %d)",
-           total / 2, refused, total);
+        ok(refused == total,
+           "non-finite values (nan, -inf) in the %d numeric keys are refused naming the key (%d of %d)", total / 2,
+           refused, total);
     }
 
     /* specific corruptions */
@@ -461,7 +469,7 @@ static void test_corrupted(void)
         nb_status st = nb_plan_from_record(&r, &q);
         ok(st == cases[i].want && contains(nb_error_message(), cases[i].named), "%s refused (%d): %s", cases[i].what,
            st, st ? nb_error_message() : "accepted");
-        ok(q.sources == NULL && q.mosaic_umats == NULL && q.mask == NULL && q.command_line == NULL,
+        ok(q.sources == NULL && q.mosaic_umats == NULL && q.panels == NULL && q.command_line == NULL,
            "... and the half-read plan was freed");
         nb_plan_free(&q);
         nb_record_free(&r);
@@ -496,15 +504,14 @@ static void test_corrupted(void)
     nb_record_free(&good);
     nb_plan_free(&p);
 
-    /* nb_plan_check_size on its own */
-    nb_plan s;
-    nb_plan_init(&s);
+    /* nb_panel_check_size on its own */
+    nb_panel s = {0};
     s.fpixels = 1024, s.spixels = 1024;
-    ok(nb_plan_check_size(&s) == NB_OK, "1024 x 1024 is fine");
+    ok(nb_panel_check_size(&s) == NB_OK, "1024 x 1024 is fine");
     s.fpixels = 0;
-    ok(nb_plan_check_size(&s) == NB_ERR_USAGE, "0 x 1024 is refused");
+    ok(nb_panel_check_size(&s) == NB_ERR_USAGE, "0 x 1024 is refused");
     s.fpixels = 50000, s.spixels = 50000;
-    ok(nb_plan_check_size(&s) == NB_ERR_USAGE && contains(nb_error_message(), "GiB"),
+    ok(nb_panel_check_size(&s) == NB_ERR_USAGE && contains(nb_error_message(), "GiB"),
        "50000 x 50000 is refused: %s", nb_error_message());
     ok(nb_shape_from_name("gauss") == NB_SHAPE_GAUSS && nb_shape_from_name("tophat") == NB_SHAPE_TOPHAT &&
            nb_shape_from_name("square") == NB_SHAPE_SQUARE && nb_shape_from_name("round") == NB_SHAPE_ROUND &&
@@ -661,26 +668,31 @@ static void test_panels(void)
         ok(0, "panels: the base plan builds");
         return;
     }
-    p.nextra_panels = 2;
-    p.extra_panels = calloc(2, sizeof *p.extra_panels);
-    for (int i = 0; i < 2; i++) {
-        nb_panel *e = &p.extra_panels[i];
-        e->fpixels = 10 + i, e->spixels = 7, e->pixel_size = 2e-4;
+    /* the base plan's panel, then two more */
+    nb_panel first = p.panels[0];
+    p.panels[0].mask = NULL;
+    if (nb_plan_set_panels(&p, 3) != NB_OK) {
+        ok(0, "panels: a list of 3 panels");
+        return;
+    }
+    p.panels[0] = first;
+    for (int i = 1; i < 3; i++) {
+        nb_panel *e = &p.panels[i];
+        e->fpixels = 9 + i, e->spixels = 7, e->pixel_size = 2e-4;
         e->fdet[1] = 1, e->sdet[2] = -1, e->odet[0] = 1;
-        e->pix0[0] = 0.1 + 0.01 * i, e->pix0[1] = -0.001, e->pix0[2] = 0.002;
-        e->detector_thicksteps = 1;
+        e->pix0[0] = 0.09 + 0.01 * i, e->pix0[1] = -0.001, e->pix0[2] = 0.002;
+        e->thicksteps = 1;
         e->roi_xmax = e->fpixels, e->roi_ymax = e->spixels;
     }
-    p.extra_panels[1].mask = calloc(11 * 7, 1);
-    p.extra_panels[1].mask[5] = 1;
+    p.panels[2].mask = calloc(11 * 7, 1);
+    p.panels[2].mask[5] = 1;
     nb_status st = round_trip(&p, &q, &rec);
     ok(st == NB_OK, "panels: a plan of 3 panels reads back (%s)", st ? nb_error_message() : "ok");
     if (!st) {
         ok(nb_plan_npanels(&q) == 3, "panels: 3 panels read");
-        ok(q.extra_panels[1].fpixels == 11 && q.extra_panels[1].mask && q.extra_panels[1].mask[5] == 1 &&
-               q.extra_panels[1].mask[4] == 0,
+        ok(q.panels[2].fpixels == 11 && q.panels[2].mask && q.panels[2].mask[5] == 1 && q.panels[2].mask[4] == 0,
            "panels: panel 2's size and mask come back");
-        ok(!memcmp(q.extra_panels[0].pix0, p.extra_panels[0].pix0, sizeof p.extra_panels[0].pix0),
+        ok(!memcmp(q.panels[1].pix0, p.panels[1].pix0, sizeof p.panels[1].pix0),
            "panels: panel 1's PIX0 comes back bit for bit");
         ok(nb_plan_total_pixels(&q) == (size_t)FP * SP + 70 + 77, "panels: the pixels of all panels");
         size_t off;
@@ -832,8 +844,10 @@ static void test_option_tables(void)
         if (r->id != NB_OPT_LOCAL && !(nb_flag_lookup_for(nb_flag_canonical(r->id), NB_GEOM)->owners & NB_GEOM))
             foreign++;
     }
-    ok(unbound == 0 && twice == 0 && foreign == 0, "nb-geom's table binds each of its flags once (%d unbound, %d twice, "
-       "%d not its own)", unbound, twice, foreign);
+    ok(unbound == 0 && twice == 0 && foreign == 0,
+       "nb-geom's table binds each of its flags once (%d unbound, %d twice, "
+       "%d not its own)",
+       unbound, twice, foreign);
 }
 
 int main(void)
