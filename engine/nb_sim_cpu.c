@@ -12,8 +12,14 @@
 
 void nb_kparams_set_panel(nb_kparams *dst, const nb_panel *src)
 {
-    NB_PANEL_FIELDS(NB_PANEL_COPY)
+    NB_PANEL_FIELDS(NB_FIELD_COPY)
     dst->mask = src->mask;
+}
+
+/* The plan's fields the kernels take as they are, by their table. */
+static void plan_fields_to_kparams(nb_kparams *dst, const nb_plan *src)
+{
+    NB_PLAN_KERNEL_FIELDS(NB_FIELD_COPY)
 }
 
 nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setup *s)
@@ -23,17 +29,8 @@ nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setu
     memset(s, 0, sizeof *s);
 
     nb_kparams_set_panel(kp, &plan->panels[0]);
-    kp->oversample = plan->oversample;
+    plan_fields_to_kparams(kp, plan);
     kp->subpixel_size = kp->pixel_size / plan->oversample;
-    kp->oversample_thick = plan->oversample_thick;
-    kp->oversample_polar = plan->oversample_polar;
-    kp->oversample_omega = plan->oversample_omega;
-    memcpy(kp->beam, plan->beam, sizeof kp->beam);
-    memcpy(kp->polar_vector, plan->polar_vector, sizeof kp->polar_vector);
-    kp->distance = plan->distance;
-    kp->close_distance = plan->close_distance;
-    kp->curved_detector = plan->curved_detector;
-    kp->point_pixel = plan->point_pixel;
 
     /* sources: the propagation direction is minus the unit source position */
     kp->nsources = plan->nsources;
@@ -80,7 +77,6 @@ nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setu
     memcpy(kp->a_star, plan->recip_a, sizeof kp->a_star);
     memcpy(kp->b_star, plan->recip_b, sizeof kp->b_star);
     memcpy(kp->c_star, plan->recip_c, sizeof kp->c_star);
-    kp->Na = plan->Na, kp->Nb = plan->Nb, kp->Nc = plan->Nc;
     kp->frac_N[0] = plan->Na != floor(plan->Na);
     kp->frac_N[1] = plan->Nb != floor(plan->Nb);
     kp->frac_N[2] = plan->Nc != floor(plan->Nc);
@@ -90,13 +86,7 @@ nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setu
             nb_error_set(NB_ERR_DATA, "the plan's crystal shape %d is none of square, round, gauss, tophat", kp->shape);
         goto fail;
     }
-    kp->fudge = plan->fudge;
-    kp->kahn_factor = plan->kahn_factor;
-    kp->nopolar = plan->nopolar;
-    kp->dmin = plan->dmin;
-    kp->water_size = plan->water_size;
     kp->r_e_sqr = NB_R_E_SQR;
-    kp->fluence = plan->fluence;
     /* water: F = 2.57 forward, density 1 g/cm^3, 18 g/mol */
     kp->I_bg = 2.57 * 2.57 * NB_R_E_SQR * plan->fluence * plan->water_size * plan->water_size * plan->water_size *
                1e6 * NB_AVOGADRO / 18.0;

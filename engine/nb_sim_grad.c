@@ -458,41 +458,33 @@ void nb_grad_plans_free(nb_grad_plans *g)
 /* ---- the kernel inputs and their tangents ----------------------------------- */
 
 /* The fields of nb_kparams that the dual pixel follows (nb_kdual's), and the
- * others, which no name may move; the panel's by the panel table's follow
- * column (nb_panel_fields.h). */
+ * others, which no name may move: the tables' by their follow column
+ * (nb_fields.h), then what nb_sim_setup_build works out. */
 #define FOLLOWED(f, n) {#f, offsetof(nb_kparams, f), offsetof(nb_kdual, f), n}
-#define PANEL_FOLLOWED(key, kind, m, follow, what) NB_PANEL_IF_FOLLOWED_##follow(FOLLOWED(m, NB_PANEL_COUNT_##kind),)
+#define TABLE_FOLLOWED(key, kind, m, follow, what) NB_FIELD_IF_FOLLOWED_##follow(FOLLOWED(m, NB_FIELD_COUNT_##kind), )
 static const struct followed {
     const char *name;
     size_t kp, kd;
     int n;
 } followed[] = {
-    NB_PANEL_FIELDS(PANEL_FOLLOWED) FOLLOWED(beam, 3), FOLLOWED(distance, 1), FOLLOWED(close_distance, 1),
-    FOLLOWED(a_star, 3), FOLLOWED(b_star, 3), FOLLOWED(c_star, 3), FOLLOWED(Na, 1), FOLLOWED(Nb, 1),
-    FOLLOWED(Nc, 1), FOLLOWED(fluence, 1), FOLLOWED(I_bg, 1),
+    NB_PANEL_FIELDS(TABLE_FOLLOWED) NB_PLAN_KERNEL_FIELDS(TABLE_FOLLOWED)
+    FOLLOWED(a_star, 3), FOLLOWED(b_star, 3), FOLLOWED(c_star, 3), FOLLOWED(I_bg, 1),
 };
 #define FIXED(f, n) {#f, offsetof(nb_kparams, f), n}
-#define PANEL_FIXED_AS(want, key, kind, m, follow) \
-    NB_PANEL_IF_FIXED_##follow(NB_PANEL_IF_##want##_##kind(FIXED(m, NB_PANEL_COUNT_##kind),))
-#define PANEL_FIXED_DOUBLE(key, kind, m, follow, what) PANEL_FIXED_AS(DOUBLE, key, kind, m, follow)
-#define PANEL_FIXED_INT(key, kind, m, follow, what) PANEL_FIXED_AS(INT, key, kind, m, follow)
-#define NB_PANEL_IF_DOUBLE_DBL(...) __VA_ARGS__
-#define NB_PANEL_IF_DOUBLE_VEC3(...) __VA_ARGS__
-#define NB_PANEL_IF_DOUBLE_INT(...)
-#define NB_PANEL_IF_INT_DBL(...)
-#define NB_PANEL_IF_INT_VEC3(...)
-#define NB_PANEL_IF_INT_INT(...) __VA_ARGS__
+#define TABLE_FIXED_AS(want, kind, m, follow) \
+    NB_FIELD_IF_FIXED_##follow(NB_FIELD_IF_##want##_##kind(FIXED(m, NB_FIELD_COUNT_##kind), ))
+#define TABLE_FIXED_DOUBLE(key, kind, m, follow, what) TABLE_FIXED_AS(DOUBLE, kind, m, follow)
+#define TABLE_FIXED_INT(key, kind, m, follow, what) TABLE_FIXED_AS(INT, kind, m, follow)
 static const struct fixed {
     const char *name;
     size_t kp;
     int n;
 } fixed_doubles[] = {
-    NB_PANEL_FIELDS(PANEL_FIXED_DOUBLE) FIXED(subpixel_size, 1), FIXED(polar_vector, 3), FIXED(fudge, 1),
-    FIXED(kahn_factor, 1), FIXED(dmin, 1), FIXED(water_size, 1), FIXED(r_e_sqr, 1), FIXED(steps, 1),
+    NB_PANEL_FIELDS(TABLE_FIXED_DOUBLE) NB_PLAN_KERNEL_FIELDS(TABLE_FIXED_DOUBLE)
+    FIXED(subpixel_size, 1), FIXED(r_e_sqr, 1), FIXED(steps, 1),
 }, fixed_ints[] = {
-    NB_PANEL_FIELDS(PANEL_FIXED_INT) FIXED(oversample, 1), FIXED(oversample_thick, 1), FIXED(oversample_polar, 1),
-    FIXED(oversample_omega, 1), FIXED(curved_detector, 1), FIXED(point_pixel, 1), FIXED(nsources, 1),
-    FIXED(ncells, 1), FIXED(shape, 1), FIXED(nopolar, 1), FIXED(interpolate, 1),
+    NB_PANEL_FIELDS(TABLE_FIXED_INT) NB_PLAN_KERNEL_FIELDS(TABLE_FIXED_INT)
+    FIXED(nsources, 1), FIXED(ncells, 1), FIXED(shape, 1), FIXED(interpolate, 1),
 };
 #define COUNT(a) ((int)(sizeof a / sizeof a[0]))
 

@@ -25,7 +25,7 @@
 #include "nb_constants.h"
 #include "nb_fgrid.h"
 #include "nb_hd.h"
-#include "nb_panel_fields.h"
+#include "nb_fields.h"
 
 /* The kernels render these shapes and no other: a plan with another is refused
  * before rendering, and the lattice factors give NaN for it (never a
@@ -144,30 +144,25 @@ NB_HD int nb_float_bits(float f)
  * wavelengths in metres, angles in radians; the reciprocal vectors used by the
  * Gaussian and top-hat shapes are in 1/Angstrom, as in the reference. */
 typedef struct nb_kparams {
-    /* the panel rendered: its fields by the panel table (nb_panel_fields.h),
+    /* the panel rendered: its fields by the panel table (nb_fields.h),
      * filled by nb_kparams_set_panel */
-    NB_PANEL_FIELDS(NB_PANEL_DECLARE)
+    NB_PANEL_FIELDS(NB_FIELD_DECLARE)
     const unsigned char *mask;                  /* NULL, or 0 = skip pixel */
+    /* the plan's, as it is (the same table's other half; distances: the
+     * panel's, derived by nb_plan_panel_view) */
+    NB_PLAN_KERNEL_FIELDS(NB_FIELD_DECLARE)
+    /* worked out from the plan by nb_sim_setup_build */
     double subpixel_size;
-    int oversample;
-    int oversample_thick, oversample_polar, oversample_omega;
-    double beam[3], polar_vector[3];
-    double distance, close_distance;            /* the panel's, derived (nb_plan_panel_view) */
-    int curved_detector, point_pixel;
     int nsources;
     const double *src_incident; /* 3 per source: unit propagation direction */
     const double *src_lambda;   /* metres */
     int ncells;                 /* phi steps x mosaic domains */
     const double *cells;        /* 9 per (phi, domain): a, b, c in metres */
     double a_star[3], b_star[3], c_star[3];
-    double Na, Nb, Nc, fudge;
     int frac_N[3];              /* N along a, b, c is fractional (nb_sincg_hkl's reduced form) */
     int shape;
-    double kahn_factor;
-    int nopolar;
-    double dmin;                /* metres, 0 = off */
-    double water_size, I_bg;
-    double r_e_sqr, fluence, steps;
+    double I_bg;
+    double r_e_sqr, steps;
     int interpolate;
     nb_fgrid F;
 } nb_kparams;

@@ -22,18 +22,18 @@
 #include "nb_physics.h"
 
 /* nb_kparams' followed fields, as duals (same names, same units): nb_kdual
- * in double, nb_kfdual in single precision; the panel's are the rows of the
- * panel table whose follow column says FOLLOWED */
-#define NB_KDUAL_PANEL_nb_dual(key, kind, member, follow, what) \
-    NB_PANEL_IF_FOLLOWED_##follow(nb_dual member NB_PANEL_ARRAY_##kind;)
-#define NB_KDUAL_PANEL_nb_fdual(key, kind, member, follow, what) \
-    NB_PANEL_IF_FOLLOWED_##follow(nb_fdual member NB_PANEL_ARRAY_##kind;)
+ * in double, nb_kfdual in single precision: the rows of nb_fields.h's
+ * tables whose follow column says FOLLOWED, and what nb_sim_setup_build
+ * works out from followed fields of the plan */
+#define NB_KDUAL_FIELD_nb_dual(key, kind, member, follow, what) \
+    NB_FIELD_IF_FOLLOWED_##follow(nb_dual member NB_FIELD_ARRAY_##kind;)
+#define NB_KDUAL_FIELD_nb_fdual(key, kind, member, follow, what) \
+    NB_FIELD_IF_FOLLOWED_##follow(nb_fdual member NB_FIELD_ARRAY_##kind;)
 #define NB_KDUAL_FIELDS(T)                                                                                            \
-    NB_PANEL_FIELDS(NB_KDUAL_PANEL_##T) /* the panel's FOLLOWED rows (nb_panel_fields.h) */                            \
-    T beam[3];                                                                                                        \
-    T distance, close_distance;                                                                                       \
+    NB_PANEL_FIELDS(NB_KDUAL_FIELD_##T)       /* the tables' FOLLOWED rows (nb_fields.h) */                           \
+    NB_PLAN_KERNEL_FIELDS(NB_KDUAL_FIELD_##T)                                                                         \
     T a_star[3], b_star[3], c_star[3];                                                                                \
-    T Na, Nb, Nc, fluence, I_bg;                                                                                      \
+    T I_bg;                                                                                                           \
     const T *src_incident; /* 3 per source */                                                                         \
     const T *src_lambda;   /* per source */                                                                           \
     const T *cells;        /* 9 per (phi step, mosaic domain) */

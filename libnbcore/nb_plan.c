@@ -29,34 +29,32 @@ typedef struct field {
 #define S(k, m) {k, F_STR, offsetof(nb_plan, m), 0}
 #define C(k, m) {k, F_CHARS, offsetof(nb_plan, m), sizeof(((nb_plan *)0)->m)}
 
-/* The PLAN header keys.  Units are SI unless noted in docs/stream-format.md. */
+/* The PLAN header keys.  Units are SI unless noted in docs/stream-format.md.
+ * The keys of what the kernels read as it is come from their table
+ * (nb_fields.h), the panels' below. */
+#define PLAN_FIELD(k, kind, m, follow, what) {k, F_##kind, offsetof(nb_plan, m), 0},
 static const field fields[] = {
+    NB_PLAN_KERNEL_FIELDS(PLAN_FIELD)
     S("COMMAND", command_line),
     D("DETSIZE_F", detsize_f), D("DETSIZE_S", detsize_s),
-    D("DISTANCE", distance), D("CLOSE_DISTANCE", close_distance),
-    V("BEAM", beam), V("POLAR_VECTOR", polar_vector), V("SPINDLE", spindle), V("TWOTHETA_AXIS", twotheta_axis),
+    V("SPINDLE", spindle), V("TWOTHETA_AXIS", twotheta_axis),
     D("XBEAM", Xbeam), D("YBEAM", Ybeam), D("FBEAM", Fbeam), D("SBEAM", Sbeam),
     D("XCLOSE", Xclose), D("YCLOSE", Yclose), D("FCLOSE", Fclose), D("SCLOSE", Sclose),
     D("ORGX", ORGX), D("ORGY", ORGY), V("DIALS_ORIGIN_MM", dials_origin),
     C("CONVENTION", convention), C("PIVOT", pivot),
     D("DETECTOR_ROTX", rotx), D("DETECTOR_ROTY", roty), D("DETECTOR_ROTZ", rotz), D("TWOTHETA", twotheta),
-    I("CURVED_DETECTOR", curved_detector), I("POINT_PIXEL", point_pixel),
-    I("OVERSAMPLE", oversample), I("OVERSAMPLE_THICK", oversample_thick),
-    I("OVERSAMPLE_POLAR", oversample_polar), I("OVERSAMPLE_OMEGA", oversample_omega),
     D("LAMBDA0", lambda0), D("DISPERSION", dispersion), D("DISPSTEP", dispstep), I("DISPSTEPS", dispsteps),
     D("HDIVRANGE", hdivrange), D("HDIVSTEP", hdivstep), I("HDIVSTEPS", hdivsteps),
     D("VDIVRANGE", vdivrange), D("VDIVSTEP", vdivstep), I("VDIVSTEPS", vdivsteps),
     I("DIVSTEPS", divsteps), I("ROUND_DIV", round_div),
-    D("KAHN_FACTOR", kahn_factor), I("NOPOLAR", nopolar),
-    D("FLUENCE", fluence), D("FLUX", flux), D("EXPOSURE", exposure), D("BEAMSIZE", beamsize),
+    D("FLUX", flux), D("EXPOSURE", exposure), D("BEAMSIZE", beamsize),
     I("SOURCES", nsources),
     V("CELL_A", cell_a), V("CELL_B", cell_b), V("CELL_C", cell_c),
     V("RECIP_A", recip_a), V("RECIP_B", recip_b), V("RECIP_C", recip_c),
     V("MISSET", misset),
-    D("NA", Na), D("NB", Nb), D("NC", Nc), D("FUDGE", fudge),
     D("MOSAIC_SPREAD", mosaic_spread), I("MOSAIC_DOMAINS", mosaic_domains),
     D("PHI0", phi0), D("PHISTEP", phistep), D("OSC", osc), I("PHISTEPS", phisteps), I("NFRAMES", nframes),
-    D("WATER_SIZE", water_size), D("DMIN", dmin), I("INTERPOLATE", interpolate),
+    I("INTERPOLATE", interpolate),
     L("SEED", seed), L("MOSAIC_SEED", mosaic_seed), L("MISSET_SEED", misset_seed),
     S("HKL_FILE", hkl_file), S("DUMP_FILE", dump_file), I("DUMP_IMPLICIT", dump_implicit),
     D("DEFAULT_F", default_F),
@@ -68,7 +66,7 @@ static const field fields[] = {
     I("PROGRESS", progress),
 };
 
-/* Every panel's keys, from the panel table (nb_panel_fields.h): the first
+/* Every panel's keys, from the panel table (nb_fields.h): the first
  * panel's as KEY, panel i's as PANEL<i>.KEY */
 #define PANEL_FIELD(k, kind, m, follow, what) {k, F_##kind, offsetof(nb_panel, m), 0},
 static const field panel_fields[] = {NB_PANEL_FIELDS(PANEL_FIELD)};

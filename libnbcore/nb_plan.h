@@ -13,7 +13,7 @@
 
 #include "nb_error.h"
 #include "nb_materials.h"
-#include "nb_panel_fields.h"
+#include "nb_fields.h"
 #include "nb_rng.h"
 #include "nb_stream.h"
 
@@ -26,11 +26,11 @@ typedef struct nb_source {
 } nb_source;
 
 /* One flat detector panel: every field a panel has, declared by the table
- * of nb_panel_fields.h (which also gives the PLAN record's keys, the kernels'
+ * of nb_fields.h (which also gives the PLAN record's keys, the kernels'
  * parameters and what derivatives follow), and its mask.  Lab frame and
  * units as the plan's; odet points away from the sample (pix0 . odet > 0). */
 typedef struct nb_panel {
-    NB_PANEL_FIELDS(NB_PANEL_DECLARE)
+    NB_PANEL_FIELDS(NB_FIELD_DECLARE)
     unsigned char *mask;                /* NULL or fpixels*spixels, 0 = skip; owned by the plan */
 } nb_panel;
 
@@ -49,14 +49,18 @@ typedef struct nb_plan {
     /* provenance */
     char *command_line;
 
+    /* what the kernels read as it is: distances and beam, sampling,
+     * polarization, fluence, crystal size, background, resolution (the
+     * table of nb_fields.h: its keys, the kernels' copies, derivatives) */
+    NB_PLAN_KERNEL_FIELDS(NB_FIELD_DECLARE)
+
     /* detector: a list of panels (nanoBragg's flags: one).  The values below
      * them are the first panel's as the headers state them (derived from it
      * and the beam: nb_plan_derive_detector), and the detector's own. */
     int npanels;
     nb_panel *panels;                   /* npanels, owned (masks included) */
     double detsize_f, detsize_s;
-    double distance, close_distance;    /* after the pivot/rotation update */
-    double beam[3], polar_vector[3], spindle[3], twotheta_axis[3];
+    double spindle[3], twotheta_axis[3];
     double Xbeam, Ybeam, Fbeam, Sbeam;  /* header values, m (see docs/physics.md 2.2) */
     double Xclose, Yclose, Fclose, Sclose;
     double ORGX, ORGY;                  /* pixels */
@@ -64,13 +68,11 @@ typedef struct nb_plan {
     char convention[8];                 /* mosflm xds adxv denzo dials custom */
     char pivot[8];                      /* beam sample */
     double rotx, roty, rotz, twotheta;
-    int curved_detector, point_pixel;
     /* the sensor's material (nb-geom -detector_material), key DETECTOR_MATERIAL
      * ("Si", "CdTe", "GaAs"), only when one was named: every panel's
      * DETECTOR_MU is then its attenuation at LAMBDA0 as dxtbx computes it
      * (the flags' sensor is every panel's).  NONE: no key */
     nb_material detector_material;
-    int oversample, oversample_thick, oversample_polar, oversample_omega;
 
     /* beam */
     double lambda0;
@@ -78,9 +80,7 @@ typedef struct nb_plan {
     int dispsteps;
     double hdivrange, hdivstep, vdivrange, vdivstep;
     int hdivsteps, vdivsteps, divsteps, round_div;
-    double kahn_factor;
-    int nopolar;
-    double fluence, flux, exposure, beamsize;
+    double flux, exposure, beamsize;
     int nsources;
     nb_source *sources;
 
@@ -89,9 +89,7 @@ typedef struct nb_plan {
     double recip_a[3], recip_b[3], recip_c[3]; /* 1/Angstrom */
     double unit_cell[6];                /* a b c (Angstrom) alpha beta gamma (deg), for headers */
     double misset[3];                   /* applied missetting angles, rad */
-    double Na, Nb, Nc;
     int shape;                          /* enum nb_shape */
-    double fudge;
     double mosaic_spread;
     int mosaic_domains;
     double *mosaic_umats;               /* 9 per domain, row-major */
@@ -99,8 +97,6 @@ typedef struct nb_plan {
     int phisteps;
     int nframes;                        /* rotation series: frame i starts at phi0 + i osc */
     nb_stills stills;                   /* stills: the shots' variation (stills.on 0: a rotation series) */
-    double water_size;
-    double dmin;
     int interpolate;                    /* resolved: 0 or 1 */
 
     /* random numbers: seeds as the reference stores them (negated) and the
