@@ -257,8 +257,8 @@ int main(int argc, char **argv)
      * from here on leaves an ABORT record on the pipe to the next stage */
     nb_stream_to_stdout(1);
     nb_exit_on_error(nb_tool_parse(&tool, &opts, &o, argc, argv));
-    nb_exit_on_error(check_opts(&o, &opts));
     nb_exit_on_error(nb_std_apply(&opts));
+    nb_exit_on_error(check_opts(&o, &opts));
     nb_stream_to_stdout(!strcmp(opts.output, "-"));
 
     nb_reader *r = NULL;
