@@ -101,7 +101,7 @@ $(BUILD)/engine/%.o: LAYER_INC := -Iengine
 $(BUILD)/formats/%.o: LAYER_INC := -Iformats
 $(BUILD)/tools/%.o: LAYER_INC := -Iengine -Iformats
 
-TOOLS   := nb-geom nb-hkl nb-sim nb-noise nb-convert nb-bench nb-fit
+TOOLS   := nb-geom nb-hkl nb-sim nb-noise nb-convert nb-bench nb-fit nb-math
 TOOL_BINS := $(TOOLS:%=$(BIN)/%)
 
 # the fast kernel is compiled once per instruction set and picked at run

@@ -3,8 +3,8 @@
  *
  * This is the one place that knows the IMAGE record's key names (the table
  * below, in the order they are written) and checks a record that is read:
- * nb-sim, nb-noise and nb-convert --import write IMAGE records through it,
- * nb-noise and nb-convert read them through it.  docs/stream-format.md
+ * nb-sim, nb-noise, nb-math and nb-convert --import write IMAGE records
+ * through it, nb-noise, nb-math and nb-convert read them through it.  docs/stream-format.md
  * (section 2, IMAGE) documents the keys.  The pixel payload is never copied
  * or touched here: the writers add their arrays where they want their lines,
  * and a record can be parsed before its payload has arrived (nb-convert's
@@ -86,6 +86,8 @@ static const field fields[] = {
     OPT("SOLID_ANGLE", F_DBL, FRAME_PART, solid_angle),
     /* an imported image */
     TXT("IMPORTED_FROM", imported_from),
+    /* arithmetic on the pixels */
+    TXT("MATH", math),
     /* the counts */
     OPT("COUNTS_BITS", F_INT, COUNT_PART, counts_bits),
     FIN("COUNTS_ADC", COUNT_PART, counts_adc),

@@ -62,6 +62,8 @@ typedef struct nb_image_info {
     double solid_angle;         /* SOLID_ANGLE, sr */
     /* an image read from a file (nb-convert --import) */
     char imported_from[NB_PATH_MAX]; /* IMPORTED_FROM: its path */
+    /* arithmetic on the pixels (nb-math) */
+    char math[NB_PATH_MAX];     /* MATH: the operations that made them, "; " between runs */
     /* the detector counts (nb-noise, or an imported SMV file) */
     int counts_bits;            /* COUNTS_BITS: 16 or 32 (16 when absent) */
     double counts_adc;          /* COUNTS_ADC, ADU: ADC offset included in the counts */

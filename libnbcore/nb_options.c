@@ -250,6 +250,7 @@ const char *nb_owner_tool(unsigned owner_bit)
     case NB_CONVERT: return "nb-convert";
     case NB_BENCH: return "nb-bench";
     case NB_FIT: return "nb-fit";
+    case NB_MATH: return "nb-math";
     }
     return "?";
 }
@@ -283,7 +284,7 @@ nb_status nb_flag_reject(const char *arg, unsigned this_tool)
         owners &= ~(unsigned)this_tool;
         unsigned pick = owners & ~(unsigned)NB_GEOM ? owners & ~(unsigned)NB_GEOM : owners;
         char tools[128] = "";
-        for (unsigned bit = 1; bit <= NB_FIT; bit <<= 1)
+        for (unsigned bit = 1; bit <= NB_MATH; bit <<= 1)
             if (pick & bit) {
                 if (tools[0]) strcat(tools, " or ");
                 strcat(tools, nb_owner_tool(bit));
@@ -503,7 +504,7 @@ static nb_status recognise(const nb_opt_table *t, int argc, char **argv, int *i,
     *row = local_row(t, arg);
     *nvals = 0;
     if (*row) {
-        if ((*row)->nargs && *i + 1 >= argc)
+        if ((*row)->nargs && *i + (*row)->nargs >= argc)
             return (*row)->needs ? nb_error_set(NB_ERR_USAGE, "option %s needs %s", arg, (*row)->needs)
                                  : nb_error_set(NB_ERR_USAGE, "option %s needs a value (%s)", arg, (*row)->metavar);
         *nvals = (*row)->nargs;

@@ -38,7 +38,8 @@ enum nb_owner {
     NB_NOISE = 1u << 3,
     NB_CONVERT = 1u << 4,
     NB_BENCH = 1u << 5,
-    NB_FIT = 1u << 6
+    NB_FIT = 1u << 6,
+    NB_MATH = 1u << 7
 };
 
 /* Flag identities (aliases share one). */
@@ -168,7 +169,7 @@ typedef struct nb_opt_args {
 
 typedef struct nb_opt {
     int id;                 /* the registry flag (FL_*) this row binds, or NB_OPT_LOCAL */
-    /* a local row's spelling, value count (0 or 1), metavar and help (NULL:
+    /* a local row's spelling, value count (0, 1 or 2), metavar and help (NULL:
      * not listed, an alias), and what its missing value is called ("option
      * X needs a file name"; NULL: "a value (METAVAR)") */
     const char *name;

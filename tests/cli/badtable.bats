@@ -133,6 +133,20 @@ bad() {
 @test "bad: nb-convert --import of a short file" { bad 1 "float32 pixels need 4096" nb-convert --import fx/garbage -o out.nbs fx/plan.nbs; }
 @test "bad: nb-convert unknown --format"         { bad 2 "unknown format 'jpeg'" nb-convert --format jpeg -o out.x fx/img.nbs; }
 @test "bad: nb-convert CBF to /dev/full"         { bad 1 "No space left on device" nb-convert --format cbf -o /dev/full fx/img.nbs; }
+# ---- nb-math
+@test "bad: nb-math with nothing to do"          { bad 2 "nothing to do: name an operand" nb-math -o out.nbs fx/img.nbs; }
+@test "bad: nb-math --scale nan"                 { bad 2 "not a finite number" nb-math --scale nan -o out.nbs fx/img.nbs; }
+@test "bad: nb-math --scale x"                   { bad 2 "option --scale" nb-math --scale x -o out.nbs fx/img.nbs; }
+@test "bad: nb-math --add-scaled x"              { bad 2 "option --add-scaled" nb-math --add-scaled x fx/img.nbs -o out.nbs fx/img.nbs; }
+@test "bad: nb-math --add (missing value)"       { bad 2 "option --add needs a stream file" nb-math fx/img.nbs --add; }
+@test "bad: nb-math --add-scaled 2 (one value)"  { bad 2 "option --add-scaled needs a factor and a stream file" nb-math fx/img.nbs --add-scaled 2; }
+@test "bad: nb-math a flag of another tool"      { bad 2 "option '-seed' belongs to nb-noise, not nb-math" nb-math -seed 1 fx/img.nbs; }
+@test "bad: nb-math --add - from standard input" { bad 2 "standard input is the main stream's" nb-math --add - -o out.nbs; }
+@test "bad: nb-math --add a missing file"        { bad 1 "nb-math: cannot open 'fx/none.nbs': No such file or directory" nb-math --add fx/none.nbs -o out.nbs fx/img.nbs; }
+@test "bad: nb-math --add garbage"               { bad 1 "fx/garbage: not an nb stream" nb-math --add fx/garbage -o out.nbs fx/img.nbs; }
+@test "bad: nb-math --add a flipped bit"         { bad 1 "CRC-32" nb-math --add fx/flipped.nbs -o out.nbs fx/img.nbs; }
+@test "bad: nb-math --add a stream of no image"  { bad 1 "fx/plan.nbs: the stream holds no IMAGE record" nb-math --add fx/plan.nbs -o out.nbs fx/img.nbs; }
+@test "bad: nb-math on a plan (no image)"        { bad 1 "the stream holds no IMAGE record" nb-math --add fx/img.nbs -o out.nbs fx/plan.nbs; }
 # ---- nb-bench
 @test "bad: nb-bench --reps x"                   { bad 2 "'x' is not an integer" nb-bench --reps x; }
 @test "bad: nb-bench --config none"              { bad 2 "unknown configuration 'none'" nb-bench --config none; }

@@ -202,6 +202,7 @@ EOF
         case $t in nb-geom | nb-bench) continue ;; esac
         local extra=""
         [ "$t" = nb-convert ] && extra="-o out.bin"
+        [ "$t" = nb-math ] && extra="--scale 1"
         run_nb "$t" $extra no-such-stream.nbs
         expect_status 1
         expect_has "$t: cannot open 'no-such-stream.nbs': No such file or directory"
@@ -216,13 +217,15 @@ EOF
     head -c 100 plan.nbs > cut.nbs
     for t in $NB_TOOLS; do
         case $t in nb-geom | nb-bench) continue ;; esac
-        run_nb "$t" empty.nbs
+        local extra=""
+        [ "$t" = nb-math ] && extra="--scale 1"
+        run_nb "$t" $extra empty.nbs
         expect_status 1
         expect_has "$t: empty.nbs: empty stream"
-        run_nb "$t" text.nbs
+        run_nb "$t" $extra text.nbs
         expect_status 1
         expect_has "$t: text.nbs: not an nb stream"
-        run_nb "$t" cut.nbs
+        run_nb "$t" $extra cut.nbs
         expect_status 1
         expect_has "$t: cut.nbs: truncated stream"
     done
@@ -402,6 +405,7 @@ EOF
         -osc 1 -nframes 2 -o plan.nbs
     $vg nb-hkl -o hkl.nbs plan.nbs
     OMP_NUM_THREADS=1 $vg nb-sim -q -o img.nbs hkl.nbs
+    $vg nb-math -q --add img.nbs --scale 0.5 -o half.nbs img.nbs
     $vg nb-noise -q -o noisy.nbs img.nbs
     local tif=()
     if can_write_tiff; then tif=(-o f_#.tif); fi

@@ -40,7 +40,7 @@ export PATH
 
 # The tools of the toolkit that this build has.
 NB_TOOLS=""
-for _t in nb-geom nb-hkl nb-sim nb-noise nb-convert nb-bench nb-fit; do
+for _t in nb-geom nb-hkl nb-sim nb-noise nb-convert nb-bench nb-fit nb-math; do
     [ -x "$NB_BIN/$_t" ] && NB_TOOLS="$NB_TOOLS $_t"
 done
 unset _t

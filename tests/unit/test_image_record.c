@@ -57,6 +57,7 @@ static void full_info(nb_image_info *im)
     im->rmsd = 19.72086369841519, im->has.rmsd = 1;
     im->solid_angle = 0.004091799402885954, im->has.solid_angle = 1;
     snprintf(im->imported_from, sizeof im->imported_from, "dir with spaces/frame=1.img");
+    snprintf(im->math, sizeof im->math, "--add bg.nbs; --scale 2 --add-scaled -0.5 'air; 2.nbs'");
     im->counts_bits = 32, im->has.counts_bits = 1;
     im->counts_adc = 40, im->has.counts_adc = 1;
     im->counts_gain = 2.5, im->has.counts_gain = 1;
@@ -125,7 +126,7 @@ static int same_info(const nb_image_info *a, const nb_image_info *b)
     SAME(frame) SAME(nframes) SAME(panel) SAME(fpixels) SAME(spixels) SAME(units) SAME(grad_of) SAME(precision)
     SAME(phi_start) SAME(phi_range) SAME(rendered_by) SAME(render_seconds) SAME(render_path) SAME(kernel_seconds)
     SAME(max_I) SAME(max_I_x) SAME(max_I_y) SAME(mean) SAME(rms) SAME(rmsd) SAME(solid_angle)
-    SAME(imported_from) SAME(counts_bits) SAME(counts_adc) SAME(counts_gain) SAME(noise_seed)
+    SAME(imported_from) SAME(math) SAME(counts_bits) SAME(counts_adc) SAME(counts_gain) SAME(noise_seed)
     SAME(noise_photons) SAME(noise_overloads) SAME(has)
 #undef SAME
     return bad == 0;
@@ -198,6 +199,7 @@ static void test_layouts(void)
         "MAX_I=154.65255737304688\nMAX_I_X=0.0032500000000000003\nMAX_I_Y=-0\nMEAN=5.932813969724102\n"
         "RMS=20.594157973501314\nRMSD=19.72086369841519\nSOLID_ANGLE=0.004091799402885954\n"
         "IMPORTED_FROM=dir with spaces/frame=1.img\n"
+        "MATH=--add bg.nbs; --scale 2 --add-scaled -0.5 'air; 2.nbs'\n"
         "ARRAY.pixels=f32 24 0\nARRAY.counts=i32 24 96\n"
         "COUNTS_BITS=32\nCOUNTS_ADC=40\nCOUNTS_GAIN=2.5\nNOISE_SEED=9007199254740993\nNOISE_PHOTONS=24448\n"
         "NOISE_OVERLOADS=3\n";
@@ -378,8 +380,8 @@ static void test_unknown_keys(void)
 
     /* written again: after the known keys of their part */
     build(&im, NB_IMAGE_FRAME_KEYS, NB_IMAGE_COUNT_KEYS, 1, &again);
-    ok(contains(again.header, "IMPORTED_FROM=dir with spaces/frame=1.img\nDETECTOR_NAME=pilatus=6M\n"
-                              "LOWERCASE_later=x y z\nARRAY.pixels=") &&
+    ok(contains(again.header, "MATH=--add bg.nbs; --scale 2 --add-scaled -0.5 'air; 2.nbs'\n"
+                              "DETECTOR_NAME=pilatus=6M\nLOWERCASE_later=x y z\nARRAY.pixels=") &&
            contains(again.header, "NOISE_OVERLOADS=3\nCOUNTS_ORIGIN=simulated\nNOISE_MODEL=poisson\n") &&
            !contains(again.header, "ARRAY.mask"),
        "a rewrite keeps them after the known keys of their part (not the array it cannot carry)");
