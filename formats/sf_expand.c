@@ -19,6 +19,8 @@
 nb_status nb_sf_detect(const char *path, nb_sf_format *fmt)
 {
     char buf[4096];
+    *fmt = NB_SF_TEXT;
+    if (!strcmp(path, "-")) return NB_OK; /* standard input: the text list, as before */
     FILE *fp = fopen(path, "rb");
     if (!fp) return nb_error_set(NB_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     size_t n = fread(buf, 1, sizeof buf - 1, fp);

@@ -16,8 +16,9 @@
 /* What a structure-factor file is, from its first bytes. */
 typedef enum nb_sf_format { NB_SF_TEXT, NB_SF_MTZ, NB_SF_CIF } nb_sf_format;
 /* "MTZ " at offset 0: MTZ; a first token "data_..." (after blank and '#'
- * lines): mmCIF; anything else: the 'h k l F' text list.  Fails only when
- * the file cannot be opened ("cannot open 'x': ..."). */
+ * lines): mmCIF; anything else, and "-" (standard input), the 'h k l F'
+ * text list.  Fails only when the file cannot be opened ("cannot open 'x':
+ * ..."). */
 nb_status nb_sf_detect(const char *path, nb_sf_format *fmt);
 const char *nb_sf_format_name(nb_sf_format fmt);
 
