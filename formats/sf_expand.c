@@ -287,7 +287,9 @@ static long count_missing(const nb_sf_data *d, const nb_hkl *g, const int32_t *o
         for (int k = g->k_min; k <= g->k_max; k++)
             for (int l = g->l_min; l <= g->l_max; l++) {
                 if (owner[nb_hkl_index(g, h, k, l)] || (!h && !k && !l)) continue;
-                if (have && inv_d2(gs, h, k, l) > s2max * (1 + 1e-9)) continue;
+                /* on the limit's sphere itself programs' d_min tests round
+                 * either way: only the indices inside it count */
+                if (have && inv_d2(gs, h, k, l) >= s2max * (1 - 1e-9)) continue;
                 int v[3] = {h, k, l};
                 if (!is_sysabs(d, v)) missing++;
             }

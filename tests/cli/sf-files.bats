@@ -92,6 +92,26 @@ PY
     cmp named.bin text.bin
 }
 
+@test "sf-files: other space groups (C 2, P 61 2 2, R 3 :H, I 41/a, F 2 3, P -1): cctbx's P1 lists, and nothing missing" {
+    need_files
+    local tag symbol
+    while read -r tag symbol; do
+        nb-hkl -hkl "$SF_DIR/sg_${tag}_f.hkl" -dump text.bin "$SF_DIR/plan.nbs" -o t.nbs
+        run_nb nb-hkl -v -hkl "$SF_DIR/sg_${tag}_f.mtz" -dump mtz.bin "$SF_DIR/plan.nbs" -o m.nbs
+        expect_status 0
+        expect_has " 0 indices inside its resolution missing from the file"
+        cmp mtz.bin text.bin || { echo "$symbol: the MTZ's grid differs"; return 1; }
+        run_nb nb-hkl -v -hkl "$SF_DIR/sg_${tag}_f.cif" -dump cif.bin "$SF_DIR/plan.nbs" -o c.nbs
+        expect_status 0
+        expect_has "space group ${symbol//_/ }"
+        expect_has " 0 indices inside its resolution missing from the file"
+        cmp cif.bin text.bin || { echo "$symbol: the mmCIF's grid differs"; return 1; }
+        nb-hkl -hkl "$SF_DIR/sg_${tag}_a.hkl" -dump text.bin "$SF_DIR/plan.nbs" -o t.nbs
+        nb-hkl -hkl "$SF_DIR/sg_${tag}_a.mtz" -column F -dump anom.bin "$SF_DIR/plan.nbs" -o a.nbs
+        cmp anom.bin text.bin || { echo "$symbol: the anomalous MTZ's grid differs"; return 1; }
+    done < "$SF_DIR/SPACE_GROUPS"
+}
+
 @test "sf-files: two amplitude columns and no -column is a usage error listing the candidates" {
     need_files
     run_nb nb-hkl -hkl "$SF_DIR/x.mtz" "$SF_DIR/plan.nbs" -o h.nbs

@@ -10,6 +10,11 @@ by cctbx (Debian's dials package): an asymmetric unit of P 21 21 21 to 1.65 A
   p1_fc.hkl    FC the same way
   p1_anom.hkl  FA(+),FA(-) expanded to P1 by cctbx, the two hands apart
 
+and, for other space groups (centred, screw axes, hexagonal, rhombohedral,
+centrosymmetric, cubic), to 3 A: sg_TAG_f.mtz, sg_TAG_f.cif and sg_TAG_f.hkl
+(amplitudes F, its P1 list with Friedel mates), sg_TAG_a.mtz and sg_TAG_a.hkl
+(an anomalous pair F(+),F(-), its P1 list); TAGs in the file SPACE_GROUPS.
+
 Usage: sf_files.py DIR
 """
 import os
@@ -63,3 +68,27 @@ apart = sum(1 for (h, k, l), v in values.items() if values.get((-h, -k, -l), v) 
 assert apart > 1000, "the anomalous test data have too few Bijvoet differences: %d" % apart
 write_p1(anom, "p1_anom.hkl")
 print(n, fa.size(), anom.size())
+
+GROUPS = [("c2", "C 1 2 1", (40, 50, 60, 90, 100, 90)), ("p6122", "P 61 2 2", (50, 50, 90, 90, 90, 120)),
+          ("r3", "R 3 :H", (60, 60, 80, 90, 90, 120)), ("i41a", "I 41/a", (50, 50, 70, 90, 90, 90)),
+          ("f23", "F 2 3", (90, 90, 90, 90, 90, 90)), ("p1bar", "P -1", (30, 35, 40, 80, 85, 95))]
+for tag, symbol, cell in GROUPS:
+    s = crystal.symmetry(unit_cell=cell, space_group_symbol=symbol)
+    for anomalous in (False, True):
+        a = miller.build_set(s, anomalous_flag=anomalous, d_min=3.0)
+        a = miller.array(a, data=flex.double([((h * 7 + k * 13 + l * 29 + 4000) % 800 + 1) / 8.0
+                                              for h, k, l in a.indices()]))
+        a.set_observation_type_xray_amplitude()
+        kind = "a" if anomalous else "f"
+        name = os.path.join(out, "sg_%s_%s" % (tag, kind))
+        a.as_mtz_dataset(column_root_label="F").mtz_object().write(name + ".mtz")
+        if anomalous:
+            write_p1(a.expand_to_p1(), "sg_%s_a.hkl" % tag)
+            continue
+        write_p1(a.expand_to_p1().generate_bijvoet_mates(), "sg_%s_f.hkl" % tag)
+        c = iotbx.cif.model.cif()
+        c["x"] = iotbx.cif.miller_arrays_as_cif_block(a, array_type="meas", format="mmcif").cif_block
+        with open(name + ".cif", "w") as f:
+            f.write(str(c))
+with open(os.path.join(out, "SPACE_GROUPS"), "w") as f:
+    f.write("".join("%s %s\n" % (tag, symbol.replace(" ", "_")) for tag, symbol, cell in GROUPS))
