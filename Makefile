@@ -74,6 +74,20 @@ ifeq ($(LZ4_SONAME),)
 LZ4_SONAME := liblz4.so.1
 endif
 NB_CFLAGS += -DNB_LZ4_SONAME='"$(LZ4_SONAME)"'
+# optional part, probed: CCP4's C library (Debian's libccp4-dev: cmtzlib,
+# csymlib) for nb-hkl's MTZ and mmCIF structure factors (formats/mtz.c,
+# formats/ccp4.c).  Linked, not loaded: only nb-hkl links it (TOOL_LDLIBS),
+# it needs nothing but libm, and MTZ files are read with CCP4's own library,
+# never ours.  csymlib's syminfo.lib: the one found here unless $SYMINFO or
+# $CLIBD say otherwise.  Without it nb-hkl refuses MTZ and mmCIF files.
+HAVE_CCP4 ?= $(shell printf '\043include <ccp4/cmtzlib.h>\nint main(void){return MtzNref(0);}\n' | \
+               $(CC) -x c - -lccp4c -o /dev/null 2>/dev/null && echo 1 || echo 0)
+ifeq ($(HAVE_CCP4),1)
+CCP4_SYMINFO ?= $(firstword $(wildcard /usr/share/ccp4/syminfo.lib /usr/local/share/ccp4/syminfo.lib) /usr/share/ccp4/syminfo.lib)
+NB_CFLAGS += -DNB_HAVE_CCP4 -DNB_CCP4_SYMINFO='"$(CCP4_SYMINFO)"'
+CCP4_LDLIBS := -lccp4c
+endif
+
 # dlopen (libtiff, libhdf5, liblz4): in libc itself from glibc 2.34
 NB_LDLIBS += -ldl
 
@@ -216,7 +230,10 @@ tool_parts = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/$(subst -,_,$(1))_*.c)
 .SECONDEXPANSION:
 $(BIN)/%: $(BUILD)/tools/%.o $$(call tool_parts,$$*) $(LIB)
 	@mkdir -p $(BIN)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(filter %.o,$^) $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(filter %.o,$^) $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(TOOL_LDLIBS) $(LDFLAGS)
+
+# nb-hkl alone reads MTZ and mmCIF files (CCP4's library)
+$(BIN)/nb-hkl: TOOL_LDLIBS := $(CCP4_LDLIBS)
 
 # ---- tests ---------------------------------------------------------------
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
@@ -283,7 +300,7 @@ build-asan/.built-asan: all $(UNIT_BINS) $(TEST_TOOLS)
 # make fuzz [FUZZ_SECONDS=600] [FUZZ_TARGETS="stream smv"]: each target runs
 # for FUZZ_SECONDS on its corpus (tests/fuzz/corpus/NAME, new inputs in
 # tests/fuzz/out/NAME); a crash stops it and leaves crash-* in tests/fuzz/out.
-FUZZ_TARGETS ?= stream hkl_text fdump smv geometry_files options
+FUZZ_TARGETS ?= stream hkl_text fdump smv geometry_files options sf_cif
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \

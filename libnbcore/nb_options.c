@@ -165,7 +165,7 @@ static const nb_flag table[] = {
     {"-Q", FL_STOL, 1, 1, G, "FILE", NULL},
     {"-stolout", FL_STOLOUT, 1, 1, G, "FILE", "accepted for compatibility; nothing is written (as in the reference)"},
     /* structure factors: nb-hkl */
-    {"-hkl", FL_HKL, 1, 1, G | H, "FILE", "structure factors as text lines 'h k l F'"},
+    {"-hkl", FL_HKL, 1, 1, G | H, "FILE", "structure factors: 'h k l F' text lines, MTZ or mmCIF"},
     {"-default_F", FL_DEFAULT_F, 1, 1, G | H, "F", "F for reflections not in the table (default 0)"},
     {"-dump", FL_DUMP, 1, 1, G | H, "FILE", "binary F cache (Fdump.bin layout): written with -hkl, read without"},
     {"-dumpfile", FL_DUMP, 1, 1, G | H, "FILE", NULL},

@@ -6,10 +6,10 @@
 [ "${NB_SKIP_DEPS:-0}" = 1 ] && exit 0
 command -v dpkg-query >/dev/null 2>&1 || exit 0
 
-# build: compiler, zlib, libtiff, libhdf5 (NXmx; hdf5-filter-plugin and bitshuffle its
+# build: compiler, zlib, libtiff, libccp4-dev (nb-hkl's MTZ and mmCIF), libhdf5 (NXmx; hdf5-filter-plugin and bitshuffle its
 # LZ4 and bitshuffle filters); tests: bats, time, GNU parallel, groff/man, valgrind;
 # read-back clients: fabio, h5py (+hdf5plugin), dials; a single-node Slurm for the job-array test
-want="gcc make zlib1g-dev libtiff-dev libhdf5-dev bats python3-fabio python3-h5py python3-hdf5plugin hdf5-filter-plugin bitshuffle dials time parallel groff-base man-db valgrind slurm-wlm munge clang"
+want="gcc make zlib1g-dev libtiff-dev libccp4-dev libhdf5-dev bats python3-fabio python3-h5py python3-hdf5plugin hdf5-filter-plugin bitshuffle dials time parallel groff-base man-db valgrind slurm-wlm munge clang"
 missing=""
 for p in $want; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

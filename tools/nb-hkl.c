@@ -1,4 +1,4 @@
-/* nb-hkl: structure factors for the plan (HKL text, Fdump.bin, default_F). */
+/* nb-hkl: structure factors for the plan (HKL text, MTZ, mmCIF, Fdump.bin, default_F). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,6 +6,9 @@
 #include <sys/stat.h>
 
 #include "hkl.h"
+#include "mtz.h"
+#include "sf_cif.h"
+#include "sf_expand.h"
 #include "nb_cli.h"
 #include "nb_hkl.h"
 #include "nb_options.h"
@@ -14,7 +17,7 @@
 #include "nb_util.h"
 
 typedef struct hkl_opts {
-    const char *hkl, *dump;
+    const char *hkl, *dump, *column;
     double default_F;
     int have_hkl, have_dump, have_default;
 } hkl_opts;
@@ -25,6 +28,8 @@ static const nb_opt rows[] = {
     {FL_HKL, .type = NB_OPT_STRING, .at = {HO(hkl)}, .sets = {{HO(have_hkl), 1}}},
     {FL_DUMP, .type = NB_OPT_STRING, .at = {HO(dump)}, .sets = {{HO(have_dump), 1}}},
     {FL_DEFAULT_F, .type = NB_OPT_DOUBLE, .at = {HO(default_F)}, .sets = {{HO(have_default), 1}}},
+    {NB_OPT_LOCAL, "-column", 1, "LABEL",
+     "the MTZ column or mmCIF _refln item that -hkl reads (above)", "a column label", .type = NB_OPT_STRING, .at = {HO(column)}},
 };
 static const nb_opt_table table = {NB_HKL, rows, (int)(sizeof rows / sizeof rows[0])};
 
@@ -37,10 +42,22 @@ static const nb_tool_info tool = {
     "appends an HKL record holding the F(hkl) grid: from an 'h k l F' text file (-hkl),\n"
     "from a binary Fdump.bin cache (-dump without -hkl), or nothing but a constant\n"
     "(-default_F).  Requests recorded in the plan by nb-geom are used unless overridden\n"
-    "here.  With -hkl and -dump the cache is written, byte-compatible with nanoBragg's.",
+    "here.  With -hkl and -dump the cache is written, byte-compatible with nanoBragg's.\n"
+    "\n"
+    "-hkl also reads MTZ files (by CCP4's library) and mmCIF reflection files (the PDB's\n"
+    "*-sf.cif), told apart by their content.  Without -column the file's one amplitude\n"
+    "column (MTZ type F; mmCIF F_meas_au, F_meas, F_calc) is read, and more than one is\n"
+    "an error listing them; -column LABEL names amplitudes (F), intensities (J,\n"
+    "intensity_meas: F = sqrt(max(I,0))) or an anomalous pair (G: F(+),F(-); K: I(+),I(-);\n"
+    "pdbx_F_plus,pdbx_F_minus) by either label, its stem (F for F(+),F(-)) or PLUS,MINUS.\n"
+    "The values are expanded by the file's space group to every P1 index: F(-h) = F(h),\n"
+    "or with a pair F(+) at h and its equivalents and F(-) at -h and its.  Indices no\n"
+    "value reaches take -default_F (0 unless given); -v says how many lie inside the\n"
+    "file's resolution.",
     &table,
     "  nb-geom -cell 70 80 90 75 85 95 -N 5 -distance 100 | nb-hkl -hkl P1.hkl | nb-sim | ...\n"
-    "  nb-hkl -hkl P1.hkl -dump Fdump.bin < plan.nbs > plan+hkl.nbs\n",
+    "  nb-hkl -hkl P1.hkl -dump Fdump.bin < plan.nbs > plan+hkl.nbs\n"
+    "  nb-hkl -hkl data.mtz -column FP < plan.nbs > plan+hkl.nbs\n",
     NULL,
 };
 
@@ -48,6 +65,34 @@ static int file_exists(const char *path)
 {
     struct stat s;
     return stat(path, &s) == 0;
+}
+
+/* An MTZ or mmCIF file: the chosen column, expanded to P1 (sf_expand.c),
+ * and the log of what was read and what is missing. */
+static nb_status load_sf_file(const char *path, nb_sf_format fmt, const char *column, double default_F, nb_hkl *out)
+{
+    nb_sf_data d;
+    nb_sf_stats s;
+    nb_status st = fmt == NB_SF_MTZ ? nb_mtz_read(path, column, &d) : nb_sf_cif_read(path, column, &d);
+    if (st) return st;
+    nb_info("reading %s %s, %s", nb_sf_format_name(fmt), path, d.column);
+    st = nb_sf_expand(&d, path, default_F, out, &s);
+    if (!st) {
+        int anomalous = d.type == 'G' || d.type == 'K';
+        nb_info("  %ld values in space group %s (%d operators) to %.3g A%s -> %ld P1 indices, %s", s.read,
+                d.spacegroup, d.nops, s.d_min, d.have_cell ? "" : " (no cell)", s.p1,
+                anomalous ? "F(+) at h and its equivalents, F(-) at -h and its (anomalous)"
+                          : "with Friedel mates F(-h) = F(h)");
+        if (d.unread) nb_info("  %ld values missing in the file (not read)", d.unread);
+        if (s.centric_minus) nb_info("  %ld F(-) of centric reflections not used (F(+) is both)", s.centric_minus);
+        nb_info("  %ld indices inside %s missing from the file (not 0 0 0, not absent by symmetry): F = %g",
+                s.missing, d.have_cell ? "its resolution" : "its index box", default_F);
+        if (s.conflicts)
+            nb_warn("'%s': %ld P1 indices given two different values by symmetry-equivalent reflections; the "
+                    "later in the file kept", path, s.conflicts);
+    }
+    nb_sf_data_free(&d);
+    return st;
 }
 
 /* Decide where F comes from for this plan and load it. */
@@ -60,9 +105,19 @@ static nb_status load_hkl(const nb_plan *plan, const hkl_opts *o, nb_hkl *out)
     nb_status st;
 
     nb_hkl_init(out);
+    if (o->column && !hkl) return nb_error_set(NB_ERR_USAGE, "-column %s: there is no -hkl file to read it from", o->column);
     if (hkl) {
-        nb_info("counting entries in %s", hkl);
-        if ((st = nb_hkl_read_text(hkl, default_F, out))) return st;
+        nb_sf_format fmt;
+        if ((st = nb_sf_detect(hkl, &fmt))) return st;
+        if (fmt != NB_SF_TEXT) {
+            if ((st = load_sf_file(hkl, fmt, o->column, default_F, out))) return st;
+        } else {
+            if (o->column)
+                return nb_error_set(NB_ERR_USAGE, "-column %s: '%s' is an 'h k l F' text list, which has no columns",
+                                    o->column, hkl);
+            nb_info("counting entries in %s", hkl);
+            if ((st = nb_hkl_read_text(hkl, default_F, out))) return st;
+        }
         nb_info("  %ld reflections, h %d..%d k %d..%d l %d..%d", out->hkls, out->h_min, out->h_max, out->k_min,
                 out->k_max, out->l_min, out->l_max);
         if (dump) {

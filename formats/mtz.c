@@ -1,0 +1,159 @@
+/* mtz.c - structure factors from MTZ files through CCP4's cmtzlib (never a
+ * reader of our own): the columns offered to -column, the chosen ones'
+ * values with their Miller indices, the file's symmetry operators and cell,
+ * handed to sf_expand.c. */
+#include "mtz.h"
+
+#ifdef NB_HAVE_CCP4
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ccp4/ccp4_errno.h>
+#include <ccp4/cmtzlib.h>
+
+#include "ccp4.h"
+#include "nb_util.h"
+
+#define MAX_COLS 1024
+
+/* the file's columns: the three index columns (type H) and the data ones */
+typedef struct mtz_cols {
+    MTZCOL *hkl[3];
+    int nhkl, n;
+    MTZCOL *col[MAX_COLS];
+    MTZXTAL *xtal[MAX_COLS];
+    nb_sf_col list[MAX_COLS];
+} mtz_cols;
+
+static void collect(MTZ *mtz, mtz_cols *c)
+{
+    memset(c, 0, sizeof *c);
+    for (int x = 0; x < mtz->nxtal; x++)
+        for (int s = 0; s < mtz->xtal[x]->nset; s++)
+            for (int k = 0; k < mtz->xtal[x]->set[s]->ncol; k++) {
+                MTZCOL *col = mtz->xtal[x]->set[s]->col[k];
+                char t = col->type[0];
+                if (t == 'H' && c->nhkl < 3) c->hkl[c->nhkl++] = col;
+                if ((t != 'F' && t != 'J' && t != 'G' && t != 'K') || c->n == MAX_COLS) continue;
+                c->col[c->n] = col;
+                c->xtal[c->n] = mtz->xtal[x];
+                c->list[c->n].name = col->label;
+                c->list[c->n].type = t;
+                c->n++;
+            }
+}
+
+/* the file's operators (x' = R x + t: sym[i][row][0..2], t in [i][row][3]) */
+static nb_status mtz_ops(const MTZ *mtz, const char *path, nb_sf_data *d)
+{
+    if (mtz->mtzsymm.nsym < 1 || mtz->mtzsymm.nsym > NB_SF_MAX_OPS)
+        return nb_error_set(NB_ERR_DATA, "'%s': %d symmetry operators", path, mtz->mtzsymm.nsym);
+    for (int i = 0; i < mtz->mtzsymm.nsym; i++) {
+        double R[3][3], t[3];
+        for (int r = 0; r < 3; r++) {
+            for (int c = 0; c < 3; c++) R[r][c] = mtz->mtzsymm.sym[i][r][c];
+            t[r] = mtz->mtzsymm.sym[i][r][3];
+        }
+        nb_status st = nb_sf_add_op(d, R, t);
+        if (st) return nb_error_prefix(st, "'%s'", path);
+    }
+    snprintf(d->spacegroup, sizeof d->spacegroup, "%s", mtz->mtzsymm.spcgrpname);
+    return NB_OK;
+}
+
+/* one value: missing (the file's flag) skipped, intensities to amplitudes */
+static nb_status take(const MTZ *mtz, const char *path, nb_sf_data *d, const int h[3], char part, float v,
+                      const char *label)
+{
+    if (ccp4_ismnf(mtz, v)) {
+        d->unread++;
+        return NB_OK;
+    }
+    if (!isfinite(v))
+        return nb_error_set(NB_ERR_DATA, "'%s': column %s at %d %d %d is not a finite number", path, label, h[0],
+                            h[1], h[2]);
+    double F = (d->type == 'J' || d->type == 'K') ? nb_sf_amplitude(v) : (double)v;
+    return nb_sf_add(d, h[0], h[1], h[2], part, F);
+}
+
+static nb_status read_values(const MTZ *mtz, const char *path, const mtz_cols *c, const nb_sf_pick *p, nb_sf_data *d)
+{
+    nb_status st = NB_OK;
+    MTZCOL *plus = c->col[p->plus], *minus = p->minus >= 0 ? c->col[p->minus] : NULL;
+    for (int i = 0; i < mtz->nref && !st; i++) {
+        int h[3];
+        for (int a = 0; a < 3; a++) {
+            float v = c->hkl[a]->ref[i];
+            if (!(fabsf(v) <= 1e6f) || v != nearbyintf(v))
+                return nb_error_set(NB_ERR_DATA, "'%s': reflection %d has the Miller index %g", path, i + 1, v);
+            h[a] = (int)v;
+        }
+        st = take(mtz, path, d, h, minus ? '+' : 0, plus->ref[i], plus->label);
+        if (!st && minus) st = take(mtz, path, d, h, '-', minus->ref[i], minus->label);
+    }
+    return st;
+}
+
+static void describe(const mtz_cols *c, const nb_sf_pick *p, nb_sf_data *d)
+{
+    static const char *what[] = {"F, amplitudes", "J, intensities: F = sqrt(max(I, 0))",
+                                 "G, anomalous amplitudes F(+),F(-)",
+                                 "K, anomalous intensities I(+),I(-): F = sqrt(max(I, 0))"};
+    int w = p->type == 'F' ? 0 : p->type == 'J' ? 1 : p->type == 'G' ? 2 : 3;
+    if (p->minus < 0)
+        snprintf(d->column, sizeof d->column, "column %s (%s)", c->list[p->plus].name, what[w]);
+    else
+        snprintf(d->column, sizeof d->column, "columns %s,%s (%s)", c->list[p->plus].name, c->list[p->minus].name,
+                 what[w]);
+}
+
+nb_status nb_mtz_read(const char *path, const char *column, nb_sf_data *d)
+{
+    nb_ccp4_quiet q;
+    nb_sf_data_init(d);
+    /* MtzGet takes a "logical name": an environment variable of that name
+     * would stand for the file; no variable's name holds a '/' */
+    char *name = malloc(strlen(path) + 3);
+    if (!name) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    sprintf(name, "%s%s", strchr(path, '/') ? "" : "./", path);
+    nb_ccp4_quiet_begin(&q);
+    MTZ *mtz = MtzGet(name, 1);
+    free(name);
+    nb_ccp4_quiet_end(&q);
+    if (!mtz)
+        return nb_error_set(NB_ERR_DATA, "'%s': CCP4's library cannot read it as an MTZ file (%s)", path,
+                            ccp4_strerror(ccp4_errno));
+    mtz_cols *c = malloc(sizeof *c);
+    nb_sf_pick p;
+    nb_status st = c ? NB_OK : nb_error_set(NB_ERR_NOMEM, "out of memory");
+    if (!st) collect(mtz, c);
+    if (!st && c->nhkl != 3) st = nb_error_set(NB_ERR_DATA, "'%s': no h, k, l columns (type H)", path);
+    if (!st) st = nb_sf_choose(path, c->list, c->n, column, &p);
+    if (!st) {
+        d->type = p.type;
+        describe(c, &p, d);
+        for (int i = 0; i < 6; i++) d->cell[i] = c->xtal[p.plus]->cell[i];
+        d->have_cell = d->cell[0] > 0 && d->cell[1] > 0 && d->cell[2] > 0;
+        st = mtz_ops(mtz, path, d);
+    }
+    if (!st) st = read_values(mtz, path, c, &p, d);
+    free(c);
+    MtzFree(mtz);
+    if (st) nb_sf_data_free(d);
+    return st;
+}
+
+#else /* without CCP4's library */
+
+nb_status nb_mtz_read(const char *path, const char *column, nb_sf_data *d)
+{
+    (void)column;
+    nb_sf_data_init(d);
+    return nb_error_set(NB_ERR_UNSUPPORTED, "'%s' is an MTZ file: this nb-hkl was built without CCP4's library "
+                        "(Debian: libccp4-dev), which reads it", path);
+}
+
+#endif
