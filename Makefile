@@ -291,6 +291,7 @@ check-asan: deps
 	    build-asan/.built-asan
 	@NB_BIN=$(CURDIR)/bin-asan BUILD=build-asan NB_SANITIZED=1 \
 	    ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 \
+	    LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 tests/run-all.sh
 
 build-asan/.built-asan: all $(UNIT_BINS) $(TEST_TOOLS)
