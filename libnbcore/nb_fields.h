@@ -12,6 +12,8 @@
  *     NB_FIELD_COPY (nb_kparams_set_panel, nb_sim_setup_build);
  *   - the PLAN record carries it as KEY (a panel's: KEY for the first panel,
  *     PANEL<i>.KEY for panel i), read back checked (nb_plan.c);
+ *   - two panels are compared by it (nb_panel_differs, nb_plan.c: nb-math's
+ *     check that two streams' detectors are one);
  *   - the derivatives (nb-sim --grad) follow it as a dual number when its
  *     `follow` column says FOLLOWED (nb_kdual, nb_physics_dual.h), and refuse
  *     a parameter that moves it when it says FIXED (engine/nb_sim_grad.c).

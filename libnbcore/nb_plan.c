@@ -205,6 +205,50 @@ static void mask_key(int i, char *out, size_t size)
     else snprintf(out, size, "mask%d", i);
 }
 
+/* A field's numbers as text, for messages. */
+static void field_text(const field *f, const nb_panel *q, char *buf, size_t size)
+{
+    const char *v = (const char *)q + f->off;
+    const int count = f->type == F_VEC3 ? 3 : 1;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < count && used + 1 < size; k++) {
+        char num[32];
+        if (f->type == F_INT) snprintf(num, sizeof num, "%d", ((const int *)v)[k]);
+        else nb_format_double(((const double *)v)[k], num, sizeof num);
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", k ? " " : "", num);
+    }
+}
+
+/* Do a and b differ in this field, beyond rel of its largest component? */
+static int field_differs(const field *f, const nb_panel *a, const nb_panel *b, double rel)
+{
+    const char *va = (const char *)a + f->off, *vb = (const char *)b + f->off;
+    if (f->type == F_INT) return *(const int *)va != *(const int *)vb;
+    const int count = f->type == F_VEC3 ? 3 : 1;
+    const double *x = (const double *)va, *y = (const double *)vb;
+    double scale = 0.0;
+    for (int k = 0; k < count; k++) scale = fmax(scale, fmax(fabs(x[k]), fabs(y[k])));
+    for (int k = 0; k < count; k++)
+        if (!(fabs(x[k] - y[k]) <= rel * scale)) return 1;
+    return 0;
+}
+
+int nb_panel_differs(const nb_panel *a, const nb_panel *b, int index, nb_panel_scope scope, double rel,
+                     nb_panel_difference *d)
+{
+    for (size_t k = 0; k < sizeof panel_fields / sizeof panel_fields[0]; k++) {
+        const field *f = &panel_fields[k];
+        if (scope == NB_PANEL_DETECTOR_ONLY && !strncmp(f->key, "ROI_", 4)) continue;
+        if (!field_differs(f, a, b, rel)) continue;
+        panel_key(index, f->key, d->key, sizeof d->key);
+        field_text(f, a, d->a, sizeof d->a);
+        field_text(f, b, d->b, sizeof d->b);
+        return 1;
+    }
+    return 0;
+}
+
 /* PANELS (when there are several), every panel's keys and masks. */
 static nb_status put_panels(const nb_plan *p, nb_record *rec)
 {

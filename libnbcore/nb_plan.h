@@ -154,6 +154,18 @@ void nb_plan_panel_dims(const nb_plan *p, int i, int *fpixels, int *spixels, siz
  * from the panel (distances, beam spot, near point, XDS and DIALS origins)
  * recomputed as nb_plan_derive_detector does.  Panel 0's are p's, as is. */
 void nb_plan_panel_view(const nb_plan *p, int i, nb_plan *view);
+/* Which rows of the panel table nb_panel_differs compares: every one, or
+ * the detector's alone (not the ROI, which says what was rendered). */
+typedef enum nb_panel_scope { NB_PANEL_EVERY_FIELD, NB_PANEL_DETECTOR_ONLY } nb_panel_scope;
+typedef struct nb_panel_difference {
+    char key[64];        /* the field's PLAN key for the panel (PIX0, PANEL2.PIX0) */
+    char a[160], b[160]; /* its numbers in a and in b, as text */
+} nb_panel_difference;
+/* Do panels a and b (panel `index` of their plans) differ in a row of the
+ * panel table (nb_fields.h)?  Doubles within rel of the field's largest
+ * component count as the same.  1, with the first that differs in *d; else 0. */
+int nb_panel_differs(const nb_panel *a, const nb_panel *b, int index, nb_panel_scope scope, double rel,
+                     nb_panel_difference *d);
 /* Frame i of a rotation series: the plan (a shallow copy, as above) with its
  * spindle start moved by i OSC.  For stills (STILLS), shot i: the crystal
  * turned by the shot's orientation, its N and fluence (nb_stills.h); its

@@ -2,11 +2,9 @@
  * stream's frames need, each image checked (its plan's size, no counts) as
  * it comes; a stream of one frame kept to serve every frame, a series'
  * frames found by number; and the check that an operand's detector is the
- * main stream's, field by field of the panel table. */
+ * main stream's, field by field of the panel table (nb_panel_differs). */
 #include "nb_math.h"
 
-#include <math.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,47 +166,6 @@ void math_operand_release(math_operand *op, const math_image *img)
 
 /* ---- the same detector ----------------------------------------------------- */
 
-/* The panel table's fields (nb_fields.h) as offsets into nb_panel. */
-typedef struct panel_field {
-    const char *key;
-    size_t off;
-    int count;  /* numbers */
-    int is_int; /* int, else double */
-} panel_field;
-#define PANEL_FIELD(key, kind, member, follow, what)                                                             \
-    {key, offsetof(nb_panel, member), NB_FIELD_COUNT_##kind, 0 NB_FIELD_IF_INT_##kind(+1)},
-static const panel_field panel_fields[] = {NB_PANEL_FIELDS(PANEL_FIELD)};
-#undef PANEL_FIELD
-
-/* Values of a field as text, for the message. */
-static void field_text(const panel_field *f, const nb_panel *p, char *buf, size_t size)
-{
-    const char *v = (const char *)p + f->off;
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int k = 0; k < f->count && used + 1 < size; k++) {
-        char num[32];
-        if (f->is_int) snprintf(num, sizeof num, "%d", ((const int *)v)[k]);
-        else nb_format_double(((const double *)v)[k], num, sizeof num);
-        used += (size_t)snprintf(buf + used, size - used, "%s%s", k ? " " : "", num);
-    }
-}
-
-/* Do the two panels differ in this field?  Numbers within 1e-9 of the
- * field's largest component are the same: two plans of one detector resolve
- * it to the same bits, but a plan read from another program may round. */
-static int field_differs(const panel_field *f, const nb_panel *a, const nb_panel *b)
-{
-    const char *va = (const char *)a + f->off, *vb = (const char *)b + f->off;
-    if (f->is_int) return memcmp(va, vb, (size_t)f->count * sizeof(int)) != 0;
-    const double *x = (const double *)va, *y = (const double *)vb;
-    double scale = 0.0;
-    for (int k = 0; k < f->count; k++) scale = fmax(scale, fmax(fabs(x[k]), fabs(y[k])));
-    for (int k = 0; k < f->count; k++)
-        if (!(fabs(x[k] - y[k]) <= 1e-9 * scale)) return 1;
-    return 0;
-}
-
 nb_status math_same_detector(const char *name, const nb_image_info *im, const nb_plan *plan,
                              const nb_image_info *main_im, const nb_plan *main_plan)
 {
@@ -228,19 +185,15 @@ nb_status math_same_detector(const char *name, const nb_image_info *im, const nb
                             not_it, i, f, s, mf, ms);
     }
     /* the panels' geometry and sensor; the ROI is what was rendered, not the
-     * detector: a pixel outside an image's ROI is 0 there */
-    for (int i = 0; i < im->npanels; i++)
-        for (size_t k = 0; k < sizeof panel_fields / sizeof panel_fields[0]; k++) {
-            const panel_field *pf = &panel_fields[k];
-            if (!strncmp(pf->key, "ROI_", 4) || !field_differs(pf, &plan->panels[i], &main_plan->panels[i]))
-                continue;
-            char key[64], got[160], want[160];
-            if (i) snprintf(key, sizeof key, "PANEL%d.%s", i, pf->key);
-            else snprintf(key, sizeof key, "%s", pf->key);
-            field_text(pf, &plan->panels[i], got, sizeof got);
-            field_text(pf, &main_plan->panels[i], want, sizeof want);
+     * detector: a pixel outside an image's ROI is 0 there.  Numbers within
+     * 1e-9 of the field's largest component are the same: two plans of one
+     * detector resolve it to the same bits, but a plan read from another
+     * program may round. */
+    for (int i = 0; i < im->npanels; i++) {
+        nb_panel_difference d;
+        if (nb_panel_differs(&plan->panels[i], &main_plan->panels[i], i, NB_PANEL_DETECTOR_ONLY, 1e-9, &d))
             return nb_error_set(NB_ERR_DATA, "%s: %s: its plan's %s is %s (the main stream's: %s)", name, not_it,
-                                key, got, want);
-        }
+                                d.key, d.a, d.b);
+    }
     return NB_OK;
 }

@@ -702,6 +702,22 @@ static void test_panels(void)
         nb_plan_panel_view(&q, 1, &v);
         near(v.close_distance, 0.1, 1e-15, "panels: panel 1's close distance is PIX0 . ODET");
         near(v.ORGX, 0.001 / 2e-4 + 0.5, 1e-12, "panels: panel 1's ORGX from its near point");
+        /* two panels compared by the panel table */
+        nb_panel_difference d;
+        nb_panel moved = q.panels[1];
+        ok(!nb_panel_differs(&q.panels[1], &moved, 1, NB_PANEL_EVERY_FIELD, 0.0, &d), "panels: a panel is its copy");
+        moved.pix0[1] += 1e-12;
+        ok(!nb_panel_differs(&q.panels[1], &moved, 1, NB_PANEL_EVERY_FIELD, 1e-9, &d),
+           "panels: within 1e-9 of the field's size is the same");
+        moved.pix0[1] += 1e-6;
+        ok(nb_panel_differs(&q.panels[1], &moved, 1, NB_PANEL_EVERY_FIELD, 1e-9, &d) && !strcmp(d.key, "PANEL1.PIX0"),
+           "panels: a moved panel differs in PANEL1.PIX0 (%s vs %s)", d.a, d.b);
+        moved = q.panels[0];
+        moved.roi_xmax--;
+        ok(nb_panel_differs(&q.panels[0], &moved, 0, NB_PANEL_EVERY_FIELD, 0.0, &d) && !strcmp(d.key, "ROI_XMAX"),
+           "panels: the first panel's keys are unprefixed (%s)", d.key);
+        ok(!nb_panel_differs(&q.panels[0], &moved, 0, NB_PANEL_DETECTOR_ONLY, 0.0, &d),
+           "panels: the detector alone leaves the ROI out");
         nb_plan_free(&q);
         nb_hdr_set(&rec, "PANELS", "5000");
         st = nb_plan_from_record(&rec, &q);
