@@ -125,6 +125,7 @@ NB_HD int nb_float_bits(float f)
 #define NB_I2F(i) ((float)(i))
 #define NB_BITSF(i) nb_bits_as_float(i)
 #define NB_FBITS(x) nb_float_bits(x)
+#define NB_KEEP(x) ((void)0) /* nothing contracts: C11 and nvcc --fmad=false */
 #define NB_INLINE NB_HD
 #include "nb_fastmath.inc"
 #undef NB_FN
@@ -136,6 +137,7 @@ NB_HD int nb_float_bits(float f)
 #undef NB_I2F
 #undef NB_BITSF
 #undef NB_FBITS
+#undef NB_KEEP
 #undef NB_INLINE
 
 /* ---- the pixel ---------------------------------------------------------- */
@@ -286,6 +288,8 @@ typedef struct nb_fpx_ctx {
     int fmode;   /* fp->fmode, or a constant the compiler folds (nb_pixel_opts.simple) */
     /* the pixel's constants in single precision, converted once */
     float pix2_close, kahn, thickstep_mu, scale, Na, Nb, Nc, fudge, odet[3];
+    nb_fshape shape; /* the crystal's, for the lattice factor */
+    int cube_n;      /* the usual cube's N in the Chebyshev form, else 0 */
 } nb_fpx_ctx;
 typedef struct nb_fpx_geo {
     double pos[3], inv; /* the position, 1/r in double */
@@ -311,6 +315,11 @@ NB_HD void nb_fpx_ctx_init(nb_fpx_ctx *c, const nb_fparams *fp, int fpixel, int 
     c->pix2_close = fp->pix2_close, c->kahn = fp->kahn, c->thickstep_mu = fp->thickstep_mu, c->scale = fp->scale;
     c->Na = fp->Na_f, c->Nb = fp->Nb_f, c->Nc = fp->Nc_f, c->fudge = fp->fudge_f;
     for (int i = 0; i < 3; i++) c->odet[i] = fp->odet_f[i];
+    c->shape.shape = fp->kp.shape, c->shape.cheb = fp->cheb;
+    c->shape.n[0] = fp->na, c->shape.n[1] = fp->nb, c->shape.n[2] = fp->nc;
+    c->shape.N[0] = c->Na, c->shape.N[1] = c->Nb, c->shape.N[2] = c->Nc, c->shape.fudge = c->fudge;
+    c->shape.star[0] = fp->a_star, c->shape.star[1] = fp->b_star, c->shape.star[2] = fp->c_star;
+    c->cube_n = fp->kp.shape == NB_SHAPE_SQUARE && fp->cheb && fp->na == fp->nb && fp->nb == fp->nc ? fp->na : 0;
 }
 
 NB_HD void nb_fpx_slow_step(nb_fpx_ctx *c, int t, int subS)
@@ -395,12 +404,9 @@ NB_HD void nb_fpx_index(nb_fpx_ctx *c, const nb_fpx_geo *g, const nb_fpx_src *sv
 
 NB_HD float nb_fpx_lattice(nb_fpx_ctx *c, const nb_fpx_idx *x)
 {
-    const nb_fparams *fp = c->fp;
-    /* the Chebyshev form with the whole N of the parameters (nb_lattice
-     * would convert them from float on every term) */
-    if (c->kp->shape == NB_SHAPE_SQUARE && fp->cheb) return nb_sincg3_cheb(x->dh, x->dk, x->dl, fp->na, fp->nb, fp->nc);
-    return nb_lattice(c->kp->shape, fp->cheb, x->dh, x->dk, x->dl, c->Na, c->Nb, c->Nc, c->fudge, fp->a_star,
-                      fp->b_star, fp->c_star);
+    /* the Chebyshev cube with the whole N of the parameters, not unrolled
+     * (the CUDA kernel's code stays small) */
+    return nb_lattice(&c->shape, c->cube_n, x->dh, x->dk, x->dl);
 }
 
 /* F_cell: the default, the nearest grid value, or tricubic where the 4x4x4
