@@ -126,6 +126,8 @@ NB_HD int nb_float_bits(float f)
 #define NB_BITSF(i) nb_bits_as_float(i)
 #define NB_FBITS(x) nb_float_bits(x)
 #define NB_KEEP(x) ((void)0) /* nothing contracts: C11 and nvcc --fmad=false */
+#define NB_MASKI(m) (-(m))
+#define NB_GATHER(p, i) ((p)[i])
 #define NB_INLINE NB_HD
 #include "nb_fastmath.inc"
 #undef NB_FN
@@ -138,6 +140,8 @@ NB_HD int nb_float_bits(float f)
 #undef NB_BITSF
 #undef NB_FBITS
 #undef NB_KEEP
+#undef NB_MASKI
+#undef NB_GATHER
 #undef NB_INLINE
 
 /* ---- the pixel ---------------------------------------------------------- */
@@ -353,7 +357,7 @@ NB_HD void nb_fpx_subpixel(nb_fpx_ctx *c, int t, int subS, int subF, nb_fpx_geo 
 
 NB_HD float nb_fpx_omega(nb_fpx_ctx *c, const nb_fpx_geo *g)
 {
-    return c->kp->point_pixel ? g->invf * g->invf : c->pix2_close * g->invf * g->invf * g->invf;
+    return nb_omega(g->invf, c->pix2_close, c->kp->point_pixel);
 }
 
 NB_HD void nb_fpx_add_omega(nb_fpx_ctx *c, float omega, int live)
@@ -416,26 +420,18 @@ NB_HD float nb_fpx_structure(nb_fpx_ctx *c, const nb_fpx_idx *x, int accept)
     (void)accept;
     const nb_fparams *fp = c->fp;
     const nb_fgrid *g = &c->kp->F;
-    float F_cell = fp->default_F;
-    if (c->fmode == NB_FMODE_DEFAULT) return F_cell;
-    const int ih = x->ih, ik = x->ik, il = x->il;
-    if (ih >= g->h_min && ih <= g->h_max && ik >= g->k_min && ik <= g->k_max && il >= g->l_min && il <= g->l_max)
-        F_cell = fp->Fgrid[((ih - g->h_min) * g->k_range + (ik - g->k_min)) * g->l_range + (il - g->l_min)];
+    if (c->fmode == NB_FMODE_DEFAULT) return fp->default_F;
+    const float F_cell = nb_fgrid_nearest(g, fp->Fgrid, fp->default_F, x->ih, x->ik, x->il);
     if (c->fmode != NB_FMODE_TRICUBIC) return F_cell;
-    const float hh = (float)ih + x->dh, kk = (float)ik + x->dk, ll = (float)il + x->dl;
-    if (!(hh >= (float)(g->h_min + 2) && hh <= (float)(g->h_max - 2) && kk >= (float)(g->k_min + 2) &&
-          kk <= (float)(g->k_max - 2) && ll >= (float)(g->l_min + 2) && ll <= (float)(g->l_max - 2))) {
+    int base;
+    float pos[3], wh[4], wk[4], wl[4];
+    if (!nb_tricubic_site(g, x->ih, x->ik, x->il, x->dh, x->dk, x->dl, &base, pos)) {
         *c->tripped = 1;
         return F_cell;
     }
-    /* floor and the position within the cell, from the nearest index */
-    const int nh = x->dh < 0.0f, nk = x->dk < 0.0f, nl = x->dl < 0.0f;
-    float wh[4], wk[4], wl[4];
-    nb_cubic_weights(x->dh + (nh ? 1.0f : 0.0f), wh);
-    nb_cubic_weights(x->dk + (nk ? 1.0f : 0.0f), wk);
-    nb_cubic_weights(x->dl + (nl ? 1.0f : 0.0f), wl);
-    const int base = ((ih - nh - 1 - g->h_min) * g->k_range + (ik - nk - 1 - g->k_min)) * g->l_range +
-                     (il - nl - 1 - g->l_min);
+    nb_cubic_weights(pos[0], wh);
+    nb_cubic_weights(pos[1], wk);
+    nb_cubic_weights(pos[2], wl);
     return nb_tricubic_block(fp->Fgrid + base, g->k_range, g->l_range, wh, wk, wl);
 }
 
