@@ -128,6 +128,8 @@ NB_HD int nb_float_bits(float f)
 #define NB_KEEP(x) ((void)0) /* nothing contracts: C11 and nvcc --fmad=false */
 #define NB_MASKI(m) (-(m))
 #define NB_GATHER(p, i) ((p)[i])
+#define NB_SPLAT(x) ((float)(x))
+#define NB_UNROLL_CUBE 0 /* the CUDA kernel's code stays small */
 #define NB_INLINE NB_HD
 #include "nb_fastmath.inc"
 #undef NB_FN
@@ -142,6 +144,8 @@ NB_HD int nb_float_bits(float f)
 #undef NB_KEEP
 #undef NB_MASKI
 #undef NB_GATHER
+#undef NB_UNROLL_CUBE
+#undef NB_SPLAT
 #undef NB_INLINE
 
 /* ---- the pixel ---------------------------------------------------------- */
@@ -409,7 +413,7 @@ NB_HD void nb_fpx_index(nb_fpx_ctx *c, const nb_fpx_geo *g, const nb_fpx_src *sv
 NB_HD float nb_fpx_lattice(nb_fpx_ctx *c, const nb_fpx_idx *x)
 {
     /* the Chebyshev cube with the whole N of the parameters, not unrolled
-     * (the CUDA kernel's code stays small) */
+     * (NB_UNROLL_CUBE 0: the CUDA kernel's code stays small) */
     return nb_lattice(&c->shape, c->cube_n, x->dh, x->dk, x->dl);
 }
 
