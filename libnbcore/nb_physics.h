@@ -326,7 +326,8 @@ NB_HD void nb_fpx_ctx_init(nb_fpx_ctx *c, const nb_fparams *fp, int fpixel, int 
     c->shape.shape = fp->kp.shape, c->shape.cheb = fp->cheb;
     c->shape.n[0] = fp->na, c->shape.n[1] = fp->nb, c->shape.n[2] = fp->nc;
     c->shape.N[0] = c->Na, c->shape.N[1] = c->Nb, c->shape.N[2] = c->Nc, c->shape.fudge = c->fudge;
-    c->shape.star[0] = fp->a_star, c->shape.star[1] = fp->b_star, c->shape.star[2] = fp->c_star;
+    for (int i = 0; i < 3; i++)
+        c->shape.star[0][i] = fp->a_star[i], c->shape.star[1][i] = fp->b_star[i], c->shape.star[2][i] = fp->c_star[i];
     c->cube_n = fp->kp.shape == NB_SHAPE_SQUARE && fp->cheb && fp->na == fp->nb && fp->nb == fp->nc ? fp->na : 0;
 }
 
