@@ -10,7 +10,7 @@
 extern "C" {
 #include "nb_image.h"
 #include "nb_physics.h"
-#include "nb_physics_dual.h"
+#include "nb_physics_fgrad.h"
 #include "nb_sim.h"
 #include "nb_sim_cuda.h"
 }
@@ -169,29 +169,35 @@ static nb_status pick_fast(const nb_fparams *fp, fast_launch *out)
 }
 #undef FAST
 
-/* The pixel in dual numbers: double (nb_pixel_grad) or single precision
- * (nb_pixel_fgrad, the fast path), picked by the inputs' type. */
+/* The pixel and its derivatives: the double path's in dual numbers
+ * (nb_pixel_grad), or the fast path's (nb_pixel_fast_grad: the fast
+ * family's terms and their slopes in single-precision duals), picked by the
+ * inputs' types. */
 __device__ static nb_dual pixel_dual(const nb_kparams *kp, const nb_kdual *kd, int f, int s, double *om, int *trip)
 {
     return nb_pixel_grad(kp, kd, f, s, om, trip);
 }
-__device__ static nb_fdual pixel_dual(const nb_kparams *kp, const nb_kfdual *kd, int f, int s, double *om, int *trip)
+__device__ static nb_fdual pixel_dual(const nb_fparams *fp, const nb_fgrad *fg, int f, int s, double *om, int *trip)
 {
-    return nb_pixel_fgrad(kp, kd, f, s, om, trip);
+    return nb_pixel_fast_grad(fp, fg, f, s, om, trip);
 }
+__device__ static const nb_kparams *kparams_of(const nb_kparams *kp) { return kp; }
+__device__ static const nb_kparams *kparams_of(const nb_fparams *fp) { return &fp->kp; }
 
-/* the pixel in dual numbers: the image, then nd derivative images */
-template <typename D, typename KD>
-__global__ void k_grad(nb_kparams kp, KD kd, int nd, float *out, double *row_omega, int *tripped)
+/* the pixel and its derivatives: the image, then nd derivative images (P:
+ * the plan's parameters, nb_kparams or nb_fparams; T: their tangents) */
+template <typename D, typename P, typename T>
+__global__ void k_grad(P params, T tangents, int nd, float *out, double *row_omega, int *tripped)
 {
+    const nb_kparams *kp = kparams_of(&params);
     int f = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
-    const size_t npix = (size_t)kp.fpixels * kp.spixels;
+    const size_t npix = (size_t)kp->fpixels * kp->spixels;
     double om = 0.0;
     int trip = 0;
-    if (f < kp.fpixels) {
+    if (f < kp->fpixels) {
         D v = {}; /* 0 outside the ROI and mask */
-        if (nb_pixel_rendered(&kp, f, s)) v = pixel_dual(&kp, &kd, f, s, &om, &trip);
-        const size_t at = (size_t)s * kp.fpixels + f;
+        if (nb_pixel_rendered(kp, f, s)) v = pixel_dual(&params, &tangents, f, s, &om, &trip);
+        const size_t at = (size_t)s * kp->fpixels + f;
         out[at] = (float)v.v;
         for (int j = 0; j < nd; j++) out[(size_t)(1 + j) * npix + at] = (float)v.d[j];
     }
@@ -228,7 +234,7 @@ struct nb_cuda {
     dev_array mask, src_incident, src_lambda, cells, F;
     dev_array pairs, src_i, src_E, src_B, inv2l, Fgrid, pair_A4;
     dev_array dual_src_incident, dual_src_lambda, dual_cells; /* derivatives' inputs */
-    dev_array fdual_src_incident, fdual_src_lambda, fdual_cells; /* the same in single precision */
+    dev_array fgrad_dA, fgrad_dhi; /* the fast path's: nb_fgrad's per-pair tangents */
     float *d_image;
     size_t image_bytes;
     float *h_pinned;
@@ -331,8 +337,7 @@ extern "C" void nb_cuda_close(nb_cuda *c)
     if (!c) return;
     dev_array *all[] = {&c->mask, &c->src_incident, &c->src_lambda, &c->cells, &c->F, &c->pairs,
                         &c->src_i, &c->src_E, &c->src_B, &c->inv2l, &c->Fgrid, &c->pair_A4,
-                        &c->dual_src_incident, &c->dual_src_lambda, &c->dual_cells,
-                        &c->fdual_src_incident, &c->fdual_src_lambda, &c->fdual_cells};
+                        &c->dual_src_incident, &c->dual_src_lambda, &c->dual_cells, &c->fgrad_dA, &c->fgrad_dhi};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) release(all[i]);
     if (c->d_image) cudaFree(c->d_image);
     if (c->h_pinned) cudaFreeHost(c->h_pinned);
@@ -368,10 +373,10 @@ static nb_status upload_kparams(nb_cuda *c, const nb_kparams *kp, nb_kparams *dk
 }
 
 /* The fast path's constants, built on the host, uploaded; df their device view. */
-static nb_status upload_fparams(nb_cuda *c, const nb_kparams *kp, const nb_kparams *dk, nb_fparams *hf, nb_fparams *df)
+static nb_status upload_built_fparams(nb_cuda *c, const nb_kparams *dk, const nb_fparams *hf, nb_fparams *df)
 {
     nb_status st;
-    if ((st = nb_fparams_build(kp, hf))) return st;
+    const nb_kparams *kp = &hf->kp;
     size_t nF = kp->F.hkls ? (size_t)kp->F.h_range * kp->F.k_range * kp->F.l_range : 0;
     size_t pad = hf->Fgrid ? 4 * ((size_t)kp->F.k_range * kp->F.l_range + kp->F.l_range + 1) : 0;
     if ((st = upload(c, &c->pairs, hf->pairs, sizeof(nb_pair) * kp->nsources * kp->ncells, "pairs")) ||
@@ -392,6 +397,12 @@ static nb_status upload_fparams(nb_cuda *c, const nb_kparams *kp, const nb_kpara
     df->Fgrid = (const float *)c->Fgrid.dev;
     df->pair_A4 = (const float *)c->pair_A4.dev;
     return NB_OK;
+}
+
+static nb_status upload_fparams(nb_cuda *c, const nb_kparams *kp, const nb_kparams *dk, nb_fparams *hf, nb_fparams *df)
+{
+    nb_status st = nb_fparams_build(kp, hf);
+    return st ? st : upload_built_fparams(c, dk, hf, df);
 }
 
 /* Device and pinned host buffers for `floats` output values, the row sums
@@ -523,35 +534,23 @@ extern "C" nb_status nb_render_cuda(nb_cuda *c, const nb_kparams *kp, int use_do
     return st;
 }
 
-/* One frame and nd derivatives in duals D (nb_dual or nb_fdual) from the
- * inputs k (nb_kdual or nb_kfdual): the followed arrays uploaded into the
- * three device arrays `arrays`, the rest passed by value; the image (NULL:
- * not wanted) and grads[0 .. nd-1] back from the kernel's one buffer. */
-template <typename D, typename KD>
-static nb_status render_grad(nb_cuda *c, const nb_kparams *kp, const KD *k, dev_array *const arrays[3], int nd,
-                             float *image, float **grads, nb_render_result *res)
+/* Launch k_grad on the device views of the plan's parameters and their
+ * tangents (uploaded by the caller, timed from t0): the image (NULL: not
+ * wanted) and grads[0 .. nd-1] back from the kernel's one buffer. */
+template <typename D, typename P, typename T>
+static nb_status launch_grad(nb_cuda *c, const nb_kparams *kp, P params, T tangents, int nd, float *image,
+                             float **grads, nb_render_result *res, double t0)
 {
     nb_status st;
-    double t0 = nb_now();
-    size_t npix = (size_t)kp->fpixels * kp->spixels;
-    nb_kparams dk;
-    KD dkd = *k;
-    if ((st = upload_kparams(c, kp, &dk)) ||
-        (st = upload(c, arrays[0], k->src_incident, 3 * sizeof(D) * kp->nsources, "sources")) ||
-        (st = upload(c, arrays[1], k->src_lambda, sizeof(D) * kp->nsources, "sources")) ||
-        (st = upload(c, arrays[2], k->cells, 9 * sizeof(D) * kp->ncells, "cells")) ||
-        (st = ensure_buffers(c, (size_t)(1 + nd) * npix, kp->spixels)))
-        return st;
-    dkd.src_incident = (const D *)arrays[0]->dev;
-    dkd.src_lambda = (const D *)arrays[1]->dev;
-    dkd.cells = (const D *)arrays[2]->dev;
+    const size_t npix = (size_t)kp->fpixels * kp->spixels;
+    if ((st = ensure_buffers(c, (size_t)(1 + nd) * npix, kp->spixels))) return st;
     dim3 block(BLOCK_X), grid((kp->fpixels + BLOCK_X - 1) / BLOCK_X, kp->spixels);
-    load_kernel((const void *)k_grad<D, KD>);
+    load_kernel((const void *)k_grad<D, P, T>);
     cudaEvent_t ev0, ev1;
     cudaEventCreate(&ev0);
     cudaEventCreate(&ev1);
     cudaEventRecord(ev0, c->stream);
-    k_grad<D, KD><<<grid, block, 0, c->stream>>>(dk, dkd, nd, c->d_image, c->d_row_omega, c->d_tripped);
+    k_grad<D, P, T><<<grid, block, 0, c->stream>>>(params, tangents, nd, c->d_image, c->d_row_omega, c->d_tripped);
     cudaError_t e = cudaGetLastError();
     cudaEventRecord(ev1, c->stream);
     if ((st = collect(c, (size_t)(1 + nd) * npix, kp->spixels, ev0, ev1, e, t0, res))) return st;
@@ -561,16 +560,43 @@ static nb_status render_grad(nb_cuda *c, const nb_kparams *kp, const KD *k, dev_
     return NB_OK;
 }
 
+/* the double path: k's followed arrays uploaded, the rest passed by value */
 extern "C" nb_status nb_render_cuda_grad(nb_cuda *c, const nb_kparams *kp, const nb_kdual *k, int nd, float *image,
                                          float **grads, nb_render_result *res)
 {
-    dev_array *const arrays[3] = {&c->dual_src_incident, &c->dual_src_lambda, &c->dual_cells};
-    return render_grad<nb_dual>(c, kp, k, arrays, nd, image, grads, res);
+    nb_status st;
+    const double t0 = nb_now();
+    nb_kparams dk;
+    nb_kdual dkd = *k;
+    if ((st = upload_kparams(c, kp, &dk)) ||
+        (st = upload(c, &c->dual_src_incident, k->src_incident, 3 * sizeof(nb_dual) * kp->nsources, "sources")) ||
+        (st = upload(c, &c->dual_src_lambda, k->src_lambda, sizeof(nb_dual) * kp->nsources, "sources")) ||
+        (st = upload(c, &c->dual_cells, k->cells, 9 * sizeof(nb_dual) * kp->ncells, "cells")))
+        return st;
+    dkd.src_incident = (const nb_dual *)c->dual_src_incident.dev;
+    dkd.src_lambda = (const nb_dual *)c->dual_src_lambda.dev;
+    dkd.cells = (const nb_dual *)c->dual_cells.dev;
+    return launch_grad<nb_dual>(c, kp, dk, dkd, nd, image, grads, res, t0);
 }
 
-extern "C" nb_status nb_render_cuda_fast_grad(nb_cuda *c, const nb_kparams *kp, const nb_kfdual *k, int nd,
+/* the fast path: the plan's fast parameters and the pairs' tangents (dA and
+ * dhi) uploaded; the CPU's row tables are not read here */
+extern "C" nb_status nb_render_cuda_fast_grad(nb_cuda *c, const nb_fparams *fp, const nb_fgrad *fg, int nd,
                                               float *image, float **grads, nb_render_result *res)
 {
-    dev_array *const arrays[3] = {&c->fdual_src_incident, &c->fdual_src_lambda, &c->fdual_cells};
-    return render_grad<nb_fdual>(c, kp, k, arrays, nd, image, grads, res);
+    nb_status st;
+    const double t0 = nb_now();
+    const nb_kparams *kp = &fp->kp;
+    const size_t npairs = (size_t)kp->nsources * kp->ncells;
+    nb_kparams dk;
+    nb_fparams df;
+    nb_fgrad dfg = *fg;
+    if ((st = upload_kparams(c, kp, &dk)) || (st = upload_built_fparams(c, &dk, fp, &df)) ||
+        (st = upload(c, &c->fgrad_dA, fg->dA, npairs * 9 * NB_DUAL_N * sizeof(float), "derivative inputs")) ||
+        (st = upload(c, &c->fgrad_dhi, fg->dhi, npairs * 3 * NB_DUAL_N * sizeof(float), "derivative inputs")))
+        return st;
+    dfg.dA = (const float *)c->fgrad_dA.dev;
+    dfg.dhi = (const float *)c->fgrad_dhi.dev;
+    dfg.dAaxes = NULL, dfg.slow_scratch = NULL;
+    return launch_grad<nb_fdual>(c, kp, df, dfg, nd, image, grads, res, t0);
 }

@@ -4,15 +4,15 @@
  * for the default path, nb_pixel_fast_opts() or nb_pixel_offset() (the
  * Miller index in double, or by offset from a warp's reference), one thread
  * per pixel, and
- * nb_physics_dual.h's nb_pixel_grad() (double) and nb_pixel_fgrad()
- * (single precision, the fast path) for derivatives.  Only launch,
+ * nb_physics_dual.h's nb_pixel_grad() (double) and nb_physics_fgrad.h's
+ * nb_pixel_fast_grad() (the fast path) for derivatives.  Only launch,
  * memory and reduction code is CUDA-specific.  The plan's arrays (sources,
  * rotated cells, the F grid, the mask) stay on the device across frames of
  * the same plan; each frame's image comes back through a pinned buffer. */
 #ifndef NB_SIM_CUDA_H
 #define NB_SIM_CUDA_H
 
-#include "nb_physics_dual.h"
+#include "nb_physics_fgrad.h"
 #include "nb_sim.h"
 
 #ifdef __cplusplus
@@ -43,9 +43,11 @@ nb_status nb_render_cuda(nb_cuda *ctx, const nb_kparams *kp, int use_double, flo
 nb_status nb_render_cuda_grad(nb_cuda *ctx, const nb_kparams *kp, const nb_kdual *k, int nd, float *image,
                               float **grads, nb_render_result *res);
 
-/* The same on the fast path: the image and derivatives in single-precision
- * dual numbers (nb_pixel_fgrad) from k rounded to single precision. */
-nb_status nb_render_cuda_fast_grad(nb_cuda *ctx, const nb_kparams *kp, const nb_kfdual *k, int nd, float *image,
+/* The same on the fast path (nb_pixel_fast_grad: the fast family's terms
+ * and their slopes, as the CPU's fast derivatives): fp, the plan's fast
+ * parameters (nb_fparams_build), and fg, the tangents (nb_fgrad_build), on
+ * the host; uploaded here. */
+nb_status nb_render_cuda_fast_grad(nb_cuda *ctx, const nb_fparams *fp, const nb_fgrad *fg, int nd, float *image,
                                    float **grads, nb_render_result *res);
 
 /* 1 when this binary has the CUDA backend compiled in. */

@@ -638,34 +638,6 @@ void nb_kdual_store_free(nb_kdual_store *s)
     memset(s, 0, sizeof *s);
 }
 
-/* nb_kdual's leading duals (all but the three arrays), in both precisions */
-#define KDUAL_SCALARS (offsetof(nb_kdual, src_incident) / sizeof(nb_dual))
-_Static_assert(offsetof(nb_kfdual, src_incident) / sizeof(nb_fdual) == KDUAL_SCALARS,
-               "nb_kdual and nb_kfdual hold the same duals in the same order");
-
-nb_status nb_kfdual_build(const nb_kdual *k, const nb_kparams *kp, nb_kfdual_store *out)
-{
-    memset(out, 0, sizeof *out);
-    const size_t ns = (size_t)kp->nsources, nc = (size_t)kp->ncells, n = 4 * ns + 9 * nc;
-    nb_status st = nb_calloc((void **)&out->storage, n, sizeof *out->storage, "derivative inputs");
-    if (st) return st;
-    const nb_dual *from = (const nb_dual *)k;
-    nb_fdual *to = (nb_fdual *)&out->k;
-    for (size_t i = 0; i < KDUAL_SCALARS; i++) to[i] = nb_fdual_of(from[i]);
-    nb_fdual *inc = out->storage, *lambda = inc + 3 * ns, *cells = lambda + ns;
-    for (size_t i = 0; i < 3 * ns; i++) inc[i] = nb_fdual_of(k->src_incident[i]);
-    for (size_t i = 0; i < ns; i++) lambda[i] = nb_fdual_of(k->src_lambda[i]);
-    for (size_t i = 0; i < 9 * nc; i++) cells[i] = nb_fdual_of(k->cells[i]);
-    out->k.src_incident = inc, out->k.src_lambda = lambda, out->k.cells = cells;
-    return NB_OK;
-}
-
-void nb_kfdual_store_free(nb_kfdual_store *s)
-{
-    free(s->storage);
-    memset(s, 0, sizeof *s);
-}
-
 /* ---- the render ------------------------------------------------------------ */
 
 /* Row s: its pixels and derivatives; returns the row's solid-angle sum. */
@@ -773,11 +745,8 @@ static void pair_axes_tangents(const nb_fparams *fp, const nb_kdual *k, float *o
         }
 }
 
-/* The fast kernel's tangents (nb_fgrad) from the double path's (k, nd of
- * them), with fp's per-(source, cell) constants; *storage: what dA and dhi
- * point into (the caller frees it).  What the fast kernel does not follow
- * is refused by name. */
-static nb_status fgrad_build(const nb_fparams *fp, const nb_kdual *k, int nd, nb_fgrad *out, float **storage)
+/* nb_sim_grad.h */
+nb_status nb_fgrad_build(const nb_fparams *fp, const nb_kdual *k, int nd, nb_fgrad *out, float **storage)
 {
     const nb_kparams *kp = &fp->kp;
     memset(out, 0, sizeof *out);
@@ -835,8 +804,10 @@ static nb_status fgrad_build(const nb_fparams *fp, const nb_kdual *k, int nd, nb
     return NB_OK;
 }
 
-nb_status nb_render_cpu_fast_grad(const nb_kparams *kp, const nb_kdual *k, int nd, float *image, float **grads,
-                                  nb_render_result *res, nb_progress *prog)
+/* The fast path's image and derivatives on the GPU (cuda) or the CPU: the
+ * fast parameters and the tangents built here for either. */
+static nb_status render_fast_grad(const nb_kparams *kp, const nb_kdual *k, int nd, nb_cuda *cuda, float *image,
+                                  float **grads, nb_render_result *res, nb_progress *prog)
 {
     nb_fparams fp;
     nb_fgrad fg;
@@ -844,8 +815,9 @@ nb_status nb_render_cpu_fast_grad(const nb_kparams *kp, const nb_kdual *k, int n
     double *row_omega = NULL;
     nb_status st = nb_fparams_build(kp, &fp);
     if (st) return st;
-    if (!(st = fgrad_build(&fp, k, nd, &fg, &storage)) &&
-        !(st = nb_calloc((void **)&row_omega, (size_t)kp->spixels, sizeof(double), "row sums"))) {
+    if (!(st = nb_fgrad_build(&fp, k, nd, &fg, &storage)) && cuda) {
+        st = nb_render_cuda_fast_grad(cuda, &fp, &fg, nd, image, grads, res);
+    } else if (!st && !(st = nb_calloc((void **)&row_omega, (size_t)kp->spixels, sizeof(double), "row sums"))) {
         int tripped = 0;
         double t0 = nb_now();
         nb_pick_fast_grad_kernel()(&fp, &fg, image, grads, row_omega, &tripped, prog);
@@ -861,6 +833,12 @@ nb_status nb_render_cpu_fast_grad(const nb_kparams *kp, const nb_kdual *k, int n
     return st;
 }
 
+nb_status nb_render_cpu_fast_grad(const nb_kparams *kp, const nb_kdual *k, int nd, float *image, float **grads,
+                                  nb_render_result *res, nb_progress *prog)
+{
+    return render_fast_grad(kp, k, nd, NULL, image, grads, res, prog);
+}
+
 nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame, int panel, const nb_kparams *kp,
                           const nb_hkl *hkl, nb_cuda *cuda, float *image, float **grads, nb_render_result *res,
                           nb_progress *prog)
@@ -874,14 +852,9 @@ nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame,
         nb_kdual_store ks;
         st = nb_grad_kdual_build(g, first, count, frame, panel, kp, hkl, &ks);
         nb_progress *pass_prog = first ? NULL : prog;
-        if (!st && path == NB_GRAD_FAST && cuda) {
-            nb_kfdual_store kf;
-            if (!(st = nb_kfdual_build(&ks.k, kp, &kf)))
-                st = nb_render_cuda_fast_grad(cuda, kp, &kf.k, count, pass_image, grads + first, res);
-            nb_kfdual_store_free(&kf);
-        } else if (!st && cuda) st = nb_render_cuda_grad(cuda, kp, &ks.k, count, pass_image, grads + first, res);
-        else if (!st && path == NB_GRAD_FAST)
-            st = nb_render_cpu_fast_grad(kp, &ks.k, count, pass_image, grads + first, res, pass_prog);
+        if (!st && path == NB_GRAD_FAST)
+            st = render_fast_grad(kp, &ks.k, count, cuda, pass_image, grads + first, res, pass_prog);
+        else if (!st && cuda) st = nb_render_cuda_grad(cuda, kp, &ks.k, count, pass_image, grads + first, res);
         else if (!st) st = nb_render_cpu_grad(kp, &ks.k, count, pass_image, grads + first, res, pass_prog);
         nb_kdual_store_free(&ks);
         seconds += res->seconds, kernel_seconds += res->kernel_seconds, transfer_seconds += res->transfer_seconds;

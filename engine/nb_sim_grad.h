@@ -15,7 +15,7 @@
 
 #include "nb_geometry.h"
 #include "nb_hkl.h"
-#include "nb_physics_dual.h"
+#include "nb_physics_fgrad.h"
 #include "nb_plan.h"
 #include "nb_sim.h"
 #include "nb_sim_cuda.h"
@@ -84,14 +84,12 @@ nb_status nb_grad_kdual_build(const nb_grad_plans *g, int first, int count, long
                               const nb_kparams *base, const nb_hkl *hkl, nb_kdual_store *out);
 void nb_kdual_store_free(nb_kdual_store *s);
 
-/* The same inputs rounded to single precision, for nb_pixel_fgrad (the fast
- * path's derivatives on a GPU). */
-typedef struct nb_kfdual_store {
-    nb_kfdual k;
-    nb_fdual *storage; /* k's arrays point into it */
-} nb_kfdual_store;
-nb_status nb_kfdual_build(const nb_kdual *k, const nb_kparams *kp, nb_kfdual_store *out);
-void nb_kfdual_store_free(nb_kfdual_store *s);
+/* The fast path's tangents (nb_fgrad, nb_physics_fgrad.h) from the double
+ * path's (k, nd of them), with fp's per-(source, cell) constants; *storage:
+ * what dA, dhi, dAaxes and the CPU's row scratch point into (the caller frees
+ * it).  What the fast path does not follow (the sources' directions) is
+ * refused by name. */
+nb_status nb_fgrad_build(const nb_fparams *fp, const nb_kdual *k, int nd, nb_fgrad *out, float **storage);
 
 /* Which pixel the derivatives are taken of: the double path's (the
  * reference-faithful oracle) or the fast path's (single precision). */
@@ -100,7 +98,7 @@ typedef enum nb_grad_path { NB_GRAD_DOUBLE, NB_GRAD_FAST } nb_grad_path;
 /* The image and the derivatives of every name of g for one frame and panel
  * (kp: that panel's kernel inputs), NB_DUAL_N names a pass (the image with
  * the first), on the CPU or, with cuda (not NULL), the GPU (the fast path
- * there in nb_pixel_fgrad's single-precision duals); grads[j] is name j's
+ * there one pixel a thread, nb_pixel_fast_grad); grads[j] is name j's
  * pixels.  res->seconds: all passes. */
 nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame, int panel, const nb_kparams *kp,
                           const nb_hkl *hkl, nb_cuda *cuda, float *image, float **grads, nb_render_result *res,

@@ -21,10 +21,10 @@ nb_status nb_render_cuda_grad(nb_cuda *ctx, const nb_kparams *kp, const nb_kdual
     return nb_error_set(NB_ERR_UNSUPPORTED, "this nb-sim was built without CUDA (no nvcc at build time)");
 }
 
-nb_status nb_render_cuda_fast_grad(nb_cuda *ctx, const nb_kparams *kp, const nb_kfdual *k, int nd, float *image,
+nb_status nb_render_cuda_fast_grad(nb_cuda *ctx, const nb_fparams *fp, const nb_fgrad *fg, int nd, float *image,
                                    float **grads, nb_render_result *res)
 {
-    (void)ctx, (void)kp, (void)k, (void)nd, (void)image, (void)grads, (void)res;
+    (void)ctx, (void)fp, (void)fg, (void)nd, (void)image, (void)grads, (void)res;
     return nb_error_set(NB_ERR_UNSUPPORTED, "this nb-sim was built without CUDA (no nvcc at build time)");
 }
 

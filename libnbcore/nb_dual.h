@@ -10,7 +10,7 @@
  *
  * The operations are written once (nb_dual_ops.inc) for two types: nb_dual
  * in double (the double path's derivatives) and nb_fdual in single
- * precision (the fast path's derivatives on a GPU, nb_physics_dual.h).
+ * precision (the fast path's derivatives on a GPU, nb_physics_fgrad.h).
  *
  * Where a function's derivative is infinite or undefined at a point the
  * model meets, the value chosen is the one the composed function needs:
@@ -54,14 +54,5 @@ typedef struct nb_fdual {
 #define DUF(name) nb_fdual_##name
 #define DU_MATH(fn) fn##f
 #include "nb_dual_ops.inc"
-
-/* a double dual rounded to single precision */
-NB_DUAL_INLINE nb_fdual nb_fdual_of(nb_dual a)
-{
-    nb_fdual r;
-    r.v = (float)a.v;
-    for (int i = 0; i < NB_DUAL_N; i++) r.d[i] = (float)a.d[i];
-    return r;
-}
 
 #endif

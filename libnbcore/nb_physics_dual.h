@@ -10,10 +10,9 @@
  * them out from the plan).  Every other field of nb_kparams is a constant.
  * Host and CUDA device code.
  *
- * The same terms once more in single-precision duals (nb_fdual, nb_kfdual):
- * nb_pixel_fgrad, the fast path's derivatives on a GPU, where one thread
- * renders one pixel and the CPU's SIMD formulation (engine/nb_fast_grad.inc)
- * does not apply.
+ * (The fast path's derivatives are the fast family's terms with their
+ * slopes: engine/nb_fast_grad.inc on the CPU, nb_physics_fgrad.h one pixel
+ * at a time on a GPU.)
  */
 #ifndef NB_PHYSICS_DUAL_H
 #define NB_PHYSICS_DUAL_H
@@ -21,14 +20,11 @@
 #include "nb_dual.h"
 #include "nb_physics.h"
 
-/* nb_kparams' followed fields, as duals (same names, same units): nb_kdual
- * in double, nb_kfdual in single precision: the rows of nb_fields.h's
+/* nb_kparams' followed fields, as duals (same names, same units): the rows of nb_fields.h's
  * tables whose follow column says FOLLOWED, and what nb_sim_setup_build
  * works out from followed fields of the plan */
 #define NB_KDUAL_FIELD_nb_dual(key, kind, member, follow, what) \
     NB_FIELD_IF_FOLLOWED_##follow(nb_dual member NB_FIELD_ARRAY_##kind;)
-#define NB_KDUAL_FIELD_nb_fdual(key, kind, member, follow, what) \
-    NB_FIELD_IF_FOLLOWED_##follow(nb_fdual member NB_FIELD_ARRAY_##kind;)
 #define NB_KDUAL_FIELDS(T)                                                                                            \
     NB_PANEL_FIELDS(NB_KDUAL_FIELD_##T)       /* the tables' FOLLOWED rows (nb_fields.h) */                           \
     NB_PLAN_KERNEL_FIELDS(NB_KDUAL_FIELD_##T)                                                                         \
@@ -40,9 +36,6 @@
 typedef struct nb_kdual {
     NB_KDUAL_FIELDS(nb_dual)
 } nb_kdual;
-typedef struct nb_kfdual {
-    NB_KDUAL_FIELDS(nb_fdual)
-} nb_kfdual;
 
 /* The grating factor of nb_sincg_hkl with its derivatives in h and N.  The
  * value is nb_sincg's, sin(N X)/sin(X) at X = pi h (whole N: the reference's
@@ -117,79 +110,6 @@ NB_DUAL_INLINE nb_dual nb_dual_sinc3(nb_dual a)
 #define PX_IS_ZERO(a) PX_IS((a).v == 0.0)
 #include "nb_pixel_double.inc"
 
-/* ---- the same pixel in single-precision duals (the fast path on a GPU) ---- */
-
-/* The grating factor in single precision, always in the reduced form
- * sin(N X)/sin(X) at X = pi (h - h0): in single precision pi h itself would
- * lose the fraction that matters.  For whole N this is the reference's
- * value up to the sign (-1)^((N-1) h0), which the intensity (its square)
- * and the derivative of the intensity do not see.  Within |N X| < 0.05 the
- * series of value and slope: the direct slope is the difference of nearly
- * equal terms over sin^2 X, which single precision cannot afford there. */
-NB_DUAL_INLINE nb_fdual nb_fdual_sincg_hkl(nb_fdual h, int h0, nb_fdual N)
-{
-    const float n = N.v, d = h.v - (float)h0, X = (float)M_PI * d, nX = n * X, pi = (float)M_PI;
-    float dv_dh, dv_dN;
-    nb_fdual r;
-    if (fabsf(nX) < 0.05f) {
-        const float n2 = n * n, X2 = X * X;
-        r.v = n * (1.0f - (n2 - 1.0f) * X2 * (1.0f / 6.0f));
-        dv_dh = pi * n * X * (-(n2 - 1.0f) * (1.0f / 3.0f) + (3.0f * n2 * n2 - 10.0f * n2 + 7.0f) * X2 * (1.0f / 90.0f));
-        dv_dN = 1.0f - (3.0f * n2 - 1.0f) * X2 * (1.0f / 6.0f);
-    } else {
-        const float s1 = sinf(nX), s0 = sinf(X), c1 = cosf(nX), c0 = cosf(X);
-        r.v = s1 / s0;
-        dv_dh = pi * (n * c1 * s0 - s1 * c0) / (s0 * s0);
-        dv_dN = pi * d * c1 / s0;
-    }
-    for (int i = 0; i < NB_DUAL_N; i++) r.d[i] = dv_dh * h.d[i] + dv_dN * N.d[i];
-    return r;
-}
-
-/* The sphere's transform 3 (sin x / x - cos x) / x^2 in single precision,
- * by its series below x = 0.3 (where the direct form cancels). */
-NB_DUAL_INLINE nb_fdual nb_fdual_sinc3(nb_fdual a)
-{
-    const float x = a.v, x2 = x * x;
-    float f, slope;
-    if (fabsf(x) < 0.3f) {
-        f = 1.0f + x2 * (-0.1f + x2 * (1.0f / 280.0f - x2 * (1.0f / 15120.0f)));
-        slope = x * (-0.2f + x2 * (1.0f / 70.0f - x2 * (1.0f / 2520.0f)));
-    } else {
-        const float s = sinf(x), c = cosf(x);
-        f = 3.0f * (s / x - c) / x2;
-        slope = 3.0f * ((x * c - s) / x2 + s) / x2 - 2.0f * f / x;
-    }
-    return nb_fdual_chain(a, f, slope);
-}
-
-#define DR_INLINE NB_DUAL_INLINE
-#define DR_PX_INLINE DR_INLINE
-#define PX_FN(name) nb_fgpx_##name
-#define DRF(name) nb_fgd_##name
-#define DR nb_fdual
-#define DR_KIN nb_kfdual
-#define DR_C(x) nb_fdual_c((float)(x))
-#define DR_V(a) ((double)(a).v)
-#define DR_ADD(a, b) nb_fdual_add(a, b)
-#define DR_SUB(a, b) nb_fdual_sub(a, b)
-#define DR_MUL(a, b) nb_fdual_mul(a, b)
-#define DR_DIV(a, b) nb_fdual_div(a, b)
-#define DR_NEG(a) nb_fdual_neg(a)
-#define DR_SCALE(s, a) nb_fdual_scale((float)(s), a)
-#define DR_SQRT(a) nb_fdual_sqrt(a)
-#define DR_SIN(a) nb_fdual_sin(a)
-#define DR_COS(a) nb_fdual_cos(a)
-#define DR_EXP(a) nb_fdual_exp(a)
-#define DR_ATAN2(y, x) nb_fdual_atan2(y, x)
-#define DR_SINCG(h, h0, N, reduced) nb_fdual_sincg_hkl(h, h0, N)
-#define DR_SINC3(x) nb_fdual_sinc3(x)
-#define PX_SPLAT(x) nb_fdual_c((float)(x))
-#define PX_ADD(a, b) nb_fdual_add(a, b)
-#define PX_MUL(a, b) nb_fdual_mul(a, b)
-#define PX_IS_ZERO(a) PX_IS((a).v == 0.0f)
-#include "nb_pixel_double.inc"
-
 /* One pixel and its derivatives: the value is nb_pixel_double()'s, bit for
  * bit; d[i] is its derivative with respect to parameter i of k.  Adds the
  * pixel's solid angles to *omega_sum; sets *tripped as nb_pixel_double. */
@@ -201,19 +121,6 @@ NB_DUAL_INLINE nb_dual nb_pixel_grad(const nb_kparams *p, const nb_kdual *k, int
     nb_gpx_rules rules = nb_gpx_rules_of(p, general);
     rules.I0 = k->I_bg; /* the water background depends on the fluence */
     return nb_gpx_collect(&c, general, &rules, -1).value;
-}
-
-/* The same pixel and derivatives in single precision (the fast path's
- * derivatives on a GPU): the model's terms as nb_pixel_grad evaluates them,
- * in nb_fdual, from k rounded to single precision (nb_kfdual). */
-NB_DUAL_INLINE nb_fdual nb_pixel_fgrad(const nb_kparams *p, const nb_kfdual *k, int fpixel, int spixel,
-                                      double *omega_sum, int *tripped)
-{
-    nb_fgpx_ctx c = {p, k, fpixel, spixel, omega_sum, tripped, NULL};
-    const nb_pixel_opts general = {0, 0, 0};
-    nb_fgpx_rules rules = nb_fgpx_rules_of(p, general);
-    rules.I0 = k->I_bg;
-    return nb_fgpx_collect(&c, general, &rules, -1).value;
 }
 
 #endif

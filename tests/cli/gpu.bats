@@ -135,11 +135,12 @@ render_both() { # render_both NAME PRECISION [nb-geom flags]: NAME-cpu.bin and N
     [ "$(nb_key gpu.nbs RENDER_PATH 2)" = cuda-fast-dual ] || false
     nb-convert -q -o cpu.bin cpu.nbs
     nb-convert -q -o gpu.bin gpu.nbs
-    compare cpu.bin gpu.bin 0.9999 1e-3
+    # the same terms and slopes (nb_pixel_fast_grad) as the CPU's lanes chain
+    compare cpu.bin gpu.bin 0.99999 1e-4
     for n in distance Xbeam misset_z cell_gamma Na lambda; do
         nb-convert -q --grad $n -o "cpu-$n.bin" cpu.nbs
         nb-convert -q --grad $n -o "gpu-$n.bin" gpu.nbs
-        "$NB_ROOT/${BUILD:-build}/tests/nb-imgcmp" --corr 0.9999 "cpu-$n.bin" "gpu-$n.bin"
+        "$NB_ROOT/${BUILD:-build}/tests/nb-imgcmp" --corr 0.99999 "cpu-$n.bin" "gpu-$n.bin"
     done
 }
 
