@@ -330,7 +330,9 @@ PY
     [ "$(stat -c %s all.bin)" -eq $((4 * PANEL_PIXELS * 4)) ] || false
     for k in 0 3; do
         { grep -v '^q' tiles.geom; grep "^q$k/" tiles.geom; } > "one$k.geom"
-        nb-geom -q -panels "one$k.geom" $XTAL | nb-sim -q --grad lambda | nb-convert -q --grad lambda -o "one$k.bin"
+        # the same names as the whole detector's pass: a pass of one tangent is another
+        # instantiation, equal to the last bit in the product's build but not in every build
+        nb-geom -q -panels "one$k.geom" $XTAL | nb-sim -q --grad misset_x,lambda | nb-convert -q --grad lambda -o "one$k.bin"
         panel_slice all.bin "$k" > "slice$k.bin"
         cmp "slice$k.bin" "one$k.bin"
     done
@@ -348,7 +350,7 @@ PY
         nb-convert -q --grad lambda -o all.bin
     for k in 0 3; do
         { grep -v '^q' tiles.geom; grep "^q$k/" tiles.geom; } > "one$k.geom"
-        nb-geom -q -panels "one$k.geom" $XTAL | nb-sim -q -precision single --grad lambda |
+        nb-geom -q -panels "one$k.geom" $XTAL | nb-sim -q -precision single --grad misset_x,lambda |
             nb-convert -q --grad lambda -o "one$k.bin"
         panel_slice all.bin "$k" > "slice$k.bin"
         cmp "slice$k.bin" "one$k.bin"
