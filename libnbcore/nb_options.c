@@ -157,7 +157,7 @@ static const nb_flag table[] = {
     {"-stills_spikes", FL_STILLS_SPIKES, 1, 1, G, "K", "stills: spikes per shot's spectrum (default 10 with -stills_bandwidth)"},
     {"-stills_N", FL_STILLS_N, 1, 1, G, "A:B", "stills: unit cells per side of each shot's crystal, a whole number drawn from A..B"},
     {"-stills_fluence", FL_STILLS_FLUENCE, 1, 1, G, "A:B", "stills: each shot's fluence (photons/m^2) drawn uniformly from A..B"},
-    {"-dmin", FL_DMIN, 1, 1, G, "A", "skip scattering beyond this resolution"},
+    {"-dmin", FL_DMIN, 1, 1, G | H, "A", "resolution limit (nb-sim: no scattering beyond it; nb-hkl -model: F to it)"},
     {"-interpolate", FL_INTERPOLATE, 0, 0, G, "", "tricubic interpolation of F between Bragg points"},
     {"-nointerpolate", FL_NOINTERPOLATE, 0, 0, G, "", "nearest-neighbour F only"},
     {"-stol", FL_STOL, 1, 1, G, "FILE", "accepted for compatibility: the table is checked, then unused (as in the reference)"},

@@ -106,6 +106,11 @@ bad() {
 }
 @test "bad: nb-hkl -hkl with an absurd index"    { bad 1 "not a (reasonable) integer" nb-hkl -hkl fx/huge.hkl -o out.nbs fx/plan.nbs; }
 @test "bad: nb-hkl on an empty stream"           { bad 1 "empty stream" nb-hkl -hkl fx/ok.hkl -o out.nbs fx/empty; }
+@test "bad: nb-hkl -model missing"               { bad 1 "cannot open 'fx/none.pdb'" nb-hkl -model fx/none.pdb -o out.nbs fx/plan.nbs; }
+@test "bad: nb-hkl -model a directory"           { bad 1 "cannot read 'fx': Is a directory" nb-hkl -model fx -o out.nbs fx/plan.nbs; }
+@test "bad: nb-hkl -model -dmin 0"               { bad 2 "must be positive" nb-hkl -model fx/none.pdb -dmin 0 -o out.nbs fx/plan.nbs; }
+@test "bad: nb-hkl -dmin without -model"         { bad 2 "-dmin is for -model" nb-hkl -hkl fx/ok.hkl -dmin 2 -o out.nbs fx/plan.nbs; }
+@test "bad: nb-hkl -model with -hkl"             { bad 2 "give one source of structure factors" nb-hkl -model fx/none.pdb -hkl fx/ok.hkl -o out.nbs fx/plan.nbs; }
 # ---- streams (nb-sim, nb-noise, nb-convert)
 @test "bad: nb-sim on binary garbage"            { bad 1 "not an nb stream" nb-sim -o out.nbs fx/garbage; }
 @test "bad: nb-sim on a missing file"            { bad 1 "cannot open 'fx/none.nbs'" nb-sim -o out.nbs fx/none.nbs; }

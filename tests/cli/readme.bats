@@ -3,27 +3,53 @@
 # stand-in for the clone (bin/ the tools under test, examples/ and pipelines/
 # of the checkout) into the new directory beside it that the first block makes.
 # The first test runs them all but the DIALS commands (a command starting
-# with dials. and its continuation lines), the second all of them and needs
-# DIALS.
+# with dials. and its continuation lines) and, without gemmi, the block of
+# nb-hkl -model; the second all of them and needs DIALS; the third the first
+# block and the -model block and needs gemmi.
 # ```console blocks (set-up, install) and ```text blocks (output) are not run.
 
 load helper
 
-readme_blocks() { # the ```sh blocks of README.md, one after another
-    awk '/^```sh$/ { on = 1; next } /^```/ { on = 0; next } on' "$NB_ROOT/README.md"
+# the ```sh blocks of README.md, one after another; with "no-gemmi" those that
+# run nb-hkl -model (gemmi's sfcalc) left out, with "gemmi" only the first
+# block and those
+readme_blocks() {
+    awk -v want="${1:-all}" '
+        /^```sh$/ { on = 1; n = 0; model = 0; blocks++; next }
+        /^```/ && on {
+            on = 0
+            if (want == "all" || (want == "no-gemmi" && !model) || (want == "gemmi" && (model || blocks == 1)))
+                for (i = 1; i <= n; i++) print text[i]
+            next
+        }
+        on { text[++n] = $0; if ($0 ~ /nb-hkl -model /) model = 1 }
+    ' "$NB_ROOT/README.md"
 }
 
-# The README's blocks (without their DIALS commands with --no-dials) run in
-# a stand-in for the clone; "$output" holds what they printed.
+# whether gemmi (and an nb-hkl that reads its MTZ) computes F from a model
+have_gemmi() {
+    command -v "${NB_GEMMI:-gemmi}" >/dev/null || return 1
+    nb-geom -q -cell 34 52 53 90 90 90 -detpixels 8 | nb-hkl -q -model "$NB_ROOT/examples/helices.pdb" -dmin 20 \
+        >/dev/null 2>&1
+}
+
+# The README's blocks (without their DIALS commands with --no-dials; with
+# --gemmi the first and the -model one, without DIALS commands; without gemmi
+# none of -model) run in a stand-in for the clone; "$output" holds what they
+# printed.
 run_readme() {
     mkdir clone
     ln -s "$NB_BIN" clone/bin
     ln -s "$NB_ROOT/examples" clone/examples
     ln -s "$NB_ROOT/pipelines" clone/pipelines
+    local which=all
+    have_gemmi || which=no-gemmi
     if [ "${1:-}" = --no-dials ]; then
-        readme_blocks | awk '/^dials\./ { skip = 1 } !skip { print } { if (!/\\$/) skip = 0 }' > blocks.sh
+        readme_blocks "$which" | awk '/^dials\./ { skip = 1 } !skip { print } { if (!/\\$/) skip = 0 }' > blocks.sh
+    elif [ "${1:-}" = --gemmi ]; then
+        readme_blocks gemmi | awk '/^dials\./ { skip = 1 } !skip { print } { if (!/\\$/) skip = 0 }' > blocks.sh
     else
-        readme_blocks > blocks.sh
+        readme_blocks "$which" > blocks.sh
     fi
     cd clone
     run bash -e -c ". ../blocks.sh"
@@ -56,6 +82,12 @@ need_nxmx() {
         [ -s "nb-try/$f" ] || { echo "README did not write $f"; ls nb-try; return 1; }
     done
     [ ! -e nb-try/sweep_031.cbf ] || false
+    # the -model block ran when gemmi is there (the third test says so when not)
+    if have_gemmi; then
+        [ -s nb-try/helices.png ] || false
+    else
+        [ ! -e nb-try/helices.png ] || false
+    fi
     [ "$(wc -l < nb-try/truth.jsonl)" -eq 1000 ] || false
     # the fit finds the distance the still was rendered at
     expect_has "distance = 80.00"
@@ -68,4 +100,17 @@ need_nxmx() {
     expect_status 0
     [ -s nb-try/imported.expt ] || false
     [ -s nb-try/indexed.expt ] || false
+}
+
+@test "README: with gemmi, its model block computes F from examples/helices.pdb and renders them" {
+    have_gemmi || skip "gemmi is not installed (Debian: apt-get install gemmi), or this nb-hkl cannot read its MTZ"
+    readme_blocks > all.sh
+    [ "$(grep -c 'nb-hkl -model ' all.sh)" -eq 1 ] || false
+    run_readme --gemmi
+    expect_status 0
+    [ "$(grep -c 'nb-hkl -model ' blocks.sh)" -eq 1 ] || false
+    [ -s nb-try/helices.png ] || false
+    # the first block ran before it, and none after it
+    [ -s nb-try/frame_0001.cbf ] || false
+    [ ! -e nb-try/plan.nbs ] || false
 }
