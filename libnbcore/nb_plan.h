@@ -131,6 +131,11 @@ void nb_plan_free(nb_plan *p);
 nb_status nb_plan_to_record(const nb_plan *p, nb_record *rec);
 nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p);
 
+/* Does the plan hold a crystal?  nb-geom --nonbragg without -cell or -mat
+ * makes a plan of the detector and beam alone, its cell vectors zero (for
+ * nb-amorphous): the Bragg renderers refuse it. */
+int nb_plan_has_crystal(const nb_plan *p);
+
 /* Shape names: "square" "round" "gauss" "tophat" */
 const char *nb_shape_name(int shape);
 int nb_shape_from_name(const char *name);
