@@ -21,7 +21,7 @@
 
 typedef struct nb_source {
     double dir[3];  /* unit vector from the sample towards the source */
-    double weight;  /* stored, not used in the intensity (as in the reference) */
+    double weight;  /* unused by nb-sim (as in the reference); nb-amorphous weighs by it */
     double lambda;  /* m */
 } nb_source;
 

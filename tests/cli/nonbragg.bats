@@ -91,6 +91,11 @@ golden() {
     run_nb "$NONBRAGG" $t -nonoise -nopgm -floatfile mine.bin
     expect_status 0
     no_files_but stdout.bin mine.bin intimage.img
+    # as in nonBragg: -noisefile after -nonoise counts again; -pgmfile does not undo -nopgm
+    rm -f mine.bin intimage.img
+    run_nb "$NONBRAGG" $t -nonoise -noisefile n.img -nopgm -pgmfile p.pgm
+    expect_status 0
+    no_files_but stdout.bin floatimage.bin intimage.img n.img
 }
 
 @test "nonbragg: the image is the stages': nb-geom --nonbragg | nb-amorphous --absolute-weights, flags mapped" {
