@@ -278,3 +278,19 @@ golden() {
         cmp "made/$m.stol" "$TABLES/$m.stol"
     done
 }
+
+@test "nb-amorphous: a plan without a crystal writes files that say so: model.expt names no crystal, XDS.INP no cell" {
+    nb-geom -q --nonbragg -detpixels 16 -o plan.nbs
+    nb-amorphous -q --table "$TABLES/water.stol" plan.nbs | nb-convert -q -o x_#.cbf -o model.expt -o XDS.INP
+    run ! grep -q '"crystal": 0' model.expt
+    grep -q '"crystal": \[' model.expt
+    grep -q "^! no crystal was simulated" XDS.INP
+    run ! grep -q "UNIT_CELL_CONSTANTS" XDS.INP
+    /usr/bin/python3 -c 'import dxtbx' 2>/dev/null || skip "dxtbx (DIALS) is not installed"
+    run /usr/bin/python3 -c "
+from dxtbx.model.experiment_list import ExperimentListFactory
+el = ExperimentListFactory.from_json_file('model.expt', check_format=False)
+print(len(el), el[0].crystal is None, el[0].detector[0].get_image_size())"
+    expect_status 0
+    [ "$output" = "1 True (16, 16)" ] || false
+}
