@@ -294,3 +294,12 @@ print(len(el), el[0].crystal is None, el[0].detector[0].get_image_size())"
     expect_status 0
     [ "$output" = "1 True (16, 16)" ] || false
 }
+
+@test "nonbragg: file names with quotes, blanks and dollars reach the stages as they are" {
+    mkdir run
+    cd run
+    printf '0 1\n0.5 2\n1 3\n' >"it's a \$table.stol"
+    run_nb "$NONBRAGG" -stol "it's a \$table.stol" -detpixels 8 -floatfile 'a b"$c.bin' -nonoise -nopgm
+    expect_status 0
+    [ "$(stat -c %s 'a b"$c.bin')" -eq 256 ]
+}
