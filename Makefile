@@ -115,7 +115,7 @@ $(BUILD)/engine/%.o: LAYER_INC := -Iengine
 $(BUILD)/formats/%.o: LAYER_INC := -Iformats
 $(BUILD)/tools/%.o: LAYER_INC := -Iengine -Iformats
 
-TOOLS   := nb-geom nb-hkl nb-sim nb-noise nb-convert nb-bench nb-fit nb-math
+TOOLS   := nb-geom nb-hkl nb-sim nb-noise nb-convert nb-bench nb-fit nb-math nb-amorphous
 TOOL_BINS := $(TOOLS:%=$(BIN)/%)
 
 # the fast kernel is compiled once per instruction set and picked at run
@@ -301,7 +301,7 @@ build-asan/.built-asan: all $(UNIT_BINS) $(TEST_TOOLS)
 # make fuzz [FUZZ_SECONDS=600] [FUZZ_TARGETS="stream smv"]: each target runs
 # for FUZZ_SECONDS on its corpus (tests/fuzz/corpus/NAME, new inputs in
 # tests/fuzz/out/NAME); a crash stops it and leaves crash-* in tests/fuzz/out.
-FUZZ_TARGETS ?= stream hkl_text fdump smv geometry_files options sf_cif
+FUZZ_TARGETS ?= stream hkl_text fdump smv geometry_files options sf_cif stol
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
@@ -377,16 +377,22 @@ bench: all
 #   engine library (lib/libnb.so.VERSION and its links, lib/libnb.a), its
 #   header (include/nb.h) and pkg-config file (lib/pkgconfig/nb.pc), a man page
 #   for every program, and share/nb: examples/ (render.c, render.py, P1.hkl,
-#   tiles.geom, helices.pdb and helices.py), pipelines/ (sweep.mk, parallel-sweep, slurm-sweep.sbatch) and
-#   bench/ (nb-bench's inputs)
+#   tiles.geom, helices.pdb and helices.py), pipelines/ (sweep.mk, parallel-sweep,
+#   slurm-sweep.sbatch), bench/ (nb-bench's inputs) and amorphous/ (nb-amorphous's
+#   tables of water, ice, air and a cryo-oil, and the script that makes them); the
+#   drop-ins nanobragg and nonbragg beside the tools
+# nb-amorphous's tables (examples/amorphous/README.md: what they are made of)
+AMORPHOUS_TABLES := examples/amorphous/water.stol examples/amorphous/ice.stol examples/amorphous/air.stol \
+                    examples/amorphous/oil.stol
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 DATADIR ?= $(PREFIX)/share/nb
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(LIBDIR)/pkgconfig \
-	    $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(DATADIR)/examples $(DESTDIR)$(DATADIR)/pipelines $(DESTDIR)$(DATADIR)/bench
-	install -m 755 $(TOOL_BINS) pipelines/nanobragg $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(TOOLS:%=man/man1/%.1) man/man1/nanobragg.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	    $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(DATADIR)/examples $(DESTDIR)$(DATADIR)/pipelines $(DESTDIR)$(DATADIR)/bench \
+	    $(DESTDIR)$(DATADIR)/amorphous
+	install -m 755 $(TOOL_BINS) pipelines/nanobragg pipelines/nonbragg $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(TOOLS:%=man/man1/%.1) man/man1/nanobragg.1 man/man1/nonbragg.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 755 $(NB_SO) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(notdir $(NB_SO)) $(DESTDIR)$(LIBDIR)/libnb.so.$(SOVERSION)
 	ln -sf $(notdir $(NB_SO)) $(DESTDIR)$(LIBDIR)/libnb.so
@@ -401,6 +407,8 @@ install: all
 	install -m 644 pipelines/sweep.mk pipelines/slurm-sweep.sbatch $(DESTDIR)$(DATADIR)/pipelines/
 	install -m 755 pipelines/parallel-sweep $(DESTDIR)$(DATADIR)/pipelines/
 	install -m 644 tests/golden/inputs/P1.hkl $(DESTDIR)$(DATADIR)/bench/P1.hkl
+	install -m 644 $(AMORPHOUS_TABLES) examples/amorphous/README.md $(DESTDIR)$(DATADIR)/amorphous/
+	install -m 755 examples/amorphous/make-tables.py $(DESTDIR)$(DATADIR)/amorphous/
 
 clean:
 	rm -rf $(BUILD) $(BIN) build-asan bin-asan build-fuzz demo

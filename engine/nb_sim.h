@@ -23,8 +23,13 @@ typedef struct nb_sim_setup {
 void nb_kparams_set_panel(nb_kparams *dst, const nb_panel *src);
 
 /* Hoist what does not depend on the pixel: rotated cells per (phi, domain),
- * source directions and wavelengths, normalisation, the water background. */
+ * source directions and wavelengths, normalisation, the water background.
+ * A plan without a crystal (nb_plan_has_crystal) is refused. */
 nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setup *s);
+/* Its first part alone, what any pixel of the plan needs: the panel's and
+ * the plan's fields, r_e^2, the sources' directions and wavelengths (the
+ * amorphous pixel's parameters, which need no crystal). */
+nb_status nb_sim_setup_beam(const nb_plan *plan, nb_sim_setup *s);
 /* (plan: a one-panel plan, nb_plan_panel_view; its first panel is rendered) */
 void nb_sim_setup_free(nb_sim_setup *s);
 

@@ -22,7 +22,7 @@ static void plan_fields_to_kparams(nb_kparams *dst, const nb_plan *src)
     NB_PLAN_KERNEL_FIELDS(NB_FIELD_COPY)
 }
 
-nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setup *s)
+nb_status nb_sim_setup_beam(const nb_plan *plan, nb_sim_setup *s)
 {
     nb_kparams *kp = &s->kp;
     nb_status st;
@@ -31,17 +31,32 @@ nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setu
     nb_kparams_set_panel(kp, &plan->panels[0]);
     plan_fields_to_kparams(kp, plan);
     kp->subpixel_size = kp->pixel_size / plan->oversample;
+    kp->r_e_sqr = NB_R_E_SQR;
 
     /* sources: the propagation direction is minus the unit source position */
     kp->nsources = plan->nsources;
-    if ((st = nb_calloc((void **)&s->src_incident, (size_t)plan->nsources, 3 * sizeof(double), "sources"))) goto fail;
-    if ((st = nb_calloc((void **)&s->src_lambda, (size_t)plan->nsources, sizeof(double), "sources"))) goto fail;
+    if ((st = nb_calloc((void **)&s->src_incident, (size_t)plan->nsources, 3 * sizeof(double), "sources")) ||
+        (st = nb_calloc((void **)&s->src_lambda, (size_t)plan->nsources, sizeof(double), "sources"))) {
+        nb_sim_setup_free(s);
+        return st;
+    }
     for (int i = 0; i < plan->nsources; i++) {
         for (int k = 0; k < 3; k++) s->src_incident[3 * i + k] = -plan->sources[i].dir[k];
         s->src_lambda[i] = plan->sources[i].lambda;
     }
     kp->src_incident = s->src_incident;
     kp->src_lambda = s->src_lambda;
+    return NB_OK;
+}
+
+nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setup *s)
+{
+    nb_kparams *kp = &s->kp;
+    nb_status st;
+    if (!nb_plan_has_crystal(plan))
+        return nb_error_set(NB_ERR_DATA, "the plan has no crystal (nb-geom --nonbragg without -cell or -mat): "
+                                         "nothing to render here; nb-amorphous renders its amorphous sample");
+    if ((st = nb_sim_setup_beam(plan, s))) return st;
 
     /* the crystal for every (phi step, mosaic domain), in the reference's loop
      * order; phi exactly 0 uses the unrotated cell (docs/deviations.md) */
@@ -86,7 +101,6 @@ nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setu
             nb_error_set(NB_ERR_DATA, "the plan's crystal shape %d is none of square, round, gauss, tophat", kp->shape);
         goto fail;
     }
-    kp->r_e_sqr = NB_R_E_SQR;
     /* water: F = 2.57 forward, density 1 g/cm^3, 18 g/mol */
     kp->I_bg = 2.57 * 2.57 * NB_R_E_SQR * plan->fluence * plan->water_size * plan->water_size * plan->water_size *
                1e6 * NB_AVOGADRO / 18.0;

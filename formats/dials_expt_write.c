@@ -271,6 +271,7 @@ struct nb_expt {
     long first_frame, last_frame, nseen;
     double wavelength;      /* a rotation's: the first frame's */
     double abc0[3][3];      /* a rotation's crystal at spindle angle 0 */
+    int no_crystal;         /* the plan has none (nb-geom --nonbragg): the experiments name no crystal */
     double phi0_deg, osc_deg, period;
     double axis[3];
     still_shot *shots;
@@ -337,6 +338,7 @@ static nb_status start(nb_expt *e, const nb_plan *series, long frame, double wav
     rot(e->R, series->spindle, 1.0, e->axis);
     const double *cell[3] = {series->cell_a, series->cell_b, series->cell_c};
     for (int k = 0; k < 3; k++) rot(e->R, cell[k], 1e10, e->abc0[k]);
+    e->no_crystal = !nb_plan_has_crystal(series);
     return NB_OK;
 }
 
@@ -413,8 +415,8 @@ static void put_rotation(nb_strbuf *sb, const nb_expt *e)
 {
     int images = e->kind != NB_EXPT_NO_IMAGES;
     nb_strbuf_printf(sb, "  \"experiment\": [{\"__id__\": \"Experiment\", \"identifier\": \"\", \"beam\": 0, "
-                         "\"detector\": 0, \"goniometer\": 0, \"scan\": 0, %s\"crystal\": 0}],\n",
-                     images ? "\"imageset\": 0, " : "");
+                         "\"detector\": 0, \"goniometer\": 0, \"scan\": 0%s%s}],\n",
+                     images ? ", \"imageset\": 0" : "", e->no_crystal ? "" : ", \"crystal\": 0");
     nb_strbuf_append(sb, "  \"imageset\": [\n");
     if (images) put_imageset(sb, e, NULL, 1);
     nb_strbuf_append(sb, "  ],\n  \"beam\": [\n");
@@ -439,7 +441,7 @@ static void put_rotation(nb_strbuf *sb, const nb_expt *e)
     nb_strbuf_append(sb, "], \"epochs\": [");
     for (long i = 0; i < n; i++) nb_strbuf_printf(sb, "%s%.17g", i ? ", " : "", (double)(first + i) * e->period);
     nb_strbuf_append(sb, "], \"valid_image_ranges\": {}}],\n  \"crystal\": [\n");
-    put_crystal(sb, e->abc0, 1);
+    if (!e->no_crystal) put_crystal(sb, e->abc0, 1);
     nb_strbuf_append(sb, "  ],\n");
 }
 
@@ -450,10 +452,11 @@ static void put_stills(nb_strbuf *sb, const nb_expt *e)
     nb_strbuf_append(sb, "  \"experiment\": [\n");
     for (size_t i = 0; i < e->nshots; i++) {
         nb_strbuf_printf(sb, "    {\"__id__\": \"Experiment\", \"identifier\": \"nb-frame-%ld\", \"beam\": %zu, "
-                             "\"detector\": 0, ",
+                             "\"detector\": 0",
                          e->shots[i].frame + 1, i);
-        if (images) nb_strbuf_printf(sb, "\"imageset\": %zu, ", i);
-        nb_strbuf_printf(sb, "\"crystal\": %zu}%s\n", i, i + 1 < e->nshots ? "," : "");
+        if (images) nb_strbuf_printf(sb, ", \"imageset\": %zu", i);
+        if (!e->no_crystal) nb_strbuf_printf(sb, ", \"crystal\": %zu", i);
+        nb_strbuf_printf(sb, "}%s\n", i + 1 < e->nshots ? "," : "");
     }
     nb_strbuf_append(sb, "  ],\n  \"imageset\": [\n");
     for (size_t i = 0; images && i < e->nshots; i++) put_imageset(sb, e, &e->shots[i], i + 1 == e->nshots);
@@ -462,7 +465,7 @@ static void put_stills(nb_strbuf *sb, const nb_expt *e)
     nb_strbuf_append(sb, "  ],\n");
     nb_strbuf_append(sb, e->detector);
     nb_strbuf_append(sb, "  \"goniometer\": [],\n  \"scan\": [],\n  \"crystal\": [\n");
-    for (size_t i = 0; i < e->nshots; i++) put_crystal(sb, e->shots[i].abc, i + 1 == e->nshots);
+    for (size_t i = 0; i < e->nshots && !e->no_crystal; i++) put_crystal(sb, e->shots[i].abc, i + 1 == e->nshots);
     nb_strbuf_append(sb, "  ],\n");
 }
 

@@ -146,9 +146,13 @@ nb_status nb_xds_inp_write(const char *path, const nb_plan *p, const char *templ
     nb_strbuf_printf(&sb, "INCLUDE_RESOLUTION_RANGE= 50.0 0.0\n");
     nb_strbuf_printf(&sb, "FRIEDEL'S_LAW= TRUE\n");
     nb_strbuf_printf(&sb, "SPACE_GROUP_NUMBER= 0\n");
-    nb_strbuf_printf(&sb, "! the simulated crystal (uncomment with its space group to fix the cell):\n");
-    nb_strbuf_printf(&sb, "!UNIT_CELL_CONSTANTS= %.4f %.4f %.4f %.4f %.4f %.4f\n", p->unit_cell[0],
-                     p->unit_cell[1], p->unit_cell[2], p->unit_cell[3], p->unit_cell[4], p->unit_cell[5]);
+    if (!nb_plan_has_crystal(p)) {
+        nb_strbuf_printf(&sb, "! no crystal was simulated (nb-geom --nonbragg: an amorphous sample)\n");
+    } else {
+        nb_strbuf_printf(&sb, "! the simulated crystal (uncomment with its space group to fix the cell):\n");
+        nb_strbuf_printf(&sb, "!UNIT_CELL_CONSTANTS= %.4f %.4f %.4f %.4f %.4f %.4f\n", p->unit_cell[0],
+                         p->unit_cell[1], p->unit_cell[2], p->unit_cell[3], p->unit_cell[4], p->unit_cell[5]);
+    }
     /* last: each segment's keys follow its SEGMENT= line */
     if (nb_plan_npanels(p) > 1) put_segments(&sb, p);
 

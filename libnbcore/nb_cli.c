@@ -27,7 +27,7 @@ void nb_std_opts_init(nb_std_opts *o)
 
 static int reads_stream(const nb_tool_info *tool)
 {
-    return (tool->owner & (NB_HKL | NB_SIM | NB_NOISE | NB_CONVERT | NB_FIT | NB_MATH)) != 0;
+    return (tool->owner & (NB_HKL | NB_SIM | NB_NOISE | NB_CONVERT | NB_FIT | NB_MATH | NB_AMORPHOUS)) != 0;
 }
 
 static const char *std_help_output = "  -o FILE             write the output stream to FILE (default: standard output)\n";

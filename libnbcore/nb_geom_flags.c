@@ -234,7 +234,7 @@ static const nb_opt request_rows[] = {
     CONVENTION(FL_DIALS, NB_DIALS, NB_PIVOT_BEAM),
     VECTOR(FL_FDET_VECTOR, fdet),
     VECTOR(FL_SDET_VECTOR, sdet),
-    VECTOR(FL_ODET_VECTOR, odet),
+    {FL_ODET_VECTOR, .type = NB_OPT_VEC3, .at = {RQ(odet)}, .sets = {{RQ(convention), NB_CUSTOM}, {RQ(odet_given), 1}}},
     VECTOR(FL_BEAM_VECTOR, beam),
     VECTOR(FL_POLAR_VECTOR, polar),
     VECTOR(FL_SPINDLE_AXIS, spindle),
@@ -336,6 +336,14 @@ static const nb_opt request_rows[] = {
      "behave like the nanoBragg program: request floatimage.bin,\n"
      "intimage.img, noiseimage.img, image.pgm and the Fdump.bin cache",
      .type = NB_OPT_SET, .sets = {{RQ(reference_defaults), 1}}},
+    {NB_OPT_LOCAL, "--nonbragg", 0, "",
+     "the geometry of nanoBragg's companion nonBragg (pipelines/nonbragg):\n"
+     "its detector frame (fast 0 0 1, slow 0 -1 0, normal fast x slow,\n"
+     "beam 1 0 0, no convention), its beam-centre defaults\n"
+     "((detsize - pixel)/2, (detsize + pixel)/2; ORGX x pixel), its pixel\n"
+     "count (detsize/pixel rounded up), sources of weight 1, oversample 1;\n"
+     "no crystal needed (a plan for nb-amorphous; nb-sim refuses it)",
+     .type = NB_OPT_SET, .sets = {{RQ(nonbragg), 1}}},
 };
 #undef RQ
 #undef SET

@@ -60,6 +60,7 @@ typedef struct nb_request {
      * Xbeam, Ybeam where no flag set them (docs/physics.md 2.4). */
     double header_Fbeam, header_Sbeam;
     double fdet[3], sdet[3], odet[3], beam[3], polar[3], spindle[3], twotheta_axis[3];
+    int odet_given; /* -odet_vector was given (nonBragg ignores it: --nonbragg says so) */
     int pivot, convention;
     double rotx, roty, rotz, twotheta;
     int curved_detector, point_pixel;
@@ -112,6 +113,9 @@ typedef struct nb_request {
     int printout, printout_fpixel, printout_spixel, progress;
     /* the drop-in's implicit reference outputs (floatimage.bin, ...) */
     int reference_defaults;
+    /* --nonbragg: nonBragg's detector frame and defaults, its sources, and
+     * no crystal needed (docs/physics.md 17.1) */
+    int nonbragg;
     char *command_line;
 } nb_request;
 

@@ -251,6 +251,7 @@ const char *nb_owner_tool(unsigned owner_bit)
     case NB_BENCH: return "nb-bench";
     case NB_FIT: return "nb-fit";
     case NB_MATH: return "nb-math";
+    case NB_AMORPHOUS: return "nb-amorphous";
     }
     return "?";
 }
@@ -284,7 +285,7 @@ nb_status nb_flag_reject(const char *arg, unsigned this_tool)
         owners &= ~(unsigned)this_tool;
         unsigned pick = owners & ~(unsigned)NB_GEOM ? owners & ~(unsigned)NB_GEOM : owners;
         char tools[128] = "";
-        for (unsigned bit = 1; bit <= NB_MATH; bit <<= 1)
+        for (unsigned bit = 1; bit <= NB_AMORPHOUS; bit <<= 1)
             if (pick & bit) {
                 if (tools[0]) strcat(tools, " or ");
                 strcat(tools, nb_owner_tool(bit));

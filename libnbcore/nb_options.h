@@ -39,7 +39,8 @@ enum nb_owner {
     NB_CONVERT = 1u << 4,
     NB_BENCH = 1u << 5,
     NB_FIT = 1u << 6,
-    NB_MATH = 1u << 7
+    NB_MATH = 1u << 7,
+    NB_AMORPHOUS = 1u << 8
 };
 
 /* Flag identities (aliases share one). */

@@ -86,6 +86,13 @@ int nb_shape_from_name(const char *name)
     return -1;
 }
 
+int nb_plan_has_crystal(const nb_plan *p)
+{
+    for (int i = 0; i < 3; i++)
+        if (p->cell_a[i] != 0.0 || p->cell_b[i] != 0.0 || p->cell_c[i] != 0.0) return 1;
+    return 0;
+}
+
 void nb_plan_init(nb_plan *p)
 {
     memset(p, 0, sizeof *p);

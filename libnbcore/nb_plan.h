@@ -21,7 +21,7 @@
 
 typedef struct nb_source {
     double dir[3];  /* unit vector from the sample towards the source */
-    double weight;  /* stored, not used in the intensity (as in the reference) */
+    double weight;  /* unused by nb-sim (as in the reference); nb-amorphous weighs by it */
     double lambda;  /* m */
 } nb_source;
 
@@ -130,6 +130,11 @@ void nb_plan_free(nb_plan *p);
  * a message naming the key. */
 nb_status nb_plan_to_record(const nb_plan *p, nb_record *rec);
 nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p);
+
+/* Does the plan hold a crystal?  nb-geom --nonbragg without -cell or -mat
+ * makes a plan of the detector and beam alone, its cell vectors zero (for
+ * nb-amorphous): the Bragg renderers refuse it. */
+int nb_plan_has_crystal(const nb_plan *p);
 
 /* Shape names: "square" "round" "gauss" "tophat" */
 const char *nb_shape_name(int shape);

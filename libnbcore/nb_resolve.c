@@ -93,8 +93,19 @@ static nb_status resolve_detector_size(nb_resolve_state *s, nb_plan *plan)
     if (!(w->detsize_f / w->pixel_size < 2e9) || !(w->detsize_s / w->pixel_size < 2e9))
         return nb_error_set(NB_ERR_USAGE, "detector of %g x %g mm with %g mm pixels is too large",
                             w->detsize_f * 1000, w->detsize_s * 1000, w->pixel_size * 1000);
-    w->fpixels = (int)ceil(w->detsize_f / w->pixel_size - 0.5);
-    w->spixels = (int)ceil(w->detsize_s / w->pixel_size - 0.5);
+    if (w->nonbragg) {
+        /* nonBragg rounds up, after making the size of a pixel count */
+        int f0 = w->fpixels, s0 = w->spixels;
+        w->fpixels = (int)ceil(w->detsize_f / w->pixel_size);
+        w->spixels = (int)ceil(w->detsize_s / w->pixel_size);
+        if ((f0 && f0 != w->fpixels) || (s0 && s0 != w->spixels))
+            nb_warn("the detector is %d x %d pixels: nonBragg's rounding of the pixel count times the pixel size "
+                    "makes it so",
+                    w->fpixels, w->spixels);
+    } else {
+        w->fpixels = (int)ceil(w->detsize_f / w->pixel_size - 0.5);
+        w->spixels = (int)ceil(w->detsize_s / w->pixel_size - 0.5);
+    }
     /* the flags' detector: a list of one panel (-panels replaces it) */
     if ((st = nb_plan_set_panels(plan, 1))) return st;
     plan->panels[0].fpixels = w->fpixels;
@@ -142,6 +153,39 @@ static void resolve_beam_center_defaults(nb_resolve_state *s)
     if (w->roi_xmax < 0) w->roi_xmax = w->fpixels;
     if (w->roi_ymin < 0) w->roi_ymin = 0;
     if (w->roi_ymax < 0) w->roi_ymax = w->spixels;
+}
+
+/* 5 and 7, --nonbragg: nonBragg's beam-centre defaults in its own frame
+ * (no convention): the near point from ORGX/ORGY in whole pixels or the
+ * detector's centre shifted half a pixel, the beam centre at the near point;
+ * Xbeam, Xclose along fast and Ybeam, Yclose along slow as they are */
+static void nonbragg_beam_center(nb_resolve_state *s)
+{
+    nb_request *w = &s->w;
+    if (!isnan(w->ORGX)) w->Xclose = w->ORGX * w->pixel_size;
+    if (!isnan(w->ORGY)) w->Yclose = w->ORGY * w->pixel_size;
+    if (isnan(w->Xclose)) w->Xclose = (w->detsize_f - w->pixel_size) / 2.0;
+    if (isnan(w->Yclose)) w->Yclose = (w->detsize_s + w->pixel_size) / 2.0;
+    if (isnan(w->Xbeam)) w->Xbeam = w->Xclose;
+    if (isnan(w->Ybeam)) w->Ybeam = w->Yclose;
+    s->Fclose = w->Xclose, s->Sclose = w->Yclose;
+    s->Fbeam = w->Xbeam, s->Sbeam = w->Ybeam;
+    if (w->roi_xmin < 0) w->roi_xmin = 0;
+    if (w->roi_xmax < 0) w->roi_xmax = w->fpixels;
+    if (w->roi_ymin < 0) w->roi_ymin = 0;
+    if (w->roi_ymax < 0) w->roi_ymax = w->spixels;
+    w->convention = NB_CUSTOM;
+}
+
+/* --nonbragg goes with nonBragg's flags: no convention, no header or panel file */
+static nb_status nonbragg_check(const nb_request *rq)
+{
+    if (rq->convention != NB_MOSFLM && rq->convention != NB_CUSTOM)
+        return nb_error_set(NB_ERR_USAGE, "--nonbragg: nonBragg has no conventions (-%s)",
+                            nb_convention_name(rq->convention));
+    if (rq->imgfile || rq->maskfile || rq->panels)
+        return nb_error_set(NB_ERR_USAGE, "--nonbragg: -img, -mask and -panels are not nonBragg's detector");
+    return NB_OK;
 }
 
 /* The direct-beam spot an -img/-mask header stated outright (Fbeam, Sbeam
@@ -226,7 +270,12 @@ static void resolve_unit_vectors(nb_resolve_state *s)
     nb_vunitize(w->beam, w->beam);
     nb_vunitize(w->fdet, w->fdet);
     nb_vunitize(w->sdet, w->sdet);
-    if (nb_vunitize(w->odet, w->odet) != 1.0) {
+    if (w->nonbragg) {
+        /* nonBragg's normal is always fast x slow */
+        if (w->odet_given) nb_warn("-odet_vector is ignored, as nonBragg ignores it: the normal is fdet x sdet");
+        nb_vcross(w->fdet, w->sdet, w->odet);
+        nb_vunitize(w->odet, w->odet);
+    } else if (nb_vunitize(w->odet, w->odet) != 1.0) {
         nb_warn("auto-generating odet_vector");
         nb_vcross(w->fdet, w->sdet, w->odet);
         nb_vunitize(w->odet, w->odet);
@@ -390,7 +439,8 @@ static nb_status resolve_detector_position(nb_resolve_state *s)
     nb_rotate_xyz(w->odet, vector, w->rotx, w->roty, w->rotz);
     double ratio = nb_vdot(w->beam, vector);
     if (ratio == 0.0) ratio = DBL_MIN;
-    if (isnan(w->close_distance)) w->close_distance = fabs(ratio * w->distance);
+    /* nonBragg takes the signed product */
+    if (isnan(w->close_distance)) w->close_distance = w->nonbragg ? ratio * w->distance : fabs(ratio * w->distance);
     w->distance = w->close_distance / ratio;
     if (w->pivot == NB_PIVOT_SAMPLE) {
         LOG("pivoting detector around sample\n");
@@ -531,7 +581,8 @@ static nb_status source_rows_from_divergence(nb_resolve_state *s, double (**rows
                     rows[count][0] = v[0];
                     rows[count][1] = v[1];
                     rows[count][2] = v[2];
-                    rows[count][3] = 1.0 / s->nsources;
+                    /* nanoBragg's weight (stored, unused) is 1/sources, nonBragg's 1 */
+                    rows[count][3] = w->nonbragg ? 1.0 : 1.0 / s->nsources;
                     rows[count][4] = lambda;
                     count++;
                 }
@@ -541,7 +592,13 @@ static nb_status source_rows_from_divergence(nb_resolve_state *s, double (**rows
             for (int id = 0; id < w->dispsteps; ++id)
                 LOG("lambda%d = %.15g\n", id, w->lambda0 * (1.0 + w->dispstep * id - w->dispersion / 2.0));
             s->nsources = s->divsteps * w->dispsteps;
-            if (s->nsources <= 0) return nb_error_set(NB_ERR_USAGE, "the divergence settings leave no source");
+            if (s->nsources <= 0)
+                return nb_error_set(NB_ERR_USAGE,
+                                    "the divergence settings leave no source: every point of the %d x %d grid "
+                                    "(steps %g x %g mrad over %g x %g mrad) lies outside the ellipse the ranges "
+                                    "make (-square_div keeps them; the reference renders an image of NaN)",
+                                    w->hdivsteps, w->vdivsteps, w->hdivstep * 1000, w->vdivstep * 1000,
+                                    w->hdivrange * 1000, w->vdivrange * 1000);
             if ((st = nb_calloc((void **)&rows, (size_t)s->nsources, sizeof *rows, "source list"))) return st;
         }
     }
@@ -593,21 +650,33 @@ static nb_status resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
     w->pivot &= ~NB_PIVOT_IMPLIED;
     nb_plan_init(plan);
 
+    if (w->nonbragg && (st = nonbragg_check(w))) return st;
     if ((st = resolve_detector_size(s, plan))) return st;
     resolve_fluence(s);
-    resolve_beam_center_defaults(s);
-    resolve_convention(s);
+    if (w->nonbragg) {
+        nonbragg_beam_center(s);
+    } else {
+        resolve_beam_center_defaults(s);
+        resolve_convention(s);
+    }
     resolve_unit_vectors(s);
-    if (!w->matfile && !(w->user_cell && w->cell[0] != 0.0))
+    s->no_crystal = !w->matfile && !(w->user_cell && w->cell[0] != 0.0);
+    if (s->no_crystal && !w->nonbragg)
         return nb_error_set(NB_ERR_USAGE, "no crystal: give -cell A B C AL BE GA or -mat FILE");
+    /* nonBragg samples one sub-pixel unless told otherwise */
+    if (w->nonbragg && w->oversample <= 0) w->oversample = 1;
     if ((st = resolve_stills(w))) return st;
     if ((st = resolve_sensor_material(w))) return st;
     resolve_sampling(w);
     if ((st = check_sampling_limits(w))) return st;
     if ((st = resolve_detector_position(s))) return st;
-    nb_resolve_interpolation(s);
-    if ((st = nb_resolve_crystal(s, plan))) return st;
-    if ((st = nb_resolve_crystal_size(s))) return st;
+    if (s->no_crystal) {
+        nb_resolve_no_crystal(s);
+    } else {
+        nb_resolve_interpolation(s);
+        if ((st = nb_resolve_crystal(s, plan))) return st;
+        if ((st = nb_resolve_crystal_size(s))) return st;
+    }
     if ((st = nb_resolve_check_stol_file(w))) return st;
     for (int t = 0; t < w->detector_thicksteps; ++t) LOG("thick%d = %g um\n", t, w->detector_thickstep * t * 1e6);
     for (int t = 0; t < w->phisteps; ++t) LOG("phi%d = %g\n", t, (w->phi0 + w->phistep * t) * NB_RTD);

@@ -33,6 +33,7 @@ typedef struct nb_resolve_state {
     int misset_mode;
     int64_t misset_seed, mosaic_seed; /* the generators' running seeds */
     int divsteps, nsources;
+    int no_crystal;             /* --nonbragg without -cell or -mat: the plan's cell is zero */
 } nb_resolve_state;
 
 /* a line of the reference's console log (nb-geom -v), in a step with `s` */
@@ -43,6 +44,8 @@ const char *nb_convention_name(int convention);
 
 /* nb_resolve_crystal.c, in this order */
 void nb_resolve_interpolation(nb_resolve_state *s);
+/* --nonbragg without a crystal: no cell (zero vectors), one cell, no interpolation */
+void nb_resolve_no_crystal(nb_resolve_state *s);
 nb_status nb_resolve_crystal(nb_resolve_state *s, nb_plan *plan);
 nb_status nb_resolve_crystal_size(nb_resolve_state *s);
 nb_status nb_resolve_check_stol_file(const nb_request *w);

@@ -31,6 +31,15 @@ void nb_resolve_interpolation(nb_resolve_state *s)
     }
 }
 
+void nb_resolve_no_crystal(nb_resolve_state *s)
+{
+    nb_request *w = &s->w;
+    LOG("no crystal: the plan holds the detector and the beam (--nonbragg)\n");
+    memset(&s->v, 0, sizeof s->v);
+    w->Na = w->Nb = w->Nc = 1.0;
+    w->interpolate = 0;
+}
+
 /* 11: the reciprocal vectors from -cell, then from -mat when given */
 static nb_status resolve_reciprocal_cell(nb_resolve_state *s)
 {
@@ -190,7 +199,12 @@ nb_status nb_resolve_mosaic(nb_resolve_state *s, nb_plan *plan)
     if ((st = nb_calloc((void **)&plan->mosaic_umats, (size_t)w->mosaic_domains, 9 * sizeof(double),
                         "mosaic matrices")))
         return st;
-    for (int d = 0; d < w->mosaic_domains; ++d) {
+    /* no crystal: no domains drawn (the generator is left as nonBragg has it) */
+    for (int d = 0; d < w->mosaic_domains && s->no_crystal; ++d) {
+        double *U = plan->mosaic_umats + 9 * d;
+        U[0] = U[4] = U[8] = 1.0;
+    }
+    for (int d = 0; d < w->mosaic_domains && !s->no_crystal; ++d) {
         double *U = plan->mosaic_umats + 9 * d;
         nb_mosaic_rotation_umat(&plan->rng, (float)w->mosaic_spread, U, &s->mosaic_seed);
         if (d == 0) {

@@ -57,7 +57,8 @@ void nb_resolve_log_summary(const nb_resolve_state *s, const nb_plan *plan)
     const nb_request *w = &s->w;
     static const char *shape_words[] = {"parallelpiped", "ellipsoidal", "gaussian", "tophat-spot"};
     double vector[3];
-    LOG("  %s xtal: %.0fx%.0fx%.0f cells\n", shape_words[w->shape], w->Na, w->Nb, w->Nc);
+    if (s->no_crystal) LOG("  no crystal\n");
+    else LOG("  %s xtal: %.0fx%.0fx%.0f cells\n", shape_words[w->shape], w->Na, w->Nb, w->Nc);
     LOG("  wave=%g meters +/- %g%% in %d steps\n", w->lambda0, w->dispersion * 100, w->dispsteps);
     if (w->nopolar) LOG("  polarization effect disabled\n");
     else LOG("  Kahn polarization factor: %f\n", w->polarization);

@@ -26,6 +26,8 @@ setup() {
     printf '0.01 0 0\n0 0.01 0\n' >fx/short.mat
     printf '0.01 0 0\n0 nan 0\n0 0 0.01\n' >fx/nan.mat
     printf '1 2\n' >fx/short.src
+    printf '0 2.5\n0.1 4\n0.2 6\n0.3 4\n' >fx/ok.stol
+    printf '0 2.5\n0.1 nan\n' >fx/nan.stol
     head -c 100 fx/img.nbs >fx/trunc-header.nbs
     head -c "$(($(stat -c %s fx/plan.nbs) - 40))" fx/plan.nbs >fx/trunc-payload.nbs
     "${NB_TEST_PYTHON:-/usr/bin/python3}" - <<'PY'
@@ -152,6 +154,21 @@ bad() {
 @test "bad: nb-math --add a flipped bit"         { bad 1 "CRC-32" nb-math --add fx/flipped.nbs -o out.nbs fx/img.nbs; }
 @test "bad: nb-math --add a stream of no image"  { bad 1 "fx/plan.nbs: the stream holds no IMAGE record" nb-math --add fx/plan.nbs -o out.nbs fx/img.nbs; }
 @test "bad: nb-math on a plan (no image)"        { bad 1 "the stream holds no IMAGE record" nb-math --add fx/img.nbs -o out.nbs fx/plan.nbs; }
+# ---- nb-amorphous
+@test "bad: nb-amorphous without --table"         { bad 2 "no table: give --table FILE" nb-amorphous -o out.nbs fx/plan.nbs; }
+@test "bad: nb-amorphous --table missing"         { bad 1 "cannot open 'fx/none.stol'" nb-amorphous --table fx/none.stol -o out.nbs fx/plan.nbs; }
+@test "bad: nb-amorphous --table of garbage"      { bad 1 "'fx/garbage' line 1" nb-amorphous --table fx/garbage -o out.nbs fx/plan.nbs; }
+@test "bad: nb-amorphous --table empty"           { bad 1 "'fx/empty': no data in the table" nb-amorphous --table fx/empty -o out.nbs fx/plan.nbs; }
+@test "bad: nb-amorphous --table with nan"        { bad 1 "F 'nan' is not a number" nb-amorphous --table fx/nan.stol -o out.nbs fx/plan.nbs; }
+@test "bad: nb-amorphous --table-x 2theta"        { bad 2 "expected stol, 4stol or q" nb-amorphous --table fx/ok.stol --table-x 2theta -o out.nbs fx/plan.nbs; }
+@test "bad: nb-amorphous --thickness 0"           { bad 2 "option --thickness: must be positive" nb-amorphous --table fx/ok.stol --thickness 0 -o out.nbs fx/plan.nbs; }
+@test "bad: nb-amorphous --mw -18"                { bad 2 "option --mw: must be positive" nb-amorphous --table fx/ok.stol --mw -18 -o out.nbs fx/plan.nbs; }
+@test "bad: nb-amorphous --density x"             { bad 2 "option --density" nb-amorphous --table fx/ok.stol --density x -o out.nbs fx/plan.nbs; }
+@test "bad: nb-amorphous -stol (nonBragg's)"      { bad 2 "-stol is nonBragg's spelling: here it is --table FILE" nb-amorphous -stol fx/ok.stol fx/plan.nbs; }
+@test "bad: nb-amorphous a flag of another tool"  { bad 2 "option '-seed' belongs to nb-noise, not nb-amorphous" nb-amorphous --table fx/ok.stol -seed 1 fx/plan.nbs; }
+@test "bad: nb-amorphous on garbage"              { bad 1 "not an nb stream" nb-amorphous --table fx/ok.stol -o out.nbs fx/garbage; }
+@test "bad: nb-amorphous on a flipped bit"        { bad 1 "CRC-32" nb-amorphous --table fx/ok.stol -o out.nbs fx/flipped.nbs; }
+@test "bad: nb-amorphous -o /dev/full"            { bad 1 "No space left on device" nb-amorphous -q --table fx/ok.stol -o /dev/full fx/plan.nbs; }
 # ---- nb-bench
 @test "bad: nb-bench --reps x"                   { bad 2 "'x' is not an integer" nb-bench --reps x; }
 @test "bad: nb-bench --config none"              { bad 2 "unknown configuration 'none'" nb-bench --config none; }

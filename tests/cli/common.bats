@@ -203,6 +203,7 @@ EOF
         local extra=""
         [ "$t" = nb-convert ] && extra="-o out.bin"
         [ "$t" = nb-math ] && extra="--scale 1"
+        [ "$t" = nb-amorphous ] && extra="--table t.stol"
         run_nb "$t" $extra no-such-stream.nbs
         expect_status 1
         expect_has "$t: cannot open 'no-such-stream.nbs': No such file or directory"
@@ -219,6 +220,7 @@ EOF
         case $t in nb-geom | nb-bench) continue ;; esac
         local extra=""
         [ "$t" = nb-math ] && extra="--scale 1"
+        [ "$t" = nb-amorphous ] && extra="--table t.stol"
         run_nb "$t" $extra empty.nbs
         expect_status 1
         expect_has "$t: empty.nbs: empty stream"
@@ -406,6 +408,9 @@ EOF
     $vg nb-hkl -o hkl.nbs plan.nbs
     OMP_NUM_THREADS=1 $vg nb-sim -q -o img.nbs hkl.nbs
     $vg nb-math -q --add img.nbs --scale 0.5 -o half.nbs img.nbs
+    printf '# a table\n0 2.5\n0.1 4\n0.2 6\n0.3 4\n0.4 3\n' >t.stol
+    OMP_NUM_THREADS=1 $vg nb-amorphous -q --table t.stol -o bg.nbs plan.nbs
+    $vg nb-math -q --add bg.nbs -o sum.nbs img.nbs
     $vg nb-noise -q -o noisy.nbs img.nbs
     local tif=()
     if can_write_tiff; then tif=(-o f_#.tif); fi

@@ -35,12 +35,13 @@ NB_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 NB_BIN="${NB_BIN:-$NB_ROOT/bin}"   # make check-asan points it at bin-asan
 NB_INPUTS="$NB_ROOT/tests/golden/inputs"
 NANOBRAGG="$NB_ROOT/pipelines/nanobragg"
+NONBRAGG="$NB_ROOT/pipelines/nonbragg"
 PATH="$NB_BIN:$PATH"
 export PATH
 
 # The tools of the toolkit that this build has.
 NB_TOOLS=""
-for _t in nb-geom nb-hkl nb-sim nb-noise nb-convert nb-bench nb-fit nb-math; do
+for _t in nb-geom nb-hkl nb-sim nb-noise nb-convert nb-bench nb-fit nb-math nb-amorphous; do
     [ -x "$NB_BIN/$_t" ] && NB_TOOLS="$NB_TOOLS $_t"
 done
 unset _t

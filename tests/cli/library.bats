@@ -56,15 +56,17 @@ need_installed() {
     command -v pkg-config >/dev/null || skip "pkg-config is not installed"
 }
 
-@test "library: make install installs the library, its header, nb.pc, man pages, examples, pipelines and nb-bench's inputs" {
+@test "library: make install installs the library, its header, nb.pc, man pages, examples, pipelines, nb-bench's inputs and the amorphous tables" {
     need_installed
     for f in lib/libnb.a lib/libnb.so lib/pkgconfig/nb.pc include/nb.h share/nb/examples/render.c \
         share/nb/examples/render.py share/nb/examples/P1.hkl share/nb/examples/helices.pdb \
         share/nb/examples/helices.py share/nb/pipelines/sweep.mk \
-        share/nb/pipelines/parallel-sweep share/nb/pipelines/slurm-sweep.sbatch share/nb/bench/P1.hkl; do
+        share/nb/pipelines/parallel-sweep share/nb/pipelines/slurm-sweep.sbatch share/nb/bench/P1.hkl \
+        share/nb/amorphous/water.stol share/nb/amorphous/ice.stol share/nb/amorphous/air.stol \
+        share/nb/amorphous/oil.stol share/nb/amorphous/README.md share/nb/amorphous/make-tables.py; do
         [ -s "$NB_PREFIX/$f" ] || { echo "missing $f"; false; }
     done
-    for t in $NB_TOOLS nanobragg; do
+    for t in $NB_TOOLS nanobragg nonbragg; do
         [ -x "$NB_PREFIX/bin/$t" ] || { echo "missing bin/$t"; false; }
         [ -s "$NB_PREFIX/share/man/man1/$t.1" ] || { echo "missing man page $t.1"; false; }
     done

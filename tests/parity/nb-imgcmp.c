@@ -2,12 +2,14 @@
  * and check the parity gates.
  *
  *   nb-imgcmp [--width W --roi XMIN XMAX YMIN YMAX] [--corr MIN] [--sum-tol T]
- *             [--max-rel R] REFERENCE TEST
+ *             [--max-rel R] [--skip-nonfinite-ref] REFERENCE TEST
  *
  * Prints "corr=... sum_ratio=... max_rel=... " and exits 0 when every gate
  * given holds, 1 when one fails, 2 on usage or read errors.  The ROI (inclusive
  * pixel indices, as -roi) restricts the comparison; without it the whole image
- * is compared.
+ * is compared.  A non-finite pixel of TEST fails; one of the REFERENCE is
+ * compared too (failing the gates), unless --skip-nonfinite-ref leaves it
+ * out and counts it ("ref_nonfinite=N": nonBragg's NaN pixels).
  */
 #include <math.h>
 #include <stdio.h>
@@ -46,6 +48,8 @@ int main(int argc, char **argv)
 {
     long width = 0, roi[4] = {-1, -1, -1, -1};
     double corr_min = -2, sum_tol = -1, max_rel = -1;
+    int skip_ref_nonfinite = 0;
+    size_t ref_nonfinite = 0;
     const char *files[2];
     int nf = 0;
     for (int i = 1; i < argc; i++) {
@@ -55,9 +59,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--corr") && i + 1 < argc) corr_min = atof(argv[++i]);
         else if (!strcmp(argv[i], "--sum-tol") && i + 1 < argc) sum_tol = atof(argv[++i]);
         else if (!strcmp(argv[i], "--max-rel") && i + 1 < argc) max_rel = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--skip-nonfinite-ref")) skip_ref_nonfinite = 1;
         else if (nf < 2) files[nf++] = argv[i];
         else {
-            fprintf(stderr, "usage: nb-imgcmp [--width W --roi X0 X1 Y0 Y1] [--corr C] [--sum-tol T] [--max-rel R] REF TEST\n");
+            fprintf(stderr, "usage: nb-imgcmp [--width W --roi X0 X1 Y0 Y1] [--corr C] [--sum-tol T] [--max-rel R] "
+                            "[--skip-nonfinite-ref] REF TEST\n");
             return 2;
         }
     }
@@ -83,6 +89,10 @@ int main(int argc, char **argv)
             printf("non-finite value at pixel %zu\n", i);
             return 1;
         }
+        if (skip_ref_nonfinite && !isfinite(x)) {
+            ref_nonfinite++;
+            continue;
+        }
         sa += x, sb += y, saa += x * x, sbb += y * y, sab += x * y;
         if (fabs(x) > maxa) maxa = fabs(x);
         if (fabs(x - y) > maxdiff) maxdiff = fabs(x - y), worst = i;
@@ -92,8 +102,10 @@ int main(int argc, char **argv)
     double corr = (va > 0 && vb > 0) ? cov / sqrt(va * vb) : (va == vb ? 1.0 : 0.0);
     double ratio = sa != 0 ? sb / sa : (sb == 0 ? 1.0 : INFINITY);
     double rel = maxa > 0 ? maxdiff / maxa : maxdiff;
-    printf("pixels=%zu corr=%.12f sum_ratio=%.12f max_rel=%.3e (worst pixel %zu: %.9g vs %.9g)\n", n, corr, ratio,
+    printf("pixels=%zu corr=%.12f sum_ratio=%.12f max_rel=%.3e (worst pixel %zu: %.9g vs %.9g)", n, corr, ratio,
            rel, worst, a[worst], b[worst]);
+    if (skip_ref_nonfinite) printf(" ref_nonfinite=%zu", ref_nonfinite);
+    printf("\n");
     int fail = 0;
     if (corr_min > -2 && !(corr >= corr_min)) fail = 1;
     if (sum_tol >= 0 && !(fabs(ratio - 1) <= sum_tol)) fail = 1;
