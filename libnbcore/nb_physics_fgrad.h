@@ -104,50 +104,54 @@ NB_DUAL_INLINE void nb_fgx_slow_step(nb_fgx_ctx *c, int t, int subS)
         for (int j = 0; j < NB_DUAL_N; j++) c->dC[i][j] = fg->dpix0[i][j] + S * fg->dsdet[i][j] + O * fg->dodet[i][j];
 }
 
-/* A curved detector: the position on the sphere as the double path rotates
- * it (nb_pixel_double.inc), in dual numbers, for the direction's and
- * 1/|pos|'s tangents. */
-NB_DUAL_INLINE void nb_fgx_curved_tangents(const nb_fgx_ctx *c, int subF, nb_fgx_geo *g)
+/* A curved detector's point at fast offset F (m) beside the row's part C,
+ * whose k tangents are dC (component i's at dC + i * dC_stride): on the
+ * sphere as the double path rotates it (nb_pixel_double.inc), in dual
+ * numbers; the direction u (NULL: not wanted), its tangents du and those of
+ * 1/|pos|, dinv.  The CPU's lanes (engine/nb_fast_grad.inc) call it lane by
+ * lane, a GPU thread once a sub-pixel. */
+NB_DUAL_INLINE void nb_curved_tangents(const nb_kparams *kp, const nb_fgrad *fg, double F, const double C[3],
+                                       const float *dC, int dC_stride, int k, float *u, float du[3][NB_DUAL_N],
+                                       float dinv[NB_DUAL_N])
 {
-    const nb_kparams *kp = c->x.kp;
-    const nb_fgrad *fg = c->fg;
     nb_dual fdet[3], sdet[3], v[3], nv[3], pos[3], q[3];
     nb_dual distance = nb_dual_c(kp->distance);
-    for (int j = 0; j < NB_DUAL_N; j++) distance.d[j] = fg->ddistance[j];
-    const double sub = kp->subpixel_size;
-    const double F = sub * ((double)c->x.fpixel * kp->oversample + subF) + sub / 2.0;
+    for (int j = 0; j < k; j++) distance.d[j] = fg->ddistance[j];
     for (int i = 0; i < 3; i++) {
         nb_dual beam = nb_dual_c(kp->beam[i]);
         fdet[i] = nb_dual_c(kp->fdet[i]), sdet[i] = nb_dual_c(kp->sdet[i]);
-        q[i] = nb_dual_c(F * kp->fdet[i] + c->x.C[i]);
-        for (int j = 0; j < NB_DUAL_N; j++) {
+        q[i] = nb_dual_c(F * kp->fdet[i] + C[i]);
+        for (int j = 0; j < k; j++) {
             beam.d[j] = fg->dbeam[i][j], fdet[i].d[j] = fg->dfdet[i][j], sdet[i].d[j] = fg->dsdet[i][j];
-            q[i].d[j] = c->dC[i][j] + (float)F * fg->dfdet[i][j];
+            q[i].d[j] = dC[i * dC_stride + j] + F * fg->dfdet[i][j];
         }
         v[i] = nb_dual_mul(distance, beam);
     }
     nb_gd_rotate_axis(v, nv, sdet, nb_dual_div(q[1], distance));
     nb_gd_rotate_axis(nv, pos, fdet, nb_dual_div(q[2], distance));
     const double r = sqrt(pos[0].v * pos[0].v + pos[1].v * pos[1].v + pos[2].v * pos[2].v), inv = 1.0 / r;
-    for (int j = 0; j < NB_DUAL_N; j++) {
+    for (int j = 0; j < k; j++) {
         double qd = 0.0; /* u . dpos */
         for (int i = 0; i < 3; i++) qd += pos[i].v * inv * pos[i].d[j];
-        for (int i = 0; i < 3; i++) g->du[i][j] = (float)((pos[i].d[j] - pos[i].v * inv * qd) * inv);
-        g->dinvf[j] = (float)(-qd * inv * inv);
+        for (int i = 0; i < 3; i++) du[i][j] = (float)((pos[i].d[j] - pos[i].v * inv * qd) * inv);
+        dinv[j] = (float)(-qd * inv * inv);
     }
+    if (u)
+        for (int i = 0; i < 3; i++) u[i] = (float)(pos[i].v * inv);
 }
 
 NB_DUAL_INLINE void nb_fgx_subpixel(nb_fgx_ctx *c, int t, int subS, int subF, nb_fgx_geo *g)
 {
     nb_fpx_subpixel(&c->x, t, subS, subF, &g->g);
-    if (c->x.kp->curved_detector) {
-        nb_fgx_curved_tangents(c, subF, g);
-        return;
-    }
     const nb_kparams *kp = c->x.kp;
     const nb_fgrad *fg = c->fg;
     const double sub = kp->subpixel_size;
-    const float F = (float)(sub * ((double)c->x.fpixel * kp->oversample + subF) + sub / 2.0), invf = g->g.invf;
+    const double Fd = sub * ((double)c->x.fpixel * kp->oversample + subF) + sub / 2.0;
+    if (kp->curved_detector) {
+        nb_curved_tangents(kp, fg, Fd, c->x.C, &c->dC[0][0], NB_DUAL_N, NB_DUAL_N, NULL, g->du, g->dinvf);
+        return;
+    }
+    const float F = (float)Fd, invf = g->g.invf;
     const float *u = g->g.d;
     for (int j = 0; j < NB_DUAL_N; j++) {
         float dpos[3];
