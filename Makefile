@@ -232,8 +232,11 @@ $(BIN)/%: $(BUILD)/tools/%.o $$(call tool_parts,$$*) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(filter %.o,$^) $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(TOOL_LDLIBS) $(LDFLAGS)
 
-# nb-hkl alone reads MTZ and mmCIF files (CCP4's library)
+# nb-hkl alone reads MTZ and mmCIF files (CCP4's library); nb-fit takes
+# space groups' operators from it, and runs across processes (nb_par.c)
 $(BIN)/nb-hkl: TOOL_LDLIBS := $(CCP4_LDLIBS)
+$(BIN)/nb-fit: TOOL_LDLIBS := $(CCP4_LDLIBS)
+$(BIN)/nb-fit: $(BUILD)/tools/nb_par.o
 
 # ---- tests ---------------------------------------------------------------
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
