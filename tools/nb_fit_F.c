@@ -11,8 +11,9 @@
  * information, with a Wilson prior (the acentric exponential, p(I) =
  * exp(-I / S) / S, S the mean I of its resolution shell, weight --F-prior):
  * a reflection seen on few pixels is pulled to its shell's mean, not to 0.
- * The frames' scales keep a mean of 1 (the fluence's scale; the product s I
- * is what the pixels fix).  I of the asymmetric unit: each index maps to one
+ * With --refine-frame scale the frames' scales are refined with the I,
+ * keeping a mean of 1 (the fluence's scale: the product s I is what the
+ * pixels fix); without, they stay as the frames' fit left them.  I of the asymmetric unit: each index maps to one
  * member of its orbit under the space group (--space-group, CCP4's
  * operators) and Friedel's law, the greatest in (h, k, l) order; sums over
  * a box of indices, the same on every process, so that processes add their
@@ -145,6 +146,8 @@ static nb_status frame_lattice(ds *d, ds_frame *fr, const fbox *b, fframe *ff)
     const size_t n = fr->npix ? fr->npix : 1;
     ff->L = malloc(n * sizeof *ff->L), ff->refl = malloc(n * sizeof *ff->refl);
     if (!ff->L || !ff->refl) return nb_error_set(NB_ERR_NOMEM, "out of memory for --refine-F");
+    long none = 0;
+    double Lmax = 0.0, far_at_max = 0.0;
     for (size_t i = 0; i < fr->npix; i++) {
         const size_t pix = fr->pix[i];
         int p = d->start->npanels - 1;
@@ -165,12 +168,17 @@ static nb_status frame_lattice(ds *d, ds_frame *fr, const fbox *b, fframe *ff)
         const size_t at = box_index(b, c[0], c[1], c[2]);
         ff->L[i] = d->image[pix];
         ff->refl[i] = at == (size_t)-1 || (h[0] == 0 && h[1] == 0 && h[2] == 0) ? -1 : (long)at;
+        none += ff->refl[i] < 0;
+        const double dist = fabs(hkl[0] - h[0]) + fabs(hkl[1] - h[1]) + fabs(hkl[2] - h[2]);
+        if (ff->L[i] > Lmax) Lmax = ff->L[i], far_at_max = dist;
     }
+    nb_info("frame %ld: --refine-F: %zu pixels, %ld without a reflection; the brightest %.3g from its index by %.3f",
+            fr->index + 1, fr->npix, none, Lmax, far_at_max);
     return NB_OK;
 }
 
 /* Each region's plane and the frame's scale by one Newton step, the I given. */
-static void frame_update(ds_frame *fr, fframe *ff, const double *I)
+static void frame_update(ds_frame *fr, fframe *ff, const double *I, int free_scale)
 {
     double gs = 0.0, hs = 0.0;
     double *H = calloc(12 * (size_t)(fr->nregions + 1), sizeof *H);
@@ -193,7 +201,7 @@ static void frame_update(ds_frame *fr, fframe *ff, const double *I)
         if (nb_fit_solve(3, H + 12 * r, 3, rhs, step))
             for (int a = 0; a < 3; a++) fr->bg[3 * r + a] += step[a];
     }
-    if (hs > 0) ff->scale = fmax(ff->scale - gs / hs, 0.1 * ff->scale);
+    if (free_scale && hs > 0) ff->scale = fmax(ff->scale - gs / hs, 0.1 * ff->scale);
     free(H);
 }
 
@@ -337,9 +345,10 @@ static nb_status rounds(ds *d, fframe *ff, const fbox *b, double *I, double *acc
             const double g = acc[r] + d->o->F_prior * inv_S[r];
             I[r] = fmax(I[r] - g / acc[b->n + r], 0.1 * I[r]);
         }
+        const int free_scale = d->L.where_p[K_SCALE] >= 0;
         for (long f = 0; f < d->nframes; f++)
-            if (ff[f].L) frame_update(&d->fr[f], &ff[f], I);
-        st = gauge(d, ff, I, b->n);
+            if (ff[f].L) frame_update(&d->fr[f], &ff[f], I, free_scale);
+        if (free_scale) st = gauge(d, ff, I, b->n);
     }
     if (!st) st = sums(d, ff, I, acc, b);
     return st;
@@ -377,6 +386,8 @@ nb_status ds_refine_F(ds *d, nb_hkl *refined)
     for (size_t i = 0; i < b.n && !st; i++) I[i] = level[1] > 0 && level[0] > 0 ? level[0] / level[1] : 1.0;
     if (!st) st = rounds(d, ff, &b, I, acc, inv_S);
     if (!st) st = multiplicity(d, ff, I, &b, mult);
+    for (long f = 0; f < d->nframes && d->L.where_p[K_SCALE] >= 0; f++) /* the frames' scales as refined here */
+        if (ff && ff[f].L) d->fr[f].p[d->L.where_p[K_SCALE]] = ff[f].scale;
     if (!st && d->o->F_out && d->par->rank == 0) st = write_F(d, &b, I, acc, mult);
     if (!st) st = refined_hkl(d, &b, I, acc, refined);
     long nrefl = 0;

@@ -145,17 +145,23 @@ static nb_status frames_fit(ds *d, int predict_first)
     return st;
 }
 
-/* Stage 4: each frame's verdict at its values; before the shared values are
- * refined (`final` 0) the deviance is not judged: a shared cell still wrong
- * leaves every frame's pixels off, and the joint stage is what mends it. */
-static nb_status verdicts(ds *d, int final)
+/* How much of the verdict a stage judges: before the shared values are
+ * refined the deviance is not judged (a shared cell still wrong leaves every
+ * frame's pixels off, and the joint stage is what mends it); before the
+ * structure factors are, neither are the spots explained (a flat start's
+ * spots are not the crystal's): only a frame without spots fails then. */
+enum judge { JUDGE_SPOTS, JUDGE_EXPLAINED, JUDGE_ALL };
+
+/* Stage 4: each frame's verdict at its values, as much as `judge` says. */
+static nb_status verdicts(ds *d, enum judge judge)
 {
     nb_status st = NB_OK;
     for (long i = 0; i < d->nframes && !st; i++) {
         ds_frame *fr = &d->fr[i];
         if (!mine(d, i) || fr->failed == DS_FAIL_FIT) continue;
         if (!(st = ds_render(d, fr, fr->p, d->z, 0, 0))) st = ds_verdict(d, fr);
-        if (!st && !final && fr->failed == DS_FAIL_DEVIANCE) fr->failed = DS_FAIL_NONE;
+        if (!st && judge < JUDGE_ALL && fr->failed == DS_FAIL_DEVIANCE) fr->failed = DS_FAIL_NONE;
+        if (!st && judge < JUDGE_EXPLAINED && fr->failed == DS_FAIL_UNEXPLAINED) fr->failed = DS_FAIL_NONE;
         if (!st)
             nb_info("frame %ld: deviance ratio %.3f, %d of %d predicted spots explained", i + 1, fr->deviance_ratio,
                     fr->explained_spots, fr->predicted_spots);
@@ -255,6 +261,30 @@ static nb_status joint_fit(ds *d)
     }
     for (long i = 0; i < d->nframes; i++) free(t[i].bg);
     free(t);
+    return st;
+}
+
+/* Stage 6: the structure factors over the frames that pass, then the whole
+ * verdict with them; frames it fails are left out and F refined again. */
+static nb_status refine_F(ds *d, nb_hkl *refined)
+{
+    const nb_hkl *start_F = d->hkl;
+    nb_status st = NB_OK;
+    for (int pass = 0; pass < 2 && !st; pass++) {
+        long failed_before = 0, failed_after = 0;
+        for (long i = 0; i < d->nframes; i++) failed_before += mine(d, i) && d->fr[i].failed;
+        nb_hkl_free(refined);
+        nb_hkl_init(refined);
+        d->hkl = start_F;
+        if ((st = ds_refine_F(d, refined))) break;
+        d->hkl = refined; /* the verdict's model is the refined F's */
+        st = nb_par_agree(d->par, verdicts(d, JUDGE_ALL));
+        for (long i = 0; i < d->nframes; i++) failed_after += mine(d, i) && d->fr[i].failed;
+        double more = (double)(failed_after - failed_before);
+        if (!st) st = nb_par_sum(d->par, &more, 1);
+        if (!st && !(more > 0)) break;
+    }
+    d->hkl = start_F;
     return st;
 }
 
@@ -425,13 +455,15 @@ nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts
     const int global = o->global == NB_FIT_GLOBAL_ON || (o->global == NB_FIT_GLOBAL_AUTO && (turns || moves));
     if (!st && global) st = nb_par_agree(par, ds_global(&d));
     if (!st && d.L.kp + d.L.kz) st = nb_par_agree(par, frames_fit(&d, global));
-    if (!st) st = nb_par_agree(par, verdicts(&d, d.L.kz == 0));
+    const enum judge before_F = o->refine_F ? JUDGE_SPOTS : JUDGE_ALL;
+    const enum judge first = o->refine_F ? JUDGE_SPOTS : d.L.kz ? JUDGE_EXPLAINED : JUDGE_ALL;
+    if (!st) st = nb_par_agree(par, verdicts(&d, first));
     if (!st && d.L.kz) {
         st = joint_fit(&d);
         if (!st) st = nb_par_agree(par, frames_fit(&d, 0));
-        if (!st) st = nb_par_agree(par, verdicts(&d, 1));
+        if (!st) st = nb_par_agree(par, verdicts(&d, before_F));
     }
-    if (!st && o->refine_F) st = ds_refine_F(&d, refined);
+    if (!st && o->refine_F) st = refine_F(&d, refined);
     if (!st) st = gather(&d, &g);
     if (!st) st = refined_plan(&d, g, out, failed);
     if (!st) report(&d, g, *failed);

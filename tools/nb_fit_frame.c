@@ -489,6 +489,12 @@ int ds_owned(const ds *d, long i) { return nb_par_owns(d->par, i, d->nframes); }
 
 /* ---- the verdict ---------------------------------------------------------------- */
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* The expected Poisson deviance of one pixel of mean mu. */
 static double expected_deviance(double mu)
 {
@@ -502,36 +508,41 @@ static double expected_deviance(double mu)
     return e;
 }
 
+/* The verdict's deviance is the median over the frame's regions of each
+ * region's deviance over its expectation: a wrong crystal or detector puts
+ * most regions off (spots where the image has none, photons where the model
+ * has none), while a model that is right but for a few strong spots' F
+ * (refined from partial observations) leaves most regions near 1, where
+ * the frame's total would be ruled by its strongest pixels. */
 nb_status ds_verdict(ds *d, ds_frame *fr)
 {
     double val[K_COUNT];
     ds_values(d, fr, fr->p, d->z, val);
-    double D = 0.0, E = 0.0;
-    double *pred, *obs;
-    pred = calloc((size_t)fr->nregions + 1, sizeof *pred);
-    obs = calloc((size_t)fr->nregions + 1, sizeof *obs);
-    if (!pred || !obs) {
-        free(pred), free(obs);
-        return nb_error_set(NB_ERR_NOMEM, "out of memory for the verdict");
-    }
+    /* per region: predicted Bragg photons, observed above the plane, deviance, its expectation */
+    double *acc = calloc(4 * ((size_t)fr->nregions + 1), sizeof *acc);
+    if (!acc) return nb_error_set(NB_ERR_NOMEM, "out of memory for the verdict");
     for (size_t i = 0; i < fr->npix; i++) {
-        const int r = fr->region[i];
-        const double *b = fr->bg + 3 * r, bragg = val[K_SCALE] * d->image[fr->pix[i]], y = fr->y[i];
+        double *a = acc + 4 * fr->region[i];
+        const double *b = fr->bg + 3 * fr->region[i], bragg = val[K_SCALE] * d->image[fr->pix[i]], y = fr->y[i];
         const double back = b[0] + b[1] * fr->dx[i] + b[2] * fr->dy[i];
         const double mu = fmax(bragg + back, MU_FLOOR);
-        D += y > 0 ? 2.0 * (y * log(y / mu) - (y - mu)) : 2.0 * mu;
-        E += expected_deviance(mu);
-        pred[r] += bragg;
-        obs[r] += y - fmax(back, 0.0);
+        a[0] += bragg;
+        a[1] += y - fmax(back, 0.0);
+        a[2] += y > 0 ? 2.0 * (y * log(y / mu) - (y - mu)) : 2.0 * mu;
+        a[3] += expected_deviance(mu);
     }
-    int spots = 0, explained = 0;
+    int spots = 0, explained = 0, nratio = 0;
     for (int r = 0; r < fr->nregions; r++) {
-        if (pred[r] < 10.0) continue; /* too faint to judge */
+        const double *a = acc + 4 * r;
+        if (a[0] < 10.0) continue; /* too faint to judge */
         spots++;
-        if (obs[r] >= 0.5 * pred[r] - 3.0 * sqrt(pred[r] + 1.0)) explained++;
+        if (a[1] >= 0.5 * a[0] - 3.0 * sqrt(a[0] + 1.0)) explained++;
     }
-    free(pred), free(obs);
-    fr->deviance_ratio = E > 0 ? D / E : 0.0;
+    for (int r = 0; r < fr->nregions; r++) /* the ratios packed to the front: nratio <= r */
+        if (acc[4 * r + 3] > 0) acc[nratio++] = acc[4 * r + 2] / acc[4 * r + 3];
+    qsort(acc, (size_t)nratio, sizeof *acc, cmp_double);
+    fr->deviance_ratio = nratio ? acc[nratio / 2] : 0.0;
+    free(acc);
     fr->predicted_spots = spots;
     fr->explained_spots = explained;
     fr->explained = spots ? (double)explained / spots : 0.0;
