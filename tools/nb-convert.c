@@ -55,7 +55,8 @@ static const nb_tool_info tool = {
     "                     or one experiment per still with its own beam and crystal; the\n"
     "                     detector with gain, trusted range and sensor as simulated, in\n"
     "                     DIALS's frame; its images the first CBF or SMV (one panel) or NXmx\n"
-    "                     -o of the same command, if any.  Shards': --join 'part_*.expt'\n"
+    "                     -o of the same command, if any; when every -o is a .expt, a plan\n"
+    "                     without images is described by its frames.  Shards': --join 'part_*.expt'\n"
     "  .jsonl             the ground truth, one JSON line per frame (once for the run): the\n"
     "                     setting matrix A in DIALS's frame, the shot's spectrum, fluence and\n"
     "                     size, and every reflection over --truth-min-photons photons\n"
@@ -293,6 +294,9 @@ static nb_status convert_stream(nb_reader *r, conv_opts *o)
     nb_record rec;
     nb_plan plan;
     int have_plan = 0, eof = 0, images = 0, pool_tried = 0;
+    /* model.expt alone: a plan without images is described by its frames */
+    int plan_images = 0, plans_described = 0;
+    const int expts_only = only_expts(o);
     nb_writer *tee = NULL;
     live_image live;
     frame_pool pool;
@@ -312,6 +316,11 @@ static nb_status convert_stream(nb_reader *r, conv_opts *o)
             if (!(st = pool_drain(&pool))) st = commit_pending();
         } else if (nb_record_is(&rec, "PLAN")) {
             if ((st = pool_drain(&pool))) break; /* its frames are done with the plan they point to */
+            if (have_plan && expts_only && !plan_images) {
+                if ((st = write_expt_plan(o, &plan))) break;
+                plans_described++;
+            }
+            plan_images = 0;
             live.plan = NULL;
             if (have_plan) nb_plan_free(&plan);
             if ((st = nb_plan_from_record(&rec, &plan))) break;
@@ -331,12 +340,14 @@ static nb_status convert_stream(nb_reader *r, conv_opts *o)
             }
             live.pooled = 0;
             images += converted;
+            plan_images += converted;
         }
     }
     /* every frame handed over written (or, after a failure, finished) */
     nb_status pst = nb_pool_stop(&pool.pool);
     if (!st) st = pst;
-    if (!st && images == 0)
+    if (!st && have_plan && expts_only && !plan_images && !(st = write_expt_plan(o, &plan))) plans_described++;
+    if (!st && images == 0 && plans_described == 0)
         st = o->grad ? nb_error_set(NB_ERR_DATA, "%s: the stream holds no derivative of '%s' (run nb-sim --grad %s)",
                                     nb_reader_name(r), o->grad, o->grad)
                      : nb_image_none(nb_reader_name(r));

@@ -719,6 +719,7 @@ int main(int argc, char **argv)
     nb_exit_on_error(nb_engine_open(&engine, NB_ENGINE_CPU));
     /* the model's plans are the start's command resolved again: its files through formats/ */
     nb_grad_set_readers(nb_smv_apply_to_request, nb_detector_file_read);
+    nb_grad_set_expt_reader(nb_experiment_list_read);
     if (o.iterations < 1) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option --iterations: at least 1"));
 
     nb_reader *r = NULL;

@@ -779,6 +779,7 @@ int main(int argc, char **argv)
     nb_exit_on_error(nb_engine_open(&engine, devices_of[o.device]));
     /* --grad resolves the plan's command again: the files it names through formats/ */
     nb_grad_set_readers(nb_smv_apply_to_request, nb_detector_file_read);
+    nb_grad_set_expt_reader(nb_experiment_list_read);
 
     nb_reader *r = NULL;
     nb_writer *w = NULL;
