@@ -80,6 +80,18 @@ static nb_status predict_regions(ds *d, ds_frame *fr)
     return st;
 }
 
+/* Has an accepted step ended the iterations?  When it moved no parameter by
+ * a hundredth of its sigma (1 / sqrt of its information: the planes'
+ * slopes, which a background of 0 leaves free to creep, are not asked), or
+ * gained less than the single-precision model's rounding makes of -log L
+ * (a part in 1e7 of it; a sigma's move gains a half). */
+static int converged(const double *step, const double *H, int k, double gain, double nll)
+{
+    int small = 1;
+    for (int j = 0; j < k && small; j++) small = fabs(step[j]) * sqrt(fmax(H[j * DS_MAX + j], 0.0)) < 0.01;
+    return small || gain < 1e-3 + 2e-7 * fabs(nll);
+}
+
 /* Levenberg-Marquardt on frame fr's own values and planes, the shared ones fixed. */
 static nb_status frame_fit(ds *d, ds_frame *fr, int loss, int iterations)
 {
@@ -90,11 +102,13 @@ static nb_status frame_fit(ds *d, ds_frame *fr, int loss, int iterations)
     if (!st) st = ds_render(d, fr, fr->p, d->z, 1, 0);
     if (!st) ds_likelihood(d, fr, fr->p, d->z, fr->bg, loss, 1);
     double lambda = 1e-3;
-    for (int it = 0; it < iterations && !st; it++) {
+    int it = 0;
+    for (; it < iterations && !st; it++) {
         double dp[DS_MAX], p_t[DS_MAX];
         if ((st = ds_frame_step(d, fr, lambda, NULL, dp, dbg))) break;
         for (int j = 0; j < kp; j++) p_t[j] = fr->p[j] + dp[j];
         for (int j = 0; j < 3 * fr->nregions; j++) bg_t[j] = fr->bg[j] + dbg[j];
+        ds_planes_project(bg_t, fr->nregions);
         nb_status ts = ds_render(d, fr, p_t, d->z, 0, 0);
         const double nll_t = ts ? INFINITY : ds_likelihood(d, fr, p_t, d->z, bg_t, loss, 0);
         if (!(nll_t < fr->nll)) {
@@ -103,36 +117,39 @@ static nb_status frame_fit(ds *d, ds_frame *fr, int loss, int iterations)
             continue;
         }
         const double gain = fr->nll - nll_t;
+        double H[DS_MAX * DS_MAX];
+        memcpy(H, fr->H, sizeof H);
         memcpy(fr->p, p_t, sizeof fr->p);
         memcpy(fr->bg, bg_t, 3 * (size_t)fr->nregions * sizeof *bg_t);
         if ((st = ds_render(d, fr, fr->p, d->z, 1, 0))) break;
         ds_likelihood(d, fr, fr->p, d->z, fr->bg, loss, 1);
         lambda = fmax(lambda / 10.0, 1e-9);
-        if (gain < 1e-9 * fabs(fr->nll) + 1e-6) break;
+        if (converged(dp, H, kp, gain, fr->nll)) break;
     }
     if (!st) {
         char values[512];
         int at = 0;
         for (int j = 0; j < kp && at < (int)sizeof values - 64; j++)
             at += snprintf(values + at, sizeof values - (size_t)at, " %s %.6g", ds_kind_name(d->L.kind[j]), fr->p[j]);
-        nb_info("frame %ld: %s %.10g on %zu pixels in %d regions:%s", fr->index + 1,
-                loss == NB_FIT_LSQ ? "RSS/2" : "-log L", fr->nll, fr->npix, fr->nregions, values);
+        nb_info("frame %ld: %s %.10g on %zu pixels in %d regions after %d iterations:%s", fr->index + 1,
+                loss == NB_FIT_LSQ ? "RSS/2" : "-log L", fr->nll, fr->npix, fr->nregions, it, values);
     }
     free(dbg), free(bg_t);
     return st;
 }
 
-/* Stage 3 on every frame of this process: least squares, then Poisson;
- * the regions predicted again, Poisson again.  A frame whose system is
+/* Stage 3 on every frame of this process: least squares (lsq_first: at
+ * most 10 iterations, the way into the Poisson likelihood's basin), then
+ * Poisson; the regions predicted again, Poisson again.  A frame whose system is
  * singular is failed (its start kept), not the run. */
-static nb_status frames_fit(ds *d, int predict_first)
+static nb_status frames_fit(ds *d, int predict_first, int lsq_first)
 {
     nb_status st = NB_OK;
     for (long i = 0; i < d->nframes && !st; i++) {
         ds_frame *fr = &d->fr[i];
         if (!mine(d, i) || fr->failed == DS_FAIL_FIT) continue;
         if (predict_first) st = predict_regions(d, fr);
-        if (!st) st = frame_fit(d, fr, NB_FIT_LSQ, d->o->iterations);
+        if (!st && lsq_first) st = frame_fit(d, fr, NB_FIT_LSQ, d->o->iterations < 10 ? d->o->iterations : 10);
         if (!st && d->o->loss == NB_FIT_POISSON) st = frame_fit(d, fr, NB_FIT_POISSON, d->o->iterations);
         if (!st) st = predict_regions(d, fr);
         if (!st && d->o->loss == NB_FIT_POISSON) st = frame_fit(d, fr, NB_FIT_POISSON, d->o->iterations);
@@ -188,7 +205,7 @@ static nb_status joint_equations(ds *d, double *total)
 }
 
 /* The joint step's shared part: dz from the frames' Schur complements. */
-static nb_status joint_dz(ds *d, double lambda, double *dz)
+static nb_status joint_dz(ds *d, double lambda, double *dz, double *info)
 {
     const int kz = d->L.kz;
     double S[DS_MAX * DS_MAX + DS_MAX];
@@ -200,7 +217,7 @@ static nb_status joint_dz(ds *d, double lambda, double *dz)
     if (!st) st = nb_par_sum(d->par, S, (size_t)(kz * kz + kz));
     if (st) return st;
     double rhs[DS_MAX];
-    for (int a = 0; a < kz; a++) rhs[a] = -S[kz * kz + a];
+    for (int a = 0; a < kz; a++) rhs[a] = -S[kz * kz + a], info[a] = S[a * kz + a] / (1.0 + lambda);
     if (!nb_fit_solve(kz, S, kz, rhs, dz))
         return nb_error_set(NB_ERR_DATA, "the shared parameters are not independent on these frames (a singular "
                                          "system)");
@@ -221,8 +238,8 @@ static nb_status joint_fit(ds *d)
     double total, lambda = 1e-3;
     nb_status st = joint_equations(d, &total);
     for (int it = 0; it < d->o->iterations && !st; it++) {
-        double dz[DS_MAX], z_t[DS_MAX], total_t = 0.0;
-        if ((st = joint_dz(d, lambda, dz))) break;
+        double dz[DS_MAX], z_t[DS_MAX], joint_info[DS_MAX], total_t = 0.0;
+        if ((st = joint_dz(d, lambda, dz, joint_info))) break;
         for (int j = 0; j < kz; j++) z_t[j] = d->z[j] + dz[j];
         for (long i = 0; i < d->nframes && !st; i++) {
             ds_frame *fr = &d->fr[i];
@@ -234,6 +251,7 @@ static nb_status joint_fit(ds *d)
             if (!st) st = ds_frame_step(d, fr, lambda, dz, dp, t[i].bg);
             for (int j = 0; j < d->L.kp && !st; j++) t[i].p[j] = fr->p[j] + dp[j];
             for (int j = 0; j < 3 * fr->nregions && !st; j++) t[i].bg[j] += fr->bg[j];
+            if (!st) ds_planes_project(t[i].bg, fr->nregions);
             if (!st && !ds_render(d, fr, t[i].p, z_t, 0, 0))
                 total_t += ds_likelihood(d, fr, t[i].p, z_t, t[i].bg, NB_FIT_POISSON, 0);
             else if (!st) total_t = INFINITY;
@@ -249,6 +267,9 @@ static nb_status joint_fit(ds *d)
             continue;
         }
         const double gain = total - total_t;
+        double Hz[DS_MAX * DS_MAX];
+        memset(Hz, 0, sizeof Hz);
+        for (int a = 0; a < kz; a++) Hz[a * DS_MAX + a] = joint_info[a];
         memcpy(d->z, z_t, sizeof d->z);
         for (long i = 0; i < d->nframes; i++)
             if (joins(d, i)) {
@@ -257,7 +278,7 @@ static nb_status joint_fit(ds *d)
             }
         if ((st = joint_equations(d, &total))) break;
         lambda = fmax(lambda / 10.0, 1e-9);
-        if (gain < 1e-9 * fabs(total) + 1e-6) break;
+        if (converged(dz, Hz, kz, gain, total)) break;
     }
     for (long i = 0; i < d->nframes; i++) free(t[i].bg);
     free(t);
@@ -454,13 +475,13 @@ nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts
     const int moves = d.L.where_z[K_DISTANCE] >= 0 || d.L.where_z[K_XBEAM] >= 0 || d.L.where_z[K_YBEAM] >= 0;
     const int global = o->global == NB_FIT_GLOBAL_ON || (o->global == NB_FIT_GLOBAL_AUTO && (turns || moves));
     if (!st && global) st = nb_par_agree(par, ds_global(&d));
-    if (!st && d.L.kp + d.L.kz) st = nb_par_agree(par, frames_fit(&d, global));
+    if (!st && d.L.kp + d.L.kz) st = nb_par_agree(par, frames_fit(&d, global, 1));
     const enum judge before_F = o->refine_F ? JUDGE_SPOTS : JUDGE_ALL;
     const enum judge first = o->refine_F ? JUDGE_SPOTS : d.L.kz ? JUDGE_EXPLAINED : JUDGE_ALL;
     if (!st) st = nb_par_agree(par, verdicts(&d, first));
     if (!st && d.L.kz) {
         st = joint_fit(&d);
-        if (!st) st = nb_par_agree(par, frames_fit(&d, 0));
+        if (!st) st = nb_par_agree(par, frames_fit(&d, 0, 0));
         if (!st) st = nb_par_agree(par, verdicts(&d, before_F));
     }
     if (!st && o->refine_F) st = refine_F(&d, refined);

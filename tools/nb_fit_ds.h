@@ -105,6 +105,12 @@ int ds_owned(const ds *d, long i);
 nb_status ds_regions(ds *d, ds_frame *fr, const observed *ob);
 void ds_regions_free(ds_frame *fr);
 
+/* Keep every plane at or above a thousandth of a photon over its region
+ * (|dx|, |dy| <= 1): the level raised to it, the slopes shrunk to what the
+ * level allows.  A background is never negative, and one of 0 (a simulated
+ * still) would otherwise draw the level down towards 0 without end. */
+void ds_planes_project(double *bg, int nregions);
+
 /* ---- nb_fit_global.c ---- */
 nb_status ds_global(ds *d);
 

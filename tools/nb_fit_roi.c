@@ -112,6 +112,17 @@ static void grow_boxes(box *b, size_t n, int r, int fp, int sp)
     }
 }
 
+void ds_planes_project(double *bg, int nregions)
+{
+    const double floor = 1e-3;
+    for (int r = 0; r < nregions; r++) {
+        double *b = bg + 3 * r;
+        b[0] = fmax(b[0], floor);
+        const double tilt = fabs(b[1]) + fabs(b[2]), room = b[0] - floor;
+        if (tilt > room) b[1] *= room / tilt, b[2] *= room / tilt;
+    }
+}
+
 void ds_regions_free(ds_frame *fr)
 {
     free(fr->pix), free(fr->region), free(fr->dx), free(fr->dy), free(fr->y), free(fr->bg);
@@ -146,7 +157,8 @@ static nb_status take_pixels(ds_frame *fr, const box *b, size_t nb, size_t off, 
                 if (scale * model[at] < 0.5 * spot) sum += ob->y[at], nback++;
             }
         if (!taken) continue;
-        double plane[3] = {nback ? fmax(sum / nback, 0.0) : 0.0, 0.0, 0.0};
+        double plane[3] = {nback ? sum / nback : 0.0, 0.0, 0.0};
+        ds_planes_project(plane, 1);
         if (!st) st = grow_push(bgs, plane);
         fr->nregions++;
     }
