@@ -105,6 +105,7 @@ static const nb_tool_info tool = {
     "  nb-geom --nonbragg -lambda 1.3 -detsize 60 | nb-amorphous --table air.stol --thickness 150 \\\n"
     "      --density 0.0012 --mw 29 | nb-convert -o air.bin\n",
     NULL,
+    NULL, /* no exit status of its own */
 };
 
 /* One panel's statistics, added to the detector's: the rows of every panel

@@ -92,6 +92,7 @@ static const nb_tool_info tool = {
     "  nb-convert --import floatimage.bin plan.nbs | nb-noise -seed 3 | nb-convert -o noisy.img\n"
     "      (plan.nbs: the plan floatimage.bin was rendered from)\n",
     NULL,
+    NULL, /* no exit status of its own */
 };
 
 

@@ -27,7 +27,7 @@ static const nb_opt_table table;
 static const nb_tool_info tool = {
     "nb-fit",
     NB_FIT,
-    "[OPTIONS] --observed FILE --refine LIST [STREAM]",
+    "[OPTIONS] --observed FILE... --refine LIST [--refine-frame LIST] [--refine-F] [STREAM]",
     "refine a plan's parameters against observed images",
     "nb-fit reads a PLAN record (and the HKL record of nb-hkl) as the start model and one\n"
     "observed image per frame of the plan (--observed: CBF, SMV, TIFF, an nb stream's IMAGE\n"
@@ -42,11 +42,31 @@ static const nb_tool_info tool = {
     "values to standard error as 'NAME = VALUE +- SIGMA UNIT' (sigma from the inverse Fisher\n"
     "information), with -v the likelihood of every iteration.  The model is rendered on the\n"
     "double path (nb-sim -precision double --grad), or with -precision single on the fast\n"
-    "path (nb-sim -precision single --grad: tens of times faster, the fast path's model).",
+    "path (nb-sim -precision single --grad: tens of times faster, the fast path's model).\n"
+    "\n"
+    "A dataset fit (--refine-frame, --refine-F, or a plan of per-frame crystals such as\n"
+    "nb-geom -expt makes from a DIALS experiment list) refines each frame's own parameters\n"
+    "(--refine-frame: misset_x/y/z turn the frame's crystal about the lab axes, cell_*, Na/Nb/Nc,\n"
+    "lambda, scale) with the shared ones of --refine (distance, Xbeam, Ybeam, cell_* ...) and,\n"
+    "with --refine-F, the structure factors of the asymmetric unit, on the fast path, over\n"
+    "regions around the spots with a background plane each.  A global stage searches the\n"
+    "crystals' turns and the detector's distance and beam centre on the observed spots first.\n"
+    "Each frame gets a verdict (its deviance against its expectation, the predicted spots the\n"
+    "image shows): a frame that fails keeps its start, marked in the refined plan, is named on\n"
+    "standard error ('nb-fit: frame N failed: WHY'), is left out of the shared values and F,\n"
+    "and nb-fit exits 3 after writing the whole stream.  nb-fit ... | nb-convert -o fit.expt\n"
+    "writes the refined experiments.  Under mpirun -n K the frames are split over the\n"
+    "processes (docs/physics.md 15.1).",
     &table,
     "  nb-geom $START | nb-hkl | nb-fit --observed still.cbf --refine distance,Xbeam,Ybeam > fit.nbs\n"
-    "  nb-fit --observed frame.img --refine misset_x,misset_y,misset_z,cell_a,scale -o fit.nbs start.nbs\n",
+    "  nb-fit --observed frame.img --refine misset_x,misset_y,misset_z,cell_a,scale -o fit.nbs start.nbs\n"
+    "  nb-geom -expt indexed.expt -N 20 -fluence 1e27 | nb-hkl -hkl F.hkl | nb-fit --observed s_001.cbf \\\n"
+    "      --observed s_002.cbf --refine cell_a,cell_b,cell_c --refine-frame misset_x,misset_y,misset_z,scale \\\n"
+    "      | nb-convert -o fit.expt\n"
+    "  mpirun -n 8 nb-fit $OBSERVED --refine-F --refine-frame scale --space-group 'P 21 21 21' --F-out F.hkl \\\n"
+    "      -o fit.nbs start.nbs\n",
     NULL,
+    "3 the fit ran and the stream is whole, but a frame's verdict failed (named on standard error)",
 };
 
 #define MAX_PARAMS (NB_GRAD_MAX_NAMES + 1)

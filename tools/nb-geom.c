@@ -38,6 +38,7 @@ static const nb_tool_info tool = {
     "  nb-geom -expt indexed.expt -N 10 -default_F 100 -o plan.nbs\n"
     "  nb-geom -v -xds -cell 78 78 37 90 90 90 -misset random -ORGX 256 -ORGY 256 -o plan.nbs\n",
     NULL,
+    NULL, /* no exit status of its own */
 };
 
 /* nb-geom's own options (-o, -q, -v, --help ...) for the library's loop */

@@ -58,6 +58,7 @@ static const nb_tool_info tool = {
     "  nb-geom ... -osc 1 -nframes 90 -o sweep.nbs; nb-sim --shard 2/3 -o part2.nbs sweep.nbs\n"
     "  nb-sim --grad distance,Xbeam,Ybeam plan.nbs | nb-convert --grad distance -o ddistance.bin\n",
     print_backends,
+    NULL, /* no exit status of its own */
 };
 
 static void print_backends(FILE *fp)

@@ -361,7 +361,7 @@ static void ds_close(ds *d)
 
 /* What each frame came to, on every process: failed code, the verdict's
  * figures, its values. */
-enum { G_FAILED, G_RATIO, G_SPOTS, G_EXPLAINED, G_PIXELS, G_VALUES, G_WIDTH = G_VALUES + DS_MAX };
+enum { G_FAILED, G_RATIO, G_SPOTS, G_EXPLAINED, G_PIXELS, G_VALUES, G_SIGMAS = G_VALUES + DS_MAX, G_WIDTH = G_SIGMAS + DS_MAX };
 
 static nb_status gather(ds *d, double **out)
 {
@@ -376,6 +376,8 @@ static nb_status gather(ds *d, double **out)
         row[G_SPOTS] = fr->predicted_spots, row[G_EXPLAINED] = fr->explained_spots;
         row[G_PIXELS] = (double)fr->npix;
         for (int j = 0; j < d->L.kp; j++) row[G_VALUES + j] = fr->p[j];
+        if (fr->failed || ds_frame_sigmas(d, fr, row + G_SIGMAS))
+            for (int j = 0; j < d->L.kp; j++) row[G_SIGMAS + j] = 0.0;
     }
     if ((st = nb_par_sum(d->par, g, (size_t)d->nframes * G_WIDTH))) free(g);
     else *out = g;
@@ -432,13 +434,34 @@ static nb_status refined_plan(ds *d, const double *g, nb_plan *out, int *failed)
     return st;
 }
 
+/* The shared values' sigmas: the inverse of the frames' summed Schur
+ * complements at the end (every process's frames). */
+static nb_status shared_sigmas(ds *d, double *sigma)
+{
+    const int kz = d->L.kz;
+    double total, S[DS_MAX * DS_MAX + DS_MAX];
+    memset(S, 0, sizeof S);
+    nb_status st = joint_equations(d, &total);
+    for (long i = 0; i < d->nframes && !st; i++)
+        if (joins(d, i)) st = ds_frame_schur(d, &d->fr[i], 0.0, S, S + kz * kz);
+    st = nb_par_agree(d->par, st);
+    if (!st) st = nb_par_sum(d->par, S, (size_t)(kz * kz + kz));
+    for (int j = 0; j < kz && !st; j++) {
+        double unit[DS_MAX] = {0}, col[DS_MAX];
+        unit[j] = 1.0;
+        sigma[j] = nb_fit_solve(kz, S, kz, unit, col) ? sqrt(fabs(col[j])) : NAN;
+    }
+    return st;
+}
+
 /* stderr: the shared values, each frame's failure, a summary. */
-static void report(const ds *d, const double *g, int failed)
+static void report(const ds *d, const double *g, const double *zsigma, int failed)
 {
     if (d->par->rank != 0 || nb_verbosity() < 0) return;
     for (int j = 0; j < d->L.kz; j++) {
         const int k = d->L.kind[d->L.kp + j];
-        fprintf(stderr, "%s = %.10g%s%s\n", ds_kind_name(k), d->z[j], ds_kind_unit(k)[0] ? " " : "", ds_kind_unit(k));
+        fprintf(stderr, "%s = %.10g \u00b1 %.3g%s%s\n", ds_kind_name(k), d->z[j], zsigma[j], ds_kind_unit(k)[0] ? " " : "",
+                ds_kind_unit(k));
     }
     long fitted = 0;
     for (long i = 0; i < d->nframes; i++) {
@@ -449,7 +472,8 @@ static void report(const ds *d, const double *g, int failed)
             if (nb_verbosity() > 0) {
                 fprintf(stderr, "frame %ld:", i + 1);
                 for (int j = 0; j < d->L.kp; j++)
-                    fprintf(stderr, " %s = %.6g", ds_kind_name(d->L.kind[j]), row[G_VALUES + j]);
+                    fprintf(stderr, " %s = %.6g \u00b1 %.2g", ds_kind_name(d->L.kind[j]), row[G_VALUES + j],
+                            row[G_SIGMAS + j]);
                 fprintf(stderr, " (%.0f pixels, deviance ratio %.3f, %.0f of %.0f spots)\n", row[G_PIXELS],
                         row[G_RATIO], row[G_EXPLAINED], row[G_SPOTS]);
             }
@@ -485,9 +509,12 @@ nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts
         if (!st) st = nb_par_agree(par, verdicts(&d, before_F));
     }
     if (!st && o->refine_F) st = refine_F(&d, refined);
+    double zsigma[DS_MAX];
+    for (int j = 0; j < DS_MAX; j++) zsigma[j] = NAN;
+    if (!st && d.L.kz) st = shared_sigmas(&d, zsigma);
     if (!st) st = gather(&d, &g);
     if (!st) st = refined_plan(&d, g, out, failed);
-    if (!st) report(&d, g, *failed);
+    if (!st) report(&d, g, zsigma, *failed);
     free(g);
     ds_close(&d);
     return st;

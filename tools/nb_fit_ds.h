@@ -97,6 +97,9 @@ double ds_likelihood(ds *d, ds_frame *fr, const double *p, const double *z, cons
 nb_status ds_frame_step(const ds *d, const ds_frame *fr, double lambda, const double *dz, double *dp, double *dbg);
 /* The frame's Schur complement on the shared values: S (kz x kz) and s (kz), added */
 nb_status ds_frame_schur(const ds *d, const ds_frame *fr, double lambda, double *S, double *s);
+/* The sigmas of the frame's own values (its planes eliminated, the shared
+ * ones fixed): the inverse Fisher information at its last equations */
+nb_status ds_frame_sigmas(const ds *d, const ds_frame *fr, double *sigma);
 int ds_owned(const ds *d, long i);
 
 /* ---- nb_fit_roi.c ---- */

@@ -485,6 +485,20 @@ nb_status ds_frame_step(const ds *d, const ds_frame *fr, double lambda, const do
     return NB_OK;
 }
 
+nb_status ds_frame_sigmas(const ds *d, const ds_frame *fr, double *sigma)
+{
+    const int kp = d->L.kp;
+    double Hr[DS_MAX * DS_MAX], gr[DS_MAX];
+    nb_status st = reduce(d, fr, 0.0, Hr, gr);
+    for (int j = 0; j < kp && !st; j++) {
+        double unit[DS_MAX] = {0}, col[DS_MAX];
+        unit[j] = 1.0;
+        if (!nb_fit_solve(kp, Hr, DS_MAX, unit, col)) return nb_error_set(NB_ERR_DATA, "a singular system");
+        sigma[j] = sqrt(fabs(col[j]));
+    }
+    return st;
+}
+
 int ds_owned(const ds *d, long i) { return nb_par_owns(d->par, i, d->nframes); }
 
 /* ---- the verdict ---------------------------------------------------------------- */
