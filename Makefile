@@ -246,11 +246,9 @@ $(BIN)/%: $(BUILD)/tools/%.o $$(call tool_parts,$$*) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(filter %.o,$^) $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(TOOL_LDLIBS) $(LDFLAGS)
 
-# nb-hkl alone reads MTZ and mmCIF files (CCP4's library); nb-fit takes
-# space groups' operators from it, and runs across processes (nb_par.c)
+# nb-hkl reads MTZ and mmCIF files with CCP4's library; nb-fit takes space
+# groups' operators from it (--space-group)
 $(BIN)/nb-hkl: TOOL_LDLIBS := $(CCP4_LDLIBS)
-$(BIN)/nb-fit: TOOL_LDLIBS := $(CCP4_LDLIBS)
-$(BIN)/nb-fit: $(BUILD)/tools/nb_par.o
 
 # nb-fit across processes: its parallel layer, the one object compiled with
 # MPI's headers, and libmpi when mpicc was found
@@ -259,7 +257,7 @@ $(BUILD)/tools/nb_par.o: tools/nb_par.c $(HEADERS) $(FLAGS_STAMP)
 	$(CC) $(NB_CFLAGS) $(LAYER_INC) $(PAR_CFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BIN)/nb-fit: $(BUILD)/tools/nb_par.o
-$(BIN)/nb-fit: TOOL_LDLIBS := $(MPI_LDLIBS)
+$(BIN)/nb-fit: TOOL_LDLIBS := $(CCP4_LDLIBS) $(MPI_LDLIBS)
 
 # ---- tests ---------------------------------------------------------------
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)

@@ -16,7 +16,7 @@ OBS="--observed still_1.cbf --observed still_2.cbf --observed still_3.cbf"
 setup() {
     cd "$BATS_TEST_TMPDIR"
     nb-geom -q $TRUTH $REST | nb-sim -q | nb-noise -q -seed 3 | nb-convert -q -o still_#.cbf -o model.expt
-    nb-geom -q $START $REST -o start.nbs
+    nb-geom -q $REST $START -o start.nbs
 }
 
 PY=/usr/bin/python3
@@ -102,6 +102,8 @@ within() { awk -v v="$(value "$1")" -v t="$2" -v r="$3" 'BEGIN { e = v / t - 1; 
 import numpy as np
 t = {}
 for line in open("F_asu.hkl"):
+    if line.startswith("#"):
+        continue
     h, k, l, F = line.split()[:4]
     t[(abs(int(h)), abs(int(k)), abs(int(l)))] = float(F)
 a, b = [], []
