@@ -157,6 +157,19 @@ static nb_status add_reference_output(const nb_opt_args *a)
     return NB_OK;
 }
 
+/* --frames A:B, 1-based and inclusive */
+static nb_status set_frames(const nb_opt_args *a)
+{
+    conv_opts *o = a->dest;
+    char *end;
+    long first = strtol(a->vals[0], &end, 10), last = *end == ':' ? strtol(end + 1, &end, 10) : -1;
+    if (*end || first < 1 || last < first)
+        return nb_error_set(NB_ERR_USAGE, "option --frames: expected FIRST:LAST, frames counted from 1, got '%s'",
+                            a->vals[0]);
+    o->frame_first = first, o->frame_last = last;
+    return NB_OK;
+}
+
 /* --join PART: a name, or a pattern expanded here (so that a quoted
  * 'part_*.nxs' names every part; the joined files order them by their frames) */
 static nb_status add_join(const nb_opt_args *a)
@@ -231,6 +244,11 @@ static const nb_opt rows[] = {
      "files) when its plugin is installed, else gzip (auto, the default)",
      .needs = "a name", .type = NB_OPT_CHOICE, .at = {CO(compression)}, .choices = compressions,
      .expected = "'auto', 'gzip', 'bslz4' or 'none'"},
+    {NB_OPT_LOCAL, "--frames", 1, "A:B",
+     "a plan without IMAGE records written as model.expt: frames A to B\n"
+     "alone (counted from 1; a shard's part for --join, as nb-fit --frames\n"
+     "refines them)",
+     .needs = "FIRST:LAST", .type = NB_OPT_CALLBACK, .fn = set_frames},
     {NB_OPT_LOCAL, "--join", 1, "PART",
      "join the files of shards (nb-sim --shard, --frames): NXmx parts into\n"
      "the -o MASTER.nxs (a virtual data set over theirs), model.expt parts\n"

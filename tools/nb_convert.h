@@ -56,6 +56,7 @@ typedef struct conv_opts {
     double truth_min_photons; /* --truth-min-photons: a reflection in truth.jsonl has more */
     nb_truth **truths;      /* per -o: its truth.jsonl, open for the whole run (NULL: none yet) */
     nb_expt **expts;        /* per -o: its model.expt, gathered over the whole run (NULL: none yet) */
+    long frame_first, frame_last; /* --frames A:B (1-based): a plan without images described by these alone */
 } conv_opts;
 
 /* an IMAGE record made ready to write (formats/frame_write.h) */

@@ -97,7 +97,11 @@ nb_status write_expt_plan(const conv_opts *o, const nb_plan *plan)
             nb_info("writing %s of the plan's %d frame%s (no IMAGE record)", o->outs[k].path, plan->nframes,
                     plan->nframes == 1 ? "" : "s");
         }
-        for (long f = 0; f < plan->nframes && !st; f++)
+        const long first = o->frame_first ? o->frame_first - 1 : 0, last = o->frame_first ? o->frame_last : plan->nframes;
+        if (last > plan->nframes)
+            return nb_error_set(NB_ERR_USAGE, "option --frames: the plan has %d frame%s", plan->nframes,
+                                plan->nframes == 1 ? "" : "s");
+        for (long f = first; f < last && !st; f++)
             st = nb_expt_frame(o->expts[k], plan, f, plan_frame_wavelength(plan, f), &c);
     }
     return st;

@@ -88,7 +88,7 @@ void ds_values(const ds *d, const ds_frame *fr, const double *p, const double *z
 /* the crystal's cell vectors (rows a, b, c; m) at these values */
 void ds_crystal(const ds_frame *fr, const double val[K_COUNT], double abc[3][3]);
 /* Render frame fr at (p, z): d->image (the Bragg photons at scale 1 on the
- * regions; the full frame when full), with the derivatives of the rendered
+ * regions; the full frame when full, one sample a pixel: to find spots), with the derivatives of the rendered
  * kinds into d->grads when grads. */
 nb_status ds_render(ds *d, ds_frame *fr, const double *p, const double *z, int grads, int full);
 /* -log L of fr at (p, z, bg) from d->image; with ne, its normal equations into fr */
