@@ -45,6 +45,7 @@ nb_status nb_par_agree(const nb_par *p, nb_status st);
 /* Frame `frame` of nframes is this rank's: contiguous blocks, frames [r*n/size, (r+1)*n/size). */
 int nb_par_owns(const nb_par *p, long frame, long nframes);
 
+/* Before main's successful end (a rank that ends without it fails the job, mpirun says) */
 void nb_par_finalize(nb_par *p);   /* MPI_Finalize when initialised */
 
 /* A failure after which the others cannot go on: MPI_Abort(code) when MPI, else nothing (main exits) */
