@@ -750,7 +750,12 @@ int main(int argc, char **argv)
     memset(&hkl_rec, 0, sizeof hkl_rec);
     nb_hkl_init(&hkl);
     nb_hkl_init(&refined_F);
-    nb_status st = nb_reader_open(&r, opts.input);
+    nb_status st = NB_OK;
+    /* mpirun hands standard input to rank 0 alone */
+    if (par.size > 1 && !strcmp(opts.input, "-"))
+        st = nb_error_set(NB_ERR_USAGE, "under mpirun every process reads the start: give it as a file (nb-fit ... "
+                                        "start.nbs), not on standard input");
+    if (!st) st = nb_reader_open(&r, opts.input);
     if (!st) st = read_start(r, &start, &hkl_rec, &have_plan, &have_hkl);
     if (!st) st = start_hkl(&start, &hkl_rec, have_hkl, &hkl);
     int have_refined = 0;
@@ -770,8 +775,10 @@ int main(int argc, char **argv)
     nb_reader_close(r);
     nb_engine_close(engine);
     free(o.observed);
-    nb_par_finalize(&par);
+    /* a failure the processes agreed on: exit, every process having said so
+     * (nb_par's exit handler waits for the others and finalizes) */
     nb_exit_on_error(st);
+    nb_par_finalize(&par);
     /* the fit ran and the stream is whole; a frame's verdict failed: 3 (documented) */
     return failed ? 3 : 0;
 }

@@ -135,9 +135,18 @@ EOF
     [[ "$output" == *"option --frames: expected FIRST:LAST"* ]] || false
 }
 
-@test "fit-dataset: --frames fits its frames alone, the others keep their start" {
+@test "fit-dataset: --frames fits its frames alone; parts' experiments join (a Slurm array's)" {
     run -0 nb-fit --observed still_2.cbf --frames 2:2 --refine-frame misset_x,misset_y,misset_z,scale -o fit.nbs start.nbs
     [[ "$output" == *"1 frame fitted, 0 failed"* ]] || false
+    nb-convert -q --frames 2:2 -o part_2.expt fit.nbs
+    nb-fit -q --observed still_1.cbf --frames 1:1 --refine-frame misset_x,misset_y,misset_z,scale start.nbs |
+        nb-convert -q --frames 1:1 -o part_1.expt
+    nb-fit -q --observed still_3.cbf --frames 3:3 --refine-frame misset_x,misset_y,misset_z,scale start.nbs |
+        nb-convert -q --frames 3:3 -o part_3.expt
+    run -0 nb-convert -q --join 'part_*.expt' -o joined.expt
+    [ "$(grep -c '"nb-frame-' joined.expt)" -eq 3 ] || false
+    run -2 nb-convert -q --frames 2:4 -o too_far.expt fit.nbs
+    [[ "$output" == *"the plan has 3 frames"* ]] || false
 }
 
 @test "fit-dataset: mpirun -n 2 gives one process's answer" {
