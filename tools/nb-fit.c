@@ -755,6 +755,10 @@ int main(int argc, char **argv)
     if (par.size > 1 && !strcmp(opts.input, "-"))
         st = nb_error_set(NB_ERR_USAGE, "under mpirun every process reads the start: give it as a file (nb-fit ... "
                                         "start.nbs), not on standard input");
+    /* and gives each a terminal for its standard output: no way for a stream */
+    if (!st && par.size > 1 && !strcmp(opts.output, "-"))
+        st = nb_error_set(NB_ERR_USAGE, "under mpirun write the refined stream with -o FILE (mpirun gives every "
+                                        "process a terminal, not a pipe, for standard output)");
     if (!st) st = nb_reader_open(&r, opts.input);
     if (!st) st = read_start(r, &start, &hkl_rec, &have_plan, &have_hkl);
     if (!st) st = start_hkl(&start, &hkl_rec, have_hkl, &hkl);

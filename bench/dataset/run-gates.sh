@@ -168,8 +168,8 @@ fit() {
     t0=$(now)
     set +e
     # shellcheck disable=SC2086
-    ${LAUNCH:-} "$NB_BIN/nb-fit" "${thr[@]}" "${obs[@]}" "${args[@]}" "$@" $FIT_FLAGS "$plan" \
-        > "$out/fit.nbs" 2> "$out/fit.log"
+    ${LAUNCH:-} "$NB_BIN/nb-fit" "${thr[@]}" "${obs[@]}" "${args[@]}" "$@" $FIT_FLAGS -o "$out/fit.nbs" "$plan" \
+        2> "$out/fit.log"
     FIT_RC=$?
     set -e
     t1=$(now)
@@ -263,7 +263,7 @@ if want G3; then
         || stop G3 "nb-geom -expt g3-start.expt | nb-hkl -hkl flat.hkl failed" "$work/g3-plan.nbs.log"
     . "$g3data/dataset.env"
     fit G3 "$g3data" "$work/g3-plan.nbs" "$work/g3" "$G3_REFINE" "$G3_REFINE_FRAME" \
-        --refine-F --F-out "$work/g3/F_fit.hkl"
+        --refine-F --space-group "$G3_SPACE_GROUP" --F-out "$work/g3/F_fit.hkl"
     [ -s "$work/g3/F_fit.hkl" ] || stop G3 "nb-fit --F-out wrote no $work/g3/F_fit.hkl" "$work/g3/fit.log"
     evaluate G3 --F --truth-hkl "$g3data/F.hkl" --fit-hkl "$work/g3/F_fit.hkl" \
         --truth-jsonl "$g3data/truth.jsonl" --space-group "$G3_SPACE_GROUP"
