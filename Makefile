@@ -91,6 +91,20 @@ endif
 # dlopen (libtiff, libhdf5, liblz4): in libc itself from glibc 2.34
 NB_LDLIBS += -ldl
 
+# optional part, probed: Open MPI's mpicc, for nb-fit across processes
+# (mpirun -n K nb-fit; tools/nb_par.c, docs/architecture.md "nb-fit across
+# processes").  Only nb_par.c is compiled with MPI's headers (-DNB_HAVE_MPI and
+# mpicc --showme:compile) and only nb-fit (and the tests' par-check) link
+# libmpi (--showme:link); without it nb_par is a single process.  --showme is
+# Open MPI's: another MPI's mpicc counts as none.  MPICC= (empty) disables it.
+MPICC ?= $(shell command -v mpicc 2>/dev/null)
+MPI_LDLIBS := $(if $(strip $(MPICC)),$(shell $(MPICC) --showme:link 2>/dev/null))
+ifneq ($(strip $(MPI_LDLIBS)),)
+PAR_CFLAGS := -DNB_HAVE_MPI $(shell $(MPICC) --showme:compile 2>/dev/null)
+else
+PAR_CFLAGS :=
+endif
+
 BUILD   ?= build
 BIN     ?= bin
 
@@ -161,7 +175,7 @@ HEADERS := $(wildcard libnbcore/*.h) $(wildcard libnbcore/*.inc) $(wildcard libn
 all: $(TOOL_BINS) $(NB_SO)
 
 # rebuild everything when the flags change (a probe found libtiff, OPT=...)
-FLAGS_STAMP := $(BUILD)/.flags-$(shell echo '$(CC) $(NB_CFLAGS) $(CFLAGS) $(NB_LDLIBS) $(LDFLAGS) $(NVCC) $(CUDA_ARCH)' | cksum | cut -d' ' -f1)
+FLAGS_STAMP := $(BUILD)/.flags-$(shell echo '$(CC) $(NB_CFLAGS) $(CFLAGS) $(NB_LDLIBS) $(LDFLAGS) $(NVCC) $(CUDA_ARCH) $(PAR_CFLAGS) $(MPI_LDLIBS)' | cksum | cut -d' ' -f1)
 # made when the Makefile is read, not by a rule: under .SECONDARY a missing
 # target without prerequisites does not put what depends on it out of date
 ifeq ($(wildcard $(FLAGS_STAMP)),)
@@ -232,13 +246,24 @@ $(BIN)/%: $(BUILD)/tools/%.o $$(call tool_parts,$$*) $(LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -o $@ $(filter %.o,$^) $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(TOOL_LDLIBS) $(LDFLAGS)
 
-# nb-hkl alone reads MTZ and mmCIF files (CCP4's library)
+# nb-hkl reads MTZ and mmCIF files with CCP4's library; nb-fit takes space
+# groups' operators from it (--space-group)
 $(BIN)/nb-hkl: TOOL_LDLIBS := $(CCP4_LDLIBS)
+
+# nb-fit across processes: its parallel layer, the one object compiled with
+# MPI's headers, and libmpi when mpicc was found
+$(BUILD)/tools/nb_par.o: tools/nb_par.c $(HEADERS) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(LAYER_INC) $(PAR_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BIN)/nb-fit: $(BUILD)/tools/nb_par.o
+$(BIN)/nb-fit: TOOL_LDLIBS := $(CCP4_LDLIBS) $(MPI_LDLIBS)
 
 # ---- tests ---------------------------------------------------------------
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-TEST_TOOLS := $(BUILD)/tests/nb-imgcmp $(BUILD)/tests/nb-smvcmp $(BUILD)/tests/xds-plugin-read
+TEST_TOOLS := $(BUILD)/tests/nb-imgcmp $(BUILD)/tests/nb-smvcmp $(BUILD)/tests/xds-plugin-read \
+              $(BUILD)/tests/par-check $(BUILD)/tests/par-check-single
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c tests/unit/tap.h tests/unit/plan_words.h $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -252,6 +277,18 @@ $(BUILD)/tests/nb-%: tests/parity/nb-%.c $(LIB) $(HEADERS)
 $(BUILD)/tests/xds-plugin-read: tests/tools/xds_plugin_read.c $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(CFLAGS) -Iformats -o $@ $< $(LIB) $(NB_LDLIBS) -ldl -lpthread
+
+# nb-fit's parallel layer run alone or under mpirun, for tests/cli/mpi.bats:
+# as this build has it (with MPI where mpicc was found), and without MPI (how
+# a build without mpicc answers mpirun)
+$(BUILD)/tests/par-check: tests/tools/par_check.c $(BUILD)/tools/nb_par.o $(LIB) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) $(filter -DNB_HAVE_MPI,$(PAR_CFLAGS)) -Itools -o $@ $< $(BUILD)/tools/nb_par.o \
+	    $(LIB) $(NB_LDLIBS) $(MPI_LDLIBS)
+
+$(BUILD)/tests/par-check-single: tests/tools/par_check.c tools/nb_par.c $(LIB) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -Itools -o $@ tests/tools/par_check.c tools/nb_par.c $(LIB) $(NB_LDLIBS)
 
 # deps first, then a fresh make, so the probes above see what deps installed
 check: deps
@@ -378,7 +415,7 @@ bench: all
 #   header (include/nb.h) and pkg-config file (lib/pkgconfig/nb.pc), a man page
 #   for every program, and share/nb: examples/ (render.c, render.py, P1.hkl,
 #   tiles.geom, helices.pdb and helices.py), pipelines/ (sweep.mk, parallel-sweep,
-#   slurm-sweep.sbatch), bench/ (nb-bench's inputs) and amorphous/ (nb-amorphous's
+#   slurm-sweep.sbatch, slurm-fit.sbatch), bench/ (nb-bench's inputs) and amorphous/ (nb-amorphous's
 #   tables of water, ice, air and a cryo-oil, and the script that makes them); the
 #   drop-ins nanobragg and nonbragg beside the tools
 # nb-amorphous's tables (examples/amorphous/README.md: what they are made of)
@@ -404,7 +441,7 @@ install: all
 	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/nb.pc
 	install -m 644 examples/render.c examples/P1.hkl examples/tiles.geom examples/helices.pdb $(DESTDIR)$(DATADIR)/examples/
 	install -m 755 examples/render.py examples/helices.py $(DESTDIR)$(DATADIR)/examples/
-	install -m 644 pipelines/sweep.mk pipelines/slurm-sweep.sbatch $(DESTDIR)$(DATADIR)/pipelines/
+	install -m 644 pipelines/sweep.mk pipelines/slurm-sweep.sbatch pipelines/slurm-fit.sbatch $(DESTDIR)$(DATADIR)/pipelines/
 	install -m 755 pipelines/parallel-sweep $(DESTDIR)$(DATADIR)/pipelines/
 	install -m 644 tests/golden/inputs/P1.hkl $(DESTDIR)$(DATADIR)/bench/P1.hkl
 	install -m 644 $(AMORPHOUS_TABLES) examples/amorphous/README.md $(DESTDIR)$(DATADIR)/amorphous/

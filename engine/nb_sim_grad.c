@@ -52,6 +52,9 @@ static nb_status base_field(const nb_grad_param *p, const nb_request *rq, const 
 static nb_status base_cell(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
 {
     (void)plan;
+    if (rq->expt)
+        return nb_error_set(NB_ERR_USAGE, "--grad %s: the crystals come from -expt's experiment list: its cell is no "
+                                          "flag", p->name);
     if (rq->matfile || !rq->user_cell)
         return nb_error_set(NB_ERR_USAGE, "--grad %s: the crystal is given by -mat, not -cell: its cell is no flag",
                             p->name);
@@ -62,6 +65,9 @@ static nb_status base_cell(const nb_grad_param *p, const nb_request *rq, const n
 static nb_status base_misset(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
 {
     (void)plan;
+    if (rq->expt)
+        return nb_error_set(NB_ERR_USAGE, "--grad %s: the crystals come from -expt's experiment list: their "
+                                          "orientation is no flag", p->name);
     if (rq->matfile)
         return nb_error_set(NB_ERR_USAGE, "--grad %s: the crystal's orientation is given by -mat, not -misset",
                             p->name);
@@ -199,13 +205,18 @@ static int geom_option(void *ctx, int argc, char **argv, int *i, nb_status *st)
  * detector file): the engine reads no file format, its caller hands them
  * over (nb_grad_set_readers); without them such a command is refused by
  * the resolution as it would be by a library without readers. */
-static nb_args_hooks geom_hooks = {geom_option, NULL, NULL, NULL};
+static nb_args_hooks geom_hooks = {geom_option, NULL, NULL, NULL, NULL};
 
 void nb_grad_set_readers(nb_status (*load_header)(nb_request *rq, const char *path, nb_header_role role),
                          nb_status (*load_panels)(const char *path, nb_detector_file *out))
 {
     geom_hooks.load_header = load_header;
     geom_hooks.load_panels = load_panels;
+}
+
+void nb_grad_set_expt_reader(nb_status (*load_experiments)(const char *path, nb_experiment_list *out))
+{
+    geom_hooks.load_experiments = load_experiments;
 }
 
 /* The request of words argv[1 .. argc-1] (argv[0]: the program), resolved
@@ -216,7 +227,9 @@ static nb_status resolve_words(int argc, char **argv, nb_request *out_rq, nb_pla
     for (int i = 1; i < argc; i++) {
         const nb_flag *f = nb_flag_lookup(argv[i]);
         int header = f && (f->id == FL_IMG || f->id == FL_MASK), panels = f && f->id == FL_PANELS;
-        if ((header && !geom_hooks.load_header) || (panels && !geom_hooks.load_panels))
+        int expt = f && f->id == FL_EXPT;
+        if ((header && !geom_hooks.load_header) || (panels && !geom_hooks.load_panels) ||
+            (expt && !geom_hooks.load_experiments))
             return nb_error_set(NB_ERR_UNSUPPORTED,
                                 "the plan's command reads a file (%s), and this program gave the engine no reader "
                                 "for it (nb_grad_set_readers)",
@@ -279,7 +292,7 @@ static char **words_with(int argc, char **argv, const nb_plan *plan, const flag_
     /* the pivot as resolved: -Xbeam, -twotheta ... set one of their own (a
      * detector from -panels has none to keep) */
     int panels = 0;
-    for (int i = 1; i < argc; i++) panels |= !strcmp(argv[i], "-panels");
+    for (int i = 1; i < argc; i++) panels |= !strcmp(argv[i], "-panels") || !strcmp(argv[i], "-expt");
     if (plan->pivot[0] && !panels) {
         w[n++] = nb_xstrdup("-pivot");
         w[n++] = nb_xstrdup(plan->pivot);

@@ -27,6 +27,9 @@
  * a command naming such a file cannot be moved (an error says so). */
 void nb_grad_set_readers(nb_status (*load_header)(nb_request *rq, const char *path, nb_header_role role),
                          nb_status (*load_panels)(const char *path, nb_detector_file *out));
+/* The reader of a COMMAND's -expt experiment list (nb_experiment_list_read),
+ * likewise; without it such a command cannot be moved. */
+void nb_grad_set_expt_reader(nb_status (*load_experiments)(const char *path, nb_experiment_list *out));
 
 /* The names nb-sim --grad knows: a name, the flag it moves, its unit (a
  * list names each at most once: at most NB_GRAD_MAX_NAMES of them). */

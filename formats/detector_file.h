@@ -12,6 +12,14 @@
  * is refused.  The hook nb-geom gives nb_request_apply_scanned. */
 nb_status nb_detector_file_read(const char *path, nb_detector_file *out);
 
+/* A DIALS experiment list for nb-geom -expt: every experiment's crystal
+ * and wavelength, the one detector and beam direction they share (refused
+ * otherwise, naming the experiments), a sweep's scan; stills are a list
+ * whose scans are absent or of one image without oscillation.  The hook
+ * nb-geom gives nb_request_apply_scanned (and nb-sim, nb-fit the engine's
+ * --grad). */
+nb_status nb_experiment_list_read(const char *path, nb_experiment_list *out);
+
 /* The readers themselves; `name` names the file in messages. */
 nb_status nb_dials_expt_parse(const char *text, size_t len, const char *name, nb_detector_file *out);
 nb_status nb_crystfel_geom_parse(const char *text, const char *name, nb_detector_file *out);

@@ -1,5 +1,7 @@
 /* dials_expt.c - the detector of a DIALS experiment list (.expt JSON, as
- * dials.import writes it) for nb-geom -panels.
+ * dials.import writes it) for nb-geom -panels, and the whole list (every
+ * experiment's crystal and wavelength, its one detector and beam
+ * direction, a sweep's scan) for nb-geom -expt.
  *
  * The first experiment's detector, beam and goniometer are read (dxtbx's
  * serialisation: lengths in mm, mu in 1/mm).  Panels inside a hierarchy
@@ -11,6 +13,7 @@
  * without a single-axis goniometer the frame is tied by DIALS's fixed
  * convention instead (docs/physics.md, Panels). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -172,6 +175,198 @@ nb_status nb_dials_expt_parse(const char *text, size_t len, const char *name, nb
     if (!st) st = read_tie(&root, name, out);
     nb_json_free(&root);
     if (st) nb_detector_file_free(out);
+    return st;
+}
+
+/* ---- a whole experiment list (nb-geom -expt) ---------------------------------- */
+
+/* Model `kind` of experiment i (its index into the list of that kind),
+ * with the index in *index; NULL when the experiment names none. */
+static const nb_json *model_of(const nb_json *root, const nb_json *exp, const char *kind, size_t *index)
+{
+    const nb_json *ix = nb_json_get(exp, kind);
+    if (!ix || ix->type != NB_JSON_NUMBER || ix->number < 0 || ix->number != floor(ix->number)) return NULL;
+    *index = (size_t)ix->number;
+    return nb_json_at(nb_json_get(root, kind), *index);
+}
+
+/* Two detectors the same, panel by panel (within 1e-9 of each field) */
+static int same_panels(const nb_detector_file *a, const nb_detector_file *b)
+{
+    if (a->npanels != b->npanels) return 0;
+    for (int i = 0; i < a->npanels; i++) {
+        const nb_panel *p = &a->panels[i], *q = &b->panels[i];
+        if (p->fpixels != q->fpixels || p->spixels != q->spixels ||
+            fabs(p->pixel_size - q->pixel_size) > 1e-9 * p->pixel_size || p->thick != q->thick || p->mu != q->mu)
+            return 0;
+        for (int k = 0; k < 3; k++)
+            if (fabs(p->fdet[k] - q->fdet[k]) > 1e-9 || fabs(p->sdet[k] - q->sdet[k]) > 1e-9 ||
+                fabs(p->pix0[k] - q->pix0[k]) > 1e-9 * (fabs(p->pix0[k]) + 1e-3))
+                return 0;
+    }
+    return 1;
+}
+
+/* Is the experiment's scan a still's (none, or one image without oscillation)? */
+static int still_scan(const nb_json *scan)
+{
+    double range[2], osc[2];
+    if (!scan || scan->type == NB_JSON_NULL) return 1;
+    if (nb_json_numbers(nb_json_get(scan, "image_range"), range, 2) ||
+        nb_json_numbers(nb_json_get(scan, "oscillation"), osc, 2))
+        return 0;
+    return range[0] == range[1] && osc[1] == 0;
+}
+
+/* Experiment i's crystal (real_space_a/b/c, Angstrom) and wavelength */
+static nb_status read_crystal(const nb_json *root, const nb_json *exp, int i, const char *name, nb_listed_crystal *c)
+{
+    size_t ix;
+    char what[160];
+    const nb_json *cr = model_of(root, exp, "crystal", &ix), *beam = model_of(root, exp, "beam", &ix);
+    static const char *keys[3] = {"real_space_a", "real_space_b", "real_space_c"};
+    snprintf(what, sizeof what, "experiment %d has no crystal with real_space_a, _b and _c", i);
+    for (int k = 0; k < 3; k++)
+        if (!cr || nb_json_numbers(nb_json_get(cr, keys[k]), c->abc[k], 3)) return bad(name, what);
+    const nb_json *w = nb_json_get(beam, "wavelength");
+    if (!w || w->type != NB_JSON_NUMBER || !(w->number > 0) || !isfinite(w->number)) {
+        snprintf(what, sizeof what, "experiment %d has no beam with a positive wavelength", i);
+        return bad(name, what);
+    }
+    c->lambda = w->number * 1e-10;
+    return NB_OK;
+}
+
+/* Experiment i's detector and beam direction: the first's, or the same */
+static nb_status check_shared(const nb_json *root, const nb_json *exp, int i, const char *name,
+                              nb_experiment_list *out)
+{
+    size_t ix;
+    double dir[3];
+    char what[200];
+    const nb_json *det = model_of(root, exp, "detector", &ix), *beam = model_of(root, exp, "beam", &ix);
+    if (!det) {
+        snprintf(what, sizeof what, "experiment %d has no detector", i);
+        return bad(name, what);
+    }
+    if (nb_json_numbers(nb_json_get(beam, "direction"), dir, 3)) {
+        snprintf(what, sizeof what, "experiment %d has no beam with a direction", i);
+        return bad(name, what);
+    }
+    if (i == 0) {
+        for (int k = 0; k < 3; k++) out->detector.beam[k] = -dir[k];
+        return read_detector(det, name, &out->detector);
+    }
+    for (int k = 0; k < 3; k++)
+        if (fabs(-dir[k] - out->detector.beam[k]) > 1e-9) {
+            snprintf(what, sizeof what, "experiments 0 and %d have beams of other directions: one plan has one beam "
+                                        "direction", i);
+            return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': %s", name, what);
+        }
+    nb_detector_file other;
+    memset(&other, 0, sizeof other);
+    nb_status st = read_detector(det, name, &other);
+    int same = !st && same_panels(&out->detector, &other);
+    nb_detector_file_free(&other);
+    if (st) return st;
+    if (!same)
+        return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': experiments 0 and %d have other detectors: one plan has one "
+                                                "detector", name, i);
+    return NB_OK;
+}
+
+/* A sweep's scan and goniometer: the frames and the tie's rotation axis
+ * (setting_rotation . rotation_axis); its crystal turned to spindle angle 0
+ * by the fixed and setting rotations (S F A) */
+static nb_status read_sweep(const nb_json *root, const nb_json *exp, const char *name, nb_experiment_list *out)
+{
+    size_t ix;
+    double range[2], osc[2], axis[3], S[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, F[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+    const nb_json *scan = model_of(root, exp, "scan", &ix), *g = model_of(root, exp, "goniometer", &ix);
+    if (nb_json_numbers(nb_json_get(scan, "image_range"), range, 2) ||
+        nb_json_numbers(nb_json_get(scan, "oscillation"), osc, 2) || range[1] < range[0] || range[0] != floor(range[0]) ||
+        range[1] != floor(range[1]) || range[1] - range[0] >= 10000000 || !(osc[1] > 0) || !isfinite(osc[0]))
+        return bad(name, "the sweep's scan needs an image_range and an oscillation of a positive width");
+    if (!g || nb_json_numbers(nb_json_get(g, "rotation_axis"), axis, 3))
+        return bad(name, "the sweep has no single-axis goniometer (rotation_axis)");
+    if (nb_json_get(g, "setting_rotation") && nb_json_numbers(nb_json_get(g, "setting_rotation"), S, 9))
+        return bad(name, "the goniometer's setting_rotation is not 9 numbers");
+    if (nb_json_get(g, "fixed_rotation") && nb_json_numbers(nb_json_get(g, "fixed_rotation"), F, 9))
+        return bad(name, "the goniometer's fixed_rotation is not 9 numbers");
+    for (int i = 0; i < 3; i++) out->detector.second[i] = S[3 * i] * axis[0] + S[3 * i + 1] * axis[1] + S[3 * i + 2] * axis[2];
+    double SF[9];
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) SF[3 * i + j] = S[3 * i] * F[j] + S[3 * i + 1] * F[3 + j] + S[3 * i + 2] * F[6 + j];
+    for (int k = 0; k < 3; k++) {
+        double v[3];
+        memcpy(v, out->crystals[0].abc[k], sizeof v);
+        for (int i = 0; i < 3; i++) out->crystals[0].abc[k][i] = SF[3 * i] * v[0] + SF[3 * i + 1] * v[1] + SF[3 * i + 2] * v[2];
+    }
+    out->sweep = 1;
+    out->phi0 = osc[0] * M_PI / 180.0, out->osc = osc[1] * M_PI / 180.0;
+    out->nframes = (int)(range[1] - range[0]) + 1;
+    if (range[0] != 1)
+        nb_info("'%s': the sweep's images %g .. %g are the plan's frames 1 .. %d", name, range[0], range[1],
+                out->nframes);
+    return NB_OK;
+}
+
+/* The sensor's material and the beam's polarization, as panel 0 and the first beam state them */
+static void read_sensor_and_polarization(const nb_json *root, const nb_json *exp, nb_experiment_list *out)
+{
+    size_t ix;
+    const nb_json *det = model_of(root, exp, "detector", &ix), *beam = model_of(root, exp, "beam", &ix);
+    const nb_json *m = nb_json_get(nb_json_at(nb_json_get(det, "panels"), 0), "material");
+    out->sensor = out->detector.panels[0].thick > 0 && out->detector.panels[0].mu > 0;
+    out->material = m && m->type == NB_JSON_STRING ? nb_material_from_name(m->string) : NB_MATERIAL_NONE;
+    const nb_json *f = nb_json_get(beam, "polarization_fraction");
+    out->polar_fraction = f && f->type == NB_JSON_NUMBER && f->number >= 0 && f->number <= 1 ? f->number : NAN;
+}
+
+static nb_status parse_list(const nb_json *root, const char *name, nb_experiment_list *out)
+{
+    const nb_json *exps = nb_json_get(root, "experiment");
+    if (!exps || exps->type != NB_JSON_ARRAY || exps->count == 0)
+        return bad(name, "no experiment in the list (is it a DIALS .expt?)");
+    if (exps->count > 10000000) return bad(name, "more than 10000000 experiments");
+    nb_status st = nb_calloc((void **)&out->crystals, exps->count, sizeof *out->crystals, "the crystals");
+    if (st) return st;
+    out->n = (int)exps->count;
+    int sweeps = 0;
+    for (int i = 0; i < out->n && !st; i++) {
+        const nb_json *exp = nb_json_at(exps, (size_t)i);
+        size_t ix;
+        if (!(st = check_shared(root, exp, i, name, out))) st = read_crystal(root, exp, i, name, &out->crystals[i]);
+        sweeps += !st && !still_scan(model_of(root, exp, "scan", &ix));
+    }
+    if (st) return st;
+    if (sweeps > 0 && out->n > 1)
+        return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': %d experiments of which %d turn (sweeps): -expt takes a list "
+                                                "of stills or one sweep",
+                            name, out->n, sweeps);
+    read_sensor_and_polarization(root, nb_json_at(exps, 0), out);
+    out->detector.tie = NB_TIE_SPINDLE;
+    if (sweeps) return read_sweep(root, nb_json_at(exps, 0), name, out);
+    /* stills: the file's x axis across the beam ties the frame (dxtbx's images have the beam along -z) */
+    const double x[3] = {1, 0, 0}, y[3] = {0, 1, 0};
+    memcpy(out->detector.second, fabs(out->detector.beam[0]) > 0.9 ? y : x, sizeof x);
+    return NB_OK;
+}
+
+nb_status nb_experiment_list_read(const char *path, nb_experiment_list *out)
+{
+    char *text;
+    size_t len;
+    nb_json root;
+    memset(out, 0, sizeof *out);
+    nb_status st = nb_read_file(path, &text, &len);
+    if (st) return st;
+    st = nb_json_parse(text, len, path, &root);
+    free(text);
+    if (st) return st;
+    st = parse_list(&root, path, out);
+    nb_json_free(&root);
+    if (st) nb_experiment_list_free(out);
     return st;
 }
 

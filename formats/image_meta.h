@@ -71,10 +71,12 @@ static inline void nb_stated_sensor_of(const nb_plan *p, nb_stated_sensor *s)
     s->thickness = 10.0 / s->mu;
 }
 
-/* The wavelength (m) a frame's headers state: a still's shot with spikes
- * their mean (each is rendered with equal weight), else the plan's. */
+/* The wavelength (m) a frame's headers state: a frame crystal's (FRAME_CRYSTALS),
+ * a still's shot with spikes their mean (each is rendered with equal weight),
+ * else the plan's. */
 static inline double nb_frame_wavelength(const nb_plan *p, const nb_image_info *im)
 {
+    if (im && p->frame_crystals && im->frame >= 0 && im->frame < p->nframes) return p->frame_crystals[im->frame].lambda;
     if (!im || im->still_spikes <= 0) return p->lambda0;
     double sum = 0.0;
     for (int k = 0; k < im->still_spikes; k++) sum += im->still_spectrum[k];

@@ -49,6 +49,30 @@ typedef struct nb_detector_file {
 
 void nb_detector_file_free(nb_detector_file *d);
 
+/* A DIALS experiment list read for nb-geom -expt FILE (formats/ reads it:
+ * nb_experiment_list_read): its one detector and beam direction, each
+ * experiment's crystal and wavelength, and a sweep's scan, in the file's
+ * own laboratory frame.  detector.tie is NB_TIE_SPINDLE: its `second` the
+ * sweep's rotation axis, or for stills the file's x axis. */
+typedef struct nb_listed_crystal {
+    double abc[3][3];   /* real-space a, b, c (Angstrom), the file's frame, spindle angle 0 */
+    double lambda;      /* m: its beam's wavelength */
+} nb_listed_crystal;
+
+typedef struct nb_experiment_list {
+    nb_detector_file detector;
+    nb_material material;       /* the sensor's material the panels name (NONE: none, or one nb does not know) */
+    int sensor;                 /* the panels state a sensor (thickness > 0) */
+    double polar_fraction;      /* the beam's polarization_fraction; NAN: not given */
+    int n;                      /* experiments */
+    nb_listed_crystal *crystals;
+    int sweep;                  /* one experiment with a scan that turns: a rotation series */
+    double phi0, osc;           /* rad: the sweep's first image's start and its width */
+    int nframes;                /* the sweep's images */
+} nb_experiment_list;
+
+void nb_experiment_list_free(nb_experiment_list *l);
+
 typedef struct nb_request {
     /* detector (metres, radians as the reference converts at parse time) */
     double pixel_size, distance, close_distance, detsize_f, detsize_s;
@@ -103,6 +127,7 @@ typedef struct nb_request {
     unsigned char *mask;        /* from -mask: 1 = render, 0 = skip */
     int mask_w, mask_h;
     nb_detector_file *panels;   /* -panels FILE, read; NULL: the flags' one-panel detector */
+    nb_experiment_list *expt;   /* -expt FILE, read (its detector moved into panels); NULL: none */
     /* requests for later stages */
     char *hklfile, *dumpfile;
     double default_F;
@@ -159,6 +184,9 @@ typedef struct nb_args_hooks {
     /* Reads a -panels detector file (DIALS .expt, CrystFEL .geom) in its own
      * frame (nb-geom passes nb_detector_file_read).  NULL: -panels is refused. */
     nb_status (*load_panels)(const char *path, nb_detector_file *out);
+    /* Reads a -expt DIALS experiment list in its own frame (nb-geom passes
+     * nb_experiment_list_read).  NULL: -expt is refused. */
+    nb_status (*load_experiments)(const char *path, nb_experiment_list *out);
 } nb_args_hooks;
 
 nb_status nb_request_scan_args(nb_request *rq, int argc, char **argv, const nb_args_hooks *hooks,
@@ -202,6 +230,27 @@ nb_status nb_request_take_panels(nb_request *rq, const nb_scanned_args *args, co
  * the file's frame onto the plan's (see nb_frame_tie), odet away from the
  * sample, the sensor from the file or the flags, full ROI, no mask. */
 nb_status nb_plan_place_panels(const nb_detector_file *d, nb_plan *plan);
+
+/* -expt on a command line (nb_request_apply_scanned calls it first): the
+ * flags that say what the list says (the crystals, the beam, the laboratory
+ * frame, the detector, the frames; the sensor when the list states one) are
+ * refused by name, the list is read through hooks->load_experiments, and
+ * the request takes its detector (as -panels'), first wavelength,
+ * polarization fraction (unless -polar or -nopolar), frames and scan. */
+nb_status nb_request_take_expt(nb_request *rq, const nb_scanned_args *args, const nb_args_hooks *hooks);
+/* The rotation (row-major) that takes a detector file's frame onto the
+ * plan's, as nb_plan_place_panels turns the panels. */
+nb_status nb_detector_file_rotation(const nb_detector_file *d, const nb_plan *plan, double R[3][3]);
+/* The list's crystals into a resolved plan (nb_resolve calls it after the
+ * panels are placed), turned as the panels are: a sweep's crystal is the
+ * plan's, stills' the frame crystals (each with the plan's N and fluence
+ * and its own wavelength). */
+nb_status nb_plan_take_expt_crystals(const nb_experiment_list *l, nb_plan *plan);
+/* Frame 0's real-space cell (Angstrom) in the plan's frame (its beam and
+ * spindle resolved), before the plan exists: the crystal the resolution
+ * sizes N and oversampling by. */
+nb_status nb_expt_first_cell(const nb_experiment_list *l, const double beam[3], const double spindle[3],
+                             double abc[3][3]);
 
 /* Resolve into a plan.  `log` receives the reference's console lines for the
  * resolved geometry (printed by nb-geom -v); warnings go to nb_warn(). */

@@ -76,6 +76,8 @@ enum nb_flag_id {
     FL_PANELS,
     /* serial-crystallography stills (nb extension) */
     FL_STILLS, FL_STILLS_BANDWIDTH, FL_STILLS_SPIKES, FL_STILLS_N, FL_STILLS_FLUENCE,
+    /* a plan from a DIALS experiment list */
+    FL_EXPT,
     FL_COUNT
 };
 

@@ -90,7 +90,7 @@ static int frame_of(const double a[3], const double b[3], double e[3][3])
 }
 
 /* R = E^T e: takes the file's (beam, second) frame onto the plan's. */
-static nb_status rotation_for(const nb_detector_file *d, const nb_plan *plan, double R[3][3])
+nb_status nb_detector_file_rotation(const nb_detector_file *d, const nb_plan *plan, double R[3][3])
 {
     if (d->tie == NB_TIE_DIALS_FIXED) {
         /* DIALS (x, y, z) -> ours (-z, y, x): DIALS_ORIGIN_MM = 1000 (PIX0.z, PIX0.y, -PIX0.x) inverted */
@@ -156,7 +156,7 @@ static nb_status place(const nb_panel *in, const double R[3][3], const nb_detect
 nb_status nb_plan_place_panels(const nb_detector_file *d, nb_plan *plan)
 {
     double R[3][3];
-    nb_status st = rotation_for(d, plan, R);
+    nb_status st = nb_detector_file_rotation(d, plan, R);
     if (st) return st;
     nb_panel *placed;
     if ((st = nb_calloc((void **)&placed, (size_t)d->npanels, sizeof *placed, "panels"))) return st;

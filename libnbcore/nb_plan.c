@@ -123,6 +123,7 @@ void nb_plan_free(nb_plan *p)
     free(p->command_line);
     free(p->sources);
     free(p->mosaic_umats);
+    free(p->frame_crystals);
     free(p->hkl_file);
     free(p->dump_file);
     free(p->floatfile);
@@ -347,6 +348,8 @@ nb_status nb_plan_to_record(const nb_plan *p, nb_record *rec)
         nb_hdr_set(rec, "DETECTOR_MATERIAL", nb_material_name(p->detector_material));
     /* only for stills: a rotation series' record is what it always was */
     if (p->stills.on) nb_stills_to_record(&p->stills, rec);
+    /* only when set: a plan without them is the record it always was */
+    if ((st = nb_frame_crystals_to_record(p, rec))) return st;
     nb_hdr_setf(rec, "UNIT_CELL", "%.10g %.10g %.10g %.10g %.10g %.10g", p->unit_cell[0], p->unit_cell[1],
                 p->unit_cell[2], p->unit_cell[3], p->unit_cell[4], p->unit_cell[5]);
     /* the shared ran1 shuffle table, so nb-noise continues the reference's
@@ -453,6 +456,7 @@ nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
     }
     if ((st = nb_calloc((void **)&p->mosaic_umats, count, sizeof(double), "mosaic matrices"))) goto fail;
     memcpy(p->mosaic_umats, data, count * sizeof(double));
+    if ((st = nb_frame_crystals_from_record(rec, p))) goto fail;
     return NB_OK;
 fail:
     nb_plan_free(p);
@@ -527,7 +531,9 @@ void nb_plan_frame_view(const nb_plan *series, long frame, nb_plan *view)
 {
     *view = *series;
     view->phi0 = series->phi0 + (double)frame * series->osc;
-    if (series->stills.on) {
+    if (series->frame_crystals && frame >= 0 && frame < series->nframes) {
+        nb_frame_crystal_apply(&series->frame_crystals[frame], view);
+    } else if (series->stills.on) {
         nb_still_shot shot;
         nb_still_draw(series, frame, &shot);
         nb_still_apply(&shot, view);

@@ -45,6 +45,19 @@ typedef struct nb_stills {
     double fluence_min, fluence_max;    /* STILLS_FLUENCE, photons/m^2, drawn (0 0: the plan's) */
 } nb_stills;
 
+/* Per-frame crystals (nb-geom -expt from a DIALS list of stills; nb-fit
+ * --refine-frame writes them): frame i's crystal, size, fluence and
+ * wavelength replace the plan's in its view (nb_plan_frame_view).  PLAN key
+ * FRAME_CRYSTALS. */
+typedef struct nb_frame_crystal {
+    double a[3], b[3], c[3];   /* real-space cell vectors, m, the plan's lab frame, at phi 0, no mosaic (as cell_a) */
+    double Na, Nb, Nc;         /* unit cells */
+    double fluence;            /* photons/m^2 */
+    double lambda;             /* m: the frame's wavelength; the view's sources are the plan's scaled by lambda / lambda0 */
+    int status;                /* 0; NB_FRAME_FAILED (3): nb-fit's verdict failed for this frame (the values are its start's) */
+} nb_frame_crystal;
+#define NB_FRAME_FAILED 3
+
 typedef struct nb_plan {
     /* provenance */
     char *command_line;
@@ -97,6 +110,7 @@ typedef struct nb_plan {
     int phisteps;
     int nframes;                        /* rotation series: frame i starts at phi0 + i osc */
     nb_stills stills;                   /* stills: the shots' variation (stills.on 0: a rotation series) */
+    nb_frame_crystal *frame_crystals;  /* nframes of them (owned), or NULL: every frame the plan's crystal (or the stills' draws) */
     int interpolate;                    /* resolved: 0 or 1 */
 
     /* random numbers: seeds as the reference stores them (negated) and the
@@ -173,9 +187,34 @@ int nb_panel_differs(const nb_panel *a, const nb_panel *b, int index, nb_panel_s
                      nb_panel_difference *d);
 /* Frame i of a rotation series: the plan (a shallow copy, as above) with its
  * spindle start moved by i OSC.  For stills (STILLS), shot i: the crystal
- * turned by the shot's orientation, its N and fluence (nb_stills.h); its
- * spectrum needs storage of its own: nb_plan_frame_sources. */
+ * turned by the shot's orientation, its N and fluence (nb_stills.h); with
+ * frame crystals, frame i's (nb_frame_crystal_apply).  Its spectrum needs
+ * storage of its own: nb_plan_frame_sources. */
 void nb_plan_frame_view(const nb_plan *series, long frame, nb_plan *view);
+/* Frame crystals (nb_frame_crystal): p->nframes of fc copied into the plan
+ * (replacing any), and the plan's own crystal (CELL_A/B/C, RECIP_A/B/C,
+ * UNIT_CELL, N, FLUENCE) set from frame 0's, so that single-frame consumers
+ * and headers see frame 0.  Fails on a degenerate cell or a value out of
+ * range, naming the frame. */
+nb_status nb_plan_set_frame_crystals(nb_plan *p, const nb_frame_crystal *fc);
+/* Frame `frame`'s crystal as its view sees it, for any plan: its frame
+ * crystal; a still's draw applied to the plan's crystal; a rotation series'
+ * the plan's crystal at phi 0, N, fluence and LAMBDA0.  Status 0 unless stored. */
+void nb_plan_frame_crystal(const nb_plan *series, long frame, nb_frame_crystal *out);
+/* A frame crystal into a plan (a frame's view): cell vectors, reciprocal
+ * vectors and UNIT_CELL worked out from them, N, fluence and LAMBDA0 (the
+ * sources are nb_plan_frame_sources'). */
+void nb_frame_crystal_apply(const nb_frame_crystal *fc, nb_plan *view);
+/* A frame crystal's sanity: finite, positive N, fluence and wavelength, a
+ * cell of volume; on failure the status `code`, the message naming `who`
+ * and the frame (counted from 1). */
+nb_status nb_frame_crystal_check(const nb_frame_crystal *fc, long frame, nb_status code, const char *who);
+/* FRAME_CRYSTALS as PLAN keys and back (nb_plan.c calls them): the key
+ * FRAME_CRYSTALS (their count) and the array frame_crystals, 15 numbers per
+ * frame; absent: none. */
+nb_status nb_frame_crystals_to_record(const nb_plan *p, nb_record *rec);
+nb_status nb_frame_crystals_from_record(const nb_record *rec, nb_plan *p);
+
 /* Recompute from the first panel's FPIXELS, SPIXELS, PIXEL_SIZE, FDET, SDET,
  * ODET, PIX0 and the beam the values that follow from them
  * (docs/physics.md 2.4, steps 6-7): CLOSE_DISTANCE = PIX0 . ODET,

@@ -92,6 +92,9 @@ void nb_request_free(nb_request *rq)
     nb_detector_file_free(rq->panels);
     free(rq->panels);
     rq->panels = NULL;
+    nb_experiment_list_free(rq->expt);
+    free(rq->expt);
+    rq->expt = NULL;
 }
 
 static void set_str(char **dst, const char *v)
@@ -186,6 +189,7 @@ nb_status nb_request_apply_scanned(nb_request *rq, const nb_scanned_args *args, 
 {
     nb_status st;
     if ((st = nb_request_take_panels(rq, args, hooks))) return st;
+    if ((st = nb_request_take_expt(rq, args, hooks))) return st;
     /* the reference reads the -mask header, then the -img header, before any
      * other flag, so flags override headers and -img beats -mask */
     const char *maskfile = NULL, *imgfile = NULL;

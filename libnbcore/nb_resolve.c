@@ -183,6 +183,7 @@ static nb_status nonbragg_check(const nb_request *rq)
     if (rq->convention != NB_MOSFLM && rq->convention != NB_CUSTOM)
         return nb_error_set(NB_ERR_USAGE, "--nonbragg: nonBragg has no conventions (-%s)",
                             nb_convention_name(rq->convention));
+    if (rq->expt) return nb_error_set(NB_ERR_USAGE, "--nonbragg: -expt's crystals are not nonBragg's sample");
     if (rq->imgfile || rq->maskfile || rq->panels)
         return nb_error_set(NB_ERR_USAGE, "--nonbragg: -img, -mask and -panels are not nonBragg's detector");
     return NB_OK;
@@ -414,7 +415,7 @@ static nb_status check_sampling_limits(const nb_request *w)
 {
     if (w->nframes < 1 || w->nframes > 10000000)
         return nb_error_set(NB_ERR_USAGE, "option -nframes: expected 1 .. 10000000 frames, got %d", w->nframes);
-    if (w->nframes > 1 && w->osc <= 0.0 && !w->stills.on)
+    if (w->nframes > 1 && w->osc <= 0.0 && !w->stills.on && !w->expt)
         return nb_error_set(NB_ERR_USAGE, "option -nframes %d needs an oscillation per frame: give -osc", w->nframes);
     if (w->phisteps > 1000000 || w->mosaic_domains > 1000000 || w->hdivsteps > 100000 || w->vdivsteps > 100000 ||
         w->dispsteps > 100000 || w->detector_thicksteps > 100000 ||
@@ -660,7 +661,7 @@ static nb_status resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
         resolve_convention(s);
     }
     resolve_unit_vectors(s);
-    s->no_crystal = !w->matfile && !(w->user_cell && w->cell[0] != 0.0);
+    s->no_crystal = !w->matfile && !(w->user_cell && w->cell[0] != 0.0) && !w->expt;
     if (s->no_crystal && !w->nonbragg)
         return nb_error_set(NB_ERR_USAGE, "no crystal: give -cell A B C AL BE GA or -mat FILE");
     /* nonBragg samples one sub-pixel unless told otherwise */
@@ -689,6 +690,7 @@ static nb_status resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
     nb_resolve_log_summary(s, plan); /* after the panels are placed: -v logs them */
     nb_resolve_plan_beam_and_crystal(s, plan);
     nb_resolve_plan_requests(s, plan);
+    if (rq->expt && (st = nb_plan_take_expt_crystals(rq->expt, plan))) return st;
     return NB_OK;
 }
 

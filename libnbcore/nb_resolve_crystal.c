@@ -58,6 +58,22 @@ static nb_status resolve_reciprocal_cell(nb_resolve_state *s)
             if (cell[i] <= 0.0) cell[i] = M_PI / 2;
         v->V_cell = nb_cell_reciprocal(cell, v->a_star, v->b_star, v->c_star);
     }
+    if (w->expt) {
+        /* the list's first crystal (its frames' come into the plan at the end: nb_plan_take_expt_crystals) */
+        double abc[3][3];
+        nb_status st = nb_expt_first_cell(w->expt, w->beam, w->spindle, abc);
+        if (st) return st;
+        nb_cell_vectors real = {.V_cell = 0};
+        memcpy(real.a, abc[0], sizeof real.a), memcpy(real.b, abc[1], sizeof real.b);
+        memcpy(real.c, abc[2], sizeof real.c);
+        double bxc[3], cxa[3], axb[3];
+        nb_vcross(real.b, real.c, bxc), nb_vcross(real.c, real.a, cxa), nb_vcross(real.a, real.b, axb);
+        double V = nb_vdot(real.a, bxc);
+        if (!(fabs(V) > 0) || !isfinite(V)) return nb_error_set(NB_ERR_DATA, "-expt: the first crystal has no volume");
+        for (int k = 0; k < 3; k++) v->a_star[k] = bxc[k] / V, v->b_star[k] = cxa[k] / V, v->c_star[k] = axb[k] / V;
+        LOG("crystals from -expt: %d experiment%s\n", w->expt->n, w->expt->n == 1 ? "" : "s");
+        return NB_OK;
+    }
     if (w->matfile) {
         LOG("reading %s\n", w->matfile);
         return nb_cell_read_matrix(w->matfile, w->lambda0, v->a_star, v->b_star, v->c_star);

@@ -89,10 +89,28 @@ void nb_still_apply(const nb_still_shot *shot, nb_plan *view)
     view->fluence = shot->fluence;
 }
 
+/* A frame crystal's spectrum: the plan's sources scaled by lambda /
+ * LAMBDA0 (none when the wavelength is the plan's) */
+static nb_status frame_crystal_sources(const nb_plan *series, const nb_frame_crystal *fc, nb_source **sources, int *n)
+{
+    if (!(fabs(fc->lambda - series->lambda0) > 1e-15 * series->lambda0)) return NB_OK;
+    const double scale = fc->lambda / series->lambda0;
+    nb_status st = nb_calloc((void **)sources, (size_t)series->nsources, sizeof **sources, "the frame's spectrum");
+    if (st) return st;
+    for (int i = 0; i < series->nsources; i++) {
+        (*sources)[i] = series->sources[i];
+        (*sources)[i].lambda = series->sources[i].lambda * scale;
+    }
+    *n = series->nsources;
+    return NB_OK;
+}
+
 nb_status nb_plan_frame_sources(const nb_plan *series, long frame, nb_source **sources, int *n)
 {
     *sources = NULL;
     *n = 0;
+    if (series->frame_crystals && frame >= 0 && frame < series->nframes)
+        return frame_crystal_sources(series, &series->frame_crystals[frame], sources, n);
     if (!series->stills.on || series->stills.spikes <= 0) return NB_OK;
     nb_still_shot shot;
     nb_still_draw(series, frame, &shot);

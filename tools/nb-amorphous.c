@@ -105,6 +105,7 @@ static const nb_tool_info tool = {
     "  nb-geom --nonbragg -lambda 1.3 -detsize 60 | nb-amorphous --table air.stol --thickness 150 \\\n"
     "      --density 0.0012 --mw 29 | nb-convert -o air.bin\n",
     NULL,
+    NULL, /* no exit status of its own */
 };
 
 /* One panel's statistics, added to the detector's: the rows of every panel
@@ -158,13 +159,21 @@ static nb_status image_keys(const nb_plan *plan, const am_opts *o, const nb_amor
 }
 
 /* A plan whose frames differ in what the amorphous sample sees: stills
- * with a fluence or a spectrum of their own per shot. */
+ * with a fluence or a spectrum of their own per shot, frame crystals of
+ * another wavelength or fluence. */
 static nb_status check_one_background(const nb_plan *plan)
 {
     if (plan->stills.on && plan->nframes > 1 && (plan->stills.spikes > 0 || plan->stills.fluence_max > 0))
         return nb_error_set(NB_ERR_USAGE, "the plan's stills change their %s from shot to shot: nb-amorphous renders "
                                           "one background for every frame",
                             plan->stills.spikes > 0 ? "spectrum" : "fluence");
+    for (long f = 1; plan->frame_crystals && f < plan->nframes; f++) {
+        const nb_frame_crystal *a = &plan->frame_crystals[0], *b = &plan->frame_crystals[f];
+        if (a->lambda != b->lambda || a->fluence != b->fluence)
+            return nb_error_set(NB_ERR_USAGE, "the plan's frame crystals change their %s from frame to frame: "
+                                              "nb-amorphous renders one background for every frame",
+                                a->lambda != b->lambda ? "wavelength" : "fluence");
+    }
     return NB_OK;
 }
 

@@ -53,6 +53,7 @@ static const nb_tool_info tool = {
     "  nb-bench --ref /path/to/nanoBragg --dropin --config seed-4096 --dir /dev/shm\n"
     "  nb-bench --device cuda --threads 16 --json bench/results/gpu.json\n",
     NULL,
+    NULL, /* no exit status of its own */
 };
 
 /* ---- options --------------------------------------------------------------- */

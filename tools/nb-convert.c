@@ -55,7 +55,8 @@ static const nb_tool_info tool = {
     "                     or one experiment per still with its own beam and crystal; the\n"
     "                     detector with gain, trusted range and sensor as simulated, in\n"
     "                     DIALS's frame; its images the first CBF or SMV (one panel) or NXmx\n"
-    "                     -o of the same command, if any.  Shards': --join 'part_*.expt'\n"
+    "                     -o of the same command, if any; when every -o is a .expt, a plan\n"
+    "                     without images is described by its frames.  Shards': --join 'part_*.expt'\n"
     "  .jsonl             the ground truth, one JSON line per frame (once for the run): the\n"
     "                     setting matrix A in DIALS's frame, the shot's spectrum, fluence and\n"
     "                     size, and every reflection over --truth-min-photons photons\n"
@@ -91,6 +92,7 @@ static const nb_tool_info tool = {
     "  nb-convert --import floatimage.bin plan.nbs | nb-noise -seed 3 | nb-convert -o noisy.img\n"
     "      (plan.nbs: the plan floatimage.bin was rendered from)\n",
     NULL,
+    NULL, /* no exit status of its own */
 };
 
 
@@ -152,6 +154,19 @@ static nb_status add_reference_output(const nb_opt_args *a)
     case FL_NOISEFILE: *r = (out_request){v, NB_FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 0, 0}; break;
     default: *r = (out_request){v, NB_FMT_PGM, SRC_AUTO, 0, 0, 0}; break;
     }
+    return NB_OK;
+}
+
+/* --frames A:B, 1-based and inclusive */
+static nb_status set_frames(const nb_opt_args *a)
+{
+    conv_opts *o = a->dest;
+    char *end;
+    long first = strtol(a->vals[0], &end, 10), last = *end == ':' ? strtol(end + 1, &end, 10) : -1;
+    if (*end || first < 1 || last < first)
+        return nb_error_set(NB_ERR_USAGE, "option --frames: expected FIRST:LAST, frames counted from 1, got '%s'",
+                            a->vals[0]);
+    o->frame_first = first, o->frame_last = last;
     return NB_OK;
 }
 
@@ -229,6 +244,11 @@ static const nb_opt rows[] = {
      "files) when its plugin is installed, else gzip (auto, the default)",
      .needs = "a name", .type = NB_OPT_CHOICE, .at = {CO(compression)}, .choices = compressions,
      .expected = "'auto', 'gzip', 'bslz4' or 'none'"},
+    {NB_OPT_LOCAL, "--frames", 1, "A:B",
+     "a plan without IMAGE records written as model.expt: frames A to B\n"
+     "alone (counted from 1; a shard's part for --join, as nb-fit --frames\n"
+     "refines them)",
+     .needs = "FIRST:LAST", .type = NB_OPT_CALLBACK, .fn = set_frames},
     {NB_OPT_LOCAL, "--join", 1, "PART",
      "join the files of shards (nb-sim --shard, --frames): NXmx parts into\n"
      "the -o MASTER.nxs (a virtual data set over theirs), model.expt parts\n"
@@ -293,6 +313,9 @@ static nb_status convert_stream(nb_reader *r, conv_opts *o)
     nb_record rec;
     nb_plan plan;
     int have_plan = 0, eof = 0, images = 0, pool_tried = 0;
+    /* model.expt alone: a plan without images is described by its frames */
+    int plan_images = 0, plans_described = 0;
+    const int expts_only = only_expts(o);
     nb_writer *tee = NULL;
     live_image live;
     frame_pool pool;
@@ -312,6 +335,11 @@ static nb_status convert_stream(nb_reader *r, conv_opts *o)
             if (!(st = pool_drain(&pool))) st = commit_pending();
         } else if (nb_record_is(&rec, "PLAN")) {
             if ((st = pool_drain(&pool))) break; /* its frames are done with the plan they point to */
+            if (have_plan && expts_only && !plan_images) {
+                if ((st = write_expt_plan(o, &plan))) break;
+                plans_described++;
+            }
+            plan_images = 0;
             live.plan = NULL;
             if (have_plan) nb_plan_free(&plan);
             if ((st = nb_plan_from_record(&rec, &plan))) break;
@@ -331,12 +359,14 @@ static nb_status convert_stream(nb_reader *r, conv_opts *o)
             }
             live.pooled = 0;
             images += converted;
+            plan_images += converted;
         }
     }
     /* every frame handed over written (or, after a failure, finished) */
     nb_status pst = nb_pool_stop(&pool.pool);
     if (!st) st = pst;
-    if (!st && images == 0)
+    if (!st && have_plan && expts_only && !plan_images && !(st = write_expt_plan(o, &plan))) plans_described++;
+    if (!st && images == 0 && plans_described == 0)
         st = o->grad ? nb_error_set(NB_ERR_DATA, "%s: the stream holds no derivative of '%s' (run nb-sim --grad %s)",
                                     nb_reader_name(r), o->grad, o->grad)
                      : nb_image_none(nb_reader_name(r));

@@ -1,5 +1,8 @@
 /* nb-fit: refine a plan's parameters against observed images, by maximum
- * likelihood on the derivatives of nb-sim --grad (Levenberg-Marquardt). */
+ * likelihood on the derivatives of nb-sim --grad (Levenberg-Marquardt):
+ * one set shared by every frame (this file), or a dataset's per-frame and
+ * shared parameters and structure factors (nb_fit_dataset.c and its parts),
+ * across processes under mpirun (nb_par.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +10,7 @@
 
 #include "detector_file.h"
 #include "nb_cli.h"
+#include "nb_fit.h"
 #include "nb_hkl.h"
 #include "nb_image_record.h"
 #include "nb_options.h"
@@ -23,7 +27,7 @@ static const nb_opt_table table;
 static const nb_tool_info tool = {
     "nb-fit",
     NB_FIT,
-    "[OPTIONS] --observed FILE --refine LIST [STREAM]",
+    "[OPTIONS] --observed FILE... --refine LIST [--refine-frame LIST] [--refine-F] [STREAM]",
     "refine a plan's parameters against observed images",
     "nb-fit reads a PLAN record (and the HKL record of nb-hkl) as the start model and one\n"
     "observed image per frame of the plan (--observed: CBF, SMV, TIFF, an nb stream's IMAGE\n"
@@ -38,38 +42,37 @@ static const nb_tool_info tool = {
     "values to standard error as 'NAME = VALUE +- SIGMA UNIT' (sigma from the inverse Fisher\n"
     "information), with -v the likelihood of every iteration.  The model is rendered on the\n"
     "double path (nb-sim -precision double --grad), or with -precision single on the fast\n"
-    "path (nb-sim -precision single --grad: tens of times faster, the fast path's model).",
+    "path (nb-sim -precision single --grad: tens of times faster, the fast path's model).\n"
+    "\n"
+    "A dataset fit (--refine-frame, --refine-F, or a plan of per-frame crystals such as\n"
+    "nb-geom -expt makes from a DIALS experiment list) refines each frame's own parameters\n"
+    "(--refine-frame: misset_x/y/z turn the frame's crystal about the lab axes, cell_*, Na/Nb/Nc,\n"
+    "lambda, scale) with the shared ones of --refine (distance, Xbeam, Ybeam, cell_* ...) and,\n"
+    "with --refine-F, the structure factors of the asymmetric unit, on the fast path, over\n"
+    "regions around the spots with a background plane each.  A global stage searches the\n"
+    "crystals' turns and the detector's distance and beam centre on the observed spots first.\n"
+    "Each frame gets a verdict (its deviance against its expectation, the predicted spots the\n"
+    "image shows): a frame that fails keeps its start, marked in the refined plan, is named on\n"
+    "standard error ('nb-fit: frame N failed: WHY'), is left out of the shared values and F,\n"
+    "and nb-fit exits 3 after writing the whole stream.  nb-fit ... | nb-convert -o fit.expt\n"
+    "writes the refined experiments.  Under mpirun -n K the frames are split over the\n"
+    "processes (docs/physics.md 15.1).",
     &table,
     "  nb-geom $START | nb-hkl | nb-fit --observed still.cbf --refine distance,Xbeam,Ybeam > fit.nbs\n"
-    "  nb-fit --observed frame.img --refine misset_x,misset_y,misset_z,cell_a,scale -o fit.nbs start.nbs\n",
+    "  nb-fit --observed frame.img --refine misset_x,misset_y,misset_z,cell_a,scale -o fit.nbs start.nbs\n"
+    "  nb-geom -expt indexed.expt -N 20 -fluence 1e27 | nb-hkl -hkl F.hkl | nb-fit --observed s_001.cbf \\\n"
+    "      --observed s_002.cbf --refine cell_a,cell_b,cell_c --refine-frame misset_x,misset_y,misset_z,scale \\\n"
+    "      | nb-convert -o fit.expt\n"
+    "  mpirun -n 8 nb-fit $OBSERVED --refine-F --refine-frame scale --space-group 'P 21 21 21' --F-out F.hkl \\\n"
+    "      -o fit.nbs start.nbs\n",
     NULL,
+    "3 the fit ran and the stream is whole, but a frame's verdict failed (named on standard error)",
 };
 
-#define MAX_OBSERVED 4096
 #define MAX_PARAMS (NB_GRAD_MAX_NAMES + 1)
 #define MU_FLOOR 1e-4 /* photons: a trace of background under every model pixel (log 0 is no likelihood) */
 
-enum loss { LOSS_POISSON, LOSS_LSQ };
-
-typedef struct fit_opts {
-    const char *observed[MAX_OBSERVED];
-    int nobserved;
-    const char *refine;  /* --refine LIST */
-    int loss;            /* enum loss */
-    double adc, gain, overload;
-    int have_adc, have_gain, have_overload;
-    int iterations;
-    const char *residual; /* --residual FILE: observed - model photons, raw float */
-    int precision;        /* -precision: 1 the double path's model (default), 0 the fast path's */
-} fit_opts;
-
 /* ---- the observed images ---------------------------------------------------- */
-
-/* One observed frame: photons per pixel, and which pixels count. */
-typedef struct observed {
-    double *y;
-    unsigned char *use;
-} observed;
 
 /* An image file's counts into photons, (counts - offset) / gain, the
  * untrusted pixels (negative, a CBF's masked ones, or overloaded: the image
@@ -89,7 +92,7 @@ static void counts_to_photons(const fit_opts *o, nb_image_file *f, observed *ob)
  * CBF, SMV, TIFF, an nb stream's IMAGE record of that frame, or raw float
  * photons; its rule for the offset, gain and overload, which --adc, --gain
  * and --overload override). */
-static nb_status observed_read(const char *path, const fit_opts *o, const nb_plan *plan, long frame, observed *ob)
+nb_status nb_fit_observed_read(const char *path, const fit_opts *o, const nb_plan *plan, long frame, observed *ob)
 {
     const size_t n = nb_plan_total_pixels(plan);
     nb_image_file f;
@@ -107,6 +110,13 @@ static nb_status observed_read(const char *path, const fit_opts *o, const nb_pla
     }
     nb_image_file_free(&f);
     return st;
+}
+
+void nb_fit_observed_free(observed *ob)
+{
+    free(ob->y);
+    free(ob->use);
+    ob->y = NULL, ob->use = NULL;
 }
 
 /* ---- the model ----------------------------------------------------------------- */
@@ -204,12 +214,12 @@ static void likelihood(const params *p, const model *m, const observed *obs, lon
             if (!obs[f].use[i]) continue;
             const double I = m->image[f][i], y = obs[f].y[i], mu = s * I + MU_FLOOR;
             e->n++;
-            e->nll += loss == LOSS_POISSON ? mu - (y > 0 ? y * log(mu) : 0.0) : 0.5 * (y - mu) * (y - mu);
+            e->nll += loss == NB_FIT_POISSON ? mu - (y > 0 ? y * log(mu) : 0.0) : 0.5 * (y - mu) * (y - mu);
             if (!grads) continue;
             for (int j = 0; j < p->names.n; j++) d[j] = s * m->grad[j][f][i];
             if (p->with_scale) d[p->k - 1] = I;
-            const double r = loss == LOSS_POISSON ? 1.0 - y / mu : mu - y; /* d nll / d mu */
-            const double w = loss == LOSS_POISSON ? 1.0 / mu : 1.0;       /* Fisher weight */
+            const double r = loss == NB_FIT_POISSON ? 1.0 - y / mu : mu - y; /* d nll / d mu */
+            const double w = loss == NB_FIT_POISSON ? 1.0 / mu : 1.0;       /* Fisher weight */
             for (int a = 0; a < p->k; a++) {
                 e->g[a] += r * d[a];
                 for (int b = 0; b <= a; b++) e->H[a][b] += w * d[a] * d[b];
@@ -219,12 +229,14 @@ static void likelihood(const params *p, const model *m, const observed *obs, lon
         for (int b = 0; b < a; b++) e->H[b][a] = e->H[a][b];
 }
 
-/* Solve A x = b (k x k, Gaussian elimination with partial pivoting); 0 when singular. */
-static int solve(int k, double A[MAX_PARAMS][MAX_PARAMS], double *b, double *x)
+#define SOLVE_MAX 64
+
+int nb_fit_solve(int k, const double *A, int stride, const double *b, double *x)
 {
-    double M[MAX_PARAMS][MAX_PARAMS + 1];
+    double M[SOLVE_MAX][SOLVE_MAX + 1];
+    if (k > SOLVE_MAX) return 0;
     for (int i = 0; i < k; i++) {
-        for (int j = 0; j < k; j++) M[i][j] = A[i][j];
+        for (int j = 0; j < k; j++) M[i][j] = A[i * stride + j];
         M[i][k] = b[i];
     }
     for (int c = 0; c < k; c++) {
@@ -292,7 +304,7 @@ static nb_status lm_step(const params *p, const normal_eq *e, double lambda, dou
         A[a][a] *= 1.0 + lambda;
         b[a] = -e->g[a];
     }
-    if (!solve(p->k, A, b, dx))
+    if (!nb_fit_solve(p->k, &A[0][0], MAX_PARAMS, b, dx))
         return nb_error_set(NB_ERR_DATA, "the parameters are not independent on these images (a singular system)");
     return NB_OK;
 }
@@ -318,7 +330,7 @@ static nb_status refine(const problem *pb, int loss, params *p, model *m, model 
     double lambda = 1e-3;
     for (int it = 0; it < pb->o->iterations && !st; it++) {
         nb_info("%s iteration %d: %s = %.12g on %ld pixels, lambda %.1e",
-                loss == LOSS_LSQ ? "least-squares" : "Poisson", it, loss == LOSS_LSQ ? "RSS/2" : "-log L", e->nll, e->n,
+                loss == NB_FIT_LSQ ? "least-squares" : "Poisson", it, loss == NB_FIT_LSQ ? "RSS/2" : "-log L", e->nll, e->n,
                 lambda);
         double dx[MAX_PARAMS];
         params next = *p;
@@ -342,8 +354,8 @@ static nb_status refine(const problem *pb, int loss, params *p, model *m, model 
         lambda = fmax(lambda / 10.0, 1e-9);
         if (gain < 1e-10 * fabs(e->nll) + 1e-9) break;
     }
-    if (!st) nb_info("%s: %s = %.12g on %ld pixels", loss == LOSS_LSQ ? "least squares" : "Poisson",
-                     loss == LOSS_LSQ ? "RSS/2" : "-log L", e->nll, e->n);
+    if (!st) nb_info("%s: %s = %.12g on %ld pixels", loss == NB_FIT_LSQ ? "least squares" : "Poisson",
+                     loss == NB_FIT_LSQ ? "RSS/2" : "-log L", e->nll, e->n);
     return st;
 }
 
@@ -353,11 +365,11 @@ static nb_status sigmas(const params *p, const normal_eq *e, int loss, double *s
 {
     double H[MAX_PARAMS][MAX_PARAMS];
     memcpy(H, e->H, sizeof H);
-    const double var = loss == LOSS_LSQ && e->n > p->k ? 2.0 * e->nll / (double)(e->n - p->k) : 1.0;
+    const double var = loss == NB_FIT_LSQ && e->n > p->k ? 2.0 * e->nll / (double)(e->n - p->k) : 1.0;
     for (int j = 0; j < p->k; j++) {
         double unit[MAX_PARAMS] = {0}, col[MAX_PARAMS];
         unit[j] = 1.0;
-        if (!solve(p->k, H, unit, col)) return nb_error_set(NB_ERR_DATA, "the Fisher information is singular");
+        if (!nb_fit_solve(p->k, &H[0][0], MAX_PARAMS, unit, col)) return nb_error_set(NB_ERR_DATA, "the Fisher information is singular");
         sigma[j] = sqrt(fabs(col[j]) * var);
     }
     return NB_OK;
@@ -443,8 +455,7 @@ static nb_status write_residual(const char *path, const problem *pb, const param
 
 /* ---- the fit of one plan ------------------------------------------------------------ */
 
-/* The plan's ROI and masks: the pixels it does not render are not compared. */
-static nb_status leave_out_unrendered(const nb_plan *plan, const nb_hkl *hkl, observed *obs, int nobs)
+nb_status nb_fit_leave_out_unrendered(const nb_plan *plan, const nb_hkl *hkl, observed *ob)
 {
     nb_status st = NB_OK;
     for (int p = 0; p < nb_plan_npanels(plan) && !st; p++) {
@@ -454,11 +465,9 @@ static nb_status leave_out_unrendered(const nb_plan *plan, const nb_hkl *hkl, ob
         nb_plan_panel_view(plan, p, &view);
         nb_plan_panel_dims(plan, p, NULL, NULL, &off);
         if ((st = nb_sim_setup_build(&view, hkl, &setup))) break;
-        for (int f = 0; f < nobs; f++)
-            for (int y = 0; y < view.panels[0].spixels; y++)
-                for (int x = 0; x < view.panels[0].fpixels; x++)
-                    if (!nb_pixel_rendered(&setup.kp, x, y))
-                        obs[f].use[off + (size_t)y * view.panels[0].fpixels + x] = 0;
+        for (int y = 0; y < view.panels[0].spixels; y++)
+            for (int x = 0; x < view.panels[0].fpixels; x++)
+                if (!nb_pixel_rendered(&setup.kp, x, y)) ob->use[off + (size_t)y * view.panels[0].fpixels + x] = 0;
         nb_sim_setup_free(&setup);
     }
     return st;
@@ -481,24 +490,21 @@ static nb_status fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o,
     memset(&trial, 0, sizeof trial);
     nb_status st = params_parse(o->refine, start, &p);
     if (!st) st = nb_calloc((void **)&obs, (size_t)o->nobserved, sizeof *obs, "the observed images");
-    for (int f = 0; f < o->nobserved && !st; f++) st = observed_read(o->observed[f], o, start, f, &obs[f]);
+    for (int f = 0; f < o->nobserved && !st; f++) st = nb_fit_observed_read(o->observed[f], o, start, f, &obs[f]);
     if (!st) st = model_alloc(&m, &p, start->nframes, npix, 1);
     if (!st) st = model_alloc(&trial, &p, start->nframes, npix, 0);
     const problem pb = {start, hkl, obs, o, npix, o->precision ? NB_GRAD_DOUBLE : NB_GRAD_FAST};
-    if (!st) st = leave_out_unrendered(start, hkl, obs, o->nobserved);
+    for (int f = 0; f < o->nobserved && !st; f++) st = nb_fit_leave_out_unrendered(start, hkl, &obs[f]);
     /* least squares first: far from the optimum the Poisson likelihood has
      * many local minima (a photon where the model has none weighs log 0),
      * the squares one wide basin */
-    if (!st) st = refine(&pb, LOSS_LSQ, &p, &m, &trial, &e);
-    if (!st && o->loss == LOSS_POISSON) st = refine(&pb, LOSS_POISSON, &p, &m, &trial, &e);
+    if (!st) st = refine(&pb, NB_FIT_LSQ, &p, &m, &trial, &e);
+    if (!st && o->loss == NB_FIT_POISSON) st = refine(&pb, NB_FIT_POISSON, &p, &m, &trial, &e);
     if (!st) st = sigmas(&p, &e, o->loss, sigma);
     if (!st) report(&p, sigma);
     if (!st && o->residual) st = write_residual(o->residual, &pb, &p, &m);
     if (!st) st = refined_plan(start, &p, out);
-    for (int f = 0; obs && f < o->nobserved; f++) {
-        free(obs[f].y);
-        free(obs[f].use);
-    }
+    for (int f = 0; obs && f < o->nobserved; f++) nb_fit_observed_free(&obs[f]);
     free(obs);
     model_free(&m, start->nframes);
     model_free(&trial, start->nframes);
@@ -511,12 +517,34 @@ static nb_status fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o,
 static nb_status add_observed(const nb_opt_args *a)
 {
     fit_opts *o = a->dest;
-    if (o->nobserved == MAX_OBSERVED) return nb_error_set(NB_ERR_USAGE, "at most %d observed images", MAX_OBSERVED);
+    if (o->nobserved == NB_FIT_MAX_OBSERVED)
+        return nb_error_set(NB_ERR_USAGE, "at most %d observed images", NB_FIT_MAX_OBSERVED);
+    if (o->nobserved == o->observed_cap) {
+        int cap = o->observed_cap ? 2 * o->observed_cap : 64;
+        const char **more = realloc(o->observed, (size_t)cap * sizeof *more);
+        if (!more) return nb_error_set(NB_ERR_NOMEM, "out of memory for the observed images' names");
+        o->observed = more, o->observed_cap = cap;
+    }
     o->observed[o->nobserved++] = a->vals[0];
     return NB_OK;
 }
 
-static const nb_opt_choice losses[] = {{"poisson", LOSS_POISSON}, {"lsq", LOSS_LSQ}, {NULL, 0}};
+/* --frames A:B, 1-based and inclusive */
+static nb_status set_frames(const nb_opt_args *a)
+{
+    fit_opts *o = a->dest;
+    char *end;
+    long first = strtol(a->vals[0], &end, 10), last = *end == ':' ? strtol(end + 1, &end, 10) : -1;
+    if (*end || first < 1 || last < first)
+        return nb_error_set(NB_ERR_USAGE, "option --frames: expected FIRST:LAST, frames counted from 1, got '%s'",
+                            a->vals[0]);
+    o->frame_first = first, o->frame_last = last;
+    return NB_OK;
+}
+
+static const nb_opt_choice losses[] = {{"poisson", NB_FIT_POISSON}, {"lsq", NB_FIT_LSQ}, {NULL, 0}};
+static const nb_opt_choice globals[] = {
+    {"auto", NB_FIT_GLOBAL_AUTO}, {"on", NB_FIT_GLOBAL_ON}, {"off", NB_FIT_GLOBAL_OFF}, {NULL, 0}};
 static const nb_opt_choice precisions[] = {{"double", 1}, {"single", 0}, {NULL, 0}};
 
 #define FO(f) NB_AT(fit_opts, f)
@@ -545,13 +573,65 @@ static const nb_opt rows[] = {
      "overload the file states, as a CBF does, else its counter's top)",
      .type = NB_OPT_DOUBLE, .at = {FO(overload)}, .sets = {{FO(have_overload), 1}}},
     {FL_PRECISION, .type = NB_OPT_CHOICE, .at = {FO(precision)}, .choices = precisions,
-     .expected = "'single' or 'double'"},
+     .expected = "'single' or 'double'", .sets = {{FO(precision_given), 1}}},
     {NB_OPT_LOCAL, "--iterations", 1, "N", "at most N Levenberg-Marquardt iterations (default 50)",
      .type = NB_OPT_INT, .at = {FO(iterations)}},
     {NB_OPT_LOCAL, "--residual", 1, "FILE",
      "write observed - model photons of the fit (raw float, 0 where a pixel\n"
      "is not used; the frames one after another)",
      .needs = "a file name", .type = NB_OPT_STRING, .at = {FO(residual)}},
+    {NB_OPT_LOCAL, "--refine-frame", 1, "LIST",
+     "a dataset fit: the parameters each frame has its own value of:\n"
+     "misset_x, misset_y, misset_z (small turns of the frame's crystal about\n"
+     "the lab axes, degrees), cell_a ... cell_gamma, Na, Nb, Nc, lambda, scale.\n"
+     "--refine then names the shared ones: distance, Xbeam, Ybeam (the whole\n"
+     "detector moved), cell_*, Na, Nb, Nc, lambda, scale",
+     .needs = "a list of names", .type = NB_OPT_STRING, .at = {FO(refine_frame)}},
+    {NB_OPT_LOCAL, "--refine-F", 0, NULL,
+     "a dataset fit: refine the structure factor of every reflection of the\n"
+     "asymmetric unit over every frame that passes its verdict; the refined\n"
+     "F go into the output's HKL record",
+     .type = NB_OPT_SET, .sets = {{FO(refine_F), 1}}},
+    {NB_OPT_LOCAL, "--F-out", 1, "FILE",
+     "write the refined F as text lines 'h k l F sigma multiplicity' (the\n"
+     "asymmetric unit; P1: with the Friedel mates)",
+     .needs = "a file name", .type = NB_OPT_STRING, .at = {FO(F_out)}},
+    {NB_OPT_LOCAL, "--space-group", 1, "NAME",
+     "the space group whose asymmetric unit --refine-F refines (default P1;\n"
+     "names as CCP4's syminfo.lib: 'P 21 21 21', P212121, 'C 1 2 1')",
+     .needs = "a space group", .type = NB_OPT_STRING, .at = {FO(space_group)}},
+    {NB_OPT_LOCAL, "--F-prior", 1, "W",
+     "the weight of --refine-F's Wilson prior (default 1; 0: none)",
+     .type = NB_OPT_DOUBLE, .check = NB_CHECK_NONNEG, .at = {FO(F_prior)}},
+    {NB_OPT_LOCAL, "--roi-radius", 1, "PX",
+     "a dataset fit's regions: each spot's pixels grown by PX (default 3)",
+     .type = NB_OPT_DOUBLE, .check = NB_CHECK_NONNEG, .at = {FO(roi_radius)}},
+    {NB_OPT_LOCAL, "--spot-photons", 1, "P",
+     "a model pixel of P photons or more is in a predicted spot (default 0.5)",
+     .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(spot_photons)}},
+    {NB_OPT_LOCAL, "--global", 1, "auto|on|off",
+     "the global stage (a search over turns, distance and beam centre on\n"
+     "the observed spots) before the pixels are fitted: auto (default) when\n"
+     "turns or the detector's position are refined",
+     .type = NB_OPT_CHOICE, .at = {FO(global)}, .choices = globals, .expected = "'auto', 'on' or 'off'"},
+    {NB_OPT_LOCAL, "--global-range", 1, "DEG", "the turns the global stage searches, +- DEG (default 4)",
+     .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(global_range)}},
+    {NB_OPT_LOCAL, "--global-distance", 1, "MM", "the distances the global stage searches, +- MM (default 15)",
+     .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(global_distance)}},
+    {NB_OPT_LOCAL, "--global-beam", 1, "MM", "the beam centres the global stage searches, +- MM (default 1)",
+     .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(global_beam)}},
+    {NB_OPT_LOCAL, "--max-deviance", 1, "R",
+     "a frame fails when its Poisson deviance is more than R times what the\n"
+     "model's own counts would give (default 1.5)",
+     .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(max_deviance)}},
+    {NB_OPT_LOCAL, "--min-explained", 1, "F",
+     "a frame fails when less than F of its predicted spots (10 photons or\n"
+     "more) are in the observed image (default 0.5)",
+     .type = NB_OPT_DOUBLE, .check = NB_CHECK_NONNEG, .at = {FO(min_explained)}},
+    {NB_OPT_LOCAL, "--frames", 1, "A:B",
+     "a dataset fit of frames A to B alone (counted from 1; --observed once\n"
+     "for each): the others keep their start (a Slurm array's share)",
+     .needs = "FIRST:LAST", .type = NB_OPT_CALLBACK, .fn = set_frames},
 };
 #undef FO
 static const nb_opt_table table = {NB_FIT, rows, (int)(sizeof rows / sizeof rows[0])};
@@ -605,44 +685,104 @@ static nb_status write_fit(const char *output, const nb_plan *plan, const nb_rec
     return st;
 }
 
+/* The defaults of the options (fit_opts is zeroed first). */
+static void defaults(fit_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->iterations = 50;
+    o->precision = 1;
+    o->roi_radius = 3.0;
+    o->spot_photons = 0.5;
+    o->global_range = 4.0;
+    o->global_distance = 15.0;
+    o->global_beam = 1.0;
+    o->max_deviance = 1.5;
+    o->min_explained = 0.5;
+    o->F_prior = 1.0;
+}
+
+/* Is this a dataset fit (nb_fit_dataset.c) or one set of parameters? */
+static int dataset_fit(const fit_opts *o, const nb_plan *start)
+{
+    return o->refine_frame || o->refine_F || start->frame_crystals;
+}
+
+/* The fit of either kind: the refined plan (and F) into out, refined_F. */
+static nb_status run_fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o, const nb_par *par,
+                         nb_plan *out, nb_hkl *refined_F, int *failed)
+{
+    *failed = 0;
+    if (dataset_fit(o, start)) {
+        if (!o->nobserved) return nb_error_set(NB_ERR_USAGE, "no observed image: give --observed FILE");
+        return nb_fit_dataset(start, hkl, o, engine, par, out, refined_F, failed);
+    }
+    if (par->size > 1)
+        return nb_error_set(NB_ERR_USAGE, "only a dataset fit (--refine-frame, --refine-F) runs across processes");
+    if (o->frame_first) return nb_error_set(NB_ERR_USAGE, "option --frames: only with --refine-frame or --refine-F");
+    return fit(start, hkl, o, out);
+}
+
 int main(int argc, char **argv)
 {
     nb_std_opts opts;
     fit_opts o;
-    memset(&o, 0, sizeof o);
-    o.iterations = 50;
-    o.precision = 1;
+    nb_par par;
+    defaults(&o);
     nb_set_tool_name(tool.name);
+    nb_exit_on_error(nb_par_init(&par, &argc, &argv));
     nb_std_opts_init(&opts);
     nb_stream_to_stdout(1);
     nb_exit_on_error(nb_tool_parse(&tool, &opts, &o, argc, argv));
     nb_exit_on_error(nb_std_apply(&opts));
-    nb_stream_to_stdout(!strcmp(opts.output, "-"));
+    nb_stream_to_stdout(par.rank == 0 && !strcmp(opts.output, "-"));
+    if (par.rank != 0 && nb_verbosity() > 0) nb_set_verbosity(0);
     nb_exit_on_error(nb_engine_open(&engine, NB_ENGINE_CPU));
     /* the model's plans are the start's command resolved again: its files through formats/ */
     nb_grad_set_readers(nb_smv_apply_to_request, nb_detector_file_read);
+    nb_grad_set_expt_reader(nb_experiment_list_read);
     if (o.iterations < 1) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option --iterations: at least 1"));
 
     nb_reader *r = NULL;
     nb_plan start, refined;
     nb_record hkl_rec;
-    nb_hkl hkl;
-    int have_plan = 0, have_hkl = 0;
+    nb_hkl hkl, refined_F;
+    int have_plan = 0, have_hkl = 0, failed = 0;
     memset(&hkl_rec, 0, sizeof hkl_rec);
     nb_hkl_init(&hkl);
-    nb_status st = nb_reader_open(&r, opts.input);
+    nb_hkl_init(&refined_F);
+    nb_status st = NB_OK;
+    /* mpirun hands standard input to rank 0 alone */
+    if (par.size > 1 && !strcmp(opts.input, "-"))
+        st = nb_error_set(NB_ERR_USAGE, "under mpirun every process reads the start: give it as a file (nb-fit ... "
+                                        "start.nbs), not on standard input");
+    /* and gives each a terminal for its standard output: no way for a stream */
+    if (!st && par.size > 1 && !strcmp(opts.output, "-"))
+        st = nb_error_set(NB_ERR_USAGE, "under mpirun write the refined stream with -o FILE (mpirun gives every "
+                                        "process a terminal, not a pipe, for standard output)");
+    if (!st) st = nb_reader_open(&r, opts.input);
     if (!st) st = read_start(r, &start, &hkl_rec, &have_plan, &have_hkl);
     if (!st) st = start_hkl(&start, &hkl_rec, have_hkl, &hkl);
-    if (!st) st = fit(&start, &hkl, &o, &refined);
-    if (!st) {
-        st = write_fit(opts.output, &refined, &hkl_rec, have_hkl);
-        nb_plan_free(&refined);
+    int have_refined = 0;
+    if (!st) have_refined = !(st = run_fit(&start, &hkl, &o, &par, &refined, &refined_F, &failed));
+    if (!st && par.rank == 0) {
+        nb_record F_rec;
+        int have_F = refined_F.hkls > 0;
+        if (have_F) st = nb_hkl_to_record(&refined_F, &F_rec);
+        if (!st) st = write_fit(opts.output, &refined, have_F ? &F_rec : &hkl_rec, have_F || have_hkl);
+        if (have_F) nb_record_free(&F_rec);
     }
+    if (have_refined) nb_plan_free(&refined);
     if (have_plan) nb_plan_free(&start);
     nb_hkl_free(&hkl);
+    nb_hkl_free(&refined_F);
     nb_record_free(&hkl_rec);
     nb_reader_close(r);
     nb_engine_close(engine);
+    free(o.observed);
+    /* a failure the processes agreed on: exit, every process having said so
+     * (nb_par's exit handler waits for the others and finalizes) */
     nb_exit_on_error(st);
-    return 0;
+    nb_par_finalize(&par);
+    /* the fit ran and the stream is whole; a frame's verdict failed: 3 (documented) */
+    return failed ? 3 : 0;
 }

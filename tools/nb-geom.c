@@ -26,13 +26,19 @@ static const nb_tool_info tool = {
     "detector) from a DIALS experiment list (.expt) or a CrystFEL geometry (.geom): one or\n"
     "more flat panels, tied to the flags' beam and spindle (or polarization); the flags that\n"
     "place the one-panel detector (-distance, -pixel, -detpixels, beam centres, rotations,\n"
-    "-roi, -img, -mask ...) are then usage errors.",
+    "-roi, -img, -mask ...) are then usage errors.  -expt FILE takes the detector, the beam\n"
+    "and the crystals from a DIALS experiment list: a frame per still (each with its crystal\n"
+    "and wavelength) or the sweep's frames; the flags add what the list lacks (-N, -mosaic,\n"
+    "-fluence, -default_F ...), and those that say what it says (-cell, -lambda, -distance,\n"
+    "-panels, -nframes ...) are usage errors.",
     &nb_request_opts,
     "  nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 1024 \\\n"
     "          -default_F 100 > plan.nbs\n"
     "  nb-geom -panels imported.expt -cell 78 78 37 90 90 90 -lambda 1 -N 10 -oversample 1 -o plan.nbs\n"
+    "  nb-geom -expt indexed.expt -N 10 -default_F 100 -o plan.nbs\n"
     "  nb-geom -v -xds -cell 78 78 37 90 90 90 -misset random -ORGX 256 -ORGY 256 -o plan.nbs\n",
     NULL,
+    NULL, /* no exit status of its own */
 };
 
 /* nb-geom's own options (-o, -q, -v, --help ...) for the library's loop */
@@ -56,7 +62,8 @@ int main(int argc, char **argv)
 
     /* the command line: every argument recognised first, then (once -o and
      * -q are known) the headers and the flags applied in order */
-    const nb_args_hooks hooks = {std_option, &opts, nb_smv_apply_to_request, nb_detector_file_read};
+    const nb_args_hooks hooks = {std_option, &opts, nb_smv_apply_to_request, nb_detector_file_read,
+                                 nb_experiment_list_read};
     nb_scanned_args args;
     nb_exit_on_error(nb_request_scan_args(&rq, argc - 1, argv + 1, &hooks, &args));
     nb_exit_on_error(nb_std_apply(&opts));

@@ -85,6 +85,7 @@ static const nb_tool_info tool = {
     "  nb-hkl -hkl data.mtz -column FP < plan.nbs > plan+hkl.nbs\n"
     "  nb-hkl -model model.pdb -dmin 2 < plan.nbs > plan+hkl.nbs\n",
     NULL,
+    NULL, /* no exit status of its own */
 };
 
 static int file_exists(const char *path)

@@ -102,6 +102,7 @@ static const nb_tool_info tool = {
     "  nb-math --add part2.nbs --add part3.nbs part1.nbs > whole.nbs\n"
     "  nb-math --scale 2 --add-scaled -0.5 air.nbs bragg.nbs | nb-convert -o x.bin\n",
     NULL,
+    NULL, /* no exit status of its own */
 };
 
 /* The operations as MATH records them: the options, quoted as a command

@@ -128,6 +128,7 @@ static const nb_tool_info tool = {
     "  nb-noise -seed 2 -readout 3 -psf gauss -psf_fwhm 100 < rendered.nbs | nb-convert -o frame.cbf\n"
     "  nb-sim --device cuda sweep.nbs | nb-noise --rng philox --device cuda | nb-convert -o s_#.img\n",
     print_backends,
+    NULL, /* no exit status of its own */
 };
 
 static void print_backends(FILE *fp)

@@ -58,6 +58,7 @@ static const nb_tool_info tool = {
     "  nb-geom ... -osc 1 -nframes 90 -o sweep.nbs; nb-sim --shard 2/3 -o part2.nbs sweep.nbs\n"
     "  nb-sim --grad distance,Xbeam,Ybeam plan.nbs | nb-convert --grad distance -o ddistance.bin\n",
     print_backends,
+    NULL, /* no exit status of its own */
 };
 
 static void print_backends(FILE *fp)
@@ -779,6 +780,7 @@ int main(int argc, char **argv)
     nb_exit_on_error(nb_engine_open(&engine, devices_of[o.device]));
     /* --grad resolves the plan's command again: the files it names through formats/ */
     nb_grad_set_readers(nb_smv_apply_to_request, nb_detector_file_read);
+    nb_grad_set_expt_reader(nb_experiment_list_read);
 
     nb_reader *r = NULL;
     nb_writer *w = NULL;

@@ -56,6 +56,7 @@ typedef struct conv_opts {
     double truth_min_photons; /* --truth-min-photons: a reflection in truth.jsonl has more */
     nb_truth **truths;      /* per -o: its truth.jsonl, open for the whole run (NULL: none yet) */
     nb_expt **expts;        /* per -o: its model.expt, gathered over the whole run (NULL: none yet) */
+    long frame_first, frame_last; /* --frames A:B (1-based): a plan without images described by these alone */
 } conv_opts;
 
 /* an IMAGE record made ready to write (formats/frame_write.h) */
@@ -156,6 +157,11 @@ nb_status convert_image(const nb_record *rec, const nb_plan *plan, const conv_op
 /* ---- the files of the whole run, shards' joined (nb_convert_run.c) ------- */
 nb_status write_expt(const out_request *q, int k, const conv_opts *o, const frame *fr);
 nb_status finish_expts(conv_opts *o, int ok);
+/* Every -o a model.expt (and no --grad, --import)? */
+int only_expts(const conv_opts *o);
+/* A plan without IMAGE records into every model.expt: each of its frames,
+ * with the int image's counts (the -adc offset, 16 bits) */
+nb_status write_expt_plan(const conv_opts *o, const nb_plan *plan);
 nb_status write_sidecar(out_request *o, const conv_opts *all, const frame *fr);
 nb_status write_nxmx(const out_request *q, nb_nxmx **file, const conv_opts *o, const frame *fr);
 nb_status nxmx_finish(conv_opts *o, int ok);

@@ -11,6 +11,7 @@
 
 #include "crystfel_geom.h"
 #include "dials_expt_join.h"
+#include "nb_stills.h"
 #include "nb_tuning.h"
 #include "xds_inp.h"
 #include "frame_write.h"
@@ -61,6 +62,49 @@ nb_status write_expt(const out_request *q, int k, const conv_opts *o, const fram
                         fr->counts && fr->counts_bits == 32 ? 2147483647.0 : 65535.0,
                         fr->counts && fr->im->has.counts_gain ? fr->im->counts_gain : 1.0};
     return nb_expt_frame(o->expts[k], fr->plan, fr->frame, nb_frame_wavelength(fr->plan, fr->im), &c);
+}
+
+/* Does every -o name a model.expt (which a plan alone can fill)? */
+int only_expts(const conv_opts *o)
+{
+    for (int k = 0; k < o->nouts; k++)
+        if (o->outs[k].format != NB_FMT_EXPT) return 0;
+    return o->nouts > 0 && !o->grad && !o->import;
+}
+
+/* The wavelength frame f's headers would state (nb_frame_wavelength of its
+ * IMAGE): a frame crystal's, a still's spikes' mean, else LAMBDA0 */
+static double plan_frame_wavelength(const nb_plan *p, long f)
+{
+    if (p->frame_crystals) return p->frame_crystals[f].lambda;
+    if (!p->stills.on || p->stills.spikes <= 0) return p->lambda0;
+    nb_still_shot shot;
+    double sum = 0.0;
+    nb_still_draw(p, f, &shot);
+    for (int k = 0; k < shot.spikes; k++) sum += p->lambda0 * (1.0 + shot.spike[k]);
+    return shot.spikes > 0 ? sum / shot.spikes : p->lambda0;
+}
+
+nb_status write_expt_plan(const conv_opts *o, const nb_plan *plan)
+{
+    nb_status st = NB_OK;
+    /* no images: the counts nanoBragg's int image would have (the -adc offset, 16 bits) */
+    const nb_expt_counts c = {o->have_adc ? o->adc : plan->adc, 65535.0, 1.0};
+    for (int k = 0; k < o->nouts && !st; k++) {
+        if (!o->expts[k]) {
+            const nb_expt_images none = {NB_EXPT_NO_IMAGES, NULL, 0};
+            if ((st = nb_expt_open(&o->expts[k], o->outs[k].path, &none))) return st;
+            nb_info("writing %s of the plan's %d frame%s (no IMAGE record)", o->outs[k].path, plan->nframes,
+                    plan->nframes == 1 ? "" : "s");
+        }
+        const long first = o->frame_first ? o->frame_first - 1 : 0, last = o->frame_first ? o->frame_last : plan->nframes;
+        if (last > plan->nframes)
+            return nb_error_set(NB_ERR_USAGE, "option --frames: the plan has %d frame%s", plan->nframes,
+                                plan->nframes == 1 ? "" : "s");
+        for (long f = first; f < last && !st; f++)
+            st = nb_expt_frame(o->expts[k], plan, f, plan_frame_wavelength(plan, f), &c);
+    }
+    return st;
 }
 
 /* Every model.expt written into place (ok) or removed */

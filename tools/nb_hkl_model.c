@@ -105,8 +105,8 @@ static double detector_inv_d(const nb_plan *plan, const nb_source *src, int nsrc
 double nb_detector_dmin(const nb_plan *plan)
 {
     double inv = detector_inv_d(plan, plan->sources, plan->nsources);
-    if (plan->stills.on && plan->stills.spikes > 0) {
-        /* every shot's own spectrum: its shortest wavelengths reach furthest */
+    if ((plan->stills.on && plan->stills.spikes > 0) || plan->frame_crystals) {
+        /* every shot's own spectrum (or frame crystal's wavelength): its shortest wavelengths reach furthest */
         for (long f = 0; f < plan->nframes; f++) {
             nb_source *src = NULL;
             int n = 0;

@@ -27,6 +27,11 @@
 #   ignoring_sigpipe CMD [ARGS...]
 #                          run CMD with SIGPIPE ignored, as `trap '' PIPE` or
 #                          Python's subprocess leave it (inherited across exec)
+#   nb_mpirun N CMD [ARGS...]
+#                          CMD as N processes of Open MPI's mpirun on this
+#                          machine, as root, within 60 s (a hang fails)
+#   need_mpi [PROGRAM]     skip unless mpirun is installed and PROGRAM (default
+#                          nb-fit) was built with MPI (links libmpi)
 
 # `run !` and `run -N` need bats 1.5 (Debian 12 has 1.8)
 bats_require_minimum_version 1.5.0
@@ -230,4 +235,34 @@ while pos < len(data):
     pos = end + 4
 open(path, 'wb').write(bytes(data))
 PYEOF
+}
+
+# N processes of CMD under Open MPI's mpirun, on this machine.  The tests run
+# as root, which mpirun refuses without OMPI_ALLOW_RUN_AS_ROOT and its
+# _CONFIRM; --oversubscribe: more processes than CI's 2 cores (a loaded
+# machine gives mpirun fewer free slots); shared memory by copy through a
+# buffer, not CMA's process_vm_readv, which containers often deny.  Under
+# timeout: a rank waiting for one that has gone fails the test, not CI.  In
+# a sanitized build (make check-asan) the ranks unwind every allocation's
+# stack in full, so that tests/lsan.supp knows Open MPI's own leaks by its
+# libraries (fast unwinding stops in components MPI_Finalize has unloaded).
+nb_mpirun() {
+    local n=$1
+    shift
+    if [ -n "${NB_SANITIZED:-}" ]; then
+        local ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+        export ASAN_OPTIONS
+    fi
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+        timeout -k 10 60 mpirun -n "$n" --oversubscribe "$@"
+}
+
+# Skip unless mpirun is here and PROGRAM (default nb-fit) was built with MPI:
+# the build compiles MPI in only where it found mpicc (Makefile, MPICC)
+need_mpi() {
+    local prog=${1:-$NB_BIN/nb-fit}
+    command -v mpirun >/dev/null || skip "mpirun is not installed (Debian: openmpi-bin)"
+    [ -x "$prog" ] || skip "$prog is not built (make check builds it)"
+    ldd "$prog" 2>/dev/null | grep -q 'libmpi\.' ||
+        skip "$(basename "$prog") was built without MPI (no mpicc when it was built; Debian: libopenmpi-dev)"
 }

@@ -77,7 +77,7 @@ need_nxmx() {
     local f
     for f in frame_0001.cbf frame_0001.img preview.png floatimage.bin plan.nbs rendered.nbs noisy_0002.cbf \
         noisy_0003.cbf sweep_001.cbf sweep_030.cbf XDS.INP sweep.geom model.expt tile_p0_0001.cbf \
-        tile_p3_0001.cbf tiles.bin tiles.geom noisy_0007.img still.cbf fitted.nbs intimage.img noiseimage.img \
+        tile_p3_0001.cbf tiles.bin tiles.geom noisy_0007.img still.cbf fitted.nbs shot_3.cbf refined.expt intimage.img noiseimage.img \
         part_1.nxs part_4.nxs stills.nxs truth.jsonl; do
         [ -s "nb-try/$f" ] || { echo "README did not write $f"; ls nb-try; return 1; }
     done
@@ -94,6 +94,8 @@ need_nxmx() {
     [ "$(wc -l < nb-try/truth.jsonl)" -eq 1000 ] || false
     # the fit finds the distance the still was rendered at
     expect_has "distance = 80.00"
+    # and the dataset fit every still
+    expect_has "3 frames fitted, 0 failed"
 }
 
 @test "README: with DIALS, its blocks import, find spots and index the sweep as written" {

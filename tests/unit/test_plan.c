@@ -11,8 +11,10 @@
 #include "nb_options.h"
 #include "nb_physics.h"
 #include "nb_plan.h"
+#include "nb_stills.h"
 #include "nb_stream.h"
 #include "nb_util.h"
+#include "nb_vec.h"
 #include "tap.h"
 
 static int contains(const char *hay, const char *needle) { return hay && needle && strstr(hay, needle) != NULL; }
@@ -866,6 +868,90 @@ static void test_option_tables(void)
        unbound, twice, foreign);
 }
 
+/* Frame crystals (FRAME_CRYSTALS): through the record and back bit for bit,
+ * each frame's view takes its crystal (reciprocal vectors, cell parameters,
+ * N, fluence), the sources scale to its wavelength, frame 0's is the plan's;
+ * bad ones and ones beside STILLS are refused. */
+static void test_frame_crystals(void)
+{
+    nb_plan p, q;
+    nb_record rec;
+    if (make_plan(&p) != NB_OK) {
+        ok(0, "frame crystals: the base plan builds");
+        return;
+    }
+    p.nframes = 3;
+    nb_frame_crystal fc[3];
+    memset(fc, 0, sizeof fc);
+    for (int i = 0; i < 3; i++) {
+        /* an orthorhombic cell 50 x 60 x 70 A turned about z by 10 i degrees */
+        double t = 10.0 * i * M_PI / 180.0, c = cos(t), s = sin(t);
+        fc[i].a[0] = 50e-10 * c, fc[i].a[1] = 50e-10 * s;
+        fc[i].b[0] = -60e-10 * s, fc[i].b[1] = 60e-10 * c;
+        fc[i].c[2] = 70e-10;
+        fc[i].Na = 3 + i, fc[i].Nb = 4, fc[i].Nc = 5;
+        fc[i].fluence = 1e20 * (i + 1);
+        fc[i].lambda = p.lambda0 * (1.0 + 0.01 * i);
+    }
+    fc[2].status = NB_FRAME_FAILED;
+    nb_status st = nb_plan_set_frame_crystals(&p, fc);
+    ok(st == NB_OK, "frame crystals: set (%s)", st ? nb_error_message() : "ok");
+    ok(p.cell_a[0] == fc[0].a[0] && p.Na == 3 && p.fluence == 1e20, "frame crystals: the plan's crystal is frame 0's");
+    near(p.unit_cell[1], 60.0, 1e-12, "frame crystals: the plan's UNIT_CELL b from frame 0");
+    st = round_trip(&p, &q, &rec);
+    ok(st == NB_OK, "frame crystals: the plan reads back (%s)", st ? nb_error_message() : "ok");
+    if (!st) {
+        ok(q.frame_crystals && !memcmp(q.frame_crystals, p.frame_crystals, sizeof fc),
+           "frame crystals: every number comes back bit for bit");
+        ok(nb_hdr_has(&rec, "FRAME_CRYSTALS") && nb_record_has_array(&rec, "frame_crystals"),
+           "frame crystals: key FRAME_CRYSTALS and array frame_crystals");
+        nb_plan v;
+        nb_plan_frame_view(&q, 1, &v);
+        ok(v.cell_b[0] == fc[1].b[0] && v.Na == 4 && v.fluence == 2e20, "frame crystals: frame 1's view takes its crystal");
+        near(nb_vdot(v.recip_a, fc[1].a) * 1e10, 1.0, 1e-14, "frame crystals: a* . a = 1 in the view");
+        near(nb_vdot(v.recip_a, fc[1].b) * 1e10, 0.0, 1e-14, "frame crystals: a* . b = 0 in the view");
+        near(v.unit_cell[5], 90.0, 1e-12, "frame crystals: gamma in the view");
+        near(v.lambda0, fc[1].lambda, 0, "frame crystals: the view's LAMBDA0 is the frame's");
+        nb_frame_crystal got;
+        nb_plan_frame_crystal(&q, 2, &got);
+        ok(got.status == NB_FRAME_FAILED && got.Na == 5, "frame crystals: nb_plan_frame_crystal gives the stored one");
+        nb_source *src = NULL;
+        int n = 0;
+        st = nb_plan_frame_sources(&q, 0, &src, &n);
+        ok(st == NB_OK && !src && n == 0, "frame crystals: frame 0 at LAMBDA0 keeps the plan's sources");
+        st = nb_plan_frame_sources(&q, 2, &src, &n);
+        ok(st == NB_OK && src && n == q.nsources, "frame crystals: frame 2's sources are its own");
+        int scaled = 1;
+        for (int i = 0; src && i < n; i++)
+            scaled &= fabs(src[i].lambda / q.sources[i].lambda - 1.02) < 1e-15 &&
+                      !memcmp(src[i].dir, q.sources[i].dir, sizeof src[i].dir);
+        ok(src && scaled, "frame crystals: frame 2's sources are the plan's scaled by lambda / LAMBDA0");
+        free(src);
+        nb_record_free(&rec);
+        nb_plan_free(&q);
+    }
+    /* a rotation series' frame crystal: the plan's at phi 0 */
+    nb_plan r;
+    if (make_plan(&r) == NB_OK) {
+        nb_frame_crystal got;
+        nb_plan_frame_crystal(&r, 1, &got);
+        ok(!memcmp(got.a, r.cell_a, sizeof got.a) && got.Na == r.Na && got.lambda == r.lambda0 && got.status == 0,
+           "frame crystals: a series' frame crystal is the plan's");
+        nb_plan_free(&r);
+    }
+    /* refused: a degenerate cell, and beside STILLS when read */
+    fc[1].c[2] = 0;
+    fc[1].c[0] = fc[1].a[0], fc[1].c[1] = fc[1].a[1];
+    st = nb_plan_set_frame_crystals(&p, fc);
+    ok(st == NB_ERR_DATA && contains(nb_error_message(), "frame 2") && contains(nb_error_message(), "degenerate"),
+       "frame crystals: a flat cell is refused: %s", nb_error_message());
+    p.stills.on = 1;
+    st = round_trip(&p, &q, NULL);
+    ok(st == NB_ERR_DATA && contains(nb_error_message(), "STILLS"), "frame crystals: beside STILLS refused: %s",
+       nb_error_message());
+    nb_plan_free(&p);
+}
+
 int main(void)
 {
     nb_set_tool_name("test_plan");
@@ -873,6 +959,7 @@ int main(void)
     test_round_trip();
     test_corrupted();
     test_panels();
+    test_frame_crystals();
     test_options();
     test_option_tables();
     return tap_done();

@@ -1,0 +1,536 @@
+#!/usr/bin/python3
+"""evaluate.py - measure a refined dataset against the truth it was simulated from.
+
+Three modes (the gates of dataset refinement, issue 35; bench/README.md):
+
+  evaluate.py TRUTH.expt FIT.expt [--fit-log LOG] [--fit-status N] [--gate G1|G2] [--json OUT]
+      Experiment by experiment (matched by their identifiers nb-frame-N when
+      both lists have them, else by position): the orientation error, the
+      angle of the rotation U_fit U_truth^T between the crystals' U matrices
+      (U from the real-space vectors: M = (a b c) = U O with O the
+      orthogonalization of the crystal's own cell, a along x and b in the xy
+      plane, so a change of the cell alone changes no U); the cell's relative
+      error in a, b, c; the detector distance's error (mm, panel 0); and,
+      from nb-fit's standard error (--fit-log), the frames it reported failed
+      ('nb-fit: frame N failed: ...', N from 1).  Prints a table, then a JSON
+      summary; with --gate, judges it (exit 0 pass, 1 fail).
+
+  evaluate.py --F --truth-hkl F.hkl --fit-hkl FIT.hkl --truth-jsonl truth.jsonl
+              [--space-group P212121|P1] [--min-shots 3] [--gate G3] [--json OUT]
+      The structure factors: the reflections of the asymmetric unit that
+      truth.jsonl records on at least --min-shots shots (distinct frames, any
+      symmetry mate), CC(F refined, F true) over those the refined file has,
+      and the CC of Monte-Carlo merging on the same reflections: the square
+      root of the mean of the reflection's true photons over its
+      observations (every row of truth.jsonl that is one of its mates),
+      against F true.  Files of 'h k l F ...' lines (nb-fit --F-out writes
+      'h k l F sigma multiplicity'); a reflection given more than once
+      (mates of the same asymmetric-unit index) takes the mean of its F.
+
+  evaluate.py --compare A.expt B.expt [--rtol 1e-6] [--compare-hkl A.hkl B.hkl] [--gate G4]
+      Two refined lists (one process against mpirun -n 2): every crystal's
+      real-space vectors and every panel's frame, relative to the vector's
+      length, and each F of two .hkl files, relative to its size.
+
+Exit status: 0 pass (or no --gate), 1 fail, 2 usage or unreadable input.
+Only the standard library and numpy.
+"""
+import argparse
+import json
+import math
+import re
+import sys
+
+import numpy as np
+
+FAILED_LINE = re.compile(r"^nb-fit: frame (\d+) failed:")
+IDENTIFIER = re.compile(r"^nb-frame-(\d+)$")
+
+# the gates' figures (the issue's text; bench/README.md)
+G1_MEDIAN_DEG, G1_WORST_DEG, G1_CELL_REL = 0.005, 0.02, 5e-4
+G2_RECOVERED_DEG, G2_UNREPORTED_DEG = 0.02, 0.05
+G3_MIN_CC = 0.95
+
+
+class InputError(Exception):
+    pass
+
+
+# ---- experiment lists ------------------------------------------------------------
+
+def load_json(path):
+    try:
+        with open(path) as fp:
+            return json.load(fp)
+    except (OSError, ValueError) as e:
+        raise InputError("cannot read '%s': %s" % (path, e))
+
+
+def experiments(path):
+    """[(frame, crystal dict, detector dict)] of a DIALS experiment list."""
+    el = load_json(path)
+    if not isinstance(el, dict) or el.get("__id__") != "ExperimentList":
+        raise InputError("'%s' is not a DIALS experiment list" % path)
+    out = []
+    ids = [e.get("identifier", "") for e in el.get("experiment", [])]
+    by_id = all(IDENTIFIER.match(i or "") for i in ids) and ids
+    for pos, e in enumerate(el.get("experiment", [])):
+        frame = int(IDENTIFIER.match(e["identifier"]).group(1)) if by_id else pos + 1
+        try:
+            xtal = el["crystal"][e["crystal"]]
+            det = el["detector"][e["detector"]]
+        except (KeyError, IndexError, TypeError):
+            raise InputError("'%s': experiment %d has no crystal or detector" % (path, pos))
+        out.append((frame, xtal, det))
+    if not out:
+        raise InputError("'%s' holds no experiment" % path)
+    return out, bool(by_id)
+
+
+def real_space(xtal):
+    """M: the columns a, b, c (Angstrom, laboratory frame)."""
+    return np.array([xtal["real_space_a"], xtal["real_space_b"], xtal["real_space_c"]], dtype=float).T
+
+
+def cell_of(M):
+    a, b, c = (np.linalg.norm(M[:, i]) for i in range(3))
+    al = math.acos(np.dot(M[:, 1], M[:, 2]) / (b * c))
+    be = math.acos(np.dot(M[:, 0], M[:, 2]) / (a * c))
+    ga = math.acos(np.dot(M[:, 0], M[:, 1]) / (a * b))
+    return a, b, c, al, be, ga
+
+
+def orthogonalization(a, b, c, al, be, ga):
+    """O: the cell's vectors as columns, a along x and b in the xy plane."""
+    ca, cb, cg, sg = math.cos(al), math.cos(be), math.cos(ga), math.sin(ga)
+    v = math.sqrt(max(0.0, 1 - ca * ca - cb * cb - cg * cg + 2 * ca * cb * cg))
+    return np.array([[a, b * cg, c * cb],
+                     [0.0, b * sg, c * (ca - cb * cg) / sg],
+                     [0.0, 0.0, c * v / sg]])
+
+
+def orientation(M):
+    """U (a proper rotation) of the crystal whose real-space vectors are M's columns."""
+    U = M @ np.linalg.inv(orthogonalization(*cell_of(M)))
+    W, _, Vt = np.linalg.svd(U)      # the nearest rotation: rounding only
+    U = W @ Vt
+    if np.linalg.det(U) < 0:
+        raise InputError("a crystal's a, b, c are left-handed")
+    return U
+
+
+def rotation_angle_deg(R):
+    """The angle of a rotation matrix, accurate for small angles too."""
+    w = np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
+    return math.degrees(math.atan2(np.linalg.norm(w) / 2.0, (np.trace(R) - 1.0) / 2.0))
+
+
+def detector_distance(det):
+    """dxtbx's distance of panel 0: its origin along its normal (mm), nb's groups included."""
+    p = det["panels"][0]
+    f, s = np.asarray(p["fast_axis"], float), np.asarray(p["slow_axis"], float)
+    n = np.cross(f, s)
+    n /= np.linalg.norm(n)
+    o = np.asarray(p["origin"], float)
+    for g in walk_groups(det.get("hierarchy", {})):
+        if any(c.get("panel") == 0 for c in g.get("children", [])):
+            o = o + np.asarray(g["origin"], float)
+    return abs(float(np.dot(n, o)))
+
+
+def walk_groups(node):
+    kids = node.get("children", [])
+    if node.get("name", "") != "" and any("panel" in c for c in kids):
+        yield node
+    for c in kids:
+        if "children" in c:
+            yield from walk_groups(c)
+
+
+def failed_frames(log_path):
+    frames = []
+    try:
+        with open(log_path, errors="replace") as fp:
+            for line in fp:
+                m = FAILED_LINE.match(line)
+                if m:
+                    frames.append(int(m.group(1)))
+    except OSError as e:
+        raise InputError("cannot read '%s': %s" % (log_path, e))
+    return sorted(set(frames))
+
+
+def measure_orientations(truth_path, fit_path, log_path):
+    truth, truth_ids = experiments(truth_path)
+    fit, fit_ids = experiments(fit_path)
+    if not (truth_ids and fit_ids) and len(truth) != len(fit):
+        raise InputError("'%s' holds %d experiments, '%s' %d (and no nb-frame-N identifiers to match them)"
+                         % (truth_path, len(truth), fit_path, len(fit)))
+    if not (truth_ids and fit_ids):
+        fit = [(t[0],) + f[1:] for t, f in zip(truth, fit)]
+    fit_by_frame = {f[0]: f for f in fit}
+    failed = failed_frames(log_path) if log_path else []
+    rows = []
+    for frame, xt, dt in truth:
+        row = {"frame": frame, "reported_failed": frame in failed}
+        f = fit_by_frame.get(frame)
+        if f is None:
+            row.update(orientation_deg=None, cell_rel=None, distance_mm=None)
+        else:
+            Mt, Mf = real_space(xt), real_space(f[1])
+            Ut, Uf = orientation(Mt), orientation(Mf)
+            row["orientation_deg"] = rotation_angle_deg(Uf @ Ut.T)
+            ct, cf = cell_of(Mt), cell_of(Mf)
+            row["cell_rel"] = [cf[i] / ct[i] - 1.0 for i in range(3)]
+            row["distance_mm"] = detector_distance(f[2]) - detector_distance(dt)
+        rows.append(row)
+    known = {r["frame"] for r in rows}
+    stray = [n for n in failed if n not in known]
+    return rows, failed, stray, sorted(set(fit_by_frame) - known)
+
+
+def print_table(rows, out=sys.stdout):
+    print("%6s %12s %10s %10s %10s %11s  %s" % ("frame", "orient_deg", "da_%", "db_%", "dc_%", "ddist_mm",
+                                                 "nb-fit"), file=out)
+    for r in rows:
+        st = "FAILED" if r["reported_failed"] else "ok"
+        if r["orientation_deg"] is None:
+            print("%6d %12s %10s %10s %10s %11s  %s (not in the fit)" % (r["frame"], "-", "-", "-", "-", "-", st),
+                  file=out)
+            continue
+        c = [100 * x for x in r["cell_rel"]]
+        print("%6d %12.6f %10.5f %10.5f %10.5f %11.5f  %s" % (r["frame"], r["orientation_deg"], c[0], c[1], c[2],
+                                                               r["distance_mm"], st), file=out)
+
+
+def summarize(rows, failed, stray, extra, fit_status):
+    errs = [r["orientation_deg"] for r in rows if r["orientation_deg"] is not None]
+    cells = [abs(x) for r in rows if r["cell_rel"] is not None for x in r["cell_rel"]]
+    return {
+        "frames": len(rows),
+        "measured": len(errs),
+        "orientation_deg": {"median": float(np.median(errs)) if errs else None,
+                            "max": max(errs) if errs else None,
+                            "mean": float(np.mean(errs)) if errs else None},
+        "cell_rel_max_abs": max(cells) if cells else None,
+        "distance_mm_max_abs": max((abs(r["distance_mm"]) for r in rows if r["distance_mm"] is not None),
+                                   default=None),
+        "reported_failed": failed,
+        "reported_failed_unknown": stray,
+        "fit_frames_not_in_truth": extra,
+        "fit_status": fit_status,
+    }
+
+
+def judge_g1(rows, s):
+    why = []
+    if s["fit_status"] is None:
+        why.append("no --fit-status: nb-fit's exit status is part of the gate")
+    elif s["fit_status"] != 0:
+        why.append("nb-fit exited %d (every frame's status must be 0)" % s["fit_status"])
+    if s["reported_failed"]:
+        why.append("frames reported failed: %s" % " ".join(map(str, s["reported_failed"])))
+    missing = [r["frame"] for r in rows if r["orientation_deg"] is None]
+    if missing:
+        why.append("frames not in the fit: %s" % " ".join(map(str, missing)))
+    o = s["orientation_deg"]
+    if o["median"] is not None and o["median"] > G1_MEDIAN_DEG:
+        why.append("median orientation error %.6f deg > %g" % (o["median"], G1_MEDIAN_DEG))
+    if o["max"] is not None and o["max"] > G1_WORST_DEG:
+        worst = max((r for r in rows if r["orientation_deg"] is not None), key=lambda r: r["orientation_deg"])
+        why.append("worst orientation error %.6f deg (frame %d) > %g" % (o["max"], worst["frame"], G1_WORST_DEG))
+    if s["cell_rel_max_abs"] is not None and s["cell_rel_max_abs"] > G1_CELL_REL:
+        why.append("cell off by %.4f %% > %g %%" % (100 * s["cell_rel_max_abs"], 100 * G1_CELL_REL))
+    return why
+
+
+def judge_g2(rows, s):
+    why = []
+    failed = set(s["reported_failed"])
+    if s["fit_status"] is None:
+        why.append("no --fit-status: nb-fit's exit status is part of the gate")
+    elif failed and s["fit_status"] != 3:
+        why.append("frames reported failed but nb-fit exited %d, not 3" % s["fit_status"])
+    elif not failed and s["fit_status"] != 0:
+        why.append("nb-fit exited %d without naming a failed frame" % s["fit_status"])
+    if s["reported_failed_unknown"]:
+        why.append("failed frames that do not exist: %s" % " ".join(map(str, s["reported_failed_unknown"])))
+    recovered = 0
+    for r in rows:
+        e = r["orientation_deg"]
+        if r["frame"] in failed:
+            continue
+        if e is None:
+            why.append("frame %d is not in the fit and was not reported failed" % r["frame"])
+        elif e > G2_UNREPORTED_DEG:
+            why.append("frame %d is %.4f deg off (> %g) and was not reported failed"
+                       % (r["frame"], e, G2_UNREPORTED_DEG))
+        elif e > G2_RECOVERED_DEG:
+            why.append("frame %d is %.4f deg off (> %g: not recovered) and was not reported failed"
+                       % (r["frame"], e, G2_RECOVERED_DEG))
+        else:
+            recovered += 1
+    s["recovered"] = recovered
+    if 2 * recovered < len(rows):
+        why.append("%d of %d frames recovered (at least half must be)" % (recovered, len(rows)))
+    return why
+
+
+def run_orientation(args):
+    rows, failed, stray, extra = measure_orientations(args.truth, args.fit, args.fit_log)
+    if args.gate == "G2" and not args.fit_log:
+        raise InputError("--gate G2 needs --fit-log: which frames nb-fit reported failed")
+    print_table(rows)
+    s = summarize(rows, failed, stray, extra, args.fit_status)
+    why = []
+    if args.gate == "G1":
+        why = judge_g1(rows, s)
+    elif args.gate == "G2":
+        why = judge_g2(rows, s)
+    elif args.gate:
+        raise InputError("--gate %s is not a gate of experiment lists (G1, G2)" % args.gate)
+    return finish(args, s, why, {"per_frame": rows})
+
+
+# ---- structure factors -------------------------------------------------------------
+
+def asu_key(h, k, l, space_group):
+    """One index for a reflection and its mates: mmm for P 21 21 21, Friedel for P 1."""
+    if space_group == "P212121":
+        return (abs(h), abs(k), abs(l))
+    return max((h, k, l), (-h, -k, -l))
+
+
+def read_hkl(path, space_group, what):
+    """{asu key: mean F} of an 'h k l F ...' text file, and the number of keys given more than once."""
+    sums, counts = {}, {}
+    try:
+        with open(path) as fp:
+            for n, line in enumerate(fp, 1):
+                t = line.split()
+                if not t or t[0].startswith(("#", "!")):
+                    continue
+                if len(t) < 4:
+                    raise InputError("'%s' line %d: expected 'h k l F ...'" % (path, n))
+                try:
+                    h, k, l = int(t[0]), int(t[1]), int(t[2])
+                    F = float(t[3])
+                except ValueError:
+                    raise InputError("'%s' line %d: expected 'h k l F ...'" % (path, n))
+                if not math.isfinite(F):
+                    raise InputError("'%s' line %d: F is not a number" % (path, n))
+                key = asu_key(h, k, l, space_group)
+                sums[key] = sums.get(key, 0.0) + F
+                counts[key] = counts.get(key, 0) + 1
+    except OSError as e:
+        raise InputError("cannot read %s '%s': %s" % (what, path, e))
+    return {k: sums[k] / counts[k] for k in sums}, sum(1 for c in counts.values() if c > 1)
+
+
+def read_truth_photons(path, space_group):
+    """{asu key: (set of frames, [photons of each observation])} from truth.jsonl."""
+    obs = {}
+    frames = 0
+    try:
+        with open(path) as fp:
+            for n, line in enumerate(fp, 1):
+                if not line.strip():
+                    continue
+                try:
+                    t = json.loads(line)
+                    frame = t["frame"]
+                    refl = t["reflections"]
+                except (ValueError, KeyError) as e:
+                    raise InputError("'%s' line %d: not a truth record (%s)" % (path, n, e))
+                frames += 1
+                for r in refl:
+                    key = asu_key(int(r[0]), int(r[1]), int(r[2]), space_group)
+                    entry = obs.setdefault(key, (set(), []))
+                    entry[0].add(frame)
+                    entry[1].append(float(r[6]))
+    except OSError as e:
+        raise InputError("cannot read '%s': %s" % (path, e))
+    return obs, frames
+
+
+def pearson(x, y):
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    # a flat F (all one value, up to the rounding of a mean of mates) has no CC
+    if len(x) < 2 or any(np.std(v) <= 1e-9 * np.mean(np.abs(v)) for v in (x, y)):
+        return float("nan")
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def run_F(args):
+    for name in ("truth_hkl", "fit_hkl", "truth_jsonl"):
+        if not getattr(args, name):
+            raise InputError("--F needs --truth-hkl, --fit-hkl and --truth-jsonl")
+    sg = args.space_group
+    F_true, _ = read_hkl(args.truth_hkl, sg, "the true F")
+    F_fit, repeated = read_hkl(args.fit_hkl, sg, "the refined F")
+    obs, shots = read_truth_photons(args.truth_jsonl, sg)
+    selected = sorted(k for k, (fr, _) in obs.items() if len(fr) >= args.min_shots and F_true.get(k, 0.0) > 0)
+    no_truth = sum(1 for k, (fr, _) in obs.items() if len(fr) >= args.min_shots and k not in F_true)
+    present = [k for k in selected if k in F_fit]
+    ft = [F_true[k] for k in present]
+    cc_fit = pearson([F_fit[k] for k in present], ft)
+    cc_mc = pearson([math.sqrt(np.mean(obs[k][1])) for k in present], ft)
+    cc_mc_all = pearson([math.sqrt(np.mean(obs[k][1])) for k in selected], [F_true[k] for k in selected])
+    coverage = len(present) / len(selected) if selected else 0.0
+    s = {
+        "space_group": sg,
+        "shots": shots,
+        "min_shots": args.min_shots,
+        "reflections_observed": len(obs),
+        "reflections_selected": len(selected),
+        "selected_without_true_F": no_truth,
+        "reflections_in_fit": len(present),
+        "coverage": coverage,
+        "fit_keys_given_more_than_once": repeated,
+        "cc_fit": cc_fit,
+        "cc_monte_carlo": cc_mc,
+        "cc_monte_carlo_all_selected": cc_mc_all,
+        "mean_observations_per_selected": (float(np.mean([len(obs[k][1]) for k in selected]))
+                                           if selected else None),
+    }
+    print("G3 figures: %d shots, %d asymmetric-unit reflections seen on >= %d shots, %d of them in the fit"
+          % (shots, len(selected), args.min_shots, len(present)))
+    print("  CC(F refined, F true)       = %.5f" % cc_fit)
+    print("  CC(Monte-Carlo merge, F)    = %.5f (same reflections; %.5f over all selected)" % (cc_mc, cc_mc_all))
+    why = []
+    if args.gate == "G3":
+        if not selected:
+            why.append("no reflection is recorded on %d shots" % args.min_shots)
+        if coverage < args.min_coverage:
+            why.append("the fit has F for %d of the %d selected reflections (coverage %.4f < %g)"
+                       % (len(present), len(selected), coverage, args.min_coverage))
+        if not cc_fit >= G3_MIN_CC:
+            why.append("CC(F refined, F true) %.5f < %g" % (cc_fit, G3_MIN_CC))
+        if not cc_fit > cc_mc:
+            why.append("CC(F refined, F true) %.5f is not above Monte-Carlo merging's %.5f" % (cc_fit, cc_mc))
+    elif args.gate:
+        raise InputError("--gate %s is not a gate of structure factors (G3)" % args.gate)
+    return finish(args, s, why, {})
+
+
+# ---- two fits against each other ----------------------------------------------------
+
+def rel_diff(u, v):
+    u, v = np.asarray(u, float), np.asarray(v, float)
+    scale = max(np.linalg.norm(u), np.linalg.norm(v), 1e-300)
+    return float(np.linalg.norm(u - v) / scale)
+
+
+def run_compare(args):
+    a_path, b_path = args.compare
+    a, _ = experiments(a_path)
+    b, _ = experiments(b_path)
+    if len(a) != len(b):
+        raise InputError("'%s' holds %d experiments, '%s' %d" % (a_path, len(a), b_path, len(b)))
+    worst, where = 0.0, None
+    for (fa, xa, da), (fb, xb, db) in zip(a, b):
+        if fa != fb:
+            raise InputError("experiment of frame %d against frame %d" % (fa, fb))
+        for key in ("real_space_a", "real_space_b", "real_space_c"):
+            d = rel_diff(xa[key], xb[key])
+            if d > worst:
+                worst, where = d, "frame %d %s" % (fa, key)
+        for i, (pa, pb) in enumerate(zip(da["panels"], db["panels"])):
+            for key in ("origin", "fast_axis", "slow_axis"):
+                d = rel_diff(pa[key], pb[key])
+                if d > worst:
+                    worst, where = d, "frame %d panel %d %s" % (fa, i, key)
+    s = {"experiments": len(a), "max_rel_diff_expt": worst, "where": where, "rtol": args.rtol}
+    if args.compare_hkl:
+        Fa, _ = read_hkl(args.compare_hkl[0], "P1", "F")
+        Fb, _ = read_hkl(args.compare_hkl[1], "P1", "F")
+        if set(Fa) != set(Fb):
+            raise InputError("'%s' and '%s' hold other reflections" % tuple(args.compare_hkl))
+        s["max_rel_diff_F"] = max((abs(Fa[k] - Fb[k]) / max(abs(Fa[k]), abs(Fb[k]), 1e-300) for k in Fa),
+                                  default=0.0)
+    print("compare: %d experiments, largest relative difference %.3g (%s)%s"
+          % (len(a), worst, where or "-", "; F %.3g" % s["max_rel_diff_F"] if "max_rel_diff_F" in s else ""))
+    why = []
+    if args.gate == "G4":
+        if worst > args.rtol:
+            why.append("the fits differ by %.3g (relative, %s) > %g" % (worst, where, args.rtol))
+        if s.get("max_rel_diff_F", 0.0) > args.rtol:
+            why.append("the F differ by %.3g (relative) > %g" % (s["max_rel_diff_F"], args.rtol))
+    elif args.gate:
+        raise InputError("--gate %s is not a gate of two fits (G4)" % args.gate)
+    return finish(args, s, why, {})
+
+
+# ---- the verdict -----------------------------------------------------------------------
+
+def no_nan(v):
+    """JSON has no NaN: a CC that cannot be computed is null."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: no_nan(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [no_nan(x) for x in v]
+    return v
+
+
+def finish(args, summary, why, details):
+    summary = no_nan(dict(summary))
+    details = no_nan(details)
+    summary["gate"] = args.gate
+    summary["pass"] = (not why) if args.gate else None
+    summary["reasons"] = why
+    text = json.dumps(summary, sort_keys=True)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as fp:
+            json.dump(dict(summary, **details), fp, indent=1, sort_keys=True)
+            fp.write("\n")
+    if args.gate:
+        for w in why:
+            print("evaluate.py: %s FAIL: %s" % (args.gate, w), file=sys.stderr)
+        print("evaluate.py: %s %s" % (args.gate, "FAIL" if why else "PASS"), file=sys.stderr)
+    return 1 if why else 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=None)
+    ap.add_argument("truth", nargs="?", help="the truth's experiment list (model.expt)")
+    ap.add_argument("fit", nargs="?", help="the refined experiment list (fit.expt)")
+    ap.add_argument("--fit-log", help="nb-fit's standard error: the frames it reported failed")
+    ap.add_argument("--fit-status", type=int, help="nb-fit's exit status")
+    ap.add_argument("--gate", choices=("G1", "G2", "G3", "G4"), help="judge this gate: exit 0 pass, 1 fail")
+    ap.add_argument("--json", help="also write the summary (and the per-frame rows) to this file")
+    ap.add_argument("--F", action="store_true", help="measure structure factors (G3)")
+    ap.add_argument("--truth-hkl", help="--F: the true F ('h k l F'; simulate.sh's F.hkl)")
+    ap.add_argument("--fit-hkl", help="--F: the refined F (nb-fit --F-out: 'h k l F sigma multiplicity')")
+    ap.add_argument("--truth-jsonl", help="--F: the truth's reflections per shot (truth.jsonl)")
+    ap.add_argument("--space-group", default="P212121", choices=("P212121", "P1"),
+                    help="--F: the symmetry that makes reflections one (default P212121)")
+    ap.add_argument("--min-shots", type=int, default=3, help="--F: shots a reflection must be seen on (default 3)")
+    ap.add_argument("--min-coverage", type=float, default=1.0,
+                    help="--F --gate G3: the share of the selected reflections the fit must hold (default 1)")
+    ap.add_argument("--compare", nargs=2, metavar=("A.expt", "B.expt"), help="two fits against each other (G4)")
+    ap.add_argument("--compare-hkl", nargs=2, metavar=("A.hkl", "B.hkl"), help="--compare: their F files too")
+    ap.add_argument("--rtol", type=float, default=1e-6, help="--compare: relative tolerance (default 1e-6)")
+    args = ap.parse_args(argv)
+    try:
+        if args.F:
+            if args.truth or args.fit or args.compare:
+                ap.error("--F takes no experiment lists")
+            return run_F(args)
+        if args.compare:
+            if args.truth or args.fit:
+                ap.error("--compare takes its two lists as its arguments")
+            return run_compare(args)
+        if not (args.truth and args.fit):
+            ap.error("give TRUTH.expt FIT.expt, or --F, or --compare A.expt B.expt")
+        return run_orientation(args)
+    except InputError as e:
+        print("evaluate.py: %s" % e, file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+"""wilson_hkl.py - Wilson-distributed structure factors for a simulated dataset.
+
+Draws one amplitude per reflection of the asymmetric unit (P 1 or P 21 21 21)
+to a resolution, acentric ones from the acentric Wilson distribution (|F|^2
+exponential, |F| Rayleigh) and centric ones from the centric one (F a normal
+deviate's size), both of mean |F|^2 = Sigma(s) = F_rms^2 exp(-B s^2 / 2)
+with s = 1/d, and writes them as 'h k l F' text, expanded to every index
+that nb-hkl needs: nb-hkl's text reader fills no symmetry mate itself (as
+nanoBragg's), so every sign combination (P 21 21 21: the Laue group mmm) or
+the Friedel mate (P 1) is written.  Systematic absences of P 21 21 21 (h00,
+0k0, 00l with the index odd) are written as 0.  With --flat every F is F_rms:
+the flat start of a structure-factor refinement, on the same indices.
+
+Only the standard library and numpy.  Usage:
+  wilson_hkl.py --cell 34 52 53 90 90 90 --dmin 2 --space-group P212121 \
+      --seed 1 -o F.hkl [--flat-out flat.hkl] [--asu-out F_asu.hkl]
+"""
+import argparse
+import math
+import sys
+
+import numpy as np
+
+SPACE_GROUPS = ("P1", "P212121")
+
+
+def reciprocal_metric(cell):
+    """G* (1/Angstrom^2) of a cell a b c alpha beta gamma (Angstrom, degrees)."""
+    a, b, c = cell[:3]
+    al, be, ga = (math.radians(x) for x in cell[3:])
+    G = np.array([[a * a, a * b * math.cos(ga), a * c * math.cos(be)],
+                  [a * b * math.cos(ga), b * b, b * c * math.cos(al)],
+                  [a * c * math.cos(be), b * c * math.cos(al), c * c]])
+    if np.linalg.det(G) <= 0:
+        raise ValueError("the cell has no volume")
+    return np.linalg.inv(G)
+
+
+def asu_indices(cell, dmin, space_group):
+    """The asymmetric unit's indices within dmin, and whether each is centric."""
+    Gs = reciprocal_metric(cell)
+    smax2 = 1.0 / (dmin * dmin)
+    # bounds: |h| <= a / dmin suffices for any cell (h = a . s)
+    hmax = [int(math.floor(cell[i] / dmin)) + 1 for i in range(3)]
+    rng = [np.arange(-m, m + 1) for m in hmax]
+    H, K, L = np.meshgrid(*rng, indexing="ij")
+    hkl = np.stack([H.ravel(), K.ravel(), L.ravel()], axis=1)
+    s2 = np.einsum("ni,ij,nj->n", hkl, Gs, hkl)
+    keep = (s2 <= smax2) & (s2 > 0)
+    h, k, l = hkl[:, 0], hkl[:, 1], hkl[:, 2]
+    if space_group == "P212121":
+        keep &= (h >= 0) & (k >= 0) & (l >= 0)
+        zeros = (h == 0).astype(int) + (k == 0).astype(int) + (l == 0).astype(int)
+        centric = zeros >= 1          # the planes 0kl, h0l, hk0 of mmm
+        absent = ((zeros == 2) & (((h + k + l) % 2) == 1))
+    else:
+        keep &= (l > 0) | ((l == 0) & (k > 0)) | ((l == 0) & (k == 0) & (h > 0))
+        centric = np.zeros(len(hkl), dtype=bool)
+        absent = np.zeros(len(hkl), dtype=bool)
+    return hkl[keep], s2[keep], centric[keep], absent[keep]
+
+
+def draw(s2, centric, absent, f_rms, bfactor, rng):
+    """Wilson amplitudes: <|F|^2> = f_rms^2 exp(-B s^2 / 2)."""
+    sigma = f_rms * f_rms * np.exp(-bfactor * s2 / 2.0)
+    x = rng.normal(size=len(s2))
+    y = rng.normal(size=len(s2))
+    # acentric: |F|^2 = Sigma (x^2 + y^2) / 2, exponential of mean Sigma;
+    # centric: F = sqrt(Sigma) x, normal of variance Sigma
+    F = np.where(centric, np.sqrt(sigma) * np.abs(x), np.sqrt(sigma * (x * x + y * y) / 2.0))
+    return np.where(absent, 0.0, F)
+
+
+def expand(hkl, F, space_group):
+    """Every index nb-hkl needs: the Laue group's mates (mmm, or -1 for P 1)."""
+    if space_group == "P212121":
+        signs = [(sh, sk, sl) for sh in (1, -1) for sk in (1, -1) for sl in (1, -1)]
+    else:
+        signs = [(1, 1, 1), (-1, -1, -1)]
+    seen = {}
+    for (h, k, l), f in zip(hkl.tolist(), F.tolist()):
+        for sh, sk, sl in signs:
+            seen.setdefault((sh * h, sk * k, sl * l), f)
+    return sorted(seen.items())
+
+
+def write_hkl(path, rows, header):
+    with open(path, "w") as fp:
+        for line in header:
+            fp.write("# " + line + "\n")
+        for (h, k, l), f in rows:
+            fp.write("%d %d %d %.6f\n" % (h, k, l, f))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cell", nargs=6, type=float, required=True, metavar=("A", "B", "C", "AL", "BE", "GA"))
+    ap.add_argument("--dmin", type=float, required=True, help="resolution limit (Angstrom)")
+    ap.add_argument("--space-group", default="P212121", choices=SPACE_GROUPS)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--f-rms", type=float, default=100.0, help="sqrt of <|F|^2> at s = 0 (default 100)")
+    ap.add_argument("--B", type=float, default=0.0, dest="bfactor",
+                    help="Wilson B (Angstrom^2): <|F|^2> falls as exp(-B s^2 / 2) (default 0)")
+    ap.add_argument("-o", required=True, help="the P1-expanded 'h k l F' file")
+    ap.add_argument("--flat-out", help="also write every index with F = the rms F of the drawn set")
+    ap.add_argument("--asu-out", help="also write the asymmetric unit alone")
+    args = ap.parse_args(argv)
+    if args.dmin <= 0 or args.f_rms <= 0:
+        ap.error("--dmin and --f-rms must be positive")
+    try:
+        hkl, s2, centric, absent = asu_indices(args.cell, args.dmin, args.space_group)
+    except ValueError as e:
+        print("wilson_hkl.py: %s" % e, file=sys.stderr)
+        return 1
+    rng = np.random.default_rng(args.seed)
+    F = draw(s2, centric, absent, args.f_rms, args.bfactor, rng)
+    header = ["Wilson F: cell %s, dmin %g, %s, seed %d, F_rms %g, B %g" %
+              (" ".join("%g" % x for x in args.cell), args.dmin, args.space_group, args.seed,
+               args.f_rms, args.bfactor),
+              "%d reflections in the asymmetric unit, %d centric, %d absent" %
+              (len(hkl), int(centric.sum()), int(absent.sum()))]
+    rows = expand(hkl, F, args.space_group)
+    write_hkl(args.o, rows, header + ["expanded to %d indices (%s)" % (len(rows), args.space_group)])
+    present = F[~absent]
+    rms = float(np.sqrt(np.mean(present * present))) if len(present) else args.f_rms
+    if args.flat_out:
+        write_hkl(args.flat_out, [(i, rms if f > 0 else 0.0) for i, f in rows],
+                  ["flat start: F = %g (the rms of %s) on its indices" % (rms, args.o)])
+    if args.asu_out:
+        write_hkl(args.asu_out, list(zip(map(tuple, hkl.tolist()), F.tolist())), header)
+    print("wilson_hkl.py: %d asymmetric-unit reflections (%d centric, %d absent) to %g A, %d indices, rms F %.4g"
+          % (len(hkl), int(centric.sum()), int(absent.sum()), args.dmin, len(rows), rms), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+/* nb_frame_crystals.c - per-frame crystals (nb_frame_crystal, nb_plan.h):
+ * a series whose every frame has a crystal, size, fluence and wavelength of
+ * its own (nb-geom -expt from a DIALS list of stills; nb-fit's per-frame
+ * refinement), how a frame's view takes its crystal (the reciprocal vectors
+ * and the cell's parameters worked out from the real ones), any plan's
+ * frame crystal as its view sees it, and the PLAN key FRAME_CRYSTALS with
+ * its array (docs/stream-format.md). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_plan.h"
+#include "nb_stills.h"
+#include "nb_util.h"
+#include "nb_vec.h"
+
+/* numbers per frame in the record's array: a b c (9), Na Nb Nc, fluence, lambda, status */
+#define FC_WORDS 15
+
+/* a b c in Angstrom, and the volume they span (Angstrom^3) */
+static double angstrom_cell(const nb_frame_crystal *fc, double a[3], double b[3], double c[3])
+{
+    double bxc[3];
+    for (int k = 0; k < 3; k++) a[k] = 1e10 * fc->a[k], b[k] = 1e10 * fc->b[k], c[k] = 1e10 * fc->c[k];
+    nb_vcross(b, c, bxc);
+    return nb_vdot(a, bxc);
+}
+
+nb_status nb_frame_crystal_check(const nb_frame_crystal *fc, long frame, nb_status code, const char *who)
+{
+    const double *v[3] = {fc->a, fc->b, fc->c};
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 3; k++)
+            if (!isfinite(v[i][k]))
+                return nb_error_set(code, "%s: frame %ld's crystal holds a non-finite number", who, frame + 1);
+    if (!(fc->Na >= 1 && fc->Nb >= 1 && fc->Nc >= 1 && fc->Na <= 1e6 && fc->Nb <= 1e6 && fc->Nc <= 1e6))
+        return nb_error_set(code, "%s: frame %ld's crystal is not 1 .. 1000000 unit cells a side", who, frame + 1);
+    if (!(fc->fluence > 0) || !isfinite(fc->fluence))
+        return nb_error_set(code, "%s: frame %ld's fluence must be positive", who, frame + 1);
+    if (!(fc->lambda > 0) || !isfinite(fc->lambda))
+        return nb_error_set(code, "%s: frame %ld's wavelength must be positive", who, frame + 1);
+    if (fc->status != 0 && fc->status != NB_FRAME_FAILED)
+        return nb_error_set(code, "%s: frame %ld's status must be 0 or %d", who, frame + 1, NB_FRAME_FAILED);
+    double a[3], b[3], c[3];
+    double V = angstrom_cell(fc, a, b, c), scale = nb_vnorm(a) * nb_vnorm(b) * nb_vnorm(c);
+    /* a cell flatter than this is no crystal (and its reciprocal vectors overflow) */
+    if (!(fabs(V) > 1e-9 * scale) || !isfinite(V))
+        return nb_error_set(code, "%s: frame %ld's cell vectors are degenerate (no volume)", who, frame + 1);
+    return NB_OK;
+}
+
+void nb_frame_crystal_apply(const nb_frame_crystal *fc, nb_plan *view)
+{
+    double a[3], b[3], c[3], axb[3], bxc[3], cxa[3];
+    double V = angstrom_cell(fc, a, b, c);
+    memcpy(view->cell_a, fc->a, sizeof view->cell_a);
+    memcpy(view->cell_b, fc->b, sizeof view->cell_b);
+    memcpy(view->cell_c, fc->c, sizeof view->cell_c);
+    /* as the resolver's round trip (nb_cell_real_from_reciprocal): a* = b x c / V, 1/Angstrom */
+    nb_vcross(a, b, axb);
+    nb_vcross(b, c, bxc);
+    nb_vcross(c, a, cxa);
+    for (int k = 0; k < 3; k++) {
+        view->recip_a[k] = bxc[k] / V;
+        view->recip_b[k] = cxa[k] / V;
+        view->recip_c[k] = axb[k] / V;
+    }
+    /* lengths (Angstrom) and angles (degrees) for the headers */
+    const double *e[3] = {a, b, c};
+    for (int i = 0; i < 3; i++) view->unit_cell[i] = nb_vnorm(e[i]);
+    for (int i = 0; i < 3; i++) {
+        const double *x = e[(i + 1) % 3], *y = e[(i + 2) % 3];
+        double xy[3];
+        nb_vcross(x, y, xy);
+        view->unit_cell[3 + i] = atan2(nb_vnorm(xy), nb_vdot(x, y)) * 180.0 / M_PI;
+    }
+    view->Na = fc->Na, view->Nb = fc->Nb, view->Nc = fc->Nc;
+    view->fluence = fc->fluence;
+    view->lambda0 = fc->lambda;
+}
+
+nb_status nb_plan_set_frame_crystals(nb_plan *p, const nb_frame_crystal *fc)
+{
+    nb_status st;
+    if (p->nframes < 1) return nb_error_set(NB_ERR_DATA, "frame crystals of a plan without frames");
+    for (long i = 0; i < p->nframes; i++)
+        if ((st = nb_frame_crystal_check(&fc[i], i, NB_ERR_DATA, "frame crystals"))) return st;
+    nb_frame_crystal *copy;
+    if ((st = nb_calloc((void **)&copy, (size_t)p->nframes, sizeof *copy, "frame crystals"))) return st;
+    memcpy(copy, fc, (size_t)p->nframes * sizeof *copy);
+    free(p->frame_crystals);
+    p->frame_crystals = copy;
+    /* the plan's own crystal is frame 0's, its wavelength the plan's */
+    const double lambda0 = p->lambda0;
+    nb_frame_crystal_apply(&copy[0], p);
+    p->lambda0 = lambda0;
+    return NB_OK;
+}
+
+void nb_plan_frame_crystal(const nb_plan *series, long frame, nb_frame_crystal *out)
+{
+    if (series->frame_crystals && frame >= 0 && frame < series->nframes) {
+        *out = series->frame_crystals[frame];
+        return;
+    }
+    nb_plan view;
+    nb_plan_frame_view(series, frame, &view);
+    memset(out, 0, sizeof *out);
+    memcpy(out->a, view.cell_a, sizeof out->a);
+    memcpy(out->b, view.cell_b, sizeof out->b);
+    memcpy(out->c, view.cell_c, sizeof out->c);
+    out->Na = view.Na, out->Nb = view.Nb, out->Nc = view.Nc;
+    out->fluence = view.fluence;
+    out->lambda = series->lambda0;
+}
+
+/* ---- PLAN keys ---------------------------------------------------------------- */
+
+nb_status nb_frame_crystals_to_record(const nb_plan *p, nb_record *rec)
+{
+    if (!p->frame_crystals) return NB_OK;
+    double *w;
+    nb_hdr_set_long(rec, "FRAME_CRYSTALS", p->nframes);
+    nb_status st = nb_record_add_array(rec, "frame_crystals", NB_F64, (size_t)p->nframes * FC_WORDS, NULL, (void **)&w);
+    if (st) return st;
+    for (long i = 0; i < p->nframes; i++, w += FC_WORDS) {
+        const nb_frame_crystal *fc = &p->frame_crystals[i];
+        memcpy(w, fc->a, 3 * sizeof *w);
+        memcpy(w + 3, fc->b, 3 * sizeof *w);
+        memcpy(w + 6, fc->c, 3 * sizeof *w);
+        w[9] = fc->Na, w[10] = fc->Nb, w[11] = fc->Nc;
+        w[12] = fc->fluence, w[13] = fc->lambda, w[14] = fc->status;
+    }
+    return NB_OK;
+}
+
+nb_status nb_frame_crystals_from_record(const nb_record *rec, nb_plan *p)
+{
+    nb_status st;
+    int n;
+    if (!nb_hdr_has(rec, "FRAME_CRYSTALS")) {
+        if (nb_record_has_array(rec, "frame_crystals"))
+            return nb_error_set(NB_ERR_DATA, "PLAN record: a frame_crystals array without FRAME_CRYSTALS");
+        return NB_OK;
+    }
+    if ((st = nb_hdr_get_int(rec, "FRAME_CRYSTALS", &n))) return st;
+    if (n != p->nframes) return nb_error_set(NB_ERR_DATA, "PLAN record: FRAME_CRYSTALS must be NFRAMES (%d)", p->nframes);
+    if (p->stills.on)
+        return nb_error_set(NB_ERR_DATA, "PLAN record: FRAME_CRYSTALS and STILLS do not go together (a frame's "
+                                         "crystal is either stored or drawn)");
+    const void *data;
+    size_t count;
+    if ((st = nb_record_get_array(rec, "frame_crystals", NB_F64, &data, &count))) return st;
+    if (count != (size_t)n * FC_WORDS)
+        return nb_error_set(NB_ERR_DATA, "PLAN record: the frame_crystals array does not hold %d numbers per frame",
+                            FC_WORDS);
+    nb_frame_crystal *fc;
+    if ((st = nb_calloc((void **)&fc, (size_t)n, sizeof *fc, "frame crystals"))) return st;
+    const double *w = data;
+    for (int i = 0; i < n && !st; i++, w += FC_WORDS) {
+        memcpy(fc[i].a, w, 3 * sizeof *w);
+        memcpy(fc[i].b, w + 3, 3 * sizeof *w);
+        memcpy(fc[i].c, w + 6, 3 * sizeof *w);
+        fc[i].Na = w[9], fc[i].Nb = w[10], fc[i].Nc = w[11];
+        fc[i].fluence = w[12], fc[i].lambda = w[13];
+        fc[i].status = w[14] == 0 ? 0 : w[14] == NB_FRAME_FAILED ? NB_FRAME_FAILED : -1;
+        st = nb_frame_crystal_check(&fc[i], i, NB_ERR_DATA, "PLAN record: FRAME_CRYSTALS");
+    }
+    if (!st) {
+        free(p->frame_crystals);
+        p->frame_crystals = fc;
+    } else free(fc);
+    return st;
+}

@@ -1,0 +1,400 @@
+/* nb_fit_F.c - structure factors from every pixel (nb-fit --refine-F).
+ *
+ * With the nearest-F model (no -interpolate) a pixel's Bragg photons are
+ * F(h)^2 times what the lattice alone gives there, h the reflection the
+ * pixel lies nearest to: mu = s I(h) L + b, with L rendered once per frame
+ * with every F = 1 (the frames' geometry as fitted), s the frame's scale and
+ * b its regions' planes.  So dI/dF is one reflection per pixel: sparse, and
+ * each I(h) is a one-dimensional Poisson problem over its pixels of every
+ * frame, given the scales and planes, and these given the I.  The two are
+ * alternated (30 rounds), each I by a Newton step on its summed Fisher
+ * information, with a Wilson prior (the acentric exponential, p(I) =
+ * exp(-I / S) / S, S the mean I of its resolution shell, weight --F-prior):
+ * a reflection seen on few pixels is pulled to its shell's mean, not to 0.
+ * With --refine-frame scale the frames' scales are refined with the I,
+ * keeping a mean of 1 (the fluence's scale: the product s I is what the
+ * pixels fix); without, they stay as the frames' fit left them.  I of the asymmetric unit: each index maps to one
+ * member of its orbit under the space group (--space-group, CCP4's
+ * operators) and Friedel's law, the greatest in (h, k, l) order; sums over
+ * a box of indices, the same on every process, so that processes add their
+ * frames' sums. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_cli.h"
+#include "nb_fit_ds.h"
+#include "nb_util.h"
+#include "nb_vec.h"
+#ifdef NB_HAVE_CCP4
+#include "ccp4.h"
+#endif
+#include "sf_expand.h"
+
+#define ROUNDS 30
+#define SHELLS 10
+
+typedef struct fbox {
+    int H, K, Lm;            /* indices -H..H, -K..K, -L..L */
+    size_t n;
+    nb_sf_data sg;           /* its operators */
+} fbox;
+
+static size_t box_index(const fbox *b, int h, int k, int l)
+{
+    if (h < -b->H || h > b->H || k < -b->K || k > b->K || l < -b->Lm || l > b->Lm) return (size_t)-1;
+    return ((size_t)(h + b->H) * (2 * b->K + 1) + (size_t)(k + b->K)) * (2 * b->Lm + 1) + (size_t)(l + b->Lm);
+}
+
+static void box_hkl(const fbox *b, size_t i, int *h, int *k, int *l)
+{
+    *l = (int)(i % (size_t)(2 * b->Lm + 1)) - b->Lm;
+    i /= (size_t)(2 * b->Lm + 1);
+    *k = (int)(i % (size_t)(2 * b->K + 1)) - b->K;
+    *h = (int)(i / (size_t)(2 * b->K + 1)) - b->H;
+}
+
+/* The orbit's representative: the greatest of h R and -h R over the operators. */
+static void canonical(const fbox *b, int hkl[3], int out[3])
+{
+    out[0] = hkl[0], out[1] = hkl[1], out[2] = hkl[2];
+    for (int o = 0; o < b->sg.nops; o++) {
+        int r[3];
+        for (int j = 0; j < 3; j++)
+            r[j] = hkl[0] * b->sg.ops[o].R[0][j] + hkl[1] * b->sg.ops[o].R[1][j] + hkl[2] * b->sg.ops[o].R[2][j];
+        for (int sign = 1; sign >= -1; sign -= 2) {
+            int c[3] = {sign * r[0], sign * r[1], sign * r[2]};
+            if (c[0] > out[0] || (c[0] == out[0] && (c[1] > out[1] || (c[1] == out[1] && c[2] > out[2]))))
+                memcpy(out, c, sizeof c);
+        }
+    }
+}
+
+static nb_status space_group(const fit_opts *o, nb_sf_data *sg)
+{
+    nb_sf_data_init(sg);
+    if (!o->space_group || !strcmp(o->space_group, "P1") || !strcmp(o->space_group, "P 1")) {
+        const double I[3][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}, t[3] = {0, 0, 0};
+        snprintf(sg->spacegroup, sizeof sg->spacegroup, "P 1");
+        return nb_sf_add_op(sg, I, t);
+    }
+#ifdef NB_HAVE_CCP4
+    return nb_ccp4_spacegroup("--space-group", o->space_group, sg);
+#else
+    return nb_error_set(NB_ERR_UNSUPPORTED, "--space-group %s: this build has no CCP4 library (libccp4-dev) for the "
+                                            "space group's operators; P1 needs none", o->space_group);
+#endif
+}
+
+/* The box: every index a detector corner of any frame can reach, with room. */
+static void box_size(const ds *d, fbox *b)
+{
+    double qmax = 0.0, len[3] = {0, 0, 0}, incident[3] = {0, 0, 0};
+    for (int i = 0; i < d->start->nsources; i++)
+        for (int j = 0; j < 3; j++) incident[j] -= d->start->sources[i].dir[j];
+    nb_vunitize(incident, incident);
+    for (long i = 0; i < d->nframes; i++) {
+        const nb_frame_crystal *c = &d->fr[i].start;
+        const double *v[3] = {c->a, c->b, c->c};
+        for (int j = 0; j < 3; j++) len[j] = fmax(len[j], nb_vnorm(v[j]) * 1e10);
+        for (int p = 0; p < d->start->npanels; p++) {
+            const nb_panel *q = &d->start->panels[p];
+            for (int corner = 0; corner < 4; corner++) {
+                double pos[3], dq[3];
+                const double f = (corner & 1) ? q->fpixels : 0, s = (corner & 2) ? q->spixels : 0;
+                for (int j = 0; j < 3; j++) pos[j] = q->pix0[j] + f * q->pixel_size * q->fdet[j] + s * q->pixel_size * q->sdet[j];
+                nb_vunitize(pos, pos);
+                for (int j = 0; j < 3; j++) dq[j] = pos[j] - incident[j];
+                qmax = fmax(qmax, nb_vnorm(dq) / (c->lambda * 1e10));
+            }
+        }
+    }
+    /* a corner is not always the farthest point (a detector around the
+     * beam's foot): the Ewald sphere's diameter bounds it all */
+    double lmin = INFINITY;
+    for (long i = 0; i < d->nframes; i++) lmin = fmin(lmin, d->fr[i].start.lambda * 1e10);
+    qmax = fmin(qmax * 1.2, 2.0 / lmin);
+    b->H = (int)ceil(len[0] * 1.05 * qmax) + 1, b->K = (int)ceil(len[1] * 1.05 * qmax) + 1;
+    b->Lm = (int)ceil(len[2] * 1.05 * qmax) + 1;
+    b->n = (size_t)(2 * b->H + 1) * (2 * b->K + 1) * (2 * b->Lm + 1);
+}
+
+/* One frame's lattice image on its regions and each pixel's reflection. */
+typedef struct fframe {
+    float *L;
+    long *refl;   /* box index of the representative, -1: none */
+    double scale;
+} fframe;
+
+static nb_status frame_lattice(ds *d, ds_frame *fr, const fbox *b, fframe *ff)
+{
+    static nb_hkl ones;
+    ones.default_F = 1.0;
+    const nb_hkl *saved = d->hkl;
+    d->hkl = &ones;
+    nb_status st = ds_render(d, fr, fr->p, d->z, 0, 0);
+    d->hkl = saved;
+    if (st) return st;
+    double val[K_COUNT], abc[3][3], incident[3] = {0, 0, 0};
+    ds_values(d, fr, fr->p, d->z, val);
+    ds_crystal(fr, val, abc);
+    for (int i = 0; i < d->start->nsources; i++)
+        for (int j = 0; j < 3; j++) incident[j] -= d->start->sources[i].dir[j];
+    nb_vunitize(incident, incident);
+    ff->scale = val[K_SCALE];
+    const size_t n = fr->npix ? fr->npix : 1;
+    ff->L = malloc(n * sizeof *ff->L), ff->refl = malloc(n * sizeof *ff->refl);
+    if (!ff->L || !ff->refl) return nb_error_set(NB_ERR_NOMEM, "out of memory for --refine-F");
+    long none = 0;
+    double Lmax = 0.0, far_at_max = 0.0;
+    for (size_t i = 0; i < fr->npix; i++) {
+        const size_t pix = fr->pix[i];
+        int p = d->start->npanels - 1;
+        size_t off = 0;
+        for (; p >= 0; p--) {
+            nb_plan_panel_dims(d->start, p, NULL, NULL, &off);
+            if (pix >= off) break;
+        }
+        const nb_panel *q = &d->start->panels[p];
+        const double f = (double)((pix - off) % (size_t)q->fpixels) + 0.5, s = (double)((pix - off) / (size_t)q->fpixels) + 0.5;
+        double pos[3], hkl[3];
+        for (int j = 0; j < 3; j++) pos[j] = q->pix0[j] + f * q->pixel_size * q->fdet[j] + s * q->pixel_size * q->sdet[j];
+        nb_vunitize(pos, pos);
+        for (int j = 0; j < 3; j++) pos[j] = (pos[j] - incident[j]) / val[K_LAMBDA];
+        int h[3], c[3];
+        for (int j = 0; j < 3; j++) hkl[j] = nb_vdot(abc[j], pos) * 1e10, h[j] = (int)nearbyint(hkl[j]);
+        canonical(b, h, c);
+        const size_t at = box_index(b, c[0], c[1], c[2]);
+        ff->L[i] = d->image[pix];
+        ff->refl[i] = at == (size_t)-1 || (h[0] == 0 && h[1] == 0 && h[2] == 0) ? -1 : (long)at;
+        none += ff->refl[i] < 0;
+        const double dist = fabs(hkl[0] - h[0]) + fabs(hkl[1] - h[1]) + fabs(hkl[2] - h[2]);
+        if (ff->L[i] > Lmax) Lmax = ff->L[i], far_at_max = dist;
+    }
+    nb_info("frame %ld: --refine-F: %zu pixels, %ld without a reflection; the brightest %.3g from its index by %.3f",
+            fr->index + 1, fr->npix, none, Lmax, far_at_max);
+    return NB_OK;
+}
+
+/* Each region's plane and the frame's scale by one Newton step, the I given. */
+static void frame_update(ds_frame *fr, fframe *ff, const double *I, int free_scale)
+{
+    double gs = 0.0, hs = 0.0;
+    double *H = calloc(12 * (size_t)(fr->nregions + 1), sizeof *H);
+    if (!H) return;
+    for (size_t i = 0; i < fr->npix; i++) {
+        if (ff->refl[i] < 0) continue;
+        const int r = fr->region[i];
+        const double *b = fr->bg + 3 * r, db[3] = {1.0, fr->dx[i], fr->dy[i]};
+        const double bragg = I[ff->refl[i]] * ff->L[i];
+        const double mu = fmax(ff->scale * bragg + b[0] + b[1] * db[1] + b[2] * db[2], 1e-4), res = 1.0 - fr->y[i] / mu;
+        gs += res * bragg, hs += bragg * bragg / mu;
+        for (int a = 0; a < 3; a++) {
+            H[12 * r + 9 + a] += res * db[a];
+            for (int c = 0; c < 3; c++) H[12 * r + 3 * a + c] += db[a] * db[c] / mu;
+        }
+    }
+    for (int r = 0; r < fr->nregions; r++) {
+        double step[3], rhs[3] = {-H[12 * r + 9], -H[12 * r + 10], -H[12 * r + 11]};
+        for (int a = 0; a < 3; a++) H[12 * r + 4 * a] += 1e-9;
+        if (nb_fit_solve(3, H + 12 * r, 3, rhs, step))
+            for (int a = 0; a < 3; a++) fr->bg[3 * r + a] += step[a];
+    }
+    if (free_scale && hs > 0) ff->scale = fmax(ff->scale - gs / hs, 0.1 * ff->scale);
+    free(H);
+}
+
+/* The Wilson prior's shell means: 1/S per reflection (0 without data). */
+static void shell_means(const ds *d, const fbox *b, const double *I, const double *npx, double *inv_S)
+{
+    double sum[SHELLS] = {0}, cnt[SHELLS] = {0}, dmax2 = 0.0;
+    const nb_frame_crystal *c = &d->fr[0].start;
+    double a[3], bb[3], cc[3], bc[3], ca[3], ab[3];
+    for (int j = 0; j < 3; j++) a[j] = c->a[j] * 1e10, bb[j] = c->b[j] * 1e10, cc[j] = c->c[j] * 1e10;
+    nb_vcross(bb, cc, bc), nb_vcross(cc, a, ca), nb_vcross(a, bb, ab);
+    const double V = nb_vdot(a, bc);
+    double *d2 = malloc(b->n * sizeof *d2);
+    if (!d2) return;
+    for (size_t i = 0; i < b->n; i++) {
+        int h, k, l;
+        box_hkl(b, i, &h, &k, &l);
+        double q[3];
+        for (int j = 0; j < 3; j++) q[j] = (h * bc[j] + k * ca[j] + l * ab[j]) / V;
+        d2[i] = nb_vdot(q, q);
+        if (npx[i] > 0) dmax2 = fmax(dmax2, d2[i]);
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        if (!(npx[i] > 0)) continue;
+        const int s = (int)fmin(SHELLS - 1, floor(SHELLS * d2[i] / (dmax2 * 1.000001)));
+        sum[s] += I[i], cnt[s] += 1;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        const int s = (int)fmin(SHELLS - 1, floor(SHELLS * d2[i] / (dmax2 * 1.000001)));
+        inv_S[i] = npx[i] > 0 && sum[s] > 0 ? cnt[s] / sum[s] : 0.0;
+    }
+    free(d2);
+}
+
+/* One round's sums over the frames (every process's): gradient and Fisher
+ * information of each I, its pixels, and frames' photons per reflection. */
+static nb_status sums(const ds *d, const fframe *ff, const double *I, double *acc, const fbox *b)
+{
+    memset(acc, 0, 3 * b->n * sizeof *acc);
+    for (long f = 0; f < d->nframes; f++) {
+        const ds_frame *fr = &d->fr[f];
+        if (!ff[f].L) continue;
+        for (size_t i = 0; i < fr->npix; i++) {
+            const long r = ff[f].refl[i];
+            if (r < 0) continue;
+            const double *bg = fr->bg + 3 * fr->region[i];
+            const double sL = ff[f].scale * ff[f].L[i];
+            const double mu = fmax(sL * I[r] + bg[0] + bg[1] * fr->dx[i] + bg[2] * fr->dy[i], 1e-4);
+            acc[r] += sL * (1.0 - fr->y[i] / mu);
+            acc[b->n + r] += sL * sL / mu;
+            acc[2 * b->n + r] += 1.0;
+        }
+    }
+    return nb_par_sum(d->par, acc, 3 * b->n);
+}
+
+/* The frames' scales to a mean of 1, the I the other way. */
+static nb_status gauge(const ds *d, fframe *ff, double *I, size_t n)
+{
+    double m[2] = {0, 0};
+    for (long f = 0; f < d->nframes; f++)
+        if (ff[f].L) m[0] += ff[f].scale, m[1] += 1;
+    nb_status st = nb_par_sum(d->par, m, 2);
+    if (st || !(m[0] > 0)) return st;
+    const double c = m[0] / m[1];
+    for (long f = 0; f < d->nframes; f++)
+        if (ff[f].L) ff[f].scale /= c;
+    for (size_t i = 0; i < n; i++) I[i] *= c;
+    return NB_OK;
+}
+
+/* The multiplicity: frames where the reflection gives a photon or more. */
+static nb_status multiplicity(const ds *d, const fframe *ff, const double *I, const fbox *b, double *mult)
+{
+    double *photons = calloc(b->n, sizeof *photons);
+    if (!photons) return nb_error_set(NB_ERR_NOMEM, "out of memory for --refine-F");
+    memset(mult, 0, b->n * sizeof *mult);
+    for (long f = 0; f < d->nframes; f++) {
+        if (!ff[f].L) continue;
+        const ds_frame *fr = &d->fr[f];
+        for (size_t i = 0; i < fr->npix; i++)
+            if (ff[f].refl[i] >= 0) photons[ff[f].refl[i]] += ff[f].scale * ff[f].L[i] * I[ff[f].refl[i]];
+        for (size_t i = 0; i < fr->npix; i++) {
+            const long r = ff[f].refl[i];
+            if (r >= 0 && photons[r] > 0) mult[r] += photons[r] >= 1.0, photons[r] = 0.0;
+        }
+    }
+    free(photons);
+    return nb_par_sum(d->par, mult, b->n);
+}
+
+/* --F-out: h k l F sigma multiplicity (P1: with the Friedel mates). */
+static nb_status write_F(const ds *d, const fbox *b, const double *I, const double *acc, const double *mult)
+{
+    nb_outfile *of = NULL;
+    nb_status st = nb_outfile_open(&of, d->o->F_out, 0);
+    if (st) return st;
+    FILE *fp = nb_outfile_fp(of);
+    const int p1 = b->sg.nops == 1;
+    for (size_t i = 0; i < b->n; i++) {
+        if (!(acc[2 * b->n + i] > 0) || !(mult[i] > 0)) continue;
+        int h, k, l;
+        box_hkl(b, i, &h, &k, &l);
+        const double F = sqrt(fmax(I[i], 0.0)), sI = 1.0 / sqrt(acc[b->n + i]);
+        const double sF = sI / (2.0 * sqrt(fmax(I[i], sI)));
+        fprintf(fp, "%d %d %d %.6g %.4g %.0f\n", h, k, l, F, sF, mult[i]);
+        if (p1) fprintf(fp, "%d %d %d %.6g %.4g %.0f\n", -h, -k, -l, F, sF, mult[i]);
+    }
+    return nb_outfile_commit(of);
+}
+
+/* The refined F as the stream's HKL (every equivalent), others the start's default. */
+static nb_status refined_hkl(const ds *d, const fbox *b, const double *I, const double *acc, nb_hkl *out)
+{
+    nb_status st = nb_hkl_alloc(out, -b->H, b->H, -b->K, b->K, -b->Lm, b->Lm, d->hkl->default_F);
+    if (st) return st;
+    out->default_F = d->hkl->default_F;
+    for (size_t i = 0; i < b->n; i++) {
+        int h[3], c[3];
+        box_hkl(b, i, &h[0], &h[1], &h[2]);
+        canonical(b, h, c);
+        const size_t at = box_index(b, c[0], c[1], c[2]);
+        if (at != (size_t)-1 && acc[2 * b->n + at] > 0) out->F[nb_hkl_index(out, h[0], h[1], h[2])] = sqrt(fmax(I[at], 0.0));
+        else if (d->hkl->F && h[0] >= d->hkl->h_min && h[0] <= d->hkl->h_max && h[1] >= d->hkl->k_min &&
+                 h[1] <= d->hkl->k_max && h[2] >= d->hkl->l_min && h[2] <= d->hkl->l_max)
+            out->F[nb_hkl_index(out, h[0], h[1], h[2])] = d->hkl->F[nb_hkl_index(d->hkl, h[0], h[1], h[2])];
+    }
+    out->hkls = (long)b->n;
+    return NB_OK;
+}
+
+/* The rounds: I by Newton on each, then the frames' planes and scales. */
+static nb_status rounds(ds *d, fframe *ff, const fbox *b, double *I, double *acc, double *inv_S)
+{
+    nb_status st = NB_OK;
+    for (int round = 0; round < ROUNDS && !st; round++) {
+        if ((st = sums(d, ff, I, acc, b))) break;
+        shell_means(d, b, I, acc + 2 * b->n, inv_S);
+        for (size_t r = 0; r < b->n; r++) {
+            if (!(acc[2 * b->n + r] > 0) || !(acc[b->n + r] > 0)) continue;
+            const double g = acc[r] + d->o->F_prior * inv_S[r];
+            I[r] = fmax(I[r] - g / acc[b->n + r], 0.1 * I[r]);
+        }
+        const int free_scale = d->L.where_p[K_SCALE] >= 0;
+        for (long f = 0; f < d->nframes; f++)
+            if (ff[f].L) frame_update(&d->fr[f], &ff[f], I, free_scale);
+        if (free_scale) st = gauge(d, ff, I, b->n);
+    }
+    if (!st) st = sums(d, ff, I, acc, b);
+    return st;
+}
+
+nb_status ds_refine_F(ds *d, nb_hkl *refined)
+{
+    if (d->start->interpolate)
+        return nb_error_set(NB_ERR_UNSUPPORTED, "--refine-F: the plan interpolates F between reflections "
+                                                "(-interpolate): a pixel's photons are no longer one reflection's");
+    fbox b;
+    nb_status st = space_group(d->o, &b.sg);
+    if (st) return st;
+    box_size(d, &b);
+    fframe *ff = calloc((size_t)d->nframes, sizeof *ff);
+    double *I = malloc(b.n * sizeof *I), *acc = malloc(3 * b.n * sizeof *acc), *inv_S = malloc(b.n * sizeof *inv_S);
+    double *mult = malloc(b.n * sizeof *mult);
+    if (!ff || !I || !acc || !inv_S || !mult) st = nb_error_set(NB_ERR_NOMEM, "out of memory for --refine-F");
+    for (long f = 0; f < d->nframes && !st; f++) {
+        ds_frame *fr = &d->fr[f];
+        if (!nb_par_owns(d->par, f, d->nframes) || fr->failed || !fr->npix) continue;
+        if (d->o->frame_first && (f + 1 < d->o->frame_first || f + 1 > d->o->frame_last)) continue;
+        st = frame_lattice(d, fr, &b, &ff[f]);
+    }
+    st = nb_par_agree(d->par, st);
+    /* the start: flat, the level the pixels ask for */
+    double level[2] = {0, 0};
+    for (long f = 0; f < d->nframes && !st; f++)
+        for (size_t i = 0; ff[f].L && i < d->fr[f].npix; i++) {
+            const double *bg = d->fr[f].bg + 3 * d->fr[f].region[i];
+            level[0] += d->fr[f].y[i] - (bg[0] + bg[1] * d->fr[f].dx[i] + bg[2] * d->fr[f].dy[i]);
+            level[1] += ff[f].scale * ff[f].L[i];
+        }
+    if (!st) st = nb_par_sum(d->par, level, 2);
+    for (size_t i = 0; i < b.n && !st; i++) I[i] = level[1] > 0 && level[0] > 0 ? level[0] / level[1] : 1.0;
+    if (!st) st = rounds(d, ff, &b, I, acc, inv_S);
+    if (!st) st = multiplicity(d, ff, I, &b, mult);
+    for (long f = 0; f < d->nframes && d->L.where_p[K_SCALE] >= 0; f++) /* the frames' scales as refined here */
+        if (ff && ff[f].L) d->fr[f].p[d->L.where_p[K_SCALE]] = ff[f].scale;
+    if (!st && d->o->F_out && d->par->rank == 0) st = write_F(d, &b, I, acc, mult);
+    if (!st) st = refined_hkl(d, &b, I, acc, refined);
+    long nrefl = 0;
+    for (size_t i = 0; !st && i < b.n; i++) nrefl += acc[2 * b.n + i] > 0 && mult[i] > 0;
+    if (!st && d->par->rank == 0) nb_info("--refine-F: %ld reflections of %s refined", nrefl, b.sg.spacegroup);
+    for (long f = 0; ff && f < d->nframes; f++) free(ff[f].L), free(ff[f].refl);
+    free(ff), free(I), free(acc), free(inv_S), free(mult);
+    nb_sf_data_free(&b.sg);
+    return st;
+}

@@ -1,0 +1,592 @@
+/* nb_fit_frame.c - one frame of nb-fit's dataset fit: what its parameters
+ * are, the plan they make (the frame's crystal turned and reshaped, the
+ * detector moved, the wavelength scaled), its model and derivatives from the
+ * engine on the regions around its spots, and the Poisson normal equations
+ * with a background plane per region eliminated (Schur complements), alone
+ * or for the shared parameters. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_cli.h"
+#include "nb_fit_ds.h"
+#include "nb_util.h"
+#include "nb_vec.h"
+
+#define DTR (M_PI / 180.0)
+#define MU_FLOOR 1e-4 /* photons: log 0 is no likelihood */
+
+static const struct kind_row {
+    const char *name, *unit, *grad_name; /* grad_name: the engine's name for messages (NULL: not rendered) */
+    int per_frame, shared;
+} kinds[K_COUNT] = {
+    [K_ROT_X] = {"misset_x", "degree", "misset_x", 1, 0},
+    [K_ROT_Y] = {"misset_y", "degree", "misset_y", 1, 0},
+    [K_ROT_Z] = {"misset_z", "degree", "misset_z", 1, 0},
+    [K_CELL_A] = {"cell_a", "Angstrom", "cell_a", 1, 1},
+    [K_CELL_B] = {"cell_b", "Angstrom", "cell_b", 1, 1},
+    [K_CELL_C] = {"cell_c", "Angstrom", "cell_c", 1, 1},
+    [K_CELL_ALPHA] = {"cell_alpha", "degree", "cell_alpha", 1, 1},
+    [K_CELL_BETA] = {"cell_beta", "degree", "cell_beta", 1, 1},
+    [K_CELL_GAMMA] = {"cell_gamma", "degree", "cell_gamma", 1, 1},
+    [K_NA] = {"Na", "cell", "Na", 1, 1},
+    [K_NB] = {"Nb", "cell", "Nb", 1, 1},
+    [K_NC] = {"Nc", "cell", "Nc", 1, 1},
+    [K_LAMBDA] = {"lambda", "Angstrom", "lambda", 1, 1},
+    [K_DISTANCE] = {"distance", "mm", "distance", 0, 1},
+    [K_XBEAM] = {"Xbeam", "mm", "Xbeam", 0, 1},
+    [K_YBEAM] = {"Ybeam", "mm", "Ybeam", 0, 1},
+    [K_SCALE] = {"scale", "", NULL, 1, 1},
+};
+
+const char *ds_kind_name(int kind) { return kinds[kind].name; }
+const char *ds_kind_unit(int kind) { return kinds[kind].unit; }
+
+static int kind_find(const char *name)
+{
+    for (int k = 0; k < K_COUNT; k++)
+        if (!strcmp(kinds[k].name, name)) return k;
+    return -1;
+}
+
+/* One list's names into the layout (shared: the shared part). */
+static nb_status layout_add(const char *list, int shared, ds_layout *L)
+{
+    const char *opt = shared ? "--refine" : "--refine-frame";
+    char *copy = nb_xstrdup(list), *save = NULL;
+    nb_status st = NB_OK;
+    for (char *tok = strtok_r(copy, ",", &save); tok && !st; tok = strtok_r(NULL, ",", &save)) {
+        int k = kind_find(tok);
+        if (k < 0 && nb_grad_param_find(tok))
+            st = nb_error_set(NB_ERR_UNSUPPORTED, "option %s: '%s' is not supported in a dataset fit (it fits: "
+                                                  "misset_x/y/z, cell_*, Na/Nb/Nc, lambda, scale per frame; "
+                                                  "distance, Xbeam, Ybeam, cell_*, Na/Nb/Nc, lambda, scale shared)",
+                              opt, tok);
+        else if (k < 0) st = nb_error_set(NB_ERR_USAGE, "option %s: unknown name '%s'", opt, tok);
+        else if (shared ? !kinds[k].shared : !kinds[k].per_frame)
+            st = nb_error_set(NB_ERR_USAGE, "option %s: '%s' is %s", opt, tok,
+                              shared ? "a frame's own (its crystal's turn): give it to --refine-frame"
+                                     : "the detector's, shared by every frame: give it to --refine");
+        else if (L->where_p[k] >= 0 || L->where_z[k] >= 0)
+            st = nb_error_set(NB_ERR_USAGE, "option %s: '%s' is named twice (in --refine and --refine-frame, or "
+                                            "twice in one)", opt, tok);
+        else if (shared) L->where_z[k] = L->kz++;
+        else L->where_p[k] = L->kp++;
+    }
+    free(copy);
+    return st;
+}
+
+nb_status ds_layout_parse(const char *shared, const char *per_frame, int refine_F, ds_layout *L)
+{
+    memset(L, 0, sizeof *L);
+    for (int k = 0; k < K_COUNT; k++) L->where_p[k] = L->where_z[k] = -1;
+    nb_status st = NB_OK;
+    if (per_frame) st = layout_add(per_frame, 0, L);
+    if (!st && shared) st = layout_add(shared, 1, L);
+    if (st) return st;
+    if (!L->kp && !L->kz && !refine_F)
+        return nb_error_set(NB_ERR_USAGE, "nothing to refine: give --refine, --refine-frame or --refine-F");
+    for (int k = 0; k < K_COUNT; k++) {
+        if (L->where_p[k] >= 0) L->kind[L->where_p[k]] = k;
+        if (L->where_z[k] >= 0) L->where_z[k] += L->kp, L->kind[L->where_z[k]] = k;
+    }
+    return NB_OK;
+}
+
+/* ---- the crystal ---------------------------------------------------------------- */
+
+/* The standard orientation of a cell (columns a, b, c; a along x, b in xy). */
+static void standard_cell(const double cell[6], double S[9])
+{
+    const double ca = cos(cell[3] * DTR), cb = cos(cell[4] * DTR), cg = cos(cell[5] * DTR), sg = sin(cell[5] * DTR);
+    const double cx = cb, cy = (ca - cb * cg) / sg, cz = sqrt(fmax(1.0 - cx * cx - cy * cy, 0.0));
+    const double M[9] = {cell[0], cell[1] * cg, cell[2] * cx, 0.0, cell[1] * sg, cell[2] * cy, 0.0, 0.0, cell[2] * cz};
+    memcpy(S, M, sizeof M);
+}
+
+static double det3(const double M[9])
+{
+    return M[0] * (M[4] * M[8] - M[5] * M[7]) - M[1] * (M[3] * M[8] - M[5] * M[6]) +
+           M[2] * (M[3] * M[7] - M[4] * M[6]);
+}
+
+static void inverse3(const double M[9], double out[9])
+{
+    const double d = det3(M);
+    out[0] = (M[4] * M[8] - M[5] * M[7]) / d, out[1] = (M[2] * M[7] - M[1] * M[8]) / d;
+    out[2] = (M[1] * M[5] - M[2] * M[4]) / d, out[3] = (M[5] * M[6] - M[3] * M[8]) / d;
+    out[4] = (M[0] * M[8] - M[2] * M[6]) / d, out[5] = (M[2] * M[3] - M[0] * M[5]) / d;
+    out[6] = (M[3] * M[7] - M[4] * M[6]) / d, out[7] = (M[1] * M[6] - M[0] * M[7]) / d;
+    out[8] = (M[0] * M[4] - M[1] * M[3]) / d;
+}
+
+static void mul3(const double A[9], const double B[9], double C[9])
+{
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) C[3 * i + j] = A[3 * i] * B[j] + A[3 * i + 1] * B[3 + j] + A[3 * i + 2] * B[6 + j];
+}
+
+nb_status ds_frame_start(ds *d, ds_frame *fr)
+{
+    nb_plan_frame_crystal(d->start, fr->index, &fr->start);
+    const double *v[3] = {fr->start.a, fr->start.b, fr->start.c};
+    double len[3];
+    for (int i = 0; i < 3; i++) len[i] = nb_vnorm(v[i]);
+    if (!(len[0] > 0 && len[1] > 0 && len[2] > 0))
+        return nb_error_set(NB_ERR_DATA, "frame %ld: the crystal's cell vectors are degenerate", fr->index + 1);
+    fr->cell0[0] = len[0] * 1e10, fr->cell0[1] = len[1] * 1e10, fr->cell0[2] = len[2] * 1e10;
+    fr->cell0[3] = acos(nb_vdot(v[1], v[2]) / (len[1] * len[2])) / DTR;
+    fr->cell0[4] = acos(nb_vdot(v[0], v[2]) / (len[0] * len[2])) / DTR;
+    fr->cell0[5] = acos(nb_vdot(v[0], v[1]) / (len[0] * len[1])) / DTR;
+    double A[9], S[9], Si[9];
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) A[3 * j + i] = v[i][j] * 1e10; /* columns a, b, c */
+    standard_cell(fr->cell0, S);
+    if (fabs(det3(A)) < 1e-9 * len[0] * len[1] * len[2] * 1e30)
+        return nb_error_set(NB_ERR_DATA, "frame %ld: the crystal's cell vectors are degenerate", fr->index + 1);
+    inverse3(S, Si);
+    mul3(A, Si, fr->U0);
+    if (det3(fr->U0) < 0)
+        return nb_error_set(NB_ERR_DATA, "frame %ld: the crystal's cell vectors are left-handed", fr->index + 1);
+    for (int j = 0; j < d->L.kp; j++) {
+        double val[K_COUNT];
+        ds_values(d, fr, NULL, d->z, val);
+        fr->p[j] = val[d->L.kind[j]];
+    }
+    return NB_OK;
+}
+
+void ds_values(const ds *d, const ds_frame *fr, const double *p, const double *z, double val[K_COUNT])
+{
+    if (!val) return;
+    for (int k = 0; k < K_COUNT; k++) val[k] = d->zstart[k];
+    for (int i = 0; i < 6; i++) val[K_CELL_A + i] = fr->cell0[i];
+    val[K_NA] = fr->start.Na, val[K_NB] = fr->start.Nb, val[K_NC] = fr->start.Nc;
+    val[K_LAMBDA] = fr->start.lambda * 1e10;
+    for (int k = 0; k < K_COUNT; k++) {
+        if (z && d->L.where_z[k] >= 0) val[k] = z[d->L.where_z[k] - d->L.kp];
+        if (p && d->L.where_p[k] >= 0) val[k] = p[d->L.where_p[k]];
+    }
+}
+
+void ds_crystal(const ds_frame *fr, const double val[K_COUNT], double abc[3][3])
+{
+    double S[9], A[9];
+    standard_cell(val + K_CELL_A, S);
+    mul3(fr->U0, S, A);
+    for (int i = 0; i < 3; i++) {
+        double col[3] = {A[i] * 1e-10, A[3 + i] * 1e-10, A[6 + i] * 1e-10};
+        nb_rotate_xyz(col, abc[i], val[K_ROT_X] * DTR, val[K_ROT_Y] * DTR, val[K_ROT_Z] * DTR);
+    }
+}
+
+/* ---- the frame's plan ----------------------------------------------------------- */
+
+/* A plan of one frame at some values, and what it owns. */
+typedef struct ds_plan {
+    nb_plan plan;
+    nb_panel *panels;
+    nb_source *sources, *frame_sources;
+} ds_plan;
+
+static void ds_plan_free(ds_plan *q)
+{
+    free(q->panels);
+    free(q->sources);
+    free(q->frame_sources);
+    memset(q, 0, sizeof *q);
+}
+
+/* Frame fr's plan at values val: its view, one frame, the crystal, N,
+ * wavelength and detector as val says, the regions as its panels' masks. */
+static nb_status ds_plan_make(const ds *d, const ds_frame *fr, const double val[K_COUNT], ds_plan *q)
+{
+    nb_plan *P = &q->plan;
+    memset(q, 0, sizeof *q);
+    nb_status st = nb_engine_frame(d->start, fr->index, P, &q->frame_sources);
+    if (st) return st;
+    P->nframes = 1;
+    P->stills.on = 0;
+    P->frame_crystals = NULL;
+    double abc[3][3];
+    ds_crystal(fr, val, abc);
+    memcpy(P->cell_a, abc[0], sizeof P->cell_a);
+    memcpy(P->cell_b, abc[1], sizeof P->cell_b);
+    memcpy(P->cell_c, abc[2], sizeof P->cell_c);
+    double a[3], b[3], c[3], bc[3], ca[3], ab[3];
+    for (int i = 0; i < 3; i++) a[i] = abc[0][i] * 1e10, b[i] = abc[1][i] * 1e10, c[i] = abc[2][i] * 1e10;
+    nb_vcross(b, c, bc), nb_vcross(c, a, ca), nb_vcross(a, b, ab);
+    const double V = nb_vdot(a, bc);
+    for (int i = 0; i < 3; i++) P->recip_a[i] = bc[i] / V, P->recip_b[i] = ca[i] / V, P->recip_c[i] = ab[i] / V;
+    for (int i = 0; i < 6; i++) P->unit_cell[i] = val[K_CELL_A + i];
+    P->Na = val[K_NA], P->Nb = val[K_NB], P->Nc = val[K_NC];
+    P->fluence = fr->start.fluence; /* the scale is applied to the image (ds_likelihood) */
+    const double ratio = val[K_LAMBDA] * 1e-10 / fr->start.lambda;
+    if (ratio != 1.0) {
+        if ((st = nb_calloc((void **)&q->sources, (size_t)P->nsources, sizeof *q->sources, "the sources"))) return st;
+        for (int i = 0; i < P->nsources; i++) q->sources[i] = P->sources[i], q->sources[i].lambda *= ratio;
+        P->sources = q->sources;
+        P->lambda0 *= ratio;
+    }
+    if ((st = nb_calloc((void **)&q->panels, (size_t)P->npanels, sizeof *q->panels, "the panels"))) return st;
+    const nb_panel *p0 = &P->panels[0];
+    double shift[3];
+    const double dd = (val[K_DISTANCE] - d->zstart[K_DISTANCE]) * 1e-3;
+    const double dx = (val[K_XBEAM] - d->zstart[K_XBEAM]) * 1e-3, dy = (val[K_YBEAM] - d->zstart[K_YBEAM]) * 1e-3;
+    for (int i = 0; i < 3; i++) shift[i] = dd * p0->odet[i] - dx * p0->fdet[i] - dy * p0->sdet[i];
+    for (int i = 0; i < P->npanels; i++) {
+        q->panels[i] = P->panels[i];
+        for (int j = 0; j < 3; j++) q->panels[i].pix0[j] += shift[j];
+        if (d->masks) q->panels[i].mask = d->masks[i];
+    }
+    P->panels = q->panels;
+    nb_plan_derive_detector(P);
+    return NB_OK;
+}
+
+/* The stencil's step of a kind at its value. */
+static double kind_step(int kind, double v)
+{
+    switch (kind) {
+    case K_NA: case K_NB: case K_NC: return 1e-4 * fmax(fabs(v), 1.0);
+    case K_LAMBDA: return 1e-4 * fmax(fabs(v), 0.1);
+    default: return 1e-4 * fmax(fabs(v), 1.0);
+    }
+}
+
+/* The region masks of frame fr into d->masks (1 on its pixels). */
+static void masks_set(ds *d, const ds_frame *fr, int full)
+{
+    for (int p = 0; p < nb_plan_npanels(d->start); p++) {
+        int fp, sp;
+        nb_plan_panel_dims(d->start, p, &fp, &sp, NULL);
+        memset(d->masks[p], full ? 1 : 0, (size_t)fp * sp);
+        if (d->start->panels[p].mask && full) memcpy(d->masks[p], d->start->panels[p].mask, (size_t)fp * sp);
+    }
+    if (full) return;
+    for (size_t i = 0; i < fr->npix; i++) {
+        size_t pix = fr->pix[i];
+        for (int p = nb_plan_npanels(d->start) - 1; p >= 0; p--) {
+            size_t off;
+            nb_plan_panel_dims(d->start, p, NULL, NULL, &off);
+            if (pix >= off) {
+                d->masks[p][pix - off] = 1;
+                break;
+            }
+        }
+    }
+}
+
+/* The rendered kinds of v (all but the scale). */
+static int rendered(const ds *d, int *which)
+{
+    int n = 0;
+    for (int j = 0; j < d->L.kp + d->L.kz; j++)
+        if (d->L.kind[j] != K_SCALE) which[n++] = j;
+    return n;
+}
+
+/* The stencil plans of the rendered kinds around val. */
+static nb_status stencil(const ds *d, const ds_frame *fr, const double val[K_COUNT], const int *which, int n,
+                         nb_grad_plans *gp, ds_plan (*mem)[NB_GRAD_STENCIL])
+{
+    static const int offsets[NB_GRAD_STENCIL] = {0, -2, -1, 1, 2};
+    nb_status st = NB_OK;
+    gp->names.n = n;
+    for (int i = 0; i < n && !st; i++) {
+        const int kind = d->L.kind[which[i]];
+        gp->names.param[i] = nb_grad_param_find(kinds[kind].grad_name);
+        gp->step[i] = kind_step(kind, val[kind]);
+        for (int j = 0; j < NB_GRAD_STENCIL && !st; j++) {
+            double moved[K_COUNT];
+            memcpy(moved, val, sizeof moved);
+            moved[kind] += offsets[j] * gp->step[i];
+            st = ds_plan_make(d, fr, moved, &mem[i][j]);
+            gp->plans[i][j] = mem[i][j].plan;
+        }
+    }
+    return st;
+}
+
+nb_status ds_render(ds *d, ds_frame *fr, const double *p, const double *z, int grads, int full)
+{
+    double val[K_COUNT];
+    int which[DS_MAX], n = grads ? rendered(d, which) : 0;
+    ds_values(d, fr, p, z, val);
+    masks_set(d, fr, full);
+    ds_plan base;
+    nb_grad_plans gp;
+    ds_plan mem[DS_MAX][NB_GRAD_STENCIL];
+    const nb_grad_param *names[DS_MAX];
+    double step[DS_MAX];
+    nb_plan plans[DS_MAX][NB_GRAD_STENCIL];
+    memset(mem, 0, sizeof mem);
+    memset(&gp, 0, sizeof gp);
+    gp.names.param = names, gp.step = step, gp.plans = plans;
+    nb_status st = ds_plan_make(d, fr, val, &base);
+    /* a whole frame is rendered to find its spots alone: one sample a pixel
+     * tells where a spot is as well as many, at a fraction of the cost */
+    if (!st && full) base.plan.oversample = 1;
+    if (!st && n) st = stencil(d, fr, val, which, n, &gp, mem);
+    for (int i = 0; i < nb_plan_npanels(&base.plan) && !st; i++) {
+        nb_plan view;
+        size_t off;
+        float *g[DS_MAX];
+        nb_panel_done done;
+        nb_plan_panel_dims(&base.plan, i, NULL, NULL, &off);
+        for (int j = 0; j < n; j++) g[j] = d->grads[which[j]] + off;
+        nb_plan_panel_view(&base.plan, i, &view);
+        const nb_panel_job job = {d->path == NB_GRAD_DOUBLE, n ? &gp : NULL, 0, i, g, NULL, NULL, NULL, 0};
+        st = nb_engine_render_panel(d->engine, &view, d->hkl, &job, d->image + off, &done);
+        nb_panel_done_free(&done);
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < NB_GRAD_STENCIL; j++) ds_plan_free(&mem[i][j]);
+    ds_plan_free(&base);
+    if (st) return nb_error_prefix(st, "frame %ld", fr->index + 1);
+    return NB_OK;
+}
+
+/* ---- the likelihood and its normal equations ------------------------------------ */
+
+double ds_likelihood(ds *d, ds_frame *fr, const double *p, const double *z, const double *bg, int loss, int ne)
+{
+    const int k = d->L.kp + d->L.kz;
+    double val[K_COUNT];
+    ds_values(d, fr, p, z, val);
+    const double s = val[K_SCALE];
+    const int js = d->L.where_p[K_SCALE] >= 0 ? d->L.where_p[K_SCALE] : d->L.where_z[K_SCALE];
+    double nll = 0.0, dv[DS_MAX];
+    if (ne) {
+        memset(fr->H, 0, sizeof fr->H), memset(fr->g, 0, sizeof fr->g);
+        memset(fr->Hbb, 0, 9 * sizeof(double) * (size_t)fr->nregions);
+        memset(fr->Hbv, 0, 3 * (size_t)k * sizeof(double) * (size_t)fr->nregions);
+        memset(fr->gb, 0, 3 * sizeof(double) * (size_t)fr->nregions);
+    }
+    for (size_t i = 0; i < fr->npix; i++) {
+        const size_t pix = fr->pix[i];
+        const int r = fr->region[i];
+        const double *b = bg + 3 * r, I = d->image[pix], y = fr->y[i];
+        const double db[3] = {1.0, fr->dx[i], fr->dy[i]};
+        const double mu = fmax(s * I + b[0] + b[1] * db[1] + b[2] * db[2], MU_FLOOR);
+        nll += loss == NB_FIT_POISSON ? mu - (y > 0 ? y * log(mu) : 0.0) : 0.5 * (y - mu) * (y - mu);
+        if (!ne) continue;
+        for (int j = 0; j < k; j++) dv[j] = d->L.kind[j] == K_SCALE ? 0.0 : s * d->grads[j][pix];
+        if (js >= 0) dv[js] = I;
+        const double res = loss == NB_FIT_POISSON ? 1.0 - y / mu : mu - y;
+        const double w = loss == NB_FIT_POISSON ? 1.0 / mu : 1.0;
+        double *Hb = fr->Hbb + 9 * r, *Hv = fr->Hbv + 3 * (size_t)k * r, *gb = fr->gb + 3 * r;
+        for (int a = 0; a < k; a++) {
+            fr->g[a] += res * dv[a];
+            for (int c = 0; c <= a; c++) fr->H[a * DS_MAX + c] += w * dv[a] * dv[c];
+            for (int q = 0; q < 3; q++) Hv[q * k + a] += w * db[q] * dv[a];
+        }
+        for (int q = 0; q < 3; q++) {
+            gb[q] += res * db[q];
+            for (int c = 0; c < 3; c++) Hb[3 * q + c] += w * db[q] * db[c];
+        }
+    }
+    for (int a = 0; a < k && ne; a++)
+        for (int c = 0; c < a; c++) fr->H[c * DS_MAX + a] = fr->H[a * DS_MAX + c];
+    if (ne) fr->nll = nll;
+    return nll;
+}
+
+/* A plane's block damped: Levenberg-Marquardt's factor, and a ridge on the
+ * slopes (a millionth of the level's information: a region of a pixel or a
+ * row has no slope to find, and the slopes' unit is the region's half width) */
+static void plane_damp(double Hb[9], double lambda)
+{
+    const double ridge = 1e-6 * Hb[0] + 1e-12;
+    for (int q = 0; q < 3; q++) Hb[4 * q] = Hb[4 * q] * (1.0 + lambda) + (q ? ridge : 1e-12);
+}
+
+/* The frame's system with the planes eliminated, damped by lambda: Hr (k x k,
+ * stride DS_MAX), gr. */
+static nb_status reduce(const ds *d, const ds_frame *fr, double lambda, double *Hr, double *gr)
+{
+    const int k = d->L.kp + d->L.kz;
+    for (int a = 0; a < k; a++) {
+        gr[a] = fr->g[a];
+        for (int c = 0; c < k; c++) Hr[a * DS_MAX + c] = fr->H[a * DS_MAX + c] * (a == c ? 1.0 + lambda : 1.0);
+    }
+    for (int r = 0; r < fr->nregions; r++) {
+        double Hb[9], X[3 * DS_MAX], xg[3];
+        const double *Hv = fr->Hbv + 3 * (size_t)k * r;
+        memcpy(Hb, fr->Hbb + 9 * r, sizeof Hb);
+        plane_damp(Hb, lambda);
+        /* X = Hb^-1 Hv (3 x k), xg = Hb^-1 gb */
+        for (int a = 0; a < k; a++) {
+            double col[3] = {Hv[a], Hv[k + a], Hv[2 * k + a]}, x[3];
+            if (!nb_fit_solve(3, Hb, 3, col, x)) return nb_error_set(NB_ERR_DATA, "a region's plane is singular");
+            for (int q = 0; q < 3; q++) X[q * k + a] = x[q];
+        }
+        if (!nb_fit_solve(3, Hb, 3, fr->gb + 3 * r, xg)) return nb_error_set(NB_ERR_DATA, "a region's plane is singular");
+        for (int a = 0; a < k; a++) {
+            for (int q = 0; q < 3; q++) gr[a] -= Hv[q * k + a] * xg[q];
+            for (int c = 0; c < k; c++)
+                for (int q = 0; q < 3; q++) Hr[a * DS_MAX + c] -= Hv[q * k + a] * X[q * k + c];
+        }
+    }
+    return NB_OK;
+}
+
+nb_status ds_frame_schur(const ds *d, const ds_frame *fr, double lambda, double *S, double *s)
+{
+    const int kp = d->L.kp, kz = d->L.kz;
+    double Hr[DS_MAX * DS_MAX], gr[DS_MAX];
+    nb_status st = reduce(d, fr, lambda, Hr, gr);
+    if (st) return st;
+    /* S += Hzz - Hzp Hpp^-1 Hpz, s += gz - Hzp Hpp^-1 gp */
+    double Y[DS_MAX * DS_MAX], yg[DS_MAX];
+    for (int c = 0; c < kz && kp; c++) {
+        double col[DS_MAX], x[DS_MAX];
+        for (int a = 0; a < kp; a++) col[a] = Hr[a * DS_MAX + kp + c];
+        if (!nb_fit_solve(kp, Hr, DS_MAX, col, x)) return nb_error_set(NB_ERR_DATA, "the frame's system is singular");
+        for (int a = 0; a < kp; a++) Y[a * DS_MAX + c] = x[a];
+    }
+    if (kp && !nb_fit_solve(kp, Hr, DS_MAX, gr, yg)) return nb_error_set(NB_ERR_DATA, "the frame's system is singular");
+    for (int a = 0; a < kz; a++) {
+        s[a] += gr[kp + a];
+        for (int q = 0; q < kp; q++) s[a] -= Hr[(kp + a) * DS_MAX + q] * yg[q];
+        for (int c = 0; c < kz; c++) {
+            S[a * kz + c] += Hr[(kp + a) * DS_MAX + kp + c];
+            for (int q = 0; q < kp; q++) S[a * kz + c] -= Hr[(kp + a) * DS_MAX + q] * Y[q * DS_MAX + c];
+        }
+    }
+    return NB_OK;
+}
+
+nb_status ds_frame_step(const ds *d, const ds_frame *fr, double lambda, const double *dz, double *dp, double *dbg)
+{
+    const int kp = d->L.kp, kz = d->L.kz, k = kp + kz;
+    double Hr[DS_MAX * DS_MAX], gr[DS_MAX], rhs[DS_MAX], dv[DS_MAX];
+    nb_status st = reduce(d, fr, lambda, Hr, gr);
+    if (st) return st;
+    for (int a = 0; a < kp; a++) {
+        rhs[a] = -gr[a];
+        for (int c = 0; c < kz && dz; c++) rhs[a] -= Hr[a * DS_MAX + kp + c] * dz[c];
+    }
+    if (kp && !nb_fit_solve(kp, Hr, DS_MAX, rhs, dp))
+        return nb_error_set(NB_ERR_DATA, "frame %ld: its parameters are not independent on its pixels (a singular "
+                                         "system)", fr->index + 1);
+    for (int a = 0; a < kp; a++) dv[a] = dp[a];
+    for (int c = 0; c < kz; c++) dv[kp + c] = dz ? dz[c] : 0.0;
+    for (int r = 0; r < fr->nregions; r++) {
+        double Hb[9], b[3];
+        const double *Hv = fr->Hbv + 3 * (size_t)k * r;
+        memcpy(Hb, fr->Hbb + 9 * r, sizeof Hb);
+        plane_damp(Hb, lambda);
+        for (int q = 0; q < 3; q++) {
+            b[q] = -fr->gb[3 * r + q];
+            for (int a = 0; a < k; a++) b[q] -= Hv[q * k + a] * dv[a];
+        }
+        if (!nb_fit_solve(3, Hb, 3, b, dbg + 3 * r)) return nb_error_set(NB_ERR_DATA, "a region's plane is singular");
+    }
+    return NB_OK;
+}
+
+nb_status ds_frame_sigmas(const ds *d, const ds_frame *fr, double *sigma)
+{
+    const int kp = d->L.kp;
+    double Hr[DS_MAX * DS_MAX], gr[DS_MAX];
+    nb_status st = reduce(d, fr, 0.0, Hr, gr);
+    for (int j = 0; j < kp && !st; j++) {
+        double unit[DS_MAX] = {0}, col[DS_MAX];
+        unit[j] = 1.0;
+        if (!nb_fit_solve(kp, Hr, DS_MAX, unit, col)) return nb_error_set(NB_ERR_DATA, "a singular system");
+        sigma[j] = sqrt(fabs(col[j]));
+    }
+    return st;
+}
+
+int ds_owned(const ds *d, long i) { return nb_par_owns(d->par, i, d->nframes); }
+
+/* ---- the verdict ---------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The expected Poisson deviance of one pixel of mean mu. */
+static double expected_deviance(double mu)
+{
+    if (mu > 30.0) return 1.0 + 1.0 / (6.0 * mu) + 1.0 / (6.0 * mu * mu);
+    const int top = (int)(mu + 12.0 * sqrt(mu) + 25.0);
+    double p = exp(-mu), e = p * 2.0 * mu;
+    for (int y = 1; y <= top; y++) {
+        p *= mu / y;
+        e += p * 2.0 * (y * log(y / mu) - (y - mu));
+    }
+    return e;
+}
+
+/* The verdict's deviance is the median over the frame's regions of each
+ * region's deviance over its expectation: a wrong crystal or detector puts
+ * most regions off (spots where the image has none, photons where the model
+ * has none), while a model that is right but for a few strong spots' F
+ * (refined from partial observations) leaves most regions near 1, where
+ * the frame's total would be ruled by its strongest pixels. */
+nb_status ds_verdict(ds *d, ds_frame *fr)
+{
+    double val[K_COUNT];
+    ds_values(d, fr, fr->p, d->z, val);
+    /* per region: predicted Bragg photons, observed above the plane, deviance, its expectation */
+    double *acc = calloc(4 * ((size_t)fr->nregions + 1), sizeof *acc);
+    if (!acc) return nb_error_set(NB_ERR_NOMEM, "out of memory for the verdict");
+    for (size_t i = 0; i < fr->npix; i++) {
+        double *a = acc + 4 * fr->region[i];
+        const double *b = fr->bg + 3 * fr->region[i], bragg = val[K_SCALE] * d->image[fr->pix[i]], y = fr->y[i];
+        const double back = b[0] + b[1] * fr->dx[i] + b[2] * fr->dy[i];
+        const double mu = fmax(bragg + back, MU_FLOOR);
+        a[0] += bragg;
+        a[1] += y - fmax(back, 0.0);
+        a[2] += y > 0 ? 2.0 * (y * log(y / mu) - (y - mu)) : 2.0 * mu;
+        a[3] += expected_deviance(mu);
+    }
+    int spots = 0, explained = 0, nratio = 0;
+    for (int r = 0; r < fr->nregions; r++) {
+        const double *a = acc + 4 * r;
+        if (a[0] < 10.0) continue; /* too faint to judge */
+        spots++;
+        if (a[1] >= 0.5 * a[0] - 3.0 * sqrt(a[0] + 1.0)) explained++;
+    }
+    for (int r = 0; r < fr->nregions; r++) /* the ratios packed to the front: nratio <= r */
+        if (acc[4 * r + 3] > 0) acc[nratio++] = acc[4 * r + 2] / acc[4 * r + 3];
+    qsort(acc, (size_t)nratio, sizeof *acc, cmp_double);
+    fr->deviance_ratio = nratio ? acc[nratio / 2] : 0.0;
+    free(acc);
+    fr->predicted_spots = spots;
+    fr->explained_spots = explained;
+    fr->explained = spots ? (double)explained / spots : 0.0;
+    fr->failed = spots < 3 ? DS_FAIL_FEW_SPOTS
+                 : fr->explained < d->o->min_explained ? DS_FAIL_UNEXPLAINED
+                 : fr->deviance_ratio > d->o->max_deviance ? DS_FAIL_DEVIANCE : DS_FAIL_NONE;
+    return NB_OK;
+}
+
+void ds_why(const ds *d, int code, double ratio, int spots, int explained, char *buf, size_t size)
+{
+    switch (code) {
+    case DS_FAIL_FEW_SPOTS:
+        snprintf(buf, size, "%d predicted spot%s of 10 photons or more: too few to judge", spots, spots == 1 ? "" : "s");
+        break;
+    case DS_FAIL_UNEXPLAINED:
+        snprintf(buf, size, "%d of %d predicted spots (%.0f %%) are in the observed image (--min-explained %.0f %%)",
+                 explained, spots, 100.0 * explained / (spots ? spots : 1), 100 * d->o->min_explained);
+        break;
+    case DS_FAIL_DEVIANCE:
+        snprintf(buf, size, "its deviance is %.2f times what Poisson counts of the model would give (--max-deviance "
+                 "%.2f)", ratio, d->o->max_deviance);
+        break;
+    case DS_FAIL_FIT:
+        snprintf(buf, size, "its parameters could not be refined (a singular system: no spots, or spots that do not "
+                 "depend on them)");
+        break;
+    default: snprintf(buf, size, "passed"); break;
+    }
+}
