@@ -209,8 +209,9 @@ void nb_print_help(const nb_tool_info *tool, FILE *fp)
     fprintf(fp, "\nOptions:\n");
     print_option_lines(tool, fp);
     if (tool->examples) fprintf(fp, "\nExamples:\n%s", tool->examples);
-    fprintf(fp, "\nExit status: 0 success, 1 runtime or data error, 2 usage error%s%s.\n%s\n",
-            tool->exit_more ? ", " : "", tool->exit_more ? tool->exit_more : "", exit_sigpipe);
+    fprintf(fp, "\nExit status: 0 success, 1 runtime or data error, 2 usage error.\n");
+    if (tool->exit_more) fprintf(fp, "Exit status %s.\n", tool->exit_more);
+    fprintf(fp, "%s\n", exit_sigpipe);
     if (reads_stream(tool)) fprintf(fp, "%s\n", exit_upstream);
     /* what this build has (nb-sim: its backends): in --help, not the man page */
     if (tool->version_extra) {
@@ -281,8 +282,8 @@ void nb_print_man(const nb_tool_info *tool, FILE *fp)
         free(e);
         fprintf(fp, ".fi\n");
     }
-    fprintf(fp, ".SH EXIT STATUS\n0 success, 1 runtime or data error, 2 usage error%s%s.\n",
-            tool->exit_more ? ", " : "", tool->exit_more ? tool->exit_more : "");
+    fprintf(fp, ".SH EXIT STATUS\n0 success, 1 runtime or data error, 2 usage error.\n");
+    if (tool->exit_more) fprintf(fp, ".br\n%s.\n", tool->exit_more);
     roff(fp, exit_sigpipe);
     fputc('\n', fp);
     if (reads_stream(tool)) {

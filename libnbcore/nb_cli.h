@@ -30,7 +30,7 @@ typedef struct nb_tool_info {
                                  replaces the standard one's line) */
     const char *examples;    /* may be NULL */
     void (*version_extra)(FILE *fp); /* more --version lines (nb-sim: its backends), or NULL */
-    const char *exit_more;   /* a status of its own after the three ("3 the fit ran, ..."), or NULL */
+    const char *exit_more;   /* a status of its own after the three ("3: the fit ran ..."), or NULL */
 } nb_tool_info;
 
 /* Every main() calls this first: besides the defaults it sets up the tool's

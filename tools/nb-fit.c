@@ -66,7 +66,7 @@ static const nb_tool_info tool = {
     "  mpirun -n 8 nb-fit $OBSERVED --refine-F --refine-frame scale --space-group 'P 21 21 21' --F-out F.hkl \\\n"
     "      -o fit.nbs start.nbs\n",
     NULL,
-    "3 the fit ran and the stream is whole, but a frame's verdict failed (named on standard error)",
+    "3: the fit ran and the stream is whole, but a frame's verdict failed (named on standard error)",
 };
 
 #define MAX_PARAMS (NB_GRAD_MAX_NAMES + 1)

@@ -11,8 +11,10 @@
  * information, with a Wilson prior (the acentric exponential, p(I) =
  * exp(-I / S) / S, S the mean I of its resolution shell, weight --F-prior):
  * a reflection seen on few pixels is pulled to its shell's mean, not to 0.
- * With --refine-frame scale the frames' scales are refined with the I,
- * keeping a mean of 1 (the fluence's scale: the product s I is what the
+ * With --refine-frame scale the frames' scales are refined with the I (from
+ * 1, the plan's fluence, and only from the tenth round: a scale fitted to a
+ * flat start's F says nothing of the fluence, and the two would wander
+ * along the product the pixels fix), keeping a mean of 1 (the fluence's scale: the product s I is what the
  * pixels fix); without, they stay as the frames' fit left them.  I of the asymmetric unit: each index maps to one
  * member of its orbit under the space group (--space-group, CCP4's
  * operators) and Friedel's law, the greatest in (h, k, l) order; sums over
@@ -201,6 +203,7 @@ static void frame_update(ds_frame *fr, fframe *ff, const double *I, int free_sca
         if (nb_fit_solve(3, H + 12 * r, 3, rhs, step))
             for (int a = 0; a < 3; a++) fr->bg[3 * r + a] += step[a];
     }
+    ds_planes_project(fr->bg, fr->nregions);
     if (free_scale && hs > 0) ff->scale = fmax(ff->scale - gs / hs, 0.1 * ff->scale);
     free(H);
 }
@@ -345,7 +348,9 @@ static nb_status rounds(ds *d, fframe *ff, const fbox *b, double *I, double *acc
             const double g = acc[r] + d->o->F_prior * inv_S[r];
             I[r] = fmax(I[r] - g / acc[b->n + r], 0.1 * I[r]);
         }
-        const int free_scale = d->L.where_p[K_SCALE] >= 0;
+        /* the scales free once the I have settled: from a flat start both
+         * would wander along the product that the pixels fix */
+        const int free_scale = d->L.where_p[K_SCALE] >= 0 && round >= ROUNDS / 3;
         for (long f = 0; f < d->nframes; f++)
             if (ff[f].L) frame_update(&d->fr[f], &ff[f], I, free_scale);
         if (free_scale) st = gauge(d, ff, I, b->n);
@@ -372,6 +377,9 @@ nb_status ds_refine_F(ds *d, nb_hkl *refined)
         if (!nb_par_owns(d->par, f, d->nframes) || fr->failed || !fr->npix) continue;
         if (d->o->frame_first && (f + 1 < d->o->frame_first || f + 1 > d->o->frame_last)) continue;
         st = frame_lattice(d, fr, &b, &ff[f]);
+        /* a frame's scale fitted to the start's (flat) F says nothing of its
+         * fluence: the refinement starts them at 1, the plan's fluence */
+        if (!st && d->L.where_p[K_SCALE] >= 0) ff[f].scale = 1.0;
     }
     st = nb_par_agree(d->par, st);
     /* the start: flat, the level the pixels ask for */
