@@ -276,8 +276,10 @@ static nb_status gauge(const ds *d, fframe *ff, double *I, size_t n)
     return NB_OK;
 }
 
-/* The multiplicity: frames where the reflection gives a photon or more. */
-static nb_status multiplicity(const ds *d, const fframe *ff, const double *I, const fbox *b, double *mult)
+/* The multiplicity: frames where the reflection would give a photon or more
+ * at its shell's mean intensity (inv_S: 1 / that mean), so that a reflection
+ * refined near 0 still counts the frames that saw it. */
+static nb_status multiplicity(const ds *d, const fframe *ff, const double *inv_S, const fbox *b, double *mult)
 {
     double *photons = calloc(b->n, sizeof *photons);
     if (!photons) return nb_error_set(NB_ERR_NOMEM, "out of memory for --refine-F");
@@ -286,7 +288,8 @@ static nb_status multiplicity(const ds *d, const fframe *ff, const double *I, co
         if (!ff[f].L) continue;
         const ds_frame *fr = &d->fr[f];
         for (size_t i = 0; i < fr->npix; i++)
-            if (ff[f].refl[i] >= 0) photons[ff[f].refl[i]] += ff[f].scale * ff[f].L[i] * I[ff[f].refl[i]];
+            if (ff[f].refl[i] >= 0 && inv_S[ff[f].refl[i]] > 0)
+                photons[ff[f].refl[i]] += ff[f].scale * ff[f].L[i] / inv_S[ff[f].refl[i]];
         for (size_t i = 0; i < fr->npix; i++) {
             const long r = ff[f].refl[i];
             if (r >= 0 && photons[r] > 0) mult[r] += photons[r] >= 1.0, photons[r] = 0.0;
@@ -393,7 +396,8 @@ nb_status ds_refine_F(ds *d, nb_hkl *refined)
     if (!st) st = nb_par_sum(d->par, level, 2);
     for (size_t i = 0; i < b.n && !st; i++) I[i] = level[1] > 0 && level[0] > 0 ? level[0] / level[1] : 1.0;
     if (!st) st = rounds(d, ff, &b, I, acc, inv_S);
-    if (!st) st = multiplicity(d, ff, I, &b, mult);
+    if (!st) shell_means(d, &b, I, acc + 2 * b.n, inv_S);
+    if (!st) st = multiplicity(d, ff, inv_S, &b, mult);
     for (long f = 0; f < d->nframes && d->L.where_p[K_SCALE] >= 0; f++) /* the frames' scales as refined here */
         if (ff && ff[f].L) d->fr[f].p[d->L.where_p[K_SCALE]] = ff[f].scale;
     if (!st && d->o->F_out && d->par->rank == 0) st = write_F(d, &b, I, acc, mult);
