@@ -141,11 +141,12 @@ static void turn(const double R[3][3], const double v[3], double scale, double o
 static nb_status list_rotation(const nb_detector_file *d, const double beam_[3], const double spindle[3],
                                double R[3][3])
 {
-    nb_plan stub;
-    nb_plan_init(&stub);
-    memcpy(stub.beam, beam_, sizeof stub.beam);
-    memcpy(stub.spindle, spindle, sizeof stub.spindle);
-    return nb_detector_file_rotation(d, &stub, R);
+    /* the rotation reads a plan's beam and spindle alone */
+    nb_plan axes;
+    nb_plan_init(&axes);
+    memcpy(axes.beam, beam_, sizeof axes.beam);
+    memcpy(axes.spindle, spindle, sizeof axes.spindle);
+    return nb_detector_file_rotation(d, &axes, R);
 }
 
 nb_status nb_expt_first_cell(const nb_experiment_list *l, const double beam_[3], const double spindle[3],

@@ -641,3 +641,20 @@ int nb_absolute_path(const char *path, char *out, size_t size)
     }
     return 0;
 }
+
+nb_status nb_parse_frames(const char *v, int *a, int *b)
+{
+    char *colon = strchr(v, ':');
+    if (!colon) return nb_error_set(NB_ERR_USAGE, "option --frames: expected A:B (e.g. 1:30), got '%s'", v);
+    char first[32];
+    size_t n = (size_t)(colon - v);
+    if (n == 0 || n >= sizeof first) return nb_error_set(NB_ERR_USAGE, "option --frames: expected A:B, got '%s'", v);
+    memcpy(first, v, n);
+    first[n] = 0;
+    nb_status st = nb_parse_int(first, a, "option --frames");
+    if (!st) st = nb_parse_int(colon + 1, b, "option --frames");
+    if (st) return st;
+    if (*a < 1 || *b < *a)
+        return nb_error_set(NB_ERR_USAGE, "option --frames %s: frames are numbered from 1 and A <= B", v);
+    return NB_OK;
+}

@@ -50,6 +50,9 @@ nb_status nb_parse_double(const char *s, double *out, const char *what);
  * something, e.g. -detector_abs inf). */
 nb_status nb_parse_double_any(const char *s, double *out, const char *what);
 nb_status nb_parse_int(const char *s, int *out, const char *what);
+/* --frames A:B of nb-sim, nb-fit and nb-convert: 1 <= A <= B, frames counted
+ * from 1 (usage errors name the option) */
+nb_status nb_parse_frames(const char *v, int *first, int *last);
 nb_status nb_parse_long(const char *s, long *out, const char *what);
 
 /* Shortest text that reads back to exactly the same double ("%.17g" trimmed). */

@@ -161,13 +161,10 @@ static nb_status add_reference_output(const nb_opt_args *a)
 static nb_status set_frames(const nb_opt_args *a)
 {
     conv_opts *o = a->dest;
-    char *end;
-    long first = strtol(a->vals[0], &end, 10), last = *end == ':' ? strtol(end + 1, &end, 10) : -1;
-    if (*end || first < 1 || last < first)
-        return nb_error_set(NB_ERR_USAGE, "option --frames: expected FIRST:LAST, frames counted from 1, got '%s'",
-                            a->vals[0]);
-    o->frame_first = first, o->frame_last = last;
-    return NB_OK;
+    int first, last;
+    nb_status st = nb_parse_frames(a->vals[0], &first, &last);
+    if (!st) o->frame_first = first, o->frame_last = last;
+    return st;
 }
 
 /* --join PART: a name, or a pattern expanded here (so that a quoted

@@ -533,13 +533,10 @@ static nb_status add_observed(const nb_opt_args *a)
 static nb_status set_frames(const nb_opt_args *a)
 {
     fit_opts *o = a->dest;
-    char *end;
-    long first = strtol(a->vals[0], &end, 10), last = *end == ':' ? strtol(end + 1, &end, 10) : -1;
-    if (*end || first < 1 || last < first)
-        return nb_error_set(NB_ERR_USAGE, "option --frames: expected FIRST:LAST, frames counted from 1, got '%s'",
-                            a->vals[0]);
-    o->frame_first = first, o->frame_last = last;
-    return NB_OK;
+    int first, last;
+    nb_status st = nb_parse_frames(a->vals[0], &first, &last);
+    if (!st) o->frame_first = first, o->frame_last = last;
+    return st;
 }
 
 static const nb_opt_choice losses[] = {{"poisson", NB_FIT_POISSON}, {"lsq", NB_FIT_LSQ}, {NULL, 0}};

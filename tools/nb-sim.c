@@ -367,24 +367,6 @@ static nb_status render_series(const nb_plan *plan, const nb_hkl *hkl, const sim
     return st;
 }
 
-/* "A:B", 1 <= A <= B */
-static nb_status parse_frames(const char *v, int *a, int *b)
-{
-    char *colon = strchr(v, ':');
-    if (!colon) return nb_error_set(NB_ERR_USAGE, "option --frames: expected A:B (e.g. 1:30), got '%s'", v);
-    char first[32];
-    size_t n = (size_t)(colon - v);
-    if (n == 0 || n >= sizeof first) return nb_error_set(NB_ERR_USAGE, "option --frames: expected A:B, got '%s'", v);
-    memcpy(first, v, n);
-    first[n] = 0;
-    nb_status st = nb_parse_int(first, a, "option --frames");
-    if (!st) st = nb_parse_int(colon + 1, b, "option --frames");
-    if (st) return st;
-    if (*a < 1 || *b < *a)
-        return nb_error_set(NB_ERR_USAGE, "option --frames %s: frames are numbered from 1 and A <= B", v);
-    return NB_OK;
-}
-
 /* "K/M", 1 <= K <= M; or "slurm": K and M from a Slurm job array */
 static nb_status parse_shard(const char *v, int *k, int *m)
 {
@@ -420,7 +402,7 @@ static nb_status parse_shard(const char *v, int *k, int *m)
 static nb_status apply_frames(const nb_opt_args *a)
 {
     sim_opts *o = a->dest;
-    return parse_frames(a->vals[0], &o->frame_first, &o->frame_last);
+    return nb_parse_frames(a->vals[0], &o->frame_first, &o->frame_last);
 }
 
 static nb_status apply_grad(const nb_opt_args *a)

@@ -132,7 +132,7 @@ EOF
     run -2 nb-fit --observed still_1.cbf --refine-frame scale start.nbs
     [[ "$output" == *"3 frames to fit but 1 observed image given"* ]] || false
     run -2 nb-fit $OBS --frames 3:1 --refine-frame scale start.nbs
-    [[ "$output" == *"option --frames: expected FIRST:LAST"* ]] || false
+    [[ "$output" == *"option --frames 3:1: frames are numbered from 1 and A <= B"* ]] || false
 }
 
 @test "fit-dataset: --frames fits its frames alone; parts' experiments join (a Slurm array's)" {
