@@ -237,6 +237,31 @@ static nb_status read_crystal(const nb_json *root, const nb_json *exp, int i, co
     return NB_OK;
 }
 
+/* Experiment i's crystal's space_group_hall_symbol: the first's, or the same */
+static nb_status read_space_group(const nb_json *root, const nb_json *exp, int i, const char *name,
+                                  nb_experiment_list *out)
+{
+    size_t ix;
+    char what[240];
+    const nb_json *hall = nb_json_get(model_of(root, exp, "crystal", &ix), "space_group_hall_symbol");
+    const char *sg = hall && hall->type == NB_JSON_STRING ? hall->string : "";
+    if (strlen(sg) >= sizeof out->space_group || strchr(sg, '\n')) {
+        snprintf(what, sizeof what, "experiment %d's space_group_hall_symbol is not a Hall symbol (too long, or "
+                 "lines)", i);
+        return bad(name, what);
+    }
+    if (i == 0) {
+        snprintf(out->space_group, sizeof out->space_group, "%s", sg);
+        return NB_OK;
+    }
+    if (strcmp(sg, out->space_group)) {
+        snprintf(what, sizeof what, "experiment %d's crystal is in space group '%s', experiment 0's in '%s' (one "
+                 "plan holds crystals of one symmetry)", i, sg, out->space_group);
+        return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': %s", name, what);
+    }
+    return NB_OK;
+}
+
 /* Experiment i's detector and beam direction: the first's, or the same */
 static nb_status check_shared(const nb_json *root, const nb_json *exp, int i, const char *name,
                               nb_experiment_list *out)
@@ -337,6 +362,7 @@ static nb_status parse_list(const nb_json *root, const char *name, nb_experiment
         const nb_json *exp = nb_json_at(exps, (size_t)i);
         size_t ix;
         if (!(st = check_shared(root, exp, i, name, out))) st = read_crystal(root, exp, i, name, &out->crystals[i]);
+        if (!st) st = read_space_group(root, exp, i, name, out);
         sweeps += !st && !still_scan(model_of(root, exp, "scan", &ix));
     }
     if (st) return st;

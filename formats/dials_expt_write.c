@@ -242,12 +242,15 @@ static void put_beam(nb_strbuf *sb, const beam_model *b, double wavelength, int 
                      b->polar_fraction, last ? "" : ",");
 }
 
-static void put_crystal(nb_strbuf *sb, const double abc[3][3], int last)
+/* A crystal in space group `hall` (the plan's SPACE_GROUP; NULL: P 1) */
+static void put_crystal(nb_strbuf *sb, const double abc[3][3], const char *hall, int last)
 {
     static const char *names[3] = {"real_space_a", "real_space_b", "real_space_c"};
     nb_strbuf_append(sb, "    {\"__id__\": \"crystal\", ");
     for (int k = 0; k < 3; k++) put_vec(sb, names[k], abc[k], ", ");
-    nb_strbuf_printf(sb, "\"space_group_hall_symbol\": \" P 1\"}%s\n", last ? "" : ",");
+    nb_strbuf_append(sb, "\"space_group_hall_symbol\": ");
+    nb_json_write_string(sb, hall ? hall : " P 1");
+    nb_strbuf_printf(sb, "}%s\n", last ? "" : ",");
 }
 
 /* ---- the list, gathered frame by frame --------------------------------------- */
@@ -272,6 +275,7 @@ struct nb_expt {
     double wavelength;      /* a rotation's: the first frame's */
     double abc0[3][3];      /* a rotation's crystal at spindle angle 0 */
     int no_crystal;         /* the plan has none (nb-geom --nonbragg): the experiments name no crystal */
+    char *space_group;      /* the plan's SPACE_GROUP (Hall symbol); NULL: P 1 */
     double phi0_deg, osc_deg, period;
     double axis[3];
     still_shot *shots;
@@ -339,6 +343,7 @@ static nb_status start(nb_expt *e, const nb_plan *series, long frame, double wav
     const double *cell[3] = {series->cell_a, series->cell_b, series->cell_c};
     for (int k = 0; k < 3; k++) rot(e->R, cell[k], 1e10, e->abc0[k]);
     e->no_crystal = !nb_plan_has_crystal(series);
+    e->space_group = series->space_group ? nb_xstrdup(series->space_group) : NULL;
     return NB_OK;
 }
 
@@ -441,7 +446,7 @@ static void put_rotation(nb_strbuf *sb, const nb_expt *e)
     nb_strbuf_append(sb, "], \"epochs\": [");
     for (long i = 0; i < n; i++) nb_strbuf_printf(sb, "%s%.17g", i ? ", " : "", (double)(first + i) * e->period);
     nb_strbuf_append(sb, "], \"valid_image_ranges\": {}}],\n  \"crystal\": [\n");
-    if (!e->no_crystal) put_crystal(sb, e->abc0, 1);
+    if (!e->no_crystal) put_crystal(sb, e->abc0, e->space_group, 1);
     nb_strbuf_append(sb, "  ],\n");
 }
 
@@ -465,7 +470,7 @@ static void put_stills(nb_strbuf *sb, const nb_expt *e)
     nb_strbuf_append(sb, "  ],\n");
     nb_strbuf_append(sb, e->detector);
     nb_strbuf_append(sb, "  \"goniometer\": [],\n  \"scan\": [],\n  \"crystal\": [\n");
-    for (size_t i = 0; i < e->nshots && !e->no_crystal; i++) put_crystal(sb, e->shots[i].abc, i + 1 == e->nshots);
+    for (size_t i = 0; i < e->nshots && !e->no_crystal; i++) put_crystal(sb, e->shots[i].abc, e->space_group, i + 1 == e->nshots);
     nb_strbuf_append(sb, "  ],\n");
 }
 
@@ -499,6 +504,7 @@ void nb_expt_abort(nb_expt *e)
     free(e->img_path);
     free(e->fixed);
     free(e->detector);
+    free(e->space_group);
     free(e->shots);
     free(e);
 }

@@ -1,15 +1,18 @@
 /* mtz.c - structure factors from MTZ files through CCP4's cmtzlib (never a
  * reader of our own): the columns offered to -column, the chosen ones'
  * values with their Miller indices, the file's symmetry operators and cell,
- * handed to sf_expand.c. */
+ * handed to sf_expand.c; a file's symmetry alone; and nb-fit's refined
+ * amplitudes written as MTZ (cmtzlib's writer too). */
 #include "mtz.h"
 
 #ifdef NB_HAVE_CCP4
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ccp4/ccp4_errno.h>
 #include <ccp4/cmtzlib.h>
@@ -110,25 +113,40 @@ static void describe(const mtz_cols *c, const nb_sf_pick *p, nb_sf_data *d)
                  what[w]);
 }
 
-nb_status nb_mtz_read(const char *path, const char *column, nb_sf_data *d)
+/* MtzGet takes a "logical name": an environment variable of that name
+ * would stand for the file; no variable's name holds a '/' */
+static char *logical_name(const char *path)
+{
+    char *name = malloc(strlen(path) + 3);
+    if (name) sprintf(name, "%s%s", strchr(path, '/') ? "" : "./", path);
+    return name;
+}
+
+/* The file's header (and its reflections when read_refs), CCP4 kept quiet */
+static nb_status open_mtz(const char *path, int read_refs, MTZ **out)
 {
     nb_ccp4_quiet q;
-    nb_sf_data_init(d);
-    /* MtzGet takes a "logical name": an environment variable of that name
-     * would stand for the file; no variable's name holds a '/' */
-    char *name = malloc(strlen(path) + 3);
+    char *name = logical_name(path);
     if (!name) return nb_error_set(NB_ERR_NOMEM, "out of memory");
-    sprintf(name, "%s%s", strchr(path, '/') ? "" : "./", path);
     nb_ccp4_quiet_begin(&q);
-    MTZ *mtz = MtzGet(name, 1);
+    *out = MtzGet(name, read_refs);
     free(name);
     nb_ccp4_quiet_end(&q);
-    if (!mtz)
+    if (!*out)
         return nb_error_set(NB_ERR_DATA, "'%s': CCP4's library cannot read it as an MTZ file (%s)", path,
                             ccp4_strerror(ccp4_errno));
+    return NB_OK;
+}
+
+nb_status nb_mtz_read(const char *path, const char *column, nb_sf_data *d)
+{
+    MTZ *mtz;
+    nb_sf_data_init(d);
+    nb_status st = open_mtz(path, 1, &mtz);
+    if (st) return st;
     mtz_cols *c = malloc(sizeof *c);
     nb_sf_pick p;
-    nb_status st = c ? NB_OK : nb_error_set(NB_ERR_NOMEM, "out of memory");
+    if (!c) st = nb_error_set(NB_ERR_NOMEM, "out of memory");
     if (!st) collect(mtz, c);
     if (!st && c->nhkl != 3) st = nb_error_set(NB_ERR_DATA, "'%s': no h, k, l columns (type H)", path);
     if (!st) st = nb_sf_choose(path, c->list, c->n, column, &p);
@@ -146,6 +164,106 @@ nb_status nb_mtz_read(const char *path, const char *column, nb_sf_data *d)
     return st;
 }
 
+nb_status nb_mtz_symmetry(const char *path, nb_sf_data *d)
+{
+    MTZ *mtz;
+    nb_sf_data_init(d);
+    nb_status st = open_mtz(path, 0, &mtz);
+    if (st) return st;
+    st = mtz_ops(mtz, path, d);
+    if (!st) {
+        snprintf(d->spacegroup, sizeof d->spacegroup, "%s", mtz->mtzsymm.spcgrpname);
+        for (int x = 0; x < mtz->nxtal && !d->have_cell; x++) {
+            for (int i = 0; i < 6; i++) d->cell[i] = mtz->xtal[x]->cell[i];
+            d->have_cell = d->cell[0] > 0 && d->cell[1] > 0 && d->cell[2] > 0;
+        }
+        CCP4SPG *sp = nb_ccp4_load_spacegroup(d->spacegroup);
+        if (sp && sp->nsymop == d->nops) snprintf(d->hall, sizeof d->hall, "%s", sp->symbol_Hall);
+        if (sp) ccp4spg_free(&sp);
+    }
+    MtzFree(mtz);
+    if (st) nb_sf_data_free(d);
+    return st;
+}
+
+/* The header's symmetry: the space group's operators, number and names */
+static int put_symmetry(MTZ *mtz, const CCP4SPG *sp)
+{
+    float (*rsym)[4][4] = calloc(192, sizeof *rsym);
+    if (!rsym || sp->nsymop > 192) return free(rsym), 0;
+    for (int i = 0; i < sp->nsymop; i++) {
+        for (int r = 0; r < 3; r++) {
+            for (int c = 0; c < 3; c++) rsym[i][r][c] = sp->symop[i].rot[r][c];
+            rsym[i][r][3] = sp->symop[i].trn[r];
+        }
+        rsym[i][3][3] = 1.0f;
+    }
+    char lattice[2] = {sp->symbol_xHM[0], '\0'}, name[20], pg[20];
+    snprintf(name, sizeof name, "%s", sp->symbol_xHM);
+    snprintf(pg, sizeof pg, "%s", sp->point_group);
+    int ok = ccp4_lwsymm(mtz, sp->nsymop, sp->nsymop_prim, rsym, lattice, sp->spg_ccp4_num, name, pg);
+    free(rsym);
+    return ok;
+}
+
+/* The reflections, each moved into CCP4's asymmetric unit */
+static int put_reflections(MTZ *mtz, const CCP4SPG *sp, const nb_mtz_amplitudes *a, const double cell[6])
+{
+    float fcell[6];
+    for (int i = 0; i < 6; i++) fcell[i] = (float)cell[i];
+    MTZXTAL *base = MtzAddXtal(mtz, "HKL_base", "HKL_base", fcell);
+    MTZSET *bset = base ? MtzAddDataset(mtz, base, "HKL_base", 0.0f) : NULL;
+    MTZXTAL *xtal = MtzAddXtal(mtz, "nb", "nb", fcell);
+    MTZSET *set = xtal ? MtzAddDataset(mtz, xtal, "refined", (float)a->lambda) : NULL;
+    if (!bset || !set) return 0;
+    MTZCOL *col[6] = {MtzAddColumn(mtz, bset, "H", "H"), MtzAddColumn(mtz, bset, "K", "H"),
+                      MtzAddColumn(mtz, bset, "L", "H"), MtzAddColumn(mtz, set, "F", "F"),
+                      MtzAddColumn(mtz, set, "SIGF", "Q"), MtzAddColumn(mtz, set, "N", "I")};
+    for (int k = 0; k < 6; k++)
+        if (!col[k]) return 0;
+    for (size_t i = 0; i < a->n; i++) {
+        int h, k, l;
+        ccp4spg_put_in_asu(sp, a->hkl[i][0], a->hkl[i][1], a->hkl[i][2], &h, &k, &l);
+        const float row[6] = {(float)h, (float)k, (float)l, (float)a->F[i], (float)a->sigF[i],
+                              (float)a->multiplicity[i]};
+        if (!ccp4_lwrefl(mtz, row, col, 6, (int)i + 1)) return 0;
+    }
+    return 1;
+}
+
+nb_status nb_mtz_write_amplitudes(const char *path, const nb_mtz_amplitudes *a)
+{
+    if (a->n > 2000000000) return nb_error_set(NB_ERR_DATA, "'%s': too many reflections for an MTZ file", path);
+    CCP4SPG *sp = nb_ccp4_load_spacegroup(a->spacegroup);
+    if (!sp)
+        return nb_error_set(NB_ERR_DATA, "'%s': space group '%s' is not one that CCP4's syminfo.lib knows", path,
+                            a->spacegroup);
+    char *tmp = malloc(strlen(path) + 16);
+    if (!tmp) return ccp4spg_free(&sp), nb_error_set(NB_ERR_NOMEM, "out of memory");
+    sprintf(tmp, "%s%s.tmp%ld", strchr(path, '/') ? "" : "./", path, (long)getpid());
+    nb_ccp4_quiet q;
+    nb_ccp4_quiet_begin(&q);
+    MTZ *mtz = MtzMalloc(0, NULL);
+    int ok = mtz != NULL;
+    if (ok) {
+        mtz->refs_in_memory = 0;
+        mtz->fileout = MtzOpenForWrite(tmp);
+        ok = mtz->fileout != NULL;
+    }
+    ok = ok && ccp4_lwtitl(mtz, "nb-fit --refine-F: refined amplitudes", 0);
+    ok = ok && put_symmetry(mtz, sp) && put_reflections(mtz, sp, a, a->cell);
+    ok = ok && MtzPut(mtz, " ");
+    if (mtz) MtzFree(mtz);
+    nb_ccp4_quiet_end(&q);
+    ccp4spg_free(&sp);
+    nb_status st = NB_OK;
+    if (!ok) st = nb_error_set(NB_ERR_IO, "cannot write '%s' (CCP4's MTZ library: %s)", path, ccp4_strerror(ccp4_errno));
+    else if (rename(tmp, path)) st = nb_error_set(NB_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    if (st) unlink(tmp);
+    free(tmp);
+    return st;
+}
+
 #else /* without CCP4's library */
 
 nb_status nb_mtz_read(const char *path, const char *column, nb_sf_data *d)
@@ -154,6 +272,20 @@ nb_status nb_mtz_read(const char *path, const char *column, nb_sf_data *d)
     nb_sf_data_init(d);
     return nb_error_set(NB_ERR_UNSUPPORTED, "'%s' is an MTZ file: this nb-hkl was built without CCP4's library "
                         "(Debian: libccp4-dev), which reads it", path);
+}
+
+nb_status nb_mtz_symmetry(const char *path, nb_sf_data *d)
+{
+    nb_sf_data_init(d);
+    return nb_error_set(NB_ERR_UNSUPPORTED, "'%s' is an MTZ file: this build has no CCP4 library (Debian: "
+                        "libccp4-dev), which reads it", path);
+}
+
+nb_status nb_mtz_write_amplitudes(const char *path, const nb_mtz_amplitudes *a)
+{
+    (void)a;
+    return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': this build has no CCP4 library (Debian: libccp4-dev) to write "
+                        "MTZ files; write .hkl text instead", path);
 }
 
 #endif

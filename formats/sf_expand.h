@@ -68,6 +68,7 @@ typedef struct nb_sf_data {
     nb_sf_op ops[NB_SF_MAX_OPS];
     int nops;
     char spacegroup[64];
+    char hall[64];          /* its Hall symbol where known (" P 2ac 2ab"), else "" */
     double cell[6];         /* a b c alpha beta gamma (A, degrees); have_cell 0: unknown */
     int have_cell;
     char column[160];       /* what was read, for the log: "FP (F, amplitudes)" */

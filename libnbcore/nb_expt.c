@@ -165,6 +165,8 @@ nb_status nb_plan_take_expt_crystals(const nb_experiment_list *l, nb_plan *plan)
     nb_status st = list_rotation(&l->detector, plan->beam, plan->spindle, R);
     if (st) return st;
     const int n = l->sweep ? 1 : l->n;
+    free(plan->space_group);
+    plan->space_group = l->space_group[0] ? nb_xstrdup(l->space_group) : NULL;
     nb_frame_crystal *fc;
     if ((st = nb_calloc((void **)&fc, (size_t)n, sizeof *fc, "frame crystals"))) return st;
     for (int i = 0; i < n; i++) {

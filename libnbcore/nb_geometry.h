@@ -66,6 +66,7 @@ typedef struct nb_experiment_list {
     double polar_fraction;      /* the beam's polarization_fraction; NAN: not given */
     int n;                      /* experiments */
     nb_listed_crystal *crystals;
+    char space_group[64];       /* the crystals' space_group_hall_symbol (all alike); "": not stated */
     int sweep;                  /* one experiment with a scan that turns: a rotation series */
     double phi0, osc;           /* rad: the sweep's first image's start and its width */
     int nframes;                /* the sweep's images */

@@ -56,7 +56,7 @@ static const field fields[] = {
     D("PHI0", phi0), D("PHISTEP", phistep), D("OSC", osc), I("PHISTEPS", phisteps), I("NFRAMES", nframes),
     I("INTERPOLATE", interpolate),
     L("SEED", seed), L("MOSAIC_SEED", mosaic_seed), L("MISSET_SEED", misset_seed),
-    S("HKL_FILE", hkl_file), S("DUMP_FILE", dump_file), I("DUMP_IMPLICIT", dump_implicit),
+    S("HKL_FILE", hkl_file), S("SPACE_GROUP", space_group), S("DUMP_FILE", dump_file), I("DUMP_IMPLICIT", dump_implicit),
     D("DEFAULT_F", default_F),
     S("FLOATFILE", floatfile), S("INTFILE", intfile), S("NOISEFILE", noisefile), S("PGMFILE", pgmfile),
     D("INTFILE_SCALE", intfile_scale), D("PGM_SCALE", pgm_scale), D("ADC", adc),
@@ -125,6 +125,7 @@ void nb_plan_free(nb_plan *p)
     free(p->mosaic_umats);
     free(p->frame_crystals);
     free(p->hkl_file);
+    free(p->space_group);
     free(p->dump_file);
     free(p->floatfile);
     free(p->intfile);

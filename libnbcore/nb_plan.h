@@ -121,6 +121,8 @@ typedef struct nb_plan {
 
     /* structure-factor requests (for nb-hkl) */
     char *hkl_file;                     /* NULL: none */
+    char *space_group;                  /* the crystals' symmetry as a Hall symbol (" P 2ac 2ab"), as a DIALS
+                                         * experiment list states it or nb-fit --refine-F refined in; NULL: not said */
     char *dump_file;                    /* NULL: none */
     int dump_implicit;                  /* reference mode: read the dump if it exists */
     double default_F;

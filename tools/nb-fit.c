@@ -575,7 +575,7 @@ static const nb_opt rows[] = {
      .type = NB_OPT_INT, .at = {FO(iterations)}},
     {NB_OPT_LOCAL, "--residual", 1, "FILE",
      "write observed - model photons of the fit (raw float, 0 where a pixel\n"
-     "is not used; the frames one after another)",
+     "is not used; the frames one after another); not in a dataset fit",
      .needs = "a file name", .type = NB_OPT_STRING, .at = {FO(residual)}},
     {NB_OPT_LOCAL, "--refine-frame", 1, "LIST",
      "a dataset fit: the parameters each frame has its own value of:\n"
@@ -591,11 +591,14 @@ static const nb_opt rows[] = {
      .type = NB_OPT_SET, .sets = {{FO(refine_F), 1}}},
     {NB_OPT_LOCAL, "--F-out", 1, "FILE",
      "write the refined F as text lines 'h k l F sigma multiplicity' (the\n"
-     "asymmetric unit; P1: with the Friedel mates)",
+     "asymmetric unit; P1: with the Friedel mates), or a FILE.mtz: MTZ\n"
+     "columns H K L F SIGF N (CCP4's asymmetric unit)",
      .needs = "a file name", .type = NB_OPT_STRING, .at = {FO(F_out)}},
-    {NB_OPT_LOCAL, "--space-group", 1, "NAME",
-     "the space group whose asymmetric unit --refine-F refines (default P1;\n"
-     "names as CCP4's syminfo.lib: 'P 21 21 21', P212121, 'C 1 2 1')",
+    {NB_OPT_LOCAL, "--space-group", 1, "NAME|FILE.mtz",
+     "the space group whose asymmetric unit --refine-F refines: a name as\n"
+     "CCP4's syminfo.lib ('P 21 21 21', P212121, 'C 1 2 1'), a Hall symbol\n"
+     "(' P 2ac 2ab'), or an MTZ file's symmetry (default: the plan's, as the\n"
+     "experiment list of nb-geom -expt states it, else P1)",
      .needs = "a space group", .type = NB_OPT_STRING, .at = {FO(space_group)}},
     {NB_OPT_LOCAL, "--F-prior", 1, "W",
      "the weight of --refine-F's Wilson prior (default 1; 0: none)",

@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include "nb_cli.h"
 #include "nb_fit_ds.h"
@@ -32,6 +34,7 @@
 #ifdef NB_HAVE_CCP4
 #include "ccp4.h"
 #endif
+#include "mtz.h"
 #include "sf_expand.h"
 
 #define ROUNDS 30
@@ -73,19 +76,46 @@ static void canonical(const fbox *b, int hkl[3], int out[3])
     }
 }
 
-static nb_status space_group(const fit_opts *o, nb_sf_data *sg)
+/* "P1", "P 1", " P 1" (a Hall symbol) */
+static int is_p1(const char *name)
 {
+    char c[8];
+    size_t n = 0;
+    for (; *name && n < sizeof c - 1; name++)
+        if (*name != ' ') c[n++] = *name;
+    c[n] = '\0';
+    return !*name && !strcmp(c, "P1");
+}
+
+/* The space group of the asymmetric unit: --space-group (a name, a Hall
+ * symbol, or an MTZ file whose symmetry it takes), else the plan's
+ * SPACE_GROUP (the experiment list's, nb-geom -expt), else P 1. */
+static nb_status space_group(const ds *d, nb_sf_data *sg)
+{
+    const char *given = d->o->space_group, *name = given ? given : d->start->space_group;
     nb_sf_data_init(sg);
-    if (!o->space_group || !strcmp(o->space_group, "P1") || !strcmp(o->space_group, "P 1")) {
+    nb_sf_format fmt;
+    if (given && access(given, F_OK) == 0) {
+        nb_status st = nb_sf_detect(given, &fmt);
+        if (st) return nb_error_prefix(st, "--space-group");
+        if (fmt != NB_SF_MTZ)
+            return nb_error_set(NB_ERR_USAGE, "--space-group '%s': a file, but not an MTZ file (its symmetry is "
+                                              "what --space-group takes from a file)", given);
+        st = nb_mtz_symmetry(given, sg);
+        return st ? nb_error_prefix(st, "--space-group") : NB_OK;
+    }
+    if (!name || is_p1(name)) {
         const double I[3][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}, t[3] = {0, 0, 0};
         snprintf(sg->spacegroup, sizeof sg->spacegroup, "P 1");
+        snprintf(sg->hall, sizeof sg->hall, " P 1");
         return nb_sf_add_op(sg, I, t);
     }
+    const char *who = given ? "--space-group" : "the plan's SPACE_GROUP";
 #ifdef NB_HAVE_CCP4
-    return nb_ccp4_spacegroup("--space-group", o->space_group, sg);
+    return nb_ccp4_spacegroup(who, name, sg);
 #else
-    return nb_error_set(NB_ERR_UNSUPPORTED, "--space-group %s: this build has no CCP4 library (libccp4-dev) for the "
-                                            "space group's operators; P1 needs none", o->space_group);
+    return nb_error_set(NB_ERR_UNSUPPORTED, "%s %s: this build has no CCP4 library (libccp4-dev) for the "
+                                            "space group's operators; P1 needs none", who, name);
 #endif
 }
 
@@ -299,9 +329,39 @@ static nb_status multiplicity(const ds *d, const fframe *ff, const double *inv_S
     return nb_par_sum(d->par, mult, b->n);
 }
 
-/* --F-out: h k l F sigma multiplicity (P1: with the Friedel mates). */
+/* --F-out FILE.mtz: the same reflections (the asymmetric unit, no mates)
+ * as MTZ columns H K L F SIGF N; the cell frame 0's start, the wavelength
+ * the plan's. */
+static nb_status write_F_mtz(const ds *d, const fbox *b, const double *I, const double *acc, const double *mult)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < b->n; i++) n += acc[2 * b->n + i] > 0 && mult[i] > 0;
+    int(*hkl)[3] = malloc((n ? n : 1) * sizeof *hkl);
+    double *F = malloc((n ? n : 1) * 3 * sizeof *F);
+    nb_status st = hkl && F ? NB_OK : nb_error_set(NB_ERR_NOMEM, "out of memory for --F-out");
+    size_t r = 0;
+    for (size_t i = 0; !st && i < b->n; i++) {
+        if (!(acc[2 * b->n + i] > 0) || !(mult[i] > 0)) continue;
+        box_hkl(b, i, &hkl[r][0], &hkl[r][1], &hkl[r][2]);
+        const double sI = 1.0 / sqrt(acc[b->n + i]);
+        F[r] = sqrt(fmax(I[i], 0.0)), F[n + r] = sI / (2.0 * sqrt(fmax(I[i], sI))), F[2 * n + r] = mult[i];
+        r++;
+    }
+    nb_mtz_amplitudes a = {.spacegroup = b->sg.hall[0] ? b->sg.hall : b->sg.spacegroup,
+                           .lambda = d->start->lambda0 * 1e10, .n = n, .hkl = (const int(*)[3])hkl,
+                           .F = F, .sigF = F + n, .multiplicity = F + 2 * n};
+    memcpy(a.cell, d->start->unit_cell, sizeof a.cell);
+    if (!st && (st = nb_mtz_write_amplitudes(d->o->F_out, &a))) nb_error_prefix(st, "--F-out");
+    free(hkl), free(F);
+    return st;
+}
+
+/* --F-out: h k l F sigma multiplicity (P1: with the Friedel mates); an
+ * .mtz name: MTZ. */
 static nb_status write_F(const ds *d, const fbox *b, const double *I, const double *acc, const double *mult)
 {
+    const size_t len = strlen(d->o->F_out);
+    if (len > 4 && !strcasecmp(d->o->F_out + len - 4, ".mtz")) return write_F_mtz(d, b, I, acc, mult);
     nb_outfile *of = NULL;
     nb_status st = nb_outfile_open(&of, d->o->F_out, 0);
     if (st) return st;
@@ -368,8 +428,9 @@ nb_status ds_refine_F(ds *d, nb_hkl *refined)
         return nb_error_set(NB_ERR_UNSUPPORTED, "--refine-F: the plan interpolates F between reflections "
                                                 "(-interpolate): a pixel's photons are no longer one reflection's");
     fbox b;
-    nb_status st = space_group(d->o, &b.sg);
+    nb_status st = space_group(d, &b.sg);
     if (st) return st;
+    snprintf(d->space_group_hall, sizeof d->space_group_hall, "%s", b.sg.hall);
     box_size(d, &b);
     fframe *ff = calloc((size_t)d->nframes, sizeof *ff);
     double *I = malloc(b.n * sizeof *I), *acc = malloc(3 * b.n * sizeof *acc), *inv_S = malloc(b.n * sizeof *inv_S);

@@ -324,6 +324,10 @@ static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const f
     if (start->stills.on && start->stills.spikes > 0)
         return nb_error_set(NB_ERR_UNSUPPORTED, "fitting stills with a per-shot spectrum (-stills_bandwidth) is not "
                                                 "supported");
+    if (o->residual)
+        return nb_error_set(NB_ERR_USAGE, "option --residual: a dataset fit writes no residual image (it compares "
+                                          "the spots' regions alone); render the refined plan (nb-fit ... | "
+                                          "nb-sim) and subtract it (nb-math)");
     const long want = o->frame_first ? o->frame_last - o->frame_first + 1 : start->nframes;
     if (o->frame_first && o->frame_last > start->nframes)
         return nb_error_set(NB_ERR_USAGE, "option --frames: the plan has %d frames", start->nframes);
@@ -405,6 +409,10 @@ static nb_status refined_plan(ds *d, const double *g, nb_plan *out, int *failed)
     for (int p = 0; p < out->npanels; p++)
         for (int j = 0; j < 3; j++) out->panels[p].pix0[j] += shift[j];
     nb_plan_derive_detector(out);
+    if (d->space_group_hall[0]) { /* what F was refined in: nb-convert -o fit.expt says so */
+        free(out->space_group);
+        out->space_group = nb_xstrdup(d->space_group_hall);
+    }
     nb_frame_crystal *fc;
     if ((st = nb_calloc((void **)&fc, (size_t)d->nframes, sizeof *fc, "the frames' crystals"))) return st;
     *failed = 0;

@@ -75,6 +75,7 @@ typedef struct ds {
     /* scratch for one frame's render */
     float *image, *grads[DS_MAX];
     unsigned char **masks;    /* per panel, the regions as a render mask */
+    char space_group_hall[64];  /* --refine-F's space group (Hall symbol), for the refined plan; "": none */
 } ds;
 
 /* ---- nb_fit_frame.c ---- */

@@ -23,11 +23,13 @@
 #   --quick           a small dry run of the harness (4 stills of 256^2 x 0.4 mm
 #                     for G1, G2, G4; 20 for G3): the figures are not the gates'
 #   --results FILE    also copy the summary (text) there
+#   --g3-stills N     G3's stills (default 200; speed.sh measures 1000)
 # Environment: NB_BIN (the tools; default this checkout's bin/), PYTHON
 # (default /usr/bin/python3), MPIRUN (default mpirun) and MPIRUN_FLAGS
 # (default: --allow-run-as-root --oversubscribe for Open MPI run as root),
 # G1_REFINE, G1_REFINE_FRAME, G2_REFINE, G2_REFINE_FRAME, G3_REFINE,
-# G3_REFINE_FRAME, G3_SPACE_GROUP, FIT_FLAGS (more nb-fit flags, every fit).
+# G3_REFINE_FRAME, G3_SPACE_GROUP (the REFINE ones set empty: none), FIT_FLAGS (more
+# nb-fit flags, every fit).
 # Writes DIR/results.txt (a line per gate: PASS, FAIL or NOT RUN, the
 # figures, the fit's seconds per still) and DIR/results.json; exit 0 when
 # every gate asked for passed, 1 otherwise (a missing feature stops the run
@@ -38,18 +40,18 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 NB_BIN=${NB_BIN:-$(cd "$here/../.." && pwd)/bin}
 PY=${PYTHON:-/usr/bin/python3}
 MPIRUN=${MPIRUN:-mpirun}
-G1_REFINE=${G1_REFINE:-cell_a,cell_b,cell_c}
+G1_REFINE=${G1_REFINE-cell_a,cell_b,cell_c}
 G1_REFINE_FRAME=${G1_REFINE_FRAME:-misset_x,misset_y,misset_z,scale}
-G2_REFINE=${G2_REFINE:-distance,cell_a,cell_b,cell_c}
+G2_REFINE=${G2_REFINE-distance,cell_a,cell_b,cell_c}
 G2_REFINE_FRAME=${G2_REFINE_FRAME:-misset_x,misset_y,misset_z,scale}
 G3_REFINE=${G3_REFINE:-}
-G3_REFINE_FRAME=${G3_REFINE_FRAME:-scale}
+G3_REFINE_FRAME=${G3_REFINE_FRAME-scale}
 G3_SPACE_GROUP=${G3_SPACE_GROUP:-P212121}
 FIT_FLAGS=${FIT_FLAGS:-}
 
 usage() { local fd=2; [ "${1:-2}" != 0 ] || fd=1; sed -n '/^# Usage:/,/^# at the first/p' "$0" | sed 's/^# \{0,1\}//' >&"$fd"; exit "${1:-2}"; }
 
-work=/tmp/nb-gates gates=G1,G2,G3,G4 threads='' quick=0 results=''
+work=/tmp/nb-gates gates=G1,G2,G3,G4 threads='' quick=0 results='' g3_stills=200
 while [ $# -gt 0 ]; do
     case $1 in
         --work) work=$2; shift 2 ;;
@@ -57,6 +59,7 @@ while [ $# -gt 0 ]; do
         --threads) threads=$2; shift 2 ;;
         --quick) quick=1; shift ;;
         --results) results=$2; shift 2 ;;
+        --g3-stills) g3_stills=$2; shift 2 ;;
         -h|--help) usage 0 ;;
         *) echo "run-gates.sh: unknown argument '$1'" >&2; usage ;;
     esac
@@ -64,6 +67,7 @@ done
 for g in ${gates//,/ }; do
     case $g in G1|G2|G3|G4) ;; *) echo "run-gates.sh: no gate '$g' (G1 G2 G3 G4)" >&2; exit 2 ;; esac
 done
+case $g3_stills in ''|*[!0-9]*|0) echo "run-gates.sh: --g3-stills must be a positive whole number" >&2; exit 2 ;; esac
 want() { case ",$gates," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 
 mkdir -p "$work"
@@ -123,7 +127,7 @@ if [ "$quick" = 1 ]; then
     SIM_G3=(--stills 20 --detpixels 256 --pixel 0.4)
 else
     SIM_SMALL=(--stills 50 --detpixels 1024 --pixel 0.1)
-    SIM_G3=(--stills 200 --detpixels 1024 --pixel 0.1)
+    SIM_G3=(--stills "$g3_stills" --detpixels 1024 --pixel 0.1)
 fi
 
 simulate() {   # simulate DIR ARGS...: once per directory
@@ -269,7 +273,7 @@ if want G3; then
         --truth-jsonl "$g3data/truth.jsonl" --space-group "$G3_SPACE_GROUP"
     v=$([ "$EVAL_RC" = 0 ] && echo PASS || echo FAIL)
     [ "$FIT_RC" = 0 ] || v=FAIL
-    record G3 "$v" "$("$PY" -c 'import json,sys; s=json.loads(sys.argv[1]); f=lambda x: "-" if x is None else "%.4f" % x; print("CC fit %s, CC Monte-Carlo %s over %s reflections (coverage %s)" % (f(s.get("cc_fit")), f(s.get("cc_monte_carlo")), s.get("reflections_selected"), f(s.get("coverage"))))' "$EVAL_FIGURES"); nb-fit exit $FIT_RC; fit $FIT_SECONDS s, $(per_still "$FIT_SECONDS" "$STILLS") s/still" "$EVAL_FIGURES"
+    record G3 "$v" "$("$PY" -c 'import json,sys; s=json.loads(sys.argv[1]); f=lambda x: "-" if x is None else "%.4f" % x; print("CC fit %s (%s with the missing as 0), CC Monte-Carlo %s over %s reflections (coverage %s)" % (f(s.get("cc_fit")), f(s.get("cc_fit_missing_as_zero")), f(s.get("cc_monte_carlo")), s.get("reflections_selected"), f(s.get("coverage"))))' "$EVAL_FIGURES"); nb-fit exit $FIT_RC; fit $FIT_SECONDS s, $(per_still "$FIT_SECONDS" "$STILLS") s/still" "$EVAL_FIGURES"
 fi
 
 # ---- G4 ---------------------------------------------------------------------------------

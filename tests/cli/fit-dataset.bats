@@ -120,6 +120,66 @@ EOF
     run -0 nb-sim -q -o /dev/null fit.nbs
 }
 
+@test "fit-dataset: --refine-F takes the experiment list's space group, writes MTZ, and reads one's symmetry" {
+    need_numpy
+    need_ccp4
+    "$PY" "$NB_ROOT/bench/dataset/wilson_hkl.py" --cell 34 52 53 90 90 90 --dmin 2 --space-group P212121 --seed 2 \
+        -o F.hkl --flat-out flat.hkl --asu-out F_asu.hkl
+    nb-geom -q $TRUTH $REST -hkl F.hkl | nb-hkl -q | nb-sim -q | nb-noise -q -seed 4 |
+        nb-convert -q -o wilson_#.cbf -o wilson.expt
+    # the truth's list, its crystals stated in P 21 21 21 as DIALS writes it
+    "$PY" -c 'import json; e = json.load(open("wilson.expt"))
+for c in e["crystal"]: c["space_group_hall_symbol"] = " P 2ac 2ab"
+json.dump(e, open("p212121.expt", "w"))'
+    nb-geom -q -expt p212121.expt -N 12 -round_xtal -fluence 1e27 -oversample 2 -default_F 100 | nb-hkl -q -hkl flat.hkl -o start.nbs
+    # the plan keeps it, and the list it writes back states it
+    nb-convert -q -o back.expt start.nbs
+    [ "$(grep -c '"space_group_hall_symbol": " P 2ac 2ab"' back.expt)" -eq 3 ] || false
+    W="--observed wilson_1.cbf --observed wilson_2.cbf --observed wilson_3.cbf"
+    run -0 nb-fit -v $W --refine-F --refine-frame scale --F-out F_fit.mtz -o fit.nbs start.nbs
+    [[ "$output" == *"reflections of P 21 21 21 refined"* ]] || false
+    # the refined experiments say so
+    nb-convert -q -o fit.expt fit.nbs
+    [ "$(grep -c '"space_group_hall_symbol": " P 2ac 2ab"' fit.expt)" -eq 3 ] || false
+    # the same reflections as the text file (the fit is deterministic)
+    run -0 nb-fit $W --refine-F --refine-frame scale --F-out F_fit.hkl -o fit2.nbs start.nbs
+    [ "$(wc -l < F_fit.hkl)" -gt 100 ] || false
+    # the MTZ file as the field's readers see it: CCP4's (nb-hkl) and cctbx's where DIALS is installed
+    run -0 nb-hkl -v -hkl F_fit.mtz < start.nbs
+    [[ "$output" == *"column F (F, amplitudes)"* ]] || false
+    if "$PY" -c 'import iotbx.mtz' 2>/dev/null; then
+        "$PY" -c 'import iotbx.mtz
+m = iotbx.mtz.object("F_fit.mtz")
+assert str(m.space_group_info()) == "P 21 21 21", m.space_group_info()
+assert m.column_labels() == ["H", "K", "L", "F", "SIGF", "N"], m.column_labels()
+a = [x for x in m.as_miller_arrays() if x.info().labels == ["F", "SIGF"]][0]
+assert a.is_in_asu() and min(a.sigmas()) > 0
+text = {}
+for line in open("F_fit.hkl"):
+    h, k, l, F, s, n = line.split()
+    text[tuple(abs(int(i)) for i in (h, k, l))] = float(F)
+mtz = {tuple(abs(i) for i in hkl): F for hkl, F in zip(a.indices(), a.data())}
+assert set(mtz) == set(text), (len(mtz), len(text))
+assert all(abs(mtz[k] - text[k]) <= 1e-4 * max(1.0, text[k]) for k in text)'
+    fi
+    # a plan of flags states no group: --space-group takes the MTZ file's, or a Hall symbol
+    nb-geom -q $TRUTH $REST -hkl flat.hkl | nb-hkl -q -o flat.nbs
+    run -0 nb-fit -v $W --refine-F --refine-frame scale --space-group F_fit.mtz -o fit3.nbs flat.nbs
+    [[ "$output" == *"$(wc -l < F_fit.hkl) reflections of P 21 21 21 refined"* ]] || false
+    run -0 nb-fit -v $W --refine-F --refine-frame scale --space-group ' P 2ac 2ab' -o fit4.nbs flat.nbs
+    [[ "$output" == *"reflections of P 21 21 21 refined"* ]] || false
+    run -0 nb-fit -v $W --refine-F --refine-frame scale -o fit5.nbs flat.nbs
+    [[ "$output" == *"reflections of P 1 refined"* ]] || false
+    run -2 nb-fit $W --refine-F --refine-frame scale --space-group F.hkl -o fit6.nbs flat.nbs
+    [[ "$output" == *"--space-group 'F.hkl': a file, but not an MTZ file"* ]] || false
+    [ ! -e fit6.nbs ] || false
+    # crystals of two symmetries in one list are refused, naming them
+    "$PY" -c 'import json; e = json.load(open("p212121.expt")); e["crystal"][1]["space_group_hall_symbol"] = " P 1"
+json.dump(e, open("mixed.expt", "w"))'
+    run -1 nb-geom -q -expt mixed.expt -N 12
+    [[ "$output" == *"experiment 1's crystal is in space group ' P 1', experiment 0's in ' P 2ac 2ab'"* ]] || false
+}
+
 @test "fit-dataset: names in the wrong list, unsupported names and counts are refused" {
     run -2 nb-fit $OBS --refine-frame distance start.nbs
     [[ "$output" == *"'distance' is the detector's, shared by every frame"* ]] || false
@@ -133,6 +193,10 @@ EOF
     [[ "$output" == *"3 frames to fit but 1 observed image given"* ]] || false
     run -2 nb-fit $OBS --frames 3:1 --refine-frame scale start.nbs
     [[ "$output" == *"option --frames 3:1: frames are numbered from 1 and A <= B"* ]] || false
+    run -2 nb-fit $OBS --refine-frame scale --residual r.bin -o r.nbs start.nbs
+    [[ "$output" == *"option --residual: a dataset fit writes no residual image"* ]] || false
+    [ ! -e r.bin ] || false
+    [ ! -e r.nbs ] || false
 }
 
 @test "fit-dataset: --frames fits its frames alone; parts' experiments join (a Slurm array's)" {

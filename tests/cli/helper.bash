@@ -32,6 +32,8 @@
 #                          machine, as root, within 60 s (a hang fails)
 #   need_mpi [PROGRAM]     skip unless mpirun is installed and PROGRAM (default
 #                          nb-fit) was built with MPI (links libmpi)
+#   need_ccp4              skip unless the tools were built with CCP4's library
+#                          (nb-hkl reads an mmCIF file's space group with it)
 
 # `run !` and `run -N` need bats 1.5 (Debian 12 has 1.8)
 bats_require_minimum_version 1.5.0
@@ -265,4 +267,11 @@ need_mpi() {
     [ -x "$prog" ] || skip "$prog is not built (make check builds it)"
     ldd "$prog" 2>/dev/null | grep -q 'libmpi\.' ||
         skip "$(basename "$prog") was built without MPI (no mpicc when it was built; Debian: libopenmpi-dev)"
+}
+
+need_ccp4() {
+    printf "data_p\n_symmetry.space_group_name_H-M 'P 1'\nloop_\n_refln.index_h\n_refln.index_k\n_refln.index_l\n_refln.F_meas_au\n1 2 3 4\n" > probe.cif
+    nb-geom -q -cell 10 10 10 90 90 90 -detpixels 4 | nb-hkl -hkl probe.cif -o probe.nbs 2>probe.err ||
+        skip "the tools were built without CCP4's library: $(head -1 probe.err)"
+    rm -f probe.cif probe.nbs probe.err
 }

@@ -38,14 +38,6 @@ need_files() {
     rm -f probe.nbs probe.err
 }
 
-# for the tests without cctbx's files: this nb-hkl reads an mmCIF file (CCP4's operators)
-need_ccp4() {
-    printf "data_p\n_symmetry.space_group_name_H-M 'P 1'\nloop_\n_refln.index_h\n_refln.index_k\n_refln.index_l\n_refln.F_meas_au\n1 2 3 4\n" > probe.cif
-    nb-hkl -hkl probe.cif "$SF_DIR/plan.nbs" -o probe.nbs 2>probe.err ||
-        skip "this nb-hkl does not read mmCIF: $(head -1 probe.err)"
-    rm -f probe.cif probe.nbs probe.err
-}
-
 # the image the double path renders from structure factors FILE [nb-hkl flags]
 render() {
     local out=$1

@@ -43,14 +43,6 @@ need_gemmi() {
     rm -f probe.nbs probe.err
 }
 
-# an nb-hkl built with CCP4's library (it reads gemmi's MTZ with it), gemmi or not
-need_ccp4() {
-    printf "data_p\n_symmetry.space_group_name_H-M 'P 1'\nloop_\n_refln.index_h\n_refln.index_k\n_refln.index_l\n_refln.F_meas_au\n1 2 3 4\n" > probe.cif
-    nb-hkl -hkl probe.cif "$SFM_DIR/plan.nbs" -o probe.nbs 2>probe.err ||
-        skip "this nb-hkl was built without CCP4's library: $(head -1 probe.err)"
-    rm -f probe.cif probe.nbs probe.err
-}
-
 need_cctbx() {
     "$PY" -c 'import iotbx.pdb' 2>/dev/null || skip "$PY cannot import iotbx.pdb (cctbx: Debian's dials package)"
 }
