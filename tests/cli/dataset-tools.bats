@@ -110,6 +110,14 @@ print(v)' "$1"
         --truth-jsonl "$DATA/truth.jsonl" --min-shots 2 --gate G3
     expect_status 1
     [ "$(summary cc_fit)" = None ] || false
+    # the true F of every other reflection alone: a perfect CC where it has F, but the rest count as 0
+    awk '!/^#/ && n++ % 2' "$DATA/F_asu.hkl" > half.hkl
+    run "$PY" "$DS/evaluate.py" --F --truth-hkl "$DATA/F.hkl" --fit-hkl half.hkl \
+        --truth-jsonl "$DATA/truth.jsonl" --min-shots 2 --gate G3
+    expect_status 1
+    approx "$(summary cc_fit)" 1 1e-12
+    [[ "$output" == *"coverage"* ]] || false
+    [[ "$output" == *"as 0, CC"* ]] || false
 }
 
 @test "dataset tools: evaluate.py --compare: a list against itself and against a 0.001 degree turn" {
