@@ -54,9 +54,10 @@ void nb_ccp4_quiet_end(nb_ccp4_quiet *q)
  * found at build time when neither is set */
 static const char *syminfo(void)
 {
-    const char *s = getenv("SYMINFO");
+    static char path[4096];
+    const char *s = getenv("SYMINFO"), *clibd = getenv("CLIBD");
     if (s) return s;
-    if (getenv("CLIBD")) return "$CLIBD/syminfo.lib";
+    if (clibd) return snprintf(path, sizeof path, "%s/syminfo.lib", clibd), path;
     setenv("SYMINFO", NB_CCP4_SYMINFO, 0);
     return NB_CCP4_SYMINFO;
 }
@@ -95,13 +96,9 @@ static int symbol_line(const char *line, const char *kind, char *out, size_t siz
  * (csymlib looks up names only); 0 when the table has no such symbol. */
 static int hall_to_xhm(const char *hall, char *xhm, size_t size)
 {
-    char path[4096], want[96], line[256], got[96] = "";
-    const char *clibd = getenv("CLIBD");
-    if (getenv("SYMINFO")) snprintf(path, sizeof path, "%s", getenv("SYMINFO"));
-    else if (clibd) snprintf(path, sizeof path, "%s/syminfo.lib", clibd);
-    else snprintf(path, sizeof path, "%s", NB_CCP4_SYMINFO);
+    char want[96], line[256], got[96] = "";
     squeeze(hall, want, sizeof want);
-    FILE *fp = fopen(path, "r");
+    FILE *fp = fopen(syminfo(), "r");
     if (!fp) return 0;
     int found = 0, match = 0;
     while (!found && fgets(line, sizeof line, fp)) {

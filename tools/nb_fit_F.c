@@ -329,6 +329,14 @@ static nb_status multiplicity(const ds *d, const fframe *ff, const double *inv_S
     return nb_par_sum(d->par, mult, b->n);
 }
 
+/* F and its sigma from I and I's Fisher information: sigma_F = sigma_I / 2 sqrt(I) */
+static void amplitude(double I, double fisher, double *F, double *sF)
+{
+    const double sI = 1.0 / sqrt(fisher);
+    *F = sqrt(fmax(I, 0.0));
+    *sF = sI / (2.0 * sqrt(fmax(I, sI)));
+}
+
 /* --F-out FILE.mtz: the same reflections (the asymmetric unit, no mates)
  * as MTZ columns H K L F SIGF N; the cell frame 0's start, the wavelength
  * the plan's. */
@@ -343,8 +351,8 @@ static nb_status write_F_mtz(const ds *d, const fbox *b, const double *I, const 
     for (size_t i = 0; !st && i < b->n; i++) {
         if (!(acc[2 * b->n + i] > 0) || !(mult[i] > 0)) continue;
         box_hkl(b, i, &hkl[r][0], &hkl[r][1], &hkl[r][2]);
-        const double sI = 1.0 / sqrt(acc[b->n + i]);
-        F[r] = sqrt(fmax(I[i], 0.0)), F[n + r] = sI / (2.0 * sqrt(fmax(I[i], sI))), F[2 * n + r] = mult[i];
+        amplitude(I[i], acc[b->n + i], &F[r], &F[n + r]);
+        F[2 * n + r] = mult[i];
         r++;
     }
     nb_mtz_amplitudes a = {.spacegroup = b->sg.hall[0] ? b->sg.hall : b->sg.spacegroup,
@@ -371,8 +379,8 @@ static nb_status write_F(const ds *d, const fbox *b, const double *I, const doub
         if (!(acc[2 * b->n + i] > 0) || !(mult[i] > 0)) continue;
         int h, k, l;
         box_hkl(b, i, &h, &k, &l);
-        const double F = sqrt(fmax(I[i], 0.0)), sI = 1.0 / sqrt(acc[b->n + i]);
-        const double sF = sI / (2.0 * sqrt(fmax(I[i], sI)));
+        double F, sF;
+        amplitude(I[i], acc[b->n + i], &F, &sF);
         fprintf(fp, "%d %d %d %.6g %.4g %.0f\n", h, k, l, F, sF, mult[i]);
         if (p1) fprintf(fp, "%d %d %d %.6g %.4g %.0f\n", -h, -k, -l, F, sF, mult[i]);
     }
