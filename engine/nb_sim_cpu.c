@@ -61,6 +61,10 @@ nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setu
     /* the crystal for every (phi step, mosaic domain), in the reference's loop
      * order; phi exactly 0 uses the unrotated cell (docs/deviations.md) */
     kp->ncells = plan->phisteps * plan->mosaic_domains;
+    /* a frame's own spread (frame_mosaic): the domains' angles scaled */
+    const double mosaic_ratio = plan->mosaic_umats_spread > 0.0 && plan->mosaic_spread != plan->mosaic_umats_spread
+                                    ? plan->mosaic_spread / plan->mosaic_umats_spread
+                                    : 1.0;
     if ((st = nb_calloc((void **)&s->cells, (size_t)kp->ncells, 9 * sizeof(double), "rotated cells"))) goto fail;
     for (int t = 0; t < plan->phisteps; t++) {
         double phi = plan->phi0 + plan->phistep * t;
@@ -77,7 +81,8 @@ nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setu
         for (int d = 0; d < plan->mosaic_domains; d++) {
             double *abc = s->cells + 9 * ((size_t)t * plan->mosaic_domains + d);
             if (plan->mosaic_spread > 0.0) {
-                const double *U = plan->mosaic_umats + 9 * d;
+                double U[9];
+                nb_mosaic_umat_rescale(plan->mosaic_umats + 9 * d, mosaic_ratio, U);
                 nb_rotate_umat(ap, abc + 0, U);
                 nb_rotate_umat(bp, abc + 3, U);
                 nb_rotate_umat(cp, abc + 6, U);

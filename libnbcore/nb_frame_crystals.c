@@ -4,7 +4,8 @@
  * refinement), how a frame's view takes its crystal (the reciprocal vectors
  * and the cell's parameters worked out from the real ones), any plan's
  * frame crystal as its view sees it, and the PLAN key FRAME_CRYSTALS with
- * its array (docs/stream-format.md). */
+ * its array (docs/stream-format.md); beside them each frame's own mosaic
+ * spread (frame_mosaic: nb-fit --refine-frame mosaic). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,4 +172,52 @@ nb_status nb_frame_crystals_from_record(const nb_record *rec, nb_plan *p)
         p->frame_crystals = fc;
     } else free(fc);
     return st;
+}
+
+/* ---- per-frame mosaic spreads ------------------------------------------------- */
+
+/* spread[] sane for p: finite, >= 0, and domains to rescale */
+static nb_status frame_mosaic_check(const nb_plan *p, const double *spread, const char *who)
+{
+    if (!(p->mosaic_spread > 0.0) || !(p->mosaic_umats_spread > 0.0) || p->mosaic_domains < 2)
+        return nb_error_set(NB_ERR_DATA, "%s: per-frame mosaic spreads need the plan's mosaic domains "
+                                         "(MOSAIC_SPREAD > 0, MOSAIC_DOMAINS > 1: nb-geom -mosaic DEG -mosaic_domains N)",
+                            who);
+    for (long i = 0; i < p->nframes; i++)
+        if (!(spread[i] >= 0.0) || !isfinite(spread[i]) || spread[i] > M_PI)
+            return nb_error_set(NB_ERR_DATA, "%s: frame %ld's mosaic spread must be 0 .. pi rad", who, i + 1);
+    return NB_OK;
+}
+
+nb_status nb_plan_set_frame_mosaic(nb_plan *p, const double *spread)
+{
+    nb_status st;
+    double *copy;
+    if (p->nframes < 1) return nb_error_set(NB_ERR_DATA, "frame mosaic spreads of a plan without frames");
+    if ((st = frame_mosaic_check(p, spread, "frame mosaic spreads"))) return st;
+    if ((st = nb_calloc((void **)&copy, (size_t)p->nframes, sizeof *copy, "frame mosaic spreads"))) return st;
+    memcpy(copy, spread, (size_t)p->nframes * sizeof *copy);
+    free(p->frame_mosaic);
+    p->frame_mosaic = copy;
+    return NB_OK;
+}
+
+nb_status nb_frame_mosaic_to_record(const nb_plan *p, nb_record *rec)
+{
+    if (!p->frame_mosaic) return NB_OK;
+    return nb_record_add_array(rec, "frame_mosaic", NB_F64, (size_t)p->nframes, p->frame_mosaic, NULL);
+}
+
+nb_status nb_frame_mosaic_from_record(const nb_record *rec, nb_plan *p)
+{
+    if (!nb_record_has_array(rec, "frame_mosaic")) return NB_OK;
+    const void *data;
+    size_t count;
+    nb_status st = nb_record_get_array(rec, "frame_mosaic", NB_F64, &data, &count);
+    if (st) return st;
+    if (count != (size_t)p->nframes)
+        return nb_error_set(NB_ERR_DATA, "PLAN record: the frame_mosaic array does not hold NFRAMES (%d) numbers",
+                            p->nframes);
+    if ((st = frame_mosaic_check(p, data, "PLAN record: frame_mosaic"))) return st;
+    return nb_plan_set_frame_mosaic(p, data);
 }

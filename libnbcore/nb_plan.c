@@ -124,6 +124,7 @@ void nb_plan_free(nb_plan *p)
     free(p->sources);
     free(p->mosaic_umats);
     free(p->frame_crystals);
+    free(p->frame_mosaic);
     free(p->hkl_file);
     free(p->space_group);
     free(p->dump_file);
@@ -351,6 +352,7 @@ nb_status nb_plan_to_record(const nb_plan *p, nb_record *rec)
     if (p->stills.on) nb_stills_to_record(&p->stills, rec);
     /* only when set: a plan without them is the record it always was */
     if ((st = nb_frame_crystals_to_record(p, rec))) return st;
+    if ((st = nb_frame_mosaic_to_record(p, rec))) return st;
     nb_hdr_setf(rec, "UNIT_CELL", "%.10g %.10g %.10g %.10g %.10g %.10g", p->unit_cell[0], p->unit_cell[1],
                 p->unit_cell[2], p->unit_cell[3], p->unit_cell[4], p->unit_cell[5]);
     /* the shared ran1 shuffle table, so nb-noise continues the reference's
@@ -457,7 +459,9 @@ nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
     }
     if ((st = nb_calloc((void **)&p->mosaic_umats, count, sizeof(double), "mosaic matrices"))) goto fail;
     memcpy(p->mosaic_umats, data, count * sizeof(double));
+    p->mosaic_umats_spread = p->mosaic_spread;
     if ((st = nb_frame_crystals_from_record(rec, p))) goto fail;
+    if ((st = nb_frame_mosaic_from_record(rec, p))) goto fail;
     return NB_OK;
 fail:
     nb_plan_free(p);
@@ -539,6 +543,8 @@ void nb_plan_frame_view(const nb_plan *series, long frame, nb_plan *view)
         nb_still_draw(series, frame, &shot);
         nb_still_apply(&shot, view);
     }
+    if (series->frame_mosaic && frame >= 0 && frame < series->nframes)
+        view->mosaic_spread = series->frame_mosaic[frame];
 }
 
 void nb_plan_panel_view(const nb_plan *p, int i, nb_plan *view)

@@ -106,11 +106,18 @@ typedef struct nb_plan {
     double mosaic_spread;
     int mosaic_domains;
     double *mosaic_umats;               /* 9 per domain, row-major */
+    /* the spread the matrices were drawn at (resolved, or read: the record's
+     * MOSAIC_SPREAD; 0: never rescaled).  A view whose mosaic_spread differs
+     * (a frame's own, frame_mosaic) renders the domains with their angles
+     * scaled by the ratio (nb_mosaic_umat_rescale) */
+    double mosaic_umats_spread;
     double phi0, phistep, osc;
     int phisteps;
     int nframes;                        /* rotation series: frame i starts at phi0 + i osc */
     nb_stills stills;                   /* stills: the shots' variation (stills.on 0: a rotation series) */
     nb_frame_crystal *frame_crystals;  /* nframes of them (owned), or NULL: every frame the plan's crystal (or the stills' draws) */
+    double *frame_mosaic;               /* nframes mosaic spreads, rad (owned; nb-fit --refine-frame mosaic), or NULL:
+                                         * every frame the plan's MOSAIC_SPREAD.  PLAN array frame_mosaic */
     int interpolate;                    /* resolved: 0 or 1 */
 
     /* random numbers: seeds as the reference stores them (negated) and the
@@ -190,7 +197,8 @@ int nb_panel_differs(const nb_panel *a, const nb_panel *b, int index, nb_panel_s
 /* Frame i of a rotation series: the plan (a shallow copy, as above) with its
  * spindle start moved by i OSC.  For stills (STILLS), shot i: the crystal
  * turned by the shot's orientation, its N and fluence (nb_stills.h); with
- * frame crystals, frame i's (nb_frame_crystal_apply).  Its spectrum needs
+ * frame crystals, frame i's (nb_frame_crystal_apply); with frame_mosaic, its
+ * MOSAIC_SPREAD frame i's.  Its spectrum needs
  * storage of its own: nb_plan_frame_sources. */
 void nb_plan_frame_view(const nb_plan *series, long frame, nb_plan *view);
 /* Frame crystals (nb_frame_crystal): p->nframes of fc copied into the plan
@@ -216,6 +224,14 @@ nb_status nb_frame_crystal_check(const nb_frame_crystal *fc, long frame, nb_stat
  * frame; absent: none. */
 nb_status nb_frame_crystals_to_record(const nb_plan *p, nb_record *rec);
 nb_status nb_frame_crystals_from_record(const nb_record *rec, nb_plan *p);
+/* Per-frame mosaic spreads (rad, >= 0, finite): p->nframes of them copied
+ * into the plan (replacing any).  The plan must have mosaic domains drawn at a
+ * spread (MOSAIC_SPREAD > 0): a frame's are those rescaled. */
+nb_status nb_plan_set_frame_mosaic(nb_plan *p, const double *spread);
+/* frame_mosaic as a PLAN array and back (nb_plan.c calls them): f64, NFRAMES
+ * of them; absent: none. */
+nb_status nb_frame_mosaic_to_record(const nb_plan *p, nb_record *rec);
+nb_status nb_frame_mosaic_from_record(const nb_record *rec, nb_plan *p);
 
 /* Recompute from the first panel's FPIXELS, SPIXELS, PIXEL_SIZE, FDET, SDET,
  * ODET, PIX0 and the beam the values that follow from them

@@ -187,6 +187,7 @@ void nb_resolve_plan_beam_and_crystal(const nb_resolve_state *s, nb_plan *plan)
     plan->shape = w->shape;
     plan->fudge = w->fudge;
     plan->mosaic_spread = w->mosaic_spread;
+    plan->mosaic_umats_spread = w->mosaic_spread;
     plan->mosaic_domains = w->mosaic_domains;
     plan->phi0 = w->phi0, plan->phistep = w->phistep, plan->osc = w->osc, plan->phisteps = w->phisteps;
     plan->nframes = w->nframes;

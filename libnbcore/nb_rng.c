@@ -114,18 +114,11 @@ float nb_ran1(nb_rng *r, int64_t *idum)
 
 float nb_gammln(float xx) { return nb_dv_gammln(xx); }
 
-void nb_mosaic_rotation_umat(nb_rng *r, float mosaicity, double umat[9], int64_t *idum)
+/* The rotation by rot about the unit axis (v1, v2, v3), row-major: cos(rot) I
+ * + (1 - cos rot) v v^T + sin(rot) [v]x, in the reference's order of
+ * operations (its domains' matrices are these bit for bit). */
+static void axis_angle_umat(double v1, double v2, double v3, double rot, double umat[9])
 {
-    double r1 = (double)2.0 * nb_ran1(r, idum) - 1.0;
-    double r2 = (double)2.0 * nb_ran1(r, idum) - 1.0;
-    double r3 = (double)2.0 * nb_ran1(r, idum) - 1.0;
-    double xyrad = sqrt(1.0 - r2 * r2);
-    /* the reference computes the angle in single precision */
-    double rot = mosaicity * powf((float)(1.0 - r3 * r3), (float)(1.0 / 3.0));
-    double v1 = xyrad * sin(M_PI * r1);
-    double v2 = xyrad * cos(M_PI * r1);
-    double v3 = r2;
-    /* axis-angle to matrix: cos(rot) I + (1 - cos rot) v v^T + sin(rot) [v]x */
     double c = cos(rot), one_c = 1.0 - c, s = sin(rot);
     double cv1 = one_c * v1;
     double cv1v2 = cv1 * v2, cv1v3 = cv1 * v3, cv2v3 = one_c * v2 * v3;
@@ -138,6 +131,49 @@ void nb_mosaic_rotation_umat(nb_rng *r, float mosaicity, double umat[9], int64_t
     umat[6] = cv1v3 - s * v2;
     umat[7] = cv2v3 + s * v1;
     umat[8] = c + one_c * (v3 * v3);
+}
+
+void nb_mosaic_rotation_umat(nb_rng *r, float mosaicity, double umat[9], int64_t *idum)
+{
+    double r1 = (double)2.0 * nb_ran1(r, idum) - 1.0;
+    double r2 = (double)2.0 * nb_ran1(r, idum) - 1.0;
+    double r3 = (double)2.0 * nb_ran1(r, idum) - 1.0;
+    double xyrad = sqrt(1.0 - r2 * r2);
+    /* the reference computes the angle in single precision */
+    double rot = mosaicity * powf((float)(1.0 - r3 * r3), (float)(1.0 / 3.0));
+    double v1 = xyrad * sin(M_PI * r1);
+    double v2 = xyrad * cos(M_PI * r1);
+    double v3 = r2;
+    axis_angle_umat(v1, v2, v3, rot, umat);
+}
+
+void nb_mosaic_umat_rescale(const double U[9], double ratio, double out[9])
+{
+    /* sin(rot) v from the antisymmetric part, cos(rot) from the trace: the
+     * angle to the last bit at the small angles of a mosaic spread */
+    double v[3] = {0.5 * (U[7] - U[5]), 0.5 * (U[2] - U[6]), 0.5 * (U[3] - U[1])};
+    const double sin_rot = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+    const double cos_rot = 0.5 * (U[0] + U[4] + U[8] - 1.0);
+    if (ratio == 1.0 || (sin_rot == 0.0 && cos_rot > 0.0)) { /* unmoved, or no turn (domain 0) */
+        memcpy(out, U, 9 * sizeof *out);
+        return;
+    }
+    if (cos_rot >= 0.0) {
+        for (int k = 0; k < 3; k++) v[k] /= sin_rot;
+    } else {
+        /* past a quarter turn sin(rot) loses the axis: (U + U^T) / 2 - cos I
+         * = (1 - cos) v v^T, its largest diagonal's column, signed as sin v */
+        const double one_c = 1.0 - cos_rot;
+        int j = 0;
+        for (int k = 1; k < 3; k++)
+            if (U[4 * k] > U[4 * j]) j = k;
+        const double vj = sqrt(fmax((U[4 * j] - cos_rot) / one_c, 0.0));
+        double axis[3];
+        for (int k = 0; k < 3; k++) axis[k] = k == j ? vj : 0.5 * (U[3 * k + j] + U[3 * j + k]) / (one_c * vj);
+        const double sign = axis[0] * v[0] + axis[1] * v[1] + axis[2] * v[2] < 0.0 ? -1.0 : 1.0;
+        for (int k = 0; k < 3; k++) v[k] = sign * axis[k];
+    }
+    axis_angle_umat(v[0], v[1], v[2], atan2(sin_rot, cos_rot) * ratio, out);
 }
 
 static void normalize3(double *x, double *y, double *z)

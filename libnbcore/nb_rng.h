@@ -48,6 +48,10 @@ void nb_philox_blocks(int64_t key, uint32_t stream, uint32_t block, uint64_t ind
 /* Random rotation inside a spherical cap of the given (single-precision, as in
  * the reference) angular size: consumes three uniforms. */
 void nb_mosaic_rotation_umat(nb_rng *r, float mosaicity, double umat[9], int64_t *idum);
+/* The same domain at another spread: a rotation's angle times ratio, about
+ * the same axis (the domains' angles are proportional to the spread, so these
+ * are the draws at spread x ratio without drawing again; ratio 1 gives U). */
+void nb_mosaic_umat_rescale(const double U[9], double ratio, double out[9]);
 /* Rotation matrix to the x, y, z missetting angles (radians). */
 void nb_umat2misset(const double umat[9], double missets[3]);
 

@@ -47,8 +47,8 @@ static const nb_tool_info tool = {
     "A dataset fit (--refine-frame, --refine-F, or a plan of per-frame crystals such as\n"
     "nb-geom -expt makes from a DIALS experiment list) refines each frame's own parameters\n"
     "(--refine-frame: misset_x/y/z turn the frame's crystal about the lab axes, cell_*, Na/Nb/Nc,\n"
-    "lambda, scale) with the shared ones of --refine (distance, Xbeam, Ybeam, cell_* ...) and,\n"
-    "with --refine-F, the structure factors of the asymmetric unit, on the fast path, over\n"
+    "lambda, mosaic, scale) with the shared ones of --refine (distance, Xbeam, Ybeam, cell_* ...)\n"
+    "and, with --refine-F, the structure factors of the asymmetric unit, on the fast path, over\n"
     "regions around the spots with a background plane each.  A global stage searches the\n"
     "crystals' turns and the detector's distance and beam centre on the observed spots first.\n"
     "Each frame gets a verdict (its deviance against its expectation, the predicted spots the\n"
@@ -529,6 +529,42 @@ static nb_status add_observed(const nb_opt_args *a)
     return NB_OK;
 }
 
+/* One --observed with a run of '#': a name per frame fitted (every frame of
+ * the plan, or --frames'), the run the frame's number as nb_frame_path makes
+ * it (nb-convert -o s_#.cbf's names). */
+static nb_status observed_pattern(fit_opts *o, const nb_plan *start)
+{
+    if (o->nobserved != 1 || !strchr(o->observed[0], '#')) return NB_OK;
+    const char *tmpl = o->observed[0];
+    const long first = o->frame_first ? o->frame_first - 1 : 0;
+    const long n = o->frame_first ? o->frame_last - o->frame_first + 1 : start->nframes;
+    const size_t each = strlen(tmpl) + 24;
+    char *names;
+    const char **list;
+    if (n < 1 || n > NB_FIT_MAX_OBSERVED) return nb_error_set(NB_ERR_USAGE, "option --observed: %ld frames", n);
+    nb_status st = nb_calloc((void **)&names, (size_t)n, each, "the observed images' names");
+    if (st) return st;
+    if ((st = nb_calloc((void **)&list, (size_t)n, sizeof *list, "the observed images' names"))) {
+        free(names);
+        return st;
+    }
+    for (long i = 0; i < n && !st; i++) {
+        list[i] = names + (size_t)i * each;
+        if (nb_frame_path(tmpl, first + i, names + (size_t)i * each, each))
+            st = nb_error_set(NB_ERR_USAGE, "option --observed: '%s' holds '#' in two places (one run of '#' is the "
+                                            "frame number)", tmpl);
+    }
+    if (st) {
+        free(names);
+        free(list);
+        return st;
+    }
+    free(o->observed);
+    o->observed = list, o->nobserved = (int)n, o->observed_cap = (int)n;
+    o->observed_names = names;
+    return NB_OK;
+}
+
 /* --frames A:B, 1-based and inclusive */
 static nb_status set_frames(const nb_opt_args *a)
 {
@@ -550,7 +586,9 @@ static const nb_opt rows[] = {
      "an observed image: CBF, SMV, TIFF (counts, or float photons), an nb\n"
      "stream (.nbs: its IMAGE record) or raw float photons of the plan's\n"
      "size (a detector of panels: .nbs, or raw float of all its panels);\n"
-     "once per frame of the plan, in frame order",
+     "once per frame of the plan (of --frames), in frame order; or once, a\n"
+     "name with a run of '#', the frame number (from 1, zero-padded to the\n"
+     "run's length, as nb-convert -o s_#.cbf names them): s_###.cbf",
      .needs = "a file name", .type = NB_OPT_CALLBACK, .fn = add_observed},
     {NB_OPT_LOCAL, "--refine", 1, "LIST",
      "the parameters to refine, comma-separated: the names of nb-sim --grad\n"
@@ -580,9 +618,11 @@ static const nb_opt rows[] = {
     {NB_OPT_LOCAL, "--refine-frame", 1, "LIST",
      "a dataset fit: the parameters each frame has its own value of:\n"
      "misset_x, misset_y, misset_z (small turns of the frame's crystal about\n"
-     "the lab axes, degrees), cell_a ... cell_gamma, Na, Nb, Nc, lambda, scale.\n"
-     "--refine then names the shared ones: distance, Xbeam, Ybeam (the whole\n"
-     "detector moved), cell_*, Na, Nb, Nc, lambda, scale",
+     "the lab axes, degrees), cell_a ... cell_gamma, Na, Nb, Nc, lambda,\n"
+     "mosaic (the spread, degrees: the plan's domains, -mosaic_domains, their\n"
+     "angles scaled), scale.  --refine then names the shared ones: distance,\n"
+     "Xbeam, Ybeam (the whole detector moved), cell_*, Na, Nb, Nc, lambda,\n"
+     "mosaic, scale",
      .needs = "a list of names", .type = NB_OPT_STRING, .at = {FO(refine_frame)}},
     {NB_OPT_LOCAL, "--refine-F", 0, NULL,
      "a dataset fit: refine the structure factor of every reflection of the\n"
@@ -762,6 +802,7 @@ int main(int argc, char **argv)
     if (!st) st = nb_reader_open(&r, opts.input);
     if (!st) st = read_start(r, &start, &hkl_rec, &have_plan, &have_hkl);
     if (!st) st = start_hkl(&start, &hkl_rec, have_hkl, &hkl);
+    if (!st) st = observed_pattern(&o, &start);
     int have_refined = 0;
     if (!st) have_refined = !(st = run_fit(&start, &hkl, &o, &par, &refined, &refined_F, &failed));
     if (!st && par.rank == 0) {
@@ -779,6 +820,7 @@ int main(int argc, char **argv)
     nb_reader_close(r);
     nb_engine_close(engine);
     free(o.observed);
+    free(o.observed_names);
     /* a failure the processes agreed on: exit, every process having said so
      * (nb_par's exit handler waits for the others and finalizes) */
     nb_exit_on_error(st);

@@ -21,6 +21,7 @@ enum nb_fit_global { NB_FIT_GLOBAL_AUTO, NB_FIT_GLOBAL_ON, NB_FIT_GLOBAL_OFF };
 typedef struct fit_opts {
     const char **observed;   /* --observed FILE, once per frame */
     int nobserved, observed_cap;
+    char *observed_names;    /* one --observed with a run of '#': the frames' names it made (owned), or NULL */
     const char *refine;       /* --refine LIST: shared by every frame */
     const char *refine_frame; /* --refine-frame LIST: each frame its own */
     int refine_F;             /* --refine-F */

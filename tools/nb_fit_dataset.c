@@ -48,7 +48,7 @@ static nb_status shared_start(ds *d)
     d->zstart[K_SCALE] = 1.0;
     double *v = malloc((size_t)d->nframes * sizeof *v);
     if (!v) return nb_error_set(NB_ERR_NOMEM, "out of memory");
-    for (int k = K_CELL_A; k <= K_LAMBDA; k++) {
+    for (int k = K_CELL_A; k <= K_MOSAIC; k++) {
         if (d->L.where_z[k] < 0) continue;
         long n = 0;
         for (long i = 0; i < d->nframes; i++) {
@@ -328,6 +328,11 @@ static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const f
         return nb_error_set(NB_ERR_USAGE, "option --residual: a dataset fit writes no residual image (it compares "
                                           "the spots' regions alone); render the refined plan (nb-fit ... | "
                                           "nb-sim) and subtract it (nb-math)");
+    if ((d->L.where_p[K_MOSAIC] >= 0 || d->L.where_z[K_MOSAIC] >= 0) &&
+        !(start->mosaic_spread > 0.0 && start->mosaic_umats_spread > 0.0 && start->mosaic_domains > 1))
+        return nb_error_set(NB_ERR_USAGE, "option %s: mosaic: the plan has no mosaic domains to spread (make it "
+                                          "with nb-geom -mosaic DEG -mosaic_domains N: the fit scales their angles)",
+                            d->L.where_p[K_MOSAIC] >= 0 ? "--refine-frame" : "--refine");
     const long want = o->frame_first ? o->frame_last - o->frame_first + 1 : start->nframes;
     if (o->frame_first && o->frame_last > start->nframes)
         return nb_error_set(NB_ERR_USAGE, "option --frames: the plan has %d frames", start->nframes);
@@ -414,12 +419,19 @@ static nb_status refined_plan(ds *d, const double *g, nb_plan *out, int *failed)
         out->space_group = nb_xstrdup(d->space_group_hall);
     }
     nb_frame_crystal *fc;
+    double *mosaic = NULL;
+    const int spreads = d->L.where_p[K_MOSAIC] >= 0 || d->L.where_z[K_MOSAIC] >= 0;
     if ((st = nb_calloc((void **)&fc, (size_t)d->nframes, sizeof *fc, "the frames' crystals"))) return st;
+    if (spreads && (st = nb_calloc((void **)&mosaic, (size_t)d->nframes, sizeof *mosaic, "the frames' spreads"))) {
+        free(fc);
+        return st;
+    }
     *failed = 0;
     for (long i = 0; i < d->nframes; i++) {
         const ds_frame *fr = &d->fr[i];
         const double *row = g + i * G_WIDTH;
         fc[i] = fr->start;
+        if (mosaic) mosaic[i] = fr->mosaic0 * M_PI / 180.0;
         if (!in_range(d, i)) continue;
         if (row[G_FAILED] != DS_FAIL_NONE) {
             fc[i].status = NB_FRAME_FAILED;
@@ -435,10 +447,13 @@ static nb_status refined_plan(ds *d, const double *g, nb_plan *out, int *failed)
         fc[i].fluence = fr->start.fluence * val[K_SCALE];
         fc[i].lambda = val[K_LAMBDA] * 1e-10;
         fc[i].status = 0;
+        if (mosaic) mosaic[i] = fabs(val[K_MOSAIC]) * M_PI / 180.0;
     }
     out->stills.on = 0;
     st = nb_plan_set_frame_crystals(out, fc);
+    if (!st && mosaic) st = nb_plan_set_frame_mosaic(out, mosaic);
     free(fc);
+    free(mosaic);
     return st;
 }
 

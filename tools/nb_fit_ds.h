@@ -11,14 +11,15 @@
 /* What a dataset fit can move.  Rotations are degrees about the lab axes,
  * R = Rz Ry Rx applied to the frame's start crystal (0 at the start); the
  * cell in Angstrom and degrees (the crystal keeps its orientation); N in
- * unit cells; lambda in Angstrom (the frame's sources scaled); distance,
+ * unit cells; lambda in Angstrom (the frame's sources scaled); mosaic the
+ * spread in degrees (the plan's domains, their angles scaled); distance,
  * Xbeam and Ybeam in mm: every panel moved along the first panel's normal,
  * fast and slow axes (Xbeam, Ybeam: where the beam meets the first panel,
  * along its fast and slow axes); scale a factor on the fluence. */
 enum ds_kind {
     K_ROT_X, K_ROT_Y, K_ROT_Z,
     K_CELL_A, K_CELL_B, K_CELL_C, K_CELL_ALPHA, K_CELL_BETA, K_CELL_GAMMA,
-    K_NA, K_NB, K_NC, K_LAMBDA, K_DISTANCE, K_XBEAM, K_YBEAM, K_SCALE,
+    K_NA, K_NB, K_NC, K_LAMBDA, K_MOSAIC, K_DISTANCE, K_XBEAM, K_YBEAM, K_SCALE,
     K_COUNT
 };
 #define DS_MAX (2 * K_COUNT)
@@ -36,6 +37,7 @@ typedef struct ds_frame {
     nb_frame_crystal start;   /* as the plan gives it */
     double U0[9];             /* its orientation: the start's cell vectors are U0 times the standard ones */
     double cell0[6];          /* A, degrees */
+    double mosaic0;           /* its start's mosaic spread, degrees */
     double p[DS_MAX];         /* its own values (layout kp of them) */
     /* the pixels fitted: regions around the spots */
     size_t npix;

@@ -34,6 +34,7 @@ static const struct kind_row {
     [K_NB] = {"Nb", "cell", "Nb", 1, 1},
     [K_NC] = {"Nc", "cell", "Nc", 1, 1},
     [K_LAMBDA] = {"lambda", "Angstrom", "lambda", 1, 1},
+    [K_MOSAIC] = {"mosaic", "degree", "mosaic", 1, 1},
     [K_DISTANCE] = {"distance", "mm", "distance", 0, 1},
     [K_XBEAM] = {"Xbeam", "mm", "Xbeam", 0, 1},
     [K_YBEAM] = {"Ybeam", "mm", "Ybeam", 0, 1},
@@ -60,8 +61,9 @@ static nb_status layout_add(const char *list, int shared, ds_layout *L)
         int k = kind_find(tok);
         if (k < 0 && nb_grad_param_find(tok))
             st = nb_error_set(NB_ERR_UNSUPPORTED, "option %s: '%s' is not supported in a dataset fit (it fits: "
-                                                  "misset_x/y/z, cell_*, Na/Nb/Nc, lambda, scale per frame; "
-                                                  "distance, Xbeam, Ybeam, cell_*, Na/Nb/Nc, lambda, scale shared)",
+                                                  "misset_x/y/z, cell_*, Na/Nb/Nc, lambda, mosaic, scale per "
+                                                  "frame; distance, Xbeam, Ybeam, cell_*, Na/Nb/Nc, lambda, "
+                                                  "mosaic, scale shared)",
                               opt, tok);
         else if (k < 0) st = nb_error_set(NB_ERR_USAGE, "option %s: unknown name '%s'", opt, tok);
         else if (shared ? !kinds[k].shared : !kinds[k].per_frame)
@@ -130,7 +132,10 @@ static void mul3(const double A[9], const double B[9], double C[9])
 
 nb_status ds_frame_start(ds *d, ds_frame *fr)
 {
+    nb_plan view;
     nb_plan_frame_crystal(d->start, fr->index, &fr->start);
+    nb_plan_frame_view(d->start, fr->index, &view);
+    fr->mosaic0 = view.mosaic_spread / DTR;
     const double *v[3] = {fr->start.a, fr->start.b, fr->start.c};
     double len[3];
     for (int i = 0; i < 3; i++) len[i] = nb_vnorm(v[i]);
@@ -165,6 +170,7 @@ void ds_values(const ds *d, const ds_frame *fr, const double *p, const double *z
     for (int i = 0; i < 6; i++) val[K_CELL_A + i] = fr->cell0[i];
     val[K_NA] = fr->start.Na, val[K_NB] = fr->start.Nb, val[K_NC] = fr->start.Nc;
     val[K_LAMBDA] = fr->start.lambda * 1e10;
+    val[K_MOSAIC] = fr->mosaic0;
     for (int k = 0; k < K_COUNT; k++) {
         if (z && d->L.where_z[k] >= 0) val[k] = z[d->L.where_z[k] - d->L.kp];
         if (p && d->L.where_p[k] >= 0) val[k] = p[d->L.where_p[k]];
@@ -223,6 +229,9 @@ static nb_status ds_plan_make(const ds *d, const ds_frame *fr, const double val[
     for (int i = 0; i < 6; i++) P->unit_cell[i] = val[K_CELL_A + i];
     P->Na = val[K_NA], P->Nb = val[K_NB], P->Nc = val[K_NC];
     P->fluence = fr->start.fluence; /* the scale is applied to the image (ds_likelihood) */
+    /* the spread's sign is no physics: the model is even in it, and smooth
+     * through 0 (the domains' angles scaled, nb_mosaic_umat_rescale) */
+    P->mosaic_spread = fabs(val[K_MOSAIC]) * DTR;
     const double ratio = val[K_LAMBDA] * 1e-10 / fr->start.lambda;
     if (ratio != 1.0) {
         if ((st = nb_calloc((void **)&q->sources, (size_t)P->nsources, sizeof *q->sources, "the sources"))) return st;

@@ -185,8 +185,14 @@ json.dump(e, open("mixed.expt", "w"))'
     [[ "$output" == *"'distance' is the detector's, shared by every frame"* ]] || false
     run -2 nb-fit $OBS --refine misset_x --refine-frame scale start.nbs
     [[ "$output" == *"'misset_x' is a frame's own"* ]] || false
-    run -1 nb-fit $OBS --refine-frame mosaic start.nbs
-    [[ "$output" == *"'mosaic' is not supported in a dataset fit"* ]] || false
+    run -1 nb-fit $OBS --refine twotheta --refine-frame scale start.nbs
+    [[ "$output" == *"'twotheta' is not supported in a dataset fit"* ]] || false
+    run -2 nb-fit $OBS --refine-frame mosaic start.nbs
+    [[ "$output" == *"mosaic: the plan has no mosaic domains to spread"* ]] || false
+    run -2 nb-fit --observed 'still_#_#.cbf' --refine-frame scale start.nbs
+    [[ "$output" == *"holds '#' in two places"* ]] || false
+    run -1 nb-fit --observed 'still_##.cbf' --refine-frame scale start.nbs
+    [[ "$output" == *"still_01.cbf"* ]] || false
     run -2 nb-fit $OBS --refine cell_a --refine-frame cell_a start.nbs
     [[ "$output" == *"named twice"* ]] || false
     run -2 nb-fit --observed still_1.cbf --refine-frame scale start.nbs
@@ -211,6 +217,59 @@ json.dump(e, open("mixed.expt", "w"))'
     [ "$(grep -c '"nb-frame-' joined.expt)" -eq 3 ] || false
     run -2 nb-convert -q --frames 2:4 -o too_far.expt fit.nbs
     [[ "$output" == *"the plan has 3 frames"* ]] || false
+}
+
+@test "fit-dataset: each frame's mosaic spread is found from half of it (the plan's domains scaled); the refined plan renders it" {
+    local MOS="-lambda 1 -distance 100 -pixel 0.4 -detpixels 192 -round_xtal -N 12 -fluence 1e27 -oversample 2 -default_F 100 -nframes 3 -stills -mosaic_domains 10 -misset_seed 7"
+    nb-geom -q $TRUTH -mosaic 0.6 $MOS | nb-sim -q -o truth.nbs
+    nb-noise -q -seed 3 truth.nbs | nb-convert -q -o mos_#.cbf
+    nb-geom -q $MOS $START -mosaic 0.3 -o mos-start.nbs
+    run -0 nb-fit -v --observed 'mos_#.cbf' --refine cell_a,cell_b,cell_c \
+        --refine-frame misset_x,misset_y,misset_z,mosaic,scale -o fit.nbs mos-start.nbs
+    echo "$output" > fit.err
+    [[ "$output" == *"3 frames fitted, 0 failed"* ]] || false
+    within cell_a 34 0.0005
+    within cell_c 53 0.0005
+    # each frame's spread (its sigma about 0.0015 degrees)
+    local spreads
+    spreads=$(grep -o 'mosaic = [0-9.e-]*' fit.err | awk '{ print $3 }')
+    echo "$spreads"
+    [ "$(echo "$spreads" | wc -l)" -eq 3 ] || false
+    for m in $spreads; do awk -v m="$m" 'BEGIN { exit !(m > 0.594 && m < 0.606) }' || false; done
+    # the refined plan holds them and renders them: each frame's RMS photons
+    # within 1.5 % of the truth's (the start's, at half the spread, 15 % off)
+    LC_ALL=C grep -a -q frame_mosaic fit.nbs || false
+    nb-sim -q -o fit-image.nbs fit.nbs
+    nb-sim -q -o start-image.nbs mos-start.nbs
+    for n in 1 2 3; do
+        local t f s
+        t=$(nb_key truth.nbs RMS $n) f=$(nb_key fit-image.nbs RMS $n) s=$(nb_key start-image.nbs RMS $n)
+        echo "frame $n: RMS truth $t fit $f start $s"
+        awk -v t="$t" -v f="$f" 'BEGIN { e = f / t - 1; exit !(e < 0.015 && e > -0.015) }' || false
+        awk -v t="$t" -v s="$s" 'BEGIN { e = s / t - 1; exit !(e > 0.1 || e < -0.1) }' || false
+    done
+}
+
+@test "fit-dataset: slurm-fit.sbatch's tasks (one --observed name with '#') keep their plans; their experiments join" {
+    need_numpy
+    for k in 1 2; do
+        SLURM_ARRAY_TASK_ID=$k SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_COUNT=2 NB="$NB_BIN" \
+            REFINE=misset_x,misset_y,misset_z,cell_a,cell_b,cell_c,scale \
+            bash "$NB_ROOT/pipelines/slurm-fit.sbatch" start.nbs parts --observed 'still_#.cbf'
+    done
+    run -0 nb-convert -q --join 'parts/fit_*.expt' -o joined.expt
+    [ "$(grep -c '"nb-frame-' joined.expt)" -eq 3 ] || false
+    run -0 "$PY" "$EVALUATE" --json eval.json model.expt joined.expt
+    echo "$output"
+    "$PY" -c 'import json,sys; s=json.load(open("eval.json")); sys.exit(not (s["measured"] == 3 and s["orientation_deg"]["max"] < 0.01))'
+    # each task's refined plan: its frames' values (task 2: frames 2 and 3)
+    run -0 nb-sim -q --frames 2:3 -o part-image.nbs parts/fit_2.nbs
+    # a task whose nb-fit fails leaves nothing, with nb-fit's status
+    run -1 env SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_COUNT=1 NB="$NB_BIN" \
+        bash "$NB_ROOT/pipelines/slurm-fit.sbatch" start.nbs bad --observed 'nosuch_#.cbf'
+    [[ "$output" == *"nosuch_1.cbf"* ]] || false
+    [ ! -e bad/fit_1.nbs ] || false
+    [ ! -e bad/fit_1.expt ] || false
 }
 
 @test "fit-dataset: mpirun -n 2 gives one process's answer" {

@@ -1,5 +1,6 @@
 /* test_geometry.c - vectors and rotations, the per-pixel helpers of
- * nb_physics.h, the cell, and nb_resolve() end to end on known geometries. */
+ * nb_physics.h, the cell, nb_resolve() end to end on known geometries, and
+ * mosaic domains at another spread (a frame's own). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +12,8 @@
 #include "nb_options.h"
 #include "nb_physics.h"
 #include "nb_plan.h"
+#include "nb_rng.h"
+#include "nb_sim.h"
 #include "nb_util.h"
 #include "nb_vec.h"
 #include "tap.h"
@@ -688,7 +691,7 @@ static void test_command_line(void)
 
     /* headers: -mask before -img whatever the order, then the flags */
     char *argv[] = {"-img", "a.img", "-cell", "100", "-mask", "m.img"};
-    const nb_args_hooks hooks = {NULL, NULL, fake_header, NULL};
+    const nb_args_hooks hooks = {.load_header = fake_header};
     nb_request_defaults(&rq);
     header_calls = 0;
     ok(nb_request_apply_args(&rq, 6, argv, &hooks) == NB_OK && header_calls == 2 &&
@@ -700,6 +703,94 @@ static void test_command_line(void)
     ok(nb_request_apply_args(&rq, 6, argv, NULL) == NB_OK && header_calls == 0,
        "without a header reader, -img and -mask are left to the caller");
     nb_request_free(&rq);
+}
+
+/* ---- mosaic domains at another spread ------------------------------------- */
+
+static double max_diff9(const double *a, const double *b)
+{
+    double m = 0.0;
+    for (int i = 0; i < 9; i++) m = fmax(m, fabs(a[i] - b[i]));
+    return m;
+}
+
+/* The rotation by rot about the unit axis v (Rodrigues), for the checks. */
+static void rotation(const double v[3], double rot, double U[9])
+{
+    const double c = cos(rot), s = sin(rot);
+    const double K[9] = {0, -v[2], v[1], v[2], 0, -v[0], -v[1], v[0], 0};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) U[3 * i + j] = (i == j ? c : 0.0) + (1.0 - c) * v[i] * v[j] + s * K[3 * i + j];
+}
+
+static void test_mosaic_rescale(void)
+{
+    /* the reference's angles are the spread times a draw, in single
+     * precision: twice the spread is twice every angle, exactly */
+    nb_plan a, b;
+    nb_status sa = resolve("-detpixels 24 -cell 60 70 80 90 90 90 -mosaic 0.3 -mosaic_domains 12 -nframes 2 "
+                           "-osc 0.1", &a);
+    nb_status sb = resolve("-detpixels 24 -cell 60 70 80 90 90 90 -mosaic 0.6 -mosaic_domains 12 -nframes 2 "
+                           "-osc 0.1", &b);
+    ok(sa == NB_OK && sb == NB_OK, "plans at spreads 0.3 and 0.6 degrees resolve");
+    if (sa || sb) return;
+    ok(a.mosaic_umats_spread == a.mosaic_spread, "the matrices' spread is the plan's when resolved");
+    double worst = 0.0, moved = 0.0, U[9];
+    for (int d = 0; d < 12; d++) {
+        nb_mosaic_umat_rescale(a.mosaic_umats + 9 * d, 2.0, U);
+        worst = fmax(worst, max_diff9(U, b.mosaic_umats + 9 * d));
+        moved = fmax(moved, max_diff9(a.mosaic_umats + 9 * d, b.mosaic_umats + 9 * d));
+    }
+    ok(worst < 1e-15 && moved > 1e-4, "domains at 0.3 degrees scaled by 2 are the draws at 0.6 (%.2g; apart %.2g)",
+       worst, moved);
+    nb_mosaic_umat_rescale(a.mosaic_umats + 9, 1.0, U);
+    ok(memcmp(U, a.mosaic_umats + 9, sizeof U) == 0, "ratio 1 is the matrix bit for bit");
+    nb_mosaic_umat_rescale(a.mosaic_umats, 3.0, U);
+    ok(memcmp(U, a.mosaic_umats, sizeof U) == 0, "domain 0 (the identity) stays");
+    /* past a quarter turn the axis comes from the symmetric part */
+    const double n = sqrt(1.0 + 4.0 + 9.0), v[3] = {1.0 / n, -2.0 / n, 3.0 / n};
+    double big[9], half[9], back[9];
+    rotation(v, 170.0 / RTD, big);
+    rotation(v, 85.0 / RTD, half);
+    nb_mosaic_umat_rescale(big, 0.5, U);
+    ok(max_diff9(U, half) < 1e-13, "170 degrees halved: 85 about the same axis (%.2g)", max_diff9(U, half));
+    rotation(v, 180.0 / RTD, big);
+    rotation(v, 60.0 / RTD, back);
+    nb_mosaic_umat_rescale(big, 1.0 / 3.0, U);
+    double neg[3] = {-v[0], -v[1], -v[2]}, back_neg[9];
+    rotation(neg, 60.0 / RTD, back_neg);
+    ok(fmin(max_diff9(U, back), max_diff9(U, back_neg)) < 1e-7, "a half turn's third: 60 degrees about its axis");
+
+    /* a frame's own spread: its view renders the domains scaled */
+    const double spread[2] = {a.mosaic_spread, b.mosaic_spread};
+    ok(nb_plan_set_frame_mosaic(&a, spread) == NB_OK, "frame spreads set");
+    nb_plan view;
+    nb_plan_frame_view(&a, 1, &view);
+    ok(view.mosaic_spread == b.mosaic_spread, "frame 2's view has its own spread");
+    nb_sim_setup ca, cb;
+    nb_hkl hkl;
+    memset(&hkl, 0, sizeof hkl);
+    hkl.default_F = 100.0;
+    if (nb_sim_setup_build(&view, &hkl, &ca) == NB_OK) {
+        nb_plan bview;
+        nb_plan_frame_view(&b, 1, &bview);
+        if (nb_sim_setup_build(&bview, &hkl, &cb) == NB_OK) {
+            double cell_worst = 0.0;
+            for (int i = 0; i < 9 * ca.kp.ncells; i++)
+                cell_worst = fmax(cell_worst, fabs(ca.cells[i] - cb.cells[i]) / 1e-9);
+            ok(ca.kp.ncells == cb.kp.ncells && cell_worst < 1e-14,
+               "its rendered cells are the 0.6-degree plan's (%.2g relative)", cell_worst);
+            nb_sim_setup_free(&cb);
+        } else ok(0, "the 0.6-degree plan sets up");
+        nb_sim_setup_free(&ca);
+    } else ok(0, "the view sets up");
+    const double bad[2] = {0.1, -0.1};
+    ok(nb_plan_set_frame_mosaic(&a, bad) == NB_ERR_DATA, "a negative spread is refused");
+    nb_plan_free(&a);
+    nb_plan_free(&b);
+    resolve("-detpixels 24 -cell 60 70 80 90 90 90", &a);
+    ok(nb_plan_set_frame_mosaic(&a, spread) == NB_ERR_DATA, "spreads of a plan without domains are refused");
+    nb_plan_free(&a);
 }
 
 int main(void)
@@ -717,5 +808,6 @@ int main(void)
     test_resolve_defaults();
     test_auto_selection();
     test_command_line();
+    test_mosaic_rescale();
     return tap_done();
 }

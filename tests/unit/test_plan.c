@@ -952,6 +952,53 @@ static void test_frame_crystals(void)
     nb_plan_free(&p);
 }
 
+/* Per-frame mosaic spreads (frame_mosaic): through the record and back bit
+ * for bit, each frame's view takes its own, the matrices keep the spread
+ * they were drawn at; refused without domains, negative, or of the wrong
+ * count. */
+static void test_frame_mosaic(void)
+{
+    nb_plan p, q;
+    nb_record rec;
+    if (make_plan(&p) != NB_OK) {
+        ok(0, "frame mosaic: the base plan builds");
+        return;
+    }
+    p.nframes = 3;
+    const double spread[3] = {0.5 * M_PI / 180.0, 0.8 * M_PI / 180.0, 0.0};
+    nb_status st = nb_plan_set_frame_mosaic(&p, spread);
+    ok(st == NB_OK, "frame mosaic: set (%s)", st ? nb_error_message() : "ok");
+    st = round_trip(&p, &q, &rec);
+    ok(st == NB_OK, "frame mosaic: the plan reads back (%s)", st ? nb_error_message() : "ok");
+    if (!st) {
+        ok(q.frame_mosaic && !memcmp(q.frame_mosaic, spread, sizeof spread) && nb_record_has_array(&rec, "frame_mosaic"),
+           "frame mosaic: array frame_mosaic, every number back bit for bit");
+        ok(q.mosaic_umats_spread == p.mosaic_spread, "frame mosaic: the matrices' spread is MOSAIC_SPREAD");
+        nb_plan v;
+        nb_plan_frame_view(&q, 1, &v);
+        ok(v.mosaic_spread == spread[1] && v.mosaic_umats_spread == p.mosaic_spread,
+           "frame mosaic: frame 1's view has its spread, its matrices' the plan's");
+        nb_record_free(&rec);
+        nb_plan_free(&q);
+    }
+    const double negative[3] = {0.01, -0.01, 0.01};
+    st = nb_plan_set_frame_mosaic(&p, negative);
+    ok(st == NB_ERR_DATA && contains(nb_error_message(), "frame 2"), "frame mosaic: a negative spread is refused: %s",
+       nb_error_message());
+    /* the record's count must be NFRAMES */
+    if (nb_plan_to_record(&p, &rec) == NB_OK) {
+        p.nframes = 2;
+        ok(nb_frame_mosaic_from_record(&rec, &p) == NB_ERR_DATA && contains(nb_error_message(), "NFRAMES"),
+           "frame mosaic: an array of another count is refused: %s", nb_error_message());
+        p.nframes = 3;
+        p.mosaic_spread = 0.0;
+        ok(nb_frame_mosaic_from_record(&rec, &p) == NB_ERR_DATA && contains(nb_error_message(), "mosaic domains"),
+           "frame mosaic: refused without domains: %s", nb_error_message());
+        nb_record_free(&rec);
+    }
+    nb_plan_free(&p);
+}
+
 int main(void)
 {
     nb_set_tool_name("test_plan");
@@ -960,6 +1007,7 @@ int main(void)
     test_corrupted();
     test_panels();
     test_frame_crystals();
+    test_frame_mosaic();
     test_options();
     test_option_tables();
     return tap_done();
