@@ -16,6 +16,7 @@
 #include "nb_options.h"
 #include "nb_plan.h"
 #include "nb_engine.h"
+#include "nb_sim_cuda.h"
 #include "nb_stream.h"
 #include "nb_util.h"
 #include "rawfloat.h"
@@ -579,6 +580,8 @@ static const nb_opt_choice losses[] = {{"poisson", NB_FIT_POISSON}, {"lsq", NB_F
 static const nb_opt_choice globals[] = {
     {"auto", NB_FIT_GLOBAL_AUTO}, {"on", NB_FIT_GLOBAL_ON}, {"off", NB_FIT_GLOBAL_OFF}, {NULL, 0}};
 static const nb_opt_choice precisions[] = {{"double", 1}, {"single", 0}, {NULL, 0}};
+static const nb_opt_choice devices[] = {
+    {"cpu", NB_ENGINE_CPU}, {"cuda", NB_ENGINE_CUDA}, {"auto", NB_ENGINE_AUTO}, {NULL, 0}};
 
 #define FO(f) NB_AT(fit_opts, f)
 static const nb_opt rows[] = {
@@ -609,6 +612,10 @@ static const nb_opt rows[] = {
      .type = NB_OPT_DOUBLE, .at = {FO(overload)}, .sets = {{FO(have_overload), 1}}},
     {FL_PRECISION, .type = NB_OPT_CHOICE, .at = {FO(precision)}, .choices = precisions,
      .expected = "'single' or 'double'", .sets = {{FO(precision_given), 1}}},
+    {NB_OPT_LOCAL, "--device", 1, "cpu|cuda|auto",
+     "where the model and its derivatives are rendered (default cpu; auto:\n"
+     "CUDA when this build has it and a GPU is present, as nb-sim)",
+     .type = NB_OPT_CHOICE, .at = {FO(device)}, .choices = devices, .expected = "cpu, cuda or auto"},
     {NB_OPT_LOCAL, "--iterations", 1, "N", "at most N Levenberg-Marquardt iterations (default 50)",
      .type = NB_OPT_INT, .at = {FO(iterations)}},
     {NB_OPT_LOCAL, "--residual", 1, "FILE",
@@ -730,6 +737,7 @@ static void defaults(fit_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->iterations = 50;
+    o->device = NB_ENGINE_CPU;
     o->precision = 1;
     o->roi_radius = 3.0;
     o->spot_photons = 0.5;
@@ -776,7 +784,8 @@ int main(int argc, char **argv)
     nb_exit_on_error(nb_std_apply(&opts));
     nb_stream_to_stdout(par.rank == 0 && !strcmp(opts.output, "-"));
     if (par.rank != 0 && nb_verbosity() > 0) nb_set_verbosity(0);
-    nb_exit_on_error(nb_engine_open(&engine, NB_ENGINE_CPU));
+    if (o.device != NB_ENGINE_CPU) nb_cuda_environment(); /* before any thread starts */
+    nb_exit_on_error(nb_engine_open(&engine, (nb_engine_device)o.device));
     /* the model's plans are the start's command resolved again: its files through formats/ */
     nb_grad_set_readers(nb_smv_apply_to_request, nb_detector_file_read);
     nb_grad_set_expt_reader(nb_experiment_list_read);

@@ -31,6 +31,7 @@ typedef struct fit_opts {
     double adc, gain, overload;
     int have_adc, have_gain, have_overload;
     int iterations;
+    int device;               /* --device: an nb_engine_device (default the CPU) */
     const char *residual;     /* --residual FILE */
     int precision;            /* 1: the double path's model; 0: the fast path's */
     int precision_given;

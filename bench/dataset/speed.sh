@@ -16,19 +16,21 @@
 #   --parts LIST      frame, F or frame,F (default both)
 #   --stills N        the F part's stills (default 1000)
 #   --threads N       threads of every stage (default: all cores)
+#   --device D        where nb-fit renders: cpu (default), cuda or auto
 # Environment: as run-gates.sh (NB_BIN, PYTHON).  Writes DIR/speed.txt.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 usage() { local fd=2; [ "${1:-2}" != 0 ] || fd=1; sed -n '/^# Usage:/,/^# Environment/p' "$0" | sed 's/^# \{0,1\}//' >&"$fd"; exit "${1:-2}"; }
 
-work=/tmp/nb-speed parts=frame,F stills=1000 thr=()
+work=/tmp/nb-speed parts=frame,F stills=1000 thr=() device=cpu
 while [ $# -gt 0 ]; do
     case $1 in
         --work) work=$2; shift 2 ;;
         --parts) parts=$2; shift 2 ;;
         --stills) stills=$2; shift 2 ;;
         --threads) thr=(--threads "$2"); shift 2 ;;
+        --device) device=$2; shift 2 ;;
         -h|--help) usage 0 ;;
         *) echo "speed.sh: unknown argument '$1'" >&2; usage ;;
     esac
@@ -36,18 +38,19 @@ done
 for p in ${parts//,/ }; do
     case $p in frame|F) ;; *) echo "speed.sh: no part '$p' (frame F)" >&2; exit 2 ;; esac
 done
+case $device in cpu|cuda|auto) ;; *) echo "speed.sh: --device must be cpu, cuda or auto" >&2; exit 2 ;; esac
 want() { case ",$parts," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
 out=$work/speed.txt
 : > "$out"
 say() { echo "$*" | tee -a "$out"; }
-say "# speed.sh on $(nproc) cores ($(uname -m)), $(date -u +%Y-%m-%dT%H:%MZ)"
+say "# speed.sh on $(nproc) cores ($(uname -m)), nb-fit --device $device, $(date -u +%Y-%m-%dT%H:%MZ)"
 
 if want frame; then
     # G1's data and start; nb-fit -v logs every pass's iterations
     G1_REFINE='' G1_REFINE_FRAME=misset_x,misset_y,misset_z,cell_a,cell_b,cell_c \
-        FIT_FLAGS="--iterations 20 --global off -v" \
+        FIT_FLAGS="--iterations 20 --global off -v --device $device" \
         "$here/run-gates.sh" --work "$work/frame" --gates G1 "${thr[@]}" > "$work/frame.log" 2>&1 || true
     log=$work/frame/g1/fit.log
     [ -s "$log" ] || { cat "$work/frame.log" >&2; echo "speed.sh: the frame part's fit did not run" >&2; exit 1; }
@@ -68,7 +71,8 @@ if want frame; then
 fi
 
 if want F; then
-    "$here/run-gates.sh" --work "$work/F" --gates G3 --g3-stills "$stills" "${thr[@]}" > "$work/F.log" 2>&1 || true
+    FIT_FLAGS="--device $device" \
+        "$here/run-gates.sh" --work "$work/F" --gates G3 --g3-stills "$stills" "${thr[@]}" > "$work/F.log" 2>&1 || true
     grep -q '^G3' "$work/F/results.txt" 2>/dev/null \
         || { cat "$work/F.log" >&2; echo "speed.sh: the F part did not run" >&2; exit 1; }
     grep -e '^#   data' -e '^G3' "$work/F/results.txt" | sed 's/^/F: /' | tee -a "$out"

@@ -272,6 +272,20 @@ json.dump(e, open("mixed.expt", "w"))'
     [ ! -e bad/fit_1.expt ] || false
 }
 
+@test "fit-dataset: --device cuda where there is no GPU fails, saying so, and writes nothing; auto fits on the CPU" {
+    if nb-sim -q --device cuda -o /dev/null start.nbs 2>/dev/null; then
+        skip "this machine has a GPU (gpu.bats fits on it)"
+    fi
+    run -1 nb-fit --device cuda $OBS --refine-frame scale -o gpu.nbs start.nbs
+    # no device, or a build without the backend: either is named
+    [[ "$output" == *"--device cuda: "*"CUDA"* ]] || false
+    [ ! -e gpu.nbs ] || false
+    run -0 nb-fit --device auto $OBS --refine-frame scale -o auto.nbs start.nbs
+    [ -s auto.nbs ] || false
+    run -2 nb-fit --device tpu $OBS --refine-frame scale start.nbs
+    [[ "$output" == *"cpu, cuda or auto"* ]] || false
+}
+
 @test "fit-dataset: mpirun -n 2 gives one process's answer" {
     need_mpi
     nb-fit -q $OBS --refine cell_a,cell_b,cell_c --refine-frame misset_x,misset_y,misset_z,scale -o one.nbs start.nbs 2>one.err

@@ -32,6 +32,38 @@ render_both() { # render_both NAME PRECISION [nb-geom flags]: NAME-cpu.bin and N
     expect_has "gpu-check: no usable GPU: nb-sim: --device cuda"
 }
 
+@test "gpu: bench/gpu-session.sh stops at once, saying so, where there is no GPU; its usage errors are 2" {
+    run -2 "$NB_ROOT/bench/gpu-session.sh" --parts check,nosuch --out gs
+    [[ "$output" == *"no part 'nosuch'"* ]] || false
+    run -2 "$NB_ROOT/bench/gpu-session.sh" --stills 0 --out gs
+    nb-geom -default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -detpixels 8 -o probe.nbs
+    if nb-sim -q --device cuda -o /dev/null probe.nbs 2>/dev/null; then
+        skip "this machine has a GPU: bench/gpu-session.sh runs the whole check there"
+    fi
+    run -1 env NB_BIN="$NB_BIN" "$NB_ROOT/bench/gpu-session.sh" --parts check,series --out gs
+    [[ "$output" == *"gpu-session: no usable GPU: nb-sim: --device cuda"* ]] || false
+    grep -q "no usable GPU" gs/summary.txt || false
+}
+
+@test "gpu: nb-fit --device cuda fits a dataset as the CPU does (3 stills: turns, cell, mosaic, scale)" {
+    need_gpu
+    /usr/bin/python3 -c 'import numpy' 2>/dev/null || skip "/usr/bin/python3 has no numpy"
+    local rest="-lambda 1 -distance 100 -pixel 0.4 -detpixels 192 -round_xtal -N 12 -fluence 1e27 -oversample 2 -default_F 100 -nframes 3 -stills -mosaic_domains 5 -misset_seed 7"
+    nb-geom -q -cell 34 52 53 90 90 90 -mosaic 0.4 $rest | nb-sim -q --device cpu | nb-noise -q -seed 3 |
+        nb-convert -q -o s_#.cbf -o model.expt
+    nb-geom -q $rest -cell 34.102 52.156 53.159 90 90 90 -misset 0.2 -0.15 0.1 -mosaic 0.3 -o start.nbs
+    local fit="--observed s_#.cbf --refine cell_a,cell_b,cell_c --refine-frame misset_x,misset_y,misset_z,mosaic,scale"
+    nb-fit -q --device cpu $fit start.nbs | nb-convert -q -o cpu.expt
+    run -0 nb-fit -v --device cuda $fit -o gpu.nbs start.nbs
+    [[ "$output" == *"rendering on"* ]] || false
+    [[ "$output" == *"3 frames fitted, 0 failed"* ]] || false
+    nb-convert -q -o gpu.expt gpu.nbs
+    local evaluate="$NB_ROOT/bench/dataset/evaluate.py"
+    run -0 /usr/bin/python3 "$evaluate" --json eval.json model.expt gpu.expt
+    /usr/bin/python3 -c 'import json,sys; s=json.load(open("eval.json")); sys.exit(not (s["measured"] == 3 and s["orientation_deg"]["max"] < 0.01))'
+    run -0 /usr/bin/python3 "$evaluate" --compare cpu.expt gpu.expt --rtol 1e-4
+}
+
 @test "gpu: the fast path on the GPU matches the CPU's (seed case, 512^2)" {
     need_gpu
     render_both seed single -default_F 100 -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 512
