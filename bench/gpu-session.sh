@@ -74,7 +74,7 @@ bin=$root/bin
 cores=$(nproc)
 shm=/dev/shm
 [ -d "$shm" ] && [ -w "$shm" ] || shm=${TMPDIR:-/tmp}
-scratch=$(mktemp -d "$shm/gpu-session.XXXXXX") || exit 1
+scratch=$(mktemp -d -p "$shm") || exit 1
 trap 'rm -rf "$scratch"' EXIT
 start=$(date +%s)
 failed=0

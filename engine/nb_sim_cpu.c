@@ -61,11 +61,19 @@ nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setu
     /* the crystal for every (phi step, mosaic domain), in the reference's loop
      * order; phi exactly 0 uses the unrotated cell (docs/deviations.md) */
     kp->ncells = plan->phisteps * plan->mosaic_domains;
-    /* a frame's own spread (frame_mosaic): the domains' angles scaled */
-    const double mosaic_ratio = plan->mosaic_umats_spread > 0.0 && plan->mosaic_spread != plan->mosaic_umats_spread
-                                    ? plan->mosaic_spread / plan->mosaic_umats_spread
-                                    : 1.0;
+    double *scaled = NULL;
+    const double *umats = plan->mosaic_umats;
     if ((st = nb_calloc((void **)&s->cells, (size_t)kp->ncells, 9 * sizeof(double), "rotated cells"))) goto fail;
+    /* a frame's own spread (frame_mosaic): the domains' angles scaled, once a domain */
+    if (plan->mosaic_spread > 0.0 && plan->mosaic_umats_spread > 0.0 &&
+        plan->mosaic_spread != plan->mosaic_umats_spread) {
+        if ((st = nb_calloc((void **)&scaled, (size_t)plan->mosaic_domains, 9 * sizeof(double), "mosaic matrices")))
+            goto fail;
+        for (int d = 0; d < plan->mosaic_domains; d++)
+            nb_mosaic_umat_rescale(plan->mosaic_umats + 9 * d, plan->mosaic_spread / plan->mosaic_umats_spread,
+                                   scaled + 9 * d);
+        umats = scaled;
+    }
     for (int t = 0; t < plan->phisteps; t++) {
         double phi = plan->phi0 + plan->phistep * t;
         double ap[3], bp[3], cp[3];
@@ -81,8 +89,7 @@ nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setu
         for (int d = 0; d < plan->mosaic_domains; d++) {
             double *abc = s->cells + 9 * ((size_t)t * plan->mosaic_domains + d);
             if (plan->mosaic_spread > 0.0) {
-                double U[9];
-                nb_mosaic_umat_rescale(plan->mosaic_umats + 9 * d, mosaic_ratio, U);
+                const double *U = umats + 9 * d;
                 nb_rotate_umat(ap, abc + 0, U);
                 nb_rotate_umat(bp, abc + 3, U);
                 nb_rotate_umat(cp, abc + 6, U);
@@ -93,6 +100,7 @@ nb_status nb_sim_setup_build(const nb_plan *plan, const nb_hkl *hkl, nb_sim_setu
             }
         }
     }
+    free(scaled);
     kp->cells = s->cells;
     memcpy(kp->a_star, plan->recip_a, sizeof kp->a_star);
     memcpy(kp->b_star, plan->recip_b, sizeof kp->b_star);

@@ -176,30 +176,34 @@ nb_status nb_frame_crystals_from_record(const nb_record *rec, nb_plan *p)
 
 /* ---- per-frame mosaic spreads ------------------------------------------------- */
 
-/* spread[] sane for p: finite, >= 0, and domains to rescale */
-static nb_status frame_mosaic_check(const nb_plan *p, const double *spread, const char *who)
+int nb_plan_mosaic_rescalable(const nb_plan *p)
 {
-    if (!(p->mosaic_spread > 0.0) || !(p->mosaic_umats_spread > 0.0) || p->mosaic_domains < 2)
+    return p->mosaic_spread > 0.0 && p->mosaic_umats_spread > 0.0 && p->mosaic_domains > 1;
+}
+
+/* spread[] into p (its own copy), sane: finite, 0 .. pi, and domains to rescale */
+static nb_status frame_mosaic_set(nb_plan *p, const double *spread, const char *who)
+{
+    if (p->nframes < 1) return nb_error_set(NB_ERR_DATA, "%s: a plan without frames", who);
+    if (!nb_plan_mosaic_rescalable(p))
         return nb_error_set(NB_ERR_DATA, "%s: per-frame mosaic spreads need the plan's mosaic domains "
                                          "(MOSAIC_SPREAD > 0, MOSAIC_DOMAINS > 1: nb-geom -mosaic DEG -mosaic_domains N)",
                             who);
     for (long i = 0; i < p->nframes; i++)
         if (!(spread[i] >= 0.0) || !isfinite(spread[i]) || spread[i] > M_PI)
             return nb_error_set(NB_ERR_DATA, "%s: frame %ld's mosaic spread must be 0 .. pi rad", who, i + 1);
+    double *copy;
+    nb_status st = nb_calloc((void **)&copy, (size_t)p->nframes, sizeof *copy, "frame mosaic spreads");
+    if (st) return st;
+    memcpy(copy, spread, (size_t)p->nframes * sizeof *copy);
+    free(p->frame_mosaic);
+    p->frame_mosaic = copy;
     return NB_OK;
 }
 
 nb_status nb_plan_set_frame_mosaic(nb_plan *p, const double *spread)
 {
-    nb_status st;
-    double *copy;
-    if (p->nframes < 1) return nb_error_set(NB_ERR_DATA, "frame mosaic spreads of a plan without frames");
-    if ((st = frame_mosaic_check(p, spread, "frame mosaic spreads"))) return st;
-    if ((st = nb_calloc((void **)&copy, (size_t)p->nframes, sizeof *copy, "frame mosaic spreads"))) return st;
-    memcpy(copy, spread, (size_t)p->nframes * sizeof *copy);
-    free(p->frame_mosaic);
-    p->frame_mosaic = copy;
-    return NB_OK;
+    return frame_mosaic_set(p, spread, "frame mosaic spreads");
 }
 
 nb_status nb_frame_mosaic_to_record(const nb_plan *p, nb_record *rec)
@@ -218,6 +222,5 @@ nb_status nb_frame_mosaic_from_record(const nb_record *rec, nb_plan *p)
     if (count != (size_t)p->nframes)
         return nb_error_set(NB_ERR_DATA, "PLAN record: the frame_mosaic array does not hold NFRAMES (%d) numbers",
                             p->nframes);
-    if ((st = frame_mosaic_check(p, data, "PLAN record: frame_mosaic"))) return st;
-    return nb_plan_set_frame_mosaic(p, data);
+    return frame_mosaic_set(p, data, "PLAN record: frame_mosaic");
 }

@@ -228,6 +228,8 @@ nb_status nb_frame_crystals_from_record(const nb_record *rec, nb_plan *p);
  * into the plan (replacing any).  The plan must have mosaic domains drawn at a
  * spread (MOSAIC_SPREAD > 0): a frame's are those rescaled. */
 nb_status nb_plan_set_frame_mosaic(nb_plan *p, const double *spread);
+/* Has p mosaic domains drawn at a spread, that another spread can rescale? */
+int nb_plan_mosaic_rescalable(const nb_plan *p);
 /* frame_mosaic as a PLAN array and back (nb_plan.c calls them): f64, NFRAMES
  * of them; absent: none. */
 nb_status nb_frame_mosaic_to_record(const nb_plan *p, nb_record *rec);

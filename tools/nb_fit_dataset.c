@@ -328,8 +328,7 @@ static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const f
         return nb_error_set(NB_ERR_USAGE, "option --residual: a dataset fit writes no residual image (it compares "
                                           "the spots' regions alone); render the refined plan (nb-fit ... | "
                                           "nb-sim) and subtract it (nb-math)");
-    if ((d->L.where_p[K_MOSAIC] >= 0 || d->L.where_z[K_MOSAIC] >= 0) &&
-        !(start->mosaic_spread > 0.0 && start->mosaic_umats_spread > 0.0 && start->mosaic_domains > 1))
+    if ((d->L.where_p[K_MOSAIC] >= 0 || d->L.where_z[K_MOSAIC] >= 0) && !nb_plan_mosaic_rescalable(start))
         return nb_error_set(NB_ERR_USAGE, "option %s: mosaic: the plan has no mosaic domains to spread (make it "
                                           "with nb-geom -mosaic DEG -mosaic_domains N: the fit scales their angles)",
                             d->L.where_p[K_MOSAIC] >= 0 ? "--refine-frame" : "--refine");
