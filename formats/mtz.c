@@ -251,6 +251,11 @@ nb_status nb_mtz_write_amplitudes(const char *path, const nb_mtz_amplitudes *a)
         ok = mtz->fileout != NULL;
     }
     ok = ok && ccp4_lwtitl(mtz, "nb-fit --refine-F: refined amplitudes", 0);
+    if (ok && a->history) {
+        char line[1][MTZRECORDLENGTH];
+        snprintf(line[0], sizeof line[0], "%s", a->history);
+        ok = MtzAddHistory(mtz, (const char(*)[MTZRECORDLENGTH])line, 1) >= 0;
+    }
     ok = ok && put_symmetry(mtz, sp) && put_reflections(mtz, sp, a, a->cell);
     ok = ok && MtzPut(mtz, " ");
     if (mtz) MtzFree(mtz);

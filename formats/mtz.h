@@ -27,6 +27,7 @@ typedef struct nb_mtz_amplitudes {
     size_t n;
     const int (*hkl)[3];
     const double *F, *sigF, *multiplicity;
+    const char *history;      /* a line for the file's history (NULL: none) */
 } nb_mtz_amplitudes;
 
 /* An MTZ file of columns H K L F SIGF (type Q) N (type I, the

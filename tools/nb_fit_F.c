@@ -164,9 +164,9 @@ static nb_status frame_lattice(ds *d, ds_frame *fr, const fbox *b, fframe *ff)
     static nb_hkl ones;
     ones.default_F = 1.0;
     const nb_hkl *saved = d->hkl;
-    d->hkl = &ones;
+    ds_set_hkl(d, &ones);
     nb_status st = ds_render(d, fr, fr->p, d->z, 0, 0);
-    d->hkl = saved;
+    ds_set_hkl(d, saved);
     if (st) return st;
     double val[K_COUNT], abc[3][3], incident[3] = {0, 0, 0};
     ds_values(d, fr, fr->p, d->z, val);
@@ -229,7 +229,7 @@ static void frame_update(ds_frame *fr, fframe *ff, const double *I, int free_sca
     }
     for (int r = 0; r < fr->nregions; r++) {
         double step[3], rhs[3] = {-H[12 * r + 9], -H[12 * r + 10], -H[12 * r + 11]};
-        for (int a = 0; a < 3; a++) H[12 * r + 4 * a] += 1e-9;
+        ds_plane_damp(H + 12 * r, 0.0);
         if (nb_fit_solve(3, H + 12 * r, 3, rhs, step))
             for (int a = 0; a < 3; a++) fr->bg[3 * r + a] += step[a];
     }
@@ -338,9 +338,10 @@ static void amplitude(double I, double fisher, double *F, double *sF)
 }
 
 /* --F-out FILE.mtz: the same reflections (the asymmetric unit, no mates)
- * as MTZ columns H K L F SIGF N; the cell frame 0's start, the wavelength
- * the plan's. */
-static nb_status write_F_mtz(const ds *d, const fbox *b, const double *I, const double *acc, const double *mult)
+ * as MTZ columns H K L F SIGF N; the cell as refined (cell_says which: a
+ * line of the file's history), the wavelength the plan's. */
+static nb_status write_F_mtz(const ds *d, const fbox *b, const double *I, const double *acc, const double *mult,
+                             const double cell[6], const char *cell_says)
 {
     size_t n = 0;
     for (size_t i = 0; i < b->n; i++) n += acc[2 * b->n + i] > 0 && mult[i] > 0;
@@ -357,8 +358,8 @@ static nb_status write_F_mtz(const ds *d, const fbox *b, const double *I, const 
     }
     nb_mtz_amplitudes a = {.spacegroup = b->sg.hall[0] ? b->sg.hall : b->sg.spacegroup,
                            .lambda = d->start->lambda0 * 1e10, .n = n, .hkl = (const int(*)[3])hkl,
-                           .F = F, .sigF = F + n, .multiplicity = F + 2 * n};
-    memcpy(a.cell, d->start->unit_cell, sizeof a.cell);
+                           .F = F, .sigF = F + n, .multiplicity = F + 2 * n, .history = cell_says};
+    memcpy(a.cell, cell, sizeof a.cell);
     if (!st && (st = nb_mtz_write_amplitudes(d->o->F_out, &a))) nb_error_prefix(st, "--F-out");
     free(hkl), free(F);
     return st;
@@ -366,10 +367,11 @@ static nb_status write_F_mtz(const ds *d, const fbox *b, const double *I, const 
 
 /* --F-out: h k l F sigma multiplicity (P1: with the Friedel mates); an
  * .mtz name: MTZ. */
-static nb_status write_F(const ds *d, const fbox *b, const double *I, const double *acc, const double *mult)
+static nb_status write_F(const ds *d, const fbox *b, const double *I, const double *acc, const double *mult,
+                         const double cell[6], const char *cell_says)
 {
     const size_t len = strlen(d->o->F_out);
-    if (len > 4 && !strcasecmp(d->o->F_out + len - 4, ".mtz")) return write_F_mtz(d, b, I, acc, mult);
+    if (len > 4 && !strcasecmp(d->o->F_out + len - 4, ".mtz")) return write_F_mtz(d, b, I, acc, mult, cell, cell_says);
     nb_outfile *of = NULL;
     nb_status st = nb_outfile_open(&of, d->o->F_out, 0);
     if (st) return st;
@@ -387,30 +389,12 @@ static nb_status write_F(const ds *d, const fbox *b, const double *I, const doub
     return nb_outfile_commit(of);
 }
 
-/* The refined F as the stream's HKL (every equivalent), others the start's default. */
-static nb_status refined_hkl(const ds *d, const fbox *b, const double *I, const double *acc, nb_hkl *out)
-{
-    nb_status st = nb_hkl_alloc(out, -b->H, b->H, -b->K, b->K, -b->Lm, b->Lm, d->hkl->default_F);
-    if (st) return st;
-    out->default_F = d->hkl->default_F;
-    for (size_t i = 0; i < b->n; i++) {
-        int h[3], c[3];
-        box_hkl(b, i, &h[0], &h[1], &h[2]);
-        canonical(b, h, c);
-        const size_t at = box_index(b, c[0], c[1], c[2]);
-        if (at != (size_t)-1 && acc[2 * b->n + at] > 0) out->F[nb_hkl_index(out, h[0], h[1], h[2])] = sqrt(fmax(I[at], 0.0));
-        else if (d->hkl->F && h[0] >= d->hkl->h_min && h[0] <= d->hkl->h_max && h[1] >= d->hkl->k_min &&
-                 h[1] <= d->hkl->k_max && h[2] >= d->hkl->l_min && h[2] <= d->hkl->l_max)
-            out->F[nb_hkl_index(out, h[0], h[1], h[2])] = d->hkl->F[nb_hkl_index(d->hkl, h[0], h[1], h[2])];
-    }
-    out->hkls = (long)b->n;
-    return NB_OK;
-}
-
-/* The rounds: I by Newton on each, then the frames' planes and scales. */
-static nb_status rounds(ds *d, fframe *ff, const fbox *b, double *I, double *acc, double *inv_S)
+/* The rounds: I by Newton on each, then the frames' planes and scales
+ * (from the first round when the I start from a refinement's, warm). */
+static nb_status rounds(ds *d, fframe *ff, const fbox *b, double *I, double *acc, double *inv_S, int warm)
 {
     nb_status st = NB_OK;
+    const double t0 = nb_now();
     for (int round = 0; round < ROUNDS && !st; round++) {
         if ((st = sums(d, ff, I, acc, b))) break;
         shell_means(d, b, I, acc + 2 * b->n, inv_S);
@@ -421,16 +405,187 @@ static nb_status rounds(ds *d, fframe *ff, const fbox *b, double *I, double *acc
         }
         /* the scales free once the I have settled: from a flat start both
          * would wander along the product that the pixels fix */
-        const int free_scale = d->L.where_p[K_SCALE] >= 0 && round >= ROUNDS / 3;
+        const int free_scale = d->L.where_p[K_SCALE] >= 0 && (warm || round >= ROUNDS / 3);
         for (long f = 0; f < d->nframes; f++)
             if (ff[f].L) frame_update(&d->fr[f], &ff[f], I, free_scale);
         if (free_scale) st = gauge(d, ff, I, b->n);
     }
     if (!st) st = sums(d, ff, I, acc, b);
+    ds_clock(d, T_F, t0);
     return st;
 }
 
-nb_status ds_refine_F(ds *d, nb_hkl *refined)
+/* The last refinement's result, kept for --F-out (ds_write_F) and the
+ * next refinement's start. */
+typedef struct ds_F {
+    fbox b;
+    double *I, *acc, *mult;   /* box-sized: I, then gradient, information, pixels; multiplicity */
+    long *box_m;              /* box index -> index in d->Fset (-1: not measured) */
+    long *m_box;              /* and back */
+    const nb_hkl *start_F;    /* the F of the reflections not measured */
+} ds_F;
+
+static void Fset_free(ds_Fset *F)
+{
+    free(F->I), free(F->D), free(F->g), free(F->prior), free(F->Dcorr);
+    memset(F, 0, sizeof *F);
+}
+
+void ds_frefl_free(ds_frame *fr)
+{
+    ds_frefl *x = fr->fref;
+    if (!x) return;
+    free(x->slot), free(x->L), free(x->m), free(x->v), free(x->gI), free(x->DI);
+    free(x);
+    fr->fref = NULL;
+}
+
+void ds_F_free(ds *d)
+{
+    for (long f = 0; d->fr && f < d->nframes; f++) ds_frefl_free(&d->fr[f]);
+    Fset_free(&d->Fset);
+    if (!d->Fres) return;
+    free(d->Fres->I), free(d->Fres->acc), free(d->Fres->mult), free(d->Fres->box_m), free(d->Fres->m_box);
+    nb_sf_data_free(&d->Fres->b.sg);
+    free(d->Fres);
+    d->Fres = NULL;
+}
+
+/* The measured reflections (those with pixels) as d->Fset, and each
+ * frame's pixels' reflections among them (its fref). */
+static nb_status measured_set(ds *d, ds_F *R, fframe *ff, const double *inv_S)
+{
+    const fbox *b = &R->b;
+    ds_Fset *F = &d->Fset;
+    long n = 0;
+    R->box_m = malloc(b->n * sizeof *R->box_m);
+    if (!R->box_m) return nb_error_set(NB_ERR_NOMEM, "out of memory for --refine-F");
+    for (size_t i = 0; i < b->n; i++) R->box_m[i] = R->acc[2 * b->n + i] > 0 ? n++ : -1;
+    const size_t nn = (size_t)(n ? n : 1);
+    F->n = n;
+    F->I = malloc(nn * sizeof *F->I), F->D = malloc(nn * sizeof *F->D), F->g = malloc(nn * sizeof *F->g);
+    F->prior = malloc(nn * sizeof *F->prior), F->Dcorr = calloc(nn, sizeof *F->Dcorr);
+    R->m_box = malloc(nn * sizeof *R->m_box);
+    long *seen = malloc(nn * sizeof *seen);
+    if (!F->I || !F->D || !F->g || !F->prior || !F->Dcorr || !R->m_box || !seen) {
+        free(seen);
+        return nb_error_set(NB_ERR_NOMEM, "out of memory for --refine-F");
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        const long m = R->box_m[i];
+        if (m < 0) continue;
+        R->m_box[m] = (long)i;
+        F->I[m] = R->I[i], F->D[m] = R->acc[b->n + i];
+        F->prior[m] = d->o->F_prior * inv_S[i], F->g[m] = R->acc[i] + F->prior[m];
+    }
+    for (long m = 0; m < n; m++) seen[m] = -1;
+    const int k = d->L.kp + d->L.kz;
+    nb_status st = NB_OK;
+    for (long f = 0; f < d->nframes && !st; f++) {
+        ds_frame *fr = &d->fr[f];
+        ds_frefl_free(fr);
+        if (!ff[f].L) continue;
+        ds_frefl *x = calloc(1, sizeof *x);
+        const size_t np = fr->npix ? fr->npix : 1;
+        if (x) x->slot = malloc(np * sizeof *x->slot), x->L = ff[f].L, x->m = malloc(np * sizeof *x->m);
+        if (x) ff[f].L = NULL; /* the frame's now */
+        if (!x || !x->slot || !x->m) {
+            if (x) free(x->slot), free(x->L), free(x->m), free(x);
+            st = nb_error_set(NB_ERR_NOMEM, "out of memory for --refine-F");
+            break;
+        }
+        fr->fref = x;
+        for (size_t i = 0; i < fr->npix; i++) {
+            const long m = ff[f].refl[i] >= 0 ? R->box_m[ff[f].refl[i]] : -1;
+            if (m < 0) {
+                x->slot[i] = -1;
+                continue;
+            }
+            if (seen[m] < 0 || x->m[seen[m]] != m || seen[m] >= x->nslots) seen[m] = x->nslots, x->m[x->nslots++] = m;
+            x->slot[i] = (int)seen[m];
+        }
+        const size_t ns = (size_t)(x->nslots ? x->nslots : 1);
+        x->v = malloc(ns * (size_t)(k ? k : 1) * sizeof *x->v);
+        x->gI = malloc(ns * sizeof *x->gI), x->DI = malloc(ns * sizeof *x->DI);
+        if (!x->v || !x->gI || !x->DI) st = nb_error_set(NB_ERR_NOMEM, "out of memory for --refine-F");
+    }
+    free(seen);
+    return st;
+}
+
+nb_status ds_F_hkl(const ds *d, const double *I, nb_hkl *out)
+{
+    const ds_F *R = d->Fres;
+    const fbox *b = &R->b;
+    const nb_hkl *start = R->start_F;
+    nb_status st = nb_hkl_alloc(out, -b->H, b->H, -b->K, b->K, -b->Lm, b->Lm, start->default_F);
+    if (st) return st;
+    out->default_F = start->default_F;
+    for (size_t i = 0; i < b->n; i++) {
+        int h[3], c[3];
+        box_hkl(b, i, &h[0], &h[1], &h[2]);
+        canonical(b, h, c);
+        const size_t at = box_index(b, c[0], c[1], c[2]);
+        const long m = at != (size_t)-1 ? R->box_m[at] : -1;
+        if (m >= 0) out->F[nb_hkl_index(out, h[0], h[1], h[2])] = sqrt(fmax(I[m], 0.0));
+        else if (start->F && h[0] >= start->h_min && h[0] <= start->h_max && h[1] >= start->k_min &&
+                 h[1] <= start->k_max && h[2] >= start->l_min && h[2] <= start->l_max)
+            out->F[nb_hkl_index(out, h[0], h[1], h[2])] = start->F[nb_hkl_index(start, h[0], h[1], h[2])];
+    }
+    out->hkls = (long)b->n;
+    return NB_OK;
+}
+
+void ds_F_commit(ds *d)
+{
+    ds_F *R = d->Fres;
+    const ds_Fset *F = &d->Fset;
+    for (long m = 0; R && m < F->n; m++) {
+        R->I[R->m_box[m]] = F->I[m];
+        R->acc[R->b.n + R->m_box[m]] = fmax(F->D[m] - F->Dcorr[m], 1e-3 * F->D[m]);
+    }
+}
+
+/* I's start: flat at the level the pixels ask for, or (warm) the last
+ * refinement's where it has one. */
+static nb_status start_I(ds *d, const fframe *ff, const fbox *b, double *I, int warm)
+{
+    double level[2] = {0, 0};
+    for (long f = 0; f < d->nframes; f++)
+        for (size_t i = 0; ff[f].L && i < d->fr[f].npix; i++) {
+            const double *bg = d->fr[f].bg + 3 * d->fr[f].region[i];
+            level[0] += d->fr[f].y[i] - (bg[0] + bg[1] * d->fr[f].dx[i] + bg[2] * d->fr[f].dy[i]);
+            level[1] += ff[f].scale * ff[f].L[i];
+        }
+    nb_status st = nb_par_sum(d->par, level, 2);
+    const ds_F *w = warm ? d->Fres : NULL;
+    for (size_t i = 0; i < b->n && !st; i++) {
+        I[i] = level[1] > 0 && level[0] > 0 ? level[0] / level[1] : 1.0;
+        if (w && w->b.n == b->n && w->acc[2 * b->n + i] > 0) I[i] = fmax(w->I[i], 1e-6 * I[i]);
+    }
+    return st;
+}
+
+/* How far F moved from the last refinement's: the largest and the rms of
+ * |F - F_last| / sigma_F over the reflections both measured. */
+static void F_moved(ds *d, const fbox *b, const double *I, const double *acc)
+{
+    const ds_F *w = d->Fres;
+    double most = 0.0, sum = 0.0;
+    long n = 0;
+    for (size_t i = 0; w && w->b.n == b->n && i < b->n; i++) {
+        if (!(acc[2 * b->n + i] > 0) || !(w->acc[2 * b->n + i] > 0) || !(acc[b->n + i] > 0)) continue;
+        double F, sF, F0, sF0;
+        amplitude(I[i], acc[b->n + i], &F, &sF);
+        amplitude(w->I[i], w->acc[b->n + i], &F0, &sF0);
+        const double m = fabs(F - F0) / sF;
+        most = fmax(most, m), sum += m * m, n++;
+    }
+    d->F_moved = n ? most : INFINITY;
+    d->F_moved_rms = n ? sqrt(sum / n) : INFINITY;
+}
+
+nb_status ds_refine_F(ds *d, nb_hkl *refined, int warm)
 {
     if (d->start->interpolate)
         return nb_error_set(NB_ERR_UNSUPPORTED, "--refine-F: the plan interpolates F between reflections "
@@ -440,6 +595,7 @@ nb_status ds_refine_F(ds *d, nb_hkl *refined)
     if (st) return st;
     snprintf(d->space_group_hall, sizeof d->space_group_hall, "%s", b.sg.hall);
     box_size(d, &b);
+    if (!d->Fres) warm = 0;
     fframe *ff = calloc((size_t)d->nframes, sizeof *ff);
     double *I = malloc(b.n * sizeof *I), *acc = malloc(3 * b.n * sizeof *acc), *inv_S = malloc(b.n * sizeof *inv_S);
     double *mult = malloc(b.n * sizeof *mult);
@@ -450,32 +606,37 @@ nb_status ds_refine_F(ds *d, nb_hkl *refined)
         if (d->o->frame_first && (f + 1 < d->o->frame_first || f + 1 > d->o->frame_last)) continue;
         st = frame_lattice(d, fr, &b, &ff[f]);
         /* a frame's scale fitted to the start's (flat) F says nothing of its
-         * fluence: the refinement starts them at 1, the plan's fluence */
-        if (!st && d->L.where_p[K_SCALE] >= 0) ff[f].scale = 1.0;
+         * fluence: the first refinement starts them at 1, the plan's
+         * fluence; a warm one from where they are */
+        if (!st && d->L.where_p[K_SCALE] >= 0 && !warm) ff[f].scale = 1.0;
     }
     st = nb_par_agree(d->par, st);
-    /* the start: flat, the level the pixels ask for */
-    double level[2] = {0, 0};
-    for (long f = 0; f < d->nframes && !st; f++)
-        for (size_t i = 0; ff[f].L && i < d->fr[f].npix; i++) {
-            const double *bg = d->fr[f].bg + 3 * d->fr[f].region[i];
-            level[0] += d->fr[f].y[i] - (bg[0] + bg[1] * d->fr[f].dx[i] + bg[2] * d->fr[f].dy[i]);
-            level[1] += ff[f].scale * ff[f].L[i];
-        }
-    if (!st) st = nb_par_sum(d->par, level, 2);
-    for (size_t i = 0; i < b.n && !st; i++) I[i] = level[1] > 0 && level[0] > 0 ? level[0] / level[1] : 1.0;
-    if (!st) st = rounds(d, ff, &b, I, acc, inv_S);
+    if (!st) st = start_I(d, ff, &b, I, warm);
+    if (!st) st = rounds(d, ff, &b, I, acc, inv_S, warm);
     if (!st) shell_means(d, &b, I, acc + 2 * b.n, inv_S);
     if (!st) st = multiplicity(d, ff, inv_S, &b, mult);
     for (long f = 0; f < d->nframes && d->L.where_p[K_SCALE] >= 0; f++) /* the frames' scales as refined here */
         if (ff && ff[f].L) d->fr[f].p[d->L.where_p[K_SCALE]] = ff[f].scale;
-    if (!st && d->o->F_out && d->par->rank == 0) st = write_F(d, &b, I, acc, mult);
-    if (!st) st = refined_hkl(d, &b, I, acc, refined);
+    if (!st) F_moved(d, &b, I, acc);
     long nrefl = 0;
     for (size_t i = 0; !st && i < b.n; i++) nrefl += acc[2 * b.n + i] > 0 && mult[i] > 0;
     if (!st && d->par->rank == 0) nb_info("--refine-F: %ld reflections of %s refined", nrefl, b.sg.spacegroup);
+    ds_F_free(d);
+    if (!st && !(d->Fres = calloc(1, sizeof *d->Fres))) st = nb_error_set(NB_ERR_NOMEM, "out of memory for --refine-F");
+    if (!st) {
+        *d->Fres = (ds_F){.b = b, .I = I, .acc = acc, .mult = mult, .start_F = d->hkl};
+        I = acc = mult = NULL;
+        st = measured_set(d, d->Fres, ff, inv_S);
+    }
+    if (!st) st = ds_F_hkl(d, d->Fset.I, refined);
     for (long f = 0; ff && f < d->nframes; f++) free(ff[f].L), free(ff[f].refl);
-    free(ff), free(I), free(acc), free(inv_S), free(mult);
-    nb_sf_data_free(&b.sg);
+    free(ff), free(inv_S), free(I), free(acc), free(mult);
+    if (!d->Fres) nb_sf_data_free(&b.sg);
     return st;
+}
+
+nb_status ds_write_F(ds *d, const double cell[6], const char *cell_says)
+{
+    if (!d->o->F_out || d->par->rank != 0 || !d->Fres) return NB_OK;
+    return write_F(d, &d->Fres->b, d->Fres->I, d->Fres->acc, d->Fres->mult, cell, cell_says);
 }

@@ -72,93 +72,185 @@ static nb_status predict_regions(ds *d, ds_frame *fr)
     observed ob;
     memset(&ob, 0, sizeof ob);
     const long slot = d->o->frame_first ? fr->index - (d->o->frame_first - 1) : fr->index;
+    const double t0 = nb_now();
     nb_status st = nb_fit_observed_read(d->o->observed[slot], d->o, d->start, fr->index, &ob);
     if (!st) st = nb_fit_leave_out_unrendered(d->start, d->hkl, &ob);
+    ds_clock(d, T_READ, t0);
+    /* with --refine-F, every reflection's spot where a flat F puts it: the
+     * regions are the same whatever F the start holds (a start of refined F
+     * would leave the weak reflections without pixels to be measured on) */
+    const nb_hkl *F = d->hkl;
+    if (d->o->refine_F) ds_set_hkl(d, &d->flat);
     if (!st) st = ds_render(d, fr, fr->p, d->z, 0, 1);
+    if (d->o->refine_F) ds_set_hkl(d, F);
     if (!st) st = ds_regions(d, fr, &ob);
     nb_fit_observed_free(&ob);
     return st;
 }
 
-/* Has an accepted step ended the iterations?  When it moved no parameter by
- * a hundredth of its sigma (1 / sqrt of its information: the planes'
- * slopes, which a background of 0 leaves free to creep, are not asked), or
- * gained less than the single-precision model's rounding makes of -log L
- * (a part in 1e7 of it; a sigma's move gains a half). */
-static int converged(const double *step, const double *H, int k, double gain, double nll)
+/* A frame's normal equations and -log L, kept while a step is tried: the
+ * trial is rendered with its derivatives, so that an accepted step's
+ * equations are the next step's without a render of their own; a refused
+ * one gives these back. */
+typedef struct ne_saved {
+    double H[DS_MAX * DS_MAX], g[DS_MAX], nll;
+    double *Hbb, *Hbv, *gb;
+    size_t cap; /* regions they hold */
+} ne_saved;
+
+static nb_status ne_save(const ds *d, const ds_frame *fr, ne_saved *s)
 {
-    int small = 1;
-    for (int j = 0; j < k && small; j++) small = fabs(step[j]) * sqrt(fmax(H[j * DS_MAX + j], 0.0)) < 0.01;
-    return small || gain < 1e-3 + 2e-7 * fabs(nll);
+    const size_t k = (size_t)(d->L.kp + d->L.kz), nr = fr->nregions ? (size_t)fr->nregions : 1;
+    if (s->cap < nr) {
+        free(s->Hbb), free(s->Hbv), free(s->gb);
+        s->Hbb = malloc(9 * nr * sizeof *s->Hbb), s->Hbv = malloc(3 * (k ? k : 1) * nr * sizeof *s->Hbv);
+        s->gb = malloc(3 * nr * sizeof *s->gb);
+        s->cap = s->Hbb && s->Hbv && s->gb ? nr : 0;
+        if (!s->cap) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    }
+    memcpy(s->H, fr->H, sizeof s->H), memcpy(s->g, fr->g, sizeof s->g);
+    s->nll = fr->nll;
+    memcpy(s->Hbb, fr->Hbb, 9 * (size_t)fr->nregions * sizeof *s->Hbb);
+    memcpy(s->Hbv, fr->Hbv, 3 * k * (size_t)fr->nregions * sizeof *s->Hbv);
+    memcpy(s->gb, fr->gb, 3 * (size_t)fr->nregions * sizeof *s->gb);
+    return NB_OK;
 }
 
-/* Levenberg-Marquardt on frame fr's own values and planes, the shared ones fixed. */
+static void ne_restore(const ds *d, ds_frame *fr, const ne_saved *s)
+{
+    const size_t k = (size_t)(d->L.kp + d->L.kz);
+    memcpy(fr->H, s->H, sizeof s->H), memcpy(fr->g, s->g, sizeof s->g);
+    fr->nll = s->nll;
+    memcpy(fr->Hbb, s->Hbb, 9 * (size_t)fr->nregions * sizeof *s->Hbb);
+    memcpy(fr->Hbv, s->Hbv, 3 * k * (size_t)fr->nregions * sizeof *s->Hbv);
+    memcpy(fr->gb, s->gb, 3 * (size_t)fr->nregions * sizeof *s->gb);
+}
+
+static void ne_free(ne_saved *s) { free(s->Hbb), free(s->Hbv), free(s->gb); }
+
+/* What the quadratic model of the frame's -log L (its normal equations,
+ * undamped) expects a step to gain: dv on its values and the shared ones
+ * (v = [p | z]), dbg on its planes. */
+double ds_predicted_gain(const ds *d, const ds_frame *fr, const double *dv, const double *dbg)
+{
+    const int k = d->L.kp + d->L.kz;
+    double lin = 0.0, quad = 0.0;
+    for (int a = 0; a < k; a++) {
+        lin += fr->g[a] * dv[a];
+        for (int c = 0; c < k; c++) quad += dv[a] * fr->H[a * DS_MAX + c] * dv[c];
+    }
+    for (int r = 0; r < fr->nregions; r++) {
+        const double *Hb = fr->Hbb + 9 * r, *Hv = fr->Hbv + 3 * (size_t)k * r, *b = dbg + 3 * r;
+        for (int q = 0; q < 3; q++) {
+            lin += fr->gb[3 * r + q] * b[q];
+            for (int c = 0; c < 3; c++) quad += b[q] * Hb[3 * q + c] * b[c];
+            for (int a = 0; a < k; a++) quad += 2.0 * b[q] * Hv[q * k + a] * dv[a];
+        }
+    }
+    return -(lin + 0.5 * quad);
+}
+
+/* The iterations end when the next step is expected to gain less than
+ * this, or an accepted one gained less: a hundredth per frame fitted (a
+ * step of a tenth of a sigma gains 0.005), and what the single-precision
+ * model's rounding makes of -log L. */
+double ds_gain_tolerance(double nll, long frames) { return 0.01 * (double)frames + 1e-8 * fabs(nll); }
+
+/* Levenberg-Marquardt on frame fr's own values and planes, the shared ones
+ * fixed; fr->capped when --iterations ended it. */
 static nb_status frame_fit(ds *d, ds_frame *fr, int loss, int iterations)
 {
-    const int kp = d->L.kp;
+    const int kp = d->L.kp, k = kp + d->L.kz;
     double *dbg = malloc(3 * (size_t)(fr->nregions + 1) * sizeof *dbg);
     double *bg_t = malloc(3 * (size_t)(fr->nregions + 1) * sizeof *bg_t);
+    ne_saved saved = {.cap = 0};
     nb_status st = dbg && bg_t ? NB_OK : nb_error_set(NB_ERR_NOMEM, "out of memory");
     if (!st) st = ds_render(d, fr, fr->p, d->z, 1, 0);
+    double t0 = nb_now();
     if (!st) ds_likelihood(d, fr, fr->p, d->z, fr->bg, loss, 1);
+    ds_clock(d, T_NORMAL, t0);
     double lambda = 1e-3;
-    int it = 0;
-    for (; it < iterations && !st; it++) {
-        double dp[DS_MAX], p_t[DS_MAX];
-        if ((st = ds_frame_step(d, fr, lambda, NULL, dp, dbg))) break;
+    int it = 0, done = 0;
+    for (; it < iterations && !st && !done; it++) {
+        double dp[DS_MAX], dv[DS_MAX] = {0}, p_t[DS_MAX];
+        t0 = nb_now();
+        st = ds_frame_step(d, fr, lambda, NULL, dp, dbg);
+        ds_clock(d, T_SOLVE, t0);
+        if (st) break;
+        memcpy(dv, dp, (size_t)kp * sizeof *dp);
+        (void)k;
         for (int j = 0; j < kp; j++) p_t[j] = fr->p[j] + dp[j];
         for (int j = 0; j < 3 * fr->nregions; j++) bg_t[j] = fr->bg[j] + dbg[j];
         ds_planes_project(bg_t, fr->nregions);
-        nb_status ts = ds_render(d, fr, p_t, d->z, 0, 0);
-        const double nll_t = ts ? INFINITY : ds_likelihood(d, fr, p_t, d->z, bg_t, loss, 0);
-        if (!(nll_t < fr->nll)) {
+        /* the gain of the step as taken: the planes as projected */
+        for (int j = 0; j < 3 * fr->nregions; j++) dbg[j] = bg_t[j] - fr->bg[j];
+        const double pred = ds_predicted_gain(d, fr, dv, dbg);
+        if (pred < ds_gain_tolerance(fr->nll, 1)) {
+            done = 1;
+            break;
+        }
+        if ((st = ne_save(d, fr, &saved))) break;
+        nb_status ts = ds_render(d, fr, p_t, d->z, 1, 0);
+        t0 = nb_now();
+        const double nll_t = ts ? INFINITY : ds_likelihood(d, fr, p_t, d->z, bg_t, loss, 1);
+        ds_clock(d, T_NORMAL, t0);
+        if (!(nll_t < saved.nll)) {
+            ne_restore(d, fr, &saved);
             lambda *= 10.0;
-            if (lambda > 1e8) break;
+            if (lambda > 1e8) done = 1; /* no step down from here: the minimum, to rounding */
             continue;
         }
-        const double gain = fr->nll - nll_t;
-        double H[DS_MAX * DS_MAX];
-        memcpy(H, fr->H, sizeof H);
+        const double gain = saved.nll - nll_t;
         memcpy(fr->p, p_t, sizeof fr->p);
         memcpy(fr->bg, bg_t, 3 * (size_t)fr->nregions * sizeof *bg_t);
-        if ((st = ds_render(d, fr, fr->p, d->z, 1, 0))) break;
-        ds_likelihood(d, fr, fr->p, d->z, fr->bg, loss, 1);
         lambda = fmax(lambda / 10.0, 1e-9);
-        if (converged(dp, H, kp, gain, fr->nll)) break;
+        if (gain < ds_gain_tolerance(fr->nll, 1)) done = 1;
     }
+    fr->capped = !st && !done && iterations >= d->o->iterations; /* a stage's own shorter cap is no cap */
     if (!st) {
         char values[512];
         int at = 0;
         for (int j = 0; j < kp && at < (int)sizeof values - 64; j++)
             at += snprintf(values + at, sizeof values - (size_t)at, " %s %.6g", ds_kind_name(d->L.kind[j]), fr->p[j]);
-        nb_info("frame %ld: %s %.10g on %zu pixels in %d regions after %d iterations:%s", fr->index + 1,
-                loss == NB_FIT_LSQ ? "RSS/2" : "-log L", fr->nll, fr->npix, fr->nregions, it, values);
+        nb_info("frame %ld: %s %.10g on %zu pixels in %d regions after %d iterations%s:%s", fr->index + 1,
+                loss == NB_FIT_LSQ ? "RSS/2" : "-log L", fr->nll, fr->npix, fr->nregions, it,
+                fr->capped ? " (the cap)" : "", values);
     }
     free(dbg), free(bg_t);
+    ne_free(&saved);
     return st;
 }
 
-/* Stage 3 on every frame of this process: least squares (lsq_first: at
- * most 10 iterations, the way into the Poisson likelihood's basin), then
- * Poisson; the regions predicted again, Poisson again.  A frame whose system is
+/* Stage 3 on one frame: least squares (lsq_first: at most 10 iterations,
+ * the way into the Poisson likelihood's basin), then Poisson; the regions
+ * predicted again, Poisson again.  Before a joint stage (brief) the
+ * Poisson passes stop at 5 iterations: the joint stage moves every frame
+ * with the shared values, and a frame fitted to convergence against shared
+ * values still wrong is fitted again there.  A frame whose system is
  * singular is failed (its start kept), not the run. */
-static nb_status frames_fit(ds *d, int predict_first, int lsq_first)
+static nb_status frame_pixels(ds *d, ds_frame *fr, int predict_first, int lsq_first, int brief)
+{
+    const int poisson = d->o->loss == NB_FIT_POISSON;
+    const int most = brief && d->o->iterations > 5 ? 5 : d->o->iterations;
+    nb_status st = predict_first ? predict_regions(d, fr) : NB_OK;
+    if (!st && lsq_first) st = frame_fit(d, fr, NB_FIT_LSQ, d->o->iterations < 10 ? d->o->iterations : 10);
+    if (!st && poisson) st = frame_fit(d, fr, NB_FIT_POISSON, most);
+    if (!st) st = predict_regions(d, fr);
+    if (!st && poisson && !brief) st = frame_fit(d, fr, NB_FIT_POISSON, most);
+    if (st == NB_ERR_DATA) {
+        nb_info("frame %ld: %s", fr->index + 1, nb_error_message());
+        fr->failed = DS_FAIL_FIT;
+        st = NB_OK;
+    }
+    return st;
+}
+
+/* Stage 3 on every frame of this process. */
+static nb_status frames_fit(ds *d, int predict_first, int lsq_first, int brief)
 {
     nb_status st = NB_OK;
-    for (long i = 0; i < d->nframes && !st; i++) {
-        ds_frame *fr = &d->fr[i];
-        if (!mine(d, i) || fr->failed == DS_FAIL_FIT) continue;
-        if (predict_first) st = predict_regions(d, fr);
-        if (!st && lsq_first) st = frame_fit(d, fr, NB_FIT_LSQ, d->o->iterations < 10 ? d->o->iterations : 10);
-        if (!st && d->o->loss == NB_FIT_POISSON) st = frame_fit(d, fr, NB_FIT_POISSON, d->o->iterations);
-        if (!st) st = predict_regions(d, fr);
-        if (!st && d->o->loss == NB_FIT_POISSON) st = frame_fit(d, fr, NB_FIT_POISSON, d->o->iterations);
-        if (st == NB_ERR_DATA) {
-            nb_info("frame %ld: %s", i + 1, nb_error_message());
-            fr->failed = DS_FAIL_FIT;
-            st = NB_OK;
-        }
-    }
+    for (long i = 0; i < d->nframes && !st; i++)
+        if (mine(d, i) && d->fr[i].failed != DS_FAIL_FIT) st = frame_pixels(d, &d->fr[i], predict_first, lsq_first, brief);
     return st;
 }
 
@@ -169,24 +261,67 @@ static nb_status frames_fit(ds *d, int predict_first, int lsq_first)
  * spots are not the crystal's): only a frame without spots fails then. */
 enum judge { JUDGE_SPOTS, JUDGE_EXPLAINED, JUDGE_ALL };
 
-/* Stage 4: each frame's verdict at its values, as much as `judge` says. */
+/* Stage 4 on one frame: its verdict at its values, as much as `judge` says. */
+static nb_status verdict_one(ds *d, ds_frame *fr, enum judge judge)
+{
+    nb_status st = ds_render(d, fr, fr->p, d->z, 0, 0);
+    if (!st) st = ds_verdict(d, fr);
+    if (st) return st;
+    if (judge < JUDGE_ALL && fr->failed == DS_FAIL_DEVIANCE) fr->failed = DS_FAIL_NONE;
+    if (judge < JUDGE_EXPLAINED && fr->failed == DS_FAIL_UNEXPLAINED) fr->failed = DS_FAIL_NONE;
+    nb_info("frame %ld: deviance ratio %.3f, %d of %d predicted spots explained, %d of %d strong observed ones "
+            "predicted", fr->index + 1, fr->deviance_ratio, fr->explained_spots, fr->predicted_spots,
+            fr->strong_predicted, fr->strong_spots);
+    return NB_OK;
+}
+
+/* Stage 4: each frame's verdict. */
 static nb_status verdicts(ds *d, enum judge judge)
+{
+    nb_status st = NB_OK;
+    for (long i = 0; i < d->nframes && !st; i++)
+        if (mine(d, i) && d->fr[i].failed != DS_FAIL_FIT) st = verdict_one(d, &d->fr[i], judge);
+    return st;
+}
+
+/* The global stage's fallback: a frame it moved whose fit failed (or whose
+ * start stood out of chance as well) is fitted again from its start, alone,
+ * the shared values as they are; of two passing fits the one of the lower
+ * deviance ratio is kept, and the frame fails only when both fail.  The
+ * moved fit is kept aside whole (its values, regions and planes). */
+static nb_status fallbacks(ds *d, enum judge judge)
 {
     nb_status st = NB_OK;
     for (long i = 0; i < d->nframes && !st; i++) {
         ds_frame *fr = &d->fr[i];
-        if (!mine(d, i) || fr->failed == DS_FAIL_FIT) continue;
-        if (!(st = ds_render(d, fr, fr->p, d->z, 0, 0))) st = ds_verdict(d, fr);
-        if (!st && judge < JUDGE_ALL && fr->failed == DS_FAIL_DEVIANCE) fr->failed = DS_FAIL_NONE;
-        if (!st && judge < JUDGE_EXPLAINED && fr->failed == DS_FAIL_UNEXPLAINED) fr->failed = DS_FAIL_NONE;
-        if (!st)
-            nb_info("frame %ld: deviance ratio %.3f, %d of %d predicted spots explained", i + 1, fr->deviance_ratio,
-                    fr->explained_spots, fr->predicted_spots);
+        if (!mine(d, i) || !fr->moved || fr->retried || (!fr->failed && !fr->start_plausible)) continue;
+        ds_frame moved = *fr;
+        ds_regions_detach(fr);
+        fr->retried = 1, fr->failed = DS_FAIL_NONE;
+        memcpy(fr->p, fr->p_start, sizeof fr->p);
+        st = frame_pixels(d, fr, 1, 1, 0);
+        if (!st && fr->failed != DS_FAIL_FIT) st = verdict_one(d, fr, judge);
+        if (st) {
+            ds_regions_free(&moved);
+            break;
+        }
+        const int keep_start = !fr->failed && (moved.failed || fr->deviance_ratio < moved.deviance_ratio);
+        nb_info("frame %ld: fitted again from its start: %s (deviance ratio %.3f against %.3f moved%s)", i + 1,
+                keep_start ? "kept" : "the move's fit kept", fr->deviance_ratio, moved.deviance_ratio,
+                moved.failed ? ", which failed" : "");
+        if (keep_start) {
+            ds_regions_free(&moved);
+            fr->moved = 0;
+        } else {
+            ds_regions_free(fr);
+            moved.retried = 1;
+            *fr = moved;
+        }
     }
     return st;
 }
 
-static int joins(const ds *d, long i) { return mine(d, i) && d->fr[i].failed == DS_FAIL_NONE; }
+int ds_joins(const ds *d, long i) { return mine(d, i) && d->fr[i].failed == DS_FAIL_NONE; }
 
 /* The frames' normal equations at their values (for the joint stage): the
  * summed -log L over every process. */
@@ -195,9 +330,12 @@ static nb_status joint_equations(ds *d, double *total)
     nb_status st = NB_OK;
     *total = 0.0;
     for (long i = 0; i < d->nframes && !st; i++) {
-        if (!joins(d, i)) continue;
-        if (!(st = ds_render(d, &d->fr[i], d->fr[i].p, d->z, 1, 0)))
+        if (!ds_joins(d, i)) continue;
+        if (!(st = ds_render(d, &d->fr[i], d->fr[i].p, d->z, 1, 0))) {
+            const double t0 = nb_now();
             *total += ds_likelihood(d, &d->fr[i], d->fr[i].p, d->z, d->fr[i].bg, NB_FIT_POISSON, 1);
+            ds_clock(d, T_NORMAL, t0);
+        }
     }
     st = nb_par_agree(d->par, st);
     if (!st) st = nb_par_sum(d->par, total, 1);
@@ -205,19 +343,19 @@ static nb_status joint_equations(ds *d, double *total)
 }
 
 /* The joint step's shared part: dz from the frames' Schur complements. */
-static nb_status joint_dz(ds *d, double lambda, double *dz, double *info)
+nb_status ds_joint_dz(ds *d, double lambda, double *dz)
 {
     const int kz = d->L.kz;
     double S[DS_MAX * DS_MAX + DS_MAX];
     memset(S, 0, sizeof S);
     nb_status st = NB_OK;
     for (long i = 0; i < d->nframes && !st; i++)
-        if (joins(d, i)) st = ds_frame_schur(d, &d->fr[i], lambda, S, S + kz * kz);
+        if (ds_joins(d, i)) st = ds_frame_schur(d, &d->fr[i], lambda, S, S + kz * kz);
     st = nb_par_agree(d->par, st);
     if (!st) st = nb_par_sum(d->par, S, (size_t)(kz * kz + kz));
     if (st) return st;
     double rhs[DS_MAX];
-    for (int a = 0; a < kz; a++) rhs[a] = -S[kz * kz + a], info[a] = S[a * kz + a] / (1.0 + lambda);
+    for (int a = 0; a < kz; a++) rhs[a] = -S[kz * kz + a];
     if (!nb_fit_solve(kz, S, kz, rhs, dz))
         return nb_error_set(NB_ERR_DATA, "the shared parameters are not independent on these frames (a singular "
                                          "system)");
@@ -229,7 +367,67 @@ typedef struct trial {
     double *bg;
 } trial;
 
-/* Stage 5: Levenberg-Marquardt on the shared values with every passing frame's. */
+/* One trial of the joint step: every passing frame's values and planes
+ * moved (dz shared, each frame's by back-substitution), rendered with
+ * derivatives (their normal equations are the next step's when the trial is
+ * taken); *total_t its summed -log L, *pred what the normal equations
+ * expected it to gain. */
+static nb_status joint_trial(ds *d, trial *t, double lambda, const double *dz, const double *z_t, double *total_t,
+                             double *pred)
+{
+    const int kp = d->L.kp, kz = d->L.kz;
+    nb_status st = NB_OK;
+    double sums[2] = {0.0, 0.0};
+    for (long i = 0; i < d->nframes && !st; i++) {
+        ds_frame *fr = &d->fr[i];
+        if (!ds_joins(d, i)) continue;
+        double dp[DS_MAX], dv[DS_MAX], *dbg_taken;
+        free(t[i].bg);
+        t[i].bg = malloc(3 * (size_t)(fr->nregions + 1) * sizeof(double));
+        dbg_taken = malloc(3 * (size_t)(fr->nregions + 1) * sizeof(double));
+        if (!t[i].bg || !dbg_taken) {
+            free(dbg_taken);
+            st = nb_error_set(NB_ERR_NOMEM, "out of memory");
+            break;
+        }
+        const double t0 = nb_now();
+        st = ds_frame_step(d, fr, lambda, dz, dp, t[i].bg);
+        ds_clock(d, T_SOLVE, t0);
+        if (st) {
+            free(dbg_taken);
+            break;
+        }
+        memcpy(dv, dp, (size_t)kp * sizeof *dv), memcpy(dv + kp, dz, (size_t)kz * sizeof *dv);
+        for (int j = 0; j < kp; j++) t[i].p[j] = fr->p[j] + dp[j];
+        for (int j = 0; j < 3 * fr->nregions; j++) t[i].bg[j] += fr->bg[j];
+        ds_planes_project(t[i].bg, fr->nregions);
+        for (int j = 0; j < 3 * fr->nregions; j++) dbg_taken[j] = t[i].bg[j] - fr->bg[j];
+        sums[1] += ds_predicted_gain(d, fr, dv, dbg_taken); /* the planes as projected */
+        free(dbg_taken);
+    }
+    st = nb_par_agree(d->par, st);
+    if (!st) st = nb_par_sum(d->par, sums + 1, 1);
+    if (st) return st;
+    *pred = sums[1];
+    if (*pred < ds_gain_tolerance(*total_t, d->nframes + 1)) return NB_OK; /* not tried: the caller stops */
+    for (long i = 0; i < d->nframes && !st; i++) {
+        ds_frame *fr = &d->fr[i];
+        if (!ds_joins(d, i)) continue;
+        if (!ds_render(d, fr, t[i].p, z_t, 1, 0)) {
+            const double t0 = nb_now();
+            sums[0] += ds_likelihood(d, fr, t[i].p, z_t, t[i].bg, NB_FIT_POISSON, 1);
+            ds_clock(d, T_NORMAL, t0);
+        } else sums[0] = INFINITY;
+    }
+    st = nb_par_agree(d->par, st);
+    if (!st) st = nb_par_sum(d->par, sums, 1);
+    *total_t = sums[0];
+    return st;
+}
+
+/* Stage 5: Levenberg-Marquardt on the shared values with every passing
+ * frame's (a refused trial renders the frames again where they were: their
+ * equations were overwritten by the trial's). */
 static nb_status joint_fit(ds *d)
 {
     const int kz = d->L.kz;
@@ -237,85 +435,122 @@ static nb_status joint_fit(ds *d)
     if (!t) return nb_error_set(NB_ERR_NOMEM, "out of memory");
     double total, lambda = 1e-3;
     nb_status st = joint_equations(d, &total);
-    for (int it = 0; it < d->o->iterations && !st; it++) {
-        double dz[DS_MAX], z_t[DS_MAX], joint_info[DS_MAX], total_t = 0.0;
-        if ((st = joint_dz(d, lambda, dz, joint_info))) break;
+    int it = 0, done = 0;
+    for (; it < d->o->iterations && !st && !done; it++) {
+        double dz[DS_MAX], z_t[DS_MAX], total_t = total, pred = 0.0;
+        if ((st = ds_joint_dz(d, lambda, dz))) break;
         for (int j = 0; j < kz; j++) z_t[j] = d->z[j] + dz[j];
-        for (long i = 0; i < d->nframes && !st; i++) {
-            ds_frame *fr = &d->fr[i];
-            if (!joins(d, i)) continue;
-            double dp[DS_MAX];
-            free(t[i].bg);
-            if (!(t[i].bg = malloc(3 * (size_t)(fr->nregions + 1) * sizeof(double))))
-                st = nb_error_set(NB_ERR_NOMEM, "out of memory");
-            if (!st) st = ds_frame_step(d, fr, lambda, dz, dp, t[i].bg);
-            for (int j = 0; j < d->L.kp && !st; j++) t[i].p[j] = fr->p[j] + dp[j];
-            for (int j = 0; j < 3 * fr->nregions && !st; j++) t[i].bg[j] += fr->bg[j];
-            if (!st) ds_planes_project(t[i].bg, fr->nregions);
-            if (!st && !ds_render(d, fr, t[i].p, z_t, 0, 0))
-                total_t += ds_likelihood(d, fr, t[i].p, z_t, t[i].bg, NB_FIT_POISSON, 0);
-            else if (!st) total_t = INFINITY;
+        if ((st = joint_trial(d, t, lambda, dz, z_t, &total_t, &pred))) break;
+        if (pred < ds_gain_tolerance(total, d->nframes + 1)) {
+            done = 1;
+            break;
         }
-        st = nb_par_agree(d->par, st);
-        if (!st) st = nb_par_sum(d->par, &total_t, 1);
-        if (st) break;
         if (d->par->rank == 0)
-            nb_info("joint iteration %d: -log L = %.12g, trial %.12g, lambda %.1e", it, total, total_t, lambda);
+            nb_info("joint iteration %d: -log L = %.12g, trial %.12g (expected %.4g less), lambda %.1e", it, total,
+                    total_t, pred, lambda);
         if (!(total_t < total)) {
             lambda *= 10.0;
-            if (lambda > 1e8) break;
+            done = lambda > 1e8; /* no step down from here: the minimum, to rounding */
+            if (!done) st = joint_equations(d, &total);
             continue;
         }
         const double gain = total - total_t;
-        double Hz[DS_MAX * DS_MAX];
-        memset(Hz, 0, sizeof Hz);
-        for (int a = 0; a < kz; a++) Hz[a * DS_MAX + a] = joint_info[a];
         memcpy(d->z, z_t, sizeof d->z);
         for (long i = 0; i < d->nframes; i++)
-            if (joins(d, i)) {
+            if (ds_joins(d, i)) {
                 memcpy(d->fr[i].p, t[i].p, sizeof t[i].p);
                 memcpy(d->fr[i].bg, t[i].bg, 3 * (size_t)d->fr[i].nregions * sizeof(double));
             }
-        if ((st = joint_equations(d, &total))) break;
+        total = total_t;
         lambda = fmax(lambda / 10.0, 1e-9);
-        if (converged(dz, Hz, kz, gain, total)) break;
+        done = gain < ds_gain_tolerance(total, d->nframes + 1);
     }
-    for (long i = 0; i < d->nframes; i++) free(t[i].bg);
+    for (long i = 0; i < d->nframes; i++) {
+        if (ds_joins(d, i)) d->fr[i].capped = !st && !done;
+        free(t[i].bg);
+    }
     free(t);
     return st;
 }
 
-/* Stage 6: the structure factors over the frames that pass, then the whole
- * verdict with them; frames it fails are left out and F refined again. */
-static nb_status refine_F(ds *d, nb_hkl *refined)
+/* The shared values' sigmas: the inverse of the frames' summed Schur
+ * complements at the end (every process's frames). */
+static nb_status shared_sigmas(ds *d, double *sigma)
+{
+    const int kz = d->L.kz;
+    double total, S[DS_MAX * DS_MAX + DS_MAX];
+    memset(S, 0, sizeof S);
+    nb_status st = joint_equations(d, &total);
+    for (long i = 0; i < d->nframes && !st; i++)
+        if (ds_joins(d, i)) st = ds_frame_schur(d, &d->fr[i], 0.0, S, S + kz * kz);
+    st = nb_par_agree(d->par, st);
+    if (!st) st = nb_par_sum(d->par, S, (size_t)(kz * kz + kz));
+    for (int j = 0; j < kz && !st; j++) {
+        double unit[DS_MAX] = {0}, col[DS_MAX];
+        unit[j] = 1.0;
+        sigma[j] = nb_fit_solve(kz, S, kz, unit, col) ? sqrt(fabs(col[j])) : NAN;
+    }
+    return st;
+}
+
+/* Does the fit refine anything the model's image depends on (beyond the
+ * scale, which F's rounds refine with F)? */
+static int refines_geometry(const ds *d)
+{
+    for (int j = 0; j < d->L.kp + d->L.kz; j++)
+        if (d->L.kind[j] != K_SCALE) return 1;
+    return 0;
+}
+
+/* Stage 6: the structure factors over the frames that pass: F's own rounds
+ * from the start's (flat) F, then, where the fit refines the image's
+ * geometry, everything with F jointly (nb_fit_joint.c); then the whole
+ * verdict with them, and F again without the frames it fails.  d->hkl is
+ * the refined F after it. */
+static nb_status structure_factors(ds *d, nb_hkl *refined)
 {
     const nb_hkl *start_F = d->hkl;
+    const int geometry = refines_geometry(d);
     nb_status st = NB_OK;
     for (int pass = 0; pass < 2 && !st; pass++) {
-        long failed_before = 0, failed_after = 0;
-        for (long i = 0; i < d->nframes; i++) failed_before += mine(d, i) && d->fr[i].failed;
+        ds_set_hkl(d, start_F);
         nb_hkl_free(refined);
         nb_hkl_init(refined);
-        d->hkl = start_F;
-        if ((st = ds_refine_F(d, refined))) break;
-        d->hkl = refined; /* the verdict's model is the refined F's */
+        if ((st = ds_refine_F(d, refined, pass > 0))) break;
+        ds_set_hkl(d, refined);
+        if (geometry && (st = ds_joint_F(d, refined))) break;
+        long failed_before = 0, failed_after = 0;
+        for (long i = 0; i < d->nframes; i++) failed_before += mine(d, i) && d->fr[i].failed;
         st = nb_par_agree(d->par, verdicts(d, JUDGE_ALL));
         for (long i = 0; i < d->nframes; i++) failed_after += mine(d, i) && d->fr[i].failed;
         double more = (double)(failed_after - failed_before);
         if (!st) st = nb_par_sum(d->par, &more, 1);
-        if (!st && !(more > 0)) break;
+        if (st || !(more > 0)) break;
     }
-    d->hkl = start_F;
     return st;
 }
 
 /* ---- the run ------------------------------------------------------------------- */
+
+/* The rms of the structure factors the plan gives (its grid's, else its
+ * default): a flat F at it predicts spots where F does, on average. */
+static double rms_F(const nb_hkl *hkl)
+{
+    if (!hkl->F) return hkl->default_F;
+    const size_t n = (size_t)(hkl->h_max - hkl->h_min + 1) * (hkl->k_max - hkl->k_min + 1) * (hkl->l_max - hkl->l_min + 1);
+    double sum = 0.0;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (hkl->F[i] > 0) sum += hkl->F[i] * hkl->F[i], m++;
+    return m ? sqrt(sum / m) : hkl->default_F;
+}
 
 static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const fit_opts *o, nb_engine *engine,
                          const nb_par *par)
 {
     memset(d, 0, sizeof *d);
     d->start = start, d->hkl = hkl, d->o = o, d->engine = engine, d->par = par;
+    d->rendered.frame = -1;
     d->nframes = start->nframes;
     d->path = o->precision_given && o->precision ? NB_GRAD_DOUBLE : NB_GRAD_FAST;
     d->total_pixels = nb_plan_total_pixels(start);
@@ -350,6 +585,8 @@ static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const f
         st = nb_calloc((void **)&d->masks[p], (size_t)fp * sp, 1, "the masks");
     }
     for (long i = 0; i < d->nframes && !st; i++) d->fr[i].index = i;
+    nb_hkl_init(&d->flat);
+    d->flat.default_F = rms_F(hkl);
     /* every frame's start on every process (the shared values' medians) */
     for (long i = 0; i < d->nframes && !st; i++) st = ds_frame_start(d, &d->fr[i]);
     if (!st) st = shared_start(d);
@@ -359,6 +596,7 @@ static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const f
 
 static void ds_close(ds *d)
 {
+    ds_F_free(d); /* the frames' reflections with it */
     for (long i = 0; d->fr && i < d->nframes; i++) ds_regions_free(&d->fr[i]);
     free(d->fr);
     free(d->image);
@@ -369,7 +607,9 @@ static void ds_close(ds *d)
 
 /* What each frame came to, on every process: failed code, the verdict's
  * figures, its values. */
-enum { G_FAILED, G_RATIO, G_SPOTS, G_EXPLAINED, G_PIXELS, G_VALUES, G_SIGMAS = G_VALUES + DS_MAX, G_WIDTH = G_SIGMAS + DS_MAX };
+enum { G_FAILED, G_RATIO, G_SPOTS, G_EXPLAINED, G_FEW, G_STRONG, G_STRONG_PREDICTED, G_PIXELS, G_CAPPED, G_NOSPOTS,
+       G_VALUES, G_SIGMAS = G_VALUES + DS_MAX,
+       G_WIDTH = G_SIGMAS + DS_MAX };
 
 static nb_status gather(ds *d, double **out)
 {
@@ -381,8 +621,11 @@ static nb_status gather(ds *d, double **out)
         const ds_frame *fr = &d->fr[i];
         double *row = g + i * G_WIDTH;
         row[G_FAILED] = fr->failed, row[G_RATIO] = fr->deviance_ratio;
-        row[G_SPOTS] = fr->predicted_spots, row[G_EXPLAINED] = fr->explained_spots;
+        row[G_SPOTS] = fr->predicted_spots, row[G_EXPLAINED] = fr->explained_spots, row[G_FEW] = fr->few;
+        row[G_STRONG] = fr->strong_spots, row[G_STRONG_PREDICTED] = fr->strong_predicted;
         row[G_PIXELS] = (double)fr->npix;
+        row[G_CAPPED] = fr->capped;
+        row[G_NOSPOTS] = fr->no_spots;
         for (int j = 0; j < d->L.kp; j++) row[G_VALUES + j] = fr->p[j];
         if (fr->failed || ds_frame_sigmas(d, fr, row + G_SIGMAS))
             for (int j = 0; j < d->L.kp; j++) row[G_SIGMAS + j] = 0.0;
@@ -456,26 +699,6 @@ static nb_status refined_plan(ds *d, const double *g, nb_plan *out, int *failed)
     return st;
 }
 
-/* The shared values' sigmas: the inverse of the frames' summed Schur
- * complements at the end (every process's frames). */
-static nb_status shared_sigmas(ds *d, double *sigma)
-{
-    const int kz = d->L.kz;
-    double total, S[DS_MAX * DS_MAX + DS_MAX];
-    memset(S, 0, sizeof S);
-    nb_status st = joint_equations(d, &total);
-    for (long i = 0; i < d->nframes && !st; i++)
-        if (joins(d, i)) st = ds_frame_schur(d, &d->fr[i], 0.0, S, S + kz * kz);
-    st = nb_par_agree(d->par, st);
-    if (!st) st = nb_par_sum(d->par, S, (size_t)(kz * kz + kz));
-    for (int j = 0; j < kz && !st; j++) {
-        double unit[DS_MAX] = {0}, col[DS_MAX];
-        unit[j] = 1.0;
-        sigma[j] = nb_fit_solve(kz, S, kz, unit, col) ? sqrt(fabs(col[j])) : NAN;
-    }
-    return st;
-}
-
 /* stderr: the shared values, each frame's failure, a summary. */
 static void report(const ds *d, const double *g, const double *zsigma, int failed)
 {
@@ -490,6 +713,11 @@ static void report(const ds *d, const double *g, const double *zsigma, int faile
         const double *row = g + i * G_WIDTH;
         if (!in_range(d, i)) continue;
         fitted++;
+        if (row[G_CAPPED] && row[G_FAILED] == DS_FAIL_NONE)
+            fprintf(stderr, "nb-fit: frame %ld: stopped at --iterations %d before it converged\n", i + 1,
+                    d->o->iterations);
+        if (row[G_NOSPOTS] && row[G_FAILED] == DS_FAIL_NONE)
+            fprintf(stderr, "nb-fit: frame %ld: no spots, predicted or observed: it adds nothing\n", i + 1);
         if (row[G_FAILED] == DS_FAIL_NONE) {
             if (nb_verbosity() > 0) {
                 fprintf(stderr, "frame %ld:", i + 1);
@@ -502,10 +730,59 @@ static void report(const ds *d, const double *g, const double *zsigma, int faile
             continue;
         }
         char why[256];
-        ds_why(d, (int)row[G_FAILED], row[G_RATIO], (int)row[G_SPOTS], (int)row[G_EXPLAINED], why, sizeof why);
+        const ds_figures v = {(int)row[G_FAILED], row[G_RATIO], (int)row[G_FEW], (int)row[G_SPOTS], (int)row[G_EXPLAINED],
+                              (int)row[G_STRONG], (int)row[G_STRONG_PREDICTED]};
+        ds_why(d, &v, why, sizeof why);
         fprintf(stderr, "nb-fit: frame %ld failed: %s; its start is kept\n", i + 1, why);
     }
     fprintf(stderr, "nb-fit: %ld frame%s fitted, %d failed\n", fitted, fitted == 1 ? "" : "s", failed);
+}
+
+/* -v: where the time went (this process's frames; rank 0 says). */
+static void report_clocks(const ds *d)
+{
+    static const char *what[T_CLOCKS] = {
+        [T_READ] = "reading images", [T_PREDICT] = "renders to predict regions",
+        [T_STEP] = "renders of values", [T_GRAD] = "renders with derivatives",
+        [T_NORMAL] = "likelihoods and normal equations", [T_SOLVE] = "solves",
+        [T_GLOBAL] = "the global stage", [T_F] = "structure factors (their sums)"};
+    if (d->par->rank != 0 || nb_verbosity() < 1) return;
+    for (int c = 0; c < T_CLOCKS; c++)
+        if (d->clock_n[c]) nb_info("time: %-34s %8.2f s (%ld)", what[c], d->clock_s[c], d->clock_n[c]);
+}
+
+/* --F-out's cell: the shared one where it is refined, else the mean of the
+ * passing frames' (each as refined, or as it started); says which. */
+static void F_out_cell(ds *d, const double *g, double cell[6], char *says, size_t size)
+{
+    double sum[6] = {0};
+    long n = 0;
+    int shared = 0;
+    for (int k = K_CELL_A; k <= K_CELL_GAMMA; k++) shared |= d->L.where_z[k] >= 0;
+    for (long i = 0; i < d->nframes; i++) {
+        const double *row = g + i * G_WIDTH;
+        if (!in_range(d, i) || row[G_FAILED] != DS_FAIL_NONE) continue;
+        double val[K_COUNT];
+        ds_values(d, &d->fr[i], row + G_VALUES, d->z, val);
+        for (int j = 0; j < 6; j++) sum[j] += val[K_CELL_A + j];
+        n++;
+    }
+    for (int j = 0; j < 6; j++) cell[j] = n ? sum[j] / n : d->start->unit_cell[j];
+    if (shared)
+        snprintf(says, size, "nb-fit: the cell is the refined shared cell %.4f %.4f %.4f %.3f %.3f %.3f", cell[0], cell[1],
+                 cell[2], cell[3], cell[4], cell[5]);
+    else
+        snprintf(says, size, "nb-fit: the cell is the mean of %ld frames' cells %.4f %.4f %.4f %.3f %.3f %.3f", n,
+                 cell[0], cell[1], cell[2], cell[3], cell[4], cell[5]);
+}
+
+/* The regions of every frame in the joint stage, predicted at its values. */
+static nb_status predict_joining(ds *d)
+{
+    nb_status st = NB_OK;
+    for (long i = 0; i < d->nframes && !st; i++)
+        if (ds_joins(d, i)) st = predict_regions(d, &d->fr[i]);
+    return nb_par_agree(d->par, st);
 }
 
 nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o, nb_engine *engine,
@@ -521,22 +798,32 @@ nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts
     const int moves = d.L.where_z[K_DISTANCE] >= 0 || d.L.where_z[K_XBEAM] >= 0 || d.L.where_z[K_YBEAM] >= 0;
     const int global = o->global == NB_FIT_GLOBAL_ON || (o->global == NB_FIT_GLOBAL_AUTO && (turns || moves));
     if (!st && global) st = nb_par_agree(par, ds_global(&d));
-    if (!st && d.L.kp + d.L.kz) st = nb_par_agree(par, frames_fit(&d, global, 1));
+    if (!st && d.L.kp + d.L.kz) st = nb_par_agree(par, frames_fit(&d, global, 1, d.L.kz > 0));
     const enum judge before_F = o->refine_F ? JUDGE_SPOTS : JUDGE_ALL;
     const enum judge first = o->refine_F ? JUDGE_SPOTS : d.L.kz ? JUDGE_EXPLAINED : JUDGE_ALL;
     if (!st) st = nb_par_agree(par, verdicts(&d, first));
+    if (!st && global) st = nb_par_agree(par, fallbacks(&d, first));
     if (!st && d.L.kz) {
         st = joint_fit(&d);
-        if (!st) st = nb_par_agree(par, frames_fit(&d, 0, 0));
+        if (!st) st = predict_joining(&d);
+        if (!st) st = joint_fit(&d);
         if (!st) st = nb_par_agree(par, verdicts(&d, before_F));
+        if (!st && global) st = nb_par_agree(par, fallbacks(&d, before_F));
     }
-    if (!st && o->refine_F) st = refine_F(&d, refined);
+    if (!st && o->refine_F) st = structure_factors(&d, refined);
     double zsigma[DS_MAX];
     for (int j = 0; j < DS_MAX; j++) zsigma[j] = NAN;
     if (!st && d.L.kz) st = shared_sigmas(&d, zsigma);
     if (!st) st = gather(&d, &g);
     if (!st) st = refined_plan(&d, g, out, failed);
+    if (!st && o->refine_F && o->F_out) {
+        double cell[6];
+        char says[200];
+        F_out_cell(&d, g, cell, says, sizeof says);
+        st = ds_write_F(&d, cell, says);
+    }
     if (!st) report(&d, g, zsigma, *failed);
+    if (!st) report_clocks(&d);
     free(g);
     ds_close(&d);
     return st;

@@ -47,10 +47,18 @@ typedef struct ds_frame {
     double *y;                /* observed photons */
     int nregions;
     double *bg;               /* 3 per region: the plane */
-    /* the observed spots (the global stage), centroids */
+    unsigned regions_made;    /* counts ds_regions' calls: a render's mask is the regions' */
+    /* the observed spots (the global stage): centroids, photons above the panel's median */
     int nspots;
     int *spot_panel;
-    float *spot_f, *spot_s;
+    float *spot_f, *spot_s, *spot_w;
+    /* the global stage: the values it started from, whether it moved them,
+     * and its scores (docs/physics.md 15.1) */
+    double p_start[DS_MAX];
+    int moved;                /* the global stage moved the frame (its start is the fallback) */
+    int start_plausible;      /* the start's own score stood out of chance, and the move left its basin */
+    int retried;              /* fitted again from its start (the fallback) */
+    int capped;               /* the last fit stopped at --iterations */
     /* the normal equations at the current values (per region, then reduced) */
     double nll;
     double *Hbb, *Hbv, *gb;   /* 9, 3 k, 3 per region */
@@ -58,8 +66,49 @@ typedef struct ds_frame {
     /* the verdict */
     int failed;               /* enum ds_fail */
     double deviance_ratio, explained;
-    int predicted_spots, explained_spots;
+    int predicted_spots, explained_spots; /* predicted spots bright enough to judge, those the image shows */
+    int few;                  /* predicted spots of 10 photons or more */
+    int strong_spots, strong_predicted; /* the strongest observed spots, those the model has */
+    int no_spots;             /* no region at all: nothing predicted or observed */
+    struct ds_frefl *fref;    /* its pixels' reflections, as the last --refine-F mapped them (NULL: none) */
 } ds_frame;
+
+/* A frame's pixels' reflections as the last --refine-F mapped them, for the
+ * refinement of the frames' values jointly with F (nb_fit_joint.c):
+ * ds_likelihood fills v, gI and DI with the frame's normal equations. */
+typedef struct ds_frefl {
+    int *slot;                /* per pixel: its reflection among the frame's (-1: none) */
+    float *L;                 /* per pixel: the lattice's photons at F = 1 and scale 1 */
+    int nslots;
+    long *m;                  /* per slot: the reflection's index in d->Fset */
+    double *v;                /* nslots x k: sum over its pixels of dmu/dv dmu/dI / mu (the values' v = [p | z]) */
+    double *gI, *DI;          /* per slot: this frame's d(-log L)/dI and its Fisher information */
+} ds_frefl;
+
+/* The reflections the last --refine-F measured, m = 0 .. n-1: what the
+ * joint refinement moves with the frames' values. */
+typedef struct ds_Fset {
+    long n;
+    double *I;                /* F^2 */
+    double *D, *g;            /* Fisher information and d(-log L)/dI over every frame, the prior's gradient in g */
+    double *prior;            /* the Wilson prior's gradient (F_prior / S), fixed */
+    double *Dcorr;            /* what the frames' own values take of D (F's sigma marginal over them) */
+    double lambda;            /* the joint step's damping (reduce() takes F's response out at it) */
+    int on;                   /* the frames' normal equations are to be taken marginal over F */
+} ds_Fset;
+
+/* Where a dataset fit's time goes (-v prints it at the end). */
+enum ds_clock { T_READ, T_PREDICT, T_STEP, T_GRAD, T_NORMAL, T_SOLVE, T_GLOBAL, T_F, T_CLOCKS };
+
+/* What d->image and d->grads hold: the render of which frame, at which
+ * values, on which regions and F (a render at the same is not done again:
+ * a step of the scale alone, or a verdict at the values just fitted). */
+typedef struct ds_rendered {
+    long frame;               /* -1: nothing */
+    unsigned regions_made, hkl_made;
+    int full, grads;
+    double val[K_COUNT];
+} ds_rendered;
 
 typedef struct ds {
     const nb_plan *start;
@@ -78,7 +127,20 @@ typedef struct ds {
     float *image, *grads[DS_MAX];
     unsigned char **masks;    /* per panel, the regions as a render mask */
     char space_group_hall[64];  /* --refine-F's space group (Hall symbol), for the refined plan; "": none */
+    ds_rendered rendered;
+    unsigned hkl_made;        /* counts changes of d->hkl */
+    struct ds_F *Fres;        /* the last --refine-F's result (nb_fit_F.c) */
+    ds_Fset Fset;             /* its measured reflections (nb_fit_joint.c) */
+    double F_moved, F_moved_rms; /* how far it moved F, in sigmas: the most, rms */
+    nb_hkl flat;              /* --refine-F: a flat F at the start's rms, that regions are predicted with */
+    double clock_s[T_CLOCKS];
+    long clock_n[T_CLOCKS];
 } ds;
+
+/* Time from t0 (nb_now()) to now into clock c. */
+void ds_clock(ds *d, int c, double t0);
+/* d->hkl is now `hkl` (what every later render takes). */
+void ds_set_hkl(ds *d, const nb_hkl *hkl);
 
 /* ---- nb_fit_frame.c ---- */
 nb_status ds_layout_parse(const char *shared, const char *per_frame, int refine_F, ds_layout *L);
@@ -98,11 +160,18 @@ nb_status ds_render(ds *d, ds_frame *fr, const double *p, const double *z, int g
 double ds_likelihood(ds *d, ds_frame *fr, const double *p, const double *z, const double *bg, int loss, int ne);
 /* The step for damping lambda: frame alone (dz 0) or joint (dz given, from the shared solve) */
 nb_status ds_frame_step(const ds *d, const ds_frame *fr, double lambda, const double *dz, double *dp, double *dbg);
+/* A plane's 3 x 3 block (level, slopes) damped by Levenberg-Marquardt's
+ * lambda, with a ridge on the slopes: a region of a pixel or a row has no
+ * slope to find. */
+void ds_plane_damp(double Hb[9], double lambda);
 /* The frame's Schur complement on the shared values: S (kz x kz) and s (kz), added */
 nb_status ds_frame_schur(const ds *d, const ds_frame *fr, double lambda, double *S, double *s);
 /* The sigmas of the frame's own values (its planes eliminated, the shared
  * ones fixed): the inverse Fisher information at its last equations */
 nb_status ds_frame_sigmas(const ds *d, const ds_frame *fr, double *sigma);
+/* The frame's normal equations with its planes eliminated, undamped (k x k,
+ * stride DS_MAX); marginal over F while d->Fset.on. */
+nb_status ds_frame_reduced(const ds *d, const ds_frame *fr, double *Hr, double *gr);
 int ds_owned(const ds *d, long i);
 
 /* ---- nb_fit_roi.c ---- */
@@ -110,6 +179,9 @@ int ds_owned(const ds *d, long i);
  * its observed image: pixels, planes' start, observed spots. */
 nb_status ds_regions(ds *d, ds_frame *fr, const observed *ob);
 void ds_regions_free(ds_frame *fr);
+/* Forget the frame's regions without freeing them (a copy of the frame
+ * owns them now). */
+void ds_regions_detach(ds_frame *fr);
 
 /* Keep every plane at or above a thousandth of a photon over its region
  * (|dx|, |dy| <= 1): the level raised to it, the slopes shrunk to what the
@@ -121,11 +193,51 @@ void ds_planes_project(double *bg, int nregions);
 nb_status ds_global(ds *d);
 
 /* ---- the verdict (nb_fit_frame.c), from d->image at the frame's values ---- */
-enum ds_fail { DS_FAIL_NONE, DS_FAIL_FEW_SPOTS, DS_FAIL_UNEXPLAINED, DS_FAIL_DEVIANCE, DS_FAIL_FIT };
+enum ds_fail {
+    DS_FAIL_NONE, DS_FAIL_FEW_SPOTS, DS_FAIL_UNEXPLAINED, DS_FAIL_DEVIANCE, DS_FAIL_FIT, DS_FAIL_NO_SPOTS,
+    DS_FAIL_UNPREDICTED
+};
 nb_status ds_verdict(ds *d, ds_frame *fr);
-void ds_why(const ds *d, int code, double ratio, int spots, int explained, char *buf, size_t size);
+/* Does a frame refine values of its own that the image depends on (more
+ * than its scale)? */
+int ds_frame_owns_values(const ds *d);
+/* A verdict's figures, as reported. */
+typedef struct ds_figures {
+    int code;                 /* enum ds_fail */
+    double ratio;             /* the deviance's */
+    int few, judged, explained, strong, strong_predicted;
+} ds_figures;
+void ds_why(const ds *d, const ds_figures *v, char *buf, size_t size);
 
 /* ---- nb_fit_F.c ---- */
-nb_status ds_refine_F(ds *d, nb_hkl *refined);
+/* The structure factors over every frame that passes, into refined (its
+ * every equivalent: the stream's HKL record); warm: from the last
+ * refinement's I and the frames' scales as they are (else flat, scales 1).
+ * d->F_moved: how far F moved from the last refinement's, in its sigmas. */
+nb_status ds_refine_F(ds *d, nb_hkl *refined, int warm);
+/* --F-out from the last refinement; the cell it states, and a line that
+ * says which cell it is (the MTZ file's history). */
+nb_status ds_write_F(ds *d, const double cell[6], const char *cell_says);
+void ds_F_free(ds *d);
+/* The HKL of the measured reflections' I (d->Fset order; every
+ * equivalent), the others the start's F. */
+nb_status ds_F_hkl(const ds *d, const double *I, nb_hkl *out);
+/* The joint refinement's I and their information back into the last
+ * refinement's result (what --F-out writes). */
+void ds_F_commit(ds *d);
+void ds_frefl_free(ds_frame *fr);
+
+/* ---- nb_fit_joint.c ---- */
+/* The frames' values (and the shared ones) with F, jointly: Levenberg-
+ * Marquardt whose step takes each frame's values marginal over F (its
+ * reflections' I eliminated with their information over every frame) and
+ * moves I by back-substitution; refined holds the HKL of the final I. */
+nb_status ds_joint_F(ds *d, nb_hkl *refined);
+
+/* ---- nb_fit_dataset.c, for nb_fit_joint.c ---- */
+int ds_joins(const ds *d, long i);
+nb_status ds_joint_dz(ds *d, double lambda, double *dz);
+double ds_predicted_gain(const ds *d, const ds_frame *fr, const double *dv, const double *dbg);
+double ds_gain_tolerance(double nll, long frames);
 
 #endif

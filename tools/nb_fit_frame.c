@@ -319,11 +319,39 @@ static nb_status stencil(const ds *d, const ds_frame *fr, const double val[K_COU
     return st;
 }
 
+void ds_clock(ds *d, int c, double t0)
+{
+    d->clock_s[c] += nb_now() - t0;
+    d->clock_n[c]++;
+}
+
+void ds_set_hkl(ds *d, const nb_hkl *hkl)
+{
+    d->hkl = hkl;
+    d->hkl_made++;
+}
+
+/* Does d->image (and d->grads, when asked) hold frame fr's render at val
+ * already?  The scale is not rendered (ds_likelihood applies it). */
+static int rendered_already(const ds *d, const ds_frame *fr, const double val[K_COUNT], int grads, int full)
+{
+    const ds_rendered *r = &d->rendered;
+    if (r->frame != fr->index || r->regions_made != fr->regions_made || r->hkl_made != d->hkl_made ||
+        r->full != full || (grads && !r->grads))
+        return 0;
+    for (int k = 0; k < K_COUNT; k++)
+        if (k != K_SCALE && r->val[k] != val[k]) return 0;
+    return 1;
+}
+
 nb_status ds_render(ds *d, ds_frame *fr, const double *p, const double *z, int grads, int full)
 {
     double val[K_COUNT];
     int which[DS_MAX], n = grads ? rendered(d, which) : 0;
     ds_values(d, fr, p, z, val);
+    if (rendered_already(d, fr, val, grads, full)) return NB_OK;
+    const double t0 = nb_now();
+    d->rendered.frame = -1;
     masks_set(d, fr, full);
     ds_plan base;
     nb_grad_plans gp;
@@ -355,6 +383,9 @@ nb_status ds_render(ds *d, ds_frame *fr, const double *p, const double *z, int g
         for (int j = 0; j < NB_GRAD_STENCIL; j++) ds_plan_free(&mem[i][j]);
     ds_plan_free(&base);
     if (st) return nb_error_prefix(st, "frame %ld", fr->index + 1);
+    ds_clock(d, full ? T_PREDICT : n ? T_GRAD : T_STEP, t0);
+    d->rendered = (ds_rendered){fr->index, fr->regions_made, d->hkl_made, full, grads, {0}};
+    memcpy(d->rendered.val, val, sizeof val);
     return NB_OK;
 }
 
@@ -368,11 +399,16 @@ double ds_likelihood(ds *d, ds_frame *fr, const double *p, const double *z, cons
     const double s = val[K_SCALE];
     const int js = d->L.where_p[K_SCALE] >= 0 ? d->L.where_p[K_SCALE] : d->L.where_z[K_SCALE];
     double nll = 0.0, dv[DS_MAX];
+    ds_frefl *fx = ne ? fr->fref : NULL; /* with F's reflections: their couplings too */
     if (ne) {
         memset(fr->H, 0, sizeof fr->H), memset(fr->g, 0, sizeof fr->g);
         memset(fr->Hbb, 0, 9 * sizeof(double) * (size_t)fr->nregions);
         memset(fr->Hbv, 0, 3 * (size_t)k * sizeof(double) * (size_t)fr->nregions);
         memset(fr->gb, 0, 3 * sizeof(double) * (size_t)fr->nregions);
+    }
+    if (fx) {
+        memset(fx->v, 0, (size_t)fx->nslots * (size_t)k * sizeof *fx->v);
+        memset(fx->gI, 0, (size_t)fx->nslots * sizeof *fx->gI), memset(fx->DI, 0, (size_t)fx->nslots * sizeof *fx->DI);
     }
     for (size_t i = 0; i < fr->npix; i++) {
         const size_t pix = fr->pix[i];
@@ -396,6 +432,12 @@ double ds_likelihood(ds *d, ds_frame *fr, const double *p, const double *z, cons
             gb[q] += res * db[q];
             for (int c = 0; c < 3; c++) Hb[3 * q + c] += w * db[q] * db[c];
         }
+        if (fx && fx->slot[i] >= 0) { /* dmu/dI of the pixel's reflection: the lattice's photons, scaled */
+            const int sl = fx->slot[i];
+            const double dI = s * fx->L[i];
+            fx->gI[sl] += res * dI, fx->DI[sl] += w * dI * dI;
+            for (int a = 0; a < k; a++) fx->v[(size_t)sl * k + a] += w * dv[a] * dI;
+        }
     }
     for (int a = 0; a < k && ne; a++)
         for (int c = 0; c < a; c++) fr->H[c * DS_MAX + a] = fr->H[a * DS_MAX + c];
@@ -406,14 +448,36 @@ double ds_likelihood(ds *d, ds_frame *fr, const double *p, const double *z, cons
 /* A plane's block damped: Levenberg-Marquardt's factor, and a ridge on the
  * slopes (a millionth of the level's information: a region of a pixel or a
  * row has no slope to find, and the slopes' unit is the region's half width) */
-static void plane_damp(double Hb[9], double lambda)
+void ds_plane_damp(double Hb[9], double lambda)
 {
     const double ridge = 1e-6 * Hb[0] + 1e-12;
     for (int q = 0; q < 3; q++) Hb[4 * q] = Hb[4 * q] * (1.0 + lambda) + (q ? ridge : 1e-12);
 }
 
+/* F's response taken out of the frame's reduced system: each of its
+ * reflections' I eliminated, with I's information over every frame (damped
+ * as the step is) and I's gradient over every frame, this frame's own as it
+ * is now (the others' as the last sums had them):
+ *   Hr -= v v^T / D,  gr -= v g / D. */
+static void marginal_over_F(const ds *d, const ds_frame *fr, double lambda, double *Hr, double *gr)
+{
+    const int k = d->L.kp + d->L.kz;
+    const ds_frefl *fx = fr->fref;
+    const ds_Fset *F = &d->Fset;
+    for (int sl = 0; sl < fx->nslots; sl++) {
+        const long m = fx->m[sl];
+        const double D = F->D[m] * (1.0 + lambda);
+        if (!(D > 0)) continue;
+        const double *v = fx->v + (size_t)sl * k;
+        for (int a = 0; a < k; a++) {
+            gr[a] -= v[a] * F->g[m] / D;
+            for (int c = 0; c < k; c++) Hr[a * DS_MAX + c] -= v[a] * v[c] / D;
+        }
+    }
+}
+
 /* The frame's system with the planes eliminated, damped by lambda: Hr (k x k,
- * stride DS_MAX), gr. */
+ * stride DS_MAX), gr; during the joint refinement with F, marginal over it. */
 static nb_status reduce(const ds *d, const ds_frame *fr, double lambda, double *Hr, double *gr)
 {
     const int k = d->L.kp + d->L.kz;
@@ -425,7 +489,7 @@ static nb_status reduce(const ds *d, const ds_frame *fr, double lambda, double *
         double Hb[9], X[3 * DS_MAX], xg[3];
         const double *Hv = fr->Hbv + 3 * (size_t)k * r;
         memcpy(Hb, fr->Hbb + 9 * r, sizeof Hb);
-        plane_damp(Hb, lambda);
+        ds_plane_damp(Hb, lambda);
         /* X = Hb^-1 Hv (3 x k), xg = Hb^-1 gb */
         for (int a = 0; a < k; a++) {
             double col[3] = {Hv[a], Hv[k + a], Hv[2 * k + a]}, x[3];
@@ -439,6 +503,7 @@ static nb_status reduce(const ds *d, const ds_frame *fr, double lambda, double *
                 for (int q = 0; q < 3; q++) Hr[a * DS_MAX + c] -= Hv[q * k + a] * X[q * k + c];
         }
     }
+    if (d->Fset.on && fr->fref) marginal_over_F(d, fr, lambda, Hr, gr);
     return NB_OK;
 }
 
@@ -487,7 +552,7 @@ nb_status ds_frame_step(const ds *d, const ds_frame *fr, double lambda, const do
         double Hb[9], b[3];
         const double *Hv = fr->Hbv + 3 * (size_t)k * r;
         memcpy(Hb, fr->Hbb + 9 * r, sizeof Hb);
-        plane_damp(Hb, lambda);
+        ds_plane_damp(Hb, lambda);
         for (int q = 0; q < 3; q++) {
             b[q] = -fr->gb[3 * r + q];
             for (int a = 0; a < k; a++) b[q] -= Hv[q * k + a] * dv[a];
@@ -495,6 +560,11 @@ nb_status ds_frame_step(const ds *d, const ds_frame *fr, double lambda, const do
         if (!nb_fit_solve(3, Hb, 3, b, dbg + 3 * r)) return nb_error_set(NB_ERR_DATA, "a region's plane is singular");
     }
     return NB_OK;
+}
+
+nb_status ds_frame_reduced(const ds *d, const ds_frame *fr, double *Hr, double *gr)
+{
+    return reduce(d, fr, 0.0, Hr, gr);
 }
 
 nb_status ds_frame_sigmas(const ds *d, const ds_frame *fr, double *sigma)
@@ -540,15 +610,69 @@ static double expected_deviance(double mu)
  * has none), while a model that is right but for a few strong spots' F
  * (refined from partial observations) leaves most regions near 1, where
  * the frame's total would be ruled by its strongest pixels. */
+/* The strong observed spots (at most STRONG_SPOTS of them, of
+ * STRONG_PHOTONS or more above their background) and how many of them the
+ * model has a spot at: a photon or more of Bragg scatter in the 5 x 5
+ * pixels around the centroid.  A right crystal predicts nearly every strong
+ * spot whatever its F (a flat F predicts every reflection); a wrong one, or
+ * one whose scale the fit drove towards 0 to predict nothing, predicts
+ * few of them, though the few it does predict may all be in the image. */
+#define STRONG_SPOTS 100
+#define STRONG_PHOTONS 30.0
+static void strong_spots_predicted(const ds *d, const ds_frame *fr, double scale, int *strong, int *predicted)
+{
+    float cut = (float)STRONG_PHOTONS;
+    int n = 0;
+    for (int s = 0; s < fr->nspots; s++) n += fr->spot_w[s] >= cut;
+    if (n > STRONG_SPOTS) { /* the strongest STRONG_SPOTS: the cut raised to the weight of the last */
+        float *w = malloc((size_t)n * sizeof *w);
+        if (w) {
+            int m = 0;
+            for (int s = 0; s < fr->nspots; s++)
+                if (fr->spot_w[s] >= cut) w[m++] = fr->spot_w[s];
+            for (int i = 0; i < STRONG_SPOTS; i++) /* partial selection: the largest to the front */
+                for (int j = i + 1; j < m; j++)
+                    if (w[j] > w[i]) { const float t = w[i]; w[i] = w[j], w[j] = t; }
+            cut = w[STRONG_SPOTS - 1];
+            free(w);
+        }
+    }
+    *strong = *predicted = 0;
+    for (int s = 0; s < fr->nspots; s++) {
+        if (fr->spot_w[s] < cut) continue;
+        int fp, sp;
+        size_t off;
+        nb_plan_panel_dims(d->start, fr->spot_panel[s], &fp, &sp, &off);
+        const int f0 = (int)floorf(fr->spot_f[s]), s0 = (int)floorf(fr->spot_s[s]);
+        double model = 0.0;
+        for (int ds_ = -2; ds_ <= 2; ds_++)
+            for (int df = -2; df <= 2; df++) {
+                const int f = f0 + df, r = s0 + ds_;
+                if (f >= 0 && f < fp && r >= 0 && r < sp) model += scale * d->image[off + (size_t)r * fp + f];
+            }
+        ++*strong;
+        *predicted += model >= 1.0;
+    }
+}
+
+/* The verdict's deviance is the median over the frame's regions of each
+ * region's deviance over its expectation: a wrong crystal or detector puts
+ * most regions off (spots where the image has none, photons where the model
+ * has none), while a model that is right but for a few strong spots' F
+ * (refined from partial observations) leaves most regions near 1, where
+ * the frame's total would be ruled by its strongest pixels.  A predicted
+ * spot is judged explained only where half of it would stand three sigmas
+ * out of its region's background (a spot of 10 photons on 100 of
+ * background shows nothing either way). */
 nb_status ds_verdict(ds *d, ds_frame *fr)
 {
     double val[K_COUNT];
     ds_values(d, fr, fr->p, d->z, val);
-    /* per region: predicted Bragg photons, observed above the plane, deviance, its expectation */
-    double *acc = calloc(4 * ((size_t)fr->nregions + 1), sizeof *acc);
+    /* per region: predicted Bragg photons, observed above the plane, deviance, its expectation, background */
+    double *acc = calloc(5 * ((size_t)fr->nregions + 1), sizeof *acc);
     if (!acc) return nb_error_set(NB_ERR_NOMEM, "out of memory for the verdict");
     for (size_t i = 0; i < fr->npix; i++) {
-        double *a = acc + 4 * fr->region[i];
+        double *a = acc + 5 * fr->region[i];
         const double *b = fr->bg + 3 * fr->region[i], bragg = val[K_SCALE] * d->image[fr->pix[i]], y = fr->y[i];
         const double back = b[0] + b[1] * fr->dx[i] + b[2] * fr->dy[i];
         const double mu = fmax(bragg + back, MU_FLOOR);
@@ -556,41 +680,71 @@ nb_status ds_verdict(ds *d, ds_frame *fr)
         a[1] += y - fmax(back, 0.0);
         a[2] += y > 0 ? 2.0 * (y * log(y / mu) - (y - mu)) : 2.0 * mu;
         a[3] += expected_deviance(mu);
+        a[4] += fmax(back, 0.0);
     }
-    int spots = 0, explained = 0, nratio = 0;
+    int spots = 0, judged = 0, explained = 0, nratio = 0;
     for (int r = 0; r < fr->nregions; r++) {
-        const double *a = acc + 4 * r;
+        const double *a = acc + 5 * r;
         if (a[0] < 10.0) continue; /* too faint to judge */
         spots++;
-        if (a[1] >= 0.5 * a[0] - 3.0 * sqrt(a[0] + 1.0)) explained++;
+        const double noise = 3.0 * sqrt(a[0] + a[4] + 1.0);
+        if (0.5 * a[0] <= noise) continue;
+        judged++;
+        if (a[1] >= 0.5 * a[0] - noise) explained++;
     }
     for (int r = 0; r < fr->nregions; r++) /* the ratios packed to the front: nratio <= r */
-        if (acc[4 * r + 3] > 0) acc[nratio++] = acc[4 * r + 2] / acc[4 * r + 3];
+        if (acc[5 * r + 3] > 0) acc[nratio++] = acc[5 * r + 2] / acc[5 * r + 3];
     qsort(acc, (size_t)nratio, sizeof *acc, cmp_double);
     fr->deviance_ratio = nratio ? acc[nratio / 2] : 0.0;
     free(acc);
-    fr->predicted_spots = spots;
+    strong_spots_predicted(d, fr, val[K_SCALE], &fr->strong_spots, &fr->strong_predicted);
+    fr->predicted_spots = judged;
     fr->explained_spots = explained;
-    fr->explained = spots ? (double)explained / spots : 0.0;
-    fr->failed = spots < 3 ? DS_FAIL_FEW_SPOTS
-                 : fr->explained < d->o->min_explained ? DS_FAIL_UNEXPLAINED
+    fr->explained = judged ? (double)explained / judged : 1.0;
+    const double predicted = fr->strong_spots ? (double)fr->strong_predicted / fr->strong_spots : 1.0;
+    /* few spots judge too little of a frame's own values to trust them; a
+     * frame with none of its own (F, the shared values) is judged by its
+     * pixels alone */
+    const int own = ds_frame_owns_values(d);
+    fr->no_spots = fr->nregions == 0;
+    fr->failed = fr->no_spots ? (own ? DS_FAIL_NO_SPOTS : DS_FAIL_NONE)
+                 : own && spots < 3 ? DS_FAIL_FEW_SPOTS
+                 : fr->strong_spots >= 5 && predicted < d->o->min_explained ? DS_FAIL_UNPREDICTED
+                 : judged >= 3 && fr->explained < d->o->min_explained ? DS_FAIL_UNEXPLAINED
                  : fr->deviance_ratio > d->o->max_deviance ? DS_FAIL_DEVIANCE : DS_FAIL_NONE;
+    fr->few = spots;
     return NB_OK;
 }
 
-void ds_why(const ds *d, int code, double ratio, int spots, int explained, char *buf, size_t size)
+int ds_frame_owns_values(const ds *d)
 {
-    switch (code) {
+    for (int j = 0; j < d->L.kp; j++)
+        if (d->L.kind[j] != K_SCALE) return 1;
+    return 0;
+}
+
+void ds_why(const ds *d, const ds_figures *v, char *buf, size_t size)
+{
+    switch (v->code) {
+    case DS_FAIL_UNPREDICTED:
+        snprintf(buf, size, "the model has %d of its %d strongest observed spots (%.0f %%; --min-explained %.0f %%)",
+                 v->strong_predicted, v->strong, 100.0 * v->strong_predicted / (v->strong ? v->strong : 1),
+                 100 * d->o->min_explained);
+        break;
     case DS_FAIL_FEW_SPOTS:
-        snprintf(buf, size, "%d predicted spot%s of 10 photons or more: too few to judge", spots, spots == 1 ? "" : "s");
+        snprintf(buf, size, "%d predicted spot%s of 10 photons or more: too few to judge its own values", v->few,
+                 v->few == 1 ? "" : "s");
         break;
     case DS_FAIL_UNEXPLAINED:
         snprintf(buf, size, "%d of %d predicted spots (%.0f %%) are in the observed image (--min-explained %.0f %%)",
-                 explained, spots, 100.0 * explained / (spots ? spots : 1), 100 * d->o->min_explained);
+                 v->explained, v->judged, 100.0 * v->explained / (v->judged ? v->judged : 1), 100 * d->o->min_explained);
         break;
     case DS_FAIL_DEVIANCE:
         snprintf(buf, size, "its deviance is %.2f times what Poisson counts of the model would give (--max-deviance "
-                 "%.2f)", ratio, d->o->max_deviance);
+                 "%.2f)", v->ratio, d->o->max_deviance);
+        break;
+    case DS_FAIL_NO_SPOTS:
+        snprintf(buf, size, "no spots, predicted or observed: nothing to refine its values on");
         break;
     case DS_FAIL_FIT:
         snprintf(buf, size, "its parameters could not be refined (a singular system: no spots, or spots that do not "

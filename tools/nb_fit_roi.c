@@ -2,8 +2,8 @@
  * spots, so that its cost grows with the spots and not with the detector.
  * A spot is a connected set of pixels where the model has --spot-photons or
  * more (a predicted spot), or where the observed image stands out of its
- * panel's median m by 5 sqrt(m + 1) (an observed one: the reflections the
- * start does not yet predict); each spot's box, grown by --roi-radius
+ * local background m (local_background) by 5 sqrt(m + 1) (an observed one:
+ * the reflections the start does not yet predict); each spot's box, grown by --roi-radius
  * pixels, is a region (a pixel in two boxes the first's); the region has
  * a background plane of its own.  Untrusted, masked and overloaded pixels are
  * never in a region.  The observed spots' centroids are also what the global
@@ -36,24 +36,56 @@ static nb_status grow_push(grow *g, const void *item)
     return NB_OK;
 }
 
-static int cmp_double(const void *a, const void *b)
+/* Box sums of v (and of the weights w) over (2r+1)^2 pixels, one
+ * dimension after the other (a running sum along rows, then columns):
+ * out_v, out_w. */
+static void box_sums(const double *v, const double *w, int fp, int sp, int r, double *out_v, double *out_w,
+                     double *row_v, double *row_w)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+    for (int s = 0; s < sp; s++) {
+        const double *a = v + (size_t)s * fp, *b = w + (size_t)s * fp;
+        double sv = 0.0, sw = 0.0;
+        for (int f = 0; f < r && f < fp; f++) sv += a[f], sw += b[f];
+        for (int f = 0; f < fp; f++) {
+            if (f + r < fp) sv += a[f + r], sw += b[f + r];
+            if (f - r - 1 >= 0) sv -= a[f - r - 1], sw -= b[f - r - 1];
+            row_v[(size_t)s * fp + f] = sv, row_w[(size_t)s * fp + f] = sw;
+        }
+    }
+    for (int f = 0; f < fp; f++) {
+        double sv = 0.0, sw = 0.0;
+        for (int s = 0; s < r && s < sp; s++) sv += row_v[(size_t)s * fp + f], sw += row_w[(size_t)s * fp + f];
+        for (int s = 0; s < sp; s++) {
+            if (s + r < sp) sv += row_v[(size_t)(s + r) * fp + f], sw += row_w[(size_t)(s + r) * fp + f];
+            if (s - r - 1 >= 0) sv -= row_v[(size_t)(s - r - 1) * fp + f], sw -= row_w[(size_t)(s - r - 1) * fp + f];
+            out_v[(size_t)s * fp + f] = sv, out_w[(size_t)s * fp + f] = sw;
+        }
+    }
 }
 
-/* The median of the panel's used pixels (a sample of at most 65536). */
-static double panel_median(const observed *ob, size_t off, size_t n)
+/* Each pixel's local background: the mean of the used pixels in the
+ * (2 LOCAL_R + 1)^2 box around it, twice, the second time without the
+ * pixels that stood 3 sigmas above the first (the spots: a box holds a
+ * few, which would raise it).  A local mean and not the panel's median:
+ * a water ring or the air's scatter falls with the angle, and against one
+ * level the ring's pixels would all be spots. */
+#define LOCAL_R 12
+static nb_status local_background(const observed *ob, size_t off, int fp, int sp, double *bg)
 {
-    size_t stride = n / 65536 + 1, m = 0;
-    double *v = malloc((n / stride + 1) * sizeof *v);
-    if (!v) return 0.0;
-    for (size_t i = 0; i < n; i += stride)
-        if (ob->use[off + i]) v[m++] = ob->y[off + i];
-    qsort(v, m, sizeof *v, cmp_double);
-    double med = m ? v[m / 2] : 0.0;
-    free(v);
-    return med;
+    const size_t n = (size_t)fp * sp;
+    double *v = malloc(n * sizeof *v), *w = malloc(n * sizeof *w), *sw = malloc(n * sizeof *sw);
+    double *rv = malloc(n * sizeof *rv), *rw = malloc(n * sizeof *rw);
+    nb_status st = v && w && sw && rv && rw ? NB_OK : nb_error_set(NB_ERR_NOMEM, "out of memory for the regions");
+    for (int pass = 0; pass < 2 && !st; pass++) {
+        for (size_t i = 0; i < n; i++) {
+            const int use = ob->use[off + i] && (!pass || ob->y[off + i] <= bg[i] + 3.0 * sqrt(bg[i] + 1.0));
+            v[i] = use ? ob->y[off + i] : 0.0, w[i] = use;
+        }
+        box_sums(v, w, fp, sp, LOCAL_R, bg, sw, rv, rw);
+        for (size_t i = 0; i < n; i++) bg[i] = sw[i] > 0 ? bg[i] / sw[i] : 0.0;
+    }
+    free(v), free(w), free(sw), free(rv), free(rw);
+    return st;
 }
 
 typedef struct spot_acc {
@@ -62,8 +94,8 @@ typedef struct spot_acc {
 
 /* The connected sets of marked pixels of one panel: their boxes (and, for
  * the observed image's, centroids into the frame's spots). */
-static nb_status components(const unsigned char *mark, const observed *ob, size_t off, int fp, int sp, double med,
-                            int panel, grow *boxes, grow *spots)
+static nb_status components(const unsigned char *mark, const observed *ob, size_t off, int fp, int sp,
+                            const double *back, int panel, grow *boxes, grow *spots)
 {
     const size_t n = (size_t)fp * sp;
     unsigned char *seen = calloc(n, 1);
@@ -82,7 +114,7 @@ static nb_status components(const unsigned char *mark, const observed *ob, size_
             b.f0 = f < b.f0 ? f : b.f0, b.f1 = f > b.f1 ? f : b.f1;
             b.s0 = s < b.s0 ? s : b.s0, b.s1 = s > b.s1 ? s : b.s1;
             if (mark[i] & 2) {
-                const double w = ob->y[off + i] - med;
+                const double w = ob->y[off + i] - back[i];
                 observed_spot = 1;
                 acc.w += w, acc.wf += w * (f + 0.5), acc.ws += w * (s + 0.5);
             }
@@ -92,13 +124,44 @@ static nb_status components(const unsigned char *mark, const observed *ob, size_
         }
         st = grow_push(boxes, &b);
         if (!st && observed_spot && acc.w >= 10.0) {
-            float c[3] = {(float)panel, (float)(acc.wf / acc.w), (float)(acc.ws / acc.w)};
+            float c[4] = {(float)panel, (float)(acc.wf / acc.w), (float)(acc.ws / acc.w), (float)acc.w};
             st = grow_push(spots, c);
         }
     }
     free(seen);
     free(stack);
     return st;
+}
+
+static int cmp_spot_s(const void *a, const void *b)
+{
+    const float *x = a, *y = b;
+    return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : x[2] < y[2] ? -1 : x[2] > y[2];
+}
+
+/* One spot that the threshold split in pieces (a faint spot's pixels
+ * above it need not touch) is one spot: pieces of one panel whose centroids
+ * are within MERGE_PX are merged into the stronger's place, weighted, and the
+ * weaker's weight set to 0 (left out).  The spots [panel f s w] sorted by
+ * panel and slow coordinate, each looks ahead only as far as MERGE_PX. */
+#define MERGE_PX 2.5f
+static void merge_split_spots(float *c, size_t n)
+{
+    qsort(c, n, 4 * sizeof *c, cmp_spot_s);
+    for (size_t i = 0; i < n; i++) {
+        float *a = c + 4 * i;
+        for (size_t j = i + 1; j < n && a[3] > 0; j++) {
+            float *b = c + 4 * j;
+            if (b[0] != a[0] || b[2] - a[2] > MERGE_PX) break;
+            const float df = b[1] - a[1], ds = b[2] - a[2];
+            if (b[3] <= 0 || df * df + ds * ds > MERGE_PX * MERGE_PX) continue;
+            float *keep = a[3] >= b[3] ? a : b, *drop = keep == a ? b : a;
+            const float w = keep[3] + drop[3];
+            keep[1] = (keep[1] * keep[3] + drop[1] * drop[3]) / w;
+            keep[2] = (keep[2] * keep[3] + drop[2] * drop[3]) / w;
+            keep[3] = w, drop[3] = 0;
+        }
+    }
 }
 
 /* Grow the boxes by r (clipped to the panel).  Boxes that overlap are not
@@ -123,28 +186,50 @@ void ds_planes_project(double *bg, int nregions)
     }
 }
 
+void ds_regions_detach(ds_frame *fr)
+{
+    fr->pix = NULL, fr->region = NULL, fr->dx = fr->dy = NULL, fr->y = fr->bg = NULL;
+    fr->Hbb = fr->Hbv = fr->gb = NULL;
+    fr->spot_panel = NULL, fr->spot_f = fr->spot_s = fr->spot_w = NULL;
+    fr->npix = 0, fr->nregions = 0, fr->nspots = 0;
+}
+
 void ds_regions_free(ds_frame *fr)
 {
     free(fr->pix), free(fr->region), free(fr->dx), free(fr->dy), free(fr->y), free(fr->bg);
     free(fr->Hbb), free(fr->Hbv), free(fr->gb);
-    free(fr->spot_panel), free(fr->spot_f), free(fr->spot_s);
-    fr->pix = NULL, fr->region = NULL, fr->dx = fr->dy = NULL, fr->y = fr->bg = NULL;
-    fr->Hbb = fr->Hbv = fr->gb = NULL;
-    fr->spot_panel = NULL, fr->spot_f = fr->spot_s = NULL;
-    fr->npix = 0, fr->nregions = 0, fr->nspots = 0;
+    free(fr->spot_panel), free(fr->spot_f), free(fr->spot_s), free(fr->spot_w);
+    ds_regions_detach(fr);
 }
 
 /* The pixels of the boxes into the frame's lists (region `first` on). */
+/* The pixels of the boxes into the frame's lists, a region each.  A
+ * region's plane is b0 + b1 dx + b2 dy with dx, dy from the centre of the
+ * pixels it took over their half extent (not the box's: a box whose pixels
+ * other boxes took first may keep a sliver along one side, where the box's
+ * own dx would be 1 on every pixel and the level and the slope one
+ * unknown); its level starts at the mean of its pixels the model puts no
+ * spot on (all of them when it puts one on every pixel). */
 static nb_status take_pixels(ds_frame *fr, const box *b, size_t nb, size_t off, int fp, const observed *ob,
                              const float *model, double scale, double spot, unsigned char *taken_px, grow *pix,
                              grow *bgs)
 {
     nb_status st = NB_OK;
     for (size_t i = 0; i < nb && !st; i++) {
-        const double cf = 0.5 * (b[i].f0 + b[i].f1), cs = 0.5 * (b[i].s0 + b[i].s1);
-        const double hf = fmax(0.5 * (b[i].f1 - b[i].f0), 1.0), hs = fmax(0.5 * (b[i].s1 - b[i].s0), 1.0);
-        double sum = 0.0;
+        double sf = 0.0, ss = 0.0, sum = 0.0, all = 0.0;
         long nback = 0, taken = 0;
+        int f0 = b[i].f1, f1 = b[i].f0, s0 = b[i].s1, s1 = b[i].s0;
+        for (int s = b[i].s0; s <= b[i].s1; s++)
+            for (int f = b[i].f0; f <= b[i].f1; f++) {
+                const size_t at = off + (size_t)s * fp + f;
+                if (!ob->use[at] || taken_px[at - off]) continue;
+                sf += f, ss += s, taken++, all += ob->y[at];
+                f0 = f < f0 ? f : f0, f1 = f > f1 ? f : f1, s0 = s < s0 ? s : s0, s1 = s > s1 ? s : s1;
+                if (scale * model[at] < 0.5 * spot) sum += ob->y[at], nback++;
+            }
+        if (!taken) continue;
+        const double cf = sf / taken, cs = ss / taken;
+        const double hf = fmax(fmax(f1 - cf, cf - f0), 1.0), hs = fmax(fmax(s1 - cs, cs - s0), 1.0);
         for (int s = b[i].s0; s <= b[i].s1 && !st; s++)
             for (int f = b[i].f0; f <= b[i].f1 && !st; f++) {
                 const size_t at = off + (size_t)s * fp + f;
@@ -153,11 +238,8 @@ static nb_status take_pixels(ds_frame *fr, const box *b, size_t nb, size_t off, 
                 struct { size_t pix; int region; float dx, dy; double y; } px = {
                     at, fr->nregions, (float)((f - cf) / hf), (float)((s - cs) / hs), ob->y[at]};
                 st = grow_push(pix, &px);
-                taken++;
-                if (scale * model[at] < 0.5 * spot) sum += ob->y[at], nback++;
             }
-        if (!taken) continue;
-        double plane[3] = {nback ? sum / nback : 0.0, 0.0, 0.0};
+        double plane[3] = {nback ? sum / nback : all / taken, 0.0, 0.0};
         ds_planes_project(plane, 1);
         if (!st) st = grow_push(bgs, plane);
         fr->nregions++;
@@ -180,16 +262,21 @@ static nb_status frame_lists(ds_frame *fr, const grow *pix, const grow *bgs, con
     const size_t ns = spots->n ? spots->n : 1;
     fr->spot_panel = malloc(ns * sizeof *fr->spot_panel);
     fr->spot_f = malloc(ns * sizeof *fr->spot_f), fr->spot_s = malloc(ns * sizeof *fr->spot_s);
+    fr->spot_w = malloc(ns * sizeof *fr->spot_w);
     if (!fr->pix || !fr->region || !fr->dx || !fr->dy || !fr->y || !fr->bg || !fr->Hbb || !fr->Hbv || !fr->gb ||
-        !fr->spot_panel || !fr->spot_f || !fr->spot_s)
+        !fr->spot_panel || !fr->spot_f || !fr->spot_s || !fr->spot_w)
         return nb_error_set(NB_ERR_NOMEM, "out of memory for the regions");
     for (size_t i = 0; i < pix->n; i++)
         fr->pix[i] = p[i].pix, fr->region[i] = p[i].region, fr->dx[i] = p[i].dx, fr->dy[i] = p[i].dy, fr->y[i] = p[i].y;
     if (bgs->n) memcpy(fr->bg, bgs->a, bgs->n * bgs->size);
     const float *c = spots->a;
-    fr->nspots = (int)spots->n;
-    for (size_t i = 0; i < spots->n; i++)
-        fr->spot_panel[i] = (int)c[3 * i], fr->spot_f[i] = c[3 * i + 1], fr->spot_s[i] = c[3 * i + 2];
+    fr->nspots = 0;
+    for (size_t i = 0; i < spots->n; i++) {
+        if (c[4 * i + 3] <= 0) continue; /* merged into another */
+        fr->spot_panel[fr->nspots] = (int)c[4 * i], fr->spot_f[fr->nspots] = c[4 * i + 1];
+        fr->spot_s[fr->nspots] = c[4 * i + 2], fr->spot_w[fr->nspots] = c[4 * i + 3];
+        fr->nspots++;
+    }
     return NB_OK;
 }
 
@@ -197,7 +284,7 @@ nb_status ds_regions(ds *d, ds_frame *fr, const observed *ob)
 {
     typedef struct { size_t pix; int region; float dx, dy; double y; } px_t;
     grow pix = {NULL, 0, 0, sizeof(px_t)}, bgs = {NULL, 0, 0, 3 * sizeof(double)};
-    grow spots = {NULL, 0, 0, 3 * sizeof(float)}, boxes = {NULL, 0, 0, sizeof(box)};
+    grow spots = {NULL, 0, 0, 4 * sizeof(float)}, boxes = {NULL, 0, 0, sizeof(box)};
     double val[K_COUNT];
     ds_values(d, fr, fr->p, d->z, val);
     ds_regions_free(fr);
@@ -207,18 +294,21 @@ nb_status ds_regions(ds *d, ds_frame *fr, const observed *ob)
         size_t off;
         nb_plan_panel_dims(d->start, p, &fp, &sp, &off);
         const size_t n = (size_t)fp * sp;
-        const double med = panel_median(ob, off, n), cut = med + 5.0 * sqrt(med + 1.0);
         unsigned char *mark = malloc(n);
-        if (!mark) {
+        double *back = malloc(n * sizeof *back);
+        if (!mark || !back) {
+            free(mark), free(back);
             st = nb_error_set(NB_ERR_NOMEM, "out of memory for the regions");
             break;
         }
-        for (size_t i = 0; i < n; i++)
+        st = local_background(ob, off, fp, sp, back);
+        for (size_t i = 0; i < n && !st; i++)
             mark[i] = ob->use[off + i] ? (val[K_SCALE] * d->image[off + i] >= d->o->spot_photons) |
-                                             (ob->y[off + i] >= cut ? 2 : 0)
+                                             (ob->y[off + i] >= back[i] + 5.0 * sqrt(back[i] + 1.0) ? 2 : 0)
                                        : 0;
         boxes.n = 0;
-        st = components(mark, ob, off, fp, sp, med, p, &boxes, &spots);
+        if (!st) st = components(mark, ob, off, fp, sp, back, p, &boxes, &spots);
+        free(back);
         if (!st) grow_boxes(boxes.a, boxes.n, (int)ceil(d->o->roi_radius), fp, sp);
         memset(mark, 0, n); /* now: the pixels a region has taken */
         if (!st)
@@ -226,7 +316,9 @@ nb_status ds_regions(ds *d, ds_frame *fr, const observed *ob)
                              &bgs);
         free(mark);
     }
+    if (!st) merge_split_spots(spots.a, spots.n);
     if (!st) st = frame_lists(fr, &pix, &bgs, &spots, d->L.kp + d->L.kz);
+    fr->regions_made++;
     free(pix.a), free(bgs.a), free(spots.a), free(boxes.a);
     return st;
 }
