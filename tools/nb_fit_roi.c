@@ -42,8 +42,7 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The median of the panel's used pixels (a sample of at most 65536). */
-static double panel_median(const observed *ob, size_t off, size_t n)
+double nb_fit_panel_median(const observed *ob, size_t off, size_t n)
 {
     size_t stride = n / 65536 + 1, m = 0;
     double *v = malloc((n / stride + 1) * sizeof *v);
@@ -207,7 +206,7 @@ nb_status ds_regions(ds *d, ds_frame *fr, const observed *ob)
         size_t off;
         nb_plan_panel_dims(d->start, p, &fp, &sp, &off);
         const size_t n = (size_t)fp * sp;
-        const double med = panel_median(ob, off, n), cut = med + 5.0 * sqrt(med + 1.0);
+        const double med = nb_fit_panel_median(ob, off, n), cut = med + 5.0 * sqrt(med + 1.0);
         unsigned char *mark = malloc(n);
         if (!mark) {
             st = nb_error_set(NB_ERR_NOMEM, "out of memory for the regions");
