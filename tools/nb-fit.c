@@ -764,8 +764,9 @@ static nb_status frame_level(const nb_plan *plan, const fit_opts *o, long f, flo
  * process: the same F everywhere; docs/physics.md 15.1). */
 static nb_status flat_start(const nb_plan *plan, const fit_opts *o, const nb_par *par, nb_hkl *hkl)
 {
-    /* frames without an image (too few given, or --frames past the plan's)
-     * are the dataset fit's errors to report, after this */
+    /* frames without an image (none, too few given, or --frames past the
+     * plan's) are the fit's errors to report, after this */
+    if (!o->nobserved) return NB_OK;
     const long first = o->frame_first ? o->frame_first - 1 : 0;
     long last = o->frame_first ? o->frame_last - 1 : plan->nframes - 1;
     if (last >= plan->nframes) last = plan->nframes - 1;

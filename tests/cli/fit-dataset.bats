@@ -135,6 +135,12 @@ EOF
     # each file read at every prediction of its regions, said once
     [ "$(echo "$output" | grep -c "'still_1.cbf' read as CBF")" -eq 1 ] || false
     [ "$(echo "$output" | grep -c "'still_3.cbf' read as CBF")" -eq 1 ] || false
+    # the images missing are the errors they are with F
+    run -2 nb-fit --refine-F -o none.nbs noF.nbs
+    [[ "$output" == *"no observed image: give --observed FILE"* ]] || false
+    run -2 nb-fit --refine-F --observed still_1.cbf -o none.nbs noF.nbs
+    [[ "$output" == *"3 frames to fit but 1 observed image given"* ]] || false
+    [ ! -e none.nbs ] || false
     # without --refine-F a plan without F is still an error that says so
     run -2 nb-fit $OBS --refine-frame scale -o nofit.nbs noF.nbs
     [[ "$output" == *"no structure factors"* ]] || false
