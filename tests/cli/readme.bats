@@ -10,11 +10,12 @@
 # setup_file runs them all but the DIALS commands (a command starting with
 # dials. and its continuation lines), without gemmi the blocks of nb-hkl
 # -model and without CCP4's library the block that reads an MTZ file; the
-# first tests read what that run printed and wrote, among them every CBF,
-# SMV and NXmx image through tests/tools/image_figures.py (at most 1 % of the
-# pixels overloaded, at most 1 % negative, spots on every image of a crystal).
-# A later test runs all of them and needs DIALS; another the first block and
-# the -model blocks and needs gemmi.
+# tests read what that run printed and wrote, among them every CBF, SMV and
+# NXmx image through tests/tools/image_figures.py (at most 1 % of the pixels
+# overloaded, at most 1 % negative, spots on every image of a crystal).  The
+# DIALS test then runs the DIALS commands, block by block under the same
+# check, in a copy of that directory (hard links): the files they read are
+# those their blocks wrote, and they may write over none of the blocks'.
 # ```console blocks (set-up, install) and ```text blocks (output) are not run.
 
 load helper
@@ -25,22 +26,21 @@ PY=${NB_TEST_PYTHON:-/usr/bin/python3}
 # "readme_block N" (the runner's check, N its number) and the last followed
 # by "readme_block end".  Flags: --no-model leaves out the blocks that run
 # nb-hkl -model (gemmi's sfcalc), --no-mtz those that read an MTZ file
-# (CCP4's library), --model keeps only the first block and those of -model.
+# (CCP4's library).
 readme_blocks() {
-    local no_model=0 no_mtz=0 only_model=0
+    local no_model=0 no_mtz=0
     while [ $# -gt 0 ]; do
         case $1 in
         --no-model) no_model=1 ;;
         --no-mtz) no_mtz=1 ;;
-        --model) only_model=1 ;;
         esac
         shift
     done
-    awk -v no_model="$no_model" -v no_mtz="$no_mtz" -v only_model="$only_model" '
+    awk -v no_model="$no_model" -v no_mtz="$no_mtz" '
         /^```sh$/ { on = 1; n = 0; model = 0; mtz = 0; blocks++; next }
         /^```/ && on {
             on = 0
-            if ((no_model && model) || (no_mtz && mtz) || (only_model && !model && blocks > 1)) next
+            if ((no_model && model) || (no_mtz && mtz)) next
             print "readme_block " blocks
             for (i = 1; i <= n; i++) print text[i]
             next
@@ -77,29 +77,20 @@ have_gemmi() {
         >/dev/null 2>&1
 }
 
-# The README's blocks in a stand-in for the clone made in the working
-# directory, into ./nb-try; flags: --no-dials leaves out the DIALS commands,
-# the others readme_blocks's (a block whose tool is missing is left out
-# too).  The blocks' script in blocks.sh, what they printed in out.txt, their
-# status in status.
+# The README's blocks but their DIALS commands, in a stand-in for the clone
+# made in the working directory, into ./nb-try (without gemmi, or CCP4's
+# library, the blocks that need it left out).  all.sh: the blocks whole,
+# blocks.sh: what ran, out.txt: what it printed, status: its status.
 run_readme() {
-    local dials=1 which=()
-    if [ "${1:-}" = --no-dials ]; then
-        dials=0
-        shift
-    fi
+    local which=()
     mkdir clone
     ln -s "$NB_BIN" clone/bin
     ln -s "$NB_ROOT/examples" clone/examples
     ln -s "$NB_ROOT/pipelines" clone/pipelines
     have_gemmi || which+=(--no-model)
     have_ccp4 || which+=(--no-mtz)
-    { readme_runner; readme_blocks "${which[@]}" "$@"; } > all.sh
-    if [ "$dials" = 1 ]; then
-        cp all.sh blocks.sh
-    else
-        awk '/^dials\./ { skip = 1 } !skip { print } { if (!/\\$/) skip = 0 }' all.sh > blocks.sh
-    fi
+    { readme_runner; readme_blocks "${which[@]}"; } > all.sh
+    awk '/^dials\./ { skip = 1 } !skip { print } { if (!/\\$/) skip = 0 }' all.sh > blocks.sh
     local status=0
     (cd clone && bash -e -c ". ../blocks.sh") > out.txt 2>&1 || status=$?
     echo "$status" > status
@@ -117,7 +108,7 @@ setup_file() {
         return 0
     fi
     rm -f probe.nxs probe.err
-    run_readme --no-dials
+    run_readme
 }
 
 need_run() {
@@ -264,11 +255,16 @@ need_run() {
     expect_has "more than one amplitude column (type F): choose with -column LABEL among FP (F), FC (F)"
 }
 
-@test "README: with DIALS, its blocks import, find spots and index the sweep as written" {
+@test "README: with DIALS, its dials commands import, find spots and index as written, writing over no block's files" {
     command -v dials.index >/dev/null || skip "DIALS is not installed (dials.index)"
     need_run
-    run_readme
-    output=$(cat out.txt) status=$(cat status)
+    expect_status 0
+    cp -al "$README_RUN/nb-try" nb-try
+    # each block's DIALS commands after its marker, from the blocks setup_file ran
+    { readme_runner; awk '/^readme_block / { print; next } /^dials\./ { keep = 1 } keep { print } { if (!/\\$/) keep = 0 }' \
+        "$README_RUN/all.sh"; } > dials.sh
+    [ "$(grep -c '^dials\.' dials.sh)" -ge 2 ] || false
+    run bash -e -c "cd nb-try && . ../dials.sh"
     expect_status 0
     expect_lacks "wrote over or removed"
     [ -s nb-try/frame_0001.expt ] || false
@@ -292,16 +288,11 @@ PY
     expect_status 0
 }
 
-@test "README: with gemmi, its model block computes F from examples/helices.pdb and renders them" {
+@test "README: with gemmi, its model blocks compute F from examples/helices.pdb and render them" {
     have_gemmi || skip "gemmi is not installed (Debian: apt-get install gemmi), or this nb-hkl cannot read its MTZ"
-    readme_blocks > all.sh
-    [ "$(grep -c 'nb-hkl -model ' all.sh)" -eq 2 ] || false
-    run_readme --no-dials --model
-    output=$(cat out.txt) status=$(cat status)
+    need_run
     expect_status 0
-    [ "$(grep -c 'nb-hkl -model ' blocks.sh)" -eq 2 ] || false
-    [ -s nb-try/helices.png ] || false
-    # the first block ran before it, and none after it
-    [ -s nb-try/frame_0001.cbf ] || false
-    [ ! -e nb-try/plan.nbs ] || false
+    [ "$(grep -c 'nb-hkl -model ' "$README_RUN/blocks.sh")" -eq 2 ] || false
+    [ -s "$README_RUN/nb-try/helices.png" ] || false
+    [ -s "$README_RUN/nb-try/dataset.nxs" ] || false
 }
