@@ -80,7 +80,7 @@ void nb_counts_from_zero(const int32_t *counts, size_t n, double adc, const char
     }
     if (below)
         nb_warn("'%s': %zu pixels hold fewer counts than the ADC offset %d (read-out noise): negative in the CBF, "
-                "where DIALS takes them as untrusted",
+                "where DIALS takes them as untrusted; an SMV image (.img) keeps the offset under the counts",
                 path, below, (int)off);
 }
 

@@ -28,7 +28,7 @@ static const nb_opt_table table;
 static const nb_tool_info tool = {
     "nb-fit",
     NB_FIT,
-    "[OPTIONS] --observed FILE... --refine LIST [--refine-frame LIST] [--refine-F] [STREAM]",
+    "[OPTIONS] --observed FILE... [--refine LIST] [--refine-frame LIST] [--refine-F] [STREAM]",
     "refine a plan's parameters against observed images",
     "nb-fit reads a PLAN record (and the HKL record of nb-hkl) as the start model and one\n"
     "observed image per frame of the plan (--observed: CBF, SMV, TIFF, an nb stream's IMAGE\n"
@@ -37,7 +37,8 @@ static const nb_tool_info tool = {
     "names of nb-sim --grad, and 'scale', an overall factor on the fluence) by maximum\n"
     "likelihood: Poisson photon counts (the image's counts less its ADC offset, over its gain),\n"
     "from where least squares leave it, or least squares alone (--loss lsq), with\n"
-    "Levenberg-Marquardt steps on the derivative images.\n"
+    "Levenberg-Marquardt steps on the derivative images (at least one of --refine,\n"
+    "--refine-frame and --refine-F).\n"
     "Pixels outside the ROI, masked or overloaded in the observed image are left out.  The\n"
     "refined plan goes to standard output (nb-fit ... | nb-sim renders the fit), the refined\n"
     "values to standard error as 'NAME = VALUE +- SIGMA UNIT' (sigma from the inverse Fisher\n"
@@ -89,6 +90,24 @@ static void counts_to_photons(const fit_opts *o, nb_image_file *f, observed *ob)
     }
 }
 
+/* The frames whose file has been read: the dataset fit reads a frame's file
+ * again at each prediction of its regions, and -v says how a file is read
+ * (and the reader warns) at its first reading alone. */
+static unsigned char *frames_read;
+
+/* Frame `frame`'s file, read with the reader's log at its first reading only. */
+static nb_status read_frame_file(const char *path, const nb_plan *plan, long frame, nb_image_file *f)
+{
+    if (!frames_read && plan->nframes > 0) frames_read = calloc((size_t)plan->nframes, 1);
+    const int again = frames_read && frame >= 0 && frame < plan->nframes && frames_read[frame];
+    const int verbosity = nb_verbosity();
+    if (again) nb_set_verbosity(-1);
+    nb_status st = nb_image_file_read(path, plan, frame, f);
+    if (again) nb_set_verbosity(verbosity);
+    else if (!st && frames_read && frame >= 0 && frame < plan->nframes) frames_read[frame] = 1;
+    return st;
+}
+
 /* Observed frame `frame` from path, by the one image reader (registry.h:
  * CBF, SMV, TIFF, an nb stream's IMAGE record of that frame, or raw float
  * photons; its rule for the offset, gain and overload, which --adc, --gain
@@ -102,7 +121,7 @@ nb_status nb_fit_observed_read(const char *path, const fit_opts *o, const nb_pla
         (st = nb_calloc((void **)&ob->use, n, 1, "the observed image")))
         return st;
     memset(ob->use, 1, n);
-    if (!(st = nb_image_file_read(path, plan, frame, &f)) && f.npixels != n)
+    if (!(st = read_frame_file(path, plan, frame, &f)) && f.npixels != n)
         st = nb_error_set(NB_ERR_DATA, "'%s' holds %zu pixels but the plan has %zu", path, f.npixels, n);
     if (!st && f.is_counts) {
         counts_to_photons(o, &f, ob);
@@ -477,7 +496,7 @@ nb_status nb_fit_leave_out_unrendered(const nb_plan *plan, const nb_hkl *hkl, ob
 static nb_status fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o, nb_plan *out)
 {
     if (!o->nobserved) return nb_error_set(NB_ERR_USAGE, "no observed image: give --observed FILE");
-    if (!o->refine) return nb_error_set(NB_ERR_USAGE, "nothing to refine: give --refine LIST");
+    if (!o->refine) return nb_error_set(NB_ERR_USAGE, "nothing to refine: give --refine, --refine-frame or --refine-F");
     if (o->nobserved != start->nframes)
         return nb_error_set(NB_ERR_USAGE, "the plan has %d frame%s but %d observed image%s were given", start->nframes,
                             start->nframes == 1 ? "" : "s", o->nobserved, o->nobserved == 1 ? "" : "s");
@@ -634,7 +653,9 @@ static const nb_opt rows[] = {
     {NB_OPT_LOCAL, "--refine-F", 0, NULL,
      "a dataset fit: refine the structure factor of every reflection of the\n"
      "asymmetric unit over every frame that passes its verdict; the refined\n"
-     "F go into the output's HKL record",
+     "F go into the output's HKL record.  A stream without F (no HKL record,\n"
+     "no -default_F) starts flat: every F the square root of the observed\n"
+     "photons above each panel's median over the model's with every F = 1",
      .type = NB_OPT_SET, .sets = {{FO(refine_F), 1}}},
     {NB_OPT_LOCAL, "--F-out", 1, "FILE",
      "write the refined F as text lines 'h k l F sigma multiplicity' (the\n"
@@ -709,11 +730,74 @@ static nb_status read_start(nb_reader *r, nb_plan *plan, nb_record *hkl_rec, int
     return st;
 }
 
-/* The start model's structure factors. */
-static nb_status start_hkl(const nb_plan *plan, const nb_record *rec, int have, nb_hkl *hkl)
+/* Frame f's photons above its panels' medians (the background where spots
+ * are sparse), and the model's with every F = 1, into sums[0], sums[1]. */
+static nb_status frame_level(const nb_plan *plan, const fit_opts *o, long f, float *model, double sums[2])
+{
+    nb_hkl ones;
+    nb_hkl_init(&ones);
+    ones.default_F = 1.0;
+    observed ob;
+    memset(&ob, 0, sizeof ob);
+    const long slot = o->frame_first ? f - (o->frame_first - 1) : f;
+    const nb_grad_path path = o->precision_given && o->precision ? NB_GRAD_DOUBLE : NB_GRAD_FAST;
+    nb_status st = nb_fit_observed_read(o->observed[slot], o, plan, f, &ob);
+    if (!st) st = nb_fit_leave_out_unrendered(plan, &ones, &ob);
+    if (!st) st = render_frame(plan, &ones, NULL, path, f, model, NULL, 0);
+    for (int p = 0; p < nb_plan_npanels(plan) && !st; p++) {
+        int fp, sp;
+        size_t off;
+        nb_plan_panel_dims(plan, p, &fp, &sp, &off);
+        const size_t n = (size_t)fp * sp;
+        const double med = nb_fit_panel_median(&ob, off, n);
+        for (size_t i = off; i < off + n; i++)
+            if (ob.use[i]) sums[0] += ob.y[i] - med, sums[1] += model[i];
+    }
+    nb_fit_observed_free(&ob);
+    return st;
+}
+
+/* --refine-F from a plan without structure factors (no HKL record, no
+ * -default_F, no file asked for): a flat start, every F the square root of
+ * the level the observed pixels ask for, their photons above the background
+ * over the model's with every F = 1, summed over the frames fitted (on every
+ * process: the same F everywhere; docs/physics.md 15.1). */
+static nb_status flat_start(const nb_plan *plan, const fit_opts *o, const nb_par *par, nb_hkl *hkl)
+{
+    /* frames without an image (none, too few given, or --frames past the
+     * plan's) are the fit's errors to report, after this */
+    if (!o->nobserved) return NB_OK;
+    const long first = o->frame_first ? o->frame_first - 1 : 0;
+    long last = o->frame_first ? o->frame_last - 1 : plan->nframes - 1;
+    if (last >= plan->nframes) last = plan->nframes - 1;
+    if (last >= first + o->nobserved) last = first + o->nobserved - 1;
+    double sums[2] = {0, 0};
+    float *model = NULL;
+    nb_status st = nb_calloc((void **)&model, nb_plan_total_pixels(plan), sizeof *model, "the model");
+    for (long f = first; f <= last && !st; f++)
+        if (nb_par_owns(par, f, plan->nframes)) st = frame_level(plan, o, f, model, sums);
+    free(model);
+    st = nb_par_agree(par, st);
+    if (!st) st = nb_par_sum(par, sums, 2);
+    if (!st && !(sums[0] > 0 && sums[1] > 0))
+        st = nb_error_set(NB_ERR_DATA, "--refine-F: the plan has no structure factors, and the observed images hold "
+                                       "no photons above their background to start a flat F from: give F (nb-hkl, "
+                                       "or nb-geom -default_F)");
+    if (st) return st;
+    hkl->default_F = sqrt(sums[0] / sums[1]);
+    nb_info("--refine-F: no structure factors in the plan: a flat start, F = %.6g", hkl->default_F);
+    return NB_OK;
+}
+
+/* The start model's structure factors: the HKL record's, the plan's, or
+ * for --refine-F from a plan that asks for none, a flat start. */
+static nb_status start_hkl(const nb_plan *plan, const nb_record *rec, int have, const fit_opts *o, const nb_par *par,
+                           nb_hkl *hkl)
 {
     nb_hkl_init(hkl);
-    return have ? nb_hkl_from_record(rec, hkl) : nb_sim_plan_F(plan, hkl);
+    if (have) return nb_hkl_from_record(rec, hkl);
+    const int asks = plan->default_F != 0.0 || plan->hkl_file || (plan->dump_file && !plan->dump_implicit);
+    return o->refine_F && !asks ? flat_start(plan, o, par, hkl) : nb_sim_plan_F(plan, hkl);
 }
 
 /* The refined plan (and the start's HKL record) to the output. */
@@ -810,8 +894,8 @@ int main(int argc, char **argv)
                                         "process a terminal, not a pipe, for standard output)");
     if (!st) st = nb_reader_open(&r, opts.input);
     if (!st) st = read_start(r, &start, &hkl_rec, &have_plan, &have_hkl);
-    if (!st) st = start_hkl(&start, &hkl_rec, have_hkl, &hkl);
     if (!st) st = observed_pattern(&o, &start);
+    if (!st) st = start_hkl(&start, &hkl_rec, have_hkl, &o, &par, &hkl);
     int have_refined = 0;
     if (!st) have_refined = !(st = run_fit(&start, &hkl, &o, &par, &refined, &refined_F, &failed));
     if (!st && par.rank == 0) {
@@ -830,6 +914,7 @@ int main(int argc, char **argv)
     nb_engine_close(engine);
     free(o.observed);
     free(o.observed_names);
+    free(frames_read);
     /* a failure the processes agreed on: exit, every process having said so
      * (nb_par's exit handler waits for the others and finalizes) */
     nb_exit_on_error(st);

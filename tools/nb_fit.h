@@ -56,6 +56,10 @@ typedef struct observed {
 nb_status nb_fit_observed_read(const char *path, const fit_opts *o, const nb_plan *plan, long frame, observed *ob);
 void nb_fit_observed_free(observed *ob);
 
+/* The median of ob's used pixels off..off+n (a panel's; a sample of at most
+ * 65536): the background where spots are sparse (nb_fit_roi.c). */
+double nb_fit_panel_median(const observed *ob, size_t off, size_t n);
+
 /* The plan's ROI and masks into ob->use (the pixels the plan does not render). */
 nb_status nb_fit_leave_out_unrendered(const nb_plan *plan, const nb_hkl *hkl, observed *ob);
 

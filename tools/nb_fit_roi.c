@@ -88,6 +88,25 @@ static nb_status local_background(const observed *ob, size_t off, int fp, int sp
     return st;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double nb_fit_panel_median(const observed *ob, size_t off, size_t n)
+{
+    size_t stride = n / 65536 + 1, m = 0;
+    double *v = malloc((n / stride + 1) * sizeof *v);
+    if (!v) return 0.0;
+    for (size_t i = 0; i < n; i += stride)
+        if (ob->use[off + i]) v[m++] = ob->y[off + i];
+    qsort(v, m, sizeof *v, cmp_double);
+    double med = m ? v[m / 2] : 0.0;
+    free(v);
+    return med;
+}
+
 typedef struct spot_acc {
     double w, wf, ws;
 } spot_acc;

@@ -120,6 +120,46 @@ EOF
     run -0 nb-sim -q -o /dev/null fit.nbs
 }
 
+@test "fit-dataset: --refine-F from a plan without F starts flat at the level the pixels ask for; -v says once how each image is read" {
+    # the truth's F are all 100: the flat start finds them within 2 %
+    nb-geom -q $TRUTH ${REST/-default_F 100/} > noF.nbs
+    run -0 nb-fit -v $OBS --refine-F --refine-frame scale --F-out F_fit.hkl -o fit.nbs noF.nbs
+    local F
+    F=$(echo "$output" | sed -n 's/^--refine-F: no structure factors in the plan: a flat start, F = //p')
+    echo "flat start: F = $F"
+    awk -v F="$F" 'BEGIN { exit !(F > 98 && F < 102) }' || false
+    [[ "$output" == *"3 frames fitted, 0 failed"* ]] || false
+    # the refined F follow: the median of those over 3 sigma within 5 % of 100
+    awk '$4 > 3 * $5 { print $4 }' F_fit.hkl | sort -g |
+        awk '{ v[NR] = $1 } END { m = v[int(NR / 2) + 1]; exit !(NR > 100 && m > 95 && m < 105) }' || false
+    # each file read at every prediction of its regions, said once
+    [ "$(echo "$output" | grep -c "'still_1.cbf' read as CBF")" -eq 1 ] || false
+    [ "$(echo "$output" | grep -c "'still_3.cbf' read as CBF")" -eq 1 ] || false
+    # the images missing are the errors they are with F
+    run -2 nb-fit --refine-F -o none.nbs noF.nbs
+    [[ "$output" == *"no observed image: give --observed FILE"* ]] || false
+    run -2 nb-fit --refine-F --observed still_1.cbf -o none.nbs noF.nbs
+    [[ "$output" == *"3 frames to fit but 1 observed image given"* ]] || false
+    [ ! -e none.nbs ] || false
+    # without --refine-F a plan without F is still an error that says so
+    run -2 nb-fit $OBS --refine-frame scale -o nofit.nbs noF.nbs
+    [[ "$output" == *"no structure factors"* ]] || false
+    [ ! -e nofit.nbs ] || false
+}
+
+@test "fit-dataset: mpirun -n 2 starts --refine-F from the same flat F as one process" {
+    need_mpi
+    nb-geom -q $TRUTH ${REST/-default_F 100/} > noF.nbs
+    nb-fit -v $OBS --refine-F --refine-frame scale -o one.nbs noF.nbs 2>one.err
+    nb_mpirun 2 "$NB_BIN/nb-fit" -v $OBS --refine-F --refine-frame scale -o two.nbs noF.nbs 2>two.err
+    local one two
+    one=$(grep 'a flat start, F = ' one.err)
+    two=$(grep 'a flat start, F = ' two.err)
+    echo "one: $one; two: $two"
+    [ -n "$one" ] || false
+    [ "$one" = "$two" ] || false
+}
+
 @test "fit-dataset: --refine-F takes the experiment list's space group, writes MTZ, and reads one's symmetry" {
     need_numpy
     need_ccp4

@@ -32,8 +32,10 @@
 #                          machine, as root, within 60 s (a hang fails)
 #   need_mpi [PROGRAM]     skip unless mpirun is installed and PROGRAM (default
 #                          nb-fit) was built with MPI (links libmpi)
-#   need_ccp4              skip unless the tools were built with CCP4's library
-#                          (nb-hkl reads an mmCIF file's space group with it)
+#   have_ccp4              whether the tools were built with CCP4's library
+#                          (nb-hkl reads an mmCIF file's space group with it);
+#                          when not, NB_CCP4_WHY holds nb-hkl's message
+#   need_ccp4              skip unless they were, saying why
 
 # `run !` and `run -N` need bats 1.5 (Debian 12 has 1.8)
 bats_require_minimum_version 1.5.0
@@ -269,9 +271,15 @@ need_mpi() {
         skip "$(basename "$prog") was built without MPI (no mpicc when it was built; Debian: libopenmpi-dev)"
 }
 
-need_ccp4() {
+have_ccp4() {
+    local st=0
     printf "data_p\n_symmetry.space_group_name_H-M 'P 1'\nloop_\n_refln.index_h\n_refln.index_k\n_refln.index_l\n_refln.F_meas_au\n1 2 3 4\n" > probe.cif
-    nb-geom -q -cell 10 10 10 90 90 90 -detpixels 4 | nb-hkl -hkl probe.cif -o probe.nbs 2>probe.err ||
-        skip "the tools were built without CCP4's library: $(head -1 probe.err)"
+    nb-geom -q -cell 10 10 10 90 90 90 -detpixels 4 | nb-hkl -hkl probe.cif -o probe.nbs 2>probe.err || st=1
+    NB_CCP4_WHY=$(head -1 probe.err)
     rm -f probe.cif probe.nbs probe.err
+    return "$st"
+}
+
+need_ccp4() {
+    have_ccp4 || skip "the tools were built without CCP4's library: $NB_CCP4_WHY"
 }

@@ -60,7 +60,7 @@ need_installed() {
     need_installed
     for f in lib/libnb.a lib/libnb.so lib/pkgconfig/nb.pc include/nb.h share/nb/examples/render.c \
         share/nb/examples/render.py share/nb/examples/P1.hkl share/nb/examples/helices.pdb \
-        share/nb/examples/helices.py share/nb/pipelines/sweep.mk \
+        share/nb/examples/helices.py share/nb/examples/helices.mtz share/nb/examples/helices_mtz.py share/nb/pipelines/sweep.mk \
         share/nb/pipelines/parallel-sweep share/nb/pipelines/slurm-sweep.sbatch \
         share/nb/pipelines/slurm-fit.sbatch share/nb/bench/P1.hkl \
         share/nb/amorphous/water.stol share/nb/amorphous/ice.stol share/nb/amorphous/air.stol \

@@ -235,6 +235,20 @@ rendered() { # rendered NAME [nb-geom args]: NAME.nbs = PLAN + IMAGE of the smal
     [ ! -e in.nbs ]
 }
 
+@test "nb-convert: counts that read-out noise puts below the ADC offset are negative in a CBF, said so; an SMV keeps them" {
+    nb-geom -q $SMALL | nb-sim -q | nb-noise -q -seed 3 -readout 3 -o counts.nbs
+    run_nb nb-convert -o r.cbf counts.nbs
+    expect_status 0
+    expect_has "pixels hold fewer counts than the ADC offset 40 (read-out noise): negative in the CBF"
+    expect_has "an SMV image (.img) keeps the offset under the counts"
+    run_nb nb-convert -o r.img counts.nbs
+    expect_status 0
+    expect_lacks "fewer counts than the ADC offset"
+    # the SMV's pixels are the counts, the offset in them and in its header
+    grep -a -q "ADC_OFFSET=40;" r.img || false
+    [ "$(smv_data r.img | od -A n -v -t u2 | tr -s ' ' '\n' | sed '/^$/d' | sort -n | head -1)" -gt 0 ] || false
+}
+
 @test "nb-convert: XDS.INP and .geom sidecars are written once per run, beside the images" {
     nb-geom $SMALL -osc 1 -nframes 3 | nb-sim -q -o s.nbs
     run_nb nb-convert -o img_##.cbf -o XDS.INP -o det.geom s.nbs
