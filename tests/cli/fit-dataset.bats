@@ -336,3 +336,82 @@ json.dump(e, open("mixed.expt", "w"))'
     run -0 "$PY" "$EVALUATE" --compare one.expt two.expt --rtol 1e-6
     echo "$output"
 }
+
+@test "fit-dataset: the global stage keeps a start that is right (the truth's own list); every frame says so" {
+    need_numpy
+    nb-geom -q -expt model.expt -N 12 -round_xtal -fluence 1e27 -oversample 2 -default_F 100 -o truth-start.nbs
+    run -0 nb-fit -v $OBS --refine-frame misset_x,misset_y,misset_z,cell_a,cell_b,cell_c,scale -o fit.nbs truth-start.nbs
+    [ "$(echo "$output" | grep -c 'global stage: kept its start')" -eq 3 ] || false
+    [[ "$output" == *"3 frames fitted, 0 failed"* ]] || false
+    nb-convert -q -o fit.expt fit.nbs
+    run -0 "$PY" "$EVALUATE" --json eval.json model.expt fit.expt
+    echo "$output"
+    "$PY" -c 'import json,sys; s=json.load(open("eval.json")); sys.exit(not (s["orientation_deg"]["max"] < 0.005 and s["cell_rel_max_abs"] < 2e-4))'
+}
+
+@test "fit-dataset: a faint still with nothing of its own refined feeds F; with its turns refined it is too few to judge" {
+    # a hundred times fainter: no predicted spot of 10 photons
+    FAINT="${REST/-fluence 1e27/-fluence 6e24}"
+    nb-geom -q $TRUTH $FAINT -o faint.nbs
+    nb-sim -q faint.nbs | nb-noise -q -seed 5 | nb-convert -q -o faint_#.cbf
+    F_OBS="--observed faint_1.cbf --observed faint_2.cbf --observed faint_3.cbf"
+    run -0 nb-fit $F_OBS --refine-F --refine-frame scale -o fitF.nbs faint.nbs
+    echo "$output"
+    [[ "$output" == *"3 frames fitted, 0 failed"* ]] || false
+    run -3 nb-fit $F_OBS --refine-frame misset_x,misset_y,misset_z,scale -o fitT.nbs faint.nbs
+    echo "$output"
+    [ "$(echo "$output" | grep -c 'too few to judge its own values')" -eq 3 ] || false
+}
+
+@test "fit-dataset: a frame the model does not explain fails though the spots it predicts are in the image" {
+    # the plan's crystals 7 degrees off the images' (nanoBragg reads -misset_seed's 7 and the next words as
+    # -misset when three words follow it): a fit of the scales alone drives them towards 0, predicting
+    # few spots, all of them where the image has some; the strong spots it does not predict fail it
+    nb-geom -q $TRUTH $REST -o misread.nbs
+    run -3 nb-fit $OBS --refine-frame scale -o fit.nbs misread.nbs
+    echo "$output"
+    [[ "$output" == *"3 frames fitted, 3 failed"* ]] || false
+    [ "$(echo "$output" | grep -c 'of its 100 strongest observed spots')" -ge 2 ] || false
+}
+
+@test "fit-dataset: a fit stopped at --iterations says so for each frame without -v" {
+    run -0 nb-fit $OBS --iterations 1 --refine-frame misset_x,misset_y,misset_z,scale -o fit.nbs start.nbs
+    echo "$output"
+    [ "$(echo "$output" | grep -c 'stopped at --iterations 1 before it converged')" -ge 1 ] || false
+    run -0 nb-fit $OBS --refine-frame misset_x,misset_y,misset_z,scale -o fit.nbs start.nbs
+    [[ "$output" != *"stopped at --iterations"* ]] || false
+}
+
+@test "fit-dataset: --refine-F with a shared cell: the MTZ states the refined cell, its history says which; a second run from the fit measures as many reflections" {
+    need_numpy
+    need_ccp4
+    "$PY" -c 'import iotbx.mtz' 2>/dev/null || skip "cctbx (DIALS's python) is not installed: the MTZ's cell is read with iotbx.mtz"
+    "$PY" "$NB_ROOT/bench/dataset/wilson_hkl.py" --cell 34 52 53 90 90 90 --dmin 2 --space-group P212121 --seed 2 \
+        -o F.hkl --flat-out flat.hkl --asu-out F_asu.hkl
+    nb-geom -q $TRUTH $REST -hkl F.hkl | nb-hkl -q | nb-sim -q | nb-noise -q -seed 4 | nb-convert -q -o wilson_#.cbf
+    nb-hkl -q -hkl flat.hkl start.nbs > flat-start.nbs
+    W="--observed wilson_1.cbf --observed wilson_2.cbf --observed wilson_3.cbf"
+    run -0 nb-fit $W --refine-F --space-group P212121 --refine cell_a,cell_b,cell_c \
+        --refine-frame misset_x,misset_y,misset_z,scale --F-out F_fit.mtz -o fit.nbs flat-start.nbs
+    echo "$output" > fit.err
+    echo "$output"
+    "$PY" - "$(value cell_a)" "$(value cell_b)" "$(value cell_c)" <<'PY'
+import sys, iotbx.mtz
+m = iotbx.mtz.object("F_fit.mtz")
+cell = m.crystals()[0].unit_cell().parameters()
+want = [float(x) for x in sys.argv[1:4]]
+print("MTZ cell", cell, "refined", want)
+assert all(abs(c - w) < 1e-3 for c, w in zip(cell[:3], want)), (cell, want)
+assert abs(cell[0] - 34.102) > 0.05  # not the start's
+assert any("refined shared cell" in line for line in m.history()), list(m.history())
+open("first.count", "w").write("%d\n" % m.n_reflections())
+PY
+    # the refined plan as a start: its F are refined, its regions are predicted with a flat F all the
+    # same, so every reflection measured the first time is measured again
+    run -0 nb-fit $W --refine-F --space-group P212121 --refine-frame scale --F-out again.hkl -o again.nbs fit.nbs
+    local first again
+    first=$(cat first.count) again=$(wc -l < again.hkl)
+    echo "reflections: $first from the flat start, $again from the fit"
+    [ "$first" -gt 100 ] || false
+    [ "$again" -ge $((first * 98 / 100)) ] || false
+}
