@@ -39,11 +39,12 @@ rotations has a cell within --pseudo-length (3 %) in every edge and
 orthorhombic cell with two edges 1 % apart, a monoclinic one with a = c):
 an indexing of a still could pick that setting, whose F are others;
 (3) every still has at least --min-spots (20) reflections of 10 photons or
-more (truth.jsonl: the pilot's stills first, then the whole dataset's).  A draw that fails is redrawn from (seed, attempt + 1), so the
-sequence is the seed's alone; every rejected draw and why is kept in
-DIR/draw.json, with the kept draw's parameters, the simulate.sh command that
-made it and the seconds.  --params-only draws and checks (1) and (2)
-without simulating anything and prints the JSON.
+more (truth.jsonl: the pilot's stills first, then the whole dataset's).  A
+draw that fails is redrawn from (seed, attempt + 1), so the sequence is the
+seed's alone; every rejected draw and why is kept in DIR/draw.json, with the
+kept draw's parameters, the simulate.sh command that made it and the
+seconds.  --params-only draws and checks (1) and (2) without simulating
+anything and prints the JSON.
 
 Usage:
   draw.py --seed 7 [--stills 10] [--threads 2] DIR

@@ -396,6 +396,7 @@ def count_classes(rows, s):
         r["class"] = classify(r)
     for c in ("recovered", "failed", "wrong", "not_started"):
         s[c] = sum(1 for r in rows if r["class"] == c)
+    s["unfitted"] = 0      # a driver's record of a fit that did not run counts its frames here
     accepted = [r for r in rows if r["class"] in ("recovered", "wrong") and r["orientation_deg"] is not None]
     s["worst_accepted_deg"] = max((r["orientation_deg"] for r in accepted), default=None)
     s["worst_accepted_cell_rel"] = max((r["cell_worst_rel"] for r in accepted), default=None)
@@ -492,7 +493,8 @@ def run_overall(args):
         g = {"datasets": len(runs), "datasets_failing": failing, "frames": frames, "recovered": recovered,
              "share_recovered": share,
              "failed": sum(r.get("failed", 0) for _, r in runs), "wrong": sum(r.get("wrong", 0) for _, r in runs),
-             "not_started": sum(r.get("not_started", 0) for _, r in runs)}
+             "not_started": sum(r.get("not_started", 0) for _, r in runs),
+             "unfitted": sum(r.get("unfitted", 0) for _, r in runs)}
         g_why = ["%d of %d datasets fail their own gate: %s" % (len(failing), len(runs), " ".join(failing))] \
             if failing else []
         if gate != "near" and share < OVERALL_SHARE:
@@ -502,9 +504,9 @@ def run_overall(args):
         g["reasons"] = g_why
         s[gate] = g
         why += ["%s: %s" % (gate, w) for w in g_why]
-        print("%-5s %s  %d datasets, %d of %d frames recovered (%.1f %%), %d failed, %d wrong, %d not started"
-              % (gate, "PASS" if g["pass"] else "FAIL", len(runs), recovered, frames, 100 * share, g["failed"],
-                 g["wrong"], g["not_started"]))
+        print("%-5s %s  %d datasets, %d of %d frames recovered (%.1f %%), %d failed, %d wrong, %d not started, "
+              "%d not fitted" % (gate, "PASS" if g["pass"] else "FAIL", len(runs), recovered, frames, 100 * share,
+                                 g["failed"], g["wrong"], g["not_started"], g["unfitted"]))
     args.gate = "drawn"
     return finish(args, s, why, {})
 
