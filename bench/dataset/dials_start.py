@@ -42,7 +42,7 @@ import tempfile
 import time
 
 SPACE_GROUPS = ("P1", "P2", "P21", "P222", "P212121")
-SPOTS_LINE = re.compile(r"^(\d+) spots found on")
+SPOTS_LINE = re.compile(r"^Saved (\d+) reflections to")
 RMSD_ROW = re.compile(r"^\|\s*0\s*\|\s*(\d+)\s*\|\s*([0-9.]+)\s*\|\s*([0-9.]+)\s*\|")
 
 

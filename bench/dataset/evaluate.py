@@ -709,10 +709,13 @@ def finish(args, summary, why, details):
     text = json.dumps(summary, sort_keys=True)
     print(text)
     if args.json:
-        with open(args.json + ".tmp", "w") as fp:
-            json.dump(dict(summary, **details), fp, indent=1, sort_keys=True)
-            fp.write("\n")
-        os.replace(args.json + ".tmp", args.json)
+        try:
+            with open(args.json + ".tmp", "w") as fp:
+                json.dump(dict(summary, **details), fp, indent=1, sort_keys=True)
+                fp.write("\n")
+            os.replace(args.json + ".tmp", args.json)
+        except OSError as e:
+            raise InputError("cannot write '%s': %s" % (args.json, e.strerror))
     if args.gate:
         for w in why:
             print("evaluate.py: %s FAIL: %s" % (args.gate, w), file=sys.stderr)

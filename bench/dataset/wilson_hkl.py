@@ -23,6 +23,7 @@ Only the standard library and numpy.  Usage:
 """
 import argparse
 import math
+import os
 import sys
 
 import numpy as np
@@ -115,11 +116,13 @@ def expand(hkl, F, space_group):
 
 
 def write_hkl(path, rows, header):
-    with open(path, "w") as fp:
+    """The file written whole under a temporary name, then renamed."""
+    with open(path + ".tmp", "w") as fp:
         for line in header:
             fp.write("# " + line + "\n")
         for (h, k, l), f in rows:
             fp.write("%d %d %d %.6f\n" % (h, k, l, f))
+    os.replace(path + ".tmp", path)
 
 
 def main(argv=None):
@@ -151,14 +154,19 @@ def main(argv=None):
               "%d reflections in the asymmetric unit, %d centric, %d absent" %
               (len(hkl), int(centric.sum()), int(absent.sum()))]
     rows = expand(hkl, F, args.space_group)
-    write_hkl(args.o, rows, header + ["expanded to %d indices (%s)" % (len(rows), args.space_group)])
     present = F[~absent]
     rms = float(np.sqrt(np.mean(present * present))) if len(present) else args.f_rms
-    if args.flat_out:
-        write_hkl(args.flat_out, [(i, rms if f > 0 else 0.0) for i, f in rows],
-                  ["flat start: F = %g (the rms of %s) on its indices" % (rms, args.o)])
-    if args.asu_out:
-        write_hkl(args.asu_out, list(zip(map(tuple, hkl.tolist()), F.tolist())), header)
+    try:
+        write_hkl(args.o, rows, header + ["expanded to %d indices (%s)" % (len(rows), args.space_group)])
+        if args.flat_out:
+            write_hkl(args.flat_out, [(i, rms if f > 0 else 0.0) for i, f in rows],
+                      ["flat start: F = %g (the rms of %s) on its indices" % (rms, args.o)])
+        if args.asu_out:
+            write_hkl(args.asu_out, list(zip(map(tuple, hkl.tolist()), F.tolist())), header)
+    except OSError as e:
+        print("wilson_hkl.py: cannot write '%s': %s" % (str(e.filename).removesuffix(".tmp"), e.strerror),
+              file=sys.stderr)
+        return 1
     print("wilson_hkl.py: %d asymmetric-unit reflections (%d centric, %d absent) to %g A, %d indices, rms F %.4g"
           % (len(hkl), int(centric.sum()), int(absent.sum()), args.dmin, len(rows), rms), file=sys.stderr)
     return 0
