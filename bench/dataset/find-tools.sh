@@ -18,7 +18,7 @@ find_tools() {
         elif command -v nb-geom >/dev/null 2>&1; then
             NB_BIN=$(dirname "$(command -v nb-geom)")
         else
-            echo "$name: no nb tools: nb-geom is neither in this checkout's bin/ (make) nor on PATH; or set NB_BIN" >&2
+            echo "$name: no nb tools: nb-geom is not on PATH (nor in the bin/ of a checkout: make); or set NB_BIN" >&2
             return 1
         fi
     fi
