@@ -14,7 +14,9 @@ Four modes (the gates of dataset refinement, issues 35 and 46; bench/README.md):
       the rotations of the point group of --space-group (P1 P2 P21 P222
       P212121; default P 1: the identity alone) applied to the fit's basis
       (DIALS may index a crystal in another of its equivalent settings:
-      -a, b, -c of a monoclinic one); the cell's relative error in a, b, c and
+      -a, b, -c of a monoclinic one; a basis of the same lattice outside the
+      point group, an indexing's error, is named: setting 'other', the
+      matrix in other_basis); the cell's relative error in a, b, c and
       its angles' errors (degrees), in that setting; the detector distance's
       error (mm, panel 0); and, from nb-fit's standard error (--fit-log), the
       frames it reported failed ('nb-fit: frame N failed: ...', N from 1).
@@ -237,7 +239,14 @@ def compare_crystals(xt, xf, ops):
             best = (angle, op, Mo)
     angle, op, Mo = best
     ct, cf = cell_of(Mt), cell_of(Mo)
-    return {"orientation_deg": angle, "setting": setting_name(op),
+    # the same lattice in another basis, outside the point group's: an indexing's error
+    # (the spots where they are, their indices others), not a turn
+    R = np.linalg.solve(Mt, Mf)
+    Ri = np.round(R)
+    other_basis = (np.max(np.abs(R - Ri)) < 0.1 and abs(round(np.linalg.det(Ri))) == 1
+                   and not any(np.array_equal(Ri, o) for o in ops))
+    return {"orientation_deg": angle, "setting": "other" if other_basis else setting_name(op),
+            "other_basis": Ri.astype(int).tolist() if other_basis else None,
             "cell_rel": [cf[i] / ct[i] - 1.0 for i in range(3)],
             "cell_angle_deg": [math.degrees(cf[i] - ct[i]) for i in range(3, 6)],
             # the cell's error: the largest relative error of its six numbers
@@ -273,7 +282,7 @@ def measure_orientations(truth_path, fit_path, log_path, ops=None, map_path=None
         f = fit_by_frame.get(frame)
         if f is None:
             row.update(orientation_deg=None, cell_rel=None, cell_angle_deg=None, cell_worst_rel=None,
-                       distance_mm=None, setting=None, sigma_deg=None)
+                       distance_mm=None, setting=None, other_basis=None, sigma_deg=None)
         else:
             row.update(compare_crystals(xt, f[1], ops))
             row["distance_mm"] = detector_distance(f[2]) - detector_distance(dt)
