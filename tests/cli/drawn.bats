@@ -181,7 +181,7 @@ EOF
     expect_has "frames not in the start: 2"
 }
 
-@test "drawn: evaluate.py takes a monoclinic crystal indexed as -a, b, -c as the same orientation" {
+@test "drawn: evaluate.py takes a monoclinic crystal indexed as -a, b, -c as the same orientation, names another basis" {
     "$PY" - "$DATA/model.expt" <<'EOF'
 import json, sys
 el = json.load(open(sys.argv[1]))
@@ -195,6 +195,17 @@ EOF
     expect_has "-a,b,-c"
     run -0 "$PY" "$DS/evaluate.py" "$DATA/model.expt" flipped.expt --json p1.json
     approx "$(json_at p1.json orientation_deg.median)" 180 1e-9
+    # a + b, b, c: the same lattice, other indices (an indexing's error), named so
+    "$PY" - "$DATA/model.expt" <<'EOF'
+import json, sys
+el = json.load(open(sys.argv[1]))
+for x in el["crystal"]:
+    x["real_space_a"] = [u + v for u, v in zip(x["real_space_a"], x["real_space_b"])]
+json.dump(el, open("other.expt", "w"))
+EOF
+    run -0 "$PY" "$DS/evaluate.py" "$DATA/model.expt" other.expt --space-group P222 --json other.json
+    [ "$(json_at other.json per_frame.0.setting)" = other ] || false
+    [ "$(json_at other.json per_frame.0.other_basis)" = "[[1, 0, 0], [1, 1, 0], [0, 0, 1]]" ] || false
 }
 
 @test "drawn: nb-geom -expt makes a plan of every frame from a near, a far and a DIALS start" {
