@@ -32,6 +32,8 @@
 #   --fresh           draw the datasets and index them with DIALS again
 #                     (else a dataset whose draw.json is for the same seed and
 #                     stills is kept, and so is its DIALS start)
+#   --tables-only     run nothing: the tables and the gates again from the
+#                     verdicts already in DIR (runs of other seeds together)
 #   --results FILE    also copy the table there
 # Environment: NB_BIN (the tools: default this checkout's bin/, else PATH),
 # PYTHON (default /usr/bin/python3), FIT_FLAGS (more nb-fit flags, every fit).
@@ -56,6 +58,7 @@ bad() { echo "run-drawn.sh: $*" >&2; exit 2; }
 say() { echo "run-drawn.sh: $*" >&2; }
 
 seeds='' work='' starts=near,far,dials stills=8 threads=2 cell_mode=lattice fresh=0 results='' fit_timeout=0
+tables_only=0
 while [ $# -gt 0 ]; do
     case $1 in
         --seeds) seeds=${2-}; shift 2 || bad "--seeds needs a value" ;;
@@ -66,6 +69,7 @@ while [ $# -gt 0 ]; do
         --cell) cell_mode=${2-}; shift 2 || bad "--cell needs a value" ;;
         --fit-timeout) fit_timeout=${2-}; shift 2 || bad "--fit-timeout needs a value" ;;
         --fresh) fresh=1; shift ;;
+        --tables-only) tables_only=1; shift ;;
         --results) results=${2-}; shift 2 || bad "--results needs a value" ;;
         -h|--help) usage 0 ;;
         *) echo "run-drawn.sh: unknown argument '$1'" >&2; usage ;;
@@ -235,7 +239,8 @@ EOF
 
 status=0
 t_all=$(now)
-for seed in "${seed_list[@]}"; do
+[ "$tables_only" = 1 ] && seed_list_run=() || seed_list_run=("${seed_list[@]}")
+for seed in "${seed_list_run[@]}"; do
     sd=$work/seed-$seed
     mkdir -p "$sd"
     if ! draw "$seed" "$sd/data"; then
@@ -252,13 +257,15 @@ for seed in "${seed_list[@]}"; do
     done
 done
 total=$(elapsed "$t_all" "$(now)")
+seconds=(--seconds "$total")
+[ "$tables_only" = 1 ] && seconds=()
 
 # the table, the JSON and the gates over all datasets
 verdicts=()
 for seed in "${seed_list[@]}"; do
     for kind in "${kinds[@]}"; do verdicts+=("$work/seed-$seed/$kind/verdict.json"); done
 done
-"$PY" "$here/drawn_table.py" --work "$work" --seconds "$total" --seeds "${seed_list[*]}" --starts "${kinds[*]}" \
+"$PY" "$here/drawn_table.py" --work "$work" "${seconds[@]}" --seeds "${seed_list[*]}" --starts "${kinds[*]}" \
     --cell "$cell_mode" > "$work/results.txt" || status=1
 "$PY" "$here/evaluate.py" --overall "${verdicts[@]}" --json "$work/gates.json" > "$work/gates.txt" 2>&1 || status=1
 grep -E '^(near|far|dials) ' "$work/gates.txt" >> "$work/results.txt" || true
@@ -275,5 +282,5 @@ os.remove(os.path.join(w, "results.table.json"))
 EOF
 cat "$work/results.txt"
 [ -n "$results" ] && cp "$work/results.txt" "$results"
-say "results in $work/results.txt and results.json ($total s)"
+say "results in $work/results.txt and results.json${seconds:+ ($total s)}"
 exit $status
