@@ -100,12 +100,18 @@ EOF
     [ "$(json_at "$WORK/seed-4/near/verdict.json" per_frame.3.sigma_deg)" != None ] || false
 }
 
-@test "drawn: run-drawn.sh again keeps the dataset it drew, and its table names the fit" {
+@test "drawn: run-drawn.sh again keeps the dataset it drew, its table names the fit, --tables-only tables it again" {
     cp -r "$WORK" work
     run -0 "$DS/run-drawn.sh" --seeds 4 --stills 4 --starts near --threads 2 --work work
     expect_has "seed 4: reusing the dataset"
     cmp "$DATA/still_001.cbf" work/seed-4/data/still_001.cbf
     run -0 grep -E '^ +4 near +PASS +4 +4 +0 +0 +0 +0 ' work/results.txt
+    # --tables-only: the same verdicts tabled again, nothing run
+    rm work/results.txt work/results.json
+    run -0 "$DS/run-drawn.sh" --seeds 4 --stills 4 --starts near --work work --tables-only
+    expect_lacks "reusing"
+    run -0 grep -E '^ +4 near +PASS +4 +4 +0 +0 +0 +0 ' work/results.txt
+    [ "$(json_at work/results.json gates.near.pass)" = True ] || false
 }
 
 @test "drawn: the near gate fails a fit that did not move, and --overall fails with it" {
