@@ -22,7 +22,8 @@ place among those given (from 1).  A still DIALS cannot index is left out
 and said so: on standard error and in --record (JSON: per still, indexed or
 not, the stage that failed and DIALS's last words, spots found, reflections
 indexed, RMSDs, seconds).  DIALS's files go into --work (default a temporary
-folder, removed).
+folder, removed).  --only N,M... indexes those stills alone (their places
+among those given, from 1; the numbers kept), e.g. to index some again.
 
 Usage:
   dials_start.py --cell "A B C AL BE GA" --space-group SG [--jobs 2] [--work DIR]
@@ -143,7 +144,16 @@ def parse(argv):
     ap.add_argument("--record", help="also write what DIALS did with each still as JSON")
     ap.add_argument("--jobs", type=int, default=1, help="stills indexed at a time (default 1)")
     ap.add_argument("--work", help="keep DIALS's files here (default: a temporary folder, removed)")
+    ap.add_argument("--only", help="index only these stills: their places among those given, comma-separated")
     args = ap.parse_args(argv)
+    if args.only is not None:
+        try:
+            args.only = sorted({int(x) for x in args.only.split(",")})
+        except ValueError:
+            args.only = [0]
+        if not args.only or not all(1 <= n <= len(args.stills) for n in args.only):
+            ap.error("--only takes places among the %d stills given (1 to %d), comma-separated"
+                     % (len(args.stills), len(args.stills)))
     try:
         cell = [float(x) for x in args.cell.replace(",", " ").split()]
     except ValueError:
@@ -172,7 +182,7 @@ def main(argv=None):
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
             jobs = [pool.submit(index_one, i + 1, os.path.abspath(s), args.cell, args.space_group, work)
-                    for i, s in enumerate(args.stills)]
+                    for i, s in enumerate(args.stills) if args.only is None or i + 1 in args.only]
             results = [j.result() for j in jobs]
         records = [r for r, _ in results]
         for r in records:
