@@ -415,19 +415,23 @@ bench: all
 #   header (include/nb.h) and pkg-config file (lib/pkgconfig/nb.pc), a man page
 #   for every program, and share/nb: examples/ (render.c, render.py, P1.hkl,
 #   tiles.geom, helices.pdb, helices.py, helices.mtz and helices_mtz.py), pipelines/ (sweep.mk, parallel-sweep,
-#   slurm-sweep.sbatch, slurm-fit.sbatch), bench/ (nb-bench's inputs) and amorphous/ (nb-amorphous's
-#   tables of water, ice, air and a cryo-oil, and the script that makes them); the
-#   drop-ins nanobragg and nonbragg beside the tools
+#   slurm-sweep.sbatch, slurm-fit.sbatch), bench/ (nb-bench's inputs), amorphous/ (nb-amorphous's
+#   tables of water, ice, air and a cryo-oil, and the script that makes them) and dataset/
+#   (bench/dataset's tools that simulate, draw, start and judge a refined stills dataset:
+#   they find the tools on PATH); the drop-ins nanobragg and nonbragg beside the tools
 # nb-amorphous's tables (examples/amorphous/README.md: what they are made of)
 AMORPHOUS_TABLES := examples/amorphous/water.stol examples/amorphous/ice.stol examples/amorphous/air.stol \
                     examples/amorphous/oil.stol
+# bench/dataset's tools a user measures a refinement with (bench/README.md, "Drawn datasets")
+DATASET_TOOLS := $(addprefix bench/dataset/,simulate.sh perturb.py evaluate.py wilson_hkl.py draw.py dials_start.py \
+                   run-drawn.sh drawn_table.py)
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 DATADIR ?= $(PREFIX)/share/nb
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(LIBDIR)/pkgconfig \
 	    $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(DATADIR)/examples $(DESTDIR)$(DATADIR)/pipelines $(DESTDIR)$(DATADIR)/bench \
-	    $(DESTDIR)$(DATADIR)/amorphous
+	    $(DESTDIR)$(DATADIR)/amorphous $(DESTDIR)$(DATADIR)/dataset
 	install -m 755 $(TOOL_BINS) pipelines/nanobragg pipelines/nonbragg $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(TOOLS:%=man/man1/%.1) man/man1/nanobragg.1 man/man1/nonbragg.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 755 $(NB_SO) $(DESTDIR)$(LIBDIR)/
@@ -446,6 +450,8 @@ install: all
 	install -m 644 tests/golden/inputs/P1.hkl $(DESTDIR)$(DATADIR)/bench/P1.hkl
 	install -m 644 $(AMORPHOUS_TABLES) examples/amorphous/README.md $(DESTDIR)$(DATADIR)/amorphous/
 	install -m 755 examples/amorphous/make-tables.py $(DESTDIR)$(DATADIR)/amorphous/
+	install -m 755 $(DATASET_TOOLS) $(DESTDIR)$(DATADIR)/dataset/
+	install -m 644 bench/dataset/find-tools.sh $(DESTDIR)$(DATADIR)/dataset/
 
 clean:
 	rm -rf $(BUILD) $(BIN) build-asan bin-asan build-fuzz demo

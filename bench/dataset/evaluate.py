@@ -1,29 +1,58 @@
 #!/usr/bin/python3
 """evaluate.py - measure a refined dataset against the truth it was simulated from.
 
-Three modes (the gates of dataset refinement, issue 35; bench/README.md):
+Four modes (the gates of dataset refinement, issues 35 and 46; bench/README.md):
 
-  evaluate.py TRUTH.expt FIT.expt [--fit-log LOG] [--fit-status N] [--gate G1|G2] [--json OUT]
+  evaluate.py TRUTH.expt FIT.expt [--fit-log LOG] [--fit-status N] [--space-group SG]
+              [--frame-map START.expt] [--gate G1|G2|near|far|dials] [--json OUT]
       Experiment by experiment (matched by their identifiers nb-frame-N when
       both lists have them, else by position): the orientation error, the
       angle of the rotation U_fit U_truth^T between the crystals' U matrices
       (U from the real-space vectors: M = (a b c) = U O with O the
       orthogonalization of the crystal's own cell, a along x and b in the xy
-      plane, so a change of the cell alone changes no U); the cell's relative
-      error in a, b, c; the detector distance's error (mm, panel 0); and,
-      from nb-fit's standard error (--fit-log), the frames it reported failed
-      ('nb-fit: frame N failed: ...', N from 1).  Prints a table, then a JSON
-      summary; with --gate, judges it (exit 0 pass, 1 fail).
+      plane, so a change of the cell alone changes no U), the smallest over
+      the rotations of the point group of --space-group (P1 P2 P21 P222
+      P212121; default P 1: the identity alone) applied to the fit's basis
+      (DIALS may index a crystal in another of its equivalent settings:
+      -a, b, -c of a monoclinic one; a basis of the same lattice outside the
+      point group, an indexing's error, is named: setting 'other', the
+      matrix in other_basis); the cell's relative error in a, b, c and
+      its angles' errors (degrees), in that setting; the detector distance's
+      error (mm, panel 0); and, from nb-fit's standard error (--fit-log), the
+      frames it reported failed ('nb-fit: frame N failed: ...', N from 1).
+      --frame-map START.expt: the fit's experiments and nb-fit's frames are,
+      in order, START's, whose identifiers nb-frame-N name the truth's frame
+      (a start without the stills DIALS could not index: those are 'not
+      started').  From nb-fit -v's log, each frame's turn's sigma, the root
+      of the sum of its three turns' squared sigmas (degrees).  Prints a
+      table, then a JSON summary; with --gate, judges it (exit 0 pass, 1
+      fail).  Gates of issue 46 (a frame is recovered when it is not
+      reported failed, within 0.02 degrees, and each of its cell's six numbers
+      within 0.1 %):
+        near   nb-fit's status 0 and every frame recovered;
+        far, dials  no frame wrong (off but not reported failed), nb-fit's
+               status 3 when it named a failed frame and 0 otherwise, and at
+               least 75 % of the truth's frames recovered (the 90 % over all
+               datasets: --overall).
+
+  evaluate.py --overall RESULT.json...
+      The gates of issue 46 over datasets: each file a --json summary of one
+      dataset's fit (its gate near, far or dials), or a record of the same
+      keys a driver wrote for a fit that did not run.  Per gate: near passes
+      when every dataset's passes; far and dials when every dataset's passes
+      and at least 90 % of all their frames are recovered.  A line per gate,
+      PASS or FAIL, with its figures; exit 0 when every gate present passes.
 
   evaluate.py --F --truth-hkl F.hkl --fit-hkl FIT.hkl --truth-jsonl truth.jsonl
-              [--space-group P212121|P1] [--min-shots 3] [--gate G3] [--json OUT]
+              [--space-group SG] [--min-shots 3] [--gate G3] [--json OUT]
       The structure factors: the reflections of the asymmetric unit that
       truth.jsonl records on at least --min-shots shots (distinct frames, any
       symmetry mate), CC(F refined, F true) over those the refined file has,
       and the CC of Monte-Carlo merging on the same reflections: the square
       root of the mean of the reflection's true photons over its
       observations (every row of truth.jsonl that is one of its mates),
-      against F true.  Files of 'h k l F ...' lines (nb-fit --F-out writes
+      against F true (reflections made one by --space-group's Laue group,
+      default P212121).  Files of 'h k l F ...' lines (nb-fit --F-out writes
       'h k l F sigma multiplicity'); a reflection given more than once
       (mates of the same asymmetric-unit index) takes the mean of its F.
 
@@ -38,18 +67,28 @@ Only the standard library and numpy.
 import argparse
 import json
 import math
+import os
 import re
 import sys
 
 import numpy as np
 
+from wilson_hkl import SPACE_GROUPS, laue_signs
+
 FAILED_LINE = re.compile(r"^nb-fit: frame (\d+) failed:")
 IDENTIFIER = re.compile(r"^nb-frame-(\d+)$")
+# nb-fit -v's last word on a frame: its turns' sigmas (degrees)
+SIGMA_LINE = re.compile(r"^frame (\d+): misset_x = \S+ \u00b1 (\S+) misset_y = \S+ \u00b1 (\S+) "
+                        r"misset_z = \S+ \u00b1 (\S+)")
 
 # the gates' figures (the issue's text; bench/README.md)
 G1_MEDIAN_DEG, G1_WORST_DEG, G1_CELL_REL = 0.005, 0.02, 5e-4
 G2_RECOVERED_DEG, G2_UNREPORTED_DEG = 0.02, 0.05
 G3_MIN_CC = 0.95
+# issue 46: a frame recovered, a dataset's share and all datasets' share
+RECOVERED_DEG, RECOVERED_CELL_REL = 0.02, 1e-3
+DATASET_SHARE, OVERALL_SHARE = 0.75, 0.90
+DRAWN_GATES = ("near", "far", "dials")
 
 
 class InputError(Exception):
@@ -147,60 +186,129 @@ def walk_groups(node):
             yield from walk_groups(c)
 
 
-def failed_frames(log_path):
-    frames = []
+def read_fit_log(log_path):
+    """The frames nb-fit reported failed, and {frame: its turn's sigma (degrees)} where -v gave them."""
+    frames, sigmas = [], {}
     try:
-        with open(log_path, errors="replace") as fp:
+        with open(log_path, encoding="utf-8", errors="replace") as fp:
             for line in fp:
                 m = FAILED_LINE.match(line)
                 if m:
                     frames.append(int(m.group(1)))
+                m = SIGMA_LINE.match(line)
+                if m:
+                    try:
+                        sigmas[int(m.group(1))] = math.sqrt(sum(float(m.group(i)) ** 2 for i in (2, 3, 4)))
+                    except ValueError:
+                        pass
     except OSError as e:
         raise InputError("cannot read '%s': %s" % (log_path, e))
-    return sorted(set(frames))
+    return sorted(set(frames)), sigmas
 
 
-def measure_orientations(truth_path, fit_path, log_path):
+def point_group(space_group):
+    """The point group's rotations of a space group, as matrices on the basis (a b c)."""
+    if space_group is None:
+        return [np.eye(3)]
+    return [np.diag(np.asarray(signs, dtype=float)) for signs in SPACE_GROUPS[space_group][0]]
+
+
+def setting_name(op):
+    return ",".join(("" if x > 0 else "-") + "abc"[i] for i, x in enumerate(np.diag(op)))
+
+
+def frame_map(path):
+    """The truth's frame of each of START's experiments, in order (their identifiers nb-frame-N)."""
+    el = load_json(path)
+    ids = [e.get("identifier", "") for e in el.get("experiment", [])] if isinstance(el, dict) else []
+    frames = [IDENTIFIER.match(i or "") for i in ids]
+    if not ids or not all(frames):
+        raise InputError("--frame-map '%s': every experiment must have an identifier nb-frame-N" % path)
+    return [int(m.group(1)) for m in frames]
+
+
+def compare_crystals(xt, xf, ops):
+    """The orientation error over the point group's settings of the fit, and the cell's in that setting."""
+    Mt, Mf = real_space(xt), real_space(xf)
+    Ut = orientation(Mt)
+    best = None
+    for op in ops:
+        Mo = Mf @ op
+        angle = rotation_angle_deg(orientation(Mo) @ Ut.T)
+        if best is None or angle < best[0]:
+            best = (angle, op, Mo)
+    angle, op, Mo = best
+    ct, cf = cell_of(Mt), cell_of(Mo)
+    # the same lattice in another basis, outside the point group's: an indexing's error
+    # (the spots where they are, their indices others), not a turn
+    R = np.linalg.solve(Mt, Mf)
+    Ri = np.round(R)
+    other_basis = (np.max(np.abs(R - Ri)) < 0.1 and abs(round(np.linalg.det(Ri))) == 1
+                   and not any(np.array_equal(Ri, o) for o in ops))
+    return {"orientation_deg": angle, "setting": "other" if other_basis else setting_name(op),
+            "other_basis": Ri.astype(int).tolist() if other_basis else None,
+            "cell_rel": [cf[i] / ct[i] - 1.0 for i in range(3)],
+            "cell_angle_deg": [math.degrees(cf[i] - ct[i]) for i in range(3, 6)],
+            # the cell's error: the largest relative error of its six numbers
+            "cell_worst_rel": max(abs(cf[i] / ct[i] - 1.0) for i in range(6))}
+
+
+def measure_orientations(truth_path, fit_path, log_path, ops=None, map_path=None):
     truth, truth_ids = experiments(truth_path)
     fit, fit_ids = experiments(fit_path)
-    if not (truth_ids and fit_ids) and len(truth) != len(fit):
-        raise InputError("'%s' holds %d experiments, '%s' %d (and no nb-frame-N identifiers to match them)"
-                         % (truth_path, len(truth), fit_path, len(fit)))
-    if not (truth_ids and fit_ids):
+    ops = ops or [np.eye(3)]
+    started = None
+    failed, sigmas = read_fit_log(log_path) if log_path else ([], {})
+    if map_path:
+        started = frame_map(map_path)
+        if len(fit) != len(started):
+            raise InputError("'%s' holds %d experiments, the start '%s' %d" % (fit_path, len(fit), map_path,
+                                                                              len(started)))
+        fit = [(started[pos],) + f[1:] for pos, f in enumerate(fit)]
+        sigmas = {started[n - 1]: v for n, v in sigmas.items() if 1 <= n <= len(started)}
+        # nb-fit's frame n is the start's n-th experiment; a number beyond them is stray
+        beyond = [n for n in failed if not 1 <= n <= len(started)]
+        failed = sorted(started[n - 1] for n in failed if 1 <= n <= len(started))
+    elif not (truth_ids and fit_ids):
+        if len(truth) != len(fit):
+            raise InputError("'%s' holds %d experiments, '%s' %d (and no nb-frame-N identifiers to match them)"
+                             % (truth_path, len(truth), fit_path, len(fit)))
         fit = [(t[0],) + f[1:] for t, f in zip(truth, fit)]
     fit_by_frame = {f[0]: f for f in fit}
-    failed = failed_frames(log_path) if log_path else []
     rows = []
     for frame, xt, dt in truth:
-        row = {"frame": frame, "reported_failed": frame in failed}
+        row = {"frame": frame, "reported_failed": frame in failed,
+               "started": started is None or frame in started}
         f = fit_by_frame.get(frame)
         if f is None:
-            row.update(orientation_deg=None, cell_rel=None, distance_mm=None)
+            row.update(orientation_deg=None, cell_rel=None, cell_angle_deg=None, cell_worst_rel=None,
+                       distance_mm=None, setting=None, other_basis=None, sigma_deg=None)
         else:
-            Mt, Mf = real_space(xt), real_space(f[1])
-            Ut, Uf = orientation(Mt), orientation(Mf)
-            row["orientation_deg"] = rotation_angle_deg(Uf @ Ut.T)
-            ct, cf = cell_of(Mt), cell_of(Mf)
-            row["cell_rel"] = [cf[i] / ct[i] - 1.0 for i in range(3)]
+            row.update(compare_crystals(xt, f[1], ops))
             row["distance_mm"] = detector_distance(f[2]) - detector_distance(dt)
+            row["sigma_deg"] = sigmas.get(frame)
         rows.append(row)
     known = {r["frame"] for r in rows}
-    stray = [n for n in failed if n not in known]
+    stray = [n for n in failed if n not in known] + (["start's %d" % n for n in beyond] if map_path else [])
     return rows, failed, stray, sorted(set(fit_by_frame) - known)
 
 
 def print_table(rows, out=sys.stdout):
-    print("%6s %12s %10s %10s %10s %11s  %s" % ("frame", "orient_deg", "da_%", "db_%", "dc_%", "ddist_mm",
-                                                 "nb-fit"), file=out)
+    print("%6s %12s %9s %10s %10s %10s %9s %11s %8s  %s" % ("frame", "orient_deg", "sigma_deg", "da_%", "db_%",
+                                                              "dc_%", "dang_deg", "ddist_mm", "setting", "nb-fit"),
+          file=out)
     for r in rows:
         st = "FAILED" if r["reported_failed"] else "ok"
         if r["orientation_deg"] is None:
-            print("%6d %12s %10s %10s %10s %11s  %s (not in the fit)" % (r["frame"], "-", "-", "-", "-", "-", st),
-                  file=out)
+            why = "not in the fit" if r["started"] else "not in the start (not indexed)"
+            print("%6d %12s %9s %10s %10s %10s %9s %11s %8s  %s (%s)" % (r["frame"], "-", "-", "-", "-", "-", "-",
+                                                                          "-", "-", st, why), file=out)
             continue
         c = [100 * x for x in r["cell_rel"]]
-        print("%6d %12.6f %10.5f %10.5f %10.5f %11.5f  %s" % (r["frame"], r["orientation_deg"], c[0], c[1], c[2],
-                                                               r["distance_mm"], st), file=out)
+        sig = "-" if r["sigma_deg"] is None else "%.5f" % r["sigma_deg"]
+        print("%6d %12.6f %9s %10.5f %10.5f %10.5f %9.4f %11.5f %8s  %s"
+              % (r["frame"], r["orientation_deg"], sig, c[0], c[1], c[2], max(abs(x) for x in r["cell_angle_deg"]),
+                 r["distance_mm"], r["setting"], st), file=out)
 
 
 def summarize(rows, failed, stray, extra, fit_status):
@@ -213,6 +321,11 @@ def summarize(rows, failed, stray, extra, fit_status):
                             "max": max(errs) if errs else None,
                             "mean": float(np.mean(errs)) if errs else None},
         "cell_rel_max_abs": max(cells) if cells else None,
+        "cell_angle_deg_max_abs": max((abs(x) for r in rows if r["cell_angle_deg"] is not None
+                                       for x in r["cell_angle_deg"]), default=None),
+        "not_started_frames": [r["frame"] for r in rows if not r["started"]],
+        "sigma_deg_median": (float(np.median([r["sigma_deg"] for r in rows if r["sigma_deg"] is not None]))
+                             if any(r["sigma_deg"] is not None for r in rows) else None),
         "distance_mm_max_abs": max((abs(r["distance_mm"]) for r in rows if r["distance_mm"] is not None),
                                    default=None),
         "reported_failed": failed,
@@ -276,29 +389,142 @@ def judge_g2(rows, s):
     return why
 
 
+def classify(r):
+    """A frame's class in issue 46's gates: recovered, failed, wrong or not_started."""
+    if r["reported_failed"]:
+        return "failed"
+    if r["orientation_deg"] is None:
+        return "wrong" if r["started"] else "not_started"
+    within = r["orientation_deg"] <= RECOVERED_DEG and r["cell_worst_rel"] <= RECOVERED_CELL_REL
+    return "recovered" if within else "wrong"
+
+
+def count_classes(rows, s):
+    """Each frame's class into its row, the counts and the worst accepted frame into the summary."""
+    for r in rows:
+        r["class"] = classify(r)
+    for c in ("recovered", "failed", "wrong", "not_started"):
+        s[c] = sum(1 for r in rows if r["class"] == c)
+    s["unfitted"] = 0      # a driver's record of a fit that did not run counts its frames here
+    accepted = [r for r in rows if r["class"] in ("recovered", "wrong") and r["orientation_deg"] is not None]
+    s["worst_accepted_deg"] = max((r["orientation_deg"] for r in accepted), default=None)
+    s["worst_accepted_cell_rel"] = max((r["cell_worst_rel"] for r in accepted), default=None)
+    s["share_recovered"] = s["recovered"] / len(rows) if rows else 0.0
+
+
+def describe_wrong(r):
+    if r["orientation_deg"] is None:
+        return "frame %d was started but is not in the fit, and not reported failed" % r["frame"]
+    return ("frame %d is %.4f deg and its cell %.4f %% off (recovered: <= %g deg and %g %%) and was not reported "
+            "failed" % (r["frame"], r["orientation_deg"], 100 * r["cell_worst_rel"], RECOVERED_DEG,
+                        100 * RECOVERED_CELL_REL))
+
+
+def judge_near(rows, s):
+    why = []
+    if s["fit_status"] is None:
+        why.append("no --fit-status: nb-fit's exit status is part of the gate")
+    elif s["fit_status"] != 0:
+        why.append("nb-fit exited %d (a near start must exit 0)" % s["fit_status"])
+    if s["reported_failed"]:
+        why.append("frames reported failed: %s" % " ".join(map(str, s["reported_failed"])))
+    why += [describe_wrong(r) for r in rows if r["class"] == "wrong"]
+    if s["not_started_frames"]:
+        why.append("frames not in the start: %s" % " ".join(map(str, s["not_started_frames"])))
+    return why
+
+
+def judge_recover(rows, s):
+    why = []
+    if s["fit_status"] is None:
+        why.append("no --fit-status: nb-fit's exit status is part of the gate")
+    elif s["reported_failed"] and s["fit_status"] != 3:
+        why.append("frames reported failed but nb-fit exited %d, not 3" % s["fit_status"])
+    elif not s["reported_failed"] and s["fit_status"] != 0:
+        why.append("nb-fit exited %d without naming a failed frame" % s["fit_status"])
+    if s["reported_failed_unknown"]:
+        why.append("failed frames that do not exist: %s" % " ".join(map(str, s["reported_failed_unknown"])))
+    why += [describe_wrong(r) for r in rows if r["class"] == "wrong"]
+    if s["share_recovered"] < DATASET_SHARE:
+        why.append("%d of %d frames recovered (%.0f %% < %.0f %%; %d failed, %d wrong, %d not started)"
+                   % (s["recovered"], len(rows), 100 * s["share_recovered"], 100 * DATASET_SHARE, s["failed"],
+                      s["wrong"], s["not_started"]))
+    return why
+
+
 def run_orientation(args):
-    rows, failed, stray, extra = measure_orientations(args.truth, args.fit, args.fit_log)
-    if args.gate == "G2" and not args.fit_log:
-        raise InputError("--gate G2 needs --fit-log: which frames nb-fit reported failed")
+    if args.gate in ("G2", "far", "dials") and not args.fit_log:
+        raise InputError("--gate %s needs --fit-log: which frames nb-fit reported failed" % args.gate)
+    rows, failed, stray, extra = measure_orientations(args.truth, args.fit, args.fit_log,
+                                                      point_group(args.space_group), args.frame_map)
     print_table(rows)
     s = summarize(rows, failed, stray, extra, args.fit_status)
+    if args.gate in DRAWN_GATES:
+        count_classes(rows, s)
     why = []
     if args.gate == "G1":
         why = judge_g1(rows, s)
     elif args.gate == "G2":
         why = judge_g2(rows, s)
+    elif args.gate == "near":
+        why = judge_near(rows, s)
+    elif args.gate in ("far", "dials"):
+        why = judge_recover(rows, s)
     elif args.gate:
-        raise InputError("--gate %s is not a gate of experiment lists (G1, G2)" % args.gate)
+        raise InputError("--gate %s is not a gate of experiment lists (G1, G2, near, far, dials)" % args.gate)
     return finish(args, s, why, {"per_frame": rows})
+
+
+# ---- issue 46's gates over datasets ---------------------------------------------------
+
+def run_overall(args):
+    by_gate = {}
+    for path in args.overall:
+        r = load_json(path)
+        if not isinstance(r, dict) or r.get("gate") not in DRAWN_GATES:
+            raise InputError("'%s' is not a summary of a near, far or dials gate (evaluate.py --json)" % path)
+        for key in ("frames", "recovered", "pass"):
+            if key not in r:
+                raise InputError("'%s' has no '%s'" % (path, key))
+        by_gate.setdefault(r["gate"], []).append((path, r))
+    if not by_gate:
+        raise InputError("--overall: no summary given")
+    s = {}
+    why = []
+    for gate in DRAWN_GATES:
+        runs = by_gate.get(gate)
+        if not runs:
+            continue
+        frames = sum(r["frames"] for _, r in runs)
+        recovered = sum(r["recovered"] for _, r in runs)
+        failing = [p for p, r in runs if not r["pass"]]
+        share = recovered / frames if frames else 0.0
+        g = {"datasets": len(runs), "datasets_failing": failing, "frames": frames, "recovered": recovered,
+             "share_recovered": share,
+             "failed": sum(r.get("failed", 0) for _, r in runs), "wrong": sum(r.get("wrong", 0) for _, r in runs),
+             "not_started": sum(r.get("not_started", 0) for _, r in runs),
+             "unfitted": sum(r.get("unfitted", 0) for _, r in runs)}
+        g_why = ["%d of %d datasets fail their own gate: %s" % (len(failing), len(runs), " ".join(failing))] \
+            if failing else []
+        if gate != "near" and share < OVERALL_SHARE:
+            g_why.append("%d of %d frames recovered (%.1f %% < %.0f %%)" % (recovered, frames, 100 * share,
+                                                                           100 * OVERALL_SHARE))
+        g["pass"] = not g_why
+        g["reasons"] = g_why
+        s[gate] = g
+        why += ["%s: %s" % (gate, w) for w in g_why]
+        print("%-5s %s  %d datasets, %d of %d frames recovered (%.1f %%), %d failed, %d wrong, %d not started, "
+              "%d not fitted" % (gate, "PASS" if g["pass"] else "FAIL", len(runs), recovered, frames, 100 * share,
+                                 g["failed"], g["wrong"], g["not_started"], g["unfitted"]))
+    args.gate = "drawn"
+    return finish(args, s, why, {})
 
 
 # ---- structure factors -------------------------------------------------------------
 
 def asu_key(h, k, l, space_group):
-    """One index for a reflection and its mates: mmm for P 21 21 21, Friedel for P 1."""
-    if space_group == "P212121":
-        return (abs(h), abs(k), abs(l))
-    return max((h, k, l), (-h, -k, -l))
+    """One index for a reflection and its mates: the greatest of them under the Laue group."""
+    return max((sh * h, sk * k, sl * l) for sh, sk, sl in laue_signs(space_group))
 
 
 def read_hkl(path, space_group, what):
@@ -492,9 +718,13 @@ def finish(args, summary, why, details):
     text = json.dumps(summary, sort_keys=True)
     print(text)
     if args.json:
-        with open(args.json, "w") as fp:
-            json.dump(dict(summary, **details), fp, indent=1, sort_keys=True)
-            fp.write("\n")
+        try:
+            with open(args.json + ".tmp", "w") as fp:
+                json.dump(dict(summary, **details), fp, indent=1, sort_keys=True)
+                fp.write("\n")
+            os.replace(args.json + ".tmp", args.json)
+        except OSError as e:
+            raise InputError("cannot write '%s': %s" % (args.json, e.strerror))
     if args.gate:
         for w in why:
             print("evaluate.py: %s FAIL: %s" % (args.gate, w), file=sys.stderr)
@@ -509,14 +739,20 @@ def main(argv=None):
     ap.add_argument("fit", nargs="?", help="the refined experiment list (fit.expt)")
     ap.add_argument("--fit-log", help="nb-fit's standard error: the frames it reported failed")
     ap.add_argument("--fit-status", type=int, help="nb-fit's exit status")
-    ap.add_argument("--gate", choices=("G1", "G2", "G3", "G4"), help="judge this gate: exit 0 pass, 1 fail")
+    ap.add_argument("--gate", choices=("G1", "G2", "G3", "G4") + DRAWN_GATES,
+                    help="judge this gate: exit 0 pass, 1 fail")
     ap.add_argument("--json", help="also write the summary (and the per-frame rows) to this file")
     ap.add_argument("--F", action="store_true", help="measure structure factors (G3)")
     ap.add_argument("--truth-hkl", help="--F: the true F ('h k l F'; simulate.sh's F.hkl)")
     ap.add_argument("--fit-hkl", help="--F: the refined F (nb-fit --F-out: 'h k l F sigma multiplicity')")
     ap.add_argument("--truth-jsonl", help="--F: the truth's reflections per shot (truth.jsonl)")
-    ap.add_argument("--space-group", default="P212121", choices=("P212121", "P1"),
-                    help="--F: the symmetry that makes reflections one (default P212121)")
+    ap.add_argument("--space-group", choices=sorted(SPACE_GROUPS),
+                    help="the point group whose settings of a crystal are one (default P1), or with --F the "
+                         "symmetry that makes reflections one (default P212121)")
+    ap.add_argument("--frame-map", metavar="START.expt",
+                    help="the fit's experiments are START's, whose identifiers nb-frame-N name the truth's frames")
+    ap.add_argument("--overall", nargs="+", metavar="RESULT.json",
+                    help="issue 46's gates over datasets: their --json summaries (gates near, far, dials)")
     ap.add_argument("--min-shots", type=int, default=3, help="--F: shots a reflection must be seen on (default 3)")
     ap.add_argument("--min-coverage", type=float, default=0.99,
                     help="--F --gate G3: the share of the selected reflections the fit must hold (default 0.99: "
@@ -527,7 +763,12 @@ def main(argv=None):
     ap.add_argument("--rtol", type=float, default=1e-6, help="--compare: relative tolerance (default 1e-6)")
     args = ap.parse_args(argv)
     try:
+        if args.overall:
+            if args.truth or args.fit or args.F or args.compare or args.gate:
+                ap.error("--overall takes its summaries alone")
+            return run_overall(args)
         if args.F:
+            args.space_group = args.space_group or "P212121"
             if args.truth or args.fit or args.compare:
                 ap.error("--F takes no experiment lists")
             return run_F(args)

@@ -138,15 +138,17 @@ def main(argv=None):
     except (ValueError, KeyError, IndexError) as e:
         print("perturb.py: '%s': %s" % (args.expt, e), file=sys.stderr)
         return 1
-    tmp = args.o + ".tmp"
-    with open(tmp, "w") as fp:
-        json.dump(expt, fp, indent=2)
-        fp.write("\n")
-    os.replace(tmp, args.o)
-    if args.record:
-        with open(args.record, "w") as fp:
-            json.dump(record, fp, indent=2)
-            fp.write("\n")
+    try:
+        for path, what in ((args.o, expt), (args.record, record)):
+            if path:
+                with open(path + ".tmp", "w") as fp:
+                    json.dump(what, fp, indent=2)
+                    fp.write("\n")
+                os.replace(path + ".tmp", path)
+    except OSError as e:
+        print("perturb.py: cannot write '%s': %s" % (str(e.filename).removesuffix(".tmp"), e.strerror),
+              file=sys.stderr)
+        return 1
     print("perturb.py: %d crystals turned by %g degrees, cells x %g%s -> %s" %
           (len(record["crystals"]), args.angle, args.cell_scale,
            ", detector %+g mm" % args.distance if args.distance else "", args.o), file=sys.stderr)

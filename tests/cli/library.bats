@@ -150,3 +150,24 @@ need_installed() {
     expect_status 0
     expect_has "tricubic"
 }
+
+@test "library: the installed dataset tools (share/nb/dataset) simulate, perturb, evaluate and draw with the tools on PATH" {
+    need_installed
+    "$PY" -c 'import numpy' 2>/dev/null || skip "$PY has no numpy (apt-get install python3-numpy)"
+    cp -r "$NB_PREFIX" moved
+    local ds=$PWD/moved/share/nb/dataset
+    # the tools on PATH alone (no NB_BIN, not in a checkout); the water table from share/nb/amorphous
+    run -0 env -u NB_BIN PATH="$PWD/moved/bin:/usr/bin:/bin" "$ds/simulate.sh" --stills 2 --detpixels 64 \
+        --pixel 1.6 --water 0.5 --threads 1 data
+    [ -s data/still_002.cbf ] || false
+    [ "$(grep -c . data/truth.jsonl)" -eq 2 ] || false
+    run -0 env -u NB_BIN PATH="$PWD/moved/bin:/usr/bin:/bin" "$ds/perturb.py" --angle 0.3 data/model.expt -o start.expt
+    run -1 env -u NB_BIN PATH="$PWD/moved/bin:/usr/bin:/bin" "$ds/evaluate.py" data/model.expt start.expt \
+        --fit-status 0 --gate near
+    expect_has "frame 1 is 0.3000 deg"
+    run -0 env -u NB_BIN PATH="$PWD/moved/bin:/usr/bin:/bin" "$ds/draw.py" --seed 3 --params-only
+    expect_has '"space_group": "P212121"'
+    # without the tools anywhere: said so
+    run -1 env -u NB_BIN PATH=/usr/bin:/bin "$ds/simulate.sh" --stills 2 none
+    expect_has "simulate.sh: no nb tools: nb-geom is not on PATH"
+}
