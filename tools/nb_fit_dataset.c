@@ -321,6 +321,35 @@ static nb_status fallbacks(ds *d, enum judge judge)
     return st;
 }
 
+/* A second chance, after the joint stage: a frame that failed while the
+ * shared values were still wrong (a detector 10 mm off, a cell 3 % long
+ * leave few spots where a frame's search looked for them) is searched and
+ * fitted again from its start, at the shared values as the frames that
+ * passed refined them; *back: how many pass now, over every process. */
+static nb_status second_chance(ds *d, int global, enum judge judge, long *back)
+{
+    double n = 0.0;
+    nb_status st = NB_OK;
+    for (long i = 0; i < d->nframes && !st; i++) {
+        ds_frame *fr = &d->fr[i];
+        if (!mine(d, i) || fr->failed == DS_FAIL_NONE) continue;
+        fr->failed = DS_FAIL_NONE;
+        memcpy(fr->p, fr->p_start, sizeof fr->p);
+        if (global) st = predict_regions(d, fr);
+        if (!st && global) st = ds_global_frame(d, fr);
+        if (!st) st = frame_pixels(d, fr, 1, 1, 0);
+        if (!st && fr->failed != DS_FAIL_FIT) st = verdict_one(d, fr, judge);
+        if (!st && !fr->failed) {
+            nb_info("frame %ld: fitted again at the shared values refined: it passes", i + 1);
+            n++;
+        }
+    }
+    st = nb_par_agree(d->par, st);
+    if (!st) st = nb_par_sum(d->par, &n, 1);
+    *back = (long)n;
+    return st;
+}
+
 int ds_joins(const ds *d, long i) { return mine(d, i) && d->fr[i].failed == DS_FAIL_NONE; }
 
 /* The frames' normal equations at their values (for the joint stage): the
@@ -339,6 +368,22 @@ static nb_status joint_equations(ds *d, double *total)
     }
     st = nb_par_agree(d->par, st);
     if (!st) st = nb_par_sum(d->par, total, 1);
+    return st;
+}
+
+nb_status ds_drop_singular(ds *d, double lambda, long *dropped)
+{
+    double n = 0.0;
+    for (long i = 0; i < d->nframes; i++) {
+        ds_frame *fr = &d->fr[i];
+        if (!ds_joins(d, i) || ds_frame_solvable(d, fr, lambda)) continue;
+        nb_info("frame %ld: its parameters are not independent on its pixels (a singular system): it leaves the joint "
+                "stage", i + 1);
+        fr->failed = DS_FAIL_FIT;
+        n++;
+    }
+    nb_status st = nb_par_sum(d->par, &n, 1);
+    *dropped = (long)n;
     return st;
 }
 
@@ -438,6 +483,9 @@ static nb_status joint_fit(ds *d)
     int it = 0, done = 0;
     for (; it < d->o->iterations && !st && !done; it++) {
         double dz[DS_MAX], z_t[DS_MAX], total_t = total, pred = 0.0;
+        long dropped = 0;
+        if ((st = ds_drop_singular(d, lambda, &dropped))) break;
+        if (dropped && (st = joint_equations(d, &total))) break;
         if ((st = ds_joint_dz(d, lambda, dz))) break;
         for (int j = 0; j < kz; j++) z_t[j] = d->z[j] + dz[j];
         if ((st = joint_trial(d, t, lambda, dz, z_t, &total_t, &pred))) break;
@@ -591,6 +639,7 @@ static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const f
     for (long i = 0; i < d->nframes && !st; i++) st = ds_frame_start(d, &d->fr[i]);
     if (!st) st = shared_start(d);
     for (long i = 0; i < d->nframes && !st; i++) st = ds_frame_start(d, &d->fr[i]);
+    for (long i = 0; i < d->nframes && !st; i++) memcpy(d->fr[i].p_start, d->fr[i].p, sizeof d->fr[i].p);
     return st;
 }
 
@@ -804,11 +853,15 @@ nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts
     if (!st) st = nb_par_agree(par, verdicts(&d, first));
     if (!st && global) st = nb_par_agree(par, fallbacks(&d, first));
     if (!st && d.L.kz) {
+        long back = 0;
         st = joint_fit(&d);
         if (!st) st = predict_joining(&d);
         if (!st) st = joint_fit(&d);
         if (!st) st = nb_par_agree(par, verdicts(&d, before_F));
         if (!st && global) st = nb_par_agree(par, fallbacks(&d, before_F));
+        if (!st) st = second_chance(&d, global, before_F, &back);
+        if (!st && back) st = joint_fit(&d);
+        if (!st && back) st = nb_par_agree(par, verdicts(&d, before_F));
     }
     if (!st && o->refine_F) st = structure_factors(&d, refined);
     double zsigma[DS_MAX];

@@ -169,6 +169,12 @@ nb_status ds_frame_schur(const ds *d, const ds_frame *fr, double lambda, double 
 /* The sigmas of the frame's own values (its planes eliminated, the shared
  * ones fixed): the inverse Fisher information at its last equations */
 nb_status ds_frame_sigmas(const ds *d, const ds_frame *fr, double *sigma);
+/* Can the frame's own values take a step at lambda (its system, planes
+ * eliminated, not singular)? */
+int ds_frame_solvable(const ds *d, const ds_frame *fr, double lambda);
+/* Frames of the joint stage whose own system is singular at lambda fail
+ * (DS_FAIL_FIT) and leave it; *dropped: how many, over every process. */
+nb_status ds_drop_singular(ds *d, double lambda, long *dropped);
 /* The frame's normal equations with its planes eliminated, undamped (k x k,
  * stride DS_MAX); marginal over F while d->Fset.on. */
 nb_status ds_frame_reduced(const ds *d, const ds_frame *fr, double *Hr, double *gr);
@@ -191,6 +197,9 @@ void ds_planes_project(double *bg, int nregions);
 
 /* ---- nb_fit_global.c ---- */
 nb_status ds_global(ds *d);
+/* One frame's search alone, at the shared values as they are (its values
+ * as they are its start): the second chance of a frame that failed. */
+nb_status ds_global_frame(ds *d, ds_frame *fr);
 
 /* ---- the verdict (nb_fit_frame.c), from d->image at the frame's values ---- */
 enum ds_fail {

@@ -562,6 +562,17 @@ nb_status ds_frame_step(const ds *d, const ds_frame *fr, double lambda, const do
     return NB_OK;
 }
 
+int ds_frame_solvable(const ds *d, const ds_frame *fr, double lambda)
+{
+    double Hr[DS_MAX * DS_MAX], gr[DS_MAX], x[DS_MAX];
+    if (reduce(d, fr, lambda, Hr, gr)) return 0;
+    if (!d->L.kp) return 1;
+    if (!nb_fit_solve(d->L.kp, Hr, DS_MAX, gr, x)) return 0;
+    for (int j = 0; j < d->L.kp; j++)
+        if (!isfinite(x[j])) return 0;
+    return 1;
+}
+
 nb_status ds_frame_reduced(const ds *d, const ds_frame *fr, double *Hr, double *gr)
 {
     return reduce(d, fr, 0.0, Hr, gr);

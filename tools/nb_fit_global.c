@@ -644,7 +644,6 @@ nb_status ds_global(ds *d)
     gfree f;
     free_of(L, &f);
     double shift[3];
-    for (long i = 0; i < d->nframes; i++) memcpy(d->fr[i].p_start, d->fr[i].p, sizeof d->fr[i].p);
     nb_status st = detector_search(d, shift);
     /* per frame: found (1 when its best stood out of chance) and the cell found */
     double *found = calloc(7 * (size_t)d->nframes, sizeof *found);
@@ -667,6 +666,31 @@ nb_status ds_global(ds *d)
     if (!st) st = nb_par_sum(d->par, found, 7 * (size_t)d->nframes);
     if (!st) st = shared_cell(d, found);
     free(found);
+    d->clock_s[T_GLOBAL] += nb_now() - t0, d->clock_n[T_GLOBAL]++;
+    return st;
+}
+
+nb_status ds_global_frame(ds *d, ds_frame *fr)
+{
+    const ds_layout *L = &d->L;
+    const double t0 = nb_now();
+    gfree f;
+    free_of(L, &f);
+    const int axes[3] = {K_DISTANCE, K_XBEAM, K_YBEAM};
+    double shift[3];
+    for (int a = 0; a < 3; a++)
+        shift[a] = L->where_z[axes[a]] >= 0 ? d->z[L->where_z[axes[a]] - L->kp] - d->zstart[axes[a]] : 0.0;
+    nb_status st = NB_OK;
+    if (fr->nspots > 0 && (f.any_rot || f.any_cell)) {
+        gfound res;
+        if (!(st = frame_search(d, fr, &f, shift, &res))) {
+            fr->moved = res.moved, fr->start_plausible = res.plausible;
+            const gcand *c = res.moved ? &res.best : &res.start;
+            for (int k = 0; k < K_COUNT; k++)
+                if (L->where_p[k] >= 0 && (k <= K_ROT_Z || (k >= K_CELL_A && k <= K_CELL_GAMMA)))
+                    fr->p[L->where_p[k]] = c->val[k];
+        }
+    }
     d->clock_s[T_GLOBAL] += nb_now() - t0, d->clock_n[T_GLOBAL]++;
     return st;
 }

@@ -251,6 +251,10 @@ nb_status ds_joint_F(ds *d, nb_hkl *refined)
     int it = 0, done = 0;
     for (; it < d->o->iterations && !st && !done; it++) {
         double pred = 0.0, total_t = 0.0;
+        long dropped = 0;
+        d->Fset.lambda = lambda;
+        if ((st = ds_drop_singular(d, lambda, &dropped))) break;
+        if (dropped && (st = equations(d, cur.p, cur.bg, cur.z, cur.I, &cur.hkl, &total))) break;
         if ((st = trial_step(d, lambda, &t, &pred))) break;
         if (pred < ds_gain_tolerance(total, d->nframes + 1)) {
             done = 1;

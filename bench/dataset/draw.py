@@ -39,7 +39,13 @@ rotations has a cell within --pseudo-length (3 %) in every edge and
 orthorhombic cell with two edges 1 % apart, a monoclinic one with a = c):
 an indexing of a still could pick that setting, whose F are others;
 (3) every still has at least --min-spots (20) reflections of 10 photons or
-more (truth.jsonl: the pilot's stills first, then the whole dataset's).  A
+more (truth.jsonl: the pilot's stills first, then the whole dataset's), and
+(4) at least --min-spots spots of 10 photons are seen in each still's image:
+connected pixels standing 5 sigma above their local background (the mean of
+the 25 x 25 pixels around, spots left out), 10 photons or more above it
+(the spots a spot finder sees, as nb-fit's and DIALS's do: 10 photons of a
+small crystal's reflection spread over a hundred pixels of background are
+no spot).  A
 draw that fails is redrawn from (seed, attempt + 1), so the sequence is the
 seed's alone; every rejected draw and why is kept in DIR/draw.json, with the
 kept draw's parameters, the simulate.sh command that made it and the
@@ -56,6 +62,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -232,6 +239,86 @@ def check_spots(stills_photons, scale, limits, what):
                                                                                             limits.min_spots))
 
 
+def cbf_counts(path):
+    """The counts of a miniCBF of byte-offset compression (nb-convert's), as a 2-D array: the deltas
+    are bytes, with an escape (0x80) to 16 and then 32 bits, decoded a run of plain bytes at a time."""
+    with open(path, "rb") as fp:
+        raw = fp.read()
+    start = raw.find(b"\x0c\x1a\x04\xd5")
+    head = raw[:max(start, 0)].decode("latin-1")
+    size = {}
+    for key in ("X-Binary-Size-Fastest-Dimension", "X-Binary-Size-Second-Dimension", "X-Binary-Size"):
+        m = re.search(re.escape(key) + r":\s*(\d+)", head)
+        if start < 0 or not m:
+            raise RuntimeError("'%s' is not a byte-offset CBF (no %s)" % (path, key))
+        size[key] = int(m.group(1))
+    nf, ns = size["X-Binary-Size-Fastest-Dimension"], size["X-Binary-Size-Second-Dimension"]
+    b = np.frombuffer(raw, dtype=np.int8, count=size["X-Binary-Size"], offset=start + 4)
+    escapes = np.flatnonzero(b == -128)
+    parts, i, e = [], 0, 0
+    while i < len(b):
+        while e < len(escapes) and escapes[e] < i:
+            e += 1
+        stop = escapes[e] if e < len(escapes) else len(b)
+        parts.append(b[i:stop].astype(np.int64))
+        if stop == len(b):
+            break
+        d = int.from_bytes(b[stop + 1:stop + 3].tobytes(), "little", signed=True)
+        i = stop + 3
+        if d == -32768:
+            d = int.from_bytes(b[i:i + 4].tobytes(), "little", signed=True)
+            i += 4
+        parts.append(np.array([d], dtype=np.int64))
+    deltas = np.concatenate(parts)[:nf * ns]
+    if deltas.size != nf * ns:
+        raise RuntimeError("'%s' holds %d pixels, not %d x %d" % (path, deltas.size, nf, ns))
+    return np.cumsum(deltas).reshape(ns, nf)
+
+
+def box_mean(y, w, r):
+    """The mean of y where w over the (2r+1)^2 box around each pixel."""
+    def box(a):
+        c = np.cumsum(np.cumsum(np.pad(a, ((r + 1, r), (r + 1, r))), axis=0), axis=1)
+        return c[2 * r + 1:, 2 * r + 1:] - c[:-2 * r - 1, 2 * r + 1:] - c[2 * r + 1:, :-2 * r - 1] + c[:-2 * r - 1, :-2 * r - 1]
+    n = box(w.astype(float))
+    return np.where(n > 0, box(np.where(w, y, 0.0)) / np.maximum(n, 1), 0.0)
+
+
+def spots_seen(path):
+    """The spots of 10 photons a spot finder sees in a still (criterion 4)."""
+    y = cbf_counts(path).astype(float)
+    use = y >= 0
+    back = box_mean(y, use, 12)
+    back = box_mean(y, use & (y <= back + 3 * np.sqrt(back + 1)), 12)
+    mark = use & (y >= back + 5 * np.sqrt(back + 1))
+    seen = np.zeros(mark.shape, dtype=bool)
+    spots = 0
+    for s0, f0 in zip(*np.nonzero(mark)):
+        if seen[s0, f0]:
+            continue
+        stack, total = [(s0, f0)], 0.0
+        seen[s0, f0] = True
+        while stack:
+            s, f = stack.pop()
+            total += y[s, f] - back[s, f]
+            for ds, df in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+                t, g = s + ds, f + df
+                if 0 <= t < mark.shape[0] and 0 <= g < mark.shape[1] and mark[t, g] and not seen[t, g]:
+                    seen[t, g] = True
+                    stack.append((t, g))
+        spots += total >= 10.0
+    return spots
+
+
+def check_seen(directory, limits):
+    stills = sorted(n for n in os.listdir(directory) if n.startswith("still_") and n.endswith(".cbf"))
+    for i, name in enumerate(stills):
+        n = spots_seen(os.path.join(directory, name))
+        if n < limits.min_spots:
+            raise Rejected("still %d shows %d spots of 10 photons above its background (< %d)" % (i + 1, n,
+                                                                                              limits.min_spots))
+
+
 def pilot_fluence(p, work, threads, limits):
     """The fluence that gives a pilot still's BRIGHT_RANK-th reflection p['brightness'] photons."""
     pilot = os.path.join(work, "pilot")
@@ -278,6 +365,7 @@ def draw_dataset(args, limits):
             sim = simulate_args(p, p["fluence"], args.threads, args.stills, False)
             run_simulate(sim, args.dir, os.path.join(args.dir, "simulate.log"))
             check_spots(photons_per_still(os.path.join(args.dir, "truth.jsonl")), 1.0, limits, "dataset")
+            check_seen(args.dir, limits)
             record.update(params=p, simulate=sim[1:] + [args.dir], seconds=round(time.time() - t0, 2))
             return record
         except Rejected as e:

@@ -105,8 +105,10 @@ def print_tables(datasets, seconds, cell_mode):
     for d in datasets:
         print(dataset_row(d["seed"], d))
     print()
-    print("# fits (cell refined per frame: %s): frames, recovered, failed (nb-fit said so), wrong (off, not said),"
-          % cell_mode)
+    print("# fits (the cell refined: %s): frames, recovered, failed (nb-fit said so), wrong (off, not said),"
+          % {"auto": "each frame's from near starts, shared from far and DIALS ones", "shared": "shared",
+             "lattice": "each frame's, every number its lattice leaves free", "edges": "each frame's edges"}
+          .get(cell_mode, cell_mode))
     print("# not started (DIALS did not index them), not fitted (nb-fit did not finish); the worst frame nb-fit")
     print("# accepted (deg, cell %), the median sigma of the turns (deg), the detector distance's worst error (mm);")
     print("# the start's median/worst error (deg) and worst cell error (%); nb-fit's status; the start's and the")
@@ -128,7 +130,7 @@ def main(argv=None):
     ap.add_argument("--seeds", required=True, help="the seeds, space-separated")
     ap.add_argument("--starts", required=True, help="the start kinds, space-separated")
     ap.add_argument("--seconds", type=float, help="the run's seconds in all")
-    ap.add_argument("--cell", default="lattice", help="what run-drawn.sh refined of the cell (for the header)")
+    ap.add_argument("--cell", default="auto", help="what run-drawn.sh refined of the cell (for the header)")
     args = ap.parse_args(argv)
     try:
         datasets = collect(args.work, args.seeds.split(), args.starts.split())

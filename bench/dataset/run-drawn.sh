@@ -23,10 +23,15 @@
 #   --stills N        stills a dataset (default 8)
 #   --threads N       threads of every tool; DIALS indexes N stills at a time
 #                     (default 2)
-#   --cell edges|lattice
-#                     the cell refined per frame: its edges (cell_a, cell_b,
+#   --cell auto|edges|lattice|shared
+#                     the cell refined: per frame, its edges (cell_a, cell_b,
 #                     cell_c) or every number its lattice leaves free (P 1: the
-#                     angles too, P 2 and P 21: beta) (default lattice)
+#                     angles too, P 2 and P 21: beta); shared: those numbers
+#                     once for every frame (--refine); auto (the default): per
+#                     frame from near starts (each frame's own cell, as the
+#                     issue's first measurement), shared from far and DIALS
+#                     starts (one crystal form: what G2 and a user of DIALS's
+#                     stills refine)
 #   --fit-timeout S   stop a fit after S seconds: a failure of every frame
 #                     (default 0: none)
 #   --fresh           draw the datasets and index them with DIALS again
@@ -38,8 +43,8 @@
 # Environment: NB_BIN (the tools: default this checkout's bin/, else PATH),
 # PYTHON (default /usr/bin/python3), FIT_FLAGS (more nb-fit flags, every fit).
 # Every fit: nb-geom -q -expt START.expt $XTAL | nb-hkl -q -hkl F.hkl, then
-# nb-fit -v --observed STILL... --refine-frame
-# misset_x,misset_y,misset_z,CELL...,scale [--refine distance] (far).
+# nb-fit -v --observed STILL... --refine-frame misset_x,misset_y,misset_z[,CELL...],scale
+# [--refine [distance,]CELL...] (distance from far starts; CELL where the cell is shared).
 # Writes DIR/results.txt (a line per dataset and start: the drawn
 # parameters, recovered / failed / wrong / not started frames, the worst
 # accepted frame, nb-fit's status and seconds; then a line per gate) and
@@ -57,7 +62,7 @@ usage() { local fd=2; [ "${1:-2}" != 0 ] || fd=1; sed -n '/^# Usage:/,/^# usage\
 bad() { echo "run-drawn.sh: $*" >&2; exit 2; }
 say() { echo "run-drawn.sh: $*" >&2; }
 
-seeds='' work='' starts=near,far,dials stills=8 threads=2 cell_mode=lattice fresh=0 results='' fit_timeout=0
+seeds='' work='' starts=near,far,dials stills=8 threads=2 cell_mode=auto fresh=0 results='' fit_timeout=0
 tables_only=0
 while [ $# -gt 0 ]; do
     case $1 in
@@ -79,7 +84,7 @@ done
 [ -n "$work" ] || bad "--work is required (where the datasets and fits go)"
 case $stills in ''|*[!0-9]*|0) bad "--stills must be a positive whole number" ;; esac
 case $threads in ''|*[!0-9]*|0) bad "--threads must be a positive whole number" ;; esac
-case $cell_mode in edges|lattice) ;; *) bad "--cell must be edges or lattice, not '$cell_mode'" ;; esac
+case $cell_mode in auto|edges|lattice|shared) ;; *) bad "--cell must be auto, edges, lattice or shared, not '$cell_mode'" ;; esac
 case $fit_timeout in ''|*[!0-9]*) bad "--fit-timeout must be a whole number of seconds" ;; esac
 kinds=()
 for k in ${starts//,/ }; do
@@ -137,13 +142,32 @@ for e in json.load(open(start))["experiment"]:
 EOF
 }
 
-# the per-frame parameters: turns, the cell as --cell says, scale
-frame_params() {
+# the cell values refined for space group $1: the edges, or (lattice, shared) every
+# number the lattice leaves free
+cell_params() {
     local cell=cell_a,cell_b,cell_c
-    if [ "$cell_mode" = lattice ]; then
+    if [ "$cell_mode" != edges ]; then
         case $1 in P1) cell=$cell,cell_alpha,cell_beta,cell_gamma ;; P2|P21) cell=$cell,cell_beta ;; esac
     fi
-    echo "misset_x,misset_y,misset_z,$cell,scale"
+    echo "$cell"
+}
+
+# is the cell shared from start kind $1?
+cell_shared() { [ "$cell_mode" = shared ] || { [ "$cell_mode" = auto ] && [ "$1" != near ]; }; }
+
+# the per-frame parameters from start kind $2 (space group $1): turns, the cell unless shared, scale
+frame_params() {
+    if cell_shared "$2"; then echo "misset_x,misset_y,misset_z,scale"
+    else echo "misset_x,misset_y,misset_z,$(cell_params "$1"),scale"; fi
+}
+
+# the shared parameters (--refine) from start kind $2: the distance from far starts, the cell where shared
+shared_params() {
+    local list=()
+    [ "$2" = far ] && list+=(distance)
+    cell_shared "$2" && list+=("$(cell_params "$1")")
+    local IFS=,
+    echo "${list[*]}"
 }
 
 # a verdict where nothing was fitted (no start: every frame not_started; no
@@ -173,8 +197,7 @@ run_kind() {
         near) "$PY" "$here/perturb.py" --angle 0.3 --cell-scale 1.003 --seed $((seed * 10 + 1)) \
                   --record "$dir/start.json" "$data/model.expt" -o "$dir/start.expt" 2> "$dir/start.log" ;;
         far) "$PY" "$here/perturb.py" --angle 3 --cell-scale 1.03 --distance 10 --seed $((seed * 10 + 2)) \
-                 --record "$dir/start.json" "$data/model.expt" -o "$dir/start.expt" 2> "$dir/start.log"
-             refine=(--refine distance) ;;
+                 --record "$dir/start.json" "$data/model.expt" -o "$dir/start.expt" 2> "$dir/start.log" ;;
         dials)
             if [ "$fresh" = 1 ] || [ ! -s "$dir/dials.json" ] || [ "$data/draw.json" -nt "$dir/dials.json" ]; then
                 rm -f "$dir/start.expt" "$dir/dials.json"
@@ -188,6 +211,9 @@ run_kind() {
     esac
     t1=$(now)
     start_s=$(elapsed "$t0" "$t1")
+    local shared
+    shared=$(shared_params "$SPACE_GROUP" "$kind")
+    [ -n "$shared" ] && refine=(--refine "$shared")
     # the start's own errors (DIALS's quality, or what perturb.py did)
     if [ -s "$dir/start.expt" ]; then
         "$PY" "$here/evaluate.py" "$data/model.expt" "$dir/start.expt" --space-group "$SPACE_GROUP" \
@@ -204,7 +230,7 @@ run_kind() {
         mapfile -t obs < <(observed_of "$dir/start.expt" "$data" "$TEMPLATE")
         set +e
         # shellcheck disable=SC2086
-        timeout "$fit_timeout" "$NB_BIN/nb-fit" -v --threads "$threads" "${obs[@]}" --refine-frame "$(frame_params "$SPACE_GROUP")" \
+        timeout "$fit_timeout" "$NB_BIN/nb-fit" -v --threads "$threads" "${obs[@]}" --refine-frame "$(frame_params "$SPACE_GROUP" "$kind")" \
             "${refine[@]}" $FIT_FLAGS -o "$dir/fit.nbs" "$dir/plan.nbs" 2> "$dir/fit.log"
         rc=$?
         set -e
@@ -225,8 +251,8 @@ run_kind() {
         fi
     fi
     printf '{"start_seconds": %s, "fit_seconds": %s, "fit_status": %s, "refine_frame": "%s", "refine": "%s"}\n' \
-        "$start_s" "$fit_s" "$([ "$rc" = - ] && echo null || echo "$rc")" "$(frame_params "$SPACE_GROUP")" \
-        "$([ "$kind" = far ] && echo distance)" > "$dir/run.json"
+        "$start_s" "$fit_s" "$([ "$rc" = - ] && echo null || echo "$rc")" "$(frame_params "$SPACE_GROUP" "$kind")" \
+        "$shared" > "$dir/run.json"
     "$PY" - "$dir" "$seed" "$kind" <<'EOF' >&2
 import json, sys
 d, seed, kind = sys.argv[1:]

@@ -282,7 +282,7 @@ EOF
     run -2 "$DS/run-drawn.sh" --seeds 1 --work w --starts near,close
     expect_has "no start kind 'close'"
     run -2 "$DS/run-drawn.sh" --seeds 1 --work w --cell angles
-    expect_has "--cell must be edges or lattice"
+    expect_has "--cell must be auto, edges, lattice or shared"
     run -1 "$PY" "$DS/drawn_table.py" --work . --seeds 1 --starts near
     expect_has "drawn_table.py: no verdict in"
     run -0 find . -type f -not -name bad.expt
