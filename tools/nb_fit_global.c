@@ -31,12 +31,14 @@
  * refined on finer grids and then by Gauss-Newton on the weighted residuals
  * (orientation and the refined cell together, the weights annealed from
  * wide to the spots' own).  The best candidate replaces the start only when
- * its score beats the start's by a margin chance would not give,
- * MARGIN sqrt(S + S_start) (two scores' matched spots differ by about the
- * square root of their sum when both orientations are equally right), and
- * stands MIN_CONTRAST standard deviations above the scores of random
+ * it stands MIN_CONTRAST standard deviations above the scores of random
  * orientations (RANDOM_PROBES of them: the score's chance level on this
- * frame's spots).  A frame moved keeps its start as the fallback of the
+ * frame's spots) and its score beats the start's by a margin chance would
+ * not give, MARGIN sqrt(S + S_start) (two scores' matched spots differ by
+ * about the square root of their sum when both orientations are equally
+ * right), or the start's own stands less than half MIN_CONTRAST above
+ * chance (a start that places no more spots than a random orientation has
+ * nothing to keep).  A frame moved keeps its start as the fallback of the
  * pixel fit (nb_fit_dataset.c).  The detector's distance and beam centre
  * are searched first, on the summed best scores of up to SEARCH_FRAMES
  * frames; a shared cell takes the median of the frames' found ones.  A grid
@@ -491,7 +493,10 @@ static nb_status frame_search(const ds *d, const ds_frame *fr, const gfree *f, c
         apart += (out->best.val[K_ROT_X + i] - cands[n].val[K_ROT_X + i]) *
                  (out->best.val[K_ROT_X + i] - cands[n].val[K_ROT_X + i]);
     out->plausible = (S0 - out->chance_mean) / out->chance_sd > MIN_CONTRAST && sqrt(apart) > 0.1;
-    out->moved = S - S0 > MARGIN * sqrt(S + S0) && (S - out->chance_mean) / out->chance_sd > MIN_CONTRAST;
+    /* a start that places no more spots than a random orientation has nothing to keep */
+    const int start_at_chance = (S0 - out->chance_mean) / out->chance_sd < 0.5 * MIN_CONTRAST;
+    out->moved = (S - S0 > MARGIN * sqrt(S + S0) || start_at_chance) &&
+                 (S - out->chance_mean) / out->chance_sd > MIN_CONTRAST;
     nb_info("frame %ld: global stage: %s (score %.1f of %d spots, the start's %.1f, chance %.1f +- %.1f; turn %.3f "
             "%.3f %.3f degrees)",
             fr->index + 1, out->moved ? "moved" : "kept its start", S, g.n, S0, out->chance_mean, out->chance_sd,
