@@ -52,13 +52,16 @@ static const nb_tool_info tool = {
     "lambda, mosaic, scale) with the shared ones of --refine (distance, Xbeam, Ybeam, cell_* ...)\n"
     "and, with --refine-F, the structure factors of the asymmetric unit, on the fast path, over\n"
     "regions around the spots with a background plane each.  A global stage searches the\n"
-    "crystals' turns and the detector's distance and beam centre on the observed spots first.\n"
-    "Each frame gets a verdict (its deviance against its expectation, the predicted spots the\n"
-    "image shows): a frame that fails keeps its start, marked in the refined plan, is named on\n"
-    "standard error ('nb-fit: frame N failed: WHY'), is left out of the shared values and F,\n"
-    "and nb-fit exits 3 after writing the whole stream.  nb-fit ... | nb-convert -o fit.expt\n"
-    "writes the refined experiments.  Under mpirun -n K the frames are split over the\n"
-    "processes (docs/physics.md 15.1).",
+    "crystals' turns (and cells) and the detector's distance and beam centre on the observed\n"
+    "spots first, moving a frame only where it finds clearly better than the start (a frame\n"
+    "moved whose fit fails is fitted again from its start); with --refine-F the frames' values\n"
+    "and F are refined jointly, and every sigma is marginal over the rest.  Each frame gets a\n"
+    "verdict (its deviance against its expectation, the predicted spots the image shows, the\n"
+    "strong spots the model predicts): a frame that fails keeps its start, marked in the\n"
+    "refined plan, is named on standard error ('nb-fit: frame N failed: WHY'), is left out of\n"
+    "the shared values and F, and nb-fit exits 3 after writing the whole stream.  nb-fit ... |\n"
+    "nb-convert -o fit.expt writes the refined experiments.  Under mpirun -n K the frames are\n"
+    "split over the processes (docs/physics.md 15.1; 15.2: the correspondence with diffBragg).",
     &table,
     "  nb-geom $START | nb-hkl | nb-fit --observed still.cbf --refine distance,Xbeam,Ybeam > fit.nbs\n"
     "  nb-fit --observed frame.img --refine misset_x,misset_y,misset_z,cell_a,scale -o fit.nbs start.nbs\n"
@@ -678,9 +681,9 @@ static const nb_opt rows[] = {
      "a model pixel of P photons or more is in a predicted spot (default 0.5)",
      .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(spot_photons)}},
     {NB_OPT_LOCAL, "--global", 1, "auto|on|off",
-     "the global stage (a search over turns, distance and beam centre on\n"
-     "the observed spots) before the pixels are fitted: auto (default) when\n"
-     "turns or the detector's position are refined",
+     "the global stage (a search over turns, cells, distance and beam centre\n"
+     "on the observed spots) before the pixels are fitted: auto (default)\n"
+     "when turns or the detector's position are refined",
      .type = NB_OPT_CHOICE, .at = {FO(global)}, .choices = globals, .expected = "'auto', 'on' or 'off'"},
     {NB_OPT_LOCAL, "--global-range", 1, "DEG", "the turns the global stage searches, +- DEG (default 4)",
      .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(global_range)}},
@@ -693,8 +696,9 @@ static const nb_opt rows[] = {
      "model's own counts would give (default 1.5)",
      .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(max_deviance)}},
     {NB_OPT_LOCAL, "--min-explained", 1, "F",
-     "a frame fails when less than F of its predicted spots (10 photons or\n"
-     "more) are in the observed image (default 0.5)",
+     "a frame fails when less than F of its predicted spots (bright enough to\n"
+     "judge) are in the observed image, or less than F of its strongest\n"
+     "observed spots are predicted (default 0.5)",
      .type = NB_OPT_DOUBLE, .check = NB_CHECK_NONNEG, .at = {FO(min_explained)}},
     {NB_OPT_LOCAL, "--frames", 1, "A:B",
      "a dataset fit of frames A to B alone (counted from 1; --observed once\n"
