@@ -417,14 +417,14 @@ bench: all
 #   tiles.geom, helices.pdb, helices.py, helices.mtz and helices_mtz.py), pipelines/ (sweep.mk, parallel-sweep,
 #   slurm-sweep.sbatch, slurm-fit.sbatch), bench/ (nb-bench's inputs), amorphous/ (nb-amorphous's
 #   tables of water, ice, air and a cryo-oil, and the script that makes them) and dataset/
-#   (bench/dataset's tools that simulate, draw, start and judge a refined stills dataset:
+#   (bench/dataset's tools that simulate, draw, start and judge a refined stills dataset, its sigmas and its spot score:
 #   they find the tools on PATH); the drop-ins nanobragg and nonbragg beside the tools
 # nb-amorphous's tables (examples/amorphous/README.md: what they are made of)
 AMORPHOUS_TABLES := examples/amorphous/water.stol examples/amorphous/ice.stol examples/amorphous/air.stol \
                     examples/amorphous/oil.stol
 # bench/dataset's tools a user measures a refinement with (bench/README.md, "Drawn datasets")
 DATASET_TOOLS := $(addprefix bench/dataset/,simulate.sh perturb.py evaluate.py wilson_hkl.py draw.py dials_start.py \
-                   run-drawn.sh drawn_table.py)
+                   run-drawn.sh drawn_table.py sigmas.py score_contrast.py)
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 DATADIR ?= $(PREFIX)/share/nb

@@ -307,6 +307,42 @@ EOF
     expect_has "--cell must be auto, edges, lattice or shared"
     run -1 "$PY" "$DS/drawn_table.py" --work . --seeds 1 --starts near
     expect_has "drawn_table.py: no verdict in"
+    run -2 "$PY" "$DS/sigmas.py" "$DATA/model.expt" bad.expt no-such.log
+    expect_has "sigmas.py: cannot read"
+    run -2 "$PY" "$DS/sigmas.py" "$DATA/model.expt" "$DATA/model.expt" no-such.log --truth-hkl F.hkl
+    expect_has "--truth-hkl and --fit-hkl go together"
+    run -2 "$PY" "$DS/score_contrast.py" no-such-dir
+    expect_has "score_contrast.py: cannot read"
+    run -2 "$PY" "$DS/score_contrast.py" "$DATA" --random 2
+    expect_has "--random must be 8 or more"
     run -0 find . -type f -not -name bad.expt
     [ -z "$output" ] || false
+}
+
+@test "drawn: sigmas.py's errors over sigmas: the near fit's turns, a made-up log's" {
+    # the near fit of seed 4: its turns within a few of their sigmas
+    run -0 "$PY" "$DS/sigmas.py" "$DATA/model.expt" "$WORK/seed-4/near/fit.expt" "$WORK/seed-4/near/fit.log" \
+        --space-group P222 --json s.json
+    echo "$output"
+    [ "$(json_at s.json orientation.n)" -eq 4 ] || false
+    "$PY" -c 'import json,sys; s=json.load(open("s.json")); sys.exit(not 0.2 < s["orientation"]["rms"] < 5)'
+    # crystals 0.03 degrees off, sigmas said 0.01 a turn: 0.03 / sqrt(3) / 0.01 = 1.73
+    "$PY" "$DS/perturb.py" --angle 0.03 --seed 3 "$DATA/model.expt" -o off.expt
+    for f in 1 2 3 4; do
+        echo "frame $f: misset_x = 0 ± 0.01 misset_y = 0 ± 0.01 misset_z = 0 ± 0.01 scale = 1.02 ± 0.01 (1 pixels)"
+    done > made.log
+    run -0 "$PY" "$DS/sigmas.py" "$DATA/model.expt" off.expt made.log --space-group P222 --json m.json
+    echo "$output"
+    "$PY" -c 'import json,sys; s=json.load(open("m.json")); sys.exit(not (abs(s["orientation"]["rms"] - 1.732) < 0.01 and abs(s["scale"]["rms"] - 2) < 1e-6))'
+    # no sigmas (a log without -v): nothing to measure
+    echo "nb-fit: 4 frames fitted, 0 failed" > quiet.log
+    run -1 "$PY" "$DS/sigmas.py" "$DATA/model.expt" off.expt quiet.log
+    expect_has "no value with a sigma"
+}
+
+@test "drawn: score_contrast.py: the whitened score tells seed 4's stills from chance" {
+    run -0 "$PY" "$DS/score_contrast.py" "$DATA" --random 16 --json c.json
+    echo "$output"
+    [ "$(json_at c.json stills | "$PY" -c 'import sys; print(len(eval(sys.stdin.read())))')" -eq 4 ] || false
+    "$PY" -c 'import json,sys; s=json.load(open("c.json")); sys.exit(not s["median"]["whitened"] > 6)'
 }
