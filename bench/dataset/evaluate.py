@@ -366,14 +366,20 @@ def summarize(rows, failed, stray, extra, fit_status):
     }
 
 
-def judge_g1(rows, s):
+def exited_zero(s, must):
+    """The reasons a fit that must exit 0 (must: why) did not, or named a frame failed."""
     why = []
     if s["fit_status"] is None:
         why.append("no --fit-status: nb-fit's exit status is part of the gate")
     elif s["fit_status"] != 0:
-        why.append("nb-fit exited %d (every frame's status must be 0)" % s["fit_status"])
+        why.append("nb-fit exited %d (%s)" % (s["fit_status"], must))
     if s["reported_failed"]:
         why.append("frames reported failed: %s" % " ".join(map(str, s["reported_failed"])))
+    return why
+
+
+def judge_g1(rows, s):
+    why = exited_zero(s, "every frame's status must be 0")
     missing = [r["frame"] for r in rows if r["orientation_deg"] is None]
     if missing:
         why.append("frames not in the fit: %s" % " ".join(map(str, missing)))
@@ -474,13 +480,7 @@ def off(r, at_floor):
 
 
 def judge_near(rows, s, at_floor=False):
-    why = []
-    if s["fit_status"] is None:
-        why.append("no --fit-status: nb-fit's exit status is part of the gate")
-    elif s["fit_status"] != 0:
-        why.append("nb-fit exited %d (a near start must exit 0)" % s["fit_status"])
-    if s["reported_failed"]:
-        why.append("frames reported failed: %s" % " ".join(map(str, s["reported_failed"])))
+    why = exited_zero(s, "a near start must exit 0")
     why += [describe_wrong(r) for r in rows if off(r, at_floor)]
     if s["not_started_frames"]:
         why.append("frames not in the start: %s" % " ".join(map(str, s["not_started_frames"])))
