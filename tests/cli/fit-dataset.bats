@@ -415,3 +415,22 @@ PY
     [ "$first" -gt 100 ] || false
     [ "$again" -ge $((first * 98 / 100)) ] || false
 }
+
+@test "fit-dataset: mpirun -n 2 refines the stills' turns jointly with F as one process does" {
+    need_mpi
+    need_numpy
+    "$PY" "$NB_ROOT/bench/dataset/wilson_hkl.py" --cell 34 52 53 90 90 90 --dmin 2 --space-group P212121 --seed 2 \
+        -o F.hkl --flat-out flat.hkl --asu-out F_asu.hkl
+    nb-geom -q $TRUTH $REST -hkl F.hkl | nb-hkl -q | nb-sim -q | nb-noise -q -seed 4 |
+        nb-convert -q -o wilson_#.cbf -o wilson.expt
+    nb-geom -q -expt wilson.expt -N 12 -round_xtal -fluence 1e27 -oversample 2 | nb-hkl -q -hkl flat.hkl -o flat-start.nbs
+    W="--observed wilson_1.cbf --observed wilson_2.cbf --observed wilson_3.cbf"
+    ARGS="--refine-F --space-group P212121 --refine-frame misset_x,misset_y,misset_z,scale"
+    nb-fit -v $W $ARGS --F-out one.hkl -o one.nbs flat-start.nbs 2>one.err
+    grep -q "joint refinement with F" one.err || { cat one.err; false; }
+    nb_mpirun 2 "$NB_BIN/nb-fit" -q $W $ARGS --F-out two.hkl -o two.nbs flat-start.nbs 2>two.err
+    nb-convert -q -o one.expt one.nbs
+    nb-convert -q -o two.expt two.nbs
+    run -0 "$PY" "$EVALUATE" --compare one.expt two.expt --rtol 1e-6 --compare-hkl one.hkl two.hkl
+    echo "$output"
+}
