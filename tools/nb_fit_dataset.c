@@ -270,17 +270,18 @@ static nb_status verdict_one(ds *d, ds_frame *fr, enum judge judge)
     if (judge < JUDGE_ALL && fr->failed == DS_FAIL_DEVIANCE) fr->failed = DS_FAIL_NONE;
     if (judge < JUDGE_EXPLAINED && fr->failed == DS_FAIL_UNEXPLAINED) fr->failed = DS_FAIL_NONE;
     nb_info("frame %ld: deviance ratio %.3f, %d of %d predicted spots explained, %d of %d strong observed ones "
-            "predicted", fr->index + 1, fr->deviance_ratio, fr->explained_spots, fr->predicted_spots,
-            fr->strong_predicted, fr->strong_spots);
+            "predicted, the spots' photons correlate %.3f over %d", fr->index + 1, fr->deviance_ratio,
+            fr->explained_spots, fr->predicted_spots, fr->strong_predicted, fr->strong_spots, fr->spot_cc, fr->few);
     return NB_OK;
 }
 
-/* Stage 4: each frame's verdict. */
+/* Stage 4: the verdict of each frame that passes so far (one that failed
+ * keeps failing until it is fitted again: the fallback, the second chance). */
 static nb_status verdicts(ds *d, enum judge judge)
 {
     nb_status st = NB_OK;
     for (long i = 0; i < d->nframes && !st; i++)
-        if (mine(d, i) && d->fr[i].failed != DS_FAIL_FIT) st = verdict_one(d, &d->fr[i], judge);
+        if (ds_joins(d, i)) st = verdict_one(d, &d->fr[i], judge);
     return st;
 }
 
@@ -347,6 +348,29 @@ static nb_status second_chance(ds *d, int global, enum judge judge, long *back)
     st = nb_par_agree(d->par, st);
     if (!st) st = nb_par_sum(d->par, &n, 1);
     *back = (long)n;
+    return st;
+}
+
+/* The settings of each frame's lattice tried (nb_fit_settings.c): a frame
+ * that takes another is fitted again from it and judged; *taken: how many,
+ * over every process. */
+static nb_status settings_stage(ds *d, enum judge judge, long *taken)
+{
+    unsigned char *switched = calloc((size_t)d->nframes + 1, 1);
+    if (!switched) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    nb_status st = nb_par_agree(d->par, ds_resolve_settings(d, switched));
+    double n = 0.0;
+    for (long i = 0; i < d->nframes && !st; i++) {
+        ds_frame *fr = &d->fr[i];
+        if (!switched[i]) continue;
+        n++;
+        st = frame_pixels(d, fr, 1, 1, 0);
+        if (!st && fr->failed != DS_FAIL_FIT) st = verdict_one(d, fr, judge);
+    }
+    free(switched);
+    st = nb_par_agree(d->par, st);
+    if (!st) st = nb_par_sum(d->par, &n, 1);
+    *taken = (long)n;
     return st;
 }
 
@@ -522,7 +546,9 @@ static nb_status joint_fit(ds *d)
 }
 
 /* The shared values' sigmas: the inverse of the frames' summed Schur
- * complements at the end (every process's frames). */
+ * complements at the end (every process's frames), marginal over every
+ * frame's values; their covariance kept (d->Sinv) for the frames' sigmas,
+ * marginal over them. */
 static nb_status shared_sigmas(ds *d, double *sigma)
 {
     const int kz = d->L.kz;
@@ -533,10 +559,17 @@ static nb_status shared_sigmas(ds *d, double *sigma)
         if (ds_joins(d, i)) st = ds_frame_schur(d, &d->fr[i], 0.0, S, S + kz * kz);
     st = nb_par_agree(d->par, st);
     if (!st) st = nb_par_sum(d->par, S, (size_t)(kz * kz + kz));
+    d->have_Sinv = !st;
     for (int j = 0; j < kz && !st; j++) {
         double unit[DS_MAX] = {0}, col[DS_MAX];
         unit[j] = 1.0;
-        sigma[j] = nb_fit_solve(kz, S, kz, unit, col) ? sqrt(fabs(col[j])) : NAN;
+        if (!nb_fit_solve(kz, S, kz, unit, col)) {
+            sigma[j] = NAN;
+            d->have_Sinv = 0;
+            continue;
+        }
+        sigma[j] = sqrt(fabs(col[j]));
+        for (int a = 0; a < kz; a++) d->Sinv[a * kz + j] = col[a];
     }
     return st;
 }
@@ -863,6 +896,10 @@ nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts
         if (!st && back) st = joint_fit(&d);
         if (!st && back) st = nb_par_agree(par, verdicts(&d, before_F));
     }
+    long taken = 0;
+    if (!st && d.L.kp) st = settings_stage(&d, before_F, &taken);
+    if (!st && taken && d.L.kz) st = joint_fit(&d);
+    if (!st && taken && d.L.kz) st = nb_par_agree(par, verdicts(&d, before_F));
     if (!st && o->refine_F) st = structure_factors(&d, refined);
     double zsigma[DS_MAX];
     for (int j = 0; j < DS_MAX; j++) zsigma[j] = NAN;

@@ -68,6 +68,7 @@ typedef struct ds_frame {
     double deviance_ratio, explained;
     int predicted_spots, explained_spots; /* predicted spots bright enough to judge, those the image shows */
     int few;                  /* predicted spots of 10 photons or more */
+    double spot_cc;           /* their predicted photons' correlation with the observed ones (NAN: < 3) */
     int strong_spots, strong_predicted; /* the strongest observed spots, those the model has */
     int no_spots;             /* no region at all: nothing predicted or observed */
     struct ds_frefl *fref;    /* its pixels' reflections, as the last --refine-F mapped them (NULL: none) */
@@ -131,6 +132,8 @@ typedef struct ds {
     unsigned hkl_made;        /* counts changes of d->hkl */
     struct ds_F *Fres;        /* the last --refine-F's result (nb_fit_F.c) */
     ds_Fset Fset;             /* its measured reflections (nb_fit_joint.c) */
+    double Sinv[DS_MAX * DS_MAX]; /* the shared values' covariance (kz x kz), for the frames' marginal sigmas */
+    int have_Sinv;
     double F_moved, F_moved_rms; /* how far it moved F, in sigmas: the most, rms */
     nb_hkl flat;              /* --refine-F: a flat F at the start's rms, that regions are predicted with */
     double clock_s[T_CLOCKS];
@@ -148,6 +151,8 @@ const char *ds_kind_name(int kind);
 const char *ds_kind_unit(int kind);
 /* frame f's start (U0, cell0, start crystal) and its values at the start */
 nb_status ds_frame_start(ds *d, ds_frame *fr);
+/* The frame's U0 and cell0 from a crystal's vectors a, b, c (m). */
+nb_status ds_frame_set_crystal(ds_frame *fr, const double a[3], const double b[3], const double c[3]);
 /* every kind's value for frame fr at v = (fr->p, d->z) */
 void ds_values(const ds *d, const ds_frame *fr, const double *p, const double *z, double val[K_COUNT]);
 /* the crystal's cell vectors (rows a, b, c; m) at these values */
@@ -166,8 +171,11 @@ nb_status ds_frame_step(const ds *d, const ds_frame *fr, double lambda, const do
 void ds_plane_damp(double Hb[9], double lambda);
 /* The frame's Schur complement on the shared values: S (kz x kz) and s (kz), added */
 nb_status ds_frame_schur(const ds *d, const ds_frame *fr, double lambda, double *S, double *s);
-/* The sigmas of the frame's own values (its planes eliminated, the shared
- * ones fixed): the inverse Fisher information at its last equations */
+/* The sigmas of the frame's own values: the inverse Fisher information at
+ * its last equations, its planes eliminated (and F, while d->Fset.on), and
+ * marginal over the shared values where d->have_Sinv (their covariance:
+ * A^-1 + A^-1 B Sinv B^T A^-1, A the frame's own block, B its coupling to
+ * them) */
 nb_status ds_frame_sigmas(const ds *d, const ds_frame *fr, double *sigma);
 /* Can the frame's own values take a step at lambda (its system, planes
  * eliminated, not singular)? */
@@ -235,6 +243,15 @@ nb_status ds_F_hkl(const ds *d, const double *I, nb_hkl *out);
  * refinement's result (what --F-out writes). */
 void ds_F_commit(ds *d);
 void ds_frefl_free(ds_frame *fr);
+
+/* ---- nb_fit_settings.c ---- */
+/* Each passing frame of this process whose turns are refined, tried in the
+ * other settings of its lattice (bases that give the cell again, which an
+ * indexing may have picked): where one explains the pixels clearly better
+ * with the plan's F, the frame takes it (its crystal, its turns from 0) and
+ * switched[i] is set, for the caller to fit it again.  Nothing is tried
+ * where F is flat (every setting predicts the same). */
+nb_status ds_resolve_settings(ds *d, unsigned char *switched);
 
 /* ---- nb_fit_joint.c ---- */
 /* The frames' values (and the shared ones) with F, jointly: Levenberg-

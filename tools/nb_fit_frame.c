@@ -136,7 +136,18 @@ nb_status ds_frame_start(ds *d, ds_frame *fr)
     nb_plan_frame_crystal(d->start, fr->index, &fr->start);
     nb_plan_frame_view(d->start, fr->index, &view);
     fr->mosaic0 = view.mosaic_spread / DTR;
-    const double *v[3] = {fr->start.a, fr->start.b, fr->start.c};
+    nb_status st = ds_frame_set_crystal(fr, fr->start.a, fr->start.b, fr->start.c);
+    for (int j = 0; j < d->L.kp && !st; j++) {
+        double val[K_COUNT];
+        ds_values(d, fr, NULL, d->z, val);
+        fr->p[j] = val[d->L.kind[j]];
+    }
+    return st;
+}
+
+nb_status ds_frame_set_crystal(ds_frame *fr, const double a[3], const double b[3], const double c[3])
+{
+    const double *v[3] = {a, b, c};
     double len[3];
     for (int i = 0; i < 3; i++) len[i] = nb_vnorm(v[i]);
     if (!(len[0] > 0 && len[1] > 0 && len[2] > 0))
@@ -155,11 +166,6 @@ nb_status ds_frame_start(ds *d, ds_frame *fr)
     mul3(A, Si, fr->U0);
     if (det3(fr->U0) < 0)
         return nb_error_set(NB_ERR_DATA, "frame %ld: the crystal's cell vectors are left-handed", fr->index + 1);
-    for (int j = 0; j < d->L.kp; j++) {
-        double val[K_COUNT];
-        ds_values(d, fr, NULL, d->z, val);
-        fr->p[j] = val[d->L.kind[j]];
-    }
     return NB_OK;
 }
 
@@ -580,14 +586,23 @@ nb_status ds_frame_reduced(const ds *d, const ds_frame *fr, double *Hr, double *
 
 nb_status ds_frame_sigmas(const ds *d, const ds_frame *fr, double *sigma)
 {
-    const int kp = d->L.kp;
-    double Hr[DS_MAX * DS_MAX], gr[DS_MAX];
+    const int kp = d->L.kp, kz = d->have_Sinv ? d->L.kz : 0;
+    double Hr[DS_MAX * DS_MAX], gr[DS_MAX], X[DS_MAX][DS_MAX]; /* X = A^-1 B: kp x kz */
     nb_status st = reduce(d, fr, 0.0, Hr, gr);
+    for (int c = 0; c < kz && !st; c++) {
+        double col[DS_MAX], x[DS_MAX];
+        for (int a = 0; a < kp; a++) col[a] = Hr[a * DS_MAX + kp + c];
+        if (!nb_fit_solve(kp, Hr, DS_MAX, col, x)) return nb_error_set(NB_ERR_DATA, "a singular system");
+        for (int a = 0; a < kp; a++) X[a][c] = x[a];
+    }
     for (int j = 0; j < kp && !st; j++) {
         double unit[DS_MAX] = {0}, col[DS_MAX];
         unit[j] = 1.0;
         if (!nb_fit_solve(kp, Hr, DS_MAX, unit, col)) return nb_error_set(NB_ERR_DATA, "a singular system");
-        sigma[j] = sqrt(fabs(col[j]));
+        double var = col[j];
+        for (int a = 0; a < kz; a++)
+            for (int b = 0; b < kz; b++) var += X[j][a] * d->Sinv[a * kz + b] * X[j][b];
+        sigma[j] = sqrt(fabs(var));
     }
     return st;
 }
@@ -694,10 +709,12 @@ nb_status ds_verdict(ds *d, ds_frame *fr)
         a[4] += fmax(back, 0.0);
     }
     int spots = 0, judged = 0, explained = 0, nratio = 0;
+    double m[5] = {0, 0, 0, 0, 0}; /* the spots' predicted and observed photons: sums for their correlation */
     for (int r = 0; r < fr->nregions; r++) {
         const double *a = acc + 5 * r;
         if (a[0] < 10.0) continue; /* too faint to judge */
         spots++;
+        m[0] += a[0], m[1] += a[1], m[2] += a[0] * a[0], m[3] += a[1] * a[1], m[4] += a[0] * a[1];
         const double noise = 3.0 * sqrt(a[0] + a[4] + 1.0);
         if (0.5 * a[0] <= noise) continue;
         judged++;
@@ -709,6 +726,8 @@ nb_status ds_verdict(ds *d, ds_frame *fr)
     fr->deviance_ratio = nratio ? acc[nratio / 2] : 0.0;
     free(acc);
     strong_spots_predicted(d, fr, val[K_SCALE], &fr->strong_spots, &fr->strong_predicted);
+    const double vp = m[2] - m[0] * m[0] / (spots ? spots : 1), vo = m[3] - m[1] * m[1] / (spots ? spots : 1);
+    fr->spot_cc = spots >= 3 && vp > 0 && vo > 0 ? (m[4] - m[0] * m[1] / spots) / sqrt(vp * vo) : NAN;
     fr->predicted_spots = judged;
     fr->explained_spots = explained;
     fr->explained = judged ? (double)explained / judged : 1.0;

@@ -82,8 +82,9 @@ SIGMA_LINE = re.compile(r"^frame (\d+): misset_x = \S+ \u00b1 (\S+) misset_y = \
                         r"misset_z = \S+ \u00b1 (\S+)")
 
 # nb-fit's refined cell edges with their sigmas: a frame's (-v) or the shared ones
-CELL_SIGMA = re.compile(r"\b(cell_[abc]) = (\S+) \u00b1 (\S+)")
-SHARED_LINE = re.compile(r"^cell_[abc] = ")
+CELL_NAMES = ("cell_a", "cell_b", "cell_c", "cell_alpha", "cell_beta", "cell_gamma")
+CELL_SIGMA = re.compile(r"\b(cell_(?:a|b|c|alpha|beta|gamma)) = (\S+) \u00b1 (\S+)")
+SHARED_LINE = re.compile(r"^cell_(?:a|b|c|alpha|beta|gamma) = ")
 FRAME_LINE = re.compile(r"^frame (\d+): \w+ = ")
 
 # the gates' figures (the issue's text; bench/README.md)
@@ -195,20 +196,20 @@ def walk_groups(node):
 
 
 def cell_sigma_rel(line):
-    """The largest sigma over value of the cell edges a line of nb-fit's states, or None."""
-    rel = None
-    for _, v, sg in CELL_SIGMA.findall(line):
+    """{cell number (0-5): its sigma over its value} of what a line of nb-fit's states (edges in
+    A, angles in degrees), or None."""
+    rel = {}
+    for name, v, sg in CELL_SIGMA.findall(line):
         try:
-            r = abs(float(sg) / float(v))
+            rel[CELL_NAMES.index(name)] = abs(float(sg) / float(v))
         except (ValueError, ZeroDivisionError):
             continue
-        rel = r if rel is None else max(rel, r)
-    return rel
+    return rel or None
 
 
 def read_fit_log(log_path):
     """The frames nb-fit reported failed, {frame: its turn's sigma (degrees)} where -v gave them, and
-    {frame: its cell edges' largest relative sigma} (a shared cell's, under the key None)."""
+    {frame: {cell number: its relative sigma}} (a shared cell's under the key None)."""
     frames, sigmas, cells = [], {}, {}
     try:
         with open(log_path, encoding="utf-8", errors="replace") as fp:
@@ -228,7 +229,7 @@ def read_fit_log(log_path):
                     if m:
                         cells[int(m.group(1))] = rel
                     elif SHARED_LINE.match(line):
-                        cells[None] = max(rel, cells.get(None, 0.0))
+                        cells.setdefault(None, {}).update(rel)
     except OSError as e:
         raise InputError("cannot read '%s': %s" % (log_path, e))
     return sorted(set(frames)), sigmas, cells
@@ -278,6 +279,7 @@ def compare_crystals(xt, xf, ops):
             "cell_rel": [cf[i] / ct[i] - 1.0 for i in range(3)],
             "cell_angle_deg": [math.degrees(cf[i] - ct[i]) for i in range(3, 6)],
             # the cell's error: the largest relative error of its six numbers
+            "cell_rel_all": [cf[i] / ct[i] - 1.0 for i in range(6)],
             "cell_worst_rel": max(abs(cf[i] / ct[i] - 1.0) for i in range(6))}
 
 
@@ -312,12 +314,14 @@ def measure_orientations(truth_path, fit_path, log_path, ops=None, map_path=None
         f = fit_by_frame.get(frame)
         if f is None:
             row.update(orientation_deg=None, cell_rel=None, cell_angle_deg=None, cell_worst_rel=None,
-                       distance_mm=None, setting=None, other_basis=None, sigma_deg=None, cell_sigma_rel=None)
+                       cell_rel_all=None, distance_mm=None, setting=None, other_basis=None, sigma_deg=None,
+                       cell_sigma_rel=None)
         else:
             row.update(compare_crystals(xt, f[1], ops))
             row["distance_mm"] = detector_distance(f[2]) - detector_distance(dt)
             row["sigma_deg"] = sigmas.get(frame)
-            row["cell_sigma_rel"] = cells.get(frame, cells.get(None))
+            own, shared = cells.get(frame, {}), cells.get(None, {})
+            row["cell_sigma_rel"] = [own.get(i, shared.get(i)) for i in range(6)]
         rows.append(row)
     known = {r["frame"] for r in rows}
     stray = [n for n in failed if n not in known] + (["start's %d" % n for n in beyond] if map_path else [])
@@ -437,13 +441,11 @@ def classify(r):
     within = r["orientation_deg"] <= RECOVERED_DEG and r["cell_worst_rel"] <= RECOVERED_CELL_REL
     if within:
         return "recovered"
-    sigma, cell_sigma = r.get("sigma_deg"), r.get("cell_sigma_rel")
+    sigma, cell_sigma = r.get("sigma_deg"), r.get("cell_sigma_rel") or [None] * 6
     turn_ok = r["orientation_deg"] <= RECOVERED_DEG or (sigma is not None and
                                                         r["orientation_deg"] <= FLOOR_SIGMAS * sigma)
-    edges = max(abs(x) for x in r["cell_rel"])
-    angles_ok = all(abs(math.radians(a)) <= RECOVERED_CELL_REL for a in r["cell_angle_deg"])
-    cell_ok = r["cell_worst_rel"] <= RECOVERED_CELL_REL or (cell_sigma is not None and angles_ok and
-                                                            edges <= FLOOR_SIGMAS * cell_sigma)
+    cell_ok = all(abs(e) <= max(RECOVERED_CELL_REL, FLOOR_SIGMAS * s if s is not None else 0.0)
+                  for e, s in zip(r["cell_rel_all"], cell_sigma))
     return "floor" if turn_ok and cell_ok else "wrong"
 
 
@@ -499,7 +501,8 @@ def judge_recover(rows, s, at_floor=False):
         why.append("failed frames that do not exist: %s" % " ".join(map(str, s["reported_failed_unknown"])))
     why += [describe_wrong(r) for r in rows if off(r, at_floor)]
     share = s["share_recovered_at_floor"] if at_floor else s["share_recovered"]
-    if share < DATASET_SHARE:
+    # no frame started (DIALS indexed none of the stills): nothing for a fit to recover, nothing judged
+    if s["frames_started"] and share < DATASET_SHARE:
         why.append("%d of the %d frames started recovered (%.0f %% < %.0f %%; %d at the data's floor, %d failed, %d "
                    "wrong; %d not started)" % (s["recovered"] + (s["floor"] if at_floor else 0), s["frames_started"],
                                                100 * share, 100 * DATASET_SHARE, s["floor"], s["failed"], s["wrong"],
