@@ -434,3 +434,34 @@ PY
     run -0 "$PY" "$EVALUATE" --compare one.expt two.expt --rtol 1e-6 --compare-hkl one.hkl two.hkl
     echo "$output"
 }
+
+@test "fit-dataset: a still indexed in another setting of its lattice (a and b swapped, 0.6 % apart) takes the true one" {
+    need_numpy
+    "$PY" "$NB_ROOT/bench/dataset/wilson_hkl.py" --cell 50 50.3 70 90 90 90 --dmin 2 --space-group P212121 --seed 5 \
+        -o F.hkl --flat-out flat.hkl --asu-out F_asu.hkl
+    nb-geom -q -cell 50 50.3 70 90 90 90 -hkl F.hkl $REST | nb-hkl -q | nb-sim -q | nb-noise -q -seed 6 |
+        nb-convert -q -o twin_#.cbf -o twin.expt
+    # still 2 as an indexing could have it: a' = b, b' = a, c' = -c (determinant 1, the same cell to 0.6 %)
+    "$PY" - <<'PY'
+import json
+e = json.load(open("twin.expt"))
+x = e["crystal"][1]
+x["real_space_a"], x["real_space_b"], x["real_space_c"] = x["real_space_b"], x["real_space_a"], [-v for v in x["real_space_c"]]
+json.dump(e, open("twin-start.expt", "w"))
+PY
+    nb-geom -q -expt twin-start.expt -N 12 -round_xtal -fluence 1e27 -oversample 2 | nb-hkl -q -hkl F.hkl -o twin.nbs
+    run -0 nb-fit -v --observed twin_1.cbf --observed twin_2.cbf --observed twin_3.cbf \
+        --refine-frame misset_x,misset_y,misset_z,scale -o fit.nbs twin.nbs
+    [ "$(echo "$output" | grep -c 'another setting of its lattice')" -eq 1 ] || false
+    # (0 1 0 / 1 0 0 / 0 0 -1), or that with one of P 21 21 21's two-folds: the same image
+    [[ "$output" == *"frame 2: another setting of its lattice ("* ]] || false
+    nb-convert -q -o fit.expt fit.nbs
+    run -0 "$PY" "$EVALUATE" --json eval.json twin.expt fit.expt
+    echo "$output"
+    "$PY" -c 'import json,sys; s=json.load(open("eval.json")); sys.exit(not s["orientation_deg"]["max"] < 0.01)'
+    # with F flat nothing tells the settings apart: none is tried
+    nb-geom -q -expt twin-start.expt -N 12 -round_xtal -fluence 1e27 -oversample 2 -default_F 100 -o flat.nbs
+    run nb-fit -v --observed twin_1.cbf --observed twin_2.cbf --observed twin_3.cbf \
+        --refine-frame misset_x,misset_y,misset_z,scale -o flatfit.nbs flat.nbs
+    [[ "$output" != *"another setting"* ]] || false
+}
