@@ -456,7 +456,7 @@ PY
     # (0 1 0 / 1 0 0 / 0 0 -1), or that with one of P 21 21 21's two-folds: the same image
     [[ "$output" == *"frame 2: another setting of its lattice ("* ]] || false
     nb-convert -q -o fit.expt fit.nbs
-    run -0 "$PY" "$EVALUATE" --json eval.json twin.expt fit.expt
+    run -0 "$PY" "$EVALUATE" --space-group P212121 --json eval.json twin.expt fit.expt
     echo "$output"
     "$PY" -c 'import json,sys; s=json.load(open("eval.json")); sys.exit(not s["orientation_deg"]["max"] < 0.01)'
     # with F flat nothing tells the settings apart: none is tried
