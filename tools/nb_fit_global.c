@@ -14,9 +14,9 @@
  * e = q - A^-1 round(A q) the spot's scattering vector less its nearest
  * lattice point, split along the diffracted beam s1 (e_exc: how far the
  * point is off the Ewald sphere, which a still's spot allows up to the
- * reflection's width: the crystal's size, mosaic spread and bandwidth, se)
- * and across it (e_perp: where the spot is on the detector, known to a
- * fraction of a pixel, sp).  A score in fractional indices alone (|h -
+ * reflection's width: 1/(N a) of the crystal's size, its mosaic spread and
+ * bandwidth, se) and across it (e_perp: where the spot is on the detector,
+ * known to about a pixel, sp).  A score in fractional indices alone (|h -
  * round h| < 0.1 in every direction) is too loose across s1 and too tight
  * along it: on dense patterns (large cells, many spots) chance matches
  * crowd out the true ones.  The spots scored are the TOP_SPOTS strongest
@@ -129,7 +129,7 @@ static nb_status spots_make(const ds *d, const ds_frame *fr, const double shift_
     /* the reflection's width: 1/(N a) of the crystal, its mosaic spread and the sources' spread times |q| */
     const double edge = cbrt(val[K_CELL_A] * val[K_CELL_B] * val[K_CELL_C]);
     const double ncells = cbrt(fmax(val[K_NA], 1.0) * fmax(val[K_NB], 1.0) * fmax(val[K_NC], 1.0));
-    const double size_width = 0.5 / (ncells * edge), mosaic = fabs(val[K_MOSAIC]) * DTR;
+    const double size_width = 1.0 / (ncells * edge), mosaic = fabs(val[K_MOSAIC]) * DTR;
     for (int k = 0; k < g->n; k++) {
         const int s = (int)order[k][1];
         const nb_panel *p = &P->panels[fr->spot_panel[s]];
@@ -142,8 +142,10 @@ static nb_status spots_make(const ds *d, const ds_frame *fr, const double shift_
         double *q = g->q + 3 * k;
         for (int j = 0; j < 3; j++) g->s1[3 * k + j] = pos[j], q[j] = (pos[j] - incident[j]) / val[K_LAMBDA];
         const double qlen = nb_vnorm(q);
-        /* half a pixel across s1, at the spot's distance, as a scattering vector */
-        g->sp0[k] = 0.5 * p->pixel_size / (dist * val[K_LAMBDA]) + 1e-6;
+        /* a pixel across s1, at the spot's distance, as a scattering vector (the
+         * centroid of a faint spot is no better: score_contrast.py measured the
+         * widths) */
+        g->sp0[k] = p->pixel_size / (dist * val[K_LAMBDA]) + 1e-6;
         g->se0[k] = sqrt(size_width * size_width + (mosaic * qlen) * (mosaic * qlen) +
                          (spread * qlen) * (spread * qlen)) + 1e-6;
     }

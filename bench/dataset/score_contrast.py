@@ -12,7 +12,7 @@ still, for two scores:
               exp(-|h - round h|^2 / 2 s^2), s = 0.05 in every index
   whitened    nb-fit's now: the 200 strongest spots above a local background (pieces 2.5
               pixels apart merged), the residual split along the diffracted beam (the
-              reflection's width: crystal size, mosaic) and across it (half a pixel)
+              reflection's width, 1/(N a), and mosaic) and across it (a pixel)
 
 Each still's contrast is (S(truth) - mean) / sd, the mean and sd of S over --random
 orientations of the true cell (uniform on the sphere): how many standard deviations of
@@ -186,8 +186,8 @@ def main(argv=None):
         edge = abs(np.linalg.det(A)) ** (1 / 3)
         qlen = np.linalg.norm(q, axis=1)
         dist = np.linalg.norm(det[0])
-        sp = 0.5 * det[3] / (dist * det[5]) + 1e-6
-        se = np.sqrt((0.5 / (N * edge)) ** 2 + (mosaic * qlen) ** 2) + 1e-6
+        sp = det[3] / (dist * det[5]) + 1e-6
+        se = np.sqrt((1.0 / (N * edge)) ** 2 + (mosaic * qlen) ** 2) + 1e-6
         old = contrast(lambda M: fractional_score(M, q_all), A, rotations)
         new = contrast(lambda M: whitened_score(M, q, s1, sp, se), A, rotations)
         rows.append({"frame": frame, "spots_all": len(q_all), "spots_scored": len(q), "fractional": old,

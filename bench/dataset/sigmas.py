@@ -24,7 +24,7 @@ or unreadable input.
 
 Usage:
   sigmas.py TRUTH.expt FIT.expt FIT.log [--truth-hkl F.hkl --fit-hkl F_fit.hkl]
-            [--space-group P212121] [--true-scale 1] [--json OUT]
+            [--space-group P212121] [--true-scale 1] [--frame-map START.expt] [--json OUT]
 """
 import argparse
 import json
@@ -62,10 +62,16 @@ def read_log(path):
     return frames, shared, set(failed)
 
 
-def orientation_rows(truth, fit, frames, shared, failed, ops, true_scale):
+def orientation_rows(truth, fit, frames, shared, failed, ops, true_scale, started=None):
     rows = {"orientation": [], "cell_a": [], "cell_b": [], "cell_c": [], "scale": []}
     T, _ = ev.experiments(truth)
     X, _ = ev.experiments(fit)
+    if started:  # the fit's frame n is the start's n-th experiment, the truth's still started[n - 1]
+        if len(X) != len(started):
+            raise ev.InputError("'%s' holds %d experiments, the start %d" % (fit, len(X), len(started)))
+        frames = {started[n - 1]: v for n, v in frames.items() if 1 <= n <= len(started)}
+        failed = {started[n - 1] for n in failed if 1 <= n <= len(started)}
+        X = [(started[pos],) + x[1:] for pos, x in enumerate(X)]
     tmap = {f: x for f, x, _ in T}
     for f, x, _ in X:
         if f in failed or f not in tmap or f not in frames:
@@ -119,14 +125,17 @@ def main(argv=None):
     ap.add_argument("--fit-hkl", help="nb-fit --F-out's F ('h k l F sigma multiplicity')")
     ap.add_argument("--space-group", default="P1", choices=ev.SPACE_GROUPS, help="the F's asymmetric unit (default P1)")
     ap.add_argument("--true-scale", type=float, default=1.0, help="the frames' true scale (default 1)")
+    ap.add_argument("--frame-map", help="the start whose experiments the fit's frames are (identifiers nb-frame-N: "
+                                        "a DIALS start without the stills it did not index)")
     ap.add_argument("--json", help="also write the table as JSON")
     args = ap.parse_args(argv)
     if bool(args.truth_hkl) != bool(args.fit_hkl):
         ap.error("--truth-hkl and --fit-hkl go together")
     try:
         frames, shared, failed = read_log(args.log)
+        started = ev.frame_map(args.frame_map) if args.frame_map else None
         rows = orientation_rows(args.truth, args.fit, frames, shared, failed, ev.point_group(args.space_group),
-                                args.true_scale)
+                                args.true_scale, started)
         if args.truth_hkl:
             rows["F"] = F_rows(args.truth_hkl, args.fit_hkl, args.space_group)
     except ev.InputError as e:
