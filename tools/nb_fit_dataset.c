@@ -689,8 +689,8 @@ static void ds_close(ds *d)
 
 /* What each frame came to, on every process: failed code, the verdict's
  * figures, its values. */
-enum { G_FAILED, G_RATIO, G_SPOTS, G_EXPLAINED, G_FEW, G_STRONG, G_STRONG_PREDICTED, G_PIXELS, G_CAPPED, G_NOSPOTS,
-       G_VALUES, G_SIGMAS = G_VALUES + DS_MAX,
+enum { G_FAILED, G_RATIO, G_SPOTS, G_EXPLAINED, G_FEW, G_STRONG, G_STRONG_PREDICTED, G_CC, G_PIXELS, G_CAPPED,
+       G_NOSPOTS, G_VALUES, G_SIGMAS = G_VALUES + DS_MAX,
        G_WIDTH = G_SIGMAS + DS_MAX };
 
 static nb_status gather(ds *d, double **out)
@@ -704,7 +704,7 @@ static nb_status gather(ds *d, double **out)
         double *row = g + i * G_WIDTH;
         row[G_FAILED] = fr->failed, row[G_RATIO] = fr->deviance_ratio;
         row[G_SPOTS] = fr->predicted_spots, row[G_EXPLAINED] = fr->explained_spots, row[G_FEW] = fr->few;
-        row[G_STRONG] = fr->strong_spots, row[G_STRONG_PREDICTED] = fr->strong_predicted;
+        row[G_STRONG] = fr->strong_spots, row[G_STRONG_PREDICTED] = fr->strong_predicted, row[G_CC] = fr->spot_cc;
         row[G_PIXELS] = (double)fr->npix;
         row[G_CAPPED] = fr->capped;
         row[G_NOSPOTS] = fr->no_spots;
@@ -813,7 +813,7 @@ static void report(const ds *d, const double *g, const double *zsigma, int faile
         }
         char why[256];
         const ds_figures v = {(int)row[G_FAILED], row[G_RATIO], (int)row[G_FEW], (int)row[G_SPOTS], (int)row[G_EXPLAINED],
-                              (int)row[G_STRONG], (int)row[G_STRONG_PREDICTED]};
+                              (int)row[G_STRONG], (int)row[G_STRONG_PREDICTED], row[G_CC]};
         ds_why(d, &v, why, sizeof why);
         fprintf(stderr, "nb-fit: frame %ld failed: %s; its start is kept\n", i + 1, why);
     }

@@ -212,7 +212,7 @@ nb_status ds_global_frame(ds *d, ds_frame *fr);
 /* ---- the verdict (nb_fit_frame.c), from d->image at the frame's values ---- */
 enum ds_fail {
     DS_FAIL_NONE, DS_FAIL_FEW_SPOTS, DS_FAIL_UNEXPLAINED, DS_FAIL_DEVIANCE, DS_FAIL_FIT, DS_FAIL_NO_SPOTS,
-    DS_FAIL_UNPREDICTED
+    DS_FAIL_UNPREDICTED, DS_FAIL_UNCORRELATED
 };
 nb_status ds_verdict(ds *d, ds_frame *fr);
 /* Does a frame refine values of its own that the image depends on (more
@@ -223,6 +223,7 @@ typedef struct ds_figures {
     int code;                 /* enum ds_fail */
     double ratio;             /* the deviance's */
     int few, judged, explained, strong, strong_predicted;
+    double cc;                /* the spots' photons' correlation */
 } ds_figures;
 void ds_why(const ds *d, const ds_figures *v, char *buf, size_t size);
 
@@ -245,6 +246,9 @@ void ds_F_commit(ds *d);
 void ds_frefl_free(ds_frame *fr);
 
 /* ---- nb_fit_settings.c ---- */
+/* Do the F the frames are rendered with tell reflections apart (not one
+ * value: a grid that varies by more than a part in 20)? */
+int ds_F_informative(const nb_hkl *hkl);
 /* Each passing frame of this process whose turns are refined, tried in the
  * other settings of its lattice (bases that give the cell again, which an
  * indexing may have picked): where one explains the pixels clearly better

@@ -645,6 +645,8 @@ static double expected_deviance(double mu)
  * few of them, though the few it does predict may all be in the image. */
 #define STRONG_SPOTS 100
 #define STRONG_PHOTONS 30.0
+#define MIN_CC 0.3      /* the spots' photons' correlation below which F disagree with them */
+#define MIN_CC_SPOTS 10 /* ... judged over this many spots or more */
 static void strong_spots_predicted(const ds *d, const ds_frame *fr, double scale, int *strong, int *predicted)
 {
     float cut = (float)STRONG_PHOTONS;
@@ -737,10 +739,16 @@ nb_status ds_verdict(ds *d, ds_frame *fr)
      * pixels alone */
     const int own = ds_frame_owns_values(d);
     fr->no_spots = fr->nregions == 0;
+    /* with F that tell reflections apart, a right crystal's spots are bright
+     * where F is large: a crystal turned degrees away may still put spots
+     * where the image has some (a dense lattice), but with others' F */
+    const int uncorrelated = spots >= MIN_CC_SPOTS && isfinite(fr->spot_cc) && fr->spot_cc < MIN_CC &&
+                             ds_F_informative(d->hkl);
     fr->failed = fr->no_spots ? (own ? DS_FAIL_NO_SPOTS : DS_FAIL_NONE)
                  : own && spots < 3 ? DS_FAIL_FEW_SPOTS
                  : fr->strong_spots >= 5 && predicted < d->o->min_explained ? DS_FAIL_UNPREDICTED
                  : judged >= 3 && fr->explained < d->o->min_explained ? DS_FAIL_UNEXPLAINED
+                 : uncorrelated ? DS_FAIL_UNCORRELATED
                  : fr->deviance_ratio > d->o->max_deviance ? DS_FAIL_DEVIANCE : DS_FAIL_NONE;
     fr->few = spots;
     return NB_OK;
@@ -772,6 +780,10 @@ void ds_why(const ds *d, const ds_figures *v, char *buf, size_t size)
     case DS_FAIL_DEVIANCE:
         snprintf(buf, size, "its deviance is %.2f times what Poisson counts of the model would give (--max-deviance "
                  "%.2f)", v->ratio, d->o->max_deviance);
+        break;
+    case DS_FAIL_UNCORRELATED:
+        snprintf(buf, size, "its %d predicted spots' photons correlate %.2f with the observed ones (under %.1f: the "
+                 "crystal puts spots where the image has some, but with other reflections' F)", v->few, v->cc, MIN_CC);
         break;
     case DS_FAIL_NO_SPOTS:
         snprintf(buf, size, "no spots, predicted or observed: nothing to refine its values on");

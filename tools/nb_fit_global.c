@@ -38,7 +38,10 @@
  * about the square root of their sum when both orientations are equally
  * right), or the start's own stands less than half MIN_CONTRAST above
  * chance (a start that places no more spots than a random orientation has
- * nothing to keep).  A frame moved keeps its start as the fallback of the
+ * nothing to keep).  A candidate better than the start by one such
+ * standard deviation but not by that margin is taken too: the start refined in its own basin as it is, one in
+ * another basin with the start kept as a rival, which the pixel fit tries
+ * as well.  A frame moved keeps its start as the fallback of the
  * pixel fit (nb_fit_dataset.c).  The detector's distance and beam centre
  * are searched first, on the summed best scores of up to SEARCH_FRAMES
  * frames; a shared cell takes the median of the frames' found ones.  A grid
@@ -59,7 +62,7 @@
 #define TOP_SPOTS 200
 #define CANDIDATES 6
 #define RANDOM_PROBES 32
-#define MARGIN 3.0
+#define MARGIN 2.0
 #define MIN_CONTRAST 6.0
 #define CELL_SCAN 0.10 /* +- a cell edge's relative range, in steps of CELL_STEP */
 #define CELL_STEP 0.02
@@ -494,11 +497,16 @@ static nb_status frame_search(const ds *d, const ds_frame *fr, const gfree *f, c
     for (int i = 0; i < 3; i++)
         apart += (out->best.val[K_ROT_X + i] - cands[n].val[K_ROT_X + i]) *
                  (out->best.val[K_ROT_X + i] - cands[n].val[K_ROT_X + i]);
-    out->plausible = (S0 - out->chance_mean) / out->chance_sd > MIN_CONTRAST && sqrt(apart) > 0.1;
+    const int elsewhere = sqrt(apart) > 0.1;
     /* a start that places no more spots than a random orientation has nothing to keep */
     const int start_at_chance = (S0 - out->chance_mean) / out->chance_sd < 0.5 * MIN_CONTRAST;
-    out->moved = (S - S0 > MARGIN * sqrt(S + S0) || start_at_chance) &&
-                 (S - out->chance_mean) / out->chance_sd > MIN_CONTRAST;
+    const int clear = S - S0 > MARGIN * sqrt(S + S0) || start_at_chance;
+    const int significant = (S - out->chance_mean) / out->chance_sd > MIN_CONTRAST;
+    /* the start refined in its own basin, or better in another but not
+     * clearly: moved, the start (in the second case) kept as a rival that
+     * the pixel fit tries too (the lower deviance of two passing fits kept) */
+    out->moved = significant && (clear || S - S0 > sqrt(S + S0));
+    out->plausible = ((S0 - out->chance_mean) / out->chance_sd > MIN_CONTRAST || !clear) && elsewhere && out->moved;
     nb_info("frame %ld: global stage: %s (score %.1f of %d spots, the start's %.1f, chance %.1f +- %.1f; turn %.3f "
             "%.3f %.3f degrees)",
             fr->index + 1, out->moved ? "moved" : "kept its start", S, g.n, S0, out->chance_mean, out->chance_sd,

@@ -78,9 +78,7 @@ static void lattice_settings(const double cell[6], settings *out)
     }
 }
 
-/* Do the F the frames are rendered with tell reflections apart (not one
- * value, a grid that varies by more than a part in 20)? */
-static int F_informative(const nb_hkl *hkl)
+int ds_F_informative(const nb_hkl *hkl)
 {
     if (!hkl || !hkl->F) return 0;
     const size_t n = (size_t)(hkl->h_max - hkl->h_min + 1) * (hkl->k_max - hkl->k_min + 1) * (hkl->l_max - hkl->l_min + 1);
@@ -112,7 +110,7 @@ static nb_status setting_nll(ds *d, ds_frame *fr, const double abc[3][3], double
 nb_status ds_resolve_settings(ds *d, unsigned char *switched)
 {
     const ds_layout *L = &d->L;
-    if (!F_informative(d->hkl) || (L->where_p[K_ROT_X] < 0 && L->where_p[K_ROT_Y] < 0 && L->where_p[K_ROT_Z] < 0))
+    if (!ds_F_informative(d->hkl) || (L->where_p[K_ROT_X] < 0 && L->where_p[K_ROT_Y] < 0 && L->where_p[K_ROT_Z] < 0))
         return NB_OK;
     settings set;
     double val0[K_COUNT];
