@@ -424,7 +424,7 @@ AMORPHOUS_TABLES := examples/amorphous/water.stol examples/amorphous/ice.stol ex
                     examples/amorphous/oil.stol
 # bench/dataset's tools a user measures a refinement with (bench/README.md, "Drawn datasets")
 DATASET_TOOLS := $(addprefix bench/dataset/,simulate.sh perturb.py evaluate.py wilson_hkl.py draw.py dials_start.py \
-                   run-drawn.sh drawn_table.py sigmas.py score_contrast.py)
+                   run-drawn.sh drawn_table.py sigmas.py sigma-runs.sh score_contrast.py)
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 DATADIR ?= $(PREFIX)/share/nb

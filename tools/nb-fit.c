@@ -60,8 +60,9 @@ static const nb_tool_info tool = {
     "strong spots the model predicts): a frame that fails keeps its start, marked in the\n"
     "refined plan, is named on standard error ('nb-fit: frame N failed: WHY'), is left out of\n"
     "the shared values and F, and nb-fit exits 3 after writing the whole stream.  nb-fit ... |\n"
-    "nb-convert -o fit.expt writes the refined experiments.  Under mpirun -n K the frames are\n"
-    "split over the processes (docs/physics.md 15.1; 15.2: the correspondence with diffBragg).",
+    "nb-convert -o fit.expt writes the refined experiments; -v adds each stage's steps and\n"
+    "'time:' lines, where a dataset fit's time went.  Under mpirun -n K the frames are split\n"
+    "over the processes (docs/physics.md 15.1; 15.2: the correspondence with diffBragg).",
     &table,
     "  nb-geom $START | nb-hkl | nb-fit --observed still.cbf --refine distance,Xbeam,Ybeam > fit.nbs\n"
     "  nb-fit --observed frame.img --refine misset_x,misset_y,misset_z,cell_a,scale -o fit.nbs start.nbs\n"

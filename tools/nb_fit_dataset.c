@@ -308,7 +308,8 @@ static nb_status fallbacks(ds *d, enum judge judge)
         }
         const int keep_start = !fr->failed && (moved.failed || fr->deviance_ratio < moved.deviance_ratio);
         nb_info("frame %ld: fitted again from its start: %s (deviance ratio %.3f against %.3f moved%s)", i + 1,
-                keep_start ? "kept" : "the move's fit kept", fr->deviance_ratio, moved.deviance_ratio,
+                keep_start ? "kept" : fr->failed && moved.failed ? "both fits failed" : "the move's fit kept",
+                fr->deviance_ratio, moved.deviance_ratio,
                 moved.failed ? ", which failed" : "");
         if (keep_start) {
             ds_regions_free(&moved);
@@ -820,8 +821,10 @@ static void report(const ds *d, const double *g, const double *zsigma, int faile
     fprintf(stderr, "nb-fit: %ld frame%s fitted, %d failed\n", fitted, fitted == 1 ? "" : "s", failed);
 }
 
-/* -v: where the time went (this process's frames; rank 0 says). */
-static void report_clocks(const ds *d)
+/* -v: where the time went (this process's frames; rank 0 says), and what no
+ * clock counts (finding regions, verdicts, the settings' scores, the joint
+ * stage's sums, writing): the wall clock since t_begin less the clocks. */
+static void report_clocks(const ds *d, double t_begin)
 {
     static const char *what[T_CLOCKS] = {
         [T_READ] = "reading images", [T_PREDICT] = "renders to predict regions",
@@ -829,8 +832,14 @@ static void report_clocks(const ds *d)
         [T_NORMAL] = "likelihoods and normal equations", [T_SOLVE] = "solves",
         [T_GLOBAL] = "the global stage", [T_F] = "structure factors (their sums)"};
     if (d->par->rank != 0 || nb_verbosity() < 1) return;
-    for (int c = 0; c < T_CLOCKS; c++)
+    double counted = 0;
+    for (int c = 0; c < T_CLOCKS; c++) {
         if (d->clock_n[c]) nb_info("time: %-34s %8.2f s (%ld)", what[c], d->clock_s[c], d->clock_n[c]);
+        counted += d->clock_s[c];
+    }
+    const double wall = nb_now() - t_begin;
+    nb_info("time: %-34s %8.2f s", "the rest", wall > counted ? wall - counted : 0.0);
+    nb_info("time: %-34s %8.2f s", "the dataset fit in all", wall);
 }
 
 /* --F-out's cell: the shared one where it is refined, else the mean of the
@@ -872,6 +881,7 @@ nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts
 {
     ds d;
     double *g = NULL;
+    const double t_begin = nb_now();
     nb_status st = ds_open(&d, start, hkl, o, engine, par);
     for (long i = 0; i < d.nframes && !st; i++)
         if (mine(&d, i)) st = predict_regions(&d, &d.fr[i]);
@@ -913,7 +923,7 @@ nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts
         st = ds_write_F(&d, cell, says);
     }
     if (!st) report(&d, g, zsigma, *failed);
-    if (!st) report_clocks(&d);
+    if (!st) report_clocks(&d, t_begin);
     free(g);
     ds_close(&d);
     return st;

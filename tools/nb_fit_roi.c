@@ -37,10 +37,11 @@ static nb_status grow_push(grow *g, const void *item)
 }
 
 /* Box sums of v (and of the weights w) over (2r+1)^2 pixels, one
- * dimension after the other (a running sum along rows, then columns):
- * out_v, out_w. */
+ * dimension after the other (a running sum along rows, then down the
+ * columns, a row at a time: col_v and col_w, fp long, hold every column's
+ * running sum, so the memory is read in order): out_v, out_w. */
 static void box_sums(const double *v, const double *w, int fp, int sp, int r, double *out_v, double *out_w,
-                     double *row_v, double *row_w)
+                     double *row_v, double *row_w, double *col_v, double *col_w)
 {
     for (int s = 0; s < sp; s++) {
         const double *a = v + (size_t)s * fp, *b = w + (size_t)s * fp;
@@ -52,14 +53,20 @@ static void box_sums(const double *v, const double *w, int fp, int sp, int r, do
             row_v[(size_t)s * fp + f] = sv, row_w[(size_t)s * fp + f] = sw;
         }
     }
-    for (int f = 0; f < fp; f++) {
-        double sv = 0.0, sw = 0.0;
-        for (int s = 0; s < r && s < sp; s++) sv += row_v[(size_t)s * fp + f], sw += row_w[(size_t)s * fp + f];
-        for (int s = 0; s < sp; s++) {
-            if (s + r < sp) sv += row_v[(size_t)(s + r) * fp + f], sw += row_w[(size_t)(s + r) * fp + f];
-            if (s - r - 1 >= 0) sv -= row_v[(size_t)(s - r - 1) * fp + f], sw -= row_w[(size_t)(s - r - 1) * fp + f];
-            out_v[(size_t)s * fp + f] = sv, out_w[(size_t)s * fp + f] = sw;
+    for (int f = 0; f < fp; f++) col_v[f] = 0.0, col_w[f] = 0.0;
+    for (int s = 0; s < r && s < sp; s++)
+        for (int f = 0; f < fp; f++) col_v[f] += row_v[(size_t)s * fp + f], col_w[f] += row_w[(size_t)s * fp + f];
+    for (int s = 0; s < sp; s++) {
+        if (s + r < sp) {
+            const double *add_v = row_v + (size_t)(s + r) * fp, *add_w = row_w + (size_t)(s + r) * fp;
+            for (int f = 0; f < fp; f++) col_v[f] += add_v[f], col_w[f] += add_w[f];
         }
+        if (s - r - 1 >= 0) {
+            const double *sub_v = row_v + (size_t)(s - r - 1) * fp, *sub_w = row_w + (size_t)(s - r - 1) * fp;
+            for (int f = 0; f < fp; f++) col_v[f] -= sub_v[f], col_w[f] -= sub_w[f];
+        }
+        memcpy(out_v + (size_t)s * fp, col_v, (size_t)fp * sizeof *col_v);
+        memcpy(out_w + (size_t)s * fp, col_w, (size_t)fp * sizeof *col_w);
     }
 }
 
@@ -75,16 +82,18 @@ static nb_status local_background(const observed *ob, size_t off, int fp, int sp
     const size_t n = (size_t)fp * sp;
     double *v = malloc(n * sizeof *v), *w = malloc(n * sizeof *w), *sw = malloc(n * sizeof *sw);
     double *rv = malloc(n * sizeof *rv), *rw = malloc(n * sizeof *rw);
-    nb_status st = v && w && sw && rv && rw ? NB_OK : nb_error_set(NB_ERR_NOMEM, "out of memory for the regions");
+    double *cv = malloc((size_t)fp * sizeof *cv), *cw = malloc((size_t)fp * sizeof *cw);
+    nb_status st = v && w && sw && rv && rw && cv && cw ? NB_OK
+                                                        : nb_error_set(NB_ERR_NOMEM, "out of memory for the regions");
     for (int pass = 0; pass < 2 && !st; pass++) {
         for (size_t i = 0; i < n; i++) {
             const int use = ob->use[off + i] && (!pass || ob->y[off + i] <= bg[i] + 3.0 * sqrt(bg[i] + 1.0));
             v[i] = use ? ob->y[off + i] : 0.0, w[i] = use;
         }
-        box_sums(v, w, fp, sp, LOCAL_R, bg, sw, rv, rw);
+        box_sums(v, w, fp, sp, LOCAL_R, bg, sw, rv, rw, cv, cw);
         for (size_t i = 0; i < n; i++) bg[i] = sw[i] > 0 ? bg[i] / sw[i] : 0.0;
     }
-    free(v), free(w), free(sw), free(rv), free(rw);
+    free(v), free(w), free(sw), free(rv), free(rw), free(cv), free(cw);
     return st;
 }
 

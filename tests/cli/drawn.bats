@@ -315,6 +315,10 @@ EOF
     expect_has "score_contrast.py: cannot read"
     run -2 "$PY" "$DS/score_contrast.py" "$DATA" --random 2
     expect_has "--random must be 8 or more"
+    run -2 "$DS/sigma-runs.sh" --work w --stills 0
+    expect_has "sigma-runs.sh: --stills must be a positive whole number, not '0'"
+    run -2 "$DS/sigma-runs.sh" --work w --runs A,E
+    expect_has "sigma-runs.sh: no run 'E' (A B C D)"
     run -0 find . -type f -not -name bad.expt
     [ -z "$output" ] || false
 }
