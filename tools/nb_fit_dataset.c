@@ -110,9 +110,9 @@ static nb_status ne_save(const ds *d, const ds_frame *fr, ne_saved *s)
     }
     memcpy(s->H, fr->H, sizeof s->H), memcpy(s->g, fr->g, sizeof s->g);
     s->nll = fr->nll;
-    memcpy(s->Hbb, fr->Hbb, 9 * (size_t)fr->nregions * sizeof *s->Hbb);
-    memcpy(s->Hbv, fr->Hbv, 3 * k * (size_t)fr->nregions * sizeof *s->Hbv);
-    memcpy(s->gb, fr->gb, 3 * (size_t)fr->nregions * sizeof *s->gb);
+    ds_copy(s->Hbb, fr->Hbb, 9 * (size_t)fr->nregions * sizeof *s->Hbb);
+    ds_copy(s->Hbv, fr->Hbv, 3 * k * (size_t)fr->nregions * sizeof *s->Hbv);
+    ds_copy(s->gb, fr->gb, 3 * (size_t)fr->nregions * sizeof *s->gb);
     return NB_OK;
 }
 
@@ -121,9 +121,9 @@ static void ne_restore(const ds *d, ds_frame *fr, const ne_saved *s)
     const size_t k = (size_t)(d->L.kp + d->L.kz);
     memcpy(fr->H, s->H, sizeof s->H), memcpy(fr->g, s->g, sizeof s->g);
     fr->nll = s->nll;
-    memcpy(fr->Hbb, s->Hbb, 9 * (size_t)fr->nregions * sizeof *s->Hbb);
-    memcpy(fr->Hbv, s->Hbv, 3 * k * (size_t)fr->nregions * sizeof *s->Hbv);
-    memcpy(fr->gb, s->gb, 3 * (size_t)fr->nregions * sizeof *s->gb);
+    ds_copy(fr->Hbb, s->Hbb, 9 * (size_t)fr->nregions * sizeof *s->Hbb);
+    ds_copy(fr->Hbv, s->Hbv, 3 * k * (size_t)fr->nregions * sizeof *s->Hbv);
+    ds_copy(fr->gb, s->gb, 3 * (size_t)fr->nregions * sizeof *s->gb);
 }
 
 static void ne_free(ne_saved *s) { free(s->Hbb), free(s->Hbv), free(s->gb); }
@@ -202,7 +202,7 @@ static nb_status frame_fit(ds *d, ds_frame *fr, int loss, int iterations)
         }
         const double gain = saved.nll - nll_t;
         memcpy(fr->p, p_t, sizeof fr->p);
-        memcpy(fr->bg, bg_t, 3 * (size_t)fr->nregions * sizeof *bg_t);
+        ds_copy(fr->bg, bg_t, 3 * (size_t)fr->nregions * sizeof *bg_t);
         lambda = fmax(lambda / 10.0, 1e-9);
         if (gain < ds_gain_tolerance(fr->nll, 1)) done = 1;
     }
@@ -532,7 +532,7 @@ static nb_status joint_fit(ds *d)
         for (long i = 0; i < d->nframes; i++)
             if (ds_joins(d, i)) {
                 memcpy(d->fr[i].p, t[i].p, sizeof t[i].p);
-                memcpy(d->fr[i].bg, t[i].bg, 3 * (size_t)d->fr[i].nregions * sizeof(double));
+                ds_copy(d->fr[i].bg, t[i].bg, 3 * (size_t)d->fr[i].nregions * sizeof(double));
             }
         total = total_t;
         lambda = fmax(lambda / 10.0, 1e-9);

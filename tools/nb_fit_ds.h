@@ -5,6 +5,8 @@
 #ifndef NB_FIT_DS_H
 #define NB_FIT_DS_H
 
+#include <string.h>
+
 #include "nb_fit.h"
 #include "nb_sim_grad.h"
 
@@ -139,6 +141,13 @@ typedef struct ds {
     double clock_s[T_CLOCKS];
     long clock_n[T_CLOCKS];
 } ds;
+
+/* memcpy of `bytes` that may be 0 with a NULL list (a frame without
+ * regions, another MPI rank's frame): memcpy itself wants both pointers. */
+static inline void ds_copy(void *dst, const void *src, size_t bytes)
+{
+    if (bytes) memcpy(dst, src, bytes);
+}
 
 /* Time from t0 (nb_now()) to now into clock c. */
 void ds_clock(ds *d, int c, double t0);

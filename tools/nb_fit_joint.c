@@ -181,10 +181,10 @@ static void current(ds *d, jstate *c)
 {
     for (long i = 0; i < d->nframes; i++) {
         memcpy(c->p[i], d->fr[i].p, sizeof c->p[i]);
-        memcpy(c->bg[i], d->fr[i].bg, 3 * (size_t)d->fr[i].nregions * sizeof(double));
+        ds_copy(c->bg[i], d->fr[i].bg, 3 * (size_t)d->fr[i].nregions * sizeof(double));
     }
     memcpy(c->z, d->z, sizeof c->z);
-    memcpy(c->I, d->Fset.I, (size_t)d->Fset.n * sizeof *c->I);
+    ds_copy(c->I, d->Fset.I, (size_t)d->Fset.n * sizeof *c->I);
 }
 
 /* The frames' scales to a mean of 1, the I the other way (the product is
@@ -275,10 +275,10 @@ nb_status ds_joint_F(ds *d, nb_hkl *refined)
         for (long i = 0; i < d->nframes; i++)
             if (ds_joins(d, i)) {
                 memcpy(d->fr[i].p, t.p[i], sizeof t.p[i]);
-                memcpy(d->fr[i].bg, t.bg[i], 3 * (size_t)d->fr[i].nregions * sizeof(double));
+                ds_copy(d->fr[i].bg, t.bg[i], 3 * (size_t)d->fr[i].nregions * sizeof(double));
             }
         memcpy(d->z, t.z, sizeof d->z);
-        memcpy(d->Fset.I, t.I, (size_t)d->Fset.n * sizeof *t.I);
+        ds_copy(d->Fset.I, t.I, (size_t)d->Fset.n * sizeof *t.I);
         jstate swap = cur;
         cur = t, t = swap;
         total = total_t;

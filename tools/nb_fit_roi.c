@@ -175,6 +175,7 @@ static int cmp_spot_s(const void *a, const void *b)
 #define MERGE_PX 2.5f
 static void merge_split_spots(float *c, size_t n)
 {
+    if (n < 2) return; /* nothing to merge (and no list at all when n is 0) */
     qsort(c, n, 4 * sizeof *c, cmp_spot_s);
     for (size_t i = 0; i < n; i++) {
         float *a = c + 4 * i;

@@ -28,6 +28,12 @@ value() { awk -v n="$1" '$1 == n && $2 == "=" { print $3 }' fit.err; }
 # |value/truth - 1| <= rel
 within() { awk -v v="$(value "$1")" -v t="$2" -v r="$3" 'BEGIN { e = v / t - 1; if (e < 0) e = -e; exit !(v != "" && e <= r) }'; }
 
+# the three stills with Wilson F (seed 2): F.hkl, flat.hkl (the same indices
+# at the rms F), F_asu.hkl, wilson_#.cbf and the truth's wilson.expt
+wilson_stills() {
+    wilson_stills
+}
+
 @test "fit-dataset: turns and a shared cell recovered from a 0.3 degree, 0.3 % start; status 0" {
     run -0 nb-fit $OBS --refine cell_a,cell_b,cell_c --refine-frame misset_x,misset_y,misset_z,scale -o fit.nbs start.nbs
     echo "$output" > fit.err
@@ -90,9 +96,7 @@ within() { awk -v v="$(value "$1")" -v t="$2" -v r="$3" 'BEGIN { e = v / t - 1; 
 
 @test "fit-dataset: --refine-F writes 'h k l F sigma multiplicity' that follow the true F" {
     need_numpy
-    "$PY" "$NB_ROOT/bench/dataset/wilson_hkl.py" --cell 34 52 53 90 90 90 --dmin 2 --space-group P212121 --seed 2 \
-        -o F.hkl --flat-out flat.hkl --asu-out F_asu.hkl
-    nb-geom -q $TRUTH $REST -hkl F.hkl | nb-hkl -q | nb-sim -q | nb-noise -q -seed 4 | nb-convert -q -o wilson_#.cbf
+    wilson_stills
     nb-geom -q $TRUTH $REST -hkl flat.hkl | nb-hkl -q -o flat.nbs
     run -0 nb-fit --observed wilson_1.cbf --observed wilson_2.cbf --observed wilson_3.cbf --refine-F \
         --refine-frame scale --space-group 'P 21 21 21' --F-out F_fit.hkl -o fit.nbs flat.nbs
@@ -163,10 +167,7 @@ EOF
 @test "fit-dataset: --refine-F takes the experiment list's space group, writes MTZ, and reads one's symmetry" {
     need_numpy
     need_ccp4
-    "$PY" "$NB_ROOT/bench/dataset/wilson_hkl.py" --cell 34 52 53 90 90 90 --dmin 2 --space-group P212121 --seed 2 \
-        -o F.hkl --flat-out flat.hkl --asu-out F_asu.hkl
-    nb-geom -q $TRUTH $REST -hkl F.hkl | nb-hkl -q | nb-sim -q | nb-noise -q -seed 4 |
-        nb-convert -q -o wilson_#.cbf -o wilson.expt
+    wilson_stills
     # the truth's list, its crystals stated in P 21 21 21 as DIALS writes it
     "$PY" -c 'import json; e = json.load(open("wilson.expt"))
 for c in e["crystal"]: c["space_group_hall_symbol"] = " P 2ac 2ab"
@@ -386,9 +387,7 @@ json.dump(e, open("mixed.expt", "w"))'
     need_numpy
     need_ccp4
     "$PY" -c 'import iotbx.mtz' 2>/dev/null || skip "cctbx (DIALS's python) is not installed: the MTZ's cell is read with iotbx.mtz"
-    "$PY" "$NB_ROOT/bench/dataset/wilson_hkl.py" --cell 34 52 53 90 90 90 --dmin 2 --space-group P212121 --seed 2 \
-        -o F.hkl --flat-out flat.hkl --asu-out F_asu.hkl
-    nb-geom -q $TRUTH $REST -hkl F.hkl | nb-hkl -q | nb-sim -q | nb-noise -q -seed 4 | nb-convert -q -o wilson_#.cbf
+    wilson_stills
     nb-hkl -q -hkl flat.hkl start.nbs > flat-start.nbs
     W="--observed wilson_1.cbf --observed wilson_2.cbf --observed wilson_3.cbf"
     run -0 nb-fit $W --refine-F --space-group P212121 --refine cell_a,cell_b,cell_c \
@@ -419,10 +418,7 @@ PY
 @test "fit-dataset: mpirun -n 2 refines the stills' turns jointly with F as one process does" {
     need_mpi
     need_numpy
-    "$PY" "$NB_ROOT/bench/dataset/wilson_hkl.py" --cell 34 52 53 90 90 90 --dmin 2 --space-group P212121 --seed 2 \
-        -o F.hkl --flat-out flat.hkl --asu-out F_asu.hkl
-    nb-geom -q $TRUTH $REST -hkl F.hkl | nb-hkl -q | nb-sim -q | nb-noise -q -seed 4 |
-        nb-convert -q -o wilson_#.cbf -o wilson.expt
+    wilson_stills
     nb-geom -q -expt wilson.expt -N 12 -round_xtal -fluence 1e27 -oversample 2 | nb-hkl -q -hkl flat.hkl -o flat-start.nbs
     W="--observed wilson_1.cbf --observed wilson_2.cbf --observed wilson_3.cbf"
     ARGS="--refine-F --space-group P212121 --refine-frame misset_x,misset_y,misset_z,scale"
