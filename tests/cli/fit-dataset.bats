@@ -31,7 +31,10 @@ within() { awk -v v="$(value "$1")" -v t="$2" -v r="$3" 'BEGIN { e = v / t - 1; 
 # the three stills with Wilson F (seed 2): F.hkl, flat.hkl (the same indices
 # at the rms F), F_asu.hkl, wilson_#.cbf and the truth's wilson.expt
 wilson_stills() {
-    wilson_stills
+    "$PY" "$NB_ROOT/bench/dataset/wilson_hkl.py" --cell 34 52 53 90 90 90 --dmin 2 --space-group P212121 --seed 2 \
+        -o F.hkl --flat-out flat.hkl --asu-out F_asu.hkl
+    nb-geom -q $TRUTH $REST -hkl F.hkl | nb-hkl -q | nb-sim -q | nb-noise -q -seed 4 |
+        nb-convert -q -o wilson_#.cbf -o wilson.expt
 }
 
 @test "fit-dataset: turns and a shared cell recovered from a 0.3 degree, 0.3 % start; status 0" {
