@@ -37,11 +37,12 @@ static nb_status grow_push(grow *g, const void *item)
 }
 
 /* Box sums of v (and of the weights w) over (2r+1)^2 pixels, one
- * dimension after the other (a running sum along rows, then down the
- * columns, a row at a time: col_v and col_w, fp long, hold every column's
- * running sum, so the memory is read in order): out_v, out_w. */
+ * dimension after the other: a running sum along each row (row_v, row_w),
+ * then down the columns a row at a time, each output row the one above it
+ * with the row entering the box added and the one leaving it taken away
+ * (the memory read in order): out_v, out_w. */
 static void box_sums(const double *v, const double *w, int fp, int sp, int r, double *out_v, double *out_w,
-                     double *row_v, double *row_w, double *col_v, double *col_w)
+                     double *row_v, double *row_w)
 {
     for (int s = 0; s < sp; s++) {
         const double *a = v + (size_t)s * fp, *b = w + (size_t)s * fp;
@@ -53,20 +54,20 @@ static void box_sums(const double *v, const double *w, int fp, int sp, int r, do
             row_v[(size_t)s * fp + f] = sv, row_w[(size_t)s * fp + f] = sw;
         }
     }
-    for (int f = 0; f < fp; f++) col_v[f] = 0.0, col_w[f] = 0.0;
+    for (int f = 0; f < fp; f++) out_v[f] = 0.0, out_w[f] = 0.0;
     for (int s = 0; s < r && s < sp; s++)
-        for (int f = 0; f < fp; f++) col_v[f] += row_v[(size_t)s * fp + f], col_w[f] += row_w[(size_t)s * fp + f];
+        for (int f = 0; f < fp; f++) out_v[f] += row_v[(size_t)s * fp + f], out_w[f] += row_w[(size_t)s * fp + f];
     for (int s = 0; s < sp; s++) {
+        double *ov = out_v + (size_t)s * fp, *ow = out_w + (size_t)s * fp;
+        if (s > 0) memcpy(ov, ov - fp, (size_t)fp * sizeof *ov), memcpy(ow, ow - fp, (size_t)fp * sizeof *ow);
         if (s + r < sp) {
             const double *add_v = row_v + (size_t)(s + r) * fp, *add_w = row_w + (size_t)(s + r) * fp;
-            for (int f = 0; f < fp; f++) col_v[f] += add_v[f], col_w[f] += add_w[f];
+            for (int f = 0; f < fp; f++) ov[f] += add_v[f], ow[f] += add_w[f];
         }
         if (s - r - 1 >= 0) {
             const double *sub_v = row_v + (size_t)(s - r - 1) * fp, *sub_w = row_w + (size_t)(s - r - 1) * fp;
-            for (int f = 0; f < fp; f++) col_v[f] -= sub_v[f], col_w[f] -= sub_w[f];
+            for (int f = 0; f < fp; f++) ov[f] -= sub_v[f], ow[f] -= sub_w[f];
         }
-        memcpy(out_v + (size_t)s * fp, col_v, (size_t)fp * sizeof *col_v);
-        memcpy(out_w + (size_t)s * fp, col_w, (size_t)fp * sizeof *col_w);
     }
 }
 
@@ -82,18 +83,16 @@ static nb_status local_background(const observed *ob, size_t off, int fp, int sp
     const size_t n = (size_t)fp * sp;
     double *v = malloc(n * sizeof *v), *w = malloc(n * sizeof *w), *sw = malloc(n * sizeof *sw);
     double *rv = malloc(n * sizeof *rv), *rw = malloc(n * sizeof *rw);
-    double *cv = malloc((size_t)fp * sizeof *cv), *cw = malloc((size_t)fp * sizeof *cw);
-    nb_status st = v && w && sw && rv && rw && cv && cw ? NB_OK
-                                                        : nb_error_set(NB_ERR_NOMEM, "out of memory for the regions");
+    nb_status st = v && w && sw && rv && rw ? NB_OK : nb_error_set(NB_ERR_NOMEM, "out of memory for the regions");
     for (int pass = 0; pass < 2 && !st; pass++) {
         for (size_t i = 0; i < n; i++) {
             const int use = ob->use[off + i] && (!pass || ob->y[off + i] <= bg[i] + 3.0 * sqrt(bg[i] + 1.0));
             v[i] = use ? ob->y[off + i] : 0.0, w[i] = use;
         }
-        box_sums(v, w, fp, sp, LOCAL_R, bg, sw, rv, rw, cv, cw);
+        box_sums(v, w, fp, sp, LOCAL_R, bg, sw, rv, rw);
         for (size_t i = 0; i < n; i++) bg[i] = sw[i] > 0 ? bg[i] / sw[i] : 0.0;
     }
-    free(v), free(w), free(sw), free(rv), free(rw), free(cv), free(cw);
+    free(v), free(w), free(sw), free(rv), free(rw);
     return st;
 }
 
