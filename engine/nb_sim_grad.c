@@ -1,7 +1,7 @@
-/* nb-sim --grad: the derivatives of a rendered image with respect to
- * nanoBragg's flags (nb_sim_grad.h says how: the plan's part by resolving
- * its command line again around the flag's value, the pixel's part exact in
- * dual numbers). */
+/* nb-sim --grad: the derivatives of a rendered image with respect to the
+ * plan's named parameters (nb_sim_grad.h says how: the plan's part from the
+ * plans the parameter's setter makes around its value, nb_params.c; the
+ * pixel's part exact in dual numbers). */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -11,149 +11,17 @@
 #include <omp.h>
 #endif
 
-#include "nb_cli.h"
-#include "nb_geometry.h"
-#include "nb_options.h"
 #include "nb_sim_fast.h"
 #include "nb_sim_grad.h"
 
-#define RTD (180.0 * M_1_PI)
-
 /* ---- the names ------------------------------------------------------------- */
-
-/* The flag's values at the plan (all of them: -cell has six), or an error
- * saying why the name does not apply. */
-typedef nb_status (*base_fn)(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double vals[6]);
-
-struct nb_grad_param {
-    const char *name, *flag, *unit;
-    int nvals, index; /* the flag's value count; which value is this name */
-    double scale;     /* the step is `rel` of max(|value|, scale) */
-    double rel;
-    base_fn base;     /* NULL: a one-value flag read by base_field from ... */
-    long rq_field;    /* ... this double of nb_request (-1: none; NaN: not given) */
-    long plan_field;  /* ... or else this double of nb_plan (-1: none) */
-    double factor;    /* the field's unit (SI, radians) to the flag's */
-};
-
-#define RQ(f) (long)offsetof(nb_request, f)
-#define PL(f) (long)offsetof(nb_plan, f)
-
-static double double_at(const void *base, long off) { return *(const double *)((const char *)base + off); }
-
-/* A one-value flag's value: the request's field as given, else the plan's. */
-static nb_status base_field(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
-{
-    double given = p->rq_field >= 0 ? double_at(rq, p->rq_field) : NAN;
-    v[0] = (isnan(given) && p->plan_field >= 0 ? double_at(plan, p->plan_field) : given) * p->factor;
-    return NB_OK;
-}
-
-static nb_status base_cell(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
-{
-    (void)plan;
-    if (rq->expt)
-        return nb_error_set(NB_ERR_USAGE, "--grad %s: the crystals come from -expt's experiment list: its cell is no "
-                                          "flag", p->name);
-    if (rq->matfile || !rq->user_cell)
-        return nb_error_set(NB_ERR_USAGE, "--grad %s: the crystal is given by -mat, not -cell: its cell is no flag",
-                            p->name);
-    for (int i = 0; i < 6; i++) v[i] = i < 3 ? rq->cell[i] : rq->cell[i] * RTD;
-    return NB_OK;
-}
-
-static nb_status base_misset(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
-{
-    (void)plan;
-    if (rq->expt)
-        return nb_error_set(NB_ERR_USAGE, "--grad %s: the crystals come from -expt's experiment list: their "
-                                          "orientation is no flag", p->name);
-    if (rq->matfile)
-        return nb_error_set(NB_ERR_USAGE, "--grad %s: the crystal's orientation is given by -mat, not -misset",
-                            p->name);
-    if (rq->misset_mode < 0)
-        return nb_error_set(NB_ERR_USAGE,
-                            "--grad %s: the misset is random (-misset random); give its angles with -misset X Y Z "
-                            "to differentiate them", p->name);
-    for (int i = 0; i < 3; i++) v[i] = rq->misset_mode ? rq->misset[i] * RTD : 0.0;
-    return NB_OK;
-}
-
-static nb_status base_mosaic(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
-{
-    (void)rq;
-    if (!(plan->mosaic_spread > 0.0))
-        return nb_error_set(NB_ERR_USAGE, "--grad %s: the plan has no mosaic spread (-mosaic): no domains to move",
-                            p->name);
-    v[0] = plan->mosaic_spread * RTD;
-    return NB_OK;
-}
-
-/* The values of p's flag at the plan. */
-static nb_status values_at_plan(const nb_grad_param *p, const nb_request *rq, const nb_plan *plan, double v[6])
-{
-    return (p->base ? p->base : base_field)(p, rq, plan, v);
-}
-
-/* a one-value flag: name, flag, unit, step scale, the request's and the plan's field, factor */
-#define ONE(name, flag, unit, scale, rq, plan, factor) {name, flag, unit, 1, 0, scale, 1e-4, NULL, rq, plan, factor}
-#define CELL(name, unit, i) {name, "-cell", unit, 6, i, 1.0, 1e-4, base_cell, -1, -1, 1.0}
-#define MISSET(name, i) {name, "-misset", "degree", 3, i, 1.0, 1e-4, base_misset, -1, -1, 1.0}
-
-static const nb_grad_param params[] = {
-    ONE("distance", "-distance", "mm", 1.0, RQ(distance), -1, 1e3),
-    ONE("Xbeam", "-Xbeam", "mm", 1.0, RQ(Xbeam), PL(Xbeam), 1e3),
-    ONE("Ybeam", "-Ybeam", "mm", 1.0, RQ(Ybeam), PL(Ybeam), 1e3),
-    ONE("detector_rotx", "-detector_rotx", "degree", 1.0, RQ(rotx), -1, RTD),
-    ONE("detector_roty", "-detector_roty", "degree", 1.0, RQ(roty), -1, RTD),
-    ONE("detector_rotz", "-detector_rotz", "degree", 1.0, RQ(rotz), -1, RTD),
-    ONE("twotheta", "-twotheta", "degree", 1.0, RQ(twotheta), -1, RTD),
-    CELL("cell_a", "Angstrom", 0),
-    CELL("cell_b", "Angstrom", 1),
-    CELL("cell_c", "Angstrom", 2),
-    CELL("cell_alpha", "degree", 3),
-    CELL("cell_beta", "degree", 4),
-    CELL("cell_gamma", "degree", 5),
-    MISSET("misset_x", 0),
-    MISSET("misset_y", 1),
-    MISSET("misset_z", 2),
-    ONE("Na", "-Na", "cell", 1.0, -1, PL(Na), 1.0),
-    ONE("Nb", "-Nb", "cell", 1.0, -1, PL(Nb), 1.0),
-    ONE("Nc", "-Nc", "cell", 1.0, -1, PL(Nc), 1.0),
-    ONE("lambda", "-lambda", "Angstrom", 0.1, -1, PL(lambda0), 1e10),
-    /* the reference draws the domains' angles in single precision: a step of
-     * 1e-4 would be a few float roundings */
-    {"mosaic", "-mosaic", "degree", 1, 0, 0.01, 1e-2, base_mosaic, -1, -1, 1.0},
-    ONE("fluence", "-fluence", "(photons/m^2)", 1.0, -1, PL(fluence), 1.0),
-};
-#define NPARAMS ((int)(sizeof params / sizeof params[0]))
-_Static_assert(sizeof params / sizeof params[0] <= NB_GRAD_MAX_NAMES, "a list of every name fits NB_GRAD_MAX_NAMES");
-
-const nb_grad_param *nb_grad_param_find(const char *name)
-{
-    for (int i = 0; i < NPARAMS; i++)
-        if (!strcmp(params[i].name, name)) return &params[i];
-    return NULL;
-}
-
-const char *nb_grad_param_name(const nb_grad_param *p) { return p->name; }
-const char *nb_grad_param_unit(const nb_grad_param *p) { return p->unit; }
-
-const char *nb_grad_param_names(void)
-{
-    static char names[512];
-    if (!names[0])
-        for (int i = 0; i < NPARAMS; i++) {
-            if (i) strcat(names, ",");
-            strcat(names, params[i].name);
-        }
-    return names;
-}
 
 nb_status nb_grad_list_parse(const char *list, nb_grad_list *out)
 {
     memset(out, 0, sizeof *out);
-    nb_status st = nb_calloc((void **)&out->param, NPARAMS, sizeof *out->param, "--grad names");
+    size_t most = 1;
+    for (const char *c = list; *c; c++) most += *c == ',';
+    nb_status st = nb_calloc((void **)&out->param, most, sizeof *out->param, "parameter names");
     if (st) return st;
     const char *p = list;
     for (;;) {
@@ -161,21 +29,16 @@ nb_status nb_grad_list_parse(const char *list, nb_grad_list *out)
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         char name[64];
         if (len == 0 || len >= sizeof name) {
-            st = nb_error_set(NB_ERR_USAGE, "option --grad: expected names separated by commas, got '%s'", list);
+            st = nb_error_set(NB_ERR_USAGE, "expected parameter names separated by commas, got '%s'", list);
             break;
         }
         memcpy(name, p, len);
         name[len] = 0;
-        const nb_grad_param *g = nb_grad_param_find(name);
-        if (!g) {
-            st = nb_error_set(NB_ERR_USAGE, "option --grad: unknown name '%s' (known: %s)", name,
-                              nb_grad_param_names());
-            break;
-        }
+        if ((st = nb_param_lookup(name, &out->param[out->n]))) break;
         for (int i = 0; i < out->n && !st; i++)
-            if (out->param[i] == g) st = nb_error_set(NB_ERR_USAGE, "option --grad: '%s' is named twice", name);
+            if (!strcmp(out->param[i].name, name)) st = nb_error_set(NB_ERR_USAGE, "'%s' is named twice", name);
         if (st) break;
-        out->param[out->n++] = g;
+        out->n++;
         if (!comma) break;
         p = comma + 1;
     }
@@ -191,241 +54,53 @@ void nb_grad_list_free(nb_grad_list *l)
 
 /* ---- the plans around the plan --------------------------------------------- */
 
-/* nb-geom's own options in a COMMAND (-o FILE, -q, -v, --threads N): read by
- * the standard options' own rows, their values dropped */
-static int geom_option(void *ctx, int argc, char **argv, int *i, nb_status *st)
-{
-    (void)ctx;
-    nb_std_opts ignored;
-    memset(&ignored, 0, sizeof ignored);
-    return nb_std_setting(&ignored, argc, argv, i, st);
-}
-
-/* The readers of the files a COMMAND names (-img, -mask headers; -panels'
- * detector file): the engine reads no file format, its caller hands them
- * over (nb_grad_set_readers); without them such a command is refused by
- * the resolution as it would be by a library without readers. */
-static nb_args_hooks geom_hooks = {geom_option, NULL, NULL, NULL, NULL};
-
-void nb_grad_set_readers(nb_status (*load_header)(nb_request *rq, const char *path, nb_header_role role),
-                         nb_status (*load_panels)(const char *path, nb_detector_file *out))
-{
-    geom_hooks.load_header = load_header;
-    geom_hooks.load_panels = load_panels;
-}
-
-void nb_grad_set_expt_reader(nb_status (*load_experiments)(const char *path, nb_experiment_list *out))
-{
-    geom_hooks.load_experiments = load_experiments;
-}
-
-/* The request of words argv[1 .. argc-1] (argv[0]: the program), resolved
- * into *plan (out_rq: the request, kept, or NULL).  Quiet: nb-geom said
- * its warnings when it made the plan. */
-static nb_status resolve_words(int argc, char **argv, nb_request *out_rq, nb_plan *plan)
-{
-    for (int i = 1; i < argc; i++) {
-        const nb_flag *f = nb_flag_lookup(argv[i]);
-        int header = f && (f->id == FL_IMG || f->id == FL_MASK), panels = f && f->id == FL_PANELS;
-        int expt = f && f->id == FL_EXPT;
-        if ((header && !geom_hooks.load_header) || (panels && !geom_hooks.load_panels) ||
-            (expt && !geom_hooks.load_experiments))
-            return nb_error_set(NB_ERR_UNSUPPORTED,
-                                "the plan's command reads a file (%s), and this program gave the engine no reader "
-                                "for it (nb_grad_set_readers)",
-                                argv[i]);
-    }
-    nb_request rq;
-    nb_strbuf log;
-    nb_request_defaults(&rq);
-    nb_strbuf_init(&log);
-    int verbosity = nb_verbosity();
-    nb_set_verbosity(-1);
-    nb_status st = nb_request_apply_args(&rq, argc - 1, argv + 1, &geom_hooks);
-    if (!st && plan) st = nb_resolve(&rq, plan, &log);
-    nb_set_verbosity(verbosity);
-    nb_strbuf_free(&log);
-    if (out_rq && !st) *out_rq = rq;
-    else nb_request_free(&rq);
-    return st;
-}
-
-/* One flag and its values, to append to a command. */
-typedef struct flag_values {
-    const nb_grad_param *p; /* its flag and value count */
-    double vals[6];
-} flag_values;
-
-/* Is word i of the command one that appending words would change: a
- * -misset_seed (and its value) among the last three words, which the
- * reference reads as a seed only there (followed by two more words it also
- * sets a misset), or a -curved_det as the last word (ignored there)?  The
- * plan's seeds are appended anyway. */
-static int quirk_word(int argc, char **argv, int i)
-{
-    if (!strcmp(argv[i], "-misset_seed") && i + 3 >= argc) return 2;
-    if (!strcmp(argv[i], "-curved_det") && i + 1 == argc) return 1;
-    return 0;
-}
-
-/* The words of the plan's command with each `flag vals...` of fv, the plan's
- * pivot and its seeds appended: every other flag as the plan has it
- * (-misset_seed at the very end). */
-static char **words_with(int argc, char **argv, const nb_plan *plan, const flag_values *fv, int nfv, int *n_out)
-{
-    char **w = calloc((size_t)argc + 7 * (size_t)nfv + 12, sizeof *w);
-    if (!w) return NULL;
-    int n = 0;
-    for (int i = 0; i < argc; i++) {
-        int skip = i > 0 ? quirk_word(argc, argv, i) : 0;
-        if (skip) i += skip - 1;
-        else w[n++] = nb_xstrdup(argv[i]);
-    }
-    char num[64];
-    for (int f = 0; f < nfv; f++) {
-        w[n++] = nb_xstrdup(fv[f].p->flag);
-        for (int i = 0; i < fv[f].p->nvals; i++) {
-            snprintf(num, sizeof num, "%.17g", fv[f].vals[i]);
-            w[n++] = nb_xstrdup(num);
-        }
-    }
-    /* the pivot as resolved: -Xbeam, -twotheta ... set one of their own (a
-     * detector from -panels has none to keep) */
-    int panels = 0;
-    for (int i = 1; i < argc; i++) panels |= !strcmp(argv[i], "-panels") || !strcmp(argv[i], "-expt");
-    if (plan->pivot[0] && !panels) {
-        w[n++] = nb_xstrdup("-pivot");
-        w[n++] = nb_xstrdup(plan->pivot);
-    }
-    const char *seed_flags[3] = {"-seed", "-mosaic_seed", "-misset_seed"};
-    const int64_t seeds[3] = {plan->seed, plan->mosaic_seed, plan->misset_seed};
-    for (int i = 0; i < 3; i++) {
-        w[n++] = nb_xstrdup(seed_flags[i]);
-        snprintf(num, sizeof num, "%lld", (long long)-seeds[i]);
-        w[n++] = nb_xstrdup(num);
-    }
-    *n_out = n;
-    return w;
-}
-
-/* The plan's command with the flags of fv appended, resolved (its COMMAND
- * those words). */
-static nb_status plan_with(int argc, char **argv, const nb_plan *plan, const flag_values *fv, int nfv, nb_plan *out)
-{
-    int n = 0;
-    char **w = words_with(argc, argv, plan, fv, nfv, &n);
-    if (!w) return nb_error_set(NB_ERR_NOMEM, "--grad: out of memory");
-    nb_plan_init(out);
-    nb_status st = resolve_words(n, w, NULL, out);
-    if (!st) {
-        free(out->command_line);
-        out->command_line = nb_join_args(n, w);
-    }
-    nb_free_args(n, w);
-    return st;
-}
-
-/* The plan's command with p's flag at its value + delta, resolved. */
-static nb_status moved_plan(const nb_grad_param *p, int argc, char **argv, const nb_plan *plan, const double vals[6],
-                            double delta, nb_plan *out)
-{
-    flag_values fv = {p, {0, 0, 0, 0, 0, 0}};
-    memcpy(fv.vals, vals, sizeof fv.vals);
-    fv.vals[p->index] += delta;
-    nb_status st = plan_with(argc, argv, plan, &fv, 1, out);
-    if (st) return nb_error_prefix(st, "--grad %s: nb-geom ... %s %.6g", p->name, p->flag, fv.vals[p->index]);
-    return NB_OK;
-}
-
-/* The five plans of one name. */
-static nb_status name_plans(const nb_grad_param *p, int argc, char **argv, const nb_request *rq, const nb_plan *plan,
-                            double *step, nb_plan out[NB_GRAD_STENCIL])
-{
-    double vals[6] = {0, 0, 0, 0, 0, 0};
-    nb_status st = values_at_plan(p, rq, plan, vals);
-    if (st) return st;
-    const double h = p->rel * fmax(fabs(vals[p->index]), p->scale);
-    const int offsets[NB_GRAD_STENCIL] = {0, -2, -1, 1, 2};
-    *step = h;
-    for (int j = 0; j < NB_GRAD_STENCIL; j++)
-        if ((st = moved_plan(p, argc, argv, plan, vals, offsets[j] * h, &out[j]))) {
-            for (int i = 0; i < j; i++) nb_plan_free(&out[i]);
-            return st;
-        }
-    return NB_OK;
-}
-
-/* The plan's COMMAND as words and as the request they make. */
-static nb_status command_request(const nb_plan *plan, int *argc, char ***argv, nb_request *rq)
-{
-    if (!plan->command_line || !plan->command_line[0])
-        return nb_error_set(NB_ERR_DATA, "--grad: the plan has no COMMAND (nb-geom's command line) to vary");
-    nb_status st = nb_split_args(plan->command_line, argc, argv);
-    if (st) return st;
-    if (*argc < 1) st = nb_error_set(NB_ERR_DATA, "--grad: the plan's COMMAND is empty");
-    if (!st) st = resolve_words(*argc, *argv, rq, NULL);
-    if (st) {
-        nb_free_args(*argc, *argv);
-        return nb_error_prefix(st, "--grad: the plan's COMMAND");
-    }
-    return NB_OK;
-}
-
-nb_status nb_grad_plan_moved(const nb_plan *plan, const nb_grad_param *p, double delta, nb_plan *out)
-{
-    int argc = 0;
-    char **argv = NULL;
-    nb_request rq;
-    double vals[6] = {0, 0, 0, 0, 0, 0};
-    nb_status st = command_request(plan, &argc, &argv, &rq);
-    if (st) return st;
-    st = values_at_plan(p, &rq, plan, vals);
-    if (!st) st = moved_plan(p, argc, argv, plan, vals, delta, out);
-    nb_request_free(&rq);
-    nb_free_args(argc, argv);
-    return st;
-}
-
 nb_status nb_grad_values(const nb_plan *plan, const nb_grad_list *names, double *values)
 {
-    int argc = 0;
-    char **argv = NULL;
-    nb_request rq;
-    nb_status st = command_request(plan, &argc, &argv, &rq);
-    for (int j = 0; j < names->n && !st; j++) {
-        double vals[6] = {0, 0, 0, 0, 0, 0};
-        const nb_grad_param *p = names->param[j];
-        if (!(st = values_at_plan(p, &rq, plan, vals))) values[j] = vals[p->index];
-    }
-    if (argv) {
-        nb_request_free(&rq);
-        nb_free_args(argc, argv);
+    nb_status st = NB_OK;
+    for (int j = 0; j < names->n && !st; j++) st = nb_param_get(plan, &names->param[j], &values[j]);
+    return st;
+}
+
+/* Set names' values on P, in the table's order (a crystal reshaped before it
+ * turns, the detector moved before it rotates: what nb-geom does). */
+static nb_status set_in_order(nb_plan *P, const nb_grad_list *names, const double *values)
+{
+    nb_status st = NB_OK;
+    int done[NB_GRAD_MAX_NAMES] = {0};
+    for (int k = 0; k < names->n && !st; k++) {
+        int next = -1;
+        for (int j = 0; j < names->n; j++)
+            if (!done[j] && (next < 0 || nb_param_order(&names->param[j]) < nb_param_order(&names->param[next])))
+                next = j;
+        done[next] = 1;
+        st = nb_param_set(P, &names->param[next], values[next]);
     }
     return st;
 }
 
 nb_status nb_grad_plan_at(const nb_plan *plan, const nb_grad_list *names, const double *values, nb_plan *out)
 {
-    int argc = 0, nfv = 0;
-    char **argv = NULL;
-    nb_request rq;
-    flag_values fv[NB_GRAD_MAX_NAMES];
-    nb_status st = command_request(plan, &argc, &argv, &rq);
+    if (names->n > NB_GRAD_MAX_NAMES)
+        return nb_error_set(NB_ERR_USAGE, "at most %d parameters at once", NB_GRAD_MAX_NAMES);
+    nb_status st = nb_plan_copy(plan, out);
+    if (!st && (st = set_in_order(out, names, values))) nb_plan_free(out);
+    return st;
+}
+
+/* The five plans of one name: its value moved by 0, -2h, -h, +h, +2h. */
+static nb_status name_plans(const nb_param *p, const nb_plan *plan, double *step, nb_plan out[NB_GRAD_STENCIL])
+{
+    double v = 0.0;
+    nb_status st = nb_param_get(plan, p, &v);
     if (st) return st;
-    /* the names of one flag (-cell, -misset) share its values */
-    for (int j = 0; j < names->n && !st; j++) {
-        const nb_grad_param *p = names->param[j];
-        int f = 0;
-        while (f < nfv && strcmp(fv[f].p->flag, p->flag)) f++;
-        if (f == nfv) {
-            fv[nfv].p = p;
-            st = values_at_plan(p, &rq, plan, fv[nfv++].vals);
-        }
-        fv[f].vals[p->index] = values[j];
-    }
-    if (!st) st = plan_with(argc, argv, plan, fv, nfv, out);
-    nb_request_free(&rq);
-    nb_free_args(argc, argv);
+    const double h = nb_param_step(p, v);
+    const int offsets[NB_GRAD_STENCIL] = {0, -2, -1, 1, 2};
+    *step = h;
+    for (int j = 0; j < NB_GRAD_STENCIL && !st; j++)
+        if (!(st = nb_param_plan_copy(plan, &out[j])) && (st = nb_param_set(&out[j], p, v + offsets[j] * h)))
+            nb_param_plan_free(&out[j]);
+    if (st)
+        for (int j = 0; j < NB_GRAD_STENCIL; j++) nb_param_plan_free(&out[j]);
     return st;
 }
 
@@ -436,24 +111,16 @@ nb_status nb_grad_plans_build(const nb_plan *plan, const nb_grad_list *names, nb
     if (plan->stills.spikes > 0)
         return nb_error_set(NB_ERR_UNSUPPORTED, "derivatives of stills with a per-shot spectrum (-stills_bandwidth) "
                                                 "are not supported");
-    int argc = 0;
-    char **argv = NULL;
-    nb_request rq;
-    nb_status st = command_request(plan, &argc, &argv, &rq);
-    if (st) return st;
-    out->names.n = names->n;
-    if (!(st = nb_calloc((void **)&out->names.param, (size_t)names->n + 1, sizeof *out->names.param, "--grad")) &&
-        !(st = nb_calloc((void **)&out->step, (size_t)names->n + 1, sizeof *out->step, "--grad")))
-        st = nb_calloc((void **)&out->plans, (size_t)names->n + 1, sizeof *out->plans, "--grad plans");
-    int done = 0;
+    nb_status st = NB_OK;
+    if (!(st = nb_calloc((void **)&out->names.param, (size_t)names->n + 1, sizeof *out->names.param, "derivatives")) &&
+        !(st = nb_calloc((void **)&out->step, (size_t)names->n + 1, sizeof *out->step, "derivatives")))
+        st = nb_calloc((void **)&out->plans, (size_t)names->n + 1, sizeof *out->plans, "the derivatives' plans");
     for (int i = 0; i < names->n && !st; i++) {
         out->names.param[i] = names->param[i];
-        st = name_plans(names->param[i], argc, argv, &rq, plan, &out->step[i], out->plans[i]);
-        if (!st) done++;
+        st = name_plans(&names->param[i], plan, &out->step[i], out->plans[i]);
+        if (st) st = nb_error_prefix(st, "derivative of %s", names->param[i].name);
+        else out->names.n++;
     }
-    out->names.n = done;
-    nb_request_free(&rq);
-    nb_free_args(argc, argv);
     if (st) nb_grad_plans_free(out);
     return st;
 }
@@ -461,7 +128,7 @@ nb_status nb_grad_plans_build(const nb_plan *plan, const nb_grad_list *names, nb
 void nb_grad_plans_free(nb_grad_plans *g)
 {
     for (int i = 0; g->plans && i < g->names.n; i++)
-        for (int j = 0; j < NB_GRAD_STENCIL; j++) nb_plan_free(&g->plans[i][j]);
+        for (int j = 0; j < NB_GRAD_STENCIL; j++) nb_param_plan_free(&g->plans[i][j]);
     free(g->plans);
     free(g->step);
     nb_grad_list_free(&g->names);
@@ -552,40 +219,36 @@ static const char *fixed_field_moved(const nb_kparams *base, const nb_kparams *m
 static nb_status stencil_values(const nb_grad_plans *g, int i, long frame, int panel, const nb_kparams *base,
                                 const nb_hkl *hkl, size_t n, double *vals[NB_GRAD_STENCIL])
 {
-    const char *name = g->names.param[i]->name, *flag = g->names.param[i]->flag;
+    const char *name = g->names.param[i].name;
     for (int j = 0; j < NB_GRAD_STENCIL; j++) {
         nb_plan frame_plan, view;
         nb_sim_setup setup;
         nb_plan_frame_view(&g->plans[i][j], frame, &frame_plan);
         nb_plan_panel_view(&frame_plan, panel, &view);
         nb_status st = nb_sim_setup_build(&view, hkl, &setup);
-        if (st) return nb_error_prefix(st, "--grad %s", name);
+        if (st) return nb_error_prefix(st, "derivative of %s", name);
         const char *moved = fixed_field_moved(base, &setup.kp);
         if (!moved && flat_len(&setup.kp) != n) moved = "the sources or the crystal's domains";
         if (!moved) flat_get(&setup.kp, vals[j]);
         nb_sim_setup_free(&setup);
         if (moved)
-            return nb_error_set(NB_ERR_USAGE,
-                                "--grad %s: moving %s changes %s, which the derivatives do not follow (or the %s "
-                                "the plan was made with do not give this plan)", name, flag, moved,
-                                j == 0 ? "flags" : "seeds");
+            return nb_error_set(NB_ERR_USAGE, "derivative of %s: moving it changes %s, which the derivatives do "
+                                              "not follow", name, moved);
     }
     return NB_OK;
 }
 
 /* The tangents of name i: the five-point central difference of the stencil's
- * values, after checking that the flag at its value gives the plan. */
-static nb_status name_tangents(const nb_grad_plans *g, int i, const double *base_vals, size_t n,
+ * values, after checking that the parameter set to its value gives the plan. */
+static nb_status name_tangents(const nb_grad_plans *g, int i, int panel, const double *base_vals, size_t n,
                                double *vals[NB_GRAD_STENCIL], const nb_kparams *base, double *tangent)
 {
-    const nb_grad_param *p = g->names.param[i];
+    const nb_param *p = &g->names.param[i];
     for (size_t k = 0; k < n; k++) {
         double a = base_vals[k], b = vals[0][k];
         if (fabs(a - b) > 1e-9 * fmax(fmax(fabs(a), fabs(b)), 1e-300) && fabs(a - b) > 1e-15)
-            return nb_error_set(NB_ERR_USAGE,
-                                "--grad %s: the plan's command with %s at its value does not give this plan "
-                                "(%s differs): the flag changes more than its value (a pivot, a convention)",
-                                p->name, p->flag, flat_name(base, k));
+            return nb_error_set(NB_ERR_USAGE, "derivative of %s: the plan with %s set to its own value is not the "
+                                              "plan (%s differs)", p->name, p->name, flat_name(base, k));
     }
     const double h = g->step[i];
     int moves = 0;
@@ -593,9 +256,11 @@ static nb_status name_tangents(const nb_grad_plans *g, int i, const double *base
         tangent[k] = (vals[1][k] - 8.0 * vals[2][k] + 8.0 * vals[3][k] - vals[4][k]) / (12.0 * h);
         if (vals[1][k] != vals[4][k]) moves = 1;
     }
-    if (!moves)
-        return nb_error_set(NB_ERR_USAGE, "--grad %s: %s does not change this plan (another flag sets what it "
-                                          "would: -flux, -samplesize, a source file ...)", p->name, p->flag);
+    /* another panel's parameter leaves this panel as it is */
+    if (!moves && !(nb_param_scope_of(p) == NB_PARAM_PANEL && p->panel != panel))
+        return nb_error_set(NB_ERR_USAGE, "derivative of %s: it does not change this plan's image (another "
+                                          "setting decides what it would: a still's drawn N or fluence ...)",
+                            p->name);
     return NB_OK;
 }
 
@@ -638,7 +303,7 @@ nb_status nb_grad_kdual_build(const nb_grad_plans *g, int first, int count, long
     flat_get(base, base_vals);
     for (int j = 0; j < count && !st; j++) {
         st = stencil_values(g, first + j, frame, panel, base, hkl, n, vals);
-        if (!st) st = name_tangents(g, first + j, base_vals, n, vals, base, tan[j]);
+        if (!st) st = name_tangents(g, first + j, panel, base_vals, n, vals, base, tan[j]);
     }
     if (!st) st = kdual_fill(base, base_vals, tan, count, out);
     free(store);

@@ -1,79 +1,56 @@
 /* nb_sim_grad.h - nb-sim --grad: derivatives of the image with respect to
- * nanoBragg's flags.
+ * the plan's named parameters (nb_params.h).
  *
- * The derivative of a pixel with respect to, say, -distance is the chain of
+ * The derivative of a pixel with respect to, say, distance is the chain of
  * two parts.  The plan's part (how the detector vectors, sources, rotated
- * cells ... move when the flag moves, through every pivot, convention and
- * rotation of nb-geom's resolution) is taken by resolving the plan's own
- * command line (its COMMAND key) again with the flag moved by +-h and +-2h:
- * a five-point central difference of smooth closed-form functions, exact to
- * ~1e-11 (docs/physics.md, section 14).  The pixel's part is exact: the
- * double pixel in dual numbers (nb_physics_dual.h), fed those tangents.
+ * cells ... move when the parameter moves) is taken from the plans the
+ * parameter's setter makes with it moved by +-h and +-2h: a five-point
+ * central difference of smooth closed-form functions, exact to ~1e-11
+ * (docs/physics.md, section 14).  The pixel's part is exact: the double
+ * pixel in dual numbers (nb_physics_dual.h), fed those tangents.
  */
 #ifndef NB_SIM_GRAD_H
 #define NB_SIM_GRAD_H
 
-#include "nb_geometry.h"
 #include "nb_hkl.h"
+#include "nb_params.h"
 #include "nb_physics_fgrad.h"
 #include "nb_plan.h"
 #include "nb_sim.h"
 #include "nb_sim_cuda.h"
 
-/* The readers of the files a plan's COMMAND names (an -img or -mask header,
- * a -panels detector file), used when the command is resolved again: the
- * engine reads no file format itself.  nb-sim and nb-fit hand over
- * formats/'s (nb_smv_apply_to_request, nb_detector_file_read); without them
- * a command naming such a file cannot be moved (an error says so). */
-void nb_grad_set_readers(nb_status (*load_header)(nb_request *rq, const char *path, nb_header_role role),
-                         nb_status (*load_panels)(const char *path, nb_detector_file *out));
-/* The reader of a COMMAND's -expt experiment list (nb_experiment_list_read),
- * likewise; without it such a command cannot be moved. */
-void nb_grad_set_expt_reader(nb_status (*load_experiments)(const char *path, nb_experiment_list *out));
+/* At most this many names in one list. */
+#define NB_GRAD_MAX_NAMES 64
 
-/* The names nb-sim --grad knows: a name, the flag it moves, its unit (a
- * list names each at most once: at most NB_GRAD_MAX_NAMES of them). */
-#define NB_GRAD_MAX_NAMES 32
-typedef struct nb_grad_param nb_grad_param;
-const nb_grad_param *nb_grad_param_find(const char *name);
-const char *nb_grad_param_name(const nb_grad_param *p);
-const char *nb_grad_param_unit(const nb_grad_param *p);
-/* Every name, comma-separated (for help and messages). */
-const char *nb_grad_param_names(void);
-
-/* A comma-separated list of names, checked (unknown and repeated names are
- * usage errors). */
+/* A comma-separated list of parameter names (nb_params.h), checked
+ * (unknown and repeated names are usage errors). */
 typedef struct nb_grad_list {
     int n;
-    const nb_grad_param **param;
+    nb_param *param;
 } nb_grad_list;
 nb_status nb_grad_list_parse(const char *list, nb_grad_list *out);
 void nb_grad_list_free(nb_grad_list *l);
 
-/* The plans around a plan, for each name: the flag at its value (which
- * must reproduce the plan) and at -2h, -h, +h, +2h. */
+/* The plans around a plan, for each name: the parameter at its value (which
+ * must reproduce the plan) and at -2h, -h, +h, +2h; each shares the plan's
+ * masks, domains and strings (nb_param_plan_copy): free them before it. */
 enum { NB_GRAD_STENCIL = 5 };
 typedef struct nb_grad_plans {
     nb_grad_list names;
-    double *step;                             /* h per name, in the flag's unit */
+    double *step;                             /* h per name, in its unit */
     nb_plan (*plans)[NB_GRAD_STENCIL];        /* per name: 0, -2h, -h, +h, +2h */
 } nb_grad_plans;
 
-/* Resolve them from the plan's COMMAND (names is copied).  A name that does
- * not apply to the plan (misset of a -mat crystal, a flag the detector file
- * replaces ...) is an error that says why. */
+/* Make them.  A name that does not apply to the plan (the mosaic of a plan
+ * without domains, a panel it does not have ...) is an error that says why. */
 nb_status nb_grad_plans_build(const nb_plan *plan, const nb_grad_list *names, nb_grad_plans *out);
 void nb_grad_plans_free(nb_grad_plans *g);
 
-/* The flags' values of the names in the plan (their units), and the plan
- * with them set to `values` (COMMAND: the command that makes it): nb-fit's
+/* The names' values in the plan (their units), and a copy of the plan (its
+ * own: nb_plan_free) with them set to `values`, in the table's order: nb-fit's
  * parameters. */
 nb_status nb_grad_values(const nb_plan *plan, const nb_grad_list *names, double *values);
 nb_status nb_grad_plan_at(const nb_plan *plan, const nb_grad_list *names, const double *values, nb_plan *out);
-
-/* The plan's COMMAND resolved again with p's flag moved by delta (in the
- * flag's unit) from its value in the plan (the tests' finite differences). */
-nb_status nb_grad_plan_moved(const nb_plan *plan, const nb_grad_param *p, double delta, nb_plan *out);
 
 
 /* The dual inputs of one frame and panel for names [first, first + count)

@@ -9,6 +9,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nb_util.h"
 #include "nb_vec.h"
@@ -187,4 +188,19 @@ void nb_cell_parameters(const nb_cell_vectors *v, double cell[6], double recip[6
     cell[3] = atan2(sin_a, cos_a), cell[4] = atan2(sin_b, cos_b), cell[5] = atan2(sin_g, cos_g);
     recip[0] = asm_, recip[1] = bsm, recip[2] = csm;
     recip[3] = atan2(sin_as, cos_as), recip[4] = atan2(sin_bs, cos_bs), recip[5] = atan2(sin_gs, cos_gs);
+}
+
+nb_status nb_cell_standard(const double cell[6], double S[9])
+{
+    const double rad[6] = {cell[0], cell[1], cell[2], cell[3] * M_PI / 180.0, cell[4] * M_PI / 180.0,
+                           cell[5] * M_PI / 180.0};
+    nb_cell_vectors v;
+    memset(&v, 0, sizeof v);
+    v.V_cell = nb_cell_reciprocal(rad, v.a_star, v.b_star, v.c_star);
+    nb_status st = nb_cell_real_from_reciprocal(&v, cell);
+    if (st) return st;
+    const double *col[3] = {v.a, v.b, v.c};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) S[3 * j + i] = col[i][j];
+    return NB_OK;
 }

@@ -135,6 +135,44 @@ void nb_plan_free(nb_plan *p)
     nb_plan_init(p);
 }
 
+/* *dst a copy of the n bytes at src (NULL stays NULL) */
+static nb_status dup_bytes(void *dst_, const void *src, size_t n, nb_status st)
+{
+    void **dst = dst_;
+    *dst = NULL;
+    if (st || !src) return st;
+    if (!(*dst = malloc(n ? n : 1))) return nb_error_set(NB_ERR_NOMEM, "out of memory copying a plan");
+    memcpy(*dst, src, n);
+    return NB_OK;
+}
+
+static nb_status dup_string(char **dst, const char *src, nb_status st)
+{
+    return dup_bytes(dst, src, src ? strlen(src) + 1 : 0, st);
+}
+
+nb_status nb_plan_copy(const nb_plan *p, nb_plan *out)
+{
+    *out = *p;
+    const size_t nf = p->nframes > 0 ? (size_t)p->nframes : 0;
+    nb_status st = dup_bytes(&out->panels, p->panels, (size_t)p->npanels * sizeof *p->panels, NB_OK);
+    for (int i = 0; i < p->npanels && out->panels; i++)
+        st = dup_bytes(&out->panels[i].mask, p->panels[i].mask,
+                       (size_t)p->panels[i].fpixels * (size_t)p->panels[i].spixels, st);
+    if (!out->panels) out->npanels = 0;
+    st = dup_string(&out->command_line, p->command_line, st);
+    st = dup_bytes(&out->sources, p->sources, (size_t)p->nsources * sizeof *p->sources, st);
+    st = dup_bytes(&out->mosaic_umats, p->mosaic_umats, 9 * (size_t)p->mosaic_domains * sizeof(double), st);
+    st = dup_bytes(&out->frame_crystals, p->frame_crystals, nf * sizeof *p->frame_crystals, st);
+    st = dup_bytes(&out->frame_mosaic, p->frame_mosaic, nf * sizeof *p->frame_mosaic, st);
+    char **strings[] = {&out->hkl_file, &out->space_group, &out->dump_file, &out->floatfile,
+                        &out->intfile,  &out->noisefile,   &out->pgmfile};
+    const char *from[] = {p->hkl_file, p->space_group, p->dump_file, p->floatfile, p->intfile, p->noisefile, p->pgmfile};
+    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) st = dup_string(strings[i], from[i], st);
+    if (st) nb_plan_free(out);
+    return st;
+}
+
 static nb_status bad(const char *key, const char *why)
 {
     return nb_error_set(NB_ERR_DATA, "PLAN record: %s %s", key, why);

@@ -147,6 +147,8 @@ typedef struct nb_plan {
 
 void nb_plan_init(nb_plan *p);          /* zero, pointers NULL */
 void nb_plan_free(nb_plan *p);
+/* *out a copy of p that owns all it points to (free it with nb_plan_free). */
+nb_status nb_plan_copy(const nb_plan *p, nb_plan *out);
 
 /* Write the plan into a fresh PLAN record / read it back.  Reading checks that
  * every key is present and sane (sizes, counts, array lengths) and fails with

@@ -1,6 +1,8 @@
 /* nb_vec.c - the rotations the geometry needs (about x, y, z in the
  * reference's order, about an axis, and by a mosaic-domain matrix), with
- * nanoBragg's operation order so that vectors agree with it to the last bit. */
+ * nanoBragg's operation order so that vectors agree with it to the last bit;
+ * and the 3x3 matrices that compose them (the named parameters' moves of a
+ * plan, the fit's crystals). */
 #include "nb_vec.h"
 
 #include <math.h>
@@ -54,4 +56,70 @@ void nb_rotate_umat(const double v[3], double out[3], const double U[9])
     out[0] = x;
     out[1] = y;
     out[2] = z;
+}
+
+void nb_mat3_mul(const double A[9], const double B[9], double C[9])
+{
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) C[3 * i + j] = A[3 * i] * B[j] + A[3 * i + 1] * B[3 + j] + A[3 * i + 2] * B[6 + j];
+}
+
+double nb_mat3_det(const double M[9])
+{
+    return M[0] * (M[4] * M[8] - M[5] * M[7]) - M[1] * (M[3] * M[8] - M[5] * M[6]) +
+           M[2] * (M[3] * M[7] - M[4] * M[6]);
+}
+
+void nb_mat3_inverse(const double M[9], double out[9])
+{
+    const double d = nb_mat3_det(M);
+    double r[9];
+    r[0] = (M[4] * M[8] - M[5] * M[7]) / d, r[1] = (M[2] * M[7] - M[1] * M[8]) / d;
+    r[2] = (M[1] * M[5] - M[2] * M[4]) / d, r[3] = (M[5] * M[6] - M[3] * M[8]) / d;
+    r[4] = (M[0] * M[8] - M[2] * M[6]) / d, r[5] = (M[2] * M[3] - M[0] * M[5]) / d;
+    r[6] = (M[3] * M[7] - M[4] * M[6]) / d, r[7] = (M[1] * M[6] - M[0] * M[7]) / d;
+    r[8] = (M[0] * M[4] - M[1] * M[3]) / d;
+    for (int i = 0; i < 9; i++) out[i] = r[i];
+}
+
+void nb_mat3_transpose(const double M[9], double out[9])
+{
+    double t[9];
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) t[3 * j + i] = M[3 * i + j];
+    for (int i = 0; i < 9; i++) out[i] = t[i];
+}
+
+/* The matrix whose columns are what rotate does to x, y and z. */
+static void columns_of(double M[9], void (*rotate)(const double *, double *, const void *), const void *ctx)
+{
+    for (int j = 0; j < 3; j++) {
+        double e[3] = {j == 0, j == 1, j == 2}, r[3];
+        rotate(e, r, ctx);
+        for (int i = 0; i < 3; i++) M[3 * i + j] = r[i];
+    }
+}
+
+static void by_xyz(const double *v, double *out, const void *ctx)
+{
+    const double *a = ctx;
+    nb_rotate_xyz(v, out, a[0], a[1], a[2]);
+}
+
+static void by_axis(const double *v, double *out, const void *ctx)
+{
+    const double *a = ctx;
+    nb_rotate_about(v, out, a, a[3]);
+}
+
+void nb_mat3_rotate_xyz(double rx, double ry, double rz, double M[9])
+{
+    const double a[3] = {rx, ry, rz};
+    columns_of(M, by_xyz, a);
+}
+
+void nb_mat3_rotate_about(const double axis[3], double phi, double M[9])
+{
+    const double a[4] = {axis[0], axis[1], axis[2], phi};
+    columns_of(M, by_axis, a);
 }

@@ -57,4 +57,15 @@ void nb_rotate_about(const double v[3], double out[3], const double axis[3], dou
 /* v' = U v, U row-major. */
 void nb_rotate_umat(const double v[3], double out[3], const double U[9]);
 
+/* 3x3 matrices, row-major: C = A B (C may alias neither), the determinant,
+ * the inverse (of a matrix with a determinant), the transpose (out may
+ * alias M), and the matrices of nb_rotate_xyz and nb_rotate_about (their
+ * columns the images of x, y, z). */
+void nb_mat3_mul(const double A[9], const double B[9], double C[9]);
+double nb_mat3_det(const double M[9]);
+void nb_mat3_inverse(const double M[9], double out[9]);
+void nb_mat3_transpose(const double M[9], double out[9]);
+void nb_mat3_rotate_xyz(double rx, double ry, double rz, double M[9]);
+void nb_mat3_rotate_about(const double axis[3], double phi, double M[9]);
+
 #endif

@@ -48,7 +48,7 @@ static const nb_tool_info tool = {
     "\n"
     "A dataset fit (--refine-frame, --refine-F, or a plan of per-frame crystals such as\n"
     "nb-geom -expt makes from a DIALS experiment list) refines each frame's own parameters\n"
-    "(--refine-frame: misset_x/y/z turn the frame's crystal about the lab axes, cell_*, Na/Nb/Nc,\n"
+    "(--refine-frame: rot_x/y/z turn the frame's crystal about the lab axes, cell_*, Na/Nb/Nc,\n"
     "lambda, mosaic, scale) with the shared ones of --refine (distance, Xbeam, Ybeam, cell_* ...)\n"
     "and, with --refine-F, the structure factors of the asymmetric unit, on the fast path, over\n"
     "regions around the spots with a background plane each.  A global stage searches the\n"
@@ -65,9 +65,9 @@ static const nb_tool_info tool = {
     "over the processes (docs/physics.md 15.1; 15.2: the correspondence with diffBragg).",
     &table,
     "  nb-geom $START | nb-hkl | nb-fit --observed still.cbf --refine distance,Xbeam,Ybeam > fit.nbs\n"
-    "  nb-fit --observed frame.img --refine misset_x,misset_y,misset_z,cell_a,scale -o fit.nbs start.nbs\n"
+    "  nb-fit --observed frame.img --refine rot_x,rot_y,rot_z,cell_a,scale -o fit.nbs start.nbs\n"
     "  nb-geom -expt indexed.expt -N 20 -fluence 1e27 | nb-hkl -hkl F.hkl | nb-fit --observed s_001.cbf \\\n"
-    "      --observed s_002.cbf --refine cell_a,cell_b,cell_c --refine-frame misset_x,misset_y,misset_z,scale \\\n"
+    "      --observed s_002.cbf --refine cell_a,cell_b,cell_c --refine-frame rot_x,rot_y,rot_z,scale \\\n"
     "      | nb-convert -o fit.expt\n"
     "  mpirun -n 8 nb-fit $OBSERVED --refine-F --refine-frame scale --space-group 'P 21 21 21' --F-out F.hkl \\\n"
     "      -o fit.nbs start.nbs\n",
@@ -313,7 +313,7 @@ static void model_free(model *m, long nframes)
 
 static const char *param_name(const params *p, int j)
 {
-    return j < p->names.n ? nb_grad_param_name(p->names.param[j]) : "scale";
+    return j < p->names.n ? nb_param_name(&p->names.param[j]) : "scale";
 }
 
 /* The step of damping lambda: (H + lambda diag H) dx = -g. */
@@ -420,7 +420,7 @@ static nb_status params_parse(const char *list, const nb_plan *start, params *p)
     free(names);
     if (st) return nb_error_prefix(st, "--refine");
     for (int j = 0; j < p->names.n && p->with_scale; j++)
-        if (!strcmp(nb_grad_param_name(p->names.param[j]), "fluence"))
+        if (!strcmp(nb_param_name(&p->names.param[j]), "fluence"))
             st = nb_error_set(NB_ERR_USAGE, "--refine: 'scale' and 'fluence' are one parameter: name one of them");
     if (!st && p->names.n) st = nb_grad_values(start, &p->names, p->x);
     p->k = p->names.n + p->with_scale;
@@ -434,17 +434,16 @@ static nb_status refined_plan(const nb_plan *start, const params *p, nb_plan *ou
     if (!p->with_scale) return nb_grad_plan_at(start, &p->names, p->x, out);
     nb_grad_list with = {0, NULL};
     double x[MAX_PARAMS];
-    nb_status st = nb_grad_list_parse("fluence", &with);
+    nb_status st = nb_grad_list_parse("scale", &with);
     if (st) return st;
-    const nb_grad_param *fluence = with.param[0];
-    double f0;
-    if (!(st = nb_grad_values(start, &with, &f0))) {
-        for (int j = 0; j < p->names.n; j++) with.param[j] = p->names.param[j], x[j] = p->x[j];
-        with.param[p->names.n] = fluence;
-        x[p->names.n] = f0 * p->x[p->k - 1];
-        with.n = p->names.n + 1;
-        st = nb_grad_plan_at(start, &with, x, out);
-    }
+    const nb_param scale = with.param[0];
+    nb_grad_list_free(&with);
+    if ((st = nb_calloc((void **)&with.param, (size_t)p->names.n + 1, sizeof *with.param, "parameters"))) return st;
+    for (int j = 0; j < p->names.n; j++) with.param[j] = p->names.param[j], x[j] = p->x[j];
+    with.param[p->names.n] = scale;
+    x[p->names.n] = p->x[p->k - 1];
+    with.n = p->names.n + 1;
+    st = nb_grad_plan_at(start, &with, x, out);
     nb_grad_list_free(&with);
     return st;
 }
@@ -453,7 +452,7 @@ static void report(const params *p, const double *sigma)
 {
     if (nb_verbosity() < 0) return;
     for (int j = 0; j < p->k; j++) {
-        const char *unit = j < p->names.n ? nb_grad_param_unit(p->names.param[j]) : "";
+        const char *unit = j < p->names.n ? nb_param_unit(&p->names.param[j]) : "";
         fprintf(stderr, "%s = %.10g \u00b1 %.3g%s%s\n", param_name(p, j), p->x[j], sigma[j], unit[0] ? " " : "", unit);
     }
 }
@@ -618,7 +617,8 @@ static const nb_opt rows[] = {
      .needs = "a file name", .type = NB_OPT_CALLBACK, .fn = add_observed},
     {NB_OPT_LOCAL, "--refine", 1, "LIST",
      "the parameters to refine, comma-separated: the names of nb-sim --grad\n"
-     "(distance, Xbeam, Ybeam, misset_x, cell_a, Na, lambda, ...) and scale",
+     "(distance, Xbeam, Ybeam, misset_x, rot_x, cell_a, Na, lambda, panel0_shift_fast,\n"
+     "...) and scale",
      .needs = "a list of names", .type = NB_OPT_STRING, .at = {FO(refine)}},
     {NB_OPT_LOCAL, "--loss", 1, "poisson|lsq",
      "the likelihood: Poisson photon counts (default) or least squares",
@@ -647,8 +647,8 @@ static const nb_opt rows[] = {
      .needs = "a file name", .type = NB_OPT_STRING, .at = {FO(residual)}},
     {NB_OPT_LOCAL, "--refine-frame", 1, "LIST",
      "a dataset fit: the parameters each frame has its own value of:\n"
-     "misset_x, misset_y, misset_z (small turns of the frame's crystal about\n"
-     "the lab axes, degrees), cell_a ... cell_gamma, Na, Nb, Nc, lambda,\n"
+     "rot_x, rot_y, rot_z (small turns of the frame's crystal about the\n"
+     "lab axes, degrees), cell_a ... cell_gamma, Na, Nb, Nc, lambda,\n"
      "mosaic (the spread, degrees: the plan's domains, -mosaic_domains, their\n"
      "angles scaled), scale.  --refine then names the shared ones: distance,\n"
      "Xbeam, Ybeam (the whole detector moved), cell_*, Na, Nb, Nc, lambda,\n"
@@ -875,9 +875,6 @@ int main(int argc, char **argv)
     if (par.rank != 0 && nb_verbosity() > 0) nb_set_verbosity(0);
     if (o.device != NB_ENGINE_CPU) nb_cuda_environment(); /* before any thread starts */
     nb_exit_on_error(nb_engine_open(&engine, (nb_engine_device)o.device));
-    /* the model's plans are the start's command resolved again: its files through formats/ */
-    nb_grad_set_readers(nb_smv_apply_to_request, nb_detector_file_read);
-    nb_grad_set_expt_reader(nb_experiment_list_read);
     if (o.iterations < 1) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option --iterations: at least 1"));
 
     nb_reader *r = NULL;

@@ -48,10 +48,11 @@ static const nb_tool_info tool = {
     "\"frame i/N: max_I = ...\" (with -v the reference's lines under \"frame i/N\"), and the series\n"
     "a summary: frames rendered, the detector's solid angle, the brightest frame.  On a terminal\n"
     "the progress bar says \"rendering frame i/N\", one bar and ETA for the whole run.\n"
-    "--grad LIST adds after each image its derivatives with respect to the named flags (one\n"
-    "IMAGE record each, GRAD_OF=name), exact in the pixel: dual numbers through the pixel of\n"
-    "the path that renders the image (the fast path's, or with -precision double the double\n"
-    "path's).",
+    "--grad LIST adds after each image its derivatives with respect to the plan's named\n"
+    "parameters (one IMAGE record each, GRAD_OF=name), exact in the pixel: dual numbers through\n"
+    "the pixel of the path that renders the image (the fast path's, or with -precision double\n"
+    "the double path's).  A parameter moves the plan itself, however it was made (nanoBragg's\n"
+    "flags, -expt, -panels, -img): docs/physics.md 14 says what each moves.",
     &table,
     "  nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -default_F 100 | nb-sim | nb-convert -o img.bin\n"
     "  nb-sim --threads 2 -precision double -o rendered.nbs plan.nbs\n"
@@ -447,15 +448,18 @@ static const nb_opt rows[] = {
      "cat are one valid stream",
      .needs = "a value", .type = NB_OPT_CALLBACK, .fn = apply_shard},
     {NB_OPT_LOCAL, "--grad", 1, "LIST",
-     "after each image, its derivative with respect to each named flag\n"
-     "(comma-separated), one IMAGE record each with GRAD_OF=name and\n"
-     "UNITS=photons/unit: distance, Xbeam, Ybeam (mm), detector_rotx,\n"
+     "after each image, its derivative with respect to each named\n"
+     "parameter (comma-separated), one IMAGE record each with GRAD_OF=name\n"
+     "and UNITS=photons/unit: distance, Xbeam, Ybeam (mm), detector_rotx,\n"
      "detector_roty, detector_rotz, twotheta, cell_alpha, cell_beta,\n"
-     "cell_gamma, misset_x, misset_y, misset_z, mosaic (degree), cell_a,\n"
-     "cell_b, cell_c, lambda (Angstrom), Na, Nb, Nc (cell), fluence\n"
-     "(photons/m^2).  The derivatives of the image's path: the fast path\n"
-     "(default) or, with -precision double, the double path (CPU or GPU,\n"
-     "as --device)",
+     "cell_gamma, misset_x, misset_y, misset_z (-misset's angles), rot_x,\n"
+     "rot_y, rot_z (turns of the crystal about the lab's axes), mosaic\n"
+     "(degree), cell_a, cell_b, cell_c, lambda (Angstrom), Na, Nb, Nc\n"
+     "(cell), fluence (photons/m^2), scale (1), and each panel's\n"
+     "panel<i>_shift_fast, _shift_slow, _shift_normal (mm), panel<i>_rot_fast,\n"
+     "_rot_slow, _rot_normal (degree).  The derivatives of the image's\n"
+     "path: the fast path (default) or, with -precision double, the double\n"
+     "path (CPU or GPU, as --device)",
      .needs = "a value", .type = NB_OPT_CALLBACK, .fn = apply_grad},
 };
 #undef SO
@@ -625,8 +629,8 @@ static nb_status grad_records(const nb_plan *plan, const nb_grad_plans *gp, long
         im.panel = 0, im.has.panel = 1;
         im.fpixels = plan->panels[0].fpixels, im.spixels = plan->panels[0].spixels;
         if (!st) st = nb_image_set_panels(&im, plan);
-        snprintf(im.units, sizeof im.units, "photons/%s", nb_grad_param_unit(gp->names.param[j]));
-        snprintf(im.grad_of, sizeof im.grad_of, "%s", nb_grad_param_name(gp->names.param[j]));
+        snprintf(im.units, sizeof im.units, "photons/%s", nb_param_unit(&gp->names.param[j]));
+        snprintf(im.grad_of, sizeof im.grad_of, "%s", nb_param_name(&gp->names.param[j]));
         im.phi_start = plan->phi0, im.has.phi_start = 1;
         im.phi_range = plan->osc, im.has.phi_range = 1;
         snprintf(im.rendered_by, sizeof im.rendered_by, "nb-sim %s", NB_VERSION);
@@ -760,9 +764,6 @@ int main(int argc, char **argv)
     const nb_engine_device devices_of[] = {[DEV_AUTO] = NB_ENGINE_AUTO, [DEV_CPU] = NB_ENGINE_CPU,
                                            [DEV_CUDA] = NB_ENGINE_CUDA};
     nb_exit_on_error(nb_engine_open(&engine, devices_of[o.device]));
-    /* --grad resolves the plan's command again: the files it names through formats/ */
-    nb_grad_set_readers(nb_smv_apply_to_request, nb_detector_file_read);
-    nb_grad_set_expt_reader(nb_experiment_list_read);
 
     nb_reader *r = NULL;
     nb_writer *w = NULL;

@@ -38,13 +38,36 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The detector's moves per mm of distance, Xbeam and Ybeam: the table's
+ * setters on a copy of the start (each a translation of every panel). */
+static nb_status detector_axes(ds *d)
+{
+    static const int kinds[3] = {K_DISTANCE, K_XBEAM, K_YBEAM};
+    nb_status st = NB_OK;
+    for (int a = 0; a < 3 && !st; a++) {
+        nb_param p;
+        nb_plan moved;
+        if ((st = nb_param_lookup(ds_kind_name(kinds[a]), &p)) || (st = nb_param_get(d->start, &p, &d->zstart[kinds[a]])))
+            break;
+        if ((st = nb_param_plan_copy(d->start, &moved))) break;
+        st = nb_param_set(&moved, &p, d->zstart[kinds[a]] + 1.0);
+        for (int j = 0; j < 3 && !st; j++) d->det_axis[a][j] = moved.panels[0].pix0[j] - d->start->panels[0].pix0[j];
+        nb_param_plan_free(&moved);
+    }
+    return st;
+}
+
+void ds_detector_shift(const ds *d, const double mm[3], double shift[3])
+{
+    for (int j = 0; j < 3; j++) shift[j] = mm[0] * d->det_axis[0][j] + mm[1] * d->det_axis[1][j] + mm[2] * d->det_axis[2][j];
+}
+
 /* The shared values' start: the plan's detector, and for a crystal's value
  * the median over the frames' starts (frames of one crystal form). */
 static nb_status shared_start(ds *d)
 {
-    const nb_plan *P = d->start;
-    d->zstart[K_DISTANCE] = P->distance * 1e3;
-    d->zstart[K_XBEAM] = P->Fbeam * 1e3, d->zstart[K_YBEAM] = P->Sbeam * 1e3;
+    nb_status st = detector_axes(d);
+    if (st) return st;
     d->zstart[K_SCALE] = 1.0;
     double *v = malloc((size_t)d->nframes * sizeof *v);
     if (!v) return nb_error_set(NB_ERR_NOMEM, "out of memory");
@@ -730,15 +753,16 @@ static nb_status refined_plan(ds *d, const double *g, nb_plan *out, int *failed)
     if (st) return st;
     double val0[K_COUNT];
     ds_values(d, &d->fr[0], NULL, d->z, val0);
-    const nb_panel *p0 = &out->panels[0];
-    double shift[3];
-    for (int j = 0; j < 3; j++)
-        shift[j] = 1e-3 * ((val0[K_DISTANCE] - d->zstart[K_DISTANCE]) * p0->odet[j] -
-                           (val0[K_XBEAM] - d->zstart[K_XBEAM]) * p0->fdet[j] -
-                           (val0[K_YBEAM] - d->zstart[K_YBEAM]) * p0->sdet[j]);
-    for (int p = 0; p < out->npanels; p++)
-        for (int j = 0; j < 3; j++) out->panels[p].pix0[j] += shift[j];
-    nb_plan_derive_detector(out);
+    static const int moves[3] = {K_DISTANCE, K_XBEAM, K_YBEAM};
+    for (int a = 0; a < 3 && !st; a++) { /* the table's setters: the headers' beam centre kept in the convention */
+        nb_param p;
+        if (d->L.where_z[moves[a]] >= 0 && !(st = nb_param_lookup(ds_kind_name(moves[a]), &p)))
+            st = nb_param_set(out, &p, val0[moves[a]]);
+    }
+    if (st) {
+        nb_plan_free(out);
+        return st;
+    }
     if (d->space_group_hall[0]) { /* what F was refined in: nb-convert -o fit.expt says so */
         free(out->space_group);
         out->space_group = nb_xstrdup(d->space_group_hall);

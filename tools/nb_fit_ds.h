@@ -122,6 +122,7 @@ typedef struct ds {
     ds_layout L;
     double z[DS_MAX];         /* the shared values (at v[kp ..]) */
     double zstart[K_COUNT];   /* every kind's start value where the frame gives none */
+    double det_axis[3][3];    /* the detector's move (m) per mm of distance, Xbeam, Ybeam (nb_params.h) */
     long nframes;             /* frames fitted (every frame of the plan) */
     ds_frame *fr;             /* nframes, those of this process filled */
     nb_grad_path path;
@@ -153,6 +154,10 @@ static inline void ds_copy(void *dst, const void *src, size_t bytes)
 void ds_clock(ds *d, int c, double t0);
 /* d->hkl is now `hkl` (what every later render takes). */
 void ds_set_hkl(ds *d, const nb_hkl *hkl);
+
+/* The detector's move (lab, m) when distance, Xbeam and Ybeam move by
+ * mm[0 .. 2] from the start: translations, as the table's setters move it. */
+void ds_detector_shift(const ds *d, const double mm[3], double shift[3]);
 
 /* ---- nb_fit_frame.c ---- */
 nb_status ds_layout_parse(const char *shared, const char *per_frame, int refine_F, ds_layout *L);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nb_cell.h"
 #include "nb_cli.h"
 #include "nb_fit_ds.h"
 #include "nb_util.h"
@@ -21,9 +22,9 @@ static const struct kind_row {
     const char *name, *unit, *grad_name; /* grad_name: the engine's name for messages (NULL: not rendered) */
     int per_frame, shared;
 } kinds[K_COUNT] = {
-    [K_ROT_X] = {"misset_x", "degree", "misset_x", 1, 0},
-    [K_ROT_Y] = {"misset_y", "degree", "misset_y", 1, 0},
-    [K_ROT_Z] = {"misset_z", "degree", "misset_z", 1, 0},
+    [K_ROT_X] = {"rot_x", "degree", "rot_x", 1, 0},
+    [K_ROT_Y] = {"rot_y", "degree", "rot_y", 1, 0},
+    [K_ROT_Z] = {"rot_z", "degree", "rot_z", 1, 0},
     [K_CELL_A] = {"cell_a", "Angstrom", "cell_a", 1, 1},
     [K_CELL_B] = {"cell_b", "Angstrom", "cell_b", 1, 1},
     [K_CELL_C] = {"cell_c", "Angstrom", "cell_c", 1, 1},
@@ -59,9 +60,13 @@ static nb_status layout_add(const char *list, int shared, ds_layout *L)
     nb_status st = NB_OK;
     for (char *tok = strtok_r(copy, ",", &save); tok && !st; tok = strtok_r(NULL, ",", &save)) {
         int k = kind_find(tok);
-        if (k < 0 && nb_grad_param_find(tok))
+        nb_param known;
+        if (k < 0 && !strncmp(tok, "misset_", 7) && !shared)
+            st = nb_error_set(NB_ERR_USAGE, "option %s: '%s' is -misset's angle of the plan's crystal; a frame's own "
+                                            "turn about the lab's %c axis is rot_%c", opt, tok, tok[7], tok[7]);
+        else if (k < 0 && !nb_param_lookup(tok, &known))
             st = nb_error_set(NB_ERR_UNSUPPORTED, "option %s: '%s' is not supported in a dataset fit (it fits: "
-                                                  "misset_x/y/z, cell_*, Na/Nb/Nc, lambda, mosaic, scale per "
+                                                  "rot_x/y/z, cell_*, Na/Nb/Nc, lambda, mosaic, scale per "
                                                   "frame; distance, Xbeam, Ybeam, cell_*, Na/Nb/Nc, lambda, "
                                                   "mosaic, scale shared)",
                               opt, tok);
@@ -99,37 +104,6 @@ nb_status ds_layout_parse(const char *shared, const char *per_frame, int refine_
 
 /* ---- the crystal ---------------------------------------------------------------- */
 
-/* The standard orientation of a cell (columns a, b, c; a along x, b in xy). */
-static void standard_cell(const double cell[6], double S[9])
-{
-    const double ca = cos(cell[3] * DTR), cb = cos(cell[4] * DTR), cg = cos(cell[5] * DTR), sg = sin(cell[5] * DTR);
-    const double cx = cb, cy = (ca - cb * cg) / sg, cz = sqrt(fmax(1.0 - cx * cx - cy * cy, 0.0));
-    const double M[9] = {cell[0], cell[1] * cg, cell[2] * cx, 0.0, cell[1] * sg, cell[2] * cy, 0.0, 0.0, cell[2] * cz};
-    memcpy(S, M, sizeof M);
-}
-
-static double det3(const double M[9])
-{
-    return M[0] * (M[4] * M[8] - M[5] * M[7]) - M[1] * (M[3] * M[8] - M[5] * M[6]) +
-           M[2] * (M[3] * M[7] - M[4] * M[6]);
-}
-
-static void inverse3(const double M[9], double out[9])
-{
-    const double d = det3(M);
-    out[0] = (M[4] * M[8] - M[5] * M[7]) / d, out[1] = (M[2] * M[7] - M[1] * M[8]) / d;
-    out[2] = (M[1] * M[5] - M[2] * M[4]) / d, out[3] = (M[5] * M[6] - M[3] * M[8]) / d;
-    out[4] = (M[0] * M[8] - M[2] * M[6]) / d, out[5] = (M[2] * M[3] - M[0] * M[5]) / d;
-    out[6] = (M[3] * M[7] - M[4] * M[6]) / d, out[7] = (M[1] * M[6] - M[0] * M[7]) / d;
-    out[8] = (M[0] * M[4] - M[1] * M[3]) / d;
-}
-
-static void mul3(const double A[9], const double B[9], double C[9])
-{
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++) C[3 * i + j] = A[3 * i] * B[j] + A[3 * i + 1] * B[3 + j] + A[3 * i + 2] * B[6 + j];
-}
-
 nb_status ds_frame_start(ds *d, ds_frame *fr)
 {
     nb_plan view;
@@ -159,12 +133,11 @@ nb_status ds_frame_set_crystal(ds_frame *fr, const double a[3], const double b[3
     double A[9], S[9], Si[9];
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++) A[3 * j + i] = v[i][j] * 1e10; /* columns a, b, c */
-    standard_cell(fr->cell0, S);
-    if (fabs(det3(A)) < 1e-9 * len[0] * len[1] * len[2] * 1e30)
+    if (fabs(nb_mat3_det(A)) < 1e-9 * len[0] * len[1] * len[2] * 1e30 || nb_cell_standard(fr->cell0, S))
         return nb_error_set(NB_ERR_DATA, "frame %ld: the crystal's cell vectors are degenerate", fr->index + 1);
-    inverse3(S, Si);
-    mul3(A, Si, fr->U0);
-    if (det3(fr->U0) < 0)
+    nb_mat3_inverse(S, Si);
+    nb_mat3_mul(A, Si, fr->U0);
+    if (nb_mat3_det(fr->U0) < 0)
         return nb_error_set(NB_ERR_DATA, "frame %ld: the crystal's cell vectors are left-handed", fr->index + 1);
     return NB_OK;
 }
@@ -186,8 +159,8 @@ void ds_values(const ds *d, const ds_frame *fr, const double *p, const double *z
 void ds_crystal(const ds_frame *fr, const double val[K_COUNT], double abc[3][3])
 {
     double S[9], A[9];
-    standard_cell(val + K_CELL_A, S);
-    mul3(fr->U0, S, A);
+    if (nb_cell_standard(val + K_CELL_A, S)) memset(S, 0, sizeof S); /* no cell: a crystal of no volume */
+    nb_mat3_mul(fr->U0, S, A);
     for (int i = 0; i < 3; i++) {
         double col[3] = {A[i] * 1e-10, A[3 + i] * 1e-10, A[6 + i] * 1e-10};
         nb_rotate_xyz(col, abc[i], val[K_ROT_X] * DTR, val[K_ROT_Y] * DTR, val[K_ROT_Z] * DTR);
@@ -246,11 +219,10 @@ static nb_status ds_plan_make(const ds *d, const ds_frame *fr, const double val[
         P->lambda0 *= ratio;
     }
     if ((st = nb_calloc((void **)&q->panels, (size_t)P->npanels, sizeof *q->panels, "the panels"))) return st;
-    const nb_panel *p0 = &P->panels[0];
     double shift[3];
-    const double dd = (val[K_DISTANCE] - d->zstart[K_DISTANCE]) * 1e-3;
-    const double dx = (val[K_XBEAM] - d->zstart[K_XBEAM]) * 1e-3, dy = (val[K_YBEAM] - d->zstart[K_YBEAM]) * 1e-3;
-    for (int i = 0; i < 3; i++) shift[i] = dd * p0->odet[i] - dx * p0->fdet[i] - dy * p0->sdet[i];
+    const double mm[3] = {val[K_DISTANCE] - d->zstart[K_DISTANCE], val[K_XBEAM] - d->zstart[K_XBEAM],
+                          val[K_YBEAM] - d->zstart[K_YBEAM]};
+    ds_detector_shift(d, mm, shift);
     for (int i = 0; i < P->npanels; i++) {
         q->panels[i] = P->panels[i];
         for (int j = 0; j < 3; j++) q->panels[i].pix0[j] += shift[j];
@@ -312,7 +284,7 @@ static nb_status stencil(const ds *d, const ds_frame *fr, const double val[K_COU
     gp->names.n = n;
     for (int i = 0; i < n && !st; i++) {
         const int kind = d->L.kind[which[i]];
-        gp->names.param[i] = nb_grad_param_find(kinds[kind].grad_name);
+        st = nb_param_lookup(kinds[kind].grad_name, &gp->names.param[i]);
         gp->step[i] = kind_step(kind, val[kind]);
         for (int j = 0; j < NB_GRAD_STENCIL && !st; j++) {
             double moved[K_COUNT];
@@ -362,7 +334,7 @@ nb_status ds_render(ds *d, ds_frame *fr, const double *p, const double *z, int g
     ds_plan base;
     nb_grad_plans gp;
     ds_plan mem[DS_MAX][NB_GRAD_STENCIL];
-    const nb_grad_param *names[DS_MAX];
+    nb_param names[DS_MAX];
     double step[DS_MAX];
     nb_plan plans[DS_MAX][NB_GRAD_STENCIL];
     memset(mem, 0, sizeof mem);

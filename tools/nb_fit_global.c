@@ -93,13 +93,12 @@ static int cmp_weight_desc(const void *a, const void *b)
     return x > y ? -1 : x < y;
 }
 
-/* The frame's strongest spots (at most `top`) with the detector shifted by
- * (distance, fast, slow) mm from the plan's, at its values val. */
+/* The frame's strongest spots (at most `top`) with the detector's distance,
+ * Xbeam and Ybeam moved by shift_mm from the plan's, at its values val. */
 static nb_status spots_make(const ds *d, const ds_frame *fr, const double shift_mm[3], const double val[K_COUNT],
                             int top, gspots *g)
 {
     const nb_plan *P = d->start;
-    const nb_panel *p0 = &P->panels[0];
     memset(g, 0, sizeof *g);
     double (*order)[2] = malloc((size_t)(fr->nspots + 1) * sizeof *order);
     if (!order) return nb_error_set(NB_ERR_NOMEM, "out of memory for the global stage");
@@ -127,8 +126,7 @@ static nb_status spots_make(const ds *d, const ds_frame *fr, const double shift_
         spread = fmax(spread, fmax(dl, da));
     }
     double shift[3];
-    for (int j = 0; j < 3; j++)
-        shift[j] = 1e-3 * (shift_mm[0] * p0->odet[j] - shift_mm[1] * p0->fdet[j] - shift_mm[2] * p0->sdet[j]);
+    ds_detector_shift(d, shift_mm, shift);
     /* the reflection's width: 1/(N a) of the crystal, its mosaic spread and the sources' spread times |q| */
     const double edge = cbrt(val[K_CELL_A] * val[K_CELL_B] * val[K_CELL_C]);
     const double ncells = cbrt(fmax(val[K_NA], 1.0) * fmax(val[K_NB], 1.0) * fmax(val[K_NC], 1.0));

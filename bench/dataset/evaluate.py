@@ -78,8 +78,8 @@ from wilson_hkl import SPACE_GROUPS, laue_signs
 FAILED_LINE = re.compile(r"^nb-fit: frame (\d+) failed:")
 IDENTIFIER = re.compile(r"^nb-frame-(\d+)$")
 # nb-fit -v's last word on a frame: its turns' sigmas (degrees)
-SIGMA_LINE = re.compile(r"^frame (\d+): misset_x = \S+ \u00b1 (\S+) misset_y = \S+ \u00b1 (\S+) "
-                        r"misset_z = \S+ \u00b1 (\S+)")
+SIGMA_LINE = re.compile(r"^frame (\d+): rot_x = \S+ \u00b1 (\S+) rot_y = \S+ \u00b1 (\S+) "
+                        r"rot_z = \S+ \u00b1 (\S+)")
 
 # nb-fit's refined cell edges with their sigmas: a frame's (-v) or the shared ones
 CELL_NAMES = ("cell_a", "cell_b", "cell_c", "cell_alpha", "cell_beta", "cell_gamma")

@@ -43,7 +43,7 @@
 # Environment: NB_BIN (the tools: default this checkout's bin/, else PATH),
 # PYTHON (default /usr/bin/python3), FIT_FLAGS (more nb-fit flags, every fit).
 # Every fit: nb-geom -q -expt START.expt $XTAL | nb-hkl -q -hkl F.hkl, then
-# nb-fit -v --observed STILL... --refine-frame misset_x,misset_y,misset_z[,CELL...],scale
+# nb-fit -v --observed STILL... --refine-frame rot_x,rot_y,rot_z[,CELL...],scale
 # [--refine [distance,]CELL...] (distance from far starts; CELL where the cell is shared).
 # Writes DIR/results.txt (a line per dataset and start: the drawn
 # parameters, recovered / failed / wrong / not started frames, the worst
@@ -157,8 +157,8 @@ cell_shared() { [ "$cell_mode" = shared ] || { [ "$cell_mode" = auto ] && [ "$1"
 
 # the per-frame parameters from start kind $2 (space group $1): turns, the cell unless shared, scale
 frame_params() {
-    if cell_shared "$2"; then echo "misset_x,misset_y,misset_z,scale"
-    else echo "misset_x,misset_y,misset_z,$(cell_params "$1"),scale"; fi
+    if cell_shared "$2"; then echo "rot_x,rot_y,rot_z,scale"
+    else echo "rot_x,rot_y,rot_z,$(cell_params "$1"),scale"; fi
 }
 
 # the shared parameters (--refine) from start kind $2: the distance from far starts, the cell where shared

@@ -89,17 +89,17 @@ run() {
 if want A; then
     plan "$work/close.expt" flat.hkl > "$work/close-flat.nbs"
     run A "turns, scales and F from a flat F, jointly (--F-prior 0)" --F --refine-F --F-prior 0 --space-group P212121 \
-        --refine-frame misset_x,misset_y,misset_z,scale --F-out "$work/A.hkl" "$work/close-flat.nbs"
+        --refine-frame rot_x,rot_y,rot_z,scale --F-out "$work/A.hkl" "$work/close-flat.nbs"
 fi
 plan "$work/near.expt" F.hkl > "$work/near.nbs"
 want B && run B "turns, each frame's cell and scale (the true F), from a near start" \
-    --refine-frame misset_x,misset_y,misset_z,cell_a,cell_b,cell_c,scale "$work/near.nbs"
+    --refine-frame rot_x,rot_y,rot_z,cell_a,cell_b,cell_c,scale "$work/near.nbs"
 want C && run C "turns and scales, the cell shared (the true F), from a near start" \
-    --refine cell_a,cell_b,cell_c --refine-frame misset_x,misset_y,misset_z,scale "$work/near.nbs"
+    --refine cell_a,cell_b,cell_c --refine-frame rot_x,rot_y,rot_z,scale "$work/near.nbs"
 if want D; then
     plan "$work/near.expt" flat.hkl > "$work/near-flat.nbs"
     run D "turns, scales, the shared cell and F jointly, from a flat F (--F-prior 0)" --F --refine-F --F-prior 0 \
-        --space-group P212121 --refine cell_a,cell_b,cell_c --refine-frame misset_x,misset_y,misset_z,scale \
+        --space-group P212121 --refine cell_a,cell_b,cell_c --refine-frame rot_x,rot_y,rot_z,scale \
         --F-out "$work/D.hkl" "$work/near-flat.nbs"
 fi
 exit "$failed"

@@ -10,7 +10,7 @@ sigma| (issue 46: the rms between 0.5 and 2 for every kind):
 
   orientation  each frame's turn from the truth (the angle of U_fit U_truth^T, over the
                point group's settings) over sqrt(sigma_x^2 + sigma_y^2 + sigma_z^2) of its
-               misset_x, misset_y, misset_z
+               rot_x, rot_y, rot_z
   cell_a ...   each frame's refined edge less the truth's over its sigma (a shared cell:
                one value, its sigma the shared line's)
   scale        each frame's scale less --true-scale (default 1: simulate.sh's stills have
@@ -78,7 +78,7 @@ def orientation_rows(truth, fit, frames, shared, failed, ops, true_scale, starte
             continue
         v = frames[f]
         c = ev.compare_crystals(tmap[f], x, ops)
-        turns = [v[k][1] for k in ("misset_x", "misset_y", "misset_z") if k in v]
+        turns = [v[k][1] for k in ("rot_x", "rot_y", "rot_z") if k in v]
         if len(turns) == 3 and math.sqrt(sum(s * s for s in turns)) > 0:
             rows["orientation"].append(c["orientation_deg"] / math.sqrt(sum(s * s for s in turns)))
         ct = ev.cell_of(ev.real_space(tmap[f]))

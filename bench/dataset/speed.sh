@@ -3,7 +3,7 @@
 # on this machine, with run-gates.sh's data and fits:
 #
 #   frame   per-frame fits of 1024^2 stills with 6 per-frame parameters
-#           (misset_x, misset_y, misset_z, cell_a, cell_b, cell_c; G1's data
+#           (rot_x, rot_y, rot_z, cell_a, cell_b, cell_c; G1's data
 #           and start, --iterations 20, the global stage off): seconds per
 #           still, the Levenberg-Marquardt iterations each still took (its
 #           least-squares, Poisson and second-regions passes together), and the
@@ -49,7 +49,7 @@ say "# speed.sh on $(nproc) cores ($(uname -m)), nb-fit --device $device, $(date
 
 if want frame; then
     # G1's data and start; nb-fit -v logs every pass's iterations
-    G1_REFINE='' G1_REFINE_FRAME=misset_x,misset_y,misset_z,cell_a,cell_b,cell_c \
+    G1_REFINE='' G1_REFINE_FRAME=rot_x,rot_y,rot_z,cell_a,cell_b,cell_c \
         FIT_FLAGS="--iterations 20 --global off -v --device $device" \
         "$here/run-gates.sh" --work "$work/frame" --gates G1 "${thr[@]}" > "$work/frame.log" 2>&1 || true
     log=$work/frame/g1/fit.log

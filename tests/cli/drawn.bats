@@ -130,7 +130,7 @@ EOF
     "$PY" "$DS/perturb.py" --angle 0.03 --seed 3 "$DATA/model.expt" -o fit.expt
     # nb-fit -v's word on each frame: its turns' sigmas 0.01 degrees (0.017 together), the shared cell's
     for f in 1 2 3 4; do
-        echo "frame $f: misset_x = 0 ± 0.01 misset_y = 0 ± 0.01 misset_z = 0 ± 0.01 scale = 1 ± 0.01 (1 pixels)"
+        echo "frame $f: rot_x = 0 ± 0.01 rot_y = 0 ± 0.01 rot_z = 0 ± 0.01 scale = 1 ± 0.01 (1 pixels)"
     done > sigma.log
     run -1 "$PY" "$DS/evaluate.py" "$DATA/model.expt" fit.expt --fit-log sigma.log --fit-status 0 \
         --space-group P222 --gate near --json near.json
@@ -333,7 +333,7 @@ EOF
     # crystals 0.03 degrees off, sigmas said 0.01 a turn: 0.03 / sqrt(3) / 0.01 = 1.73
     "$PY" "$DS/perturb.py" --angle 0.03 --seed 3 "$DATA/model.expt" -o off.expt
     for f in 1 2 3 4; do
-        echo "frame $f: misset_x = 0 ± 0.01 misset_y = 0 ± 0.01 misset_z = 0 ± 0.01 scale = 1.02 ± 0.01 (1 pixels)"
+        echo "frame $f: rot_x = 0 ± 0.01 rot_y = 0 ± 0.01 rot_z = 0 ± 0.01 scale = 1.02 ± 0.01 (1 pixels)"
     done > made.log
     run -0 "$PY" "$DS/sigmas.py" "$DATA/model.expt" off.expt made.log --space-group P222 --json m.json
     echo "$output"

@@ -38,7 +38,7 @@ wilson_stills() {
 }
 
 @test "fit-dataset: turns and a shared cell recovered from a 0.3 degree, 0.3 % start; status 0" {
-    run -0 nb-fit $OBS --refine cell_a,cell_b,cell_c --refine-frame misset_x,misset_y,misset_z,scale -o fit.nbs start.nbs
+    run -0 nb-fit $OBS --refine cell_a,cell_b,cell_c --refine-frame rot_x,rot_y,rot_z,scale -o fit.nbs start.nbs
     echo "$output" > fit.err
     echo "$output"
     within cell_a 34 0.0005
@@ -49,7 +49,7 @@ wilson_stills() {
 
 @test "fit-dataset: the refined experiments match the truth's crystals (evaluate.py)" {
     need_numpy
-    nb-fit -q $OBS --refine cell_a,cell_b,cell_c --refine-frame misset_x,misset_y,misset_z,scale start.nbs |
+    nb-fit -q $OBS --refine cell_a,cell_b,cell_c --refine-frame rot_x,rot_y,rot_z,scale start.nbs |
         nb-convert -q -o fit.expt
     run -0 "$PY" "$EVALUATE" --json eval.json model.expt fit.expt
     echo "$output"
@@ -62,7 +62,7 @@ wilson_stills() {
 
 @test "fit-dataset: frames whose image is another's fail, are named, exit 3, and the stream is whole" {
     run -3 nb-fit --observed still_2.cbf --observed still_1.cbf --observed still_3.cbf \
-        --refine cell_a,cell_b,cell_c --refine-frame misset_x,misset_y,misset_z,scale -o fit.nbs start.nbs
+        --refine cell_a,cell_b,cell_c --refine-frame rot_x,rot_y,rot_z,scale -o fit.nbs start.nbs
     echo "$output"
     [[ "$output" == *"frame 1 failed:"* ]] || false
     [[ "$output" == *"frame 2 failed:"* ]] || false
@@ -77,7 +77,7 @@ wilson_stills() {
     need_numpy
     "$PY" "$NB_ROOT/bench/dataset/perturb.py" --angle 0.3 --cell-scale 1.003 --seed 4 -o start.expt model.expt
     nb-geom -q -expt start.expt -N 12 -round_xtal -fluence 1e27 -oversample 2 -default_F 100 -o expt-start.nbs
-    run -0 nb-fit $OBS --refine cell_a,cell_b,cell_c --refine-frame misset_x,misset_y,misset_z,scale -o fit.nbs expt-start.nbs
+    run -0 nb-fit $OBS --refine cell_a,cell_b,cell_c --refine-frame rot_x,rot_y,rot_z,scale -o fit.nbs expt-start.nbs
     nb-convert -q -o fit.expt fit.nbs
     run -0 "$PY" "$EVALUATE" --json eval.json model.expt fit.expt
     echo "$output"
@@ -88,7 +88,7 @@ wilson_stills() {
     need_numpy
     "$PY" "$NB_ROOT/bench/dataset/perturb.py" --angle 3 --cell-scale 1.003 --distance 10 --seed 5 -o far.expt model.expt
     nb-geom -q -expt far.expt -N 12 -round_xtal -fluence 1e27 -oversample 2 -default_F 100 -o far.nbs
-    run nb-fit $OBS --refine distance,cell_a,cell_b,cell_c --refine-frame misset_x,misset_y,misset_z,scale -o fit.nbs far.nbs
+    run nb-fit $OBS --refine distance,cell_a,cell_b,cell_c --refine-frame rot_x,rot_y,rot_z,scale -o fit.nbs far.nbs
     echo "$output" > fit.err
     echo "$output"
     [ "$status" -eq 0 ] || [ "$status" -eq 3 ] || false
@@ -250,12 +250,12 @@ json.dump(e, open("mixed.expt", "w"))'
 }
 
 @test "fit-dataset: --frames fits its frames alone; parts' experiments join (a Slurm array's)" {
-    run -0 nb-fit --observed still_2.cbf --frames 2:2 --refine-frame misset_x,misset_y,misset_z,scale -o fit.nbs start.nbs
+    run -0 nb-fit --observed still_2.cbf --frames 2:2 --refine-frame rot_x,rot_y,rot_z,scale -o fit.nbs start.nbs
     [[ "$output" == *"1 frame fitted, 0 failed"* ]] || false
     nb-convert -q --frames 2:2 -o part_2.expt fit.nbs
-    nb-fit -q --observed still_1.cbf --frames 1:1 --refine-frame misset_x,misset_y,misset_z,scale start.nbs |
+    nb-fit -q --observed still_1.cbf --frames 1:1 --refine-frame rot_x,rot_y,rot_z,scale start.nbs |
         nb-convert -q --frames 1:1 -o part_1.expt
-    nb-fit -q --observed still_3.cbf --frames 3:3 --refine-frame misset_x,misset_y,misset_z,scale start.nbs |
+    nb-fit -q --observed still_3.cbf --frames 3:3 --refine-frame rot_x,rot_y,rot_z,scale start.nbs |
         nb-convert -q --frames 3:3 -o part_3.expt
     run -0 nb-convert -q --join 'part_*.expt' -o joined.expt
     [ "$(grep -c '"nb-frame-' joined.expt)" -eq 3 ] || false
@@ -269,7 +269,7 @@ json.dump(e, open("mixed.expt", "w"))'
     nb-noise -q -seed 3 truth.nbs | nb-convert -q -o mos_#.cbf
     nb-geom -q $MOS $START -mosaic 0.3 -o mos-start.nbs
     run -0 nb-fit -v --observed 'mos_#.cbf' --refine cell_a,cell_b,cell_c \
-        --refine-frame misset_x,misset_y,misset_z,mosaic,scale -o fit.nbs mos-start.nbs
+        --refine-frame rot_x,rot_y,rot_z,mosaic,scale -o fit.nbs mos-start.nbs
     echo "$output" > fit.err
     [[ "$output" == *"3 frames fitted, 0 failed"* ]] || false
     within cell_a 34 0.0005
@@ -298,7 +298,7 @@ json.dump(e, open("mixed.expt", "w"))'
     need_numpy
     for k in 1 2; do
         SLURM_ARRAY_TASK_ID=$k SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_COUNT=2 NB="$NB_BIN" \
-            REFINE=misset_x,misset_y,misset_z,cell_a,cell_b,cell_c,scale \
+            REFINE=rot_x,rot_y,rot_z,cell_a,cell_b,cell_c,scale \
             bash "$NB_ROOT/pipelines/slurm-fit.sbatch" start.nbs parts --observed 'still_#.cbf'
     done
     run -0 nb-convert -q --join 'parts/fit_*.expt' -o joined.expt
@@ -332,8 +332,8 @@ json.dump(e, open("mixed.expt", "w"))'
 
 @test "fit-dataset: mpirun -n 2 gives one process's answer" {
     need_mpi
-    nb-fit -q $OBS --refine cell_a,cell_b,cell_c --refine-frame misset_x,misset_y,misset_z,scale -o one.nbs start.nbs 2>one.err
-    nb_mpirun 2 "$NB_BIN/nb-fit" -q $OBS --refine cell_a,cell_b,cell_c --refine-frame misset_x,misset_y,misset_z,scale \
+    nb-fit -q $OBS --refine cell_a,cell_b,cell_c --refine-frame rot_x,rot_y,rot_z,scale -o one.nbs start.nbs 2>one.err
+    nb_mpirun 2 "$NB_BIN/nb-fit" -q $OBS --refine cell_a,cell_b,cell_c --refine-frame rot_x,rot_y,rot_z,scale \
         -o two.nbs start.nbs 2>two.err
     nb-convert -q -o one.expt one.nbs
     nb-convert -q -o two.expt two.nbs
@@ -344,7 +344,7 @@ json.dump(e, open("mixed.expt", "w"))'
 @test "fit-dataset: the global stage keeps a start that is right (the truth's own list); every frame says so" {
     need_numpy
     nb-geom -q -expt model.expt -N 12 -round_xtal -fluence 1e27 -oversample 2 -default_F 100 -o truth-start.nbs
-    run -0 nb-fit -v $OBS --refine-frame misset_x,misset_y,misset_z,cell_a,cell_b,cell_c,scale -o fit.nbs truth-start.nbs
+    run -0 nb-fit -v $OBS --refine-frame rot_x,rot_y,rot_z,cell_a,cell_b,cell_c,scale -o fit.nbs truth-start.nbs
     [ "$(echo "$output" | grep -c 'global stage: kept its start')" -eq 3 ] || false
     [[ "$output" == *"3 frames fitted, 0 failed"* ]] || false
     nb-convert -q -o fit.expt fit.nbs
@@ -362,7 +362,7 @@ json.dump(e, open("mixed.expt", "w"))'
     run -0 nb-fit $F_OBS --refine-F --refine-frame scale -o fitF.nbs faint.nbs
     echo "$output"
     [[ "$output" == *"3 frames fitted, 0 failed"* ]] || false
-    run -3 nb-fit $F_OBS --refine-frame misset_x,misset_y,misset_z,scale -o fitT.nbs faint.nbs
+    run -3 nb-fit $F_OBS --refine-frame rot_x,rot_y,rot_z,scale -o fitT.nbs faint.nbs
     echo "$output"
     [ "$(echo "$output" | grep -c 'too few to judge its own values')" -eq 3 ] || false
 }
@@ -379,10 +379,10 @@ json.dump(e, open("mixed.expt", "w"))'
 }
 
 @test "fit-dataset: a fit stopped at --iterations says so for each frame without -v" {
-    run -0 nb-fit $OBS --iterations 1 --refine-frame misset_x,misset_y,misset_z,scale -o fit.nbs start.nbs
+    run -0 nb-fit $OBS --iterations 1 --refine-frame rot_x,rot_y,rot_z,scale -o fit.nbs start.nbs
     echo "$output"
     [ "$(echo "$output" | grep -c 'stopped at --iterations 1 before it converged')" -ge 1 ] || false
-    run -0 nb-fit $OBS --refine-frame misset_x,misset_y,misset_z,scale -o fit.nbs start.nbs
+    run -0 nb-fit $OBS --refine-frame rot_x,rot_y,rot_z,scale -o fit.nbs start.nbs
     [[ "$output" != *"stopped at --iterations"* ]] || false
 }
 
@@ -394,7 +394,7 @@ json.dump(e, open("mixed.expt", "w"))'
     nb-hkl -q -hkl flat.hkl start.nbs > flat-start.nbs
     W="--observed wilson_1.cbf --observed wilson_2.cbf --observed wilson_3.cbf"
     run -0 nb-fit $W --refine-F --space-group P212121 --refine cell_a,cell_b,cell_c \
-        --refine-frame misset_x,misset_y,misset_z,scale --F-out F_fit.mtz -o fit.nbs flat-start.nbs
+        --refine-frame rot_x,rot_y,rot_z,scale --F-out F_fit.mtz -o fit.nbs flat-start.nbs
     echo "$output" > fit.err
     echo "$output"
     "$PY" - "$(value cell_a)" "$(value cell_b)" "$(value cell_c)" <<'PY'
@@ -424,7 +424,7 @@ PY
     wilson_stills
     nb-geom -q -expt wilson.expt -N 12 -round_xtal -fluence 1e27 -oversample 2 | nb-hkl -q -hkl flat.hkl -o flat-start.nbs
     W="--observed wilson_1.cbf --observed wilson_2.cbf --observed wilson_3.cbf"
-    ARGS="--refine-F --space-group P212121 --refine-frame misset_x,misset_y,misset_z,scale"
+    ARGS="--refine-F --space-group P212121 --refine-frame rot_x,rot_y,rot_z,scale"
     nb-fit -v $W $ARGS --F-out one.hkl -o one.nbs flat-start.nbs 2>one.err
     grep -q "joint refinement with F" one.err || { cat one.err; false; }
     nb_mpirun 2 "$NB_BIN/nb-fit" -q $W $ARGS --F-out two.hkl -o two.nbs flat-start.nbs 2>two.err
@@ -450,7 +450,7 @@ json.dump(e, open("twin-start.expt", "w"))
 PY
     nb-geom -q -expt twin-start.expt -N 12 -round_xtal -fluence 1e27 -oversample 2 | nb-hkl -q -hkl F.hkl -o twin.nbs
     run -0 nb-fit -v --observed twin_1.cbf --observed twin_2.cbf --observed twin_3.cbf \
-        --refine-frame misset_x,misset_y,misset_z,scale -o fit.nbs twin.nbs
+        --refine-frame rot_x,rot_y,rot_z,scale -o fit.nbs twin.nbs
     [ "$(echo "$output" | grep -c 'another setting of its lattice')" -eq 1 ] || false
     # (0 1 0 / 1 0 0 / 0 0 -1), or that with one of P 21 21 21's two-folds: the same image
     [[ "$output" == *"frame 2: another setting of its lattice ("* ]] || false
@@ -461,6 +461,6 @@ PY
     # with F flat nothing tells the settings apart: none is tried
     nb-geom -q -expt twin-start.expt -N 12 -round_xtal -fluence 1e27 -oversample 2 -default_F 100 -o flat.nbs
     run nb-fit -v --observed twin_1.cbf --observed twin_2.cbf --observed twin_3.cbf \
-        --refine-frame misset_x,misset_y,misset_z,scale -o flatfit.nbs flat.nbs
+        --refine-frame rot_x,rot_y,rot_z,scale -o flatfit.nbs flat.nbs
     [[ "$output" != *"another setting"* ]] || false
 }

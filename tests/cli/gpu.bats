@@ -52,7 +52,7 @@ render_both() { # render_both NAME PRECISION [nb-geom flags]: NAME-cpu.bin and N
     nb-geom -q -cell 34 52 53 90 90 90 -mosaic 0.4 $rest | nb-sim -q --device cpu | nb-noise -q -seed 3 |
         nb-convert -q -o s_#.cbf -o model.expt
     nb-geom -q $rest -cell 34.102 52.156 53.159 90 90 90 -misset 0.2 -0.15 0.1 -mosaic 0.3 -o start.nbs
-    local fit="--observed s_#.cbf --refine cell_a,cell_b,cell_c --refine-frame misset_x,misset_y,misset_z,mosaic,scale"
+    local fit="--observed s_#.cbf --refine cell_a,cell_b,cell_c --refine-frame rot_x,rot_y,rot_z,mosaic,scale"
     nb-fit -q --device cpu $fit start.nbs | nb-convert -q -o cpu.expt
     run -0 nb-fit -v --device cuda $fit -o gpu.nbs start.nbs
     [[ "$output" == *"rendering on"* ]] || false
@@ -142,7 +142,7 @@ render_both() { # render_both NAME PRECISION [nb-geom flags]: NAME-cpu.bin and N
     need_gpu
     nb-geom -default_F 100 -cell 70 80 90 88 95 91 -misset 10 5 3 -lambda 1 -N 6 -distance 100 -detpixels 128 \
         -pixel 0.4 -mosaic 0.3 -mosaic_domains 3 -oversample 2 -o g.nbs
-    local names=distance,Xbeam,Ybeam,misset_x,misset_y,misset_z,cell_a,cell_gamma,Na,lambda
+    local names=distance,Xbeam,Ybeam,rot_x,rot_y,rot_z,cell_a,cell_gamma,Na,lambda
     nb-sim -q --device cpu -precision double --grad $names -o cpu.nbs g.nbs
     nb-sim -q --device cuda -precision double --grad $names -o gpu.nbs g.nbs
     [[ "$(nb_key gpu.nbs RENDER_PATH 2)" == cuda-double-dual ]] || false
@@ -161,7 +161,7 @@ render_both() { # render_both NAME PRECISION [nb-geom flags]: NAME-cpu.bin and N
     need_gpu
     nb-geom -default_F 100 -cell 70 80 90 88 95 91 -misset 10 5 3 -lambda 1 -N 8 -distance 150 -detpixels 256 \
         -pixel 0.4 -mosaic 0.2 -mosaic_domains 4 -oversample 2 -o g.nbs
-    local names=distance,Xbeam,Ybeam,misset_x,misset_y,misset_z,cell_a,cell_gamma,Na,lambda n
+    local names=distance,Xbeam,Ybeam,rot_x,rot_y,rot_z,cell_a,cell_gamma,Na,lambda n
     nb-sim -q --device cpu -precision single --grad $names -o cpu.nbs g.nbs
     nb-sim -q --device cuda -precision single --grad $names -o gpu.nbs g.nbs
     [ "$(nb_key gpu.nbs RENDER_PATH 2)" = cuda-fast-dual ] || false

@@ -337,11 +337,15 @@ PY
         cmp "slice$k.bin" "one$k.bin"
     done
     run ! cmp slice0.bin slice3.bin
-    # the flags that place a one-panel detector are no names for it
+    # the detector's and each panel's parameters move the panels themselves
     nb-geom -q -panels tiles.geom $XTAL -o tiles.nbs
-    run_nb nb-sim --grad distance tiles.nbs
-    expect_status 2
-    expect_has "-distance cannot be used with -panels"
+    nb-sim -q --grad distance,panel3_shift_fast,panel3_rot_normal tiles.nbs | nb-convert -q --grad panel3_shift_fast -o shift.bin
+    panel_slice shift.bin 3 > moved.bin
+    panel_slice shift.bin 0 > still.bin
+    run ! cmp moved.bin still.bin
+    # another panel's is nothing (to the float path's last bits)
+    "$PY" -c "import sys, array; f = lambda n: sum(abs(x) for x in array.array('f', open(n, 'rb').read()))
+sys.exit(not f('moved.bin') > 0 or f('still.bin') > 1e-9 * f('moved.bin'))"
 }
 
 @test "panels: the fast path's derivatives on a detector of panels: each panel's is that of the panel alone" {

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nb_cli.h"
 #include "nb_geometry.h"
 #include "nb_sim_grad.h"
 #include "plan_words.h"
@@ -26,10 +25,11 @@
 #define BASE_NAMES                                                                                                   \
     "distance,Xbeam,Ybeam,detector_rotx,detector_roty,detector_rotz,twotheta,cell_a,cell_b,cell_c,cell_alpha,"       \
     "cell_beta,cell_gamma,misset_x,misset_y,misset_z,Na,Nb,Nc,lambda,fluence"
-/* the XDS convention places the beam by -ORGX/-ORGY: -Xbeam/-Ybeam do nothing */
-#define XDS_NAMES                                                                                                    \
-    "distance,detector_rotx,detector_roty,detector_rotz,twotheta,cell_a,cell_b,cell_c,cell_alpha,cell_beta,"        \
-    "cell_gamma,misset_x,misset_y,misset_z,Na,Nb,Nc,lambda,fluence"
+/* the parameters of no nb-geom flag: turns of the crystal, the image's
+ * scale, the one panel's moves */
+#define PLAN_NAMES                                                                                                   \
+    "rot_x,rot_y,rot_z,scale,panel0_shift_fast,panel0_shift_slow,panel0_shift_normal,panel0_rot_fast,"              \
+    "panel0_rot_slow,panel0_rot_normal"
 #define CRYSTAL "-cell 40 50 60 88 95 91 -misset 10 20 30 -lambda 1.0 -N 4 -default_F 100 -oversample 1 "
 #define DETECTOR "-distance 60 -detpixels 20 -pixel 1.2 "
 
@@ -57,7 +57,11 @@ static const struct config {
      0, 0},
     {"tricubic F", CRYSTAL DETECTOR "-interpolate", BASE_NAMES, 1, 0},
     {"round crystal, Kahn polarization", CRYSTAL DETECTOR "-round_xtal -polar 0.9", BASE_NAMES, 0, 0},
-    {"Gaussian crystal, xds convention", CRYSTAL DETECTOR "-gauss_xtal -xds", XDS_NAMES, 0, 1},
+    {"Gaussian crystal, xds convention", CRYSTAL DETECTOR "-gauss_xtal -xds", BASE_NAMES, 0, 1},
+    {"the plan's own parameters, tilted detector", CRYSTAL DETECTOR "-detector_rotx 3 -detector_roty -4 -twotheta 7",
+     PLAN_NAMES, 0, 0},
+    {"the plan's own parameters, dials convention", CRYSTAL DETECTOR "-dials -detector_rotz 5 -mosaic 0.5 "
+     "-mosaic_domains 2", PLAN_NAMES ",mosaic,distance,Xbeam,Ybeam", 0, 0},
     {"larger cell, N 8, to 35 degrees (the speed benchmark's crystal)",
      "-cell 70 80 90 88 95 91 -misset 10 5 3 -lambda 1 -N 8 -default_F 100 -distance 150 -detpixels 48 -pixel 4 "
      "-mosaic 0.2 -mosaic_domains 4 -oversample 2",
@@ -125,7 +129,7 @@ static double *fast_pixels(const nb_plan *plan, const nb_hkl *hkl)
 typedef double *(*pixels_fn)(const nb_plan *plan, const nb_hkl *hkl);
 
 /* d pixel / d name by a five-point central difference of whole renders */
-static double *finite_difference_of(pixels_fn render, const nb_plan *plan, const nb_hkl *hkl, const nb_grad_param *p,
+static double *finite_difference_of(pixels_fn render, const nb_plan *plan, const nb_hkl *hkl, const nb_param *p,
                                     double h, size_t n)
 {
     const double w[4] = {1.0, -8.0, 8.0, -1.0};
@@ -133,7 +137,13 @@ static double *finite_difference_of(pixels_fn render, const nb_plan *plan, const
     double *fd = calloc(n, sizeof *fd);
     for (int j = 0; j < 4; j++) {
         nb_plan moved;
-        if (nb_grad_plan_moved(plan, p, off[j] * h, &moved)) {
+        double v = 0.0;
+        if (nb_plan_copy(plan, &moved)) {
+            free(fd);
+            return NULL;
+        }
+        if (nb_param_get(&moved, p, &v) || nb_param_set(&moved, p, v + off[j] * h)) {
+            nb_plan_free(&moved);
             free(fd);
             return NULL;
         }
@@ -149,7 +159,7 @@ static double *finite_difference_of(pixels_fn render, const nb_plan *plan, const
     return fd;
 }
 
-static double *finite_difference(const nb_plan *plan, const nb_hkl *hkl, const nb_grad_param *p, double h, size_t n)
+static double *finite_difference(const nb_plan *plan, const nb_hkl *hkl, const nb_param *p, double h, size_t n)
 {
     return finite_difference_of(double_pixels, plan, hkl, p, h, n);
 }
@@ -215,7 +225,7 @@ static int dual_pass(const nb_grad_plans *g, int first, int count, const nb_plan
 static double fast_step(const nb_grad_plans *g, int j)
 {
     const double h = 10.0 * g->step[j];
-    return !strcmp(nb_grad_param_unit(g->names.param[j]), "degree") && h < 0.01 ? 0.01 : h;
+    return !strcmp(nb_param_unit(&g->names.param[j]), "degree") && h < 0.01 ? 0.01 : h;
 }
 
 /* Each name's fast derivative in passes of 1, 3 and 4 names (the
@@ -290,7 +300,7 @@ static void check_fgrad(const struct config *c, const nb_grad_plans *g, const nb
     const char *corr_at = "the image", *ratio_at = "the image";
     for (int j = -1; j < g->names.n && !st; j++) {
         const float *ref = j < 0 ? image : fgrads[j];
-        const char *what = j < 0 ? "the image" : nb_grad_param_name(g->names.param[j]);
+        const char *what = j < 0 ? "the image" : nb_param_name(&g->names.param[j]);
         double corr, ratio, norm;
         for (size_t i = 0; i < n; i++) want[i] = ref[i];
         compare(got + (size_t)(1 + j) * n, want, n, &corr, &ratio, &norm);
@@ -330,17 +340,17 @@ static void check_fast(const struct config *c, const nb_plan *plan, const nb_hkl
         check_fast_passes(g, &s.kp, hkl, fgrads, n, c->what);
         check_fgrad(c, g, &s.kp, hkl, image, fgrads, n);
         for (int j = 0; j < names->n; j++) {
-            const nb_grad_param *p = names->param[j];
+            const nb_param *p = &names->param[j];
             double *fd = c->vs_double ? NULL : finite_difference_of(fast_pixels, plan, hkl, p, fast_step(g, j), n);
             double corr, ratio, norm;
             if (!ok(c->vs_double || fd != NULL, "%s: fast path: the difference of %s renders", c->what,
-                    nb_grad_param_name(p)))
+                    nb_param_name(p)))
                 continue;
             for (size_t i = 0; i < n; i++) grad[i] = fgrads[j][i];
             compare(grad, c->vs_double ? dgrads[j] : fd, n, &corr, &ratio, &norm);
             ok(corr >= 0.999 && fabs(ratio - 1.0) <= 0.01 && norm > 0,
                "%s: fast path: d/d%s agrees with the %s (corr %.6f, norm ratio %.5f)", c->what,
-               nb_grad_param_name(p), c->vs_double ? "double path's" : "difference of fast images", corr, ratio);
+               nb_param_name(p), c->vs_double ? "double path's" : "difference of fast images", corr, ratio);
             free(fd);
         }
     }
@@ -390,10 +400,10 @@ static void check_config(const struct config *c)
     ok(!fail && value_diff == 0, "%s: the dual pixel's value is the double pixel's, bit for bit (%g differ)", c->what,
        value_diff);
     for (int j = 0; j < names.n && !fail; j++) {
-        const nb_grad_param *p = names.param[j];
+        const nb_param *p = &names.param[j];
         double *fd = finite_difference(&plan, &hkl, p, g.step[j] / 10.0, n);
-        if (!ok(fd != NULL, "%s: the finite difference of %s renders", c->what, nb_grad_param_name(p))) continue;
-        agree(c->what, nb_grad_param_name(p), grads[j], fd, n);
+        if (!ok(fd != NULL, "%s: the finite difference of %s renders", c->what, nb_param_name(p))) continue;
+        agree(c->what, nb_param_name(p), grads[j], fd, n);
         free(fd);
     }
     if (!fail) check_fast(c, &plan, &hkl, &names, &g, grads);
@@ -450,9 +460,8 @@ static void check_refusals(void)
         const char *args, *names, *why;
     } cases[] = {
         {CRYSTAL DETECTOR, "mosaic", "no mosaic spread"},
-        {"-cell 40 50 60 90 90 90 -misset random -lambda 1 -N 4 -default_F 100 " DETECTOR, "misset_y", "random"},
-        {CRYSTAL DETECTOR "-flux 1e12 -exposure 1 -beamsize 0.1", "fluence", "does not change this plan"},
-        {CRYSTAL DETECTOR "-xds", "Ybeam", "does not change this plan"},
+        {CRYSTAL DETECTOR, "panel1_shift_fast", "the detector has 1 panel"},
+        {CRYSTAL DETECTOR "-stills -stills_bandwidth 0.01 -stills_spikes 3", "distance", "per-shot spectrum"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (build_plan(cases[i].args, &plan)) {
@@ -478,8 +487,8 @@ static void check_refusals(void)
         nb_grad_list_free(&names);
         nb_plan_free(&plan);
     }
-    /* words whose meaning the appended flags would change: the plan's own
-     * -misset_seed at the end and a last -curved_det (ignored there) */
+    /* commands the old derivatives (which resolved COMMAND again with flags
+     * appended) could not take: a -misset_seed at the end, a last -curved_det */
     const char *quirks[] = {CRYSTAL DETECTOR "-curved_det", CRYSTAL DETECTOR "-misset_seed 5"};
     for (size_t i = 0; i < 2; i++) {
         nb_status st = build_plan(quirks[i], &plan);
@@ -507,6 +516,7 @@ static void check_refusals(void)
     ok(nb_grad_list_parse("distance,nonsense", &names) == NB_ERR_USAGE && strstr(nb_error_message(), "nonsense"),
        "an unknown name is a usage error naming it: %s", nb_error_message());
     ok(nb_grad_list_parse("Na,Na", &names) == NB_ERR_USAGE, "a name given twice is a usage error");
+    ok(nb_grad_list_parse("panel03_shift_fast", &names) == NB_ERR_USAGE, "a panel's name is written one way");
 }
 
 int main(void)
