@@ -227,8 +227,10 @@ json.dump(e, open("mixed.expt", "w"))'
 @test "fit-dataset: names in the wrong list, unsupported names and counts are refused" {
     run -2 nb-fit $OBS --refine-frame distance start.nbs
     [[ "$output" == *"'distance' is the detector's, shared by every frame"* ]] || false
-    run -2 nb-fit $OBS --refine misset_x --refine-frame scale start.nbs
-    [[ "$output" == *"'misset_x' is a frame's own"* ]] || false
+    run -2 nb-fit $OBS --refine rot_x --refine-frame scale start.nbs
+    [[ "$output" == *"'rot_x' is a frame's own"* ]] || false
+    run -2 nb-fit $OBS --refine-frame misset_x,scale start.nbs
+    [[ "$output" == *"a frame's own turn about the lab's x axis is rot_x"* ]] || false
     run -1 nb-fit $OBS --refine twotheta --refine-frame scale start.nbs
     [[ "$output" == *"'twotheta' is not supported in a dataset fit"* ]] || false
     run -2 nb-fit $OBS --refine-frame mosaic start.nbs

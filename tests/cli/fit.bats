@@ -109,7 +109,7 @@ fit_within_gates() {
     expect_has "nothing to refine"
     run_nb nb-fit --observed obs.cbf --refine distance,nonsense start.nbs
     expect_status 2
-    expect_has "unknown name 'nonsense'"
+    expect_has "unknown parameter 'nonsense'"
     run_nb nb-fit --observed obs.cbf --refine scale,fluence start.nbs
     expect_status 2
     expect_has "'scale' and 'fluence' are one parameter"
