@@ -110,7 +110,8 @@ BIN     ?= bin
 
 # The layers, each a folder (docs/architecture.md): libnbcore (stream, plan,
 # options), engine (the renderer: kernels, derivatives, CUDA; nb.h its public
-# API), formats (files), tools (the programs).  libnb = libnbcore + engine.
+# API; engine/physics the kernels' pixel physics, headers only), formats
+# (files), tools (the programs).  libnb = libnbcore + engine.
 CORE_SRC    := $(wildcard libnbcore/*.c)
 FORMATS_SRC := $(wildcard formats/*.c)
 ENGINE_SRC  := $(filter-out engine/nb_sim_fast.c engine/nb_sim_fast_grad.c engine/nb_sim_nocuda.c,$(wildcard engine/*.c))
@@ -125,9 +126,9 @@ LIB         := $(FORMATS_A) $(NB_A)
 SOVERSION   := $(firstword $(subst ., ,$(VERSION)))
 NB_SO       := $(BUILD)/libnb.so.$(VERSION)
 
-$(BUILD)/engine/%.o: LAYER_INC := -Iengine
+$(BUILD)/engine/%.o: LAYER_INC := -Iengine -Iengine/physics
 $(BUILD)/formats/%.o: LAYER_INC := -Iformats
-$(BUILD)/tools/%.o: LAYER_INC := -Iengine -Iformats
+$(BUILD)/tools/%.o: LAYER_INC := -Iengine -Iengine/physics -Iformats
 
 TOOLS   := nb-geom nb-hkl nb-sim nb-noise nb-convert nb-bench nb-fit nb-math nb-amorphous
 TOOL_BINS := $(TOOLS:%=$(BIN)/%)
@@ -167,7 +168,8 @@ CUDA_LDLIBS :=
 endif
 
 HEADERS := $(wildcard libnbcore/*.h) $(wildcard libnbcore/*.inc) $(wildcard libnbcore/*.cuh) $(wildcard formats/*.h) \
-           $(wildcard engine/*.h) $(wildcard engine/*.inc) $(wildcard tools/*.h)
+           $(wildcard engine/*.h) $(wildcard engine/*.inc) $(wildcard engine/physics/*.h) $(wildcard engine/physics/*.inc) \
+           $(wildcard tools/*.h)
 
 .SECONDARY:
 .PHONY: all check check-gpu check-dials check-built demo-built lint test-unit test-cli test-parity demo deps bench install clean check-asan man fuzz fuzz-regressions fuzz-regressions-built
@@ -226,7 +228,7 @@ $(BUILD)/engine/nb_sim_fast_grad_%.o: engine/nb_sim_fast_grad.c $(HEADERS) $(FLA
 
 $(BUILD)/engine/nb_sim_cuda.o: engine/nb_sim_cuda.cu $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O3 -Xcompiler -fopenmp,-fPIC $(CUDA_ARCH) -Ilibnbcore -Iengine -DNB_VERSION='"$(VERSION)"' -c $< -o $@
+	$(NVCC) -std=c++17 -O3 -Xcompiler -fopenmp,-fPIC $(CUDA_ARCH) -Ilibnbcore -Iengine -Iengine/physics -DNB_VERSION='"$(VERSION)"' -c $< -o $@
 
 # a pixel's counts on the GPU are the CPU's: the same code, compiled as the
 # host's is, without contracting a * b + c into one rounding (--fmad=false)
@@ -267,7 +269,7 @@ TEST_TOOLS := $(BUILD)/tests/nb-imgcmp $(BUILD)/tests/nb-smvcmp $(BUILD)/tests/x
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c tests/unit/tap.h tests/unit/plan_words.h $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -Iengine -Iformats -Itests/unit -o $@ $< $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(TEST_LDLIBS)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -Iengine -Iengine/physics -Iformats -Itests/unit -o $@ $< $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(TEST_LDLIBS)
 
 $(BUILD)/tests/nb-%: tests/parity/nb-%.c $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
