@@ -11,7 +11,7 @@
 #include <omp.h>
 #endif
 
-#include "nb_cli.h"
+#include "nb_args.h"
 #include "nb_geometry.h"
 #include "nb_options.h"
 #include "nb_sim_fast.h"
