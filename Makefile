@@ -110,24 +110,31 @@ BIN     ?= bin
 
 # The layers, each a folder (docs/architecture.md): libnbcore (stream, plan,
 # options), engine (the renderer: kernels, derivatives, CUDA; nb.h its public
-# API), formats (files), tools (the programs).  libnb = libnbcore + engine.
+# API; engine/physics the kernels' pixel physics, headers only), formats
+# (files), cli (the tools' command-line code: --help, --version, the man
+# pages; it prints and exits, which a library leaves to its caller), tools
+# (the programs).  libnb = libnbcore + engine; cli is libnbcli, never in libnb.
 CORE_SRC    := $(wildcard libnbcore/*.c)
 FORMATS_SRC := $(wildcard formats/*.c)
+CLI_SRC     := $(wildcard cli/*.c)
 ENGINE_SRC  := $(filter-out engine/nb_sim_fast.c engine/nb_sim_fast_grad.c engine/nb_sim_nocuda.c,$(wildcard engine/*.c))
 LIB_SRC     := $(CORE_SRC) $(FORMATS_SRC)
 CORE_OBJ    := $(CORE_SRC:%.c=$(BUILD)/%.o)
 FORMATS_OBJ := $(FORMATS_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/%.o)
 ENGINE_OBJ  := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 NB_A        := $(BUILD)/libnb.a
 FORMATS_A   := $(BUILD)/libnbformats.a
-# the tools and tests link both, statically
-LIB         := $(FORMATS_A) $(NB_A)
+CLI_A       := $(BUILD)/libnbcli.a
+# the tools and tests link all three, statically (cli first: it uses libnbcore)
+LIB         := $(CLI_A) $(FORMATS_A) $(NB_A)
 SOVERSION   := $(firstword $(subst ., ,$(VERSION)))
 NB_SO       := $(BUILD)/libnb.so.$(VERSION)
 
-$(BUILD)/engine/%.o: LAYER_INC := -Iengine
+$(BUILD)/engine/%.o: LAYER_INC := -Iengine -Iengine/physics
 $(BUILD)/formats/%.o: LAYER_INC := -Iformats
-$(BUILD)/tools/%.o: LAYER_INC := -Iengine -Iformats
+$(BUILD)/cli/%.o: LAYER_INC := -Icli
+$(BUILD)/tools/%.o: LAYER_INC := -Icli -Iengine -Iengine/physics -Iformats
 
 TOOLS   := nb-geom nb-hkl nb-sim nb-noise nb-convert nb-bench nb-fit nb-math nb-amorphous
 TOOL_BINS := $(TOOLS:%=$(BIN)/%)
@@ -167,7 +174,8 @@ CUDA_LDLIBS :=
 endif
 
 HEADERS := $(wildcard libnbcore/*.h) $(wildcard libnbcore/*.inc) $(wildcard libnbcore/*.cuh) $(wildcard formats/*.h) \
-           $(wildcard engine/*.h) $(wildcard engine/*.inc) $(wildcard tools/*.h)
+           $(wildcard engine/*.h) $(wildcard engine/*.inc) $(wildcard engine/physics/*.h) $(wildcard engine/physics/*.inc) \
+           $(wildcard cli/*.h) $(wildcard tools/*.h)
 
 .SECONDARY:
 .PHONY: all check check-gpu check-dials check-built demo-built lint test-unit test-cli test-parity demo deps bench install clean check-asan man fuzz fuzz-regressions fuzz-regressions-built
@@ -192,6 +200,11 @@ $(NB_A): $(CORE_OBJ) $(ENGINE_OBJ)
 	ar rcs $@ $^
 
 $(FORMATS_A): $(FORMATS_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(CLI_A): $(CLI_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
@@ -226,7 +239,7 @@ $(BUILD)/engine/nb_sim_fast_grad_%.o: engine/nb_sim_fast_grad.c $(HEADERS) $(FLA
 
 $(BUILD)/engine/nb_sim_cuda.o: engine/nb_sim_cuda.cu $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O3 -Xcompiler -fopenmp,-fPIC $(CUDA_ARCH) -Ilibnbcore -Iengine -DNB_VERSION='"$(VERSION)"' -c $< -o $@
+	$(NVCC) -std=c++17 -O3 -Xcompiler -fopenmp,-fPIC $(CUDA_ARCH) -Ilibnbcore -Iengine -Iengine/physics -DNB_VERSION='"$(VERSION)"' -c $< -o $@
 
 # a pixel's counts on the GPU are the CPU's: the same code, compiled as the
 # host's is, without contracting a * b + c into one rounding (--fmad=false)
@@ -267,7 +280,7 @@ TEST_TOOLS := $(BUILD)/tests/nb-imgcmp $(BUILD)/tests/nb-smvcmp $(BUILD)/tests/x
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c tests/unit/tap.h tests/unit/plan_words.h $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -Iengine -Iformats -Itests/unit -o $@ $< $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(TEST_LDLIBS)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -Icli -Iengine -Iengine/physics -Iformats -Itests/unit -o $@ $< $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(TEST_LDLIBS)
 
 $(BUILD)/tests/nb-%: tests/parity/nb-%.c $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -343,7 +356,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
               -Wno-unknown-pragmas -Wno-source-uses-openmp
-FUZZ_LIB_SRC := $(filter-out libnbcore/nb_cli.c,$(LIB_SRC))
+FUZZ_LIB_SRC := $(LIB_SRC)
 fuzz: fuzz-regressions
 	@for t in $(FUZZ_TARGETS); do \
 	    mkdir -p tests/fuzz/out/$$t; \
@@ -396,7 +409,7 @@ demo-built: all
 	@echo "demo: wrote $(DEMO)/floatimage.bin (1024 x 1024 float32 photons/pixel)"
 	@echo "demo: wrote $(DEMO)/preview.png, a picture of it: open $(abspath $(DEMO)/preview.png)"
 
-# ---- man pages: generated from each tool's --help source (nb_cli.c) -------
+# ---- man pages: generated from each tool's --help source (cli/nb_cli.c) ---
 man: all
 	@mkdir -p man
 	@mkdir -p man/man1

@@ -115,7 +115,7 @@ build() {
     "$bin/nb-sim" --version
     # every kernel's registers, stack and spill stores, as ptxas counts them for sm_90
     "$nvcc" -std=c++17 -O3 -Xcompiler -fopenmp,-fPIC -gencode arch=compute_90,code=sm_90 -Xptxas -v \
-        -I"$root/libnbcore" -I"$root/engine" -DNB_VERSION='"session"' -c "$root/engine/nb_sim_cuda.cu" \
+        -I"$root/libnbcore" -I"$root/engine" -I"$root/engine/physics" -DNB_VERSION='"session"' -c "$root/engine/nb_sim_cuda.cu" \
         -o "$scratch/ptxas.o" > "$out/ptxas.txt" 2>&1 || return
     grep -E "Compiling entry|registers|spill" "$out/ptxas.txt" | head -200
 }

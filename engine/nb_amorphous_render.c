@@ -1,7 +1,12 @@
 /* nb_amorphous_render.c - an amorphous sample's scatter on one panel
- * (nb-amorphous): the pixel of nb_amorphous.c over the panel's rows on the
- * CPU's threads, in double precision, with the kernels' parameters of the
- * plan's detector, beam and sources (nb_sim_setup_beam). */
+ * (nb-amorphous): nonBragg's pixel (docs/physics.md section 17), over the
+ * panel's rows on the CPU's threads, in double precision, with the kernels'
+ * parameters of the plan's detector, beam and sources (nb_sim_setup_beam).
+ * The pixel's geometry (sub-pixel position, solid angle, capture fraction,
+ * scattering vector, polarization) is the double pixel's terms of
+ * nb_physics.h, called in nonBragg's order; only the sum is nonBragg's own:
+ * each (layer, sub-pixel, source) adds F^2 times its own factors, where
+ * nanoBragg's pixel keeps the first sub-pixel's (docs/physics.md 8.1). */
 #include "nb_amorphous_render.h"
 
 #include <stdlib.h>
@@ -9,6 +14,38 @@
 
 #include "nb_sim.h"
 #include "nb_util.h"
+
+double nb_amorphous_pixel(const nb_amorphous_params *a, int fpixel, int spixel, double *omega_sum)
+{
+    const nb_kparams *kp = a->kp;
+    int tripped = 0;
+    nb_dpx_ctx c = {kp, kp, fpixel, spixel, omega_sum, &tripped, NULL};
+    const int os = kp->oversample;
+    double I = 0.0, F = 0.0;
+    for (int t = 0; t < kp->thicksteps; t++)
+        for (int subS = 0; subS < os; subS++)
+            for (int subF = 0; subF < os; subF++) {
+                nb_dpx_geo g;
+                nb_dpx_subpixel(&c, t, subS, subF, &g);
+                const double omega = nb_dpx_omega(&c, &g);
+                nb_dpx_add_omega(&c, omega, 1);
+                const double capture = kp->thick > 0.0 ? nb_dpx_capture(&c, &g, t) : 1.0;
+                for (int src = 0; src < kp->nsources; src++) {
+                    nb_dpx_src sv;
+                    nb_dpx_source(&c, &g, src, &sv);
+                    const double stol = 0.5 * nb_norm(sv.scattering);
+                    F = nb_amorphous_F(a->curve, stol, a->walk);
+                    /* a negative F gives negative photons, as the reference's */
+                    const double sign = F < 0.0 ? -1.0 : 1.0;
+                    /* the polarization renormalises g's direction for the
+                     * next source, as the reference's does */
+                    const double polar = kp->nopolar ? 1.0 : nb_dpx_polarization(&c, &g, &sv, src);
+                    I += sign * F * F * polar * omega * a->weight[src] * capture;
+                }
+            }
+    if (a->fmap) return F;
+    return I * kp->r_e_sqr * kp->fluence * a->molecules / a->steps;
+}
 
 nb_status nb_render_amorphous(const nb_plan *plan, const nb_amorphous_job *job, float *image,
                               nb_amorphous_result *res)

@@ -1,11 +1,35 @@
 /* nb_amorphous_render.h - an amorphous sample's scatter on one panel of a
- * plan (nb-amorphous; the pixel: libnbcore/nb_amorphous.h). */
+ * plan (nb-amorphous): the pixel, which sums F^2 times that evaluation's own
+ * polarization, solid angle, capture fraction and source weight over sensor
+ * layers, sub-pixels and sources, then scales the sum by r_e^2 fluence
+ * molecules / steps (docs/physics.md section 17), and the panel rendered
+ * with it.  Its geometry is the plan's, through the double pixel's terms
+ * (engine/physics/nb_physics.h: nb_dpx_subpixel, _omega, _capture, _source,
+ * _polarization), never a copy of them; the table, its curve and the sample
+ * are the core's (libnbcore/nb_amorphous.h). */
 #ifndef NB_AMORPHOUS_RENDER_H
 #define NB_AMORPHOUS_RENDER_H
 
 #include "nb_amorphous.h"
 #include "nb_error.h"
+#include "nb_physics.h"
 #include "nb_plan.h"
+
+/* What the pixel reads besides the kernels' parameters. */
+typedef struct nb_amorphous_params {
+    const nb_kparams *kp;            /* the panel, beam, sources (nb_sim_setup_beam) */
+    const nb_amorphous_curve *curve;
+    const double *weight;            /* per source: its term's factor */
+    double molecules;
+    double steps;                    /* sources x oversample^2 */
+    int fmap;                        /* the pixel is F of its last evaluation (nonBragg's -Fmap) */
+    int *walk;                       /* NULL, or the walk's state (nb_amorphous_F): a table that is
+                                        not increasing, rendered pixel after pixel in order */
+} nb_amorphous_params;
+
+/* Pixel (fpixel, spixel) of the panel, in photons (or F with fmap); adds its
+ * sub-pixels' solid angles to *omega_sum. */
+double nb_amorphous_pixel(const nb_amorphous_params *a, int fpixel, int spixel, double *omega_sum);
 
 typedef struct nb_amorphous_job {
     const nb_amorphous_curve *curve;

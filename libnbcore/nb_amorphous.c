@@ -1,11 +1,8 @@
 /* nb_amorphous.c - nonBragg's amorphous sample (docs/physics.md section 17):
- * its table laid out as the reference interpolates it, the molecules of the
- * illuminated sample, and the pixel.  The pixel's geometry (sub-pixel
- * position, solid angle, capture fraction, scattering vector, polarization)
- * is the double pixel's terms of nb_physics.h, called in nonBragg's order;
- * only the sum is nonBragg's own: each (layer, sub-pixel, source) adds F^2
- * times its own factors, where nanoBragg's pixel keeps the first sub-pixel's
- * (docs/physics.md 8.1). */
+ * its table laid out as the reference interpolates it, F interpolated on it,
+ * and the molecules of the illuminated sample.  The pixel that sums them is
+ * the engine's (engine/nb_amorphous_render.c): it needs the kernels' physics,
+ * which the core does not include. */
 #include "nb_amorphous.h"
 
 #include <math.h>
@@ -14,6 +11,26 @@
 
 #include "nb_constants.h"
 #include "nb_util.h"
+
+/* the reference's four-point polint, in double: the one the kernels' pixel
+ * interpolates its structure factors with (nb_polint.inc) */
+#define DR_INLINE static inline
+#define DRF(name) amorphous_##name
+#define DR double
+#define DR_C(x) ((double)(x))
+#define DR_ADD(a, b) ((a) + (b))
+#define DR_SUB(a, b) ((a) - (b))
+#define DR_MUL(a, b) ((a) * (b))
+#define DR_DIV(a, b) ((a) / (b))
+#include "nb_polint.inc"
+#undef DR_INLINE
+#undef DRF
+#undef DR
+#undef DR_C
+#undef DR_ADD
+#undef DR_SUB
+#undef DR_MUL
+#undef DR_DIV
 
 void nb_stol_table_free(nb_stol_table *t)
 {
@@ -124,7 +141,7 @@ double nb_amorphous_F(const nb_amorphous_curve *c, double stol, int *walk)
         }
         k = lo;
     }
-    return nb_polint(c->stol + k - 1, c->F + k - 1, stol);
+    return amorphous_polint(c->stol + k - 1, c->F + k - 1, stol);
 }
 
 void nb_amorphous_sample_defaults(nb_amorphous_sample *s)
@@ -157,36 +174,4 @@ nb_status nb_amorphous_sample_resolve(nb_amorphous_sample *s, double beamsize)
     if (s->molecules != 0) s->density = s->molecules / volume / NB_AVOGADRO * s->molecular_weight;
     s->molecules = volume * s->density * NB_AVOGADRO / s->molecular_weight;
     return NB_OK;
-}
-
-double nb_amorphous_pixel(const nb_amorphous_params *a, int fpixel, int spixel, double *omega_sum)
-{
-    const nb_kparams *kp = a->kp;
-    int tripped = 0;
-    nb_dpx_ctx c = {kp, kp, fpixel, spixel, omega_sum, &tripped, NULL};
-    const int os = kp->oversample;
-    double I = 0.0, F = 0.0;
-    for (int t = 0; t < kp->thicksteps; t++)
-        for (int subS = 0; subS < os; subS++)
-            for (int subF = 0; subF < os; subF++) {
-                nb_dpx_geo g;
-                nb_dpx_subpixel(&c, t, subS, subF, &g);
-                const double omega = nb_dpx_omega(&c, &g);
-                nb_dpx_add_omega(&c, omega, 1);
-                const double capture = kp->thick > 0.0 ? nb_dpx_capture(&c, &g, t) : 1.0;
-                for (int src = 0; src < kp->nsources; src++) {
-                    nb_dpx_src sv;
-                    nb_dpx_source(&c, &g, src, &sv);
-                    const double stol = 0.5 * nb_norm(sv.scattering);
-                    F = nb_amorphous_F(a->curve, stol, a->walk);
-                    /* a negative F gives negative photons, as the reference's */
-                    const double sign = F < 0.0 ? -1.0 : 1.0;
-                    /* the polarization renormalises g's direction for the
-                     * next source, as the reference's does */
-                    const double polar = kp->nopolar ? 1.0 : nb_dpx_polarization(&c, &g, &sv, src);
-                    I += sign * F * F * polar * omega * a->weight[src] * capture;
-                }
-            }
-    if (a->fmap) return F;
-    return I * kp->r_e_sqr * kp->fluence * a->molecules / a->steps;
 }

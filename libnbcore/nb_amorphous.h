@@ -1,21 +1,17 @@
 /* nb_amorphous.h - the scatter of an amorphous sample, as the reference's
  * nonBragg computes it (docs/physics.md section 17): F of one molecule
- * against sin(theta)/lambda from a table, interpolated through four points;
- * the molecules of the illuminated sample from its size, density and
- * molecular weight; and the pixel, which sums F^2 times that evaluation's
- * own polarization, solid angle, capture fraction and source weight over
- * sensor layers, sub-pixels and sources, then scales the sum by r_e^2
- * fluence molecules / steps.  Its geometry is the plan's, through the
- * double pixel's terms (nb_physics.h: nb_dpx_subpixel, _omega, _capture,
- * _source, _polarization), never a copy of them.
- *
- * The table's file is read by formats/stol.c (nb_stol_read) into an
- * nb_stol_table; nb-amorphous renders (engine/nb_amorphous_render.c). */
+ * against sin(theta)/lambda from a table, interpolated through four points,
+ * and the molecules of the illuminated sample from its size, density and
+ * molecular weight.  No physics of the kernels here: formats/stol.c reads
+ * the table into an nb_stol_table through this header, and formats/ never
+ * reaches the kernels' pixel.  The pixel, which takes its geometry from the
+ * double pixel's terms (engine/physics/nb_physics.h), is the engine's:
+ * engine/nb_amorphous_render.h (nb_amorphous_pixel), which nb-amorphous
+ * renders with. */
 #ifndef NB_AMORPHOUS_H
 #define NB_AMORPHOUS_H
 
 #include "nb_error.h"
-#include "nb_physics.h"
 
 /* What a table's first column is (nonBragg's -stol, -4stol, -Q): sin(theta)/lambda,
  * 4 sin(theta)/lambda or Q = 4 pi sin(theta)/lambda, all in 1/Angstrom. */
@@ -70,21 +66,5 @@ void nb_amorphous_sample_defaults(nb_amorphous_sample *s);
  * given count sets the density first).  Refuses a sample with no volume or
  * a non-positive molecular weight. */
 nb_status nb_amorphous_sample_resolve(nb_amorphous_sample *s, double beamsize);
-
-/* What the pixel reads besides the kernels' parameters. */
-typedef struct nb_amorphous_params {
-    const nb_kparams *kp;            /* the panel, beam, sources (nb_sim_setup_beam) */
-    const nb_amorphous_curve *curve;
-    const double *weight;            /* per source: its term's factor */
-    double molecules;
-    double steps;                    /* sources x oversample^2 */
-    int fmap;                        /* the pixel is F of its last evaluation (nonBragg's -Fmap) */
-    int *walk;                       /* NULL, or the walk's state (nb_amorphous_F): a table that is
-                                        not increasing, rendered pixel after pixel in order */
-} nb_amorphous_params;
-
-/* Pixel (fpixel, spixel) of the panel, in photons (or F with fmap); adds its
- * sub-pixels' solid angles to *omega_sum. */
-double nb_amorphous_pixel(const nb_amorphous_params *a, int fpixel, int spixel, double *omega_sum);
 
 #endif

@@ -3,8 +3,9 @@
  * shapes a plan may ask for and the degree/radian factor.
  *
  * A header of its own so that the plan's code (the request, the resolution,
- * the records) builds without the physics: nb_physics.h includes it, and
- * nothing here is defined anywhere else.  Plain C, also read by nvcc. */
+ * the records) builds without the physics: engine/physics/nb_physics.h
+ * includes it, and nothing here is defined anywhere else.  Plain C, also
+ * read by nvcc. */
 #ifndef NB_CONSTANTS_H
 #define NB_CONSTANTS_H
 

@@ -1,7 +1,7 @@
 /* nb_fgrid.h - the F(hkl) grid as the kernels read it: a view of an nb_hkl
  * (nb_hkl_grid) that holds no memory of its own.  Its own header so that the
  * structure factors' code hands the view over without the physics that
- * reads it (nb_physics.h includes this for its lookups). */
+ * reads it (engine/physics/nb_physics.h includes this for its lookups). */
 #ifndef NB_FGRID_H
 #define NB_FGRID_H
 

@@ -6,8 +6,8 @@
  * list of one).  Each row of a table is one field, and the table alone
  * declares it everywhere it lives and moves:
  *   - the plan (nb_plan, and each nb_panel of it: nb_plan.h) and the
- *     kernels' parameters (nb_kparams, nb_physics.h) declare it:
- *     NB_FIELD_DECLARE;
+ *     kernels' parameters (nb_kparams, engine/physics/nb_physics.h)
+ *     declare it: NB_FIELD_DECLARE;
  *   - the kernels' parameters are filled from the panel and the plan:
  *     NB_FIELD_COPY (nb_kparams_set_panel, nb_sim_setup_build);
  *   - the PLAN record carries it as KEY (a panel's: KEY for the first panel,
@@ -15,8 +15,9 @@
  *   - two panels are compared by it (nb_panel_differs, nb_plan.c: nb-math's
  *     check that two streams' detectors are one);
  *   - the derivatives (nb-sim --grad) follow it as a dual number when its
- *     `follow` column says FOLLOWED (nb_kdual, nb_physics_dual.h), and refuse
- *     a parameter that moves it when it says FIXED (engine/nb_sim_grad.c).
+ *     `follow` column says FOLLOWED (nb_kdual,
+ *     engine/physics/nb_physics_dual.h), and refuse a parameter that moves
+ *     it when it says FIXED (engine/nb_sim_grad.c).
  * So a new parameter the kernels read is one row here, plus the term that
  * reads it (and, for a flag, the flag: docs/architecture.md).
  *

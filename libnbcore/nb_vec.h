@@ -10,11 +10,11 @@
 
 /* The plan's geometry (the resolution, the panels, the stills, the
  * reflections) has its vector helpers here rather than from the kernels'
- * nb_physics.h, so that the plan builds without the physics.  They are the
- * kernels' nb_dot, nb_cross, nb_norm, nb_unitize and nb_rotate_axis
- * (nb_pixel_double.inc on double) operation for operation, so a vector the
- * plan resolves is the one the double path would compute: tests/unit/
- * test_geometry.c checks the two agree bit for bit.  Other names, since a
+ * engine/physics/nb_physics.h, so that the plan builds without the
+ * physics.  They are the kernels' nb_dot, nb_cross, nb_norm, nb_unitize and
+ * nb_rotate_axis (nb_pixel_double.inc on double) operation for operation,
+ * so a vector the plan resolves is the one the double path would compute:
+ * tests/unit/test_geometry.c checks the two agree bit for bit.  Other names, since a
  * file may include both. */
 
 /* a . b, as ((a0 b0 + a1 b1) + a2 b2) */

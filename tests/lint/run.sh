@@ -4,7 +4,9 @@
 # the marked lines of its bad fixture and nothing in its good one (test 2), so
 # a lint that stopped seeing a pattern, or began to see one that is fine, fails;
 # tests/lint/source-limits.py finds no product file over 1000 lines, function
-# over 150 or include against the layers (test 3), and its self-test (4).
+# over 150 or include against the layers (libnbcore, engine with
+# engine/physics, formats, cli, tools; formats reaching the physics through
+# any header) (test 3), and its self-test (4).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../.."
@@ -82,25 +84,36 @@ else
 fi
 
 # 4: its self-test, on a tree made here: a file of 1001 lines, a function of
-# 151, an engine file including a format's header; and one of each within
+# 151, an engine file including a format's header, another the tools'
+# command line (cli/), a core header including the physics (engine/physics/)
+# and a format reaching the physics through it; and one of each within
 tree=$(mktemp -d)
 trap 'rm -rf "$tree"' EXIT
-mkdir -p "$tree/libnbcore" "$tree/engine" "$tree/formats" "$tree/tools"
+mkdir -p "$tree/libnbcore" "$tree/engine/physics" "$tree/formats" "$tree/cli" "$tree/tools"
 { echo "/* long */"; for i in $(seq 1000); do echo "int v$i;"; done; } > "$tree/tools/long.c"
 { echo "/* fits */"; for i in $(seq 999); do echo "int v$i;"; done; } > "$tree/tools/fits.c"
 { echo "static int big(void)"; echo "{"; for i in $(seq 148); do echo "    f($i);"; done; echo "}"
   echo "static int small(void)"; echo "{"; for i in $(seq 147); do echo "    f($i);"; done; echo "}"; } > "$tree/formats/fn.c"
 echo '#include "fn.h"' > "$tree/engine/bad.c"
 echo '/* a format header */' > "$tree/formats/fn.h"
-echo '#include "ok.h"' > "$tree/tools/good.c"
+printf '#include "ok.h"\n#include "phys.h"\n#include "cli.h"\n' > "$tree/tools/good.c"
 echo '/* an engine header */' > "$tree/engine/ok.h"
+echo '/* a physics header */' > "$tree/engine/physics/phys.h"
+echo '#include "phys.h"' > "$tree/engine/ok.c"
+echo '/* the tools'"'"' command line */' > "$tree/cli/cli.h"
+echo '#include "cli.h"' > "$tree/engine/usage.c"
+echo '#include "phys.h"' > "$tree/libnbcore/core.h"
+echo '#include "core.h"' > "$tree/formats/reader.c"
 out=$(python3 "$limits" "$tree" 2>&1)
 st=$?
 want="engine/bad.c:1: includes fn.h from formats/
+engine/usage.c:1: includes cli.h from cli/
 formats/fn.c:1: function big is 151 lines (at most 150)
+formats/reader.c: reaches phys.h (engine/physics/) through core.h
+libnbcore/core.h:1: includes phys.h from engine/physics/
 tools/long.c: 1001 lines (at most 1000)"
 if [ "$st" -eq 1 ] && [ "$(printf '%s\n' "$out" | sort)" = "$want" ]; then
-    echo "ok 4 - lint: source-limits self-test: the three breaches of a made tree, nothing else"
+    echo "ok 4 - lint: source-limits self-test: the six breaches of a made tree, nothing else"
 else
     echo "not ok 4 - lint: source-limits self-test (exit $st)"
     printf '%s\n' "$out" | sed 's/^/#   got: /'

@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
 """source-limits.py - the rooms a newcomer can live in, checked.
 
-Every product source file (libnbcore/, engine/, formats/, tools/: .c, .h,
-.inc, .cu, .cuh) has at most 1000 lines, and every function at most 150
-(from the line its name is on to its closing brace); and the layers include
-one way: libnbcore nothing from engine/, formats/ or tools/, engine/ nothing
-from formats/ or tools/, formats/ nothing from engine/ or tools/.
+Every product source file (libnbcore/, engine/, engine/physics/, formats/,
+cli/, tools/: .c, .h, .inc, .cu, .cuh) has at most 1000 lines, and every
+function at most 150 (from the line its name is on to its closing brace);
+and the layers include one way: libnbcore nothing from engine/, formats/,
+cli/ or tools/; engine/ (engine/physics/ with it: the kernels' pixel
+physics) nothing from formats/, cli/ or tools/; formats/ nothing from
+engine/, cli/ or tools/; cli/ (the tools' command-line code, libnbcli, never
+in libnb) nothing from engine/, formats/ or tools/: only tools/ (and the
+tests) use it.  formats/ does not reach the physics even through other
+headers: the includes are followed, header after header.
 
 A function is what the code's style makes one: a line at column 0 that is not
 a comment, preprocessor line or declaration ending in ';', whose body opens
@@ -19,20 +24,42 @@ import re
 import sys
 
 MAX_FILE, MAX_FUNCTION = 1000, 150
-FOLDERS = ("libnbcore", "engine", "formats", "tools")
+# each folder and the layer it belongs to
+FOLDERS = (("libnbcore", "libnbcore"), ("engine", "engine"), ("engine/physics", "engine"),
+           ("formats", "formats"), ("cli", "cli"), ("tools", "tools"))
 SUFFIXES = (".c", ".h", ".inc", ".cu", ".cuh")
-# what each layer may not include (by the folder its header lives in)
-FORBIDDEN = {"libnbcore": ("engine", "formats", "tools"), "engine": ("formats", "tools"),
-             "formats": ("engine", "tools"), "tools": ()}
+# what each layer may not include (by the layer its header lives in)
+FORBIDDEN = {"libnbcore": ("engine", "formats", "cli", "tools"), "engine": ("formats", "cli", "tools"),
+             "formats": ("engine", "cli", "tools"), "cli": ("engine", "formats", "tools"), "tools": ()}
+# what a layer may not reach through any chain of includes (by folder)
+UNREACHABLE = {"formats": ("engine/physics",)}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
 def sources(root):
-    for folder in FOLDERS:
+    """(layer, folder, path) of each product source."""
+    for folder, layer in FOLDERS:
         d = os.path.join(root, folder)
         for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
             if name.endswith(SUFFIXES):
-                yield folder, os.path.join(folder, name)
+                yield layer, folder, os.path.join(folder, name)
+
+
+def reached(start, includes, where):
+    """The first chain of includes from file `start` to a header in one of the
+    folders `where`: [header, ..., the one in `where`], or None.  includes:
+    each file's (folder, path) of the product headers it includes."""
+    seen, todo = {start}, [(start, [])]
+    while todo:
+        path, chain = todo.pop(0)
+        for folder, header in includes.get(path, ()):
+            if header in seen:
+                continue
+            seen.add(header)
+            if folder in where:
+                return chain + [os.path.basename(header)]
+            todo.append((header, chain + [os.path.basename(header)]))
+    return None
 
 
 def functions(lines):
@@ -64,9 +91,10 @@ def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
     breaches = []
     headers = {}
-    for folder, path in sources(root):
-        headers[os.path.basename(path)] = folder
-    for folder, path in sources(root):
+    for layer, folder, path in sources(root):
+        headers[os.path.basename(path)] = (layer, folder, path)
+    includes = {}
+    for layer, folder, path in sources(root):
         with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
             lines = f.read().split("\n")
         if len(lines) - 1 > MAX_FILE:
@@ -76,11 +104,22 @@ def main():
                 name = re.search(r"(\w+)\s*\(", " ".join(lines[at - 1:at + 2]))
                 breaches.append("%s:%d: function %s is %d lines (at most %d)" %
                                 (path, at, name.group(1) if name else "?", n, MAX_FUNCTION))
+        includes[path] = []
         for k, line in enumerate(lines):
             m = INCLUDE.match(line)
-            if m and headers.get(os.path.basename(m.group(1))) in FORBIDDEN[folder]:
-                breaches.append("%s:%d: includes %s from %s/" % (path, k + 1, m.group(1),
-                                                                 headers[os.path.basename(m.group(1))]))
+            found = m and headers.get(os.path.basename(m.group(1)))
+            if not found:
+                continue
+            includes[path].append((found[1], found[2]))
+            if found[0] in FORBIDDEN[layer]:
+                breaches.append("%s:%d: includes %s from %s/" % (path, k + 1, m.group(1), found[1]))
+    for layer, folder, path in sources(root):
+        where = UNREACHABLE.get(layer)
+        chain = where and reached(path, includes, where)
+        # a direct include is reported above, as one against the layers
+        if chain and len(chain) > 1:
+            breaches.append("%s: reaches %s (%s/) through %s" % (path, chain[-1], headers[chain[-1]][1],
+                                                                   " -> ".join(chain[:-1])))
     for b in breaches:
         print(b)
     return 1 if breaches else 0

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nb_cli.h"
+#include "nb_args.h"
 #include "nb_geometry.h"
 #include "nb_plan.h"
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "nb_amorphous.h"
+#include "nb_amorphous_render.h"
 #include "nb_constants.h"
 #include "nb_error.h"
 #include "stol.h"

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "nb.h"
-#include "nb_cli.h"
+#include "nb_args.h"
 #include "nb_geometry.h"
 #include "nb_plan.h"
 #include "nb_stream.h"

@@ -1,5 +1,5 @@
 /* Unit tests of nb-sim --grad's derivatives (engine/nb_sim_grad.c and the
- * dual pixel of libnbcore/nb_physics_dual.h): on configurations covering
+ * dual pixel of engine/physics/nb_physics_dual.h): on configurations covering
  * mosaic, oversampling with -oversample_omega/polar/thick, divergence and
  * dispersion, a curved detector, tilted and two-theta detectors, absorption
  * layers, tricubic F and the round and Gaussian crystals, the derivative of

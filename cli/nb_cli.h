@@ -1,23 +1,22 @@
-/* nb_cli.h - the standard options every tool shares, and --help from the
- * flag registry (one source for --help and the man pages). */
+/* nb_cli.h - the tools' command-line code: the standard options every tool
+ * shares (-h/--help, --version and --help-man print and exit), and --help
+ * and the man page from the flag registry (one source for both).  Its own
+ * library (build/libnbcli.a) that the tools and the tests link and libnb
+ * does not contain: a library's caller decides when to print and exit.  The
+ * part of the command line the library replays (nb_std_opts, the words
+ * joined and split) is libnbcore/nb_args.h. */
 #ifndef NB_CLI_H
 #define NB_CLI_H
 
 #include <stdio.h>
 
+#include "nb_args.h"
 #include "nb_error.h"
 #include "nb_options.h"
 
 #ifndef NB_VERSION
 #define NB_VERSION "0.1.0"
 #endif
-
-typedef struct nb_std_opts {
-    const char *output;   /* -o FILE, default "-" */
-    const char *input;    /* positional input stream, default "-" */
-    int quiet, verbose;
-    int threads;          /* 0 = default (OpenMP's choice) */
-} nb_std_opts;
 
 typedef struct nb_tool_info {
     const char *name;        /* "nb-sim" */
@@ -41,11 +40,6 @@ void nb_std_opts_init(nb_std_opts *o);
  * return 1, advancing *i past its value.  Returns 0 otherwise; on a standard
  * option with a bad value sets *st. */
 int nb_std_option(const nb_tool_info *tool, nb_std_opts *o, int argc, char **argv, int *i, nb_status *st);
-/* The standard options that only set a value (-o FILE, -q, -v, --threads N),
- * with nb_std_option's return and *st: what a replay of a recorded command
- * line (the engine's derivative plans) reads, with no help printed and no
- * exit. */
-int nb_std_setting(nb_std_opts *o, int argc, char **argv, int *i, nb_status *st);
 /* The tool's command line (argv[0] its name) through the one loop: its
  * table's own spellings, the standard options, the registry flags it owns
  * (each applied to `dest`, its options struct, as it comes), and one input
@@ -58,13 +52,5 @@ nb_status nb_std_apply(const nb_std_opts *o);
 void nb_print_help(const nb_tool_info *tool, FILE *fp);
 /* The same content as a man page (roff), for man/ (make man). */
 void nb_print_man(const nb_tool_info *tool, FILE *fp);
-
-/* The command line as one shell-quoted string (provenance). */
-char *nb_join_args(int argc, char **argv);
-/* The words of such a string again (nb-sim --grad re-reads a plan's
- * COMMAND): words split at blanks, '...' quoting as nb_join_args writes it.
- * *argv is NULL-terminated; free it with nb_free_args(). */
-nb_status nb_split_args(const char *line, int *argc, char ***argv);
-void nb_free_args(int argc, char **argv);
 
 #endif
