@@ -456,22 +456,9 @@ static nb_status get_panel(const nb_plan *P, const nb_param *p, double *v)
 
 static const double *panel_axis(const nb_panel *q, int i) { return i == 0 ? q->fdet : i == 1 ? q->sdet : q->odet; }
 
-static nb_status set_panel_shift(nb_plan *P, const nb_param *p, double v)
-{
-    nb_status st = the_panel(P, p);
-    if (st) return st;
-    nb_plan before;
-    nb_panel first, *q = &P->panels[p->panel];
-    derived_now(P, &before, &first);
-    const double *axis = panel_axis(q, p->row->index);
-    const double shift[3] = {v * 1e-3 * axis[0], v * 1e-3 * axis[1], v * 1e-3 * axis[2]};
-    shift_panel(q, shift);
-    detector_moved(P, &before);
-    return NB_OK;
-}
-
-/* about the panel's axis through its centre */
-static nb_status set_panel_rotation(nb_plan *P, const nb_param *p, double v)
+/* Panel i moved along its own axis (turn 0: by v mm) or turned about it
+ * through its centre (turn 1: by v degrees). */
+static nb_status move_panel(nb_plan *P, const nb_param *p, double v, int turn)
 {
     nb_status st = the_panel(P, p);
     if (st) return st;
@@ -480,13 +467,21 @@ static nb_status set_panel_rotation(nb_plan *P, const nb_param *p, double v)
     derived_now(P, &before, &first);
     double axis[3], M[9], centre[3];
     memcpy(axis, panel_axis(q, p->row->index), sizeof axis);
-    for (int j = 0; j < 3; j++)
-        centre[j] = q->pix0[j] + 0.5 * q->pixel_size * (q->fpixels * q->fdet[j] + q->spixels * q->sdet[j]);
-    nb_mat3_rotate_about(axis, v * DTR, M);
-    turn_panel(q, M, centre);
+    if (turn) {
+        for (int j = 0; j < 3; j++)
+            centre[j] = q->pix0[j] + 0.5 * q->pixel_size * (q->fpixels * q->fdet[j] + q->spixels * q->sdet[j]);
+        nb_mat3_rotate_about(axis, v * DTR, M);
+        turn_panel(q, M, centre);
+    } else {
+        for (int j = 0; j < 3; j++) axis[j] *= v * 1e-3;
+        shift_panel(q, axis);
+    }
     detector_moved(P, &before);
     return NB_OK;
 }
+
+static nb_status set_panel_shift(nb_plan *P, const nb_param *p, double v) { return move_panel(P, p, v, 0); }
+static nb_status set_panel_rotation(nb_plan *P, const nb_param *p, double v) { return move_panel(P, p, v, 1); }
 
 /* ---- the table ------------------------------------------------------------------ */
 
