@@ -30,8 +30,13 @@ FORTIFY ?= -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=2
 # -fPIC: the library's objects go into libnb.so as well as libnb.a (one
 # compile for both); the layers' include paths are set per folder below, so
 # that the engine cannot include formats/ and libnbcore neither
-NB_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fPIC -g $(OPT) $(FORTIFY) \
-             -Ilibnbcore -DNB_VERSION='"$(VERSION)"'
+# -fvisibility=hidden: libnb.so exports nb.h's functions alone (NB_API marks
+# them; engine/libnb.map lists them), the static links of the tools and tests
+# are unchanged.  NB_VERSION_NUMBER_BUILT: nb.c asserts that nb.h's
+# NB_VERSION_* say the VERSION file's.
+VERSION_NUMBER := $(shell echo $(VERSION) | awk -F. '{print $$1 * 10000 + $$2 * 100 + $$3}')
+NB_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fPIC -fvisibility=hidden -g $(OPT) $(FORTIFY) \
+             -Ilibnbcore -DNB_VERSION='"$(VERSION)"' -DNB_VERSION_NUMBER_BUILT=$(VERSION_NUMBER)
 NB_LDLIBS := -fopenmp -lz -lm
 
 # optional parts, probed: libtiff for .tif output.  The tools load it (dlopen,
@@ -197,10 +202,13 @@ $(FORMATS_A): $(FORMATS_OBJ)
 	ar rcs $@ $^
 
 # the engine as a shared library (libnb.so.VERSION, soname libnb.so.MAJOR):
-# what examples/render.py loads and other programs link (nb.h, nb.pc)
-$(NB_SO): $(CORE_OBJ) $(ENGINE_OBJ)
+# what examples/render.py loads and other programs link (nb.h, nb.pc); its
+# dynamic symbols nb.h's functions alone, version NB_1 (engine/libnb.map:
+# the CUDA runtime's and libnbcore's stay inside; tests/abi/check-exports.sh)
+$(NB_SO): $(CORE_OBJ) $(ENGINE_OBJ) engine/libnb.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libnb.so.$(SOVERSION) -fopenmp -o $@ $^ $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
+	$(CC) -shared -Wl,-soname,libnb.so.$(SOVERSION) -Wl,--version-script=engine/libnb.map -fopenmp -o $@ \
+	    $(filter %.o,$^) $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
 	ln -sf $(notdir $@) $(BUILD)/libnb.so.$(SOVERSION)
 	ln -sf $(notdir $@) $(BUILD)/libnb.so
 

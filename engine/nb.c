@@ -16,6 +16,10 @@ _Static_assert((int)NB_RESULT_USAGE == (int)NB_ERR_USAGE && (int)NB_RESULT_IO ==
                    (int)NB_RESULT_DATA == (int)NB_ERR_DATA && (int)NB_RESULT_NOMEM == (int)NB_ERR_NOMEM &&
                    (int)NB_RESULT_UNSUPPORTED == (int)NB_ERR_UNSUPPORTED,
                "nb.h's results are nb_error.h's statuses");
+/* the Makefile passes the VERSION file's number: nb.h must say the same */
+#ifdef NB_VERSION_NUMBER_BUILT
+_Static_assert(NB_VERSION_NUMBER == NB_VERSION_NUMBER_BUILT, "nb.h's NB_VERSION_* are not the VERSION file's");
+#endif
 
 struct nb_renderer {
     nb_plan plan;
@@ -43,6 +47,11 @@ const char *nb_last_error(void)
 const char *nb_version(void)
 {
     return NB_VERSION;
+}
+
+int nb_version_number(void)
+{
+    return NB_VERSION_NUMBER;
 }
 
 void nb_set_log_level(int level)

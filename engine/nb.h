@@ -21,6 +21,13 @@
  * and keeps a message for nb_last_error(); none exits or prints, except the
  * engine's warnings on standard error (nb_set_log_level).  A renderer is used
  * by one thread at a time; its renders use OpenMP threads of their own.
+ *
+ * Compatibility: libnb.so exports these functions and nothing else (symbol
+ * version NB_1).  Within one major version (the soname, libnb.so.MAJOR) a
+ * library runs every program built with an nb.h no newer than itself:
+ * functions are only added, and a structure of this header never changes its
+ * layout.  NB_VERSION_CHECK() below tells a program that the library it runs
+ * on is such a one.
  */
 #ifndef NB_H
 #define NB_H
@@ -33,6 +40,19 @@ extern "C" {
 
 #define NB_API_VERSION 1
 
+/* The version of this header: nb_version_number() is the library's. */
+#define NB_VERSION_MAJOR 0
+#define NB_VERSION_MINOR 1
+#define NB_VERSION_PATCH 0
+#define NB_VERSION_NUMBER (NB_VERSION_MAJOR * 10000 + NB_VERSION_MINOR * 100 + NB_VERSION_PATCH)
+
+/* What the library exports (the others are hidden: -fvisibility=hidden). */
+#if defined(__GNUC__) || defined(__clang__)
+#define NB_API __attribute__((visibility("default")))
+#else
+#define NB_API
+#endif
+
 /* What a call returns (the same numbers as the tools' nb_status). */
 typedef enum nb_result {
     NB_RESULT_OK = 0,
@@ -44,11 +64,11 @@ typedef enum nb_result {
 } nb_result;
 
 /* The message of the last failure on this thread. */
-const char *nb_last_error(void);
+NB_API const char *nb_last_error(void);
 /* The library's version ("0.1.0"). */
-const char *nb_version(void);
+NB_API const char *nb_version(void);
 /* -1: no warnings; 0: warnings (the default); 1: the tools' -v lines too. */
-void nb_set_log_level(int level);
+NB_API void nb_set_log_level(int level);
 
 typedef enum nb_device_choice {
     NB_DEVICE_CPU = 0,   /* OpenMP threads over rows, SIMD lanes across pixels */
@@ -67,36 +87,36 @@ typedef struct nb_render_config {
     nb_precision_choice precision;
     int threads;             /* OpenMP threads for CPU renders; 0: OpenMP's default */
 } nb_render_config;
-void nb_render_config_init(nb_render_config *c);
+NB_API void nb_render_config_init(nb_render_config *c);
 
 typedef struct nb_renderer nb_renderer;
 
 /* A renderer from the bytes of an nb stream: its first PLAN record and the
  * HKL record after it (without one, the plan's -default_F; later records are
  * not read).  The bytes are copied as needed: the caller may free them. */
-int nb_renderer_from_stream(const void *bytes, size_t size, const nb_render_config *c, nb_renderer **out);
+NB_API int nb_renderer_from_stream(const void *bytes, size_t size, const nb_render_config *c, nb_renderer **out);
 /* The same from the structures the records decode to (libnbcore's nb_plan,
  * nb_hkl; hkl NULL: the plan's -default_F), copied. */
 struct nb_plan;
 struct nb_hkl;
-int nb_renderer_from_plan(const struct nb_plan *plan, const struct nb_hkl *hkl, const nb_render_config *c,
-                          nb_renderer **out);
-void nb_renderer_free(nb_renderer *r);
+NB_API int nb_renderer_from_plan(const struct nb_plan *plan, const struct nb_hkl *hkl, const nb_render_config *c,
+                                 nb_renderer **out);
+NB_API void nb_renderer_free(nb_renderer *r);
 
 /* The plan's frames (a rotation's or a series of stills'), panels and
  * pixels: a frame's image is every panel's pixels in panel order, each panel
  * fast index fastest. */
-int nb_renderer_frames(const nb_renderer *r);
-int nb_renderer_panels(const nb_renderer *r);
-int nb_renderer_panel_size(const nb_renderer *r, int panel, int *fast, int *slow);
-size_t nb_renderer_pixels(const nb_renderer *r);
+NB_API int nb_renderer_frames(const nb_renderer *r);
+NB_API int nb_renderer_panels(const nb_renderer *r);
+NB_API int nb_renderer_panel_size(const nb_renderer *r, int panel, int *fast, int *slow);
+NB_API size_t nb_renderer_pixels(const nb_renderer *r);
 
 /* Frame `frame` (0-based), every panel, into photons (nb_renderer_pixels
  * floats): exactly nb-sim's image of that frame (0 outside the plan's ROI
  * and mask). */
-int nb_render_frame(nb_renderer *r, long frame, float *photons);
+NB_API int nb_render_frame(nb_renderer *r, long frame, float *photons);
 /* One panel of it (fast x slow floats). */
-int nb_render_panel(nb_renderer *r, long frame, int panel, float *photons);
+NB_API int nb_render_panel(nb_renderer *r, long frame, int panel, float *photons);
 
 /* A rectangle of pixels of one panel. */
 typedef struct nb_region {
@@ -107,16 +127,26 @@ typedef struct nb_region {
 /* The pixels of each region, one after another (each slow_count rows of
  * fast_count), the same values nb_render_panel gives there; only the
  * regions' pixels are rendered. */
-int nb_render_regions(nb_renderer *r, long frame, const nb_region *regions, int count, float *photons);
+NB_API int nb_render_regions(nb_renderer *r, long frame, const nb_region *regions, int count, float *photons);
 
 /* Derivatives: the names of nb-sim --grad (a comma-separated list such as
  * "distance,Xbeam,Ybeam,misset_x"; NULL or "" for none) that
  * nb_render_frame_grad follows from now on. */
-int nb_renderer_set_derivatives(nb_renderer *r, const char *names);
-int nb_renderer_derivatives(const nb_renderer *r);
+NB_API int nb_renderer_set_derivatives(nb_renderer *r, const char *names);
+NB_API int nb_renderer_derivatives(const nb_renderer *r);
 /* The frame's image (photons may be NULL) and d image / d name for each
  * name set, grads[j] the j-th name's (nb_renderer_pixels floats each). */
-int nb_render_frame_grad(nb_renderer *r, long frame, float *photons, float **grads);
+NB_API int nb_render_frame_grad(nb_renderer *r, long frame, float *photons, float **grads);
+
+/* The library's version as a number, MAJOR * 10000 + MINOR * 100 + PATCH
+ * (NB_VERSION_NUMBER of the nb.h it was built with). */
+NB_API int nb_version_number(void);
+/* Whether the library this program runs on runs what it was built for: the
+ * same major version as this nb.h, and not older.  A program checks it once,
+ * before any other call:
+ *     if (!NB_VERSION_CHECK()) { fprintf(stderr, "libnb %s is older than nb.h\n", nb_version()); exit(1); } */
+#define NB_VERSION_CHECK() \
+    (nb_version_number() / 10000 == NB_VERSION_MAJOR && nb_version_number() >= NB_VERSION_NUMBER)
 
 #ifdef __cplusplus
 }
