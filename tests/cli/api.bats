@@ -2,9 +2,16 @@
 # The library a program ships against (engine/nb.h; issue 47): libnb.so,
 # built and installed (make install PREFIX=DIR), exports nb.h's functions and
 # nothing else (tests/abi/check-exports.sh), and says its version as nb.h
-# does.  (examples/render.c and render.py: tests/cli/library.bats.)
+# does; a program of nb 0.1.0's API, compiled against that header
+# (tests/abi/nb_v1.h, verbatim) and linked as against that library, runs on
+# today's and writes nb-sim's image.  (examples/render.c and render.py:
+# tests/cli/library.bats.)
 
 load helper
+
+# a triclinic, misset, mosaic crystal on a 48 x 40 detector, the seed fixed
+XTAL="-cell 70 80 90 80 95 100 -misset 10 20 30 -lambda 1 -N 5 -mosaic 0.5 -mosaic_domains 3 -distance 80
+      -detpixels_x 48 -detpixels_y 40 -oversample 1 -seed 5"
 
 # The installed tree, once per file (as library.bats makes it); the sanitized
 # run's library is the regular build's, which check-asan does not make.
@@ -57,4 +64,39 @@ build_example() { # SOURCE OUTPUT
     build_example v.c v
     run -0 ./v
     [ "$output" = "$(cat "$NB_ROOT/VERSION") 1 1" ] || false
+}
+
+@test "api: a program of nb 0.1.0's API, compiled against its nb.h, runs on today's libnb.so and writes nb-sim's image" {
+    need_installed
+    # the header is 0.1.0's, byte for byte
+    run -0 sha256sum "$NB_ROOT/tests/abi/nb_v1.h"
+    expect_has "70bdaf64cb1335467295eb22f79b6f286acefea601a8e55ec489737da578e666"
+    nb-geom -q $XTAL -default_F 100 -o plan.nbs
+    nb-sim -q --device cpu plan.nbs | nb-convert -q -o want.bin
+    cc -std=c11 -Wall -Wextra -Werror -I"$NB_ROOT/tests/abi" "$NB_ROOT/tests/abi/abi_v1.c" -L"$NB_PREFIX/lib" -lnb \
+        -o abi_v1
+    LD_LIBRARY_PATH="$NB_PREFIX/lib" ./abi_v1 < plan.nbs > got.bin 2> checks.txt
+    run -0 cat checks.txt
+    expect_lacks "FAILED"
+    expect_has "ok: nb_render_frame_grad"
+    cmp got.bin want.bin
+}
+
+@test "api: the same program linked against a stand-in of nb 0.1.0's library (17 unversioned symbols) runs on today's" {
+    need_installed
+    nb-geom -q $XTAL -default_F 100 -o plan.nbs
+    nb-sim -q --device cpu plan.nbs | nb-convert -q -o want.bin
+    # the old library's symbols, without versions: what a program linked in 0.1.0 asks for
+    sed -n 's/^[a-z].*[ *]\(nb_[a-z_]*\)(.*/void \1(void) {}/p' "$NB_ROOT/tests/abi/nb_v1.h" > old.c
+    [ "$(grep -c . old.c)" -eq 17 ] || false
+    mkdir old
+    cc -shared -fPIC -Wl,-soname,libnb.so.0 old.c -o old/libnb.so
+    cc -std=c11 -I"$NB_ROOT/tests/abi" "$NB_ROOT/tests/abi/abi_v1.c" -Lold -lnb -o abi_v1
+    run -0 objdump -T abi_v1
+    expect_has " nb_render_frame"
+    expect_lacks "NB_1"
+    LD_LIBRARY_PATH="$NB_PREFIX/lib" ./abi_v1 < plan.nbs > got.bin 2> checks.txt
+    run -0 cat checks.txt
+    expect_lacks "FAILED"
+    cmp got.bin want.bin
 }
