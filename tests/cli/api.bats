@@ -4,7 +4,8 @@
 # nothing else (tests/abi/check-exports.sh), and says its version as nb.h
 # does; a program of nb 0.1.0's API, compiled against that header
 # (tests/abi/nb_v1.h, verbatim) and linked as against that library, runs on
-# today's and writes nb-sim's image.  (examples/render.c and render.py:
+# today's and writes nb-sim's image; a plan made in the process from
+# nb-geom's flags is nb-geom's bytes.  (examples/render.c and render.py:
 # tests/cli/library.bats.)
 
 load helper
@@ -43,7 +44,7 @@ build_example() { # SOURCE OUTPUT
     run -0 ls "$NB_PREFIX/include"
     [ "$output" = "nb.h" ] || false
     run -0 "$NB_ROOT/tests/abi/check-exports.sh" "$NB_PREFIX/lib/libnb.so" "$NB_PREFIX/include/nb.h"
-    expect_has "18 symbols"
+    expect_has "30 symbols"
     run -0 nm -D --defined-only "$NB_PREFIX/lib/libnb.so"
     expect_has "nb_render_frame@@NB_1"
     expect_lacks "nb_plan_from_record"
@@ -99,4 +100,20 @@ build_example() { # SOURCE OUTPUT
     run -0 cat checks.txt
     expect_lacks "FAILED"
     cmp got.bin want.bin
+}
+
+@test "api: nb_plan_stream_from_args writes nb-geom's bytes for the same flags" {
+    need_installed
+    build_example "$NB_ROOT/tests/abi/plan_stream.c" plan_stream
+    # shellcheck disable=SC2086
+    ./plan_stream $XTAL -default_F 100 -floatfile 'a b.bin' -hkl P1.hkl > got.nbs
+    # shellcheck disable=SC2086
+    nb-geom $XTAL -default_F 100 -floatfile 'a b.bin' -hkl P1.hkl > want.nbs
+    cmp got.nbs want.nbs
+    # a flag nb-geom does not take: usage (1) and nb-geom's message; no bytes
+    run -1 ./plan_stream -cell 100 -nope
+    expect_has "nb_plan_stream_from_args: unknown option '-nope'"
+    # a flag whose file only nb-geom's readers read: unsupported (5), named
+    run -5 ./plan_stream -cell 100 -panels two.geom
+    expect_has "-panels: libnb reads no detector file"
 }
