@@ -1,12 +1,13 @@
 #!/usr/bin/env bats
 # The library a program ships against (engine/nb.h; issue 47): libnb.so,
 # built and installed (make install PREFIX=DIR), exports nb.h's functions and
-# nothing else (tests/abi/check-exports.sh), and says its version as nb.h
-# does; a program of nb 0.1.0's API, compiled against that header
-# (tests/abi/nb_v1.h, verbatim) and linked as against that library, runs on
-# today's and writes nb-sim's image; a plan made in the process from
-# nb-geom's flags is nb-geom's bytes.  (examples/render.c and render.py:
-# tests/cli/library.bats.)
+# nothing else (tests/abi/check-exports.sh); a program of nb 0.1.0's API,
+# compiled against that header (tests/abi/nb_v1.h, verbatim) and linked as
+# against that library, runs on today's and writes nb-sim's image; and the
+# examples of API 2 (share/nb/examples), built with pkg-config against the
+# installed tree, write the tools' bytes: a plan from nb-geom's flags, F from
+# arrays as nb-hkl's list, counts as nb-noise's, a renderer's options by name.
+# (examples/render.c and render.py: tests/cli/library.bats.)
 
 load helper
 
@@ -26,16 +27,20 @@ setup_file() {
 
 need_installed() {
     [ -z "${NB_SANITIZED:-}" ] ||
-        skip "the installed library is the regular build's (make check runs these; test_api checks the API sanitized)"
+        skip "the installed library is the regular build's (make check runs these; test_api_v2 checks the API sanitized)"
     command -v pkg-config >/dev/null || skip "pkg-config is not installed"
     export PKG_CONFIG_PATH="$NB_PREFIX/lib/pkgconfig"
 }
 
-# A program built with pkg-config against the installed tree, warnings as errors.
+# An installed example (or a test's program) built with pkg-config, warnings as errors.
 build_example() { # SOURCE OUTPUT
     # shellcheck disable=SC2046
     cc -std=c11 -Wall -Wextra -Werror "$1" $(pkg-config --cflags --libs nb) -o "$2"
 }
+
+# The int32 counts of FILE, one a line; and those of an SMV image's pixels.
+int32s() { od -A n -v -t d4 "$1" | tr -s ' ' '\n' | sed '/^$/d'; }
+smv_counts() { smv_data "$1" | od -A n -v -t u2 | tr -s ' ' '\n' | sed '/^$/d'; }
 
 @test "api: libnb.so, built and installed, exports nb.h's functions alone, each versioned NB_1" {
     need_installed
@@ -116,4 +121,82 @@ build_example() { # SOURCE OUTPUT
     # a flag whose file only nb-geom's readers read: unsupported (5), named
     run -5 ./plan_stream -cell 100 -panels two.geom
     expect_has "-panels: libnb reads no detector file"
+}
+
+@test "api: render_flags.c writes nb-geom FLAGS | nb-sim's image; a bad flag is said, never a usage text" {
+    need_installed
+    build_example "$NB_PREFIX/share/nb/examples/render_flags.c" render_flags
+    # shellcheck disable=SC2086
+    ./render_flags $XTAL -default_F 100 > got.bin
+    # shellcheck disable=SC2086
+    nb-geom -q $XTAL -default_F 100 | nb-sim -q --device cpu | nb-convert -q -o want.bin
+    cmp got.bin want.bin
+    run -2 ./render_flags -cell 100 100 100 90 90 90 -defualt_F 100
+    expect_has "render_flags: nb_renderer_from_args: unknown option '-defualt_F' (did you mean -default_F?)"
+    expect_lacks "Usage"
+    run -1 ./render_flags -img x.img
+    expect_has "-img: libnb reads no image header"
+    run -1 ./render_flags -cell 100 100 100 90 90 90 -hkl P1.hkl
+    expect_has "nb_renderer_set_F"
+}
+
+@test "api: render_F.c (F from arrays) writes nb-geom | nb-hkl -hkl LIST | nb-sim's image" {
+    need_installed
+    build_example "$NB_PREFIX/share/nb/examples/render_F.c" render_F
+    # shellcheck disable=SC2086
+    ./render_F "$NB_PREFIX/share/nb/examples/P1.hkl" $XTAL > got.bin
+    # shellcheck disable=SC2086
+    nb-geom -q $XTAL | nb-hkl -q -hkl "$NB_PREFIX/share/nb/examples/P1.hkl" | nb-sim -q --device cpu |
+        nb-convert -q -o want.bin
+    cmp got.bin want.bin
+    # a list of a few, a duplicate (the later wins), the rest -default_F: nb-hkl's grid
+    printf '1 2 3 400\n-1 -2 -3 300\n0 0 1 50\n2 0 0 1000\n1 2 3 500\n' > few.hkl
+    # shellcheck disable=SC2086
+    ./render_F few.hkl $XTAL -default_F 7 > got.bin
+    # shellcheck disable=SC2086
+    nb-geom -q $XTAL -default_F 7 | nb-hkl -q -hkl few.hkl | nb-sim -q --device cpu | nb-convert -q -o want.bin
+    cmp got.bin want.bin
+    # not the -default_F image
+    # shellcheck disable=SC2086
+    nb-geom -q $XTAL -default_F 7 | nb-sim -q --device cpu | nb-convert -q -o plain.bin
+    run ! cmp -s got.bin plain.bin
+}
+
+@test "api: render_noise.c writes nb-noise's counts for the frame (seed, read-out noise, an ROI)" {
+    need_installed
+    build_example "$NB_PREFIX/share/nb/examples/render_noise.c" render_noise
+    # shellcheck disable=SC2086
+    ./render_noise 7 3 $XTAL -default_F 100 -roi 3 40 5 34 > got.i32
+    # shellcheck disable=SC2086
+    nb-geom -q $XTAL -default_F 100 -roi 3 40 5 34 | nb-sim -q --device cpu | nb-noise -q -seed 7 -readout 3 |
+        nb-convert -q -o want.img
+    int32s got.i32 > got.txt
+    smv_counts want.img > want.txt
+    [ "$(wc -l < got.txt)" -eq $((48 * 40)) ] || false
+    cmp got.txt want.txt
+    # counts, not a constant: the ROI's 0 and the counted pixels differ
+    [ "$(sort -u got.txt | wc -l)" -gt 10 ] || false
+    # another seed, other counts
+    # shellcheck disable=SC2086
+    ./render_noise 8 3 $XTAL -default_F 100 -roi 3 40 5 34 > other.i32
+    run ! cmp -s got.i32 other.i32
+    run -2 ./render_noise seven 3 -cell 100
+    expect_has "seed is an integer, not 'seven'"
+}
+
+@test "api: render_options.c: precision=double writes nb-sim -precision double's image; unknown names are refused, listed" {
+    need_installed
+    build_example "$NB_PREFIX/share/nb/examples/render_options.c" render_options
+    nb-geom -q $XTAL -default_F 100 -o plan.nbs
+    ./render_options precision=double threads=2 device=cpu < plan.nbs > got.bin
+    nb-sim -q --device cpu -precision double plan.nbs | nb-convert -q -o want.bin
+    cmp got.bin want.bin
+    nb-sim -q --device cpu plan.nbs | nb-convert -q -o fast.bin
+    run ! cmp -s got.bin fast.bin
+    run -2 ./render_options colour=red < plan.nbs
+    expect_has "no render option 'colour' (this library's: device, precision, threads)"
+    run -2 ./render_options threads=many < plan.nbs
+    expect_has "threads is an integer, not 'many'"
+    run -2 ./render_options precision=quad < plan.nbs
+    expect_has "precision is plan, fast or double, not 'quad'"
 }
