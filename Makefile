@@ -30,8 +30,13 @@ FORTIFY ?= -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=2
 # -fPIC: the library's objects go into libnb.so as well as libnb.a (one
 # compile for both); the layers' include paths are set per folder below, so
 # that the engine cannot include formats/ and libnbcore neither
-NB_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fPIC -g $(OPT) $(FORTIFY) \
-             -Ilibnbcore -DNB_VERSION='"$(VERSION)"'
+# -fvisibility=hidden: libnb.so exports nb.h's functions alone (NB_API marks
+# them; engine/libnb.map lists them), the static links of the tools and tests
+# are unchanged.  NB_VERSION_NUMBER_BUILT: nb.c asserts that nb.h's
+# NB_VERSION_* say the VERSION file's.
+VERSION_NUMBER := $(shell echo $(VERSION) | awk -F. '{print $$1 * 10000 + $$2 * 100 + $$3}')
+NB_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fPIC -fvisibility=hidden -g $(OPT) $(FORTIFY) \
+             -Ilibnbcore -DNB_VERSION='"$(VERSION)"' -DNB_VERSION_NUMBER_BUILT=$(VERSION_NUMBER)
 NB_LDLIBS := -fopenmp -lz -lm
 
 # optional parts, probed: libtiff for .tif output.  The tools load it (dlopen,
@@ -210,10 +215,13 @@ $(CLI_A): $(CLI_OBJ)
 	ar rcs $@ $^
 
 # the engine as a shared library (libnb.so.VERSION, soname libnb.so.MAJOR):
-# what examples/render.py loads and other programs link (nb.h, nb.pc)
-$(NB_SO): $(CORE_OBJ) $(ENGINE_OBJ)
+# what examples/render.py loads and other programs link (nb.h, nb.pc); its
+# dynamic symbols nb.h's functions alone, version NB_1 (engine/libnb.map:
+# the CUDA runtime's and libnbcore's stay inside; tests/abi/check-exports.sh)
+$(NB_SO): $(CORE_OBJ) $(ENGINE_OBJ) engine/libnb.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libnb.so.$(SOVERSION) -fopenmp -o $@ $^ $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
+	$(CC) -shared -Wl,-soname,libnb.so.$(SOVERSION) -Wl,--version-script=engine/libnb.map -fopenmp -o $@ \
+	    $(filter %.o,$^) $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
 	ln -sf $(notdir $@) $(BUILD)/libnb.so.$(SOVERSION)
 	ln -sf $(notdir $@) $(BUILD)/libnb.so
 
@@ -426,7 +434,8 @@ bench: all
 #   make install PREFIX=DIR [DESTDIR=...]: the tools and the drop-in (bin/), the
 #   engine library (lib/libnb.so.VERSION and its links, lib/libnb.a), its
 #   header (include/nb.h) and pkg-config file (lib/pkgconfig/nb.pc), a man page
-#   for every program, and share/nb: examples/ (render.c, render.py, P1.hkl,
+#   for every program, and share/nb: examples/ (render.c, render_flags.c, render_F.c, render_noise.c,
+#   render_options.c, render.py, P1.hkl,
 #   tiles.geom, helices.pdb, helices.py, helices.mtz and helices_mtz.py), pipelines/ (sweep.mk, parallel-sweep,
 #   slurm-sweep.sbatch, slurm-fit.sbatch), bench/ (nb-bench's inputs), amorphous/ (nb-amorphous's
 #   tables of water, ice, air and a cryo-oil, and the script that makes them) and dataset/
@@ -456,7 +465,8 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
 	    -e 's|@LIBS_PRIVATE@|$(strip -fopenmp -lz -lm -ldl $(CUDA_LDLIBS))|' nb.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/nb.pc
 	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/nb.pc
-	install -m 644 examples/render.c examples/P1.hkl examples/tiles.geom examples/helices.pdb examples/helices.mtz $(DESTDIR)$(DATADIR)/examples/
+	install -m 644 examples/render.c examples/render_flags.c examples/render_F.c examples/render_noise.c \
+	    examples/render_options.c examples/P1.hkl examples/tiles.geom examples/helices.pdb examples/helices.mtz $(DESTDIR)$(DATADIR)/examples/
 	install -m 755 examples/render.py examples/helices.py examples/helices_mtz.py $(DESTDIR)$(DATADIR)/examples/
 	install -m 644 pipelines/sweep.mk pipelines/slurm-sweep.sbatch pipelines/slurm-fit.sbatch $(DESTDIR)$(DATADIR)/pipelines/
 	install -m 755 pipelines/parallel-sweep $(DESTDIR)$(DATADIR)/pipelines/

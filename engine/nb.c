@@ -1,36 +1,29 @@
 /* nb.c - the engine's public C API (nb.h) over the renderer the tools use
  * (nb_engine.h): a plan and its structure factors held, frames, panels and
  * regions rendered into the caller's buffers, errors as codes and a
- * message. */
+ * message.  The named options, the plans from flags and the noise are the
+ * nb_api_*.c files'. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-#include "nb.h"
-#include "nb_engine.h"
+#include "nb_api.h"
 #include "nb_stream.h"
 
 _Static_assert((int)NB_RESULT_USAGE == (int)NB_ERR_USAGE && (int)NB_RESULT_IO == (int)NB_ERR_IO &&
                    (int)NB_RESULT_DATA == (int)NB_ERR_DATA && (int)NB_RESULT_NOMEM == (int)NB_ERR_NOMEM &&
                    (int)NB_RESULT_UNSUPPORTED == (int)NB_ERR_UNSUPPORTED,
                "nb.h's results are nb_error.h's statuses");
+/* the Makefile passes the VERSION file's number: nb.h must say the same */
+#ifdef NB_VERSION_NUMBER_BUILT
+_Static_assert(NB_VERSION_NUMBER == NB_VERSION_NUMBER_BUILT, "nb.h's NB_VERSION_* are not the VERSION file's");
+#endif
 
-struct nb_renderer {
-    nb_plan plan;
-    nb_hkl hkl;
-    nb_engine *engine;
-    int precision; /* nb_panel_job's: -1 the plan's, 0 fast, 1 double */
-    int threads;
-    nb_grad_list names; /* the derivatives followed */
-    int have_grad_plans;
-    nb_grad_plans grad_plans; /* built at the first derivative render */
-};
-
-/* A status the API returns: nb_status's pipe and upstream cases cannot come
- * from a render, and are data errors if they ever do. */
-static int result_of(nb_status st)
+int nb_api_result(nb_status st)
 {
     return st == NB_ERR_PIPE || st == NB_ERR_UPSTREAM ? NB_RESULT_DATA : (int)st;
 }
@@ -45,6 +38,16 @@ const char *nb_version(void)
     return NB_VERSION;
 }
 
+int nb_version_number(void)
+{
+    return NB_VERSION_NUMBER;
+}
+
+void nb_free(void *p)
+{
+    free(p);
+}
+
 void nb_set_log_level(int level)
 {
     nb_set_verbosity(level);
@@ -57,8 +60,7 @@ void nb_render_config_init(nb_render_config *c)
     c->threads = 0;
 }
 
-/* The renderer around a decoded plan and HKL (taken over). */
-static nb_status renderer_make(nb_plan *plan, nb_hkl *hkl, int have_hkl, const nb_render_config *c,
+nb_status nb_api_renderer_make(nb_plan *plan, nb_hkl *hkl, int have_hkl, const nb_render_config *c, int wait_for_F,
                                nb_renderer **out)
 {
     static const nb_engine_device devices[] = {[NB_DEVICE_CPU] = NB_ENGINE_CPU, [NB_DEVICE_CUDA] = NB_ENGINE_CUDA,
@@ -70,7 +72,12 @@ static nb_status renderer_make(nb_plan *plan, nb_hkl *hkl, int have_hkl, const n
     if ((unsigned)c->device > NB_DEVICE_AUTO || (unsigned)c->precision > NB_PRECISION_DOUBLE || c->threads < 0)
         st = nb_error_set(NB_ERR_USAGE, "nb_render_config: device %d, precision %d or threads %d out of range",
                           (int)c->device, (int)c->precision, c->threads);
-    if (!st && !have_hkl) st = nb_sim_plan_F(plan, hkl);
+    int have_F = have_hkl;
+    if (!st && !have_hkl) {
+        st = nb_sim_plan_F(plan, hkl);
+        have_F = !st;
+        if (st && wait_for_F) st = NB_OK; /* nb_renderer_set_F gives them */
+    }
     nb_renderer *r = NULL;
     if (!st) st = nb_calloc((void **)&r, 1, sizeof *r, "the renderer");
     if (!st) st = nb_engine_open(&r->engine, devices[c->device]);
@@ -81,6 +88,7 @@ static nb_status renderer_make(nb_plan *plan, nb_hkl *hkl, int have_hkl, const n
         return st;
     }
     r->plan = *plan, r->hkl = *hkl;
+    r->have_F = have_F;
     r->precision = c->precision == NB_PRECISION_PLAN ? -1 : c->precision == NB_PRECISION_DOUBLE;
     r->threads = c->threads;
     *out = r;
@@ -110,24 +118,41 @@ static nb_status read_plan_hkl(nb_reader *rd, nb_plan *plan, nb_hkl *hkl, int *h
     return st;
 }
 
-int nb_renderer_from_stream(const void *bytes, size_t size, const nb_render_config *c, nb_renderer **out)
+/* A renderer from a stream's bytes (who: the caller, for messages). */
+static nb_status from_stream(const char *who, const void *bytes, size_t size, const nb_render_config *c,
+                             int wait_for_F, nb_renderer **out)
 {
     nb_reader *rd = NULL;
     nb_plan plan;
     nb_hkl hkl;
     int have_hkl = 0;
+    if (!out) return nb_error_set(NB_ERR_USAGE, "%s: no place for the renderer", who);
     *out = NULL;
     nb_plan_init(&plan);
     nb_hkl_init(&hkl);
-    if (!bytes) return nb_error_set(NB_ERR_USAGE, "nb_renderer_from_stream: no bytes");
+    if (!bytes) return nb_error_set(NB_ERR_USAGE, "%s: no bytes", who);
     nb_status st = nb_reader_open_mem(&rd, bytes, size, "the stream");
     if (!st) st = read_plan_hkl(rd, &plan, &hkl, &have_hkl);
     nb_reader_close(rd);
     if (st) {
         nb_hkl_free(&hkl);
-        return result_of(st);
+        return st;
     }
-    return result_of(renderer_make(&plan, &hkl, have_hkl, c, out));
+    return nb_api_renderer_make(&plan, &hkl, have_hkl, c, wait_for_F, out);
+}
+
+int nb_renderer_from_stream(const void *bytes, size_t size, const nb_render_config *c, nb_renderer **out)
+{
+    return nb_api_result(from_stream("nb_renderer_from_stream", bytes, size, c, 0, out));
+}
+
+int nb_renderer_from_stream_opts(const void *bytes, size_t size, const nb_options *options, nb_renderer **out)
+{
+    static const char who[] = "nb_renderer_from_stream_opts";
+    nb_render_config c;
+    if (out) *out = NULL;
+    nb_status st = nb_api_render_config(options, who, &c);
+    return nb_api_result(st ? st : from_stream(who, bytes, size, &c, 1, out));
 }
 
 int nb_renderer_from_plan(const struct nb_plan *plan, const struct nb_hkl *hkl, const nb_render_config *c,
@@ -136,6 +161,7 @@ int nb_renderer_from_plan(const struct nb_plan *plan, const struct nb_hkl *hkl, 
     nb_record rec;
     nb_plan copy;
     nb_hkl hcopy;
+    if (!out) return nb_error_set(NB_ERR_USAGE, "nb_renderer_from_plan: no place for the renderer");
     *out = NULL;
     nb_plan_init(&copy);
     nb_hkl_init(&hcopy);
@@ -151,8 +177,8 @@ int nb_renderer_from_plan(const struct nb_plan *plan, const struct nb_hkl *hkl, 
         nb_record_free(&rec);
         if (st) nb_plan_free(&copy);
     }
-    if (st) return result_of(st);
-    return result_of(renderer_make(&copy, &hcopy, hkl != NULL, c, out));
+    if (st) return nb_api_result(st);
+    return nb_api_result(nb_api_renderer_make(&copy, &hcopy, hkl != NULL, c, 0, out));
 }
 
 void nb_renderer_free(nb_renderer *r)
@@ -166,18 +192,20 @@ void nb_renderer_free(nb_renderer *r)
     free(r);
 }
 
+/* the counts of no renderer are 0, as a call on none is a usage error */
 int nb_renderer_frames(const nb_renderer *r)
 {
-    return r->plan.nframes > 0 ? r->plan.nframes : 1;
+    return !r ? 0 : r->plan.nframes > 0 ? r->plan.nframes : 1;
 }
 
 int nb_renderer_panels(const nb_renderer *r)
 {
-    return nb_plan_npanels(&r->plan);
+    return r ? nb_plan_npanels(&r->plan) : 0;
 }
 
 int nb_renderer_panel_size(const nb_renderer *r, int panel, int *fast, int *slow)
 {
+    if (!r) return nb_error_set(NB_ERR_USAGE, "nb_renderer_panel_size: no renderer");
     if (panel < 0 || panel >= nb_plan_npanels(&r->plan))
         return nb_error_set(NB_ERR_USAGE, "panel %d: the detector has %d", panel, nb_plan_npanels(&r->plan));
     nb_plan_panel_dims(&r->plan, panel, fast, slow, NULL);
@@ -186,12 +214,23 @@ int nb_renderer_panel_size(const nb_renderer *r, int panel, int *fast, int *slow
 
 size_t nb_renderer_pixels(const nb_renderer *r)
 {
-    return nb_plan_total_pixels(&r->plan);
+    return r ? nb_plan_total_pixels(&r->plan) : 0;
 }
 
-/* Frame and panel in range; the run's threads set. */
+/* A renderer with structure factors, frame and panel in range; the run's
+ * threads set. */
 static nb_status check_call(const nb_renderer *r, long frame, int panel)
 {
+    if (!r) return nb_error_set(NB_ERR_USAGE, "no renderer");
+    if (!r->have_F) {
+        /* why there are none, as nb-sim says it, and what gives them */
+        nb_hkl none;
+        char why[512];
+        nb_hkl_init(&none);
+        nb_status st = nb_sim_plan_F(&r->plan, &none);
+        snprintf(why, sizeof why, "%s", st ? nb_error_message() : "no structure factors");
+        return nb_error_set(NB_ERR_USAGE, "%s; nb_renderer_set_F gives them", why);
+    }
     if (frame < 0 || frame >= nb_renderer_frames(r))
         return nb_error_set(NB_ERR_USAGE, "frame %ld: the plan has %d (0-based)", frame, nb_renderer_frames(r));
     if (panel < 0 || panel >= nb_plan_npanels(&r->plan))
@@ -238,13 +277,13 @@ static nb_status render_panels(nb_renderer *r, long frame, int panel, float *pho
 int nb_render_frame(nb_renderer *r, long frame, float *photons)
 {
     nb_status st = photons ? check_call(r, frame, 0) : nb_error_set(NB_ERR_USAGE, "nb_render_frame: no buffer");
-    return result_of(st ? st : render_panels(r, frame, -1, photons, NULL));
+    return nb_api_result(st ? st : render_panels(r, frame, -1, photons, NULL));
 }
 
 int nb_render_panel(nb_renderer *r, long frame, int panel, float *photons)
 {
     nb_status st = photons ? check_call(r, frame, panel) : nb_error_set(NB_ERR_USAGE, "nb_render_panel: no buffer");
-    return result_of(st ? st : render_panels(r, frame, panel, photons, NULL));
+    return nb_api_result(st ? st : render_panels(r, frame, panel, photons, NULL));
 }
 
 /* Region k inside its panel (fpixels x spixels)? */
@@ -310,8 +349,8 @@ static nb_status render_panel_regions(nb_renderer *r, const nb_plan *frame_plan,
 
 int nb_render_regions(nb_renderer *r, long frame, const nb_region *regions, int count, float *photons)
 {
-    const int np = nb_plan_npanels(&r->plan);
     nb_status st = check_call(r, frame, 0);
+    const int np = st ? 0 : nb_plan_npanels(&r->plan);
     if (!st && (count < 0 || (count > 0 && (!regions || !photons))))
         st = nb_error_set(NB_ERR_USAGE, "nb_render_regions: %d regions, no regions or no buffer", count);
     size_t *starts = NULL, largest = 0;
@@ -340,14 +379,15 @@ int nb_render_regions(nb_renderer *r, long frame, const nb_region *regions, int 
     free(mask);
     free(scratch);
     free(starts);
-    return result_of(st);
+    return nb_api_result(st);
 }
 
 int nb_renderer_set_derivatives(nb_renderer *r, const char *names)
 {
+    if (!r) return nb_error_set(NB_ERR_USAGE, "nb_renderer_set_derivatives: no renderer");
     nb_grad_list list = {0, NULL};
     nb_status st = names && *names ? nb_grad_list_parse(names, &list) : NB_OK;
-    if (st) return result_of(st);
+    if (st) return nb_api_result(st);
     if (list.n > NB_GRAD_MAX_NAMES) {
         nb_grad_list_free(&list);
         return nb_error_set(NB_ERR_USAGE, "at most %d derivatives", NB_GRAD_MAX_NAMES);
@@ -361,7 +401,7 @@ int nb_renderer_set_derivatives(nb_renderer *r, const char *names)
 
 int nb_renderer_derivatives(const nb_renderer *r)
 {
-    return r->names.n;
+    return r ? r->names.n : 0;
 }
 
 int nb_render_frame_grad(nb_renderer *r, long frame, float *photons, float **grads)
@@ -376,5 +416,40 @@ int nb_render_frame_grad(nb_renderer *r, long frame, float *photons, float **gra
         st = nb_grad_plans_build(&r->plan, &r->names, &r->grad_plans);
         r->have_grad_plans = !st;
     }
-    return result_of(st ? st : render_panels(r, frame, -1, photons, grads));
+    return nb_api_result(st ? st : render_panels(r, frame, -1, photons, grads));
+}
+
+int nb_renderer_set_F(nb_renderer *r, const int *h, const int *k, const int *l, const double *F, size_t n)
+{
+    static const char who[] = "nb_renderer_set_F";
+    if (!r || !h || !k || !l || !F || n == 0)
+        return nb_error_set(NB_ERR_USAGE, "%s: no renderer, an array missing or no reflections (n %zu)", who, n);
+    /* nb-hkl's rules for an 'h k l F' list (formats/hkl.c) */
+    int box[6] = {h[0], h[0], k[0], k[0], l[0], l[0]};
+    for (size_t i = 0; i < n; i++) {
+        const int idx[3] = {h[i], k[i], l[i]};
+        if (!isfinite(F[i]))
+            return nb_error_set(NB_ERR_USAGE, "%s: reflection %zu (%d %d %d): F is not a finite number", who, i, h[i],
+                                k[i], l[i]);
+        for (int a = 0; a < 3; a++) {
+            if (idx[a] < -1000000 || idx[a] > 1000000)
+                return nb_error_set(NB_ERR_USAGE, "%s: reflection %zu: Miller index %d is not a reasonable one", who,
+                                    i, idx[a]);
+            box[2 * a] = idx[a] < box[2 * a] ? idx[a] : box[2 * a];
+            box[2 * a + 1] = idx[a] > box[2 * a + 1] ? idx[a] : box[2 * a + 1];
+        }
+    }
+    nb_hkl grid;
+    nb_hkl_init(&grid);
+    const double default_F = r->plan.default_F;
+    nb_status st = nb_hkl_alloc(&grid, box[0], box[1], box[2], box[3], box[4], box[5], default_F);
+    if (st) return nb_api_result(nb_error_prefix(st, "%s", who));
+    for (size_t i = 0; i < n; i++) grid.F[nb_hkl_index(&grid, h[i], k[i], l[i])] = F[i];
+    grid.hkls = (long)n;
+    grid.default_F = default_F;
+    grid.source = nb_xstrdup(who);
+    nb_hkl_free(&r->hkl);
+    r->hkl = grid;
+    r->have_F = 1;
+    return NB_RESULT_OK;
 }

@@ -3,14 +3,16 @@
  * nb renders nanoBragg's images: absolute photons per pixel from a perfect-
  * lattice nanocrystal in a beam, with mosaicity, divergence and dispersion,
  * polarization and detector absorption.  The experiment comes as the tools'
- * stream (nb-geom's PLAN record, nb-hkl's HKL record): make it with the
- * tools, a file or a pipe, and render it here, in your own program, into
+ * stream (nb-geom's PLAN record, nb-hkl's HKL record), or as nb-geom's flags
+ * (nb_renderer_from_args); the structure factors from the stream, the plan's
+ * -default_F or your arrays (nb_renderer_set_F); detector counts (nb-noise's
+ * chain) from the photons (nb_renderer_noise_frame).  Everything goes into
  * buffers you own.
  *
- *     nb_render_config c;
- *     nb_render_config_init(&c);                  // the CPU, the plan's precision
+ *     const char *flags[] = {"-cell", "100", "100", "100", "90", "90", "90", "-lambda", "6.2",
+ *                            "-N", "5", "-detpixels", "256", "-default_F", "100"};
  *     nb_renderer *r;
- *     if (nb_renderer_from_stream(bytes, size, &c, &r)) { puts(nb_last_error()); ... }
+ *     if (nb_renderer_from_args(15, flags, NULL, &r)) { puts(nb_last_error()); ... }
  *     float *photons = malloc(nb_renderer_pixels(r) * sizeof(float));
  *     nb_render_frame(r, 0, photons);             // every panel, in panel order
  *     nb_renderer_free(r);
@@ -21,17 +23,41 @@
  * and keeps a message for nb_last_error(); none exits or prints, except the
  * engine's warnings on standard error (nb_set_log_level).  A renderer is used
  * by one thread at a time; its renders use OpenMP threads of their own.
+ *
+ * Compatibility: libnb.so exports these functions and nothing else (symbol
+ * version NB_1).  Within one major version (the soname, libnb.so.MAJOR) a
+ * library runs every program built with an nb.h no newer than itself:
+ * functions are only added, and a structure of this header never changes its
+ * layout (nb_render_config stays as it is; settings that come later are
+ * named options, nb_options).  NB_VERSION_CHECK() below tells a program that
+ * the library it runs on is such a one.
  */
 #ifndef NB_H
 #define NB_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define NB_API_VERSION 1
+/* 1: the 17 functions of nb 0.1.0; 2: options, versions, flags, F from
+ * arrays, noise (every function after "API 2" below). */
+#define NB_API_VERSION 2
+
+/* The version of this header: nb_version_number() is the library's. */
+#define NB_VERSION_MAJOR 0
+#define NB_VERSION_MINOR 1
+#define NB_VERSION_PATCH 0
+#define NB_VERSION_NUMBER (NB_VERSION_MAJOR * 10000 + NB_VERSION_MINOR * 100 + NB_VERSION_PATCH)
+
+/* What the library exports (the others are hidden: -fvisibility=hidden). */
+#if defined(__GNUC__) || defined(__clang__)
+#define NB_API __attribute__((visibility("default")))
+#else
+#define NB_API
+#endif
 
 /* What a call returns (the same numbers as the tools' nb_status). */
 typedef enum nb_result {
@@ -40,15 +66,16 @@ typedef enum nb_result {
     NB_RESULT_IO = 2,          /* a file could not be read */
     NB_RESULT_DATA = 3,        /* malformed or inconsistent input: not a stream, no PLAN record */
     NB_RESULT_NOMEM = 4,       /* out of memory */
-    NB_RESULT_UNSUPPORTED = 5  /* a valid request this build or machine cannot do (no CUDA device) */
+    NB_RESULT_UNSUPPORTED = 5  /* a valid request this build or machine cannot do (no CUDA device, a flag
+                                  that reads a file libnb has no reader for) */
 } nb_result;
 
 /* The message of the last failure on this thread. */
-const char *nb_last_error(void);
+NB_API const char *nb_last_error(void);
 /* The library's version ("0.1.0"). */
-const char *nb_version(void);
+NB_API const char *nb_version(void);
 /* -1: no warnings; 0: warnings (the default); 1: the tools' -v lines too. */
-void nb_set_log_level(int level);
+NB_API void nb_set_log_level(int level);
 
 typedef enum nb_device_choice {
     NB_DEVICE_CPU = 0,   /* OpenMP threads over rows, SIMD lanes across pixels */
@@ -62,41 +89,48 @@ typedef enum nb_precision_choice {
     NB_PRECISION_DOUBLE = 2  /* the reference-faithful double path: nanoBragg's own operations */
 } nb_precision_choice;
 
+/* API 1's settings, kept as they are (their layout is part of the ABI); the
+ * growable way is nb_options ("device", "precision", "threads"). */
 typedef struct nb_render_config {
     nb_device_choice device;
     nb_precision_choice precision;
     int threads;             /* OpenMP threads for CPU renders; 0: OpenMP's default */
 } nb_render_config;
-void nb_render_config_init(nb_render_config *c);
+NB_API void nb_render_config_init(nb_render_config *c);
 
 typedef struct nb_renderer nb_renderer;
 
 /* A renderer from the bytes of an nb stream: its first PLAN record and the
  * HKL record after it (without one, the plan's -default_F; later records are
- * not read).  The bytes are copied as needed: the caller may free them. */
-int nb_renderer_from_stream(const void *bytes, size_t size, const nb_render_config *c, nb_renderer **out);
+ * not read).  The bytes are copied as needed: the caller may free them.
+ * Without an HKL record and a -default_F: NB_RESULT_USAGE (the _opts form
+ * below waits for nb_renderer_set_F instead).  c NULL: the defaults. */
+NB_API int nb_renderer_from_stream(const void *bytes, size_t size, const nb_render_config *c, nb_renderer **out);
 /* The same from the structures the records decode to (libnbcore's nb_plan,
- * nb_hkl; hkl NULL: the plan's -default_F), copied. */
+ * nb_hkl; hkl NULL: the plan's -default_F), copied.  Kept for API 1's
+ * programs: the structures are the tools' own and nb.h does not declare
+ * them; a program makes a renderer from a stream or from flags instead. */
 struct nb_plan;
 struct nb_hkl;
-int nb_renderer_from_plan(const struct nb_plan *plan, const struct nb_hkl *hkl, const nb_render_config *c,
-                          nb_renderer **out);
-void nb_renderer_free(nb_renderer *r);
+NB_API int nb_renderer_from_plan(const struct nb_plan *plan, const struct nb_hkl *hkl, const nb_render_config *c,
+                                 nb_renderer **out);
+/* NULL: nothing to do. */
+NB_API void nb_renderer_free(nb_renderer *r);
 
 /* The plan's frames (a rotation's or a series of stills'), panels and
  * pixels: a frame's image is every panel's pixels in panel order, each panel
  * fast index fastest. */
-int nb_renderer_frames(const nb_renderer *r);
-int nb_renderer_panels(const nb_renderer *r);
-int nb_renderer_panel_size(const nb_renderer *r, int panel, int *fast, int *slow);
-size_t nb_renderer_pixels(const nb_renderer *r);
+NB_API int nb_renderer_frames(const nb_renderer *r);
+NB_API int nb_renderer_panels(const nb_renderer *r);
+NB_API int nb_renderer_panel_size(const nb_renderer *r, int panel, int *fast, int *slow);
+NB_API size_t nb_renderer_pixels(const nb_renderer *r);
 
 /* Frame `frame` (0-based), every panel, into photons (nb_renderer_pixels
  * floats): exactly nb-sim's image of that frame (0 outside the plan's ROI
  * and mask). */
-int nb_render_frame(nb_renderer *r, long frame, float *photons);
+NB_API int nb_render_frame(nb_renderer *r, long frame, float *photons);
 /* One panel of it (fast x slow floats). */
-int nb_render_panel(nb_renderer *r, long frame, int panel, float *photons);
+NB_API int nb_render_panel(nb_renderer *r, long frame, int panel, float *photons);
 
 /* A rectangle of pixels of one panel. */
 typedef struct nb_region {
@@ -107,16 +141,151 @@ typedef struct nb_region {
 /* The pixels of each region, one after another (each slow_count rows of
  * fast_count), the same values nb_render_panel gives there; only the
  * regions' pixels are rendered. */
-int nb_render_regions(nb_renderer *r, long frame, const nb_region *regions, int count, float *photons);
+NB_API int nb_render_regions(nb_renderer *r, long frame, const nb_region *regions, int count, float *photons);
 
 /* Derivatives: the names of nb-sim --grad (a comma-separated list such as
  * "distance,Xbeam,Ybeam,misset_x"; NULL or "" for none) that
  * nb_render_frame_grad follows from now on. */
-int nb_renderer_set_derivatives(nb_renderer *r, const char *names);
-int nb_renderer_derivatives(const nb_renderer *r);
+NB_API int nb_renderer_set_derivatives(nb_renderer *r, const char *names);
+NB_API int nb_renderer_derivatives(const nb_renderer *r);
 /* The frame's image (photons may be NULL) and d image / d name for each
  * name set, grads[j] the j-th name's (nb_renderer_pixels floats each). */
-int nb_render_frame_grad(nb_renderer *r, long frame, float *photons, float **grads);
+NB_API int nb_render_frame_grad(nb_renderer *r, long frame, float *photons, float **grads);
+
+/* ==== API 2 ================================================================ */
+
+/* The library's version as a number, MAJOR * 10000 + MINOR * 100 + PATCH
+ * (NB_VERSION_NUMBER of the nb.h it was built with). */
+NB_API int nb_version_number(void);
+/* Whether the library this program runs on runs what it was built for: the
+ * same major version as this nb.h, and not older.  A program checks it once,
+ * before any other call:
+ *     if (!NB_VERSION_CHECK()) { fprintf(stderr, "libnb %s is older than nb.h\n", nb_version()); exit(1); } */
+#define NB_VERSION_CHECK() \
+    (nb_version_number() / 10000 == NB_VERSION_MAJOR && nb_version_number() >= NB_VERSION_NUMBER)
+
+/* What the library allocated for the caller (nb_plan_stream_from_args's
+ * bytes); NULL: nothing to do. */
+NB_API void nb_free(void *p);
+
+/* ---- options: settings by name, in the manner of zstd's parameters --------
+ *
+ * A set of named settings, each with a default, made for one use: a
+ * renderer's (NB_OPTIONS_RENDER) or the noise's (NB_OPTIONS_NOISE).  Later
+ * versions add names; a name this library does not know is NB_RESULT_USAGE
+ * with a message that lists the ones it does, so a program can tell.
+ *
+ * NB_OPTIONS_RENDER:
+ *   "device"     string cpu | cuda | auto, or int NB_DEVICE_* (default cpu)
+ *   "precision"  string plan | fast | double, or int NB_PRECISION_* (default plan)
+ *   "threads"    int >= 0: OpenMP threads for CPU renders; 0 OpenMP's default
+ * NB_OPTIONS_NOISE (nb-noise's flags, their units and defaults):
+ *   "seed"        int: as nb-noise -seed (frame i's seed derived from it);
+ *                 default: the plan's seed (nb_renderer_noise_frame); nb_noise_image needs one
+ *   "calib_seed"  int, default 123456789: the calibration error's pattern
+ *   "adc"         double, counts: the ADC offset (default the plan's -adc, 40)
+ *   "gain"        double >= 0, ADU per photon (default 1)
+ *   "scale"       double >= 0: photons multiplied before counting (default 1)
+ *   "fluence"     double > 0, photons/m^2: photons rescaled from the plan's
+ *                 fluence to this one (nb_renderer_noise_frame only)
+ *   "flicker", "calibration"  double >= 0, fractions (default 0: off)
+ *   "readout"     double >= 0, ADU: read-out noise (default 0: off)
+ *   "psf"         string none | gauss | fiber (default none)
+ *   "psf_fwhm"    double >= 0, um: the PSF's width (default 46)
+ *   "psf_radius"  int 0..100000 pixels (default 0: automatic)
+ *   "bits"        int 16 or 32: the counter's depth, its overload (default 16)
+ *   "rng"         string reference | philox: nanoBragg's generator, one
+ *                 sequence in the pixels' order (default); or nb-noise
+ *                 --rng philox's, each pixel's deviates its own, every thread
+ *   "pixel_size"  double > 0, mm: the pixel the PSF's width is measured in
+ *                 (nb_noise_image only, default 0.1; a renderer's frame has the plan's)
+ *
+ * The setters check the value (its type and range) and keep it; a value of
+ * the wrong type (a string for "threads" that is not a number, a fraction
+ * for an int) is NB_RESULT_USAGE.  nb_options_set_string takes every name,
+ * numbers as text ("4"); nb_options_set_int takes the int and double ones
+ * and the choices' NB_* numbers; nb_options_set_double the double ones. */
+typedef struct nb_options nb_options;
+typedef enum nb_options_kind { NB_OPTIONS_RENDER = 1, NB_OPTIONS_NOISE = 2 } nb_options_kind;
+/* A set of `kind`'s defaults, the caller's (nb_options_free); NULL when the
+ * kind is unknown or memory is short (nb_last_error says which). */
+NB_API nb_options *nb_options_new(nb_options_kind kind);
+/* NULL: nothing to do. */
+NB_API void nb_options_free(nb_options *o);
+NB_API int nb_options_set_int(nb_options *o, const char *name, long long value);
+NB_API int nb_options_set_double(nb_options *o, const char *name, double value);
+NB_API int nb_options_set_string(nb_options *o, const char *name, const char *value);
+
+/* nb_renderer_from_stream with options (NB_OPTIONS_RENDER; NULL: the
+ * defaults), which the renderer copies.  A stream without an HKL record
+ * whose plan has no -default_F (or asks for nb-hkl's -hkl file) gives a
+ * renderer all the same, that renders only once nb_renderer_set_F has given
+ * it structure factors (until then a render is NB_RESULT_USAGE). */
+NB_API int nb_renderer_from_stream_opts(const void *bytes, size_t size, const nb_options *options,
+                                        nb_renderer **out);
+
+/* ---- plans from nb-geom's flags, in this process --------------------------
+ *
+ * argv[0 .. argc-1] are nb-geom's flags and their values, with nanoBragg's
+ * spellings, units and defaults ("-cell", "100", ..., "-lambda", "6.2"), and
+ * no program name; the strings are read, not kept.  A flag nb-geom does not
+ * take, a missing or bad value: NB_RESULT_USAGE and nb-geom's message
+ * (nothing is printed; -v's geometry log goes to standard error at log
+ * level 1).  nb-geom's own options (-o, -q, -v, --help) are not flags of the
+ * experiment and are refused likewise.  The flags whose files nb-geom reads
+ * with its image and detector readers, -img, -mask, -panels and -expt, are
+ * NB_RESULT_UNSUPPORTED, naming the flag: libnb has none of those readers
+ * (make such a plan with nb-geom and give its stream).  The files nb-geom
+ * reads itself (-matrix, -sourcefile, -stol) are read. */
+
+/* nb-geom's stream for the flags: its PLAN record and END, byte for byte
+ * what `nb-geom FLAGS` writes when the clock plays no part (give -seed; the
+ * plan records the command as "nb-geom FLAGS").  *bytes: the caller's, freed
+ * with nb_free; NULL on failure.  The flags of later stages (-hkl,
+ * -floatfile ...) are recorded in the plan, as nb-geom does, for the tools. */
+NB_API int nb_plan_stream_from_args(int argc, const char *const *argv, void **bytes, size_t *size);
+/* A renderer for the flags (options: NB_OPTIONS_RENDER, NULL: the
+ * defaults): the plan nb_plan_stream_from_args makes, its structure factors
+ * the plan's -default_F, until nb_renderer_set_F gives others (without
+ * -default_F a render waits for them).  -hkl and -dump, whose files nb-hkl
+ * reads, are NB_RESULT_UNSUPPORTED: give the F as arrays instead. */
+NB_API int nb_renderer_from_args(int argc, const char *const *argv, const nb_options *options, nb_renderer **out);
+
+/* ---- structure factors from arrays -----------------------------------------
+ *
+ * The renderer's F from now on: n reflections, F[i] at (h[i], k[i], l[i]),
+ * taken as P1 (no symmetry expansion, no Friedel mates: give every index
+ * the image needs) exactly as nb-hkl takes an 'h k l F' list: a grid over
+ * the indices' box, every other index in it and every index outside it the
+ * plan's -default_F (0 unless given), a later duplicate winning.  The arrays
+ * are copied.  n 0, a NULL array, a non-finite F or an index beyond
+ * +-1000000 is NB_RESULT_USAGE, a box too large for memory NB_RESULT_NOMEM;
+ * either way the renderer keeps the F it had. */
+NB_API int nb_renderer_set_F(nb_renderer *r, const int *h, const int *k, const int *l, const double *F, size_t n);
+
+/* ---- detector counts: nb-noise's chain -------------------------------------
+ *
+ * Counts (int32, every pixel written) from photons, as nb-noise adds them to
+ * nb-sim's images: nanoBragg's Poisson noise image plus the ADC offset,
+ * clipped at the counter's overload, and, when asked, noisify's effects in
+ * its order (scale, flicker, calibration error, Poisson, PSF, gain, ADC,
+ * read-out noise).  options: NB_OPTIONS_NOISE (NULL: the defaults).  A
+ * non-finite photon count is NB_RESULT_DATA.  On the CPU. */
+
+/* Frame `frame` of r's plan from its photons (nb_renderer_pixels floats, as
+ * nb_render_frame gives them) into counts (as many int32): the counts
+ * `nb-sim | nb-noise` gives that frame, bit for bit: each panel over its ROI
+ * (0 outside), the seed the plan's or "seed", frame i's derived from it as
+ * nb-noise derives it, frame 0 continuing the plan's generator state.  The
+ * renderer is not changed: the same call gives the same counts.  The plan's
+ * -nonoise does not stop it. */
+NB_API int nb_renderer_noise_frame(const nb_renderer *r, long frame, const float *photons,
+                                   const nb_options *options, int32_t *counts);
+/* One image of fast x slow pixels, no plan: the whole image counted, as
+ * nb-noise counts frame 0 of a one-panel plan of that size without an ROI,
+ * from options' "seed" (needed: NB_RESULT_USAGE without one) on a fresh
+ * generator; the PSF's width in pixels of "pixel_size". */
+NB_API int nb_noise_image(const float *photons, int fast, int slow, const nb_options *options, int32_t *counts);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 #include "nb_image_record.h"
 #include "nb_noise.h"
 #include "nb_noise_cuda.h"
+#include "nb_noise_plan.h"
 #include "nb_options.h"
 #include "nb_plan.h"
 #include "nb_rng.h"
@@ -225,36 +226,10 @@ static nb_status noise_image(const nb_plan *plan, const noise_opts *o, nb_rng *r
         (st = nb_image_add_pixels(out, im->npixels, px, NULL)) ||
         (st = nb_image_add_counts(out, im->npixels, NB_ARRAY_UNINITIALISED, &counts)))
         return st;
-    nb_noise_result res = {0};
-    /* frame 0 continues the plan's generator state, as the reference's noise
-     * image follows its mosaic draws; other frames start afresh */
-    nb_rng fresh;
-    nb_rng_init(&fresh);
-    /* each panel on its own (its ROI, its pixel size for the PSF, which never
-     * spreads across panels); panel i > 0 draws from seeds derived from the
-     * frame's (and calibration) seeds as frames do, so panel 0 is what a
-     * one-panel detector would get */
-    for (int i = 0; i < im->npanels && !st; i++) {
-        nb_plan v;
-        size_t off;
-        nb_noise_result pres;
-        nb_plan_panel_view(plan, i, &v);
-        nb_plan_panel_dims(plan, i, NULL, NULL, &off);
-        nb_noise_params pp = p;
-        pp.seed = nb_frame_seed(p.seed, i);
-        pp.calib_seed = nb_frame_seed(p.calib_seed, i);
-        pp.psf_fwhm_pixels = o->psf_fwhm_um * 1e-6 / v.panels[0].pixel_size;
-        pp.roi_xmin = v.panels[0].roi_xmin, pp.roi_xmax = v.panels[0].roi_xmax;
-        pp.roi_ymin = v.panels[0].roi_ymin, pp.roi_ymax = v.panels[0].roi_ymax;
-        if (i > 0) nb_rng_init(&fresh);
-        st = nb_noise_frame_on(dev, &pp, im->frame == 0 && i == 0 ? rng : &fresh, px + off, v.panels[0].fpixels,
-                               v.panels[0].spixels, counts + off, &pres);
-        /* a bad pixel's place: its frame (counted from 1, as the files'
-         * numbers), its panel (of several) */
-        if (st == NB_ERR_DATA && im->npanels > 1) st = nb_error_prefix(st, "frame %ld, panel %d", im->frame + 1, i);
-        else if (st == NB_ERR_DATA) st = nb_error_prefix(st, "frame %ld", im->frame + 1);
-        res.photons += pres.photons, res.overloads += pres.overloads, res.lost_photons += pres.lost_photons;
-    }
+    /* each panel on its own (nb_noise_plan.h); frame 0 continues the plan's
+     * generator state, as the reference's noise image follows its mosaic draws */
+    nb_noise_result res;
+    st = nb_noise_plan_frame(plan, &p, o->psf_fwhm_um, im->frame, rng, dev, px, counts, &res);
     if (st) return st;
     im->counts_bits = p.bits, im->has.counts_bits = 1;
     im->counts_adc = p.adc, im->has.counts_adc = 1;

@@ -1,0 +1,193 @@
+/* nb_api_args.c - nb.h's plans from nb-geom's flags, made in the calling
+ * process: the flags read by the loop nb-geom reads them with (nb_request.c,
+ * nb_geom_flags.c), resolved by nb_resolve() and written as nb-geom writes
+ * its PLAN record; a stream of it (nb_plan_stream_from_args) or a renderer
+ * (nb_renderer_from_args).  Never a usage text or an exit: a bad flag is a
+ * status and nb-geom's message.  libnb links no file format (formats/), so
+ * the flags whose files nb-geom reads with those readers are refused. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_api.h"
+#include "nb_geometry.h"
+#include "nb_options.h"
+#include "nb_plan.h"
+#include "nb_stream.h"
+#include "nb_util.h"
+
+/* The flags whose file nb-geom reads with a reader of formats/ (an SMV
+ * header, a detector file, an experiment list), and, for a renderer, those
+ * whose file nb-hkl reads (structure factors). */
+static const struct refused {
+    int id;
+    int renderer_only;
+    const char *why;
+} refused[] = {
+    {FL_IMG, 0, "libnb reads no image header: make the plan with nb-geom and give its stream"},
+    {FL_MASK, 0, "libnb reads no mask image: make the plan with nb-geom and give its stream"},
+    {FL_PANELS, 0, "libnb reads no detector file: make the plan with nb-geom and give its stream"},
+    {FL_EXPT, 0, "libnb reads no experiment list: make the plan with nb-geom and give its stream"},
+    {FL_HKL, 1, "libnb reads no structure-factor file: give the F as arrays (nb_renderer_set_F), or the "
+                "stream of nb-geom | nb-hkl"},
+    {FL_DUMP, 1, "libnb reads no structure-factor file: give the F as arrays (nb_renderer_set_F), or the "
+                 "stream of nb-geom | nb-hkl"},
+};
+
+/* The command nb-geom records in the plan, "nb-geom FLAGS", each word
+ * quoted as nb-geom quotes its own command line (nb_join_args), so that the
+ * plan is the one `nb-geom FLAGS` writes. */
+static char *command_line(int argc, char **argv)
+{
+    static const char plain[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.,/:=+@%";
+    nb_strbuf sb;
+    nb_strbuf_init(&sb);
+    nb_strbuf_append(&sb, "nb-geom");
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        nb_strbuf_append(&sb, " ");
+        if (*a && strspn(a, plain) == strlen(a)) {
+            nb_strbuf_append(&sb, a);
+            continue;
+        }
+        nb_strbuf_append(&sb, "'");
+        for (const char *p = a; *p; p++) {
+            if (*p == '\'') nb_strbuf_append(&sb, "'\\''");
+            else if (*p == '\n') nb_strbuf_append(&sb, " ");
+            else nb_strbuf_appendn(&sb, p, 1);
+        }
+        nb_strbuf_append(&sb, "'");
+    }
+    return nb_strbuf_take(&sb);
+}
+
+/* The caller's flags as nb-geom's loop takes them: argv writable, its own
+ * copy (the request keeps pointers into it until the plan is made). */
+static nb_status copy_args(const char *who, int argc, const char *const *argv, char ***out)
+{
+    *out = NULL;
+    if (argc < 0 || (argc > 0 && !argv)) return nb_error_set(NB_ERR_USAGE, "%s: %d flags and no argv", who, argc);
+    for (int i = 0; i < argc; i++)
+        if (!argv[i]) return nb_error_set(NB_ERR_USAGE, "%s: argv[%d] is NULL", who, i);
+    char **v = NULL;
+    nb_status st = nb_calloc((void **)&v, (size_t)argc + 1, sizeof *v, "the flags");
+    for (int i = 0; !st && i < argc; i++)
+        if (!(v[i] = strdup(argv[i]))) st = nb_error_set(NB_ERR_NOMEM, "%s: out of memory for the flags", who);
+    if (!st) *out = v;
+    for (int i = 0; st && v && i < argc; i++) free(v[i]);
+    if (st) free(v);
+    return st;
+}
+
+static void free_args(int argc, char **v)
+{
+    for (int i = 0; v && i < argc; i++) free(v[i]);
+    free(v);
+}
+
+/* The refused flags among those scanned. */
+static nb_status check_refused(const char *who, const nb_scanned_args *args, int renderer)
+{
+    for (int k = 0; k < args->count; k++)
+        for (size_t j = 0; j < sizeof refused / sizeof refused[0]; j++)
+            if (args->flags[k].id == refused[j].id && (renderer || !refused[j].renderer_only))
+                return nb_error_set(NB_ERR_UNSUPPORTED, "%s: %s: %s", who, args->argv[args->flags[k].index],
+                                    refused[j].why);
+    return NB_OK;
+}
+
+/* The plan of the flags, as nb-geom resolves it; its record as nb-geom writes it. */
+static nb_status plan_record(const char *who, int argc, const char *const *argv, int renderer, nb_record *rec)
+{
+    char **v = NULL;
+    nb_request rq;
+    nb_scanned_args args;
+    nb_plan plan;
+    nb_request_defaults(&rq);
+    memset(&args, 0, sizeof args);
+    nb_status st = copy_args(who, argc, argv, &v);
+    if (!st) st = nb_request_scan_args(&rq, argc, v, NULL, &args);
+    if (!st) st = check_refused(who, &args, renderer);
+    if (!st) {
+        rq.command_line = command_line(argc, v);
+        st = nb_request_apply_scanned(&rq, &args, NULL);
+    }
+    nb_strbuf log;
+    nb_strbuf_init(&log);
+    if (!st && !(st = nb_resolve(&rq, &plan, &log))) {
+        /* nb-geom -v's geometry, at the tools' -v level */
+        if (nb_verbosity() > 0 && log.data) fputs(log.data, stderr);
+        st = nb_plan_to_record(&plan, rec);
+        nb_plan_free(&plan);
+    }
+    nb_strbuf_free(&log);
+    nb_scanned_args_free(&args);
+    nb_request_free(&rq);
+    free_args(argc, v);
+    /* nb-geom's messages name their tool, the library's "nb" here: they are
+     * nb-geom's flags, and the caller's call */
+    const char *msg = nb_error_message();
+    size_t len = strlen(msg);
+    if (st && len >= 8 && !strcmp(msg + len - 8, ", not nb")) nb_error_rename(", not nb", ", not nb-geom");
+    if (st && !strstr(nb_error_message(), who)) nb_error_prefix(st, "%s", who);
+    return st;
+}
+
+/* The bytes of a PLAN record and the END of its segment. */
+static nb_status stream_bytes(const nb_record *plan, void **bytes, size_t *size)
+{
+    nb_record end;
+    unsigned char *a = NULL, *b = NULL;
+    size_t na = 0, nbytes = 0;
+    nb_record_init(&end, "END");
+    nb_hdr_set_long(&end, "RECORDS", 1);
+    nb_status st = nb_record_serialize(plan, &a, &na);
+    if (!st) st = nb_record_serialize(&end, &b, &nbytes);
+    unsigned char *all = NULL;
+    if (!st) st = nb_calloc((void **)&all, na + nbytes, 1, "the stream");
+    if (!st) {
+        memcpy(all, a, na);
+        memcpy(all + na, b, nbytes);
+        *bytes = all;
+        *size = na + nbytes;
+    }
+    nb_record_free(&end);
+    free(a);
+    free(b);
+    return st;
+}
+
+int nb_plan_stream_from_args(int argc, const char *const *argv, void **bytes, size_t *size)
+{
+    static const char who[] = "nb_plan_stream_from_args";
+    if (!bytes || !size) return nb_error_set(NB_ERR_USAGE, "%s: no place for the bytes or their size", who);
+    *bytes = NULL;
+    *size = 0;
+    nb_record rec;
+    memset(&rec, 0, sizeof rec);
+    nb_status st = plan_record(who, argc, argv, 0, &rec);
+    if (!st) st = stream_bytes(&rec, bytes, size);
+    nb_record_free(&rec);
+    return nb_api_result(st);
+}
+
+int nb_renderer_from_args(int argc, const char *const *argv, const nb_options *options, nb_renderer **out)
+{
+    static const char who[] = "nb_renderer_from_args";
+    if (!out) return nb_error_set(NB_ERR_USAGE, "%s: no place for the renderer", who);
+    *out = NULL;
+    nb_render_config c;
+    nb_record rec;
+    nb_plan plan;
+    nb_hkl hkl;
+    memset(&rec, 0, sizeof rec);
+    nb_plan_init(&plan);
+    nb_hkl_init(&hkl);
+    nb_status st = nb_api_render_config(options, who, &c);
+    /* the plan nb-sim reads: the record's, decoded */
+    if (!st) st = plan_record(who, argc, argv, 1, &rec);
+    if (!st) st = nb_plan_from_record(&rec, &plan);
+    nb_record_free(&rec);
+    if (st) return nb_api_result(st);
+    return nb_api_result(nb_api_renderer_make(&plan, &hkl, 0, &c, 1, out));
+}

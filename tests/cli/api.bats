@@ -1,0 +1,202 @@
+#!/usr/bin/env bats
+# The library a program ships against (engine/nb.h; issue 47): libnb.so,
+# built and installed (make install PREFIX=DIR), exports nb.h's functions and
+# nothing else (tests/abi/check-exports.sh); a program of nb 0.1.0's API,
+# compiled against that header (tests/abi/nb_v1.h, verbatim) and linked as
+# against that library, runs on today's and writes nb-sim's image; and the
+# examples of API 2 (share/nb/examples), built with pkg-config against the
+# installed tree, write the tools' bytes: a plan from nb-geom's flags, F from
+# arrays as nb-hkl's list, counts as nb-noise's, a renderer's options by name.
+# (examples/render.c and render.py: tests/cli/library.bats.)
+
+load helper
+
+# a triclinic, misset, mosaic crystal on a 48 x 40 detector, the seed fixed
+XTAL="-cell 70 80 90 80 95 100 -misset 10 20 30 -lambda 1 -N 5 -mosaic 0.5 -mosaic_domains 3 -distance 80
+      -detpixels_x 48 -detpixels_y 40 -oversample 1 -seed 5"
+
+# The installed tree, once per file (as library.bats makes it); the sanitized
+# run's library is the regular build's, which check-asan does not make.
+setup_file() {
+    [ -n "${NB_SANITIZED:-}" ] && return 0
+    export NB_PREFIX="$BATS_FILE_TMPDIR/prefix"
+    env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -s -C "$NB_ROOT" install \
+        PREFIX="$NB_PREFIX" > "$BATS_FILE_TMPDIR/install.log" 2>&1 ||
+        { cat "$BATS_FILE_TMPDIR/install.log" >&3; return 1; }
+}
+
+need_installed() {
+    [ -z "${NB_SANITIZED:-}" ] ||
+        skip "the installed library is the regular build's (make check runs these; test_api_v2 checks the API sanitized)"
+    command -v pkg-config >/dev/null || skip "pkg-config is not installed"
+    export PKG_CONFIG_PATH="$NB_PREFIX/lib/pkgconfig"
+}
+
+# An installed example (or a test's program) built with pkg-config, warnings as errors.
+build_example() { # SOURCE OUTPUT
+    # shellcheck disable=SC2046
+    cc -std=c11 -Wall -Wextra -Werror "$1" $(pkg-config --cflags --libs nb) -o "$2"
+}
+
+# The int32 counts of FILE, one a line; and those of an SMV image's pixels.
+int32s() { od -A n -v -t d4 "$1" | tr -s ' ' '\n' | sed '/^$/d'; }
+smv_counts() { smv_data "$1" | od -A n -v -t u2 | tr -s ' ' '\n' | sed '/^$/d'; }
+
+@test "api: libnb.so, built and installed, exports nb.h's functions alone, each versioned NB_1" {
+    need_installed
+    run -0 "$NB_ROOT/tests/abi/check-exports.sh" "$NB_ROOT/build/libnb.so" "$NB_ROOT/engine/nb.h"
+    # every installed header counts: nb.h is the one
+    run -0 ls "$NB_PREFIX/include"
+    [ "$output" = "nb.h" ] || false
+    run -0 "$NB_ROOT/tests/abi/check-exports.sh" "$NB_PREFIX/lib/libnb.so" "$NB_PREFIX/include/nb.h"
+    expect_has "30 symbols"
+    run -0 nm -D --defined-only "$NB_PREFIX/lib/libnb.so"
+    expect_has "nb_render_frame@@NB_1"
+    expect_lacks "nb_plan_from_record"
+}
+
+@test "api: the export gate fails on a library that exports a symbol the header does not declare, or lacks one" {
+    printf 'int helper(void) { return 1; }\nconst char *nb_last_error(void) { return ""; }\n' > fake.c
+    cc -shared -fPIC fake.c -o libfake.so
+    run -1 "$NB_ROOT/tests/abi/check-exports.sh" libfake.so "$NB_ROOT/engine/nb.h"
+    expect_has "do not declare"
+    expect_has "  helper"
+    expect_has "  nb_render_frame"
+}
+
+@test "api: nb.h's NB_VERSION_* are the VERSION file's, nb_version_number's" {
+    need_installed
+    printf '#include <nb.h>\n#include <stdio.h>\nint main(void) { printf("%%d.%%d.%%d %%d %%d\\n", NB_VERSION_MAJOR, NB_VERSION_MINOR, NB_VERSION_PATCH, NB_VERSION_CHECK(), nb_version_number() == NB_VERSION_NUMBER); return 0; }\n' > v.c
+    build_example v.c v
+    run -0 ./v
+    [ "$output" = "$(cat "$NB_ROOT/VERSION") 1 1" ] || false
+}
+
+@test "api: a program of nb 0.1.0's API, compiled against its nb.h, runs on today's libnb.so and writes nb-sim's image" {
+    need_installed
+    # the header is 0.1.0's, byte for byte
+    run -0 sha256sum "$NB_ROOT/tests/abi/nb_v1.h"
+    expect_has "70bdaf64cb1335467295eb22f79b6f286acefea601a8e55ec489737da578e666"
+    nb-geom -q $XTAL -default_F 100 -o plan.nbs
+    nb-sim -q --device cpu plan.nbs | nb-convert -q -o want.bin
+    cc -std=c11 -Wall -Wextra -Werror -I"$NB_ROOT/tests/abi" "$NB_ROOT/tests/abi/abi_v1.c" -L"$NB_PREFIX/lib" -lnb \
+        -o abi_v1
+    LD_LIBRARY_PATH="$NB_PREFIX/lib" ./abi_v1 < plan.nbs > got.bin 2> checks.txt
+    run -0 cat checks.txt
+    expect_lacks "FAILED"
+    expect_has "ok: nb_render_frame_grad"
+    cmp got.bin want.bin
+}
+
+@test "api: the same program linked against a stand-in of nb 0.1.0's library (17 unversioned symbols) runs on today's" {
+    need_installed
+    nb-geom -q $XTAL -default_F 100 -o plan.nbs
+    nb-sim -q --device cpu plan.nbs | nb-convert -q -o want.bin
+    # the old library's symbols, without versions: what a program linked in 0.1.0 asks for
+    sed -n 's/^[a-z].*[ *]\(nb_[a-z_]*\)(.*/void \1(void) {}/p' "$NB_ROOT/tests/abi/nb_v1.h" > old.c
+    [ "$(grep -c . old.c)" -eq 17 ] || false
+    mkdir old
+    cc -shared -fPIC -Wl,-soname,libnb.so.0 old.c -o old/libnb.so
+    cc -std=c11 -I"$NB_ROOT/tests/abi" "$NB_ROOT/tests/abi/abi_v1.c" -Lold -lnb -o abi_v1
+    run -0 objdump -T abi_v1
+    expect_has " nb_render_frame"
+    expect_lacks "NB_1"
+    LD_LIBRARY_PATH="$NB_PREFIX/lib" ./abi_v1 < plan.nbs > got.bin 2> checks.txt
+    run -0 cat checks.txt
+    expect_lacks "FAILED"
+    cmp got.bin want.bin
+}
+
+@test "api: nb_plan_stream_from_args writes nb-geom's bytes for the same flags" {
+    need_installed
+    build_example "$NB_ROOT/tests/abi/plan_stream.c" plan_stream
+    # shellcheck disable=SC2086
+    ./plan_stream $XTAL -default_F 100 -floatfile 'a b.bin' -hkl P1.hkl > got.nbs
+    # shellcheck disable=SC2086
+    nb-geom $XTAL -default_F 100 -floatfile 'a b.bin' -hkl P1.hkl > want.nbs
+    cmp got.nbs want.nbs
+    # a flag nb-geom does not take: usage (1) and nb-geom's message; no bytes
+    run -1 ./plan_stream -cell 100 -nope
+    expect_has "nb_plan_stream_from_args: unknown option '-nope'"
+    # a flag whose file only nb-geom's readers read: unsupported (5), named
+    run -5 ./plan_stream -cell 100 -panels two.geom
+    expect_has "-panels: libnb reads no detector file"
+}
+
+@test "api: render_flags.c writes nb-geom FLAGS | nb-sim's image; a bad flag is said, never a usage text" {
+    need_installed
+    build_example "$NB_PREFIX/share/nb/examples/render_flags.c" render_flags
+    # shellcheck disable=SC2086
+    ./render_flags $XTAL -default_F 100 > got.bin
+    # shellcheck disable=SC2086
+    nb-geom -q $XTAL -default_F 100 | nb-sim -q --device cpu | nb-convert -q -o want.bin
+    cmp got.bin want.bin
+    run -2 ./render_flags -cell 100 100 100 90 90 90 -defualt_F 100
+    expect_has "render_flags: nb_renderer_from_args: unknown option '-defualt_F' (did you mean -default_F?)"
+    expect_lacks "Usage"
+    run -1 ./render_flags -img x.img
+    expect_has "-img: libnb reads no image header"
+    run -1 ./render_flags -cell 100 100 100 90 90 90 -hkl P1.hkl
+    expect_has "nb_renderer_set_F"
+}
+
+@test "api: render_F.c (F from arrays) writes nb-geom | nb-hkl -hkl LIST | nb-sim's image" {
+    need_installed
+    build_example "$NB_PREFIX/share/nb/examples/render_F.c" render_F
+    # shellcheck disable=SC2086
+    ./render_F "$NB_PREFIX/share/nb/examples/P1.hkl" $XTAL > got.bin
+    # shellcheck disable=SC2086
+    nb-geom -q $XTAL | nb-hkl -q -hkl "$NB_PREFIX/share/nb/examples/P1.hkl" | nb-sim -q --device cpu |
+        nb-convert -q -o want.bin
+    cmp got.bin want.bin
+    # a list of a few, a duplicate (the later wins), the rest -default_F: nb-hkl's grid
+    printf '1 2 3 400\n-1 -2 -3 300\n0 0 1 50\n2 0 0 1000\n1 2 3 500\n' > few.hkl
+    # shellcheck disable=SC2086
+    ./render_F few.hkl $XTAL -default_F 7 > got.bin
+    # shellcheck disable=SC2086
+    nb-geom -q $XTAL -default_F 7 | nb-hkl -q -hkl few.hkl | nb-sim -q --device cpu | nb-convert -q -o want.bin
+    cmp got.bin want.bin
+    # not the -default_F image
+    # shellcheck disable=SC2086
+    nb-geom -q $XTAL -default_F 7 | nb-sim -q --device cpu | nb-convert -q -o plain.bin
+    run ! cmp -s got.bin plain.bin
+}
+
+@test "api: render_noise.c writes nb-noise's counts for the frame (seed, read-out noise, an ROI)" {
+    need_installed
+    build_example "$NB_PREFIX/share/nb/examples/render_noise.c" render_noise
+    # shellcheck disable=SC2086
+    ./render_noise 7 3 $XTAL -default_F 100 -roi 3 40 5 34 > got.i32
+    # shellcheck disable=SC2086
+    nb-geom -q $XTAL -default_F 100 -roi 3 40 5 34 | nb-sim -q --device cpu | nb-noise -q -seed 7 -readout 3 |
+        nb-convert -q -o want.img
+    int32s got.i32 > got.txt
+    smv_counts want.img > want.txt
+    [ "$(wc -l < got.txt)" -eq $((48 * 40)) ] || false
+    cmp got.txt want.txt
+    # counts, not a constant: the ROI's 0 and the counted pixels differ
+    [ "$(sort -u got.txt | wc -l)" -gt 10 ] || false
+    # another seed, other counts
+    # shellcheck disable=SC2086
+    ./render_noise 8 3 $XTAL -default_F 100 -roi 3 40 5 34 > other.i32
+    run ! cmp -s got.i32 other.i32
+    run -2 ./render_noise seven 3 -cell 100
+    expect_has "seed is an integer, not 'seven'"
+}
+
+@test "api: render_options.c: precision=double writes nb-sim -precision double's image; unknown names are refused, listed" {
+    need_installed
+    build_example "$NB_PREFIX/share/nb/examples/render_options.c" render_options
+    nb-geom -q $XTAL -default_F 100 -o plan.nbs
+    ./render_options precision=double threads=2 device=cpu < plan.nbs > got.bin
+    nb-sim -q --device cpu -precision double plan.nbs | nb-convert -q -o want.bin
+    cmp got.bin want.bin
+    nb-sim -q --device cpu plan.nbs | nb-convert -q -o fast.bin
+    run ! cmp -s got.bin fast.bin
+    run -2 ./render_options colour=red < plan.nbs
+    expect_has "no render option 'colour' (this library's: device, precision, threads)"
+    run -2 ./render_options threads=many < plan.nbs
+    expect_has "threads is an integer, not 'many'"
+    run -2 ./render_options precision=quad < plan.nbs
+    expect_has "precision is plan, fast or double, not 'quad'"
+}
