@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "nb_api.h"
+#include "nb_args.h"
 #include "nb_geometry.h"
 #include "nb_options.h"
 #include "nb_plan.h"
@@ -39,25 +40,15 @@ static const struct refused {
  * plan is the one `nb-geom FLAGS` writes. */
 static char *command_line(int argc, char **argv)
 {
-    static const char plain[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.,/:=+@%";
+    char *flags = nb_join_args(argc, argv);
     nb_strbuf sb;
     nb_strbuf_init(&sb);
     nb_strbuf_append(&sb, "nb-geom");
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
+    if (argc > 0) {
         nb_strbuf_append(&sb, " ");
-        if (*a && strspn(a, plain) == strlen(a)) {
-            nb_strbuf_append(&sb, a);
-            continue;
-        }
-        nb_strbuf_append(&sb, "'");
-        for (const char *p = a; *p; p++) {
-            if (*p == '\'') nb_strbuf_append(&sb, "'\\''");
-            else if (*p == '\n') nb_strbuf_append(&sb, " ");
-            else nb_strbuf_appendn(&sb, p, 1);
-        }
-        nb_strbuf_append(&sb, "'");
+        nb_strbuf_append(&sb, flags);
     }
+    free(flags);
     return nb_strbuf_take(&sb);
 }
 
