@@ -287,6 +287,31 @@ NB_API int nb_renderer_noise_frame(const nb_renderer *r, long frame, const float
  * generator; the PSF's width in pixels of "pixel_size". */
 NB_API int nb_noise_image(const float *photons, int fast, int slow, const nb_options *options, int32_t *counts);
 
+/* ---- named parameters: the plan moved by name ------------------------------
+ *
+ * The plan's parameters (docs/physics.md 14), the names nb-sim --grad and
+ * nb_renderer_set_derivatives take: distance, Xbeam, Ybeam, the detector's
+ * rotations, the cell, misset_* (-misset's angles), rot_* (turns from the
+ * plan's orientation), Na/Nb/Nc, mosaic, lambda, fluence, scale, and each
+ * panel's panel<i>_shift_fast/_slow/_normal and panel<i>_rot_fast/_slow/
+ * _normal (i from 0).  They act on the plan itself, however it was made. */
+
+/* The table: how many rows, row i's name (a panel's written
+ * "panel<i>_shift_fast"; NULL beyond the table) and a name's unit ("mm",
+ * "degree" ...; NULL for an unknown name, nb_last_error saying why). */
+NB_API int nb_parameter_count(void);
+NB_API const char *nb_parameter_name(int i);
+NB_API const char *nb_parameter_unit(const char *name);
+/* A parameter's value in r's plan, in its unit.  rot_*, scale and a panel's
+ * moves are moves from the plan as it is: they read 0, 1 and 0.  An unknown
+ * name, a panel the detector lacks, the mosaic of a plan without a spread:
+ * NB_RESULT_USAGE. */
+NB_API int nb_renderer_get_parameter(const nb_renderer *r, const char *name, double *value);
+/* Set it: r's plan moved (what it moves: docs/physics.md 14); every later
+ * render and derivative is of the moved plan.  On an error the plan is as
+ * it was. */
+NB_API int nb_renderer_set_parameter(nb_renderer *r, const char *name, double value);
+
 #ifdef __cplusplus
 }
 #endif

@@ -19,6 +19,7 @@ typedef nb_status (*param_set_fn)(nb_plan *P, const nb_param *p, double v);
 
 struct nb_param_row {
     const char *name, *unit, *what;
+    const char *listed; /* as lists name it: a panel's "panel<i>_NAME" */
     nb_param_scope scope;
     int index;         /* which one of a family: an axis 0 1 2, a cell parameter 0 .. 5 */
     double scale, rel; /* the stencil's step: rel * max(|value|, scale) */
@@ -485,10 +486,12 @@ static nb_status set_panel_rotation(nb_plan *P, const nb_param *p, double v) { r
 
 /* ---- the table ------------------------------------------------------------------ */
 
-#define CRYSTAL(name, unit, i, scale, rel, get, set, what) {name, unit, what, NB_PARAM_CRYSTAL, i, scale, rel, get, set}
-#define BEAM(name, unit, scale, get, set, what) {name, unit, what, NB_PARAM_BEAM, 0, scale, 1e-4, get, set}
-#define DETECTOR(name, unit, i, get, set, what) {name, unit, what, NB_PARAM_DETECTOR, i, 1.0, 1e-4, get, set}
-#define PANEL(name, unit, i, set, what) {name, unit, what, NB_PARAM_PANEL, i, 1.0, 1e-4, get_panel, set}
+#define CRYSTAL(name, unit, i, scale, rel, get, set, what)                                                         \
+    {name, unit, what, name, NB_PARAM_CRYSTAL, i, scale, rel, get, set}
+#define BEAM(name, unit, scale, get, set, what) {name, unit, what, name, NB_PARAM_BEAM, 0, scale, 1e-4, get, set}
+#define DETECTOR(name, unit, i, get, set, what) {name, unit, what, name, NB_PARAM_DETECTOR, i, 1.0, 1e-4, get, set}
+#define PANEL(name, unit, i, set, what)                                                                           \
+    {name, unit, what, "panel<i>_" name, NB_PARAM_PANEL, i, 1.0, 1e-4, get_panel, set}
 
 static const nb_param_row rows[] = {
     CRYSTAL("cell_a", "Angstrom", 0, 1.0, 1e-4, get_cell, set_cell, "the cell's edge a, its orientation kept"),
@@ -563,14 +566,17 @@ int nb_param_row_at(int i, nb_param *out)
     return nb_param_lookup(name, out) != NB_OK;
 }
 
+const char *nb_param_row_listed(int i) { return i >= 0 && i < NROWS ? rows[i].listed : NULL; }
+const char *nb_param_row_unit(int i) { return i >= 0 && i < NROWS ? rows[i].unit : NULL; }
+int nb_param_rows(void) { return NROWS; }
+
 const char *nb_param_names(void)
 {
     static char names[1024];
     if (!names[0]) {
         size_t at = 0;
         for (int i = 0; i < NROWS; i++)
-            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s%s", i ? "," : "",
-                                   rows[i].scope == NB_PARAM_PANEL ? "panel<i>_" : "", rows[i].name);
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? "," : "", rows[i].listed);
     }
     return names;
 }

@@ -55,6 +55,11 @@ const char *nb_param_names(void);
 /* The table's rows, for listings: row i's parameter (a panel's for panel 0);
  * i beyond the table: nonzero. */
 int nb_param_row_at(int i, nb_param *out);
+/* The table's rows: how many, row i's name as lists write it (a panel's
+ * "panel<i>_shift_fast") and unit; NULL beyond the table. */
+int nb_param_rows(void);
+const char *nb_param_row_listed(int i);
+const char *nb_param_row_unit(int i);
 /* Where a parameter comes in the table: plans set several in this order. */
 int nb_param_order(const nb_param *p);
 

@@ -49,7 +49,7 @@ smv_counts() { smv_data "$1" | od -A n -v -t u2 | tr -s ' ' '\n' | sed '/^$/d'; 
     run -0 ls "$NB_PREFIX/include"
     [ "$output" = "nb.h" ] || false
     run -0 "$NB_ROOT/tests/abi/check-exports.sh" "$NB_PREFIX/lib/libnb.so" "$NB_PREFIX/include/nb.h"
-    expect_has "30 symbols"
+    expect_has "35 symbols"
     run -0 nm -D --defined-only "$NB_PREFIX/lib/libnb.so"
     expect_has "nb_render_frame@@NB_1"
     expect_lacks "nb_plan_from_record"
@@ -199,4 +199,26 @@ smv_counts() { smv_data "$1" | od -A n -v -t u2 | tr -s ' ' '\n' | sed '/^$/d'; 
     expect_has "threads is an integer, not 'many'"
     run -2 ./render_options precision=quad < plan.nbs
     expect_has "precision is plan, fast or double, not 'quad'"
+}
+
+@test "api: render_params.c: a parameter set by name moves the plan as nb-geom's flag does, and its derivative follows" {
+    need_installed
+    build_example "$NB_PREFIX/share/nb/examples/render_params.c" render_params
+    nb-geom -q $XTAL -default_F 100 -distance 60 -o at60.nbs
+    nb-geom -q $XTAL -default_F 100 -distance 80 -o at80.nbs
+    ./render_params distance=80 < at60.nbs > got.bin 2> got.err
+    grep -q "distance: 60 -> 80 mm" got.err
+    # the image (the first half) is that of the plan made at 80 mm, to rounding
+    local half=$(($(stat -c %s got.bin) / 2))
+    head -c "$half" got.bin > image.bin
+    nb-sim -q --device cpu at80.nbs | nb-convert -q -o want.bin
+    "$NB_ROOT/${BUILD:-build}/tests/nb-imgcmp" --corr 0.9999999 --max-rel 1e-5 image.bin want.bin
+    # and the derivative (the second half) nb-sim --grad's of that plan
+    tail -c "$half" got.bin > grad.bin
+    nb-sim -q --device cpu --grad distance at80.nbs | nb-convert -q --grad distance -o dwant.bin
+    "$NB_ROOT/${BUILD:-build}/tests/nb-imgcmp" --corr 0.99999 --max-rel 1e-3 grad.bin dwant.bin
+    run -2 ./render_params panel1_shift_fast=0.1 < at60.nbs
+    expect_has "the detector has 1 panel"
+    run -2 ./render_params wavelength=1 < at60.nbs
+    expect_has "unknown parameter 'wavelength'"
 }
