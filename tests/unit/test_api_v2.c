@@ -1,7 +1,7 @@
 /* test_api_v2.c - the public API's second part (engine/nb.h, "API 2"),
  * through nb.h alone as a program sees it: the version, named options and
  * their refusals, plans and renderers from nb-geom's flags, structure
- * factors from arrays, detector counts; every misuse a code and a message,
+ * factors from arrays, detector counts, the plan's named parameters; every misuse a code and a message,
  * never an exit.  (Against the tools' bytes: tests/cli/api.bats.) */
 #include <math.h>
 #include <stdio.h>
@@ -110,7 +110,7 @@ static nb_renderer *from_flags(float **image)
     float peak = 0;
     for (size_t i = 0; i < n; i++) peak = ia[i] > peak ? ia[i] : peak;
     ok(peak > 0 && ia[0] == 0.0f, "photons in the ROI (max %g), none outside", peak);
-    /* derivatives resolve the plan's command again: the one nb-geom records */
+    /* derivatives of the plan the flags made (its parameters move it) */
     float *g = calloc(n, sizeof *g), *grads[1] = {g};
     ok(nb_renderer_set_derivatives(a, "distance") == NB_RESULT_OK &&
            nb_render_frame_grad(a, 0, NULL, grads) == NB_RESULT_OK,
@@ -272,6 +272,42 @@ static void noise(nb_renderer *a, const float *image)
     free(c0), free(c1), free(ci);
 }
 
+/* The plan's named parameters: listed, read, set, refused. */
+static void parameters(void)
+{
+    nb_renderer *r = NULL;
+    double v = 0.0;
+    ok(nb_parameter_count() >= 32, "the table lists %d parameters", nb_parameter_count());
+    int found = 0;
+    for (int i = 0; i < nb_parameter_count(); i++) found += !strcmp(nb_parameter_name(i), "panel<i>_rot_normal");
+    ok(found == 1 && nb_parameter_name(-1) == NULL && nb_parameter_name(nb_parameter_count()) == NULL,
+       "a panel's names are listed as panel<i>_..., nothing beyond the table");
+    ok(nb_parameter_unit("distance") && !strcmp(nb_parameter_unit("distance"), "mm") &&
+           !strcmp(nb_parameter_unit("panel2_rot_fast"), "degree"), "units by name");
+    ok(nb_parameter_unit("colour") == NULL && has("unknown parameter 'colour'"), "an unknown name: %s",
+       nb_last_error());
+    if (nb_renderer_from_args(NFLAGS(flags), flags, NULL, &r)) {
+        ok(0, "a renderer for the parameters: %s", nb_last_error());
+        return;
+    }
+    ok(nb_renderer_get_parameter(r, "distance", &v) == NB_RESULT_OK && fabs(v - 100.0) < 1e-9, "distance reads %g mm",
+       v);
+    ok(nb_renderer_set_parameter(r, "distance", 120.0) == NB_RESULT_OK &&
+           nb_renderer_get_parameter(r, "distance", &v) == NB_RESULT_OK && fabs(v - 120.0) < 1e-9,
+       "set to 120 mm, it reads %g", v);
+    ok(nb_renderer_set_parameter(r, "panel1_shift_fast", 0.1) == NB_RESULT_USAGE && has("the detector has 1 panel") &&
+           nb_renderer_get_parameter(r, "distance", &v) == NB_RESULT_OK && fabs(v - 120.0) < 1e-9,
+       "a panel it lacks is refused, the plan as it was: %s", nb_last_error());
+    ok(nb_renderer_get_parameter(r, "mosaic", &v) == NB_RESULT_USAGE && has("no mosaic spread"),
+       "the mosaic of a plan without a spread: %s", nb_last_error());
+    ok(nb_renderer_set_parameter(r, "cell_a", NAN) == NB_RESULT_USAGE, "a value that is not finite is refused");
+    ok(nb_renderer_get_parameter(NULL, "distance", &v) == NB_RESULT_USAGE &&
+           nb_renderer_get_parameter(r, NULL, &v) == NB_RESULT_USAGE &&
+           nb_renderer_set_parameter(NULL, "distance", 1.0) == NB_RESULT_USAGE,
+       "NULL renderer or name: usage");
+    nb_renderer_free(r);
+}
+
 int main(void)
 {
     nb_set_log_level(-1);
@@ -282,6 +318,7 @@ int main(void)
     flag_refusals();
     noise(a, image);
     structure_factors(a, image);
+    parameters();
     ok(nb_renderer_frames(NULL) == 0 && nb_renderer_pixels(NULL) == 0, "no renderer: no frames, no pixels");
     ok(nb_render_frame(NULL, 0, image) == NB_RESULT_USAGE, "no renderer: usage");
     nb_renderer_free(a);
