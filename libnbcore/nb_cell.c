@@ -192,15 +192,14 @@ void nb_cell_parameters(const nb_cell_vectors *v, double cell[6], double recip[6
 
 nb_status nb_cell_standard(const double cell[6], double S[9])
 {
-    const double rad[6] = {cell[0], cell[1], cell[2], cell[3] * M_PI / 180.0, cell[4] * M_PI / 180.0,
-                           cell[5] * M_PI / 180.0};
-    nb_cell_vectors v;
-    memset(&v, 0, sizeof v);
-    v.V_cell = nb_cell_reciprocal(rad, v.a_star, v.b_star, v.c_star);
-    nb_status st = nb_cell_real_from_reciprocal(&v, cell);
-    if (st) return st;
-    const double *col[3] = {v.a, v.b, v.c};
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++) S[3 * j + i] = col[i][j];
+    const double d = M_PI / 180.0;
+    const double ca = cos(cell[3] * d), cb = cos(cell[4] * d), cg = cos(cell[5] * d), sg = sin(cell[5] * d);
+    const double cx = cb, cy = (ca - cb * cg) / sg, cz2 = 1.0 - cx * cx - cy * cy;
+    if (!(cell[0] > 0 && cell[1] > 0 && cell[2] > 0 && sg != 0.0 && cz2 > 0) || !isfinite(cz2))
+        return nb_error_set(NB_ERR_DATA, "no cell has these parameters: %g %g %g %g %g %g", cell[0], cell[1], cell[2],
+                            cell[3], cell[4], cell[5]);
+    const double M[9] = {cell[0], cell[1] * cg, cell[2] * cx, 0.0, cell[1] * sg, cell[2] * cy, 0.0, 0.0,
+                         cell[2] * sqrt(cz2)};
+    memcpy(S, M, sizeof M);
     return NB_OK;
 }

@@ -38,10 +38,11 @@ nb_status nb_cell_read_matrix(const char *path, double lambda0, double a_star[3]
 nb_status nb_cell_real_from_reciprocal(nb_cell_vectors *v, const double *lengths);
 
 /* The real cell (columns a b c, Angstrom, row-major) of parameters `cell`
- * (a b c in Angstrom, alpha beta gamma in degrees) in the reference's
- * default orientation (a* along x, b* in the xy plane): a crystal's
- * orientation is its cell vectors times this one's inverse (the named
- * parameters cell_*, nb-fit's frames).  A degenerate cell is an error. */
+ * (a b c in Angstrom, alpha beta gamma in degrees) in the standard
+ * orientation a along x, b in the xy plane: a crystal's orientation U is
+ * its cell vectors times this one's inverse, so that a change of the cell
+ * alone changes no U (the named parameters cell_*, nb-fit's frames, and
+ * bench/dataset/evaluate.py's orientation error).  No such cell: an error. */
 nb_status nb_cell_standard(const double cell[6], double S[9]);
 
 /* The cell's parameters from its vectors: cell = a b c (Angstrom) alpha
