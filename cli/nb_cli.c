@@ -16,6 +16,39 @@
 #include "nb_tuning.h"
 #include "nb_util.h"
 
+int nb_std_setting(nb_std_opts *o, int argc, char **argv, int *i, nb_status *st)
+{
+    const char *a = argv[*i];
+    *st = NB_OK;
+    if (!strcmp(a, "-q")) {
+        o->quiet = 1;
+        return 1;
+    }
+    if (!strcmp(a, "-v")) {
+        o->verbose = 1;
+        return 1;
+    }
+    if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+        if (*i + 1 >= argc) {
+            *st = nb_error_set(NB_ERR_USAGE, "option %s needs a file name", a);
+            return 1;
+        }
+        o->output = argv[++*i];
+        return 1;
+    }
+    if (!strcmp(a, "--threads")) {
+        if (*i + 1 >= argc) {
+            *st = nb_error_set(NB_ERR_USAGE, "option --threads needs a number");
+            return 1;
+        }
+        *st = nb_parse_int(argv[++*i], &o->threads, "option --threads");
+        if (!*st && (o->threads < 1 || o->threads > 4096))
+            *st = nb_error_set(NB_ERR_USAGE, "option --threads: %d is not a sensible thread count", o->threads);
+        return 1;
+    }
+    return 0;
+}
+
 void nb_std_opts_init(nb_std_opts *o)
 {
     /* every main() starts here: the one place to set up how a tool ends when

@@ -3,8 +3,7 @@
  * and the man page from the flag registry (one source for both).  Its own
  * library (build/libnbcli.a) that the tools and the tests link and libnb
  * does not contain: a library's caller decides when to print and exit.  The
- * part of the command line the library replays (nb_std_opts, the words
- * joined and split) is libnbcore/nb_args.h. */
+ * words joined and split (a plan's COMMAND) are libnbcore/nb_args.h's. */
 #ifndef NB_CLI_H
 #define NB_CLI_H
 
@@ -17,6 +16,20 @@
 #ifndef NB_VERSION
 #define NB_VERSION "0.1.0"
 #endif
+
+/* The standard options every tool shares: their values. */
+typedef struct nb_std_opts {
+    const char *output;   /* -o FILE, default "-" */
+    const char *input;    /* positional input stream, default "-" */
+    int quiet, verbose;
+    int threads;          /* 0 = default (OpenMP's choice) */
+} nb_std_opts;
+
+/* The standard options that only set a value (-o FILE, -q, -v, --threads N):
+ * if argv[*i] is one, set it in *o and return 1, advancing *i past its value
+ * (on a bad value *st is set); 0 otherwise: what nb_std_option reads after
+ * --help and --version. */
+int nb_std_setting(nb_std_opts *o, int argc, char **argv, int *i, nb_status *st);
 
 typedef struct nb_tool_info {
     const char *name;        /* "nb-sim" */

@@ -532,6 +532,8 @@ static const nb_param_row rows[] = {
 };
 #define NROWS ((int)(sizeof rows / sizeof rows[0]))
 
+static const char *param_names(void);
+
 nb_status nb_param_lookup(const char *name, nb_param *out)
 {
     memset(out, 0, sizeof *out);
@@ -549,28 +551,19 @@ nb_status nb_param_lookup(const char *name, nb_param *out)
             snprintf(out->name, sizeof out->name, "%s", name);
             return NB_OK;
         }
-    return nb_error_set(NB_ERR_USAGE, "unknown parameter '%s' (known: %s)", name, nb_param_names());
+    return nb_error_set(NB_ERR_USAGE, "unknown parameter '%s' (known: %s)", name, param_names());
 }
 
 const char *nb_param_name(const nb_param *p) { return p->name; }
 const char *nb_param_unit(const nb_param *p) { return p->row->unit; }
-const char *nb_param_what(const nb_param *p) { return p->row->what; }
 nb_param_scope nb_param_scope_of(const nb_param *p) { return p->row->scope; }
 int nb_param_order(const nb_param *p) { return (int)(p->row - rows); }
 
-int nb_param_row_at(int i, nb_param *out)
-{
-    if (i < 0 || i >= NROWS) return 1;
-    char name[48];
-    snprintf(name, sizeof name, "%s%s", rows[i].scope == NB_PARAM_PANEL ? "panel0_" : "", rows[i].name);
-    return nb_param_lookup(name, out) != NB_OK;
-}
-
 const char *nb_param_row_listed(int i) { return i >= 0 && i < NROWS ? rows[i].listed : NULL; }
-const char *nb_param_row_unit(int i) { return i >= 0 && i < NROWS ? rows[i].unit : NULL; }
 int nb_param_rows(void) { return NROWS; }
 
-const char *nb_param_names(void)
+/* Every name, comma-separated (a panel's as panel<i>_NAME): messages. */
+static const char *param_names(void)
 {
     static char names[1024];
     if (!names[0]) {

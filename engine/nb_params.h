@@ -47,19 +47,11 @@ typedef struct nb_param {
 nb_status nb_param_lookup(const char *name, nb_param *out);
 const char *nb_param_name(const nb_param *p);
 const char *nb_param_unit(const nb_param *p);
-/* One line saying what it is (for --help and docs). */
-const char *nb_param_what(const nb_param *p);
 nb_param_scope nb_param_scope_of(const nb_param *p);
-/* Every name, comma-separated, a panel's as panel<i>_NAME. */
-const char *nb_param_names(void);
-/* The table's rows, for listings: row i's parameter (a panel's for panel 0);
- * i beyond the table: nonzero. */
-int nb_param_row_at(int i, nb_param *out);
-/* The table's rows: how many, row i's name as lists write it (a panel's
- * "panel<i>_shift_fast") and unit; NULL beyond the table. */
+/* The table's rows: how many, and row i's name as lists write it (a
+ * panel's "panel<i>_shift_fast"; NULL beyond the table). */
 int nb_param_rows(void);
 const char *nb_param_row_listed(int i);
-const char *nb_param_row_unit(int i);
 /* Where a parameter comes in the table: plans set several in this order. */
 int nb_param_order(const nb_param *p);
 

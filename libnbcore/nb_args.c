@@ -1,47 +1,12 @@
-/* nb_args.c - a command line's words (nb_args.h): the standard options that
- * only set a value, the line joined for a plan's COMMAND and split again.
- * Pure: nothing here prints help or exits, so the library (the engine's
- * replay of a recorded command line) can use it; the tools' --help and
- * --version are cli/nb_cli.c's. */
+/* nb_args.c - a command line's words (nb_args.h): joined for a plan's
+ * COMMAND (nb-geom, and libnb's plans from flags), split again.  Pure:
+ * nothing here prints or exits, so the library can use it. */
 #include "nb_args.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "nb_util.h"
-
-int nb_std_setting(nb_std_opts *o, int argc, char **argv, int *i, nb_status *st)
-{
-    const char *a = argv[*i];
-    *st = NB_OK;
-    if (!strcmp(a, "-q")) {
-        o->quiet = 1;
-        return 1;
-    }
-    if (!strcmp(a, "-v")) {
-        o->verbose = 1;
-        return 1;
-    }
-    if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-        if (*i + 1 >= argc) {
-            *st = nb_error_set(NB_ERR_USAGE, "option %s needs a file name", a);
-            return 1;
-        }
-        o->output = argv[++*i];
-        return 1;
-    }
-    if (!strcmp(a, "--threads")) {
-        if (*i + 1 >= argc) {
-            *st = nb_error_set(NB_ERR_USAGE, "option --threads needs a number");
-            return 1;
-        }
-        *st = nb_parse_int(argv[++*i], &o->threads, "option --threads");
-        if (!*st && (o->threads < 1 || o->threads > 4096))
-            *st = nb_error_set(NB_ERR_USAGE, "option --threads: %d is not a sensible thread count", o->threads);
-        return 1;
-    }
-    return 0;
-}
 
 char *nb_join_args(int argc, char **argv)
 {

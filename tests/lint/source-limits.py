@@ -49,16 +49,16 @@ def reached(start, includes, where):
     """The first chain of includes from file `start` to a header in one of the
     folders `where`: [header, ..., the one in `where`], or None.  includes:
     each file's (folder, path) of the product headers it includes."""
-    seen, todo = {start}, [(start, [])]
-    while todo:
-        path, chain = todo.pop(0)
+    seen, queue = {start}, [(start, [])]
+    while queue:
+        path, chain = queue.pop(0)
         for folder, header in includes.get(path, ()):
             if header in seen:
                 continue
             seen.add(header)
             if folder in where:
                 return chain + [os.path.basename(header)]
-            todo.append((header, chain + [os.path.basename(header)]))
+            queue.append((header, chain + [os.path.basename(header)]))
     return None
 
 
