@@ -118,8 +118,11 @@ BIN     ?= bin
 # API; engine/physics the kernels' pixel physics, headers only), formats
 # (files), cli (the tools' command-line code: --help, --version, the man
 # pages; it prints and exits, which a library leaves to its caller), tools
-# (the programs).  libnb = libnbcore + engine; cli is libnbcli, never in libnb.
+# (the programs), fit (the fit: its Levenberg-Marquardt loop and likelihood,
+# the reduction over processes the caller gives it).  libnb = libnbcore +
+# engine + fit; cli is libnbcli, never in libnb.
 CORE_SRC    := $(wildcard libnbcore/*.c)
+FIT_SRC     := $(wildcard fit/*.c)
 FORMATS_SRC := $(wildcard formats/*.c)
 CLI_SRC     := $(wildcard cli/*.c)
 ENGINE_SRC  := $(filter-out engine/nb_sim_fast.c engine/nb_sim_fast_grad.c engine/nb_sim_nocuda.c,$(wildcard engine/*.c))
@@ -128,6 +131,7 @@ CORE_OBJ    := $(CORE_SRC:%.c=$(BUILD)/%.o)
 FORMATS_OBJ := $(FORMATS_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/%.o)
 ENGINE_OBJ  := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+FIT_OBJ     := $(FIT_SRC:%.c=$(BUILD)/%.o)
 NB_A        := $(BUILD)/libnb.a
 FORMATS_A   := $(BUILD)/libnbformats.a
 CLI_A       := $(BUILD)/libnbcli.a
@@ -139,7 +143,8 @@ NB_SO       := $(BUILD)/libnb.so.$(VERSION)
 $(BUILD)/engine/%.o: LAYER_INC := -Iengine -Iengine/physics
 $(BUILD)/formats/%.o: LAYER_INC := -Iformats
 $(BUILD)/cli/%.o: LAYER_INC := -Icli
-$(BUILD)/tools/%.o: LAYER_INC := -Icli -Iengine -Iengine/physics -Iformats
+$(BUILD)/fit/%.o: LAYER_INC := -Iengine -Iengine/physics -Ifit
+$(BUILD)/tools/%.o: LAYER_INC := -Icli -Iengine -Iengine/physics -Ifit -Iformats
 
 TOOLS   := nb-geom nb-hkl nb-sim nb-noise nb-convert nb-bench nb-fit nb-math nb-amorphous
 TOOL_BINS := $(TOOLS:%=$(BIN)/%)
@@ -180,7 +185,7 @@ endif
 
 HEADERS := $(wildcard libnbcore/*.h) $(wildcard libnbcore/*.inc) $(wildcard libnbcore/*.cuh) $(wildcard formats/*.h) \
            $(wildcard engine/*.h) $(wildcard engine/*.inc) $(wildcard engine/physics/*.h) $(wildcard engine/physics/*.inc) \
-           $(wildcard cli/*.h) $(wildcard tools/*.h)
+           $(wildcard cli/*.h) $(wildcard fit/*.h) $(wildcard tools/*.h)
 
 .SECONDARY:
 .PHONY: all check check-gpu check-dials check-built demo-built lint test-unit test-cli test-parity demo deps bench install clean check-asan man fuzz fuzz-regressions fuzz-regressions-built
@@ -199,7 +204,7 @@ $(BUILD)/%.o: %.c $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(LAYER_INC) $(CFLAGS) -c $< -o $@
 
-$(NB_A): $(CORE_OBJ) $(ENGINE_OBJ)
+$(NB_A): $(CORE_OBJ) $(ENGINE_OBJ) $(FIT_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
@@ -218,7 +223,7 @@ $(CLI_A): $(CLI_OBJ)
 # what examples/render.py loads and other programs link (nb.h, nb.pc); its
 # dynamic symbols nb.h's functions alone, version NB_1 (engine/libnb.map:
 # the CUDA runtime's and libnbcore's stay inside; tests/abi/check-exports.sh)
-$(NB_SO): $(CORE_OBJ) $(ENGINE_OBJ) engine/libnb.map
+$(NB_SO): $(CORE_OBJ) $(ENGINE_OBJ) $(FIT_OBJ) engine/libnb.map
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libnb.so.$(SOVERSION) -Wl,--version-script=engine/libnb.map -fopenmp -o $@ \
 	    $(filter %.o,$^) $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
@@ -288,7 +293,7 @@ TEST_TOOLS := $(BUILD)/tests/nb-imgcmp $(BUILD)/tests/nb-smvcmp $(BUILD)/tests/x
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c tests/unit/tap.h tests/unit/plan_words.h $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CFLAGS) -Icli -Iengine -Iengine/physics -Iformats -Itests/unit -o $@ $< $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(TEST_LDLIBS)
+	$(CC) $(NB_CFLAGS) $(CFLAGS) -Icli -Iengine -Iengine/physics -Ifit -Iformats -Itests/unit -o $@ $< $(LIB) $(NB_LDLIBS) $(CUDA_LDLIBS) $(TEST_LDLIBS)
 
 $(BUILD)/tests/nb-%: tests/parity/nb-%.c $(LIB) $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -434,7 +439,7 @@ bench: all
 #   make install PREFIX=DIR [DESTDIR=...]: the tools and the drop-in (bin/), the
 #   engine library (lib/libnb.so.VERSION and its links, lib/libnb.a), its
 #   header (include/nb.h) and pkg-config file (lib/pkgconfig/nb.pc), a man page
-#   for every program, and share/nb: examples/ (render.c, render_flags.c, render_F.c, render_noise.c,
+#   for every program, and share/nb: examples/ (render.c, render_flags.c, render_F.c, render_noise.c, fit_arrays.c,
 #   render_options.c, render_params.c, render.py, P1.hkl,
 #   tiles.geom, helices.pdb, helices.py, helices.mtz and helices_mtz.py), pipelines/ (sweep.mk, parallel-sweep,
 #   slurm-sweep.sbatch, slurm-fit.sbatch), bench/ (nb-bench's inputs), amorphous/ (nb-amorphous's
@@ -466,7 +471,7 @@ install: all
 	    -e 's|@LIBS_PRIVATE@|$(strip -fopenmp -lz -lm -ldl $(CUDA_LDLIBS))|' nb.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/nb.pc
 	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/nb.pc
 	install -m 644 examples/render.c examples/render_flags.c examples/render_F.c examples/render_noise.c \
-	    examples/render_options.c examples/render_params.c examples/P1.hkl examples/tiles.geom examples/helices.pdb examples/helices.mtz $(DESTDIR)$(DATADIR)/examples/
+	    examples/render_options.c examples/render_params.c examples/fit_arrays.c examples/P1.hkl examples/tiles.geom examples/helices.pdb examples/helices.mtz $(DESTDIR)$(DATADIR)/examples/
 	install -m 755 examples/render.py examples/helices.py examples/helices_mtz.py $(DESTDIR)$(DATADIR)/examples/
 	install -m 644 pipelines/sweep.mk pipelines/slurm-sweep.sbatch pipelines/slurm-fit.sbatch $(DESTDIR)$(DATADIR)/pipelines/
 	install -m 755 pipelines/parallel-sweep $(DESTDIR)$(DATADIR)/pipelines/

@@ -312,6 +312,72 @@ NB_API int nb_renderer_get_parameter(const nb_renderer *r, const char *name, dou
  * it was. */
 NB_API int nb_renderer_set_parameter(nb_renderer *r, const char *name, double value);
 
+/* ---- the fit: a renderer's parameters refined to observed images ----------
+ *
+ * libnb's fit (fit/: the Levenberg-Marquardt loop and the likelihood that
+ * nb-fit runs): the named parameters above, shared by every frame, refined
+ * from the renderer's plan to the caller's images by least squares, then
+ * (the default) the Poisson likelihood, on the parameters' analytic
+ * derivatives; sigmas from the inverse Fisher information.  The frames may
+ * be spread over processes: each gives its own frames' pixels and a `sum`
+ * that adds a vector over the processes (MPI_Allreduce, a pipe, Python's
+ * multiprocessing); every process then takes the same steps and gets the
+ * same values. */
+
+/* One observed frame: every panel's pixels in nb_render_frame's order
+ * (nb_renderer_pixels floats).  With gain > 0 they are detector counts,
+ * photons = (pixel - offset) / gain, and a negative count (a detector's
+ * flag) is left out; with gain 0 they are photons.  A pixel whose mask byte
+ * is 0 (mask NULL: none), at or above overload (0: no overload) or not
+ * finite is left out.  pixels NULL: a frame another process fits. */
+typedef struct nb_fit_image {
+    const float *pixels;
+    const unsigned char *mask;
+    double gain, offset, overload;
+} nb_fit_image;
+
+typedef enum nb_fit_loss_choice { NB_FIT_LOSS_POISSON = 0, NB_FIT_LOSS_LSQ = 1 } nb_fit_loss_choice;
+
+/* values[0..n) summed element-wise over every process, in place, each
+ * getting the sum; 0 on success. */
+typedef int (*nb_fit_sum_fn)(void *ctx, double *values, size_t n);
+
+/* How to fit.  size: sizeof (nb_fit_settings) as the caller was compiled
+ * (the struct grows at its end; fields past a caller's size take their
+ * defaults); nb_fit_settings_init sets every default. */
+typedef struct nb_fit_settings {
+    size_t size;
+    nb_fit_loss_choice loss;   /* the last stage's (least squares always first); default Poisson */
+    int iterations;            /* each stage's at most; default 50 */
+    int rank, processes;       /* this process, of how many; default 0 of 1 */
+    nb_fit_sum_fn sum;         /* with processes > 1: the sum over them */
+    void *sum_ctx;
+} nb_fit_settings;
+NB_API void nb_fit_settings_init(nb_fit_settings *s);
+
+/* What the fit ended with; size as for nb_fit_settings. */
+typedef struct nb_fit_result {
+    size_t size;
+    double nll;                /* -log L (Poisson) or RSS/2, over every process */
+    long pixels;               /* pixels fitted, over every process */
+    int iterations;            /* the last stage's */
+    int converged;             /* 0: the last stage stopped at `iterations` */
+} nb_fit_result;
+
+/* Refine names[0..n) (nb_parameter_name's, and "scale": a factor on every
+ * frame's photons, refined into the fluence) from r's plan to images, one
+ * per frame of r (nb_renderer_frames).  values and sigmas (n each, NULL:
+ * not wanted) get each name's refined value and its standard deviation, in
+ * its unit; r's plan becomes the refined one (every later render and
+ * nb_renderer_get_parameter is of it).  The model is the one r renders: its
+ * precision (the plan's: the fast path unless it says -precision double;
+ * nb-fit's default is the double path) on r's device, with r's F.  s NULL: the defaults; result NULL: not wanted.  An unknown or
+ * repeated name, a frame without pixels in one process, no pixel left:
+ * NB_RESULT_USAGE; a parameter the images do not fix: NB_RESULT_DATA.  On an
+ * error r's plan is as it was. */
+NB_API int nb_fit_renderer(nb_renderer *r, const char *const *names, int n, const nb_fit_image *images,
+                           const nb_fit_settings *s, double *values, double *sigmas, nb_fit_result *result);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,6 +11,8 @@
 #include "detector_file.h"
 #include "nb_cli.h"
 #include "nb_fit.h"
+#include "nb_fit_plan.h"
+#include "nb_par.h"
 #include "nb_hkl.h"
 #include "nb_image_record.h"
 #include "nb_options.h"
@@ -75,8 +77,6 @@ static const nb_tool_info tool = {
     "3: the fit ran and the stream is whole, but a frame's verdict failed (named on standard error)",
 };
 
-#define MAX_PARAMS (NB_GRAD_MAX_NAMES + 1)
-#define MU_FLOOR 1e-4 /* photons: a trace of background under every model pixel (log 0 is no likelihood) */
 
 /* ---- the observed images ---------------------------------------------------- */
 
@@ -84,7 +84,7 @@ static const nb_tool_info tool = {
  * untrusted pixels (negative, a CBF's masked ones, or overloaded: the image
  * reader's rule, registry.h) left out; --adc, --gain and --overload given
  * override the file's. */
-static void counts_to_photons(const fit_opts *o, nb_image_file *f, observed *ob)
+static void counts_to_photons(const fit_opts *o, nb_image_file *f, nb_fit_observed *ob)
 {
     const double adc = o->have_adc ? o->adc : f->offset, gain = o->have_gain ? o->gain : f->gain;
     if (o->have_overload) nb_image_file_set_overload(f, o->overload);
@@ -116,7 +116,7 @@ static nb_status read_frame_file(const char *path, const nb_plan *plan, long fra
  * CBF, SMV, TIFF, an nb stream's IMAGE record of that frame, or raw float
  * photons; its rule for the offset, gain and overload, which --adc, --gain
  * and --overload override). */
-nb_status nb_fit_observed_read(const char *path, const fit_opts *o, const nb_plan *plan, long frame, observed *ob)
+nb_status nb_fit_observed_read(const char *path, const fit_opts *o, const nb_plan *plan, long frame, nb_fit_observed *ob)
 {
     const size_t n = nb_plan_total_pixels(plan);
     nb_image_file f;
@@ -136,365 +136,36 @@ nb_status nb_fit_observed_read(const char *path, const fit_opts *o, const nb_pla
     return st;
 }
 
-void nb_fit_observed_free(observed *ob)
+void nb_fit_observed_free(nb_fit_observed *ob)
 {
     free(ob->y);
     free(ob->use);
     ob->y = NULL, ob->use = NULL;
 }
 
-/* ---- the model ----------------------------------------------------------------- */
+/* ---- the fit of one plan (fit/nb_fit_plan.c) ------------------------------------------ */
 
-/* The parameters: the names of nb-sim --grad, then (when refined) the scale. */
-typedef struct params {
-    nb_grad_list names;
-    int with_scale;
-    int k;                  /* names.n + with_scale */
-    double x[MAX_PARAMS];   /* values, in the flags' units; the scale last */
-} params;
-
-/* The model of every frame at x: photons per pixel (mu, the scale applied)
- * and, with grads, d mu / d x_j. */
-typedef struct model {
-    float **image;              /* per frame */
-    float **grad[MAX_PARAMS];   /* per parameter, per frame (NULL: not rendered) */
-} model;
-
-/* The engine the model renders with (on the CPU). */
-static nb_engine *engine;
-
-/* One panel of a frame, into the panel's place in image (and grads), by the
- * path's pixel. */
-static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const nb_grad_plans *gp, nb_grad_path path,
-                              long frame, int panel, float *image, float **grads)
-{
-    nb_plan frame_plan, view;
-    nb_source *shot_sources = NULL;
-    nb_panel_done done;
-    if (plan->stills.spikes > 0)
-        return nb_error_set(NB_ERR_UNSUPPORTED, "fitting stills with a per-shot spectrum (-stills_bandwidth) is not "
-                                                "supported");
-    nb_status st = nb_engine_frame(plan, frame, &frame_plan, &shot_sources);
-    if (st) return st;
-    nb_plan_panel_view(&frame_plan, panel, &view);
-    const nb_panel_job job = {path == NB_GRAD_DOUBLE, gp, frame, panel, grads, NULL, NULL, NULL, 0};
-    st = nb_engine_render_panel(engine, &view, hkl, &job, image, &done);
-    nb_panel_done_free(&done);
-    free(shot_sources);
-    return st;
-}
-
-/* A frame, panel after panel (an IMAGE's layout). */
-static nb_status render_frame(const nb_plan *plan, const nb_hkl *hkl, const nb_grad_plans *gp, nb_grad_path path,
-                              long frame, float *image, float **grads, int ngrads)
-{
-    nb_status st = NB_OK;
-    for (int i = 0; i < nb_plan_npanels(plan) && !st; i++) {
-        size_t off;
-        float *g[NB_GRAD_MAX_NAMES];
-        nb_plan_panel_dims(plan, i, NULL, NULL, &off);
-        for (int j = 0; j < ngrads; j++) g[j] = grads[j] ? grads[j] + off : NULL;
-        st = render_panel(plan, hkl, gp, path, frame, i, image + off, g);
-    }
-    return st;
-}
-
-/* Render the model at p (with its derivatives when grads). */
-static nb_status model_eval(const nb_plan *start, const nb_hkl *hkl, nb_grad_path path, const params *p, int grads,
-                            model *m,
-                            nb_plan *at)
-{
-    nb_grad_plans gp;
-    nb_status st = nb_grad_plan_at(start, &p->names, p->x, at);
-    if (st) return st;
-    if (grads && (st = nb_grad_plans_build(at, &p->names, &gp))) return st;
-    for (long f = 0; f < start->nframes && !st; f++) {
-        float *g[NB_GRAD_MAX_NAMES];
-        for (int j = 0; j < p->names.n; j++) g[j] = grads ? m->grad[j][f] : NULL;
-        st = render_frame(at, hkl, grads ? &gp : NULL, path, f, m->image[f], g, p->names.n);
-    }
-    if (grads) nb_grad_plans_free(&gp);
-    return st;
-}
-
-/* ---- the likelihood and its Fisher information ----------------------------------- */
-
-typedef struct normal_eq {
-    double nll;                       /* -log L (Poisson) or RSS/2 */
-    double g[MAX_PARAMS];             /* its gradient */
-    double H[MAX_PARAMS][MAX_PARAMS]; /* Fisher information (Gauss-Newton) */
-    long n;                           /* pixels used */
-} normal_eq;
-
-/* -log L at the model (mu = scale I), and with grads its gradient and Fisher matrix. */
-static void likelihood(const params *p, const model *m, const observed *obs, long nframes, size_t npix, int loss,
-                       int grads, normal_eq *e)
-{
-    const double s = p->with_scale ? p->x[p->k - 1] : 1.0;
-    memset(e, 0, sizeof *e);
-    double d[MAX_PARAMS];
-    for (long f = 0; f < nframes; f++)
-        for (size_t i = 0; i < npix; i++) {
-            if (!obs[f].use[i]) continue;
-            const double I = m->image[f][i], y = obs[f].y[i], mu = s * I + MU_FLOOR;
-            e->n++;
-            e->nll += loss == NB_FIT_POISSON ? mu - (y > 0 ? y * log(mu) : 0.0) : 0.5 * (y - mu) * (y - mu);
-            if (!grads) continue;
-            for (int j = 0; j < p->names.n; j++) d[j] = s * m->grad[j][f][i];
-            if (p->with_scale) d[p->k - 1] = I;
-            const double r = loss == NB_FIT_POISSON ? 1.0 - y / mu : mu - y; /* d nll / d mu */
-            const double w = loss == NB_FIT_POISSON ? 1.0 / mu : 1.0;       /* Fisher weight */
-            for (int a = 0; a < p->k; a++) {
-                e->g[a] += r * d[a];
-                for (int b = 0; b <= a; b++) e->H[a][b] += w * d[a] * d[b];
-            }
-        }
-    for (int a = 0; a < p->k; a++)
-        for (int b = 0; b < a; b++) e->H[b][a] = e->H[a][b];
-}
-
-#define SOLVE_MAX 64
-
-int nb_fit_solve(int k, const double *A, int stride, const double *b, double *x)
-{
-    double M[SOLVE_MAX][SOLVE_MAX + 1];
-    if (k > SOLVE_MAX) return 0;
-    for (int i = 0; i < k; i++) {
-        for (int j = 0; j < k; j++) M[i][j] = A[i * stride + j];
-        M[i][k] = b[i];
-    }
-    for (int c = 0; c < k; c++) {
-        int piv = c;
-        for (int r = c + 1; r < k; r++)
-            if (fabs(M[r][c]) > fabs(M[piv][c])) piv = r;
-        if (!(fabs(M[piv][c]) > 0.0)) return 0;
-        for (int j = 0; j <= k; j++) {
-            double t = M[c][j];
-            M[c][j] = M[piv][j], M[piv][j] = t;
-        }
-        for (int r = c + 1; r < k; r++) {
-            double f = M[r][c] / M[c][c];
-            for (int j = c; j <= k; j++) M[r][j] -= f * M[c][j];
-        }
-    }
-    for (int i = k - 1; i >= 0; i--) {
-        double v = M[i][k];
-        for (int j = i + 1; j < k; j++) v -= M[i][j] * x[j];
-        x[i] = v / M[i][i];
-    }
-    return 1;
-}
-
-/* ---- Levenberg-Marquardt ----------------------------------------------------------- */
-
-/* The model's buffers for every frame, and its derivatives' when grads. */
-static nb_status model_alloc(model *m, const params *p, long nframes, size_t npix, int grads)
-{
-    nb_status st = nb_calloc((void **)&m->image, (size_t)nframes, sizeof *m->image, "the model");
-    for (long f = 0; f < nframes && !st; f++) st = nb_calloc((void **)&m->image[f], npix, sizeof(float), "the model");
-    for (int j = 0; j < (grads ? p->names.n : 0) && !st; j++) {
-        st = nb_calloc((void **)&m->grad[j], (size_t)nframes, sizeof *m->grad[j], "the derivatives");
-        for (long f = 0; f < nframes && !st; f++)
-            st = nb_calloc((void **)&m->grad[j][f], npix, sizeof(float), "the derivatives");
-    }
-    return st;
-}
-
-static void model_free(model *m, long nframes)
-{
-    for (long f = 0; m->image && f < nframes; f++) free(m->image[f]);
-    free(m->image);
-    for (int j = 0; j < MAX_PARAMS; j++) {
-        for (long f = 0; m->grad[j] && f < nframes; f++) free(m->grad[j][f]);
-        free(m->grad[j]);
-    }
-    memset(m, 0, sizeof *m);
-}
-
-static const char *param_name(const params *p, int j)
-{
-    return j < p->names.n ? nb_param_name(&p->names.param[j]) : "scale";
-}
-
-/* The step of damping lambda: (H + lambda diag H) dx = -g. */
-static nb_status lm_step(const params *p, const normal_eq *e, double lambda, double *dx)
-{
-    double A[MAX_PARAMS][MAX_PARAMS], b[MAX_PARAMS];
-    for (int a = 0; a < p->k; a++) {
-        if (!(e->H[a][a] > 0.0))
-            return nb_error_set(NB_ERR_DATA, "%s does not change the model on any pixel used: it cannot be refined "
-                                             "from these images", param_name(p, a));
-        for (int c = 0; c < p->k; c++) A[a][c] = e->H[a][c];
-        A[a][a] *= 1.0 + lambda;
-        b[a] = -e->g[a];
-    }
-    if (!nb_fit_solve(p->k, &A[0][0], MAX_PARAMS, b, dx))
-        return nb_error_set(NB_ERR_DATA, "the parameters are not independent on these images (a singular system)");
-    return NB_OK;
-}
-
-typedef struct problem {
-    const nb_plan *start;
-    const nb_hkl *hkl;
-    const observed *obs;
-    const fit_opts *o;
-    size_t npix;
-    nb_grad_path path; /* the model's pixel: -precision */
-} problem;
-
-/* Iterate from p->x to the least -log L of `loss`; e: the normal equations there. */
-static nb_status refine(const problem *pb, int loss, params *p, model *m, model *trial, normal_eq *e)
-{
-    const long nf = pb->start->nframes;
-    nb_plan at;
-    nb_status st = model_eval(pb->start, pb->hkl, pb->path, p, 1, m, &at);
-    if (st) return st;
-    nb_plan_free(&at);
-    likelihood(p, m, pb->obs, nf, pb->npix, loss, 1, e);
-    double lambda = 1e-3;
-    for (int it = 0; it < pb->o->iterations && !st; it++) {
-        nb_info("%s iteration %d: %s = %.12g on %ld pixels, lambda %.1e",
-                loss == NB_FIT_LSQ ? "least-squares" : "Poisson", it, loss == NB_FIT_LSQ ? "RSS/2" : "-log L", e->nll, e->n,
-                lambda);
-        double dx[MAX_PARAMS];
-        params next = *p;
-        if ((st = lm_step(p, e, lambda, dx))) break;
-        for (int j = 0; j < p->k; j++) next.x[j] = p->x[j] + dx[j];
-        normal_eq te;
-        nb_status ts = model_eval(pb->start, pb->hkl, pb->path, &next, 0, trial, &at);
-        if (!ts) nb_plan_free(&at);
-        if (!ts) likelihood(&next, trial, pb->obs, nf, pb->npix, loss, 0, &te);
-        if (ts || !(te.nll < e->nll)) {
-            /* a step the plan refuses (a negative distance ...) or no better: shorter */
-            lambda *= 10.0;
-            if (lambda > 1e10) break;
-            continue;
-        }
-        const double gain = e->nll - te.nll;
-        *p = next;
-        if ((st = model_eval(pb->start, pb->hkl, pb->path, p, 1, m, &at))) break;
-        nb_plan_free(&at);
-        likelihood(p, m, pb->obs, nf, pb->npix, loss, 1, e);
-        lambda = fmax(lambda / 10.0, 1e-9);
-        if (gain < 1e-10 * fabs(e->nll) + 1e-9) break;
-    }
-    if (!st) nb_info("%s: %s = %.12g on %ld pixels", loss == NB_FIT_LSQ ? "least squares" : "Poisson",
-                     loss == NB_FIT_LSQ ? "RSS/2" : "-log L", e->nll, e->n);
-    return st;
-}
-
-/* Sigmas from the inverse Fisher information (least squares: scaled by the
- * residual variance). */
-static nb_status sigmas(const params *p, const normal_eq *e, int loss, double *sigma)
-{
-    double H[MAX_PARAMS][MAX_PARAMS];
-    memcpy(H, e->H, sizeof H);
-    const double var = loss == NB_FIT_LSQ && e->n > p->k ? 2.0 * e->nll / (double)(e->n - p->k) : 1.0;
-    for (int j = 0; j < p->k; j++) {
-        double unit[MAX_PARAMS] = {0}, col[MAX_PARAMS];
-        unit[j] = 1.0;
-        if (!nb_fit_solve(p->k, &H[0][0], MAX_PARAMS, unit, col)) return nb_error_set(NB_ERR_DATA, "the Fisher information is singular");
-        sigma[j] = sqrt(fabs(col[j]) * var);
-    }
-    return NB_OK;
-}
-
-/* ---- parameters in, plan out ------------------------------------------------------- */
-
-/* --refine LIST: the names of nb-sim --grad, and 'scale' (anywhere in the list) */
-static nb_status params_parse(const char *list, const nb_plan *start, params *p)
-{
-    memset(p, 0, sizeof *p);
-    /* the names but 'scale' into a buffer of their own: sprintf from the
-     * tokens into the string they lie in overlaps (undefined; with
-     * _FORTIFY_SOURCE, Ubuntu's default, the first name was lost) */
-    char *tokens = nb_xstrdup(list), *names = nb_xstrdup(list), *out = names;
-    *out = '\0';
-    for (char *tok = strtok(tokens, ","); tok; tok = strtok(NULL, ","))
-        if (!strcmp(tok, "scale")) p->with_scale = 1;
-        else out += sprintf(out, "%s%s", out == names ? "" : ",", tok);
-    free(tokens);
-    nb_status st = NB_OK;
-    if (out == names && !p->with_scale) st = nb_error_set(NB_ERR_USAGE, "option --refine: no names in '%s'", list);
-    if (!st && out != names) st = nb_grad_list_parse(names, &p->names);
-    free(names);
-    if (st) return nb_error_prefix(st, "--refine");
-    for (int j = 0; j < p->names.n && p->with_scale; j++)
-        if (!strcmp(nb_param_name(&p->names.param[j]), "fluence"))
-            st = nb_error_set(NB_ERR_USAGE, "--refine: 'scale' and 'fluence' are one parameter: name one of them");
-    if (!st && p->names.n) st = nb_grad_values(start, &p->names, p->x);
-    p->k = p->names.n + p->with_scale;
-    if (p->with_scale) p->x[p->k - 1] = 1.0;
-    return st;
-}
-
-/* The refined plan: the names at their values, the scale into the fluence. */
-static nb_status refined_plan(const nb_plan *start, const params *p, nb_plan *out)
-{
-    if (!p->with_scale) return nb_grad_plan_at(start, &p->names, p->x, out);
-    nb_grad_list with = {0, NULL};
-    double x[MAX_PARAMS];
-    nb_status st = nb_grad_list_parse("scale", &with);
-    if (st) return st;
-    const nb_param scale = with.param[0];
-    nb_grad_list_free(&with);
-    if ((st = nb_calloc((void **)&with.param, (size_t)p->names.n + 1, sizeof *with.param, "parameters"))) return st;
-    for (int j = 0; j < p->names.n; j++) with.param[j] = p->names.param[j], x[j] = p->x[j];
-    with.param[p->names.n] = scale;
-    x[p->names.n] = p->x[p->k - 1];
-    with.n = p->names.n + 1;
-    st = nb_grad_plan_at(start, &with, x, out);
-    nb_grad_list_free(&with);
-    return st;
-}
-
-static void report(const params *p, const double *sigma)
+static void report(const nb_fit_plan_result *res)
 {
     if (nb_verbosity() < 0) return;
-    for (int j = 0; j < p->k; j++) {
-        const char *unit = j < p->names.n ? nb_param_unit(&p->names.param[j]) : "";
-        fprintf(stderr, "%s = %.10g \u00b1 %.3g%s%s\n", param_name(p, j), p->x[j], sigma[j], unit[0] ? " " : "", unit);
-    }
+    for (int j = 0; j < res->k; j++)
+        fprintf(stderr, "%s = %.10g \u00b1 %.3g%s%s\n", res->name[j], res->value[j], res->sigma[j],
+                res->unit[j][0] ? " " : "", res->unit[j]);
 }
 
-/* observed - model photons on the pixels used (0 elsewhere), frame after frame */
-static nb_status write_residual(const char *path, const problem *pb, const params *p, const model *m)
+/* --residual FILE: raw floats, frame after frame */
+static nb_status write_residual(const char *path, float **residual, long nframes, size_t npix)
 {
     nb_outfile *of = NULL;
-    const double s = p->with_scale ? p->x[p->k - 1] : 1.0;
-    float *row;
-    nb_status st = nb_calloc((void **)&row, pb->npix, sizeof *row, "the residual");
-    if (!st) st = nb_rawfloat_writer_open(&of, path);
-    for (long f = 0; f < pb->start->nframes && !st; f++) {
-        for (size_t i = 0; i < pb->npix; i++)
-            row[i] = pb->obs[f].use[i] ? (float)(pb->obs[f].y[i] - s * m->image[f][i]) : 0.0f;
-        st = nb_rawfloat_writer_put(of, row, pb->npix);
-    }
+    nb_status st = nb_rawfloat_writer_open(&of, path);
+    for (long f = 0; f < nframes && !st; f++) st = nb_rawfloat_writer_put(of, residual[f], npix);
     if (!st) st = nb_outfile_commit(of);
     else if (of) nb_outfile_abort(of);
-    free(row);
     return st;
 }
 
-/* ---- the fit of one plan ------------------------------------------------------------ */
-
-nb_status nb_fit_leave_out_unrendered(const nb_plan *plan, const nb_hkl *hkl, observed *ob)
-{
-    nb_status st = NB_OK;
-    for (int p = 0; p < nb_plan_npanels(plan) && !st; p++) {
-        nb_plan view;
-        nb_sim_setup setup;
-        size_t off;
-        nb_plan_panel_view(plan, p, &view);
-        nb_plan_panel_dims(plan, p, NULL, NULL, &off);
-        if ((st = nb_sim_setup_build(&view, hkl, &setup))) break;
-        for (int y = 0; y < view.panels[0].spixels; y++)
-            for (int x = 0; x < view.panels[0].fpixels; x++)
-                if (!nb_pixel_rendered(&setup.kp, x, y)) ob->use[off + (size_t)y * view.panels[0].fpixels + x] = 0;
-        nb_sim_setup_free(&setup);
-    }
-    return st;
-}
+/* The engine the fit renders with (--device) */
+static nb_engine *engine;
 
 static nb_status fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o, nb_plan *out)
 {
@@ -503,35 +174,23 @@ static nb_status fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o,
     if (o->nobserved != start->nframes)
         return nb_error_set(NB_ERR_USAGE, "the plan has %d frame%s but %d observed image%s were given", start->nframes,
                             start->nframes == 1 ? "" : "s", o->nobserved, o->nobserved == 1 ? "" : "s");
-    params p;
-    model m, trial;
-    normal_eq e;
-    double sigma[MAX_PARAMS];
-    observed *obs = NULL;
+    nb_fit_observed *obs = NULL;
+    float **residual = NULL;
+    nb_fit_plan_result res;
     const size_t npix = nb_plan_total_pixels(start);
-    memset(&m, 0, sizeof m);
-    memset(&trial, 0, sizeof trial);
-    nb_status st = params_parse(o->refine, start, &p);
-    if (!st) st = nb_calloc((void **)&obs, (size_t)o->nobserved, sizeof *obs, "the observed images");
+    nb_status st = nb_calloc((void **)&obs, (size_t)o->nobserved, sizeof *obs, "the observed images");
     for (int f = 0; f < o->nobserved && !st; f++) st = nb_fit_observed_read(o->observed[f], o, start, f, &obs[f]);
-    if (!st) st = model_alloc(&m, &p, start->nframes, npix, 1);
-    if (!st) st = model_alloc(&trial, &p, start->nframes, npix, 0);
-    const problem pb = {start, hkl, obs, o, npix, o->precision ? NB_GRAD_DOUBLE : NB_GRAD_FAST};
-    for (int f = 0; f < o->nobserved && !st; f++) st = nb_fit_leave_out_unrendered(start, hkl, &obs[f]);
-    /* least squares first: far from the optimum the Poisson likelihood has
-     * many local minima (a photon where the model has none weighs log 0),
-     * the squares one wide basin */
-    if (!st) st = refine(&pb, NB_FIT_LSQ, &p, &m, &trial, &e);
-    if (!st && o->loss == NB_FIT_POISSON) st = refine(&pb, NB_FIT_POISSON, &p, &m, &trial, &e);
-    if (!st) st = sigmas(&p, &e, o->loss, sigma);
-    if (!st) report(&p, sigma);
-    if (!st && o->residual) st = write_residual(o->residual, &pb, &p, &m);
-    if (!st) st = refined_plan(start, &p, out);
+    if (!st && o->residual) st = nb_calloc((void **)&residual, (size_t)o->nobserved, sizeof *residual, "the residual");
+    for (int f = 0; residual && f < o->nobserved && !st; f++)
+        st = nb_calloc((void **)&residual[f], npix, sizeof **residual, "the residual");
+    const nb_fit_plan_settings s = {.loss = o->loss, .iterations = o->iterations,
+                                    .path = o->precision ? NB_GRAD_DOUBLE : NB_GRAD_FAST, .residual = residual};
+    if (!st) st = nb_fit_plan(engine, start, hkl, o->refine, obs, &s, out, &res);
+    if (!st) report(&res);
+    if (!st && residual) st = write_residual(o->residual, residual, start->nframes, npix);
     for (int f = 0; obs && f < o->nobserved; f++) nb_fit_observed_free(&obs[f]);
-    free(obs);
-    model_free(&m, start->nframes);
-    model_free(&trial, start->nframes);
-    nb_grad_list_free(&p.names);
+    for (int f = 0; residual && f < o->nobserved; f++) free(residual[f]);
+    free(obs), free(residual);
     return st;
 }
 
@@ -742,13 +401,13 @@ static nb_status frame_level(const nb_plan *plan, const fit_opts *o, long f, flo
     nb_hkl ones;
     nb_hkl_init(&ones);
     ones.default_F = 1.0;
-    observed ob;
+    nb_fit_observed ob;
     memset(&ob, 0, sizeof ob);
     const long slot = o->frame_first ? f - (o->frame_first - 1) : f;
     const nb_grad_path path = o->precision_given && o->precision ? NB_GRAD_DOUBLE : NB_GRAD_FAST;
     nb_status st = nb_fit_observed_read(o->observed[slot], o, plan, f, &ob);
     if (!st) st = nb_fit_leave_out_unrendered(plan, &ones, &ob);
-    if (!st) st = render_frame(plan, &ones, NULL, path, f, model, NULL, 0);
+    if (!st) st = nb_fit_render_frame(engine, plan, &ones, path, f, model);
     for (int p = 0; p < nb_plan_npanels(plan) && !st; p++) {
         int fp, sp;
         size_t off;
@@ -844,14 +503,20 @@ static int dataset_fit(const fit_opts *o, const nb_plan *start)
     return o->refine_frame || o->refine_F || start->frame_crystals;
 }
 
+/* nb-fit's processes (nb_par.h) as the fit's reduction (nb_fit_reduce.h) */
+static nb_status par_sum(void *par, double *buf, size_t n) { return nb_par_sum(par, buf, n); }
+static nb_status par_agree(void *par, nb_status st) { return nb_par_agree(par, st); }
+
 /* The fit of either kind: the refined plan (and F) into out, refined_F. */
 static nb_status run_fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o, const nb_par *par,
                          nb_plan *out, nb_hkl *refined_F, int *failed)
 {
+    const nb_fit_reduction red = {.rank = par->rank, .size = par->size, .ctx = (void *)par, .sum = par_sum,
+                                  .agree = par_agree};
     *failed = 0;
     if (dataset_fit(o, start)) {
         if (!o->nobserved) return nb_error_set(NB_ERR_USAGE, "no observed image: give --observed FILE");
-        return nb_fit_dataset(start, hkl, o, engine, par, out, refined_F, failed);
+        return nb_fit_dataset(start, hkl, o, engine, &red, out, refined_F, failed);
     }
     if (par->size > 1)
         return nb_error_set(NB_ERR_USAGE, "only a dataset fit (--refine-frame, --refine-F) runs across processes");

@@ -10,12 +10,12 @@
 
 #include "nb_engine.h"
 #include "nb_hkl.h"
-#include "nb_par.h"
+#include "nb_fit_plan.h"
+#include "nb_fit_reduce.h"
 #include "nb_plan.h"
 
 #define NB_FIT_MAX_OBSERVED 100000
 
-enum nb_fit_loss { NB_FIT_POISSON, NB_FIT_LSQ };
 enum nb_fit_global { NB_FIT_GLOBAL_AUTO, NB_FIT_GLOBAL_ON, NB_FIT_GLOBAL_OFF };
 
 typedef struct fit_opts {
@@ -47,31 +47,19 @@ typedef struct fit_opts {
     double F_prior;           /* --F-prior W: the Wilson prior's weight (0: none) */
 } fit_opts;
 
-/* One observed frame: photons per pixel, and which pixels count. */
-typedef struct observed {
-    double *y;
-    unsigned char *use;
-} observed;
-
-nb_status nb_fit_observed_read(const char *path, const fit_opts *o, const nb_plan *plan, long frame, observed *ob);
-void nb_fit_observed_free(observed *ob);
+nb_status nb_fit_observed_read(const char *path, const fit_opts *o, const nb_plan *plan, long frame, nb_fit_observed *ob);
+void nb_fit_observed_free(nb_fit_observed *ob);
 
 /* The median of ob's used pixels off..off+n (a panel's; a sample of at most
  * 65536): the background where spots are sparse (nb_fit_roi.c). */
-double nb_fit_panel_median(const observed *ob, size_t off, size_t n);
+double nb_fit_panel_median(const nb_fit_observed *ob, size_t off, size_t n);
 
-/* The plan's ROI and masks into ob->use (the pixels the plan does not render). */
-nb_status nb_fit_leave_out_unrendered(const nb_plan *plan, const nb_hkl *hkl, observed *ob);
-
-/* Solve A x = b (k x k, row stride `stride`, partial pivoting; A and b are
- * kept); 0 when singular. */
-int nb_fit_solve(int k, const double *A, int stride, const double *b, double *x);
 
 /* The dataset fit (--refine-frame, --refine-F, or a plan of per-frame
  * crystals): the refined plan into *out, with --refine-F the refined
  * structure factors into *refined_F (else it is left empty).  *failed_frames: how many frames
  * the verdict failed (their start values kept, marked in the plan). */
 nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o, nb_engine *engine,
-                         const nb_par *par, nb_plan *out, nb_hkl *refined_F, int *failed_frames);
+                         const nb_fit_reduction *red, nb_plan *out, nb_hkl *refined_F, int *failed_frames);
 
 #endif

@@ -220,7 +220,8 @@ static void frame_update(ds_frame *fr, fframe *ff, const double *I, int free_sca
         const int r = fr->region[i];
         const double *b = fr->bg + 3 * r, db[3] = {1.0, fr->dx[i], fr->dy[i]};
         const double bragg = I[ff->refl[i]] * ff->L[i];
-        const double mu = fmax(ff->scale * bragg + b[0] + b[1] * db[1] + b[2] * db[2], 1e-4), res = 1.0 - fr->y[i] / mu;
+        const double mu = fmax(ff->scale * bragg + b[0] + b[1] * db[1] + b[2] * db[2], NB_FIT_MU_FLOOR);
+        const double res = nb_fit_dnll_dmu(NB_FIT_POISSON, fr->y[i], mu);
         gs += res * bragg, hs += bragg * bragg / mu;
         for (int a = 0; a < 3; a++) {
             H[12 * r + 9 + a] += res * db[a];
@@ -282,13 +283,13 @@ static nb_status sums(const ds *d, const fframe *ff, const double *I, double *ac
             if (r < 0) continue;
             const double *bg = fr->bg + 3 * fr->region[i];
             const double sL = ff[f].scale * ff[f].L[i];
-            const double mu = fmax(sL * I[r] + bg[0] + bg[1] * fr->dx[i] + bg[2] * fr->dy[i], 1e-4);
-            acc[r] += sL * (1.0 - fr->y[i] / mu);
+            const double mu = fmax(sL * I[r] + bg[0] + bg[1] * fr->dx[i] + bg[2] * fr->dy[i], NB_FIT_MU_FLOOR);
+            acc[r] += sL * nb_fit_dnll_dmu(NB_FIT_POISSON, fr->y[i], mu);
             acc[b->n + r] += sL * sL / mu;
             acc[2 * b->n + r] += 1.0;
         }
     }
-    return nb_par_sum(d->par, acc, 3 * b->n);
+    return ds_sum(d, acc, 3 * b->n);
 }
 
 /* The frames' scales to a mean of 1, the I the other way. */
@@ -297,7 +298,7 @@ static nb_status gauge(const ds *d, fframe *ff, double *I, size_t n)
     double m[2] = {0, 0};
     for (long f = 0; f < d->nframes; f++)
         if (ff[f].L) m[0] += ff[f].scale, m[1] += 1;
-    nb_status st = nb_par_sum(d->par, m, 2);
+    nb_status st = ds_sum(d, m, 2);
     if (st || !(m[0] > 0)) return st;
     const double c = m[0] / m[1];
     for (long f = 0; f < d->nframes; f++)
@@ -326,7 +327,7 @@ static nb_status multiplicity(const ds *d, const fframe *ff, const double *inv_S
         }
     }
     free(photons);
-    return nb_par_sum(d->par, mult, b->n);
+    return ds_sum(d, mult, b->n);
 }
 
 /* F and its sigma from I and I's Fisher information: sigma_F = sigma_I / 2 sqrt(I) */
@@ -557,7 +558,7 @@ static nb_status start_I(ds *d, const fframe *ff, const fbox *b, double *I, int 
             level[0] += d->fr[f].y[i] - (bg[0] + bg[1] * d->fr[f].dx[i] + bg[2] * d->fr[f].dy[i]);
             level[1] += ff[f].scale * ff[f].L[i];
         }
-    nb_status st = nb_par_sum(d->par, level, 2);
+    nb_status st = ds_sum(d, level, 2);
     const ds_F *w = warm ? d->Fres : NULL;
     for (size_t i = 0; i < b->n && !st; i++) {
         I[i] = level[1] > 0 && level[0] > 0 ? level[0] / level[1] : 1.0;
@@ -602,7 +603,7 @@ nb_status ds_refine_F(ds *d, nb_hkl *refined, int warm)
     if (!ff || !I || !acc || !inv_S || !mult) st = nb_error_set(NB_ERR_NOMEM, "out of memory for --refine-F");
     for (long f = 0; f < d->nframes && !st; f++) {
         ds_frame *fr = &d->fr[f];
-        if (!nb_par_owns(d->par, f, d->nframes) || fr->failed || !fr->npix) continue;
+        if (!nb_fit_owns(d->red, f, d->nframes) || fr->failed || !fr->npix) continue;
         if (d->o->frame_first && (f + 1 < d->o->frame_first || f + 1 > d->o->frame_last)) continue;
         st = frame_lattice(d, fr, &b, &ff[f]);
         /* a frame's scale fitted to the start's (flat) F says nothing of its
@@ -610,7 +611,7 @@ nb_status ds_refine_F(ds *d, nb_hkl *refined, int warm)
          * fluence; a warm one from where they are */
         if (!st && d->L.where_p[K_SCALE] >= 0 && !warm) ff[f].scale = 1.0;
     }
-    st = nb_par_agree(d->par, st);
+    st = ds_agree(d, st);
     if (!st) st = start_I(d, ff, &b, I, warm);
     if (!st) st = rounds(d, ff, &b, I, acc, inv_S, warm);
     if (!st) shell_means(d, &b, I, acc + 2 * b.n, inv_S);
@@ -620,7 +621,7 @@ nb_status ds_refine_F(ds *d, nb_hkl *refined, int warm)
     if (!st) F_moved(d, &b, I, acc);
     long nrefl = 0;
     for (size_t i = 0; !st && i < b.n; i++) nrefl += acc[2 * b.n + i] > 0 && mult[i] > 0;
-    if (!st && d->par->rank == 0) nb_info("--refine-F: %ld reflections of %s refined", nrefl, b.sg.spacegroup);
+    if (!st && ds_rank(d) == 0) nb_info("--refine-F: %ld reflections of %s refined", nrefl, b.sg.spacegroup);
     ds_F_free(d);
     if (!st && !(d->Fres = calloc(1, sizeof *d->Fres))) st = nb_error_set(NB_ERR_NOMEM, "out of memory for --refine-F");
     if (!st) {
@@ -637,6 +638,6 @@ nb_status ds_refine_F(ds *d, nb_hkl *refined, int warm)
 
 nb_status ds_write_F(ds *d, const double cell[6], const char *cell_says)
 {
-    if (!d->o->F_out || d->par->rank != 0 || !d->Fres) return NB_OK;
+    if (!d->o->F_out || ds_rank(d) != 0 || !d->Fres) return NB_OK;
     return write_F(d, &d->Fres->b, d->Fres->I, d->Fres->acc, d->Fres->mult, cell, cell_says);
 }

@@ -92,7 +92,7 @@ static nb_status shared_start(ds *d)
  * the model rendered whole. */
 static nb_status predict_regions(ds *d, ds_frame *fr)
 {
-    observed ob;
+    nb_fit_observed ob;
     memset(&ob, 0, sizeof ob);
     const long slot = d->o->frame_first ? fr->index - (d->o->frame_first - 1) : fr->index;
     const double t0 = nb_now();
@@ -177,70 +177,103 @@ double ds_predicted_gain(const ds *d, const ds_frame *fr, const double *dv, cons
  * this, or an accepted one gained less: a hundredth per frame fitted (a
  * step of a tenth of a sigma gains 0.005), and what the single-precision
  * model's rounding makes of -log L. */
-double ds_gain_tolerance(double nll, long frames) { return 0.01 * (double)frames + 1e-8 * fabs(nll); }
+nb_lm_settings ds_lm_settings(int iterations, long frames)
+{
+    return nb_lm_defaults(iterations, 0.01 * (double)frames, 1e-8);
+}
+
+/* One frame's own values and planes as nb_lm_run's state: the trial's
+ * values and planes, and the frame's equations kept while the trial's are
+ * computed. */
+typedef struct frame_state {
+    ds *d;
+    ds_frame *fr;
+    int loss;
+    double p_t[DS_MAX];
+    double *bg_t, *dbg;
+    ne_saved saved;
+} frame_state;
+
+static nb_status frame_propose(void *ctx, double lambda, double *predicted)
+{
+    frame_state *s = ctx;
+    ds_frame *fr = s->fr;
+    const int kp = s->d->L.kp;
+    double dp[DS_MAX], dv[DS_MAX] = {0};
+    const double t0 = nb_now();
+    nb_status st = ds_frame_step(s->d, fr, lambda, NULL, dp, s->dbg);
+    ds_clock(s->d, T_SOLVE, t0);
+    if (st) return st;
+    memcpy(dv, dp, (size_t)kp * sizeof *dp);
+    for (int j = 0; j < kp; j++) s->p_t[j] = fr->p[j] + dp[j];
+    for (int j = 0; j < 3 * fr->nregions; j++) s->bg_t[j] = fr->bg[j] + s->dbg[j];
+    ds_planes_project(s->bg_t, fr->nregions);
+    /* the gain of the step as taken: the planes as projected */
+    for (int j = 0; j < 3 * fr->nregions; j++) s->dbg[j] = s->bg_t[j] - fr->bg[j];
+    *predicted = ds_predicted_gain(s->d, fr, dv, s->dbg);
+    return NB_OK;
+}
+
+static nb_status frame_evaluate(void *ctx, double *f_trial)
+{
+    frame_state *s = ctx;
+    nb_status st = ne_save(s->d, s->fr, &s->saved);
+    if (st) return st;
+    nb_status ts = ds_render(s->d, s->fr, s->p_t, s->d->z, 1, 0);
+    const double t0 = nb_now();
+    *f_trial = ts ? INFINITY : ds_likelihood(s->d, s->fr, s->p_t, s->d->z, s->bg_t, s->loss, 1);
+    ds_clock(s->d, T_NORMAL, t0);
+    return NB_OK;
+}
+
+static nb_status frame_accept(void *ctx, double *f)
+{
+    frame_state *s = ctx;
+    memcpy(s->fr->p, s->p_t, sizeof s->fr->p);
+    ds_copy(s->fr->bg, s->bg_t, 3 * (size_t)s->fr->nregions * sizeof *s->bg_t);
+    (void)f; /* the trial's equations are the frame's (ds_likelihood wrote them) */
+    return NB_OK;
+}
+
+static nb_status frame_reject(void *ctx, int last, double *f)
+{
+    frame_state *s = ctx;
+    (void)last;
+    ne_restore(s->d, s->fr, &s->saved);
+    *f = s->fr->nll;
+    return NB_OK;
+}
 
 /* Levenberg-Marquardt on frame fr's own values and planes, the shared ones
  * fixed; fr->capped when --iterations ended it. */
 static nb_status frame_fit(ds *d, ds_frame *fr, int loss, int iterations)
 {
-    const int kp = d->L.kp, k = kp + d->L.kz;
-    double *dbg = malloc(3 * (size_t)(fr->nregions + 1) * sizeof *dbg);
-    double *bg_t = malloc(3 * (size_t)(fr->nregions + 1) * sizeof *bg_t);
-    ne_saved saved = {.cap = 0};
-    nb_status st = dbg && bg_t ? NB_OK : nb_error_set(NB_ERR_NOMEM, "out of memory");
+    static const nb_lm_ops ops = {.propose = frame_propose, .evaluate = frame_evaluate, .accept = frame_accept,
+                                  .reject = frame_reject};
+    const int kp = d->L.kp;
+    frame_state s = {.d = d, .fr = fr, .loss = loss, .saved = {.cap = 0}};
+    s.dbg = malloc(3 * (size_t)(fr->nregions + 1) * sizeof *s.dbg);
+    s.bg_t = malloc(3 * (size_t)(fr->nregions + 1) * sizeof *s.bg_t);
+    nb_status st = s.dbg && s.bg_t ? NB_OK : nb_error_set(NB_ERR_NOMEM, "out of memory");
     if (!st) st = ds_render(d, fr, fr->p, d->z, 1, 0);
     double t0 = nb_now();
     if (!st) ds_likelihood(d, fr, fr->p, d->z, fr->bg, loss, 1);
     ds_clock(d, T_NORMAL, t0);
-    double lambda = 1e-3;
-    int it = 0, done = 0;
-    for (; it < iterations && !st && !done; it++) {
-        double dp[DS_MAX], dv[DS_MAX] = {0}, p_t[DS_MAX];
-        t0 = nb_now();
-        st = ds_frame_step(d, fr, lambda, NULL, dp, dbg);
-        ds_clock(d, T_SOLVE, t0);
-        if (st) break;
-        memcpy(dv, dp, (size_t)kp * sizeof *dp);
-        (void)k;
-        for (int j = 0; j < kp; j++) p_t[j] = fr->p[j] + dp[j];
-        for (int j = 0; j < 3 * fr->nregions; j++) bg_t[j] = fr->bg[j] + dbg[j];
-        ds_planes_project(bg_t, fr->nregions);
-        /* the gain of the step as taken: the planes as projected */
-        for (int j = 0; j < 3 * fr->nregions; j++) dbg[j] = bg_t[j] - fr->bg[j];
-        const double pred = ds_predicted_gain(d, fr, dv, dbg);
-        if (pred < ds_gain_tolerance(fr->nll, 1)) {
-            done = 1;
-            break;
-        }
-        if ((st = ne_save(d, fr, &saved))) break;
-        nb_status ts = ds_render(d, fr, p_t, d->z, 1, 0);
-        t0 = nb_now();
-        const double nll_t = ts ? INFINITY : ds_likelihood(d, fr, p_t, d->z, bg_t, loss, 1);
-        ds_clock(d, T_NORMAL, t0);
-        if (!(nll_t < saved.nll)) {
-            ne_restore(d, fr, &saved);
-            lambda *= 10.0;
-            if (lambda > 1e8) done = 1; /* no step down from here: the minimum, to rounding */
-            continue;
-        }
-        const double gain = saved.nll - nll_t;
-        memcpy(fr->p, p_t, sizeof fr->p);
-        ds_copy(fr->bg, bg_t, 3 * (size_t)fr->nregions * sizeof *bg_t);
-        lambda = fmax(lambda / 10.0, 1e-9);
-        if (gain < ds_gain_tolerance(fr->nll, 1)) done = 1;
-    }
-    fr->capped = !st && !done && iterations >= d->o->iterations; /* a stage's own shorter cap is no cap */
+    const nb_lm_settings set = ds_lm_settings(iterations, 1);
+    nb_lm_result res = {0};
+    if (!st) st = nb_lm_run(&ops, &s, &set, fr->nll, &res);
+    fr->capped = !st && !res.converged && iterations >= d->o->iterations; /* a stage's own shorter cap is no cap */
     if (!st) {
         char values[512];
         int at = 0;
         for (int j = 0; j < kp && at < (int)sizeof values - 64; j++)
             at += snprintf(values + at, sizeof values - (size_t)at, " %s %.6g", ds_kind_name(d->L.kind[j]), fr->p[j]);
         nb_info("frame %ld: %s %.10g on %zu pixels in %d regions after %d iterations%s:%s", fr->index + 1,
-                loss == NB_FIT_LSQ ? "RSS/2" : "-log L", fr->nll, fr->npix, fr->nregions, it,
+                loss == NB_FIT_LSQ ? "RSS/2" : "-log L", fr->nll, fr->npix, fr->nregions, res.iterations,
                 fr->capped ? " (the cap)" : "", values);
     }
-    free(dbg), free(bg_t);
-    ne_free(&saved);
+    free(s.dbg), free(s.bg_t);
+    ne_free(&s.saved);
     return st;
 }
 
@@ -369,8 +402,8 @@ static nb_status second_chance(ds *d, int global, enum judge judge, long *back)
             n++;
         }
     }
-    st = nb_par_agree(d->par, st);
-    if (!st) st = nb_par_sum(d->par, &n, 1);
+    st = ds_agree(d, st);
+    if (!st) st = ds_sum(d, &n, 1);
     *back = (long)n;
     return st;
 }
@@ -382,7 +415,7 @@ static nb_status settings_stage(ds *d, enum judge judge, long *taken)
 {
     unsigned char *switched = calloc((size_t)d->nframes + 1, 1);
     if (!switched) return nb_error_set(NB_ERR_NOMEM, "out of memory");
-    nb_status st = nb_par_agree(d->par, ds_resolve_settings(d, switched));
+    nb_status st = ds_agree(d, ds_resolve_settings(d, switched));
     double n = 0.0;
     for (long i = 0; i < d->nframes && !st; i++) {
         ds_frame *fr = &d->fr[i];
@@ -392,8 +425,8 @@ static nb_status settings_stage(ds *d, enum judge judge, long *taken)
         if (!st && fr->failed != DS_FAIL_FIT) st = verdict_one(d, fr, judge);
     }
     free(switched);
-    st = nb_par_agree(d->par, st);
-    if (!st) st = nb_par_sum(d->par, &n, 1);
+    st = ds_agree(d, st);
+    if (!st) st = ds_sum(d, &n, 1);
     *taken = (long)n;
     return st;
 }
@@ -414,8 +447,8 @@ static nb_status joint_equations(ds *d, double *total)
             ds_clock(d, T_NORMAL, t0);
         }
     }
-    st = nb_par_agree(d->par, st);
-    if (!st) st = nb_par_sum(d->par, total, 1);
+    st = ds_agree(d, st);
+    if (!st) st = ds_sum(d, total, 1);
     return st;
 }
 
@@ -430,7 +463,7 @@ nb_status ds_drop_singular(ds *d, double lambda, long *dropped)
         fr->failed = DS_FAIL_FIT;
         n++;
     }
-    nb_status st = nb_par_sum(d->par, &n, 1);
+    nb_status st = ds_sum(d, &n, 1);
     *dropped = (long)n;
     return st;
 }
@@ -444,8 +477,8 @@ nb_status ds_joint_dz(ds *d, double lambda, double *dz)
     nb_status st = NB_OK;
     for (long i = 0; i < d->nframes && !st; i++)
         if (ds_joins(d, i)) st = ds_frame_schur(d, &d->fr[i], lambda, S, S + kz * kz);
-    st = nb_par_agree(d->par, st);
-    if (!st) st = nb_par_sum(d->par, S, (size_t)(kz * kz + kz));
+    st = ds_agree(d, st);
+    if (!st) st = ds_sum(d, S, (size_t)(kz * kz + kz));
     if (st) return st;
     double rhs[DS_MAX];
     for (int a = 0; a < kz; a++) rhs[a] = -S[kz * kz + a];
@@ -460,17 +493,39 @@ typedef struct trial {
     double *bg;
 } trial;
 
-/* One trial of the joint step: every passing frame's values and planes
- * moved (dz shared, each frame's by back-substitution), rendered with
- * derivatives (their normal equations are the next step's when the trial is
- * taken); *total_t its summed -log L, *pred what the normal equations
- * expected it to gain. */
-static nb_status joint_trial(ds *d, trial *t, double lambda, const double *dz, const double *z_t, double *total_t,
-                             double *pred)
+/* The joint stage as nb_lm_run's state: each frame's trial values and
+ * planes, the shared ones'. */
+typedef struct joint_state {
+    ds *d;
+    trial *t;
+    double z_t[DS_MAX];
+} joint_state;
+
+/* Before a step: the frames that cannot take one at lambda leave the stage
+ * (their equations no longer in the sums). */
+static nb_status joint_prepare(void *ctx, double lambda, double *total)
 {
+    joint_state *s = ctx;
+    long dropped = 0;
+    nb_status st = ds_drop_singular(s->d, lambda, &dropped);
+    if (!st && dropped) st = joint_equations(s->d, total);
+    return st;
+}
+
+/* The joint step: the shared values' dz, every passing frame's values and
+ * planes by back-substitution; *pred what their normal equations expect it
+ * to gain (every process's frames). */
+static nb_status joint_propose(void *ctx, double lambda, double *pred)
+{
+    joint_state *s = ctx;
+    ds *d = s->d;
+    trial *t = s->t;
     const int kp = d->L.kp, kz = d->L.kz;
-    nb_status st = NB_OK;
-    double sums[2] = {0.0, 0.0};
+    double dz[DS_MAX];
+    nb_status st = ds_joint_dz(d, lambda, dz);
+    if (st) return st;
+    for (int j = 0; j < kz; j++) s->z_t[j] = d->z[j] + dz[j];
+    double gain = 0.0;
     for (long i = 0; i < d->nframes && !st; i++) {
         ds_frame *fr = &d->fr[i];
         if (!ds_joins(d, i)) continue;
@@ -495,77 +550,86 @@ static nb_status joint_trial(ds *d, trial *t, double lambda, const double *dz, c
         for (int j = 0; j < 3 * fr->nregions; j++) t[i].bg[j] += fr->bg[j];
         ds_planes_project(t[i].bg, fr->nregions);
         for (int j = 0; j < 3 * fr->nregions; j++) dbg_taken[j] = t[i].bg[j] - fr->bg[j];
-        sums[1] += ds_predicted_gain(d, fr, dv, dbg_taken); /* the planes as projected */
+        gain += ds_predicted_gain(d, fr, dv, dbg_taken); /* the planes as projected */
         free(dbg_taken);
     }
-    st = nb_par_agree(d->par, st);
-    if (!st) st = nb_par_sum(d->par, sums + 1, 1);
-    if (st) return st;
-    *pred = sums[1];
-    if (*pred < ds_gain_tolerance(*total_t, d->nframes + 1)) return NB_OK; /* not tried: the caller stops */
-    for (long i = 0; i < d->nframes && !st; i++) {
-        ds_frame *fr = &d->fr[i];
-        if (!ds_joins(d, i)) continue;
-        if (!ds_render(d, fr, t[i].p, z_t, 1, 0)) {
-            const double t0 = nb_now();
-            sums[0] += ds_likelihood(d, fr, t[i].p, z_t, t[i].bg, NB_FIT_POISSON, 1);
-            ds_clock(d, T_NORMAL, t0);
-        } else sums[0] = INFINITY;
-    }
-    st = nb_par_agree(d->par, st);
-    if (!st) st = nb_par_sum(d->par, sums, 1);
-    *total_t = sums[0];
+    st = ds_agree(d, st);
+    if (!st) st = ds_sum(d, &gain, 1);
+    *pred = gain;
     return st;
 }
 
+/* Every passing frame rendered at its trial, with derivatives (their
+ * normal equations are the next step's when the trial is taken): the summed
+ * -log L. */
+static nb_status joint_evaluate(void *ctx, double *total_t)
+{
+    joint_state *s = ctx;
+    ds *d = s->d;
+    double total = 0.0;
+    for (long i = 0; i < d->nframes; i++) {
+        ds_frame *fr = &d->fr[i];
+        if (!ds_joins(d, i)) continue;
+        if (!ds_render(d, fr, s->t[i].p, s->z_t, 1, 0)) {
+            const double t0 = nb_now();
+            total += ds_likelihood(d, fr, s->t[i].p, s->z_t, s->t[i].bg, NB_FIT_POISSON, 1);
+            ds_clock(d, T_NORMAL, t0);
+        } else total = INFINITY;
+    }
+    nb_status st = ds_agree(d, NB_OK);
+    if (!st) st = ds_sum(d, &total, 1);
+    *total_t = total;
+    return st;
+}
+
+static nb_status joint_accept(void *ctx, double *total)
+{
+    joint_state *s = ctx;
+    ds *d = s->d;
+    (void)total; /* the trial's equations are the frames' now */
+    memcpy(d->z, s->z_t, sizeof d->z);
+    for (long i = 0; i < d->nframes; i++)
+        if (ds_joins(d, i)) {
+            memcpy(d->fr[i].p, s->t[i].p, sizeof s->t[i].p);
+            ds_copy(d->fr[i].bg, s->t[i].bg, 3 * (size_t)d->fr[i].nregions * sizeof(double));
+        }
+    return NB_OK;
+}
+
+/* A refused trial renders the frames again where they were: their
+ * equations were overwritten by the trial's. */
+static nb_status joint_reject(void *ctx, int last, double *total)
+{
+    joint_state *s = ctx;
+    return last ? NB_OK : joint_equations(s->d, total);
+}
+
+static void joint_trace(void *ctx, const nb_lm_trace *t)
+{
+    const joint_state *s = ctx;
+    if (ds_rank(s->d) == 0)
+        nb_info("joint iteration %d: -log L = %.12g, trial %.12g (expected %.4g less), lambda %.1e", t->iteration, t->f,
+                t->f_trial, t->predicted, t->lambda);
+}
+
 /* Stage 5: Levenberg-Marquardt on the shared values with every passing
- * frame's (a refused trial renders the frames again where they were: their
- * equations were overwritten by the trial's). */
+ * frame's. */
 static nb_status joint_fit(ds *d)
 {
-    const int kz = d->L.kz;
-    trial *t = calloc((size_t)d->nframes, sizeof *t);
-    if (!t) return nb_error_set(NB_ERR_NOMEM, "out of memory");
-    double total, lambda = 1e-3;
+    static const nb_lm_ops ops = {.prepare = joint_prepare, .propose = joint_propose, .evaluate = joint_evaluate,
+                                  .accept = joint_accept, .reject = joint_reject, .trace = joint_trace};
+    joint_state s = {.d = d, .t = calloc((size_t)d->nframes, sizeof *s.t)};
+    if (!s.t) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    double total;
     nb_status st = joint_equations(d, &total);
-    int it = 0, done = 0;
-    for (; it < d->o->iterations && !st && !done; it++) {
-        double dz[DS_MAX], z_t[DS_MAX], total_t = total, pred = 0.0;
-        long dropped = 0;
-        if ((st = ds_drop_singular(d, lambda, &dropped))) break;
-        if (dropped && (st = joint_equations(d, &total))) break;
-        if ((st = ds_joint_dz(d, lambda, dz))) break;
-        for (int j = 0; j < kz; j++) z_t[j] = d->z[j] + dz[j];
-        if ((st = joint_trial(d, t, lambda, dz, z_t, &total_t, &pred))) break;
-        if (pred < ds_gain_tolerance(total, d->nframes + 1)) {
-            done = 1;
-            break;
-        }
-        if (d->par->rank == 0)
-            nb_info("joint iteration %d: -log L = %.12g, trial %.12g (expected %.4g less), lambda %.1e", it, total,
-                    total_t, pred, lambda);
-        if (!(total_t < total)) {
-            lambda *= 10.0;
-            done = lambda > 1e8; /* no step down from here: the minimum, to rounding */
-            if (!done) st = joint_equations(d, &total);
-            continue;
-        }
-        const double gain = total - total_t;
-        memcpy(d->z, z_t, sizeof d->z);
-        for (long i = 0; i < d->nframes; i++)
-            if (ds_joins(d, i)) {
-                memcpy(d->fr[i].p, t[i].p, sizeof t[i].p);
-                ds_copy(d->fr[i].bg, t[i].bg, 3 * (size_t)d->fr[i].nregions * sizeof(double));
-            }
-        total = total_t;
-        lambda = fmax(lambda / 10.0, 1e-9);
-        done = gain < ds_gain_tolerance(total, d->nframes + 1);
-    }
+    const nb_lm_settings set = ds_lm_settings(d->o->iterations, d->nframes + 1);
+    nb_lm_result res = {0};
+    if (!st) st = nb_lm_run(&ops, &s, &set, total, &res);
     for (long i = 0; i < d->nframes; i++) {
-        if (ds_joins(d, i)) d->fr[i].capped = !st && !done;
-        free(t[i].bg);
+        if (ds_joins(d, i)) d->fr[i].capped = !st && !res.converged;
+        free(s.t[i].bg);
     }
-    free(t);
+    free(s.t);
     return st;
 }
 
@@ -581,8 +645,8 @@ static nb_status shared_sigmas(ds *d, double *sigma)
     nb_status st = joint_equations(d, &total);
     for (long i = 0; i < d->nframes && !st; i++)
         if (ds_joins(d, i)) st = ds_frame_schur(d, &d->fr[i], 0.0, S, S + kz * kz);
-    st = nb_par_agree(d->par, st);
-    if (!st) st = nb_par_sum(d->par, S, (size_t)(kz * kz + kz));
+    st = ds_agree(d, st);
+    if (!st) st = ds_sum(d, S, (size_t)(kz * kz + kz));
     d->have_Sinv = !st;
     for (int j = 0; j < kz && !st; j++) {
         double unit[DS_MAX] = {0}, col[DS_MAX];
@@ -626,10 +690,10 @@ static nb_status structure_factors(ds *d, nb_hkl *refined)
         if (geometry && (st = ds_joint_F(d, refined))) break;
         long failed_before = 0, failed_after = 0;
         for (long i = 0; i < d->nframes; i++) failed_before += mine(d, i) && d->fr[i].failed;
-        st = nb_par_agree(d->par, verdicts(d, JUDGE_ALL));
+        st = ds_agree(d, verdicts(d, JUDGE_ALL));
         for (long i = 0; i < d->nframes; i++) failed_after += mine(d, i) && d->fr[i].failed;
         double more = (double)(failed_after - failed_before);
-        if (!st) st = nb_par_sum(d->par, &more, 1);
+        if (!st) st = ds_sum(d, &more, 1);
         if (st || !(more > 0)) break;
     }
     return st;
@@ -651,10 +715,10 @@ static double rms_F(const nb_hkl *hkl)
 }
 
 static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const fit_opts *o, nb_engine *engine,
-                         const nb_par *par)
+                         const nb_fit_reduction *red)
 {
     memset(d, 0, sizeof *d);
-    d->start = start, d->hkl = hkl, d->o = o, d->engine = engine, d->par = par;
+    d->start = start, d->hkl = hkl, d->o = o, d->engine = engine, d->red = red ? red : &nb_fit_single_process;
     d->rendered.frame = -1;
     d->nframes = start->nframes;
     d->path = o->precision_given && o->precision ? NB_GRAD_DOUBLE : NB_GRAD_FAST;
@@ -736,7 +800,7 @@ static nb_status gather(ds *d, double **out)
         if (fr->failed || ds_frame_sigmas(d, fr, row + G_SIGMAS))
             for (int j = 0; j < d->L.kp; j++) row[G_SIGMAS + j] = 0.0;
     }
-    if ((st = nb_par_sum(d->par, g, (size_t)d->nframes * G_WIDTH))) free(g);
+    if ((st = ds_sum(d, g, (size_t)d->nframes * G_WIDTH))) free(g);
     else *out = g;
     return st;
 }
@@ -809,7 +873,7 @@ static nb_status refined_plan(ds *d, const double *g, nb_plan *out, int *failed)
 /* stderr: the shared values, each frame's failure, a summary. */
 static void report(const ds *d, const double *g, const double *zsigma, int failed)
 {
-    if (d->par->rank != 0 || nb_verbosity() < 0) return;
+    if (ds_rank(d) != 0 || nb_verbosity() < 0) return;
     for (int j = 0; j < d->L.kz; j++) {
         const int k = d->L.kind[d->L.kp + j];
         fprintf(stderr, "%s = %.10g \u00b1 %.3g%s%s\n", ds_kind_name(k), d->z[j], zsigma[j], ds_kind_unit(k)[0] ? " " : "",
@@ -855,7 +919,7 @@ static void report_clocks(const ds *d, double t_begin)
         [T_STEP] = "renders of values", [T_GRAD] = "renders with derivatives",
         [T_NORMAL] = "likelihoods and normal equations", [T_SOLVE] = "solves",
         [T_GLOBAL] = "the global stage", [T_F] = "structure factors (their sums)"};
-    if (d->par->rank != 0 || nb_verbosity() < 1) return;
+    if (ds_rank(d) != 0 || nb_verbosity() < 1) return;
     double counted = 0;
     for (int c = 0; c < T_CLOCKS; c++) {
         if (d->clock_n[c]) nb_info("time: %-34s %8.2f s (%ld)", what[c], d->clock_s[c], d->clock_n[c]);
@@ -897,43 +961,43 @@ static nb_status predict_joining(ds *d)
     nb_status st = NB_OK;
     for (long i = 0; i < d->nframes && !st; i++)
         if (ds_joins(d, i)) st = predict_regions(d, &d->fr[i]);
-    return nb_par_agree(d->par, st);
+    return ds_agree(d, st);
 }
 
 nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o, nb_engine *engine,
-                         const nb_par *par, nb_plan *out, nb_hkl *refined, int *failed)
+                         const nb_fit_reduction *red, nb_plan *out, nb_hkl *refined, int *failed)
 {
     ds d;
     double *g = NULL;
     const double t_begin = nb_now();
-    nb_status st = ds_open(&d, start, hkl, o, engine, par);
+    nb_status st = ds_open(&d, start, hkl, o, engine, red);
     for (long i = 0; i < d.nframes && !st; i++)
         if (mine(&d, i)) st = predict_regions(&d, &d.fr[i]);
-    st = nb_par_agree(par, st);
+    st = ds_agree(&d, st);
     const int turns = d.L.where_p[K_ROT_X] >= 0 || d.L.where_p[K_ROT_Y] >= 0 || d.L.where_p[K_ROT_Z] >= 0;
     const int moves = d.L.where_z[K_DISTANCE] >= 0 || d.L.where_z[K_XBEAM] >= 0 || d.L.where_z[K_YBEAM] >= 0;
     const int global = o->global == NB_FIT_GLOBAL_ON || (o->global == NB_FIT_GLOBAL_AUTO && (turns || moves));
-    if (!st && global) st = nb_par_agree(par, ds_global(&d));
-    if (!st && d.L.kp + d.L.kz) st = nb_par_agree(par, frames_fit(&d, global, 1, d.L.kz > 0));
+    if (!st && global) st = ds_agree(&d, ds_global(&d));
+    if (!st && d.L.kp + d.L.kz) st = ds_agree(&d, frames_fit(&d, global, 1, d.L.kz > 0));
     const enum judge before_F = o->refine_F ? JUDGE_SPOTS : JUDGE_ALL;
     const enum judge first = o->refine_F ? JUDGE_SPOTS : d.L.kz ? JUDGE_EXPLAINED : JUDGE_ALL;
-    if (!st) st = nb_par_agree(par, verdicts(&d, first));
-    if (!st && global) st = nb_par_agree(par, fallbacks(&d, first));
+    if (!st) st = ds_agree(&d, verdicts(&d, first));
+    if (!st && global) st = ds_agree(&d, fallbacks(&d, first));
     if (!st && d.L.kz) {
         long back = 0;
         st = joint_fit(&d);
         if (!st) st = predict_joining(&d);
         if (!st) st = joint_fit(&d);
-        if (!st) st = nb_par_agree(par, verdicts(&d, before_F));
-        if (!st && global) st = nb_par_agree(par, fallbacks(&d, before_F));
+        if (!st) st = ds_agree(&d, verdicts(&d, before_F));
+        if (!st && global) st = ds_agree(&d, fallbacks(&d, before_F));
         if (!st) st = second_chance(&d, global, before_F, &back);
         if (!st && back) st = joint_fit(&d);
-        if (!st && back) st = nb_par_agree(par, verdicts(&d, before_F));
+        if (!st && back) st = ds_agree(&d, verdicts(&d, before_F));
     }
     long taken = 0;
     if (!st && d.L.kp) st = settings_stage(&d, before_F, &taken);
     if (!st && taken && d.L.kz) st = joint_fit(&d);
-    if (!st && taken && d.L.kz) st = nb_par_agree(par, verdicts(&d, before_F));
+    if (!st && taken && d.L.kz) st = ds_agree(&d, verdicts(&d, before_F));
     if (!st && o->refine_F) st = structure_factors(&d, refined);
     double zsigma[DS_MAX];
     for (int j = 0; j < DS_MAX; j++) zsigma[j] = NAN;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "nb_fit.h"
+#include "nb_lm.h"
 #include "nb_sim_grad.h"
 
 /* What a dataset fit can move.  Rotations are degrees about the lab axes,
@@ -118,7 +119,7 @@ typedef struct ds {
     const nb_hkl *hkl;
     const fit_opts *o;
     nb_engine *engine;
-    const nb_par *par;
+    const nb_fit_reduction *red; /* the processes (never NULL) */
     ds_layout L;
     double z[DS_MAX];         /* the shared values (at v[kp ..]) */
     double zstart[K_COUNT];   /* every kind's start value where the frame gives none */
@@ -149,6 +150,11 @@ static inline void ds_copy(void *dst, const void *src, size_t bytes)
 {
     if (bytes) memcpy(dst, src, bytes);
 }
+
+/* The fit's sums and agreements over its processes (nb_fit_reduce.h). */
+static inline nb_status ds_sum(const ds *d, double *buf, size_t n) { return nb_fit_sum(d->red, buf, n); }
+static inline nb_status ds_agree(const ds *d, nb_status st) { return nb_fit_agree(d->red, st); }
+static inline int ds_rank(const ds *d) { return d->red->rank; }
 
 /* Time from t0 (nb_now()) to now into clock c. */
 void ds_clock(ds *d, int c, double t0);
@@ -205,7 +211,7 @@ int ds_owned(const ds *d, long i);
 /* ---- nb_fit_roi.c ---- */
 /* The regions of frame fr from its model image (d->image, full frame) and
  * its observed image: pixels, planes' start, observed spots. */
-nb_status ds_regions(ds *d, ds_frame *fr, const observed *ob);
+nb_status ds_regions(ds *d, ds_frame *fr, const nb_fit_observed *ob);
 void ds_regions_free(ds_frame *fr);
 /* Forget the frame's regions without freeing them (a copy of the frame
  * owns them now). */
@@ -282,6 +288,9 @@ nb_status ds_joint_F(ds *d, nb_hkl *refined);
 int ds_joins(const ds *d, long i);
 nb_status ds_joint_dz(ds *d, double lambda, double *dz);
 double ds_predicted_gain(const ds *d, const ds_frame *fr, const double *dv, const double *dbg);
-double ds_gain_tolerance(double nll, long frames);
+/* The Levenberg-Marquardt settings of a stage over `frames` frames: it
+ * ends when a step gains less than a hundredth per frame (and the model's
+ * rounding) */
+nb_lm_settings ds_lm_settings(int iterations, long frames);
 
 #endif

@@ -16,7 +16,6 @@
 #include "nb_vec.h"
 
 #define DTR (M_PI / 180.0)
-#define MU_FLOOR 1e-4 /* photons: log 0 is no likelihood */
 
 static const struct kind_row {
     const char *name, *unit, *grad_name; /* grad_name: the engine's name for messages (NULL: not rendered) */
@@ -393,13 +392,12 @@ double ds_likelihood(ds *d, ds_frame *fr, const double *p, const double *z, cons
         const int r = fr->region[i];
         const double *b = bg + 3 * r, I = d->image[pix], y = fr->y[i];
         const double db[3] = {1.0, fr->dx[i], fr->dy[i]};
-        const double mu = fmax(s * I + b[0] + b[1] * db[1] + b[2] * db[2], MU_FLOOR);
-        nll += loss == NB_FIT_POISSON ? mu - (y > 0 ? y * log(mu) : 0.0) : 0.5 * (y - mu) * (y - mu);
+        const double mu = fmax(s * I + b[0] + b[1] * db[1] + b[2] * db[2], NB_FIT_MU_FLOOR);
+        nll += nb_fit_nll(loss, y, mu);
         if (!ne) continue;
         for (int j = 0; j < k; j++) dv[j] = d->L.kind[j] == K_SCALE ? 0.0 : s * d->grads[j][pix];
         if (js >= 0) dv[js] = I;
-        const double res = loss == NB_FIT_POISSON ? 1.0 - y / mu : mu - y;
-        const double w = loss == NB_FIT_POISSON ? 1.0 / mu : 1.0;
+        const double res = nb_fit_dnll_dmu(loss, y, mu), w = nb_fit_weight(loss, mu);
         double *Hb = fr->Hbb + 9 * r, *Hv = fr->Hbv + 3 * (size_t)k * r, *gb = fr->gb + 3 * r;
         for (int a = 0; a < k; a++) {
             fr->g[a] += res * dv[a];
@@ -579,7 +577,7 @@ nb_status ds_frame_sigmas(const ds *d, const ds_frame *fr, double *sigma)
     return st;
 }
 
-int ds_owned(const ds *d, long i) { return nb_par_owns(d->par, i, d->nframes); }
+int ds_owned(const ds *d, long i) { return nb_fit_owns(d->red, i, d->nframes); }
 
 /* ---- the verdict ---------------------------------------------------------------- */
 
@@ -597,7 +595,7 @@ static double expected_deviance(double mu)
     double p = exp(-mu), e = p * 2.0 * mu;
     for (int y = 1; y <= top; y++) {
         p *= mu / y;
-        e += p * 2.0 * (y * log(y / mu) - (y - mu));
+        e += p * nb_fit_deviance(y, mu);
     }
     return e;
 }
@@ -675,10 +673,10 @@ nb_status ds_verdict(ds *d, ds_frame *fr)
         double *a = acc + 5 * fr->region[i];
         const double *b = fr->bg + 3 * fr->region[i], bragg = val[K_SCALE] * d->image[fr->pix[i]], y = fr->y[i];
         const double back = b[0] + b[1] * fr->dx[i] + b[2] * fr->dy[i];
-        const double mu = fmax(bragg + back, MU_FLOOR);
+        const double mu = fmax(bragg + back, NB_FIT_MU_FLOOR);
         a[0] += bragg;
         a[1] += y - fmax(back, 0.0);
-        a[2] += y > 0 ? 2.0 * (y * log(y / mu) - (y - mu)) : 2.0 * mu;
+        a[2] += nb_fit_deviance(y, mu);
         a[3] += expected_deviance(mu);
         a[4] += fmax(back, 0.0);
     }

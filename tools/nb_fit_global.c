@@ -523,7 +523,7 @@ static nb_status search_frames(ds *d, unsigned char *use)
     if (!spots) return nb_error_set(NB_ERR_NOMEM, "out of memory for the global stage");
     for (long i = 0; i < d->nframes; i++)
         if (ds_owned(d, i)) spots[i] = d->fr[i].nspots;
-    nb_status st = nb_par_sum(d->par, spots, (size_t)d->nframes);
+    nb_status st = ds_sum(d, spots, (size_t)d->nframes);
     int taken = 0;
     for (long i = 0; i < d->nframes; i++) {
         use[i] = !st && spots[i] >= 10 && taken < SEARCH_FRAMES;
@@ -560,8 +560,8 @@ static nb_status detector_scores(ds *d, const unsigned char *use, const double (
             gspots_free(&g);
         }
     }
-    st = nb_par_agree(d->par, st);
-    return st ? st : nb_par_sum(d->par, total, (size_t)n);
+    st = ds_agree(d, st);
+    return st ? st : ds_sum(d, total, (size_t)n);
 }
 
 /* One detector value (0 distance, 1 Xbeam, 2 Ybeam) searched over
@@ -613,7 +613,7 @@ static nb_status detector_search(ds *d, double shift[3])
     for (int a = 0; a < 3 && !st; a++)
         if (L->where_z[axes[a]] >= 0) {
             d->z[L->where_z[axes[a]] - L->kp] = d->zstart[axes[a]] + shift[a];
-            if (d->par->rank == 0)
+            if (ds_rank(d) == 0)
                 nb_info("global stage: %s = %.4f mm", ds_kind_name(axes[a]), d->zstart[axes[a]] + shift[a]);
         }
     return st;
@@ -643,7 +643,7 @@ static nb_status shared_cell(ds *d, const double *found)
         if (n < 3) continue;
         qsort(v, (size_t)n, sizeof *v, cmp_double);
         d->z[L->where_z[k] - L->kp] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-        if (d->par->rank == 0)
+        if (ds_rank(d) == 0)
             nb_info("global stage: %s = %.5g (the median of %ld frames')", ds_kind_name(k), d->z[L->where_z[k] - L->kp], n);
     }
     free(v);
@@ -676,7 +676,7 @@ nb_status ds_global(ds *d)
             for (int k = 0; k < 6; k++) found[7 * i + 1 + k] = res.best.val[K_CELL_A + k];
         }
     }
-    if (!st) st = nb_par_sum(d->par, found, 7 * (size_t)d->nframes);
+    if (!st) st = ds_sum(d, found, 7 * (size_t)d->nframes);
     if (!st) st = shared_cell(d, found);
     free(found);
     d->clock_s[T_GLOBAL] += nb_now() - t0, d->clock_n[T_GLOBAL]++;

@@ -56,8 +56,8 @@ static nb_status equations(ds *d, const double (*p)[DS_MAX], double *const *bg, 
         const ds_frefl *x = fr->fref;
         for (int sl = 0; x && sl < x->nslots; sl++) acc[x->m[sl]] += x->DI[sl], acc[n + x->m[sl]] += x->gI[sl];
     }
-    st = nb_par_agree(d->par, st);
-    if (!st) st = nb_par_sum(d->par, acc, 2 * (size_t)n + 1);
+    st = ds_agree(d, st);
+    if (!st) st = ds_sum(d, acc, 2 * (size_t)n + 1);
     if (!st) {
         *total = acc[2 * n];
         for (long m = 0; m < n; m++) {
@@ -89,7 +89,7 @@ static nb_status step_I(ds *d, double **dv, double **dbg, double lambda, double 
         frames_gain += ds_predicted_gain(d, &d->fr[i], dv[i], dbg[i]);
     }
     vd[F->n] = frames_gain;
-    nb_status st = nb_par_sum(d->par, vd, (size_t)F->n + 1);
+    nb_status st = ds_sum(d, vd, (size_t)F->n + 1);
     if (st) {
         free(vd);
         return st;
@@ -164,7 +164,7 @@ static nb_status trial_step(ds *d, double lambda, jstate *t, double *pred)
         ds_planes_project(t->bg[i], fr->nregions);
         for (int j = 0; j < 3 * fr->nregions; j++) dbg[i][j] = t->bg[i][j] - fr->bg[j];
     }
-    st = nb_par_agree(d->par, st);
+    st = ds_agree(d, st);
     if (!st) st = step_I(d, dv, dbg, lambda, dI, pred);
     for (int j = 0; j < kz; j++) t->z[j] = d->z[j] + dz[j];
     for (long m = 0; m < d->Fset.n && !st; m++) t->I[m] = fmax(d->Fset.I[m] + dI[m], 0.1 * d->Fset.I[m]);
@@ -197,7 +197,7 @@ static nb_status gauge(ds *d)
     double m[2] = {0, 0};
     for (long i = 0; i < d->nframes; i++)
         if (ds_joins(d, i)) m[0] += d->fr[i].p[js], m[1] += 1;
-    nb_status st = nb_par_sum(d->par, m, 2);
+    nb_status st = ds_sum(d, m, 2);
     if (st || !(m[0] > 0)) return st;
     const double c = m[0] / m[1];
     for (long i = 0; i < d->nframes; i++)
@@ -232,82 +232,112 @@ static nb_status values_share(ds *d)
         }
     }
     F->on = 1;
-    if (!st) st = nb_par_sum(d->par, F->Dcorr, (size_t)F->n);
+    if (!st) st = ds_sum(d, F->Dcorr, (size_t)F->n);
     return st;
+}
+
+/* The joint refinement with F as nb_lm_run's state: the state as it is
+ * (cur) and the trial (t), each with its I and their HKL. */
+typedef struct jF_state {
+    ds *d;
+    jstate cur, t;
+} jF_state;
+
+static nb_status jF_prepare(void *ctx, double lambda, double *total)
+{
+    jF_state *s = ctx;
+    long dropped = 0;
+    s->d->Fset.lambda = lambda;
+    nb_status st = ds_drop_singular(s->d, lambda, &dropped);
+    if (!st && dropped) st = equations(s->d, s->cur.p, s->cur.bg, s->cur.z, s->cur.I, &s->cur.hkl, total);
+    return st;
+}
+
+static nb_status jF_propose(void *ctx, double lambda, double *pred)
+{
+    jF_state *s = ctx;
+    return trial_step(s->d, lambda, &s->t, pred);
+}
+
+static nb_status jF_evaluate(void *ctx, double *total_t)
+{
+    jF_state *s = ctx;
+    return equations(s->d, s->t.p, s->t.bg, s->t.z, s->t.I, &s->t.hkl, total_t);
+}
+
+static nb_status jF_accept(void *ctx, double *total)
+{
+    jF_state *s = ctx;
+    ds *d = s->d;
+    (void)total; /* the trial's equations are the frames' now */
+    for (long i = 0; i < d->nframes; i++)
+        if (ds_joins(d, i)) {
+            memcpy(d->fr[i].p, s->t.p[i], sizeof s->t.p[i]);
+            ds_copy(d->fr[i].bg, s->t.bg[i], 3 * (size_t)d->fr[i].nregions * sizeof(double));
+        }
+    memcpy(d->z, s->t.z, sizeof d->z);
+    ds_copy(d->Fset.I, s->t.I, (size_t)d->Fset.n * sizeof *s->t.I);
+    const jstate swap = s->cur;
+    s->cur = s->t, s->t = swap;
+    return NB_OK;
+}
+
+static nb_status jF_reject(void *ctx, int last, double *total)
+{
+    jF_state *s = ctx;
+    return last ? NB_OK : equations(s->d, s->cur.p, s->cur.bg, s->cur.z, s->cur.I, &s->cur.hkl, total);
+}
+
+static void jF_trace(void *ctx, const nb_lm_trace *t)
+{
+    const jF_state *s = ctx;
+    if (ds_rank(s->d) == 0)
+        nb_info("joint iteration %d with F: -log L = %.12g, trial %.12g (expected %.4g less), lambda %.1e", t->iteration,
+                t->f, t->f_trial, t->predicted, t->lambda);
 }
 
 nb_status ds_joint_F(ds *d, nb_hkl *refined)
 {
-    jstate cur, t;
-    nb_status st = jstate_alloc(d, &cur);
-    if (!st) st = jstate_alloc(d, &t);
-    double total = 0.0, lambda = 1e-3;
+    static const nb_lm_ops ops = {.prepare = jF_prepare, .propose = jF_propose, .evaluate = jF_evaluate,
+                                  .accept = jF_accept, .reject = jF_reject, .trace = jF_trace};
+    jF_state s = {.d = d};
+    jstate *const cur = &s.cur;
+    nb_status st = jstate_alloc(d, &s.cur);
+    if (!st) st = jstate_alloc(d, &s.t);
+    double total = 0.0;
     d->Fset.on = 1;
     if (!st) {
-        current(d, &cur);
-        st = ds_F_hkl(d, cur.I, &cur.hkl);
+        current(d, cur);
+        st = ds_F_hkl(d, cur->I, &cur->hkl);
     }
-    if (!st) st = equations(d, cur.p, cur.bg, cur.z, cur.I, &cur.hkl, &total);
-    int it = 0, done = 0;
-    for (; it < d->o->iterations && !st && !done; it++) {
-        double pred = 0.0, total_t = 0.0;
-        long dropped = 0;
-        d->Fset.lambda = lambda;
-        if ((st = ds_drop_singular(d, lambda, &dropped))) break;
-        if (dropped && (st = equations(d, cur.p, cur.bg, cur.z, cur.I, &cur.hkl, &total))) break;
-        if ((st = trial_step(d, lambda, &t, &pred))) break;
-        if (pred < ds_gain_tolerance(total, d->nframes + 1)) {
-            done = 1;
-            break;
-        }
-        st = equations(d, t.p, t.bg, t.z, t.I, &t.hkl, &total_t);
-        if (!st && d->par->rank == 0)
-            nb_info("joint iteration %d with F: -log L = %.12g, trial %.12g (expected %.4g less), lambda %.1e", it,
-                    total, total_t, pred, lambda);
-        if (st) break;
-        if (!(total_t < total)) {
-            lambda *= 10.0;
-            done = lambda > 1e8;
-            if (!done) st = equations(d, cur.p, cur.bg, cur.z, cur.I, &cur.hkl, &total);
-            continue;
-        }
-        const double gain = total - total_t;
-        for (long i = 0; i < d->nframes; i++)
-            if (ds_joins(d, i)) {
-                memcpy(d->fr[i].p, t.p[i], sizeof t.p[i]);
-                ds_copy(d->fr[i].bg, t.bg[i], 3 * (size_t)d->fr[i].nregions * sizeof(double));
-            }
-        memcpy(d->z, t.z, sizeof d->z);
-        ds_copy(d->Fset.I, t.I, (size_t)d->Fset.n * sizeof *t.I);
-        jstate swap = cur;
-        cur = t, t = swap;
-        total = total_t;
-        lambda = fmax(lambda / 10.0, 1e-9);
-        done = gain < ds_gain_tolerance(total, d->nframes + 1);
-    }
-    if (!st && d->par->rank == 0)
+    if (!st) st = equations(d, cur->p, cur->bg, cur->z, cur->I, &cur->hkl, &total);
+    const nb_lm_settings set = ds_lm_settings(d->o->iterations, d->nframes + 1);
+    nb_lm_result res = {0};
+    if (!st) st = nb_lm_run(&ops, &s, &set, total, &res);
+    const int it = res.iterations, done = res.converged;
+    if (!st && ds_rank(d) == 0)
         nb_info("joint refinement with F: %d iterations%s", it, done ? "" : " (the cap)");
     for (long i = 0; i < d->nframes && !st; i++)
         if (ds_joins(d, i)) d->fr[i].capped = !done;
     /* the scales' gauge, then the equations at the end (the sigmas') */
     if (!st) st = gauge(d);
     if (!st) {
-        current(d, &cur);
-        nb_hkl_free(&cur.hkl);
-        nb_hkl_init(&cur.hkl);
-        st = ds_F_hkl(d, cur.I, &cur.hkl);
+        current(d, cur);
+        nb_hkl_free(&cur->hkl);
+        nb_hkl_init(&cur->hkl);
+        st = ds_F_hkl(d, cur->I, &cur->hkl);
     }
     d->Fset.lambda = 0.0;
-    if (!st) st = equations(d, cur.p, cur.bg, cur.z, cur.I, &cur.hkl, &total);
+    if (!st) st = equations(d, cur->p, cur->bg, cur->z, cur->I, &cur->hkl, &total);
     if (!st) st = values_share(d);
     if (!st) {
         nb_hkl_free(refined);
-        *refined = cur.hkl;
-        nb_hkl_init(&cur.hkl);
+        *refined = cur->hkl;
+        nb_hkl_init(&cur->hkl);
         ds_set_hkl(d, refined);
         ds_F_commit(d);
     }
-    jstate_free(&cur, d->nframes);
-    jstate_free(&t, d->nframes);
+    jstate_free(&s.cur, d->nframes);
+    jstate_free(&s.t, d->nframes);
     return st;
 }

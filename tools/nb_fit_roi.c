@@ -78,7 +78,7 @@ static void box_sums(const double *v, const double *w, int fp, int sp, int r, do
  * a water ring or the air's scatter falls with the angle, and against one
  * level the ring's pixels would all be spots. */
 #define LOCAL_R 12
-static nb_status local_background(const observed *ob, size_t off, int fp, int sp, double *bg)
+static nb_status local_background(const nb_fit_observed *ob, size_t off, int fp, int sp, double *bg)
 {
     const size_t n = (size_t)fp * sp;
     double *v = malloc(n * sizeof *v), *w = malloc(n * sizeof *w), *sw = malloc(n * sizeof *sw);
@@ -102,7 +102,7 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-double nb_fit_panel_median(const observed *ob, size_t off, size_t n)
+double nb_fit_panel_median(const nb_fit_observed *ob, size_t off, size_t n)
 {
     size_t stride = n / 65536 + 1, m = 0;
     double *v = malloc((n / stride + 1) * sizeof *v);
@@ -121,7 +121,7 @@ typedef struct spot_acc {
 
 /* The connected sets of marked pixels of one panel: their boxes (and, for
  * the observed image's, centroids into the frame's spots). */
-static nb_status components(const unsigned char *mark, const observed *ob, size_t off, int fp, int sp,
+static nb_status components(const unsigned char *mark, const nb_fit_observed *ob, size_t off, int fp, int sp,
                             const double *back, int panel, grow *boxes, grow *spots)
 {
     const size_t n = (size_t)fp * sp;
@@ -238,7 +238,7 @@ void ds_regions_free(ds_frame *fr)
  * own dx would be 1 on every pixel and the level and the slope one
  * unknown); its level starts at the mean of its pixels the model puts no
  * spot on (all of them when it puts one on every pixel). */
-static nb_status take_pixels(ds_frame *fr, const box *b, size_t nb, size_t off, int fp, const observed *ob,
+static nb_status take_pixels(ds_frame *fr, const box *b, size_t nb, size_t off, int fp, const nb_fit_observed *ob,
                              const float *model, double scale, double spot, unsigned char *taken_px, grow *pix,
                              grow *bgs)
 {
@@ -308,7 +308,7 @@ static nb_status frame_lists(ds_frame *fr, const grow *pix, const grow *bgs, con
     return NB_OK;
 }
 
-nb_status ds_regions(ds *d, ds_frame *fr, const observed *ob)
+nb_status ds_regions(ds *d, ds_frame *fr, const nb_fit_observed *ob)
 {
     typedef struct { size_t pix; int region; float dx, dy; double y; } px_t;
     grow pix = {NULL, 0, 0, sizeof(px_t)}, bgs = {NULL, 0, 0, 3 * sizeof(double)};

@@ -49,7 +49,7 @@ smv_counts() { smv_data "$1" | od -A n -v -t u2 | tr -s ' ' '\n' | sed '/^$/d'; 
     run -0 ls "$NB_PREFIX/include"
     [ "$output" = "nb.h" ] || false
     run -0 "$NB_ROOT/tests/abi/check-exports.sh" "$NB_PREFIX/lib/libnb.so" "$NB_PREFIX/include/nb.h"
-    expect_has "35 symbols"
+    expect_has "37 symbols"
     run -0 nm -D --defined-only "$NB_PREFIX/lib/libnb.so"
     expect_has "nb_render_frame@@NB_1"
     expect_lacks "nb_plan_from_record"
@@ -221,4 +221,37 @@ smv_counts() { smv_data "$1" | od -A n -v -t u2 | tr -s ' ' '\n' | sed '/^$/d'; 
     expect_has "the detector has 1 panel"
     run -2 ./render_params wavelength=1 < at60.nbs
     expect_has "unknown parameter 'wavelength'"
+}
+
+@test "api: fit_arrays.c: nb_fit_renderer on arrays gives nb-fit's values, and split over two processes by the caller's sum the same" {
+    need_installed
+    build_example "$NB_PREFIX/share/nb/examples/fit_arrays.c" fit_arrays
+    local truth="-cell 40 50 60 88 95 91 -misset 10 20 30 -distance 80 -Xbeam 19.4 -Ybeam 19.4"
+    local start="-cell 40.08 50 60 88 95 91 -misset 10.07 19.95 30.1 -distance 81 -Xbeam 19.55 -Ybeam 19.2"
+    local rest="-lambda 1 -N 6 -default_F 100 -pixel 0.4 -detpixels 96 -oversample 1 -osc 0.5 -nframes 2"
+    # photons with Poisson noise, frame after frame (no ADC offset: counts are photons)
+    nb-geom -q $truth $rest | nb-sim -q | nb-noise -q -seed 4 -adc 0 | nb-convert -q -o obs_#.bin
+    cat obs_1.bin obs_2.bin > obs.bin
+    nb-geom -q $start $rest -o start.nbs
+    ./fit_arrays obs.bin distance Xbeam Ybeam misset_z scale < start.nbs > api.txt
+    cat api.txt
+    [ "$(wc -l < api.txt)" -eq 5 ] || false
+    # the renderer's model is the plan's (the fast path): nb-fit -precision single's, to every digit printed
+    nb-fit -precision single --observed obs_1.bin --observed obs_2.bin \
+        --refine distance,Xbeam,Ybeam,misset_z,scale -o /dev/null start.nbs 2> cli.txt
+    diff cli.txt api.txt
+    # recovered: the start was 1 mm, 0.15 mm and 0.1 degree off
+    awk '$1 == "distance" { d = $3 - 80 } END { exit !(d * d < 0.05 * 0.05) }' api.txt
+    awk '$1 == "misset_z" { d = $3 - 30 } END { exit !(d * d < 0.02 * 0.02) }' api.txt
+    # a frame each in two processes, their sums through a pipe: the same
+    # values (the sums' order differs: to 1e-8 of each sigma)
+    ./fit_arrays --processes 2 obs.bin distance Xbeam Ybeam misset_z scale < start.nbs > two.txt
+    [ "$(wc -l < two.txt)" -eq 5 ] || false
+    awk 'NR == FNR { v[$1] = $3; s[$1] = $5; next }
+         { d = $3 - v[$1]; if (d < 0) d = -d; if (!($1 in v) || !(d <= 1e-8 * s[$1])) bad++ }
+         END { exit bad > 0 }' api.txt two.txt
+    run -2 ./fit_arrays obs.bin distance wavelength < start.nbs
+    expect_has "unknown parameter 'wavelength'"
+    run -2 ./fit_arrays obs.bin distance distance < start.nbs
+    expect_has "'distance' is named twice"
 }

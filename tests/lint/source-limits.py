@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """source-limits.py - the rooms a newcomer can live in, checked.
 
-Every product source file (libnbcore/, engine/, engine/physics/, formats/,
-cli/, tools/: .c, .h, .inc, .cu, .cuh) has at most 1000 lines, and every
+Every product source file (libnbcore/, engine/, engine/physics/, fit/,
+formats/, cli/, tools/: .c, .h, .inc, .cu, .cuh) has at most 1000 lines, and every
 function at most 150 (from the line its name is on to its closing brace);
 and the layers include one way: libnbcore nothing from engine/, formats/,
 cli/ or tools/; engine/ (engine/physics/ with it: the kernels' pixel
-physics) nothing from formats/, cli/ or tools/; formats/ nothing from
+physics) nothing from fit/, formats/, cli/ or tools/; fit/ (the fit, in
+libnb with the engine) nothing from formats/, cli/ or tools/; formats/ nothing from
 engine/, cli/ or tools/; cli/ (the tools' command-line code, libnbcli, never
 in libnb) nothing from engine/, formats/ or tools/: only tools/ (and the
 tests) use it.  formats/ does not reach the physics even through other
@@ -25,12 +26,13 @@ import sys
 
 MAX_FILE, MAX_FUNCTION = 1000, 150
 # each folder and the layer it belongs to
-FOLDERS = (("libnbcore", "libnbcore"), ("engine", "engine"), ("engine/physics", "engine"),
+FOLDERS = (("libnbcore", "libnbcore"), ("engine", "engine"), ("engine/physics", "engine"), ("fit", "fit"),
            ("formats", "formats"), ("cli", "cli"), ("tools", "tools"))
 SUFFIXES = (".c", ".h", ".inc", ".cu", ".cuh")
 # what each layer may not include (by the layer its header lives in)
-FORBIDDEN = {"libnbcore": ("engine", "formats", "cli", "tools"), "engine": ("formats", "cli", "tools"),
-             "formats": ("engine", "cli", "tools"), "cli": ("engine", "formats", "tools"), "tools": ()}
+FORBIDDEN = {"libnbcore": ("engine", "fit", "formats", "cli", "tools"), "engine": ("fit", "formats", "cli", "tools"),
+             "fit": ("formats", "cli", "tools"), "formats": ("engine", "fit", "cli", "tools"),
+             "cli": ("engine", "fit", "formats", "tools"), "tools": ()}
 # what a layer may not reach through any chain of includes (by folder)
 UNREACHABLE = {"formats": ("engine/physics",)}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

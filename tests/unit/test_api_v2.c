@@ -1,7 +1,8 @@
 /* test_api_v2.c - the public API's second part (engine/nb.h, "API 2"),
  * through nb.h alone as a program sees it: the version, named options and
  * their refusals, plans and renderers from nb-geom's flags, structure
- * factors from arrays, detector counts, the plan's named parameters; every misuse a code and a message,
+ * factors from arrays, detector counts, the plan's named parameters, the
+ * fit on arrays; every misuse a code and a message,
  * never an exit.  (Against the tools' bytes: tests/cli/api.bats.) */
 #include <math.h>
 #include <stdio.h>
@@ -308,6 +309,67 @@ static void parameters(void)
     nb_renderer_free(r);
 }
 
+/* nb_fit_renderer: a distance 0.3 mm off found again from noise-free
+ * frames; the renderer's plan moved to it; every misuse a code and a
+ * message, the plan kept. */
+static void fit_arrays(void)
+{
+    nb_renderer *truth = NULL, *r = NULL;
+    ok(!nb_renderer_from_args(NFLAGS(flags), flags, NULL, &truth) && !nb_renderer_from_args(NFLAGS(flags), flags, NULL, &r),
+       "two renderers from flags");
+    if (!truth || !r) return;
+    const size_t n = nb_renderer_pixels(truth);
+    float *obs = malloc(2 * n * sizeof *obs);
+    ok(obs && !nb_render_frame(truth, 0, obs) && !nb_render_frame(truth, 1, obs + n), "the observed frames rendered");
+    ok(!nb_renderer_set_parameter(r, "distance", 100.3), "the start 0.3 mm off");
+    nb_fit_image im[2] = {{obs, NULL, 0, 0, 0}, {obs + n, NULL, 0, 0, 0}};
+    const char *const names[] = {"distance", "scale"};
+    double v[2] = {0, 0}, sg[2] = {0, 0}, d = 0;
+    nb_fit_result res = {.size = sizeof res};
+    const int fitted = nb_fit_renderer(r, names, 2, im, NULL, v, sg, &res);
+    ok(fitted == NB_RESULT_OK, "fitted (%s)", fitted ? nb_last_error() : "ok");
+    ok(fabs(v[0] - 100.0) < 1e-3 && fabs(v[1] - 1.0) < 1e-3 && sg[0] > 0, "distance %.6f, scale %.6f, sigma %.2g", v[0],
+       v[1], sg[0]);
+    const int got = nb_renderer_get_parameter(r, "distance", &d);
+    ok(!got && d == v[0], "the renderer's plan is the fit's: %.6f", d);
+    const double fitted_distance = d;
+    ok(res.pixels > 0 && res.iterations > 0 && res.converged, "%ld pixels, %d iterations, converged", res.pixels,
+       res.iterations);
+    const char *const unknown[] = {"distance", "wavelength"}, *const twice[] = {"Xbeam", "Xbeam"};
+    ok(nb_fit_renderer(r, unknown, 2, im, NULL, v, sg, NULL) == NB_RESULT_USAGE && has("unknown parameter 'wavelength'"),
+       "an unknown name: usage, said");
+    ok(nb_fit_renderer(r, twice, 2, im, NULL, v, sg, NULL) == NB_RESULT_USAGE && has("named twice"), "a name twice");
+    ok(nb_fit_renderer(NULL, names, 2, im, NULL, v, sg, NULL) == NB_RESULT_USAGE, "no renderer: usage");
+    ok(nb_fit_renderer(r, names, 0, im, NULL, v, sg, NULL) == NB_RESULT_USAGE, "no name: usage");
+    ok(nb_fit_renderer(r, names, 2, NULL, NULL, v, sg, NULL) == NB_RESULT_USAGE, "no images: usage");
+    nb_fit_image one[2] = {{obs, NULL, 0, 0, 0}, {NULL, NULL, 0, 0, 0}};
+    ok(nb_fit_renderer(r, names, 2, one, NULL, v, sg, NULL) == NB_RESULT_USAGE && has("frame 1 has no pixels"),
+       "a frame without pixels in one process: usage, said");
+    nb_fit_settings s;
+    nb_fit_settings_init(&s);
+    s.processes = 2;
+    ok(nb_fit_renderer(r, names, 2, im, &s, v, sg, NULL) == NB_RESULT_USAGE && has("no sum"),
+       "two processes without a sum: usage, said");
+    nb_fit_settings_init(&s);
+    s.size = sizeof s + 8;
+    ok(nb_fit_renderer(r, names, 2, im, &s, v, sg, NULL) == NB_RESULT_USAGE && has("size"), "settings too big: usage");
+    nb_fit_settings_init(&s);
+    s.iterations = 0;
+    ok(nb_fit_renderer(r, names, 2, im, &s, v, sg, NULL) == NB_RESULT_USAGE && has("iterations 0"), "0 iterations");
+    nb_fit_image bad[2] = {{obs, NULL, -1, 0, 0}, {obs + n, NULL, 0, 0, 0}};
+    ok(nb_fit_renderer(r, names, 2, bad, NULL, v, sg, NULL) == NB_RESULT_USAGE && has("gain -1"), "a gain of -1");
+    unsigned char *none = calloc(n, 1);
+    nb_fit_image masked[2] = {{obs, none, 0, 0, 0}, {obs + n, NULL, 0, 0, 0}};
+    ok(none && nb_fit_renderer(r, names, 2, masked, NULL, v, sg, NULL) == NB_RESULT_USAGE &&
+           has("every pixel is left out"), "a frame masked whole: usage, said");
+    const char *const mosaic[] = {"mosaic"};
+    ok(nb_fit_renderer(r, mosaic, 1, im, NULL, v, sg, NULL) != NB_RESULT_OK, "the mosaic of a plan without a spread");
+    d = 0;
+    ok(!nb_renderer_get_parameter(r, "distance", &d) && d == fitted_distance, "the plan kept after the refusals");
+    free(none), free(obs);
+    nb_renderer_free(truth), nb_renderer_free(r);
+}
+
 int main(void)
 {
     nb_set_log_level(-1);
@@ -319,6 +381,7 @@ int main(void)
     noise(a, image);
     structure_factors(a, image);
     parameters();
+    fit_arrays();
     ok(nb_renderer_frames(NULL) == 0 && nb_renderer_pixels(NULL) == 0, "no renderer: no frames, no pixels");
     ok(nb_render_frame(NULL, 0, image) == NB_RESULT_USAGE, "no renderer: usage");
     nb_renderer_free(a);
