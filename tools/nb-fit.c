@@ -78,71 +78,6 @@ static const nb_tool_info tool = {
 };
 
 
-/* ---- the observed images ---------------------------------------------------- */
-
-/* An image file's counts into photons, (counts - offset) / gain, the
- * untrusted pixels (negative, a CBF's masked ones, or overloaded: the image
- * reader's rule, registry.h) left out; --adc, --gain and --overload given
- * override the file's. */
-static void counts_to_photons(const fit_opts *o, nb_image_file *f, nb_fit_observed *ob)
-{
-    const double adc = o->have_adc ? o->adc : f->offset, gain = o->have_gain ? o->gain : f->gain;
-    if (o->have_overload) nb_image_file_set_overload(f, o->overload);
-    for (size_t i = 0; i < f->npixels; i++) {
-        if (f->untrusted[i]) ob->use[i] = 0;
-        ob->y[i] = (f->counts[i] - adc) / gain;
-    }
-}
-
-/* The frames whose file has been read: the dataset fit reads a frame's file
- * again at each prediction of its regions, and -v says how a file is read
- * (and the reader warns) at its first reading alone. */
-static unsigned char *frames_read;
-
-/* Frame `frame`'s file, read with the reader's log at its first reading only. */
-static nb_status read_frame_file(const char *path, const nb_plan *plan, long frame, nb_image_file *f)
-{
-    if (!frames_read && plan->nframes > 0) frames_read = calloc((size_t)plan->nframes, 1);
-    const int again = frames_read && frame >= 0 && frame < plan->nframes && frames_read[frame];
-    const int verbosity = nb_verbosity();
-    if (again) nb_set_verbosity(-1);
-    nb_status st = nb_image_file_read(path, plan, frame, f);
-    if (again) nb_set_verbosity(verbosity);
-    else if (!st && frames_read && frame >= 0 && frame < plan->nframes) frames_read[frame] = 1;
-    return st;
-}
-
-/* Observed frame `frame` from path, by the one image reader (registry.h:
- * CBF, SMV, TIFF, an nb stream's IMAGE record of that frame, or raw float
- * photons; its rule for the offset, gain and overload, which --adc, --gain
- * and --overload override). */
-nb_status nb_fit_observed_read(const char *path, const fit_opts *o, const nb_plan *plan, long frame, nb_fit_observed *ob)
-{
-    const size_t n = nb_plan_total_pixels(plan);
-    nb_image_file f;
-    nb_status st;
-    if ((st = nb_calloc((void **)&ob->y, n, sizeof *ob->y, "the observed image")) ||
-        (st = nb_calloc((void **)&ob->use, n, 1, "the observed image")))
-        return st;
-    memset(ob->use, 1, n);
-    if (!(st = read_frame_file(path, plan, frame, &f)) && f.npixels != n)
-        st = nb_error_set(NB_ERR_DATA, "'%s' holds %zu pixels but the plan has %zu", path, f.npixels, n);
-    if (!st && f.is_counts) {
-        counts_to_photons(o, &f, ob);
-    } else if (!st) {
-        for (size_t i = 0; i < n; i++) ob->y[i] = f.photons[i];
-    }
-    nb_image_file_free(&f);
-    return st;
-}
-
-void nb_fit_observed_free(nb_fit_observed *ob)
-{
-    free(ob->y);
-    free(ob->use);
-    ob->y = NULL, ob->use = NULL;
-}
-
 /* ---- the fit of one plan (fit/nb_fit_plan.c) ------------------------------------------ */
 
 static void report(const nb_fit_plan_result *res)
@@ -170,7 +105,7 @@ static nb_engine *engine;
 static nb_status fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o, nb_plan *out)
 {
     if (!o->nobserved) return nb_error_set(NB_ERR_USAGE, "no observed image: give --observed FILE");
-    if (!o->refine) return nb_error_set(NB_ERR_USAGE, "nothing to refine: give --refine, --refine-frame or --refine-F");
+    if (!o->ds.refine) return nb_error_set(NB_ERR_USAGE, "nothing to refine: give --refine, --refine-frame or --refine-F");
     if (o->nobserved != start->nframes)
         return nb_error_set(NB_ERR_USAGE, "the plan has %d frame%s but %d observed image%s were given", start->nframes,
                             start->nframes == 1 ? "" : "s", o->nobserved, o->nobserved == 1 ? "" : "s");
@@ -183,9 +118,9 @@ static nb_status fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o,
     if (!st && o->residual) st = nb_calloc((void **)&residual, (size_t)o->nobserved, sizeof *residual, "the residual");
     for (int f = 0; residual && f < o->nobserved && !st; f++)
         st = nb_calloc((void **)&residual[f], npix, sizeof **residual, "the residual");
-    const nb_fit_plan_settings s = {.loss = o->loss, .iterations = o->iterations,
-                                    .path = o->precision ? NB_GRAD_DOUBLE : NB_GRAD_FAST, .residual = residual};
-    if (!st) st = nb_fit_plan(engine, start, hkl, o->refine, obs, &s, out, &res);
+    const nb_fit_plan_settings s = {.loss = o->ds.loss, .iterations = o->ds.iterations,
+                                    .path = o->ds.precision ? NB_GRAD_DOUBLE : NB_GRAD_FAST, .residual = residual};
+    if (!st) st = nb_fit_plan(engine, start, hkl, o->ds.refine, obs, &s, out, &res);
     if (!st) report(&res);
     if (!st && residual) st = write_residual(o->residual, residual, start->nframes, npix);
     for (int f = 0; obs && f < o->nobserved; f++) nb_fit_observed_free(&obs[f]);
@@ -218,8 +153,8 @@ static nb_status observed_pattern(fit_opts *o, const nb_plan *start)
 {
     if (o->nobserved != 1 || !strchr(o->observed[0], '#')) return NB_OK;
     const char *tmpl = o->observed[0];
-    const long first = o->frame_first ? o->frame_first - 1 : 0;
-    const long n = o->frame_first ? o->frame_last - o->frame_first + 1 : start->nframes;
+    const long first = o->ds.frame_first ? o->ds.frame_first - 1 : 0;
+    const long n = o->ds.frame_first ? o->ds.frame_last - o->ds.frame_first + 1 : start->nframes;
     const size_t each = strlen(tmpl) + 24;
     char *names;
     const char **list;
@@ -253,7 +188,7 @@ static nb_status set_frames(const nb_opt_args *a)
     fit_opts *o = a->dest;
     int first, last;
     nb_status st = nb_parse_frames(a->vals[0], &first, &last);
-    if (!st) o->frame_first = first, o->frame_last = last;
+    if (!st) o->ds.frame_first = first, o->ds.frame_last = last;
     return st;
 }
 
@@ -278,10 +213,10 @@ static const nb_opt rows[] = {
      "the parameters to refine, comma-separated: the names of nb-sim --grad\n"
      "(distance, Xbeam, Ybeam, misset_x, rot_x, cell_a, Na, lambda, panel0_shift_fast,\n"
      "...) and scale",
-     .needs = "a list of names", .type = NB_OPT_STRING, .at = {FO(refine)}},
+     .needs = "a list of names", .type = NB_OPT_STRING, .at = {FO(ds.refine)}},
     {NB_OPT_LOCAL, "--loss", 1, "poisson|lsq",
      "the likelihood: Poisson photon counts (default) or least squares",
-     .type = NB_OPT_CHOICE, .at = {FO(loss)}, .choices = losses, .expected = "'poisson' or 'lsq'"},
+     .type = NB_OPT_CHOICE, .at = {FO(ds.loss)}, .choices = losses, .expected = "'poisson' or 'lsq'"},
     {NB_OPT_LOCAL, "--adc", 1, "ADU",
      "the observed counts' ADC offset (default: the image's ADC_OFFSET or\n"
      "COUNTS_ADC; 0 for a CBF, which counts from 0; else the plan's -adc)",
@@ -292,14 +227,14 @@ static const nb_opt rows[] = {
      "counts from this value up are overloads, left out (default: the\n"
      "overload the file states, as a CBF does, else its counter's top)",
      .type = NB_OPT_DOUBLE, .at = {FO(overload)}, .sets = {{FO(have_overload), 1}}},
-    {FL_PRECISION, .type = NB_OPT_CHOICE, .at = {FO(precision)}, .choices = precisions,
-     .expected = "'single' or 'double'", .sets = {{FO(precision_given), 1}}},
+    {FL_PRECISION, .type = NB_OPT_CHOICE, .at = {FO(ds.precision)}, .choices = precisions,
+     .expected = "'single' or 'double'", .sets = {{FO(ds.precision_given), 1}}},
     {NB_OPT_LOCAL, "--device", 1, "cpu|cuda|auto",
      "where the model and its derivatives are rendered (default cpu; auto:\n"
      "CUDA when this build has it and a GPU is present, as nb-sim)",
      .type = NB_OPT_CHOICE, .at = {FO(device)}, .choices = devices, .expected = "cpu, cuda or auto"},
     {NB_OPT_LOCAL, "--iterations", 1, "N", "at most N Levenberg-Marquardt iterations (default 50)",
-     .type = NB_OPT_INT, .at = {FO(iterations)}},
+     .type = NB_OPT_INT, .at = {FO(ds.iterations)}},
     {NB_OPT_LOCAL, "--residual", 1, "FILE",
      "write observed - model photons of the fit (raw float, 0 where a pixel\n"
      "is not used; the frames one after another); not in a dataset fit",
@@ -312,14 +247,14 @@ static const nb_opt rows[] = {
      "angles scaled), scale.  --refine then names the shared ones: distance,\n"
      "Xbeam, Ybeam (the whole detector moved), cell_*, Na, Nb, Nc, lambda,\n"
      "mosaic, scale",
-     .needs = "a list of names", .type = NB_OPT_STRING, .at = {FO(refine_frame)}},
+     .needs = "a list of names", .type = NB_OPT_STRING, .at = {FO(ds.refine_frame)}},
     {NB_OPT_LOCAL, "--refine-F", 0, NULL,
      "a dataset fit: refine the structure factor of every reflection of the\n"
      "asymmetric unit over every frame that passes its verdict; the refined\n"
      "F go into the output's HKL record.  A stream without F (no HKL record,\n"
      "no -default_F) starts flat: every F the square root of the observed\n"
      "photons above each panel's median over the model's with every F = 1",
-     .type = NB_OPT_SET, .sets = {{FO(refine_F), 1}}},
+     .type = NB_OPT_SET, .sets = {{FO(ds.refine_F), 1}}},
     {NB_OPT_LOCAL, "--F-out", 1, "FILE",
      "write the refined F as text lines 'h k l F sigma multiplicity' (the\n"
      "asymmetric unit; P1: with the Friedel mates), or a FILE.mtz: MTZ\n"
@@ -333,33 +268,33 @@ static const nb_opt rows[] = {
      .needs = "a space group", .type = NB_OPT_STRING, .at = {FO(space_group)}},
     {NB_OPT_LOCAL, "--F-prior", 1, "W",
      "the weight of --refine-F's Wilson prior (default 1; 0: none)",
-     .type = NB_OPT_DOUBLE, .check = NB_CHECK_NONNEG, .at = {FO(F_prior)}},
+     .type = NB_OPT_DOUBLE, .check = NB_CHECK_NONNEG, .at = {FO(ds.F_prior)}},
     {NB_OPT_LOCAL, "--roi-radius", 1, "PX",
      "a dataset fit's regions: each spot's pixels grown by PX (default 3)",
-     .type = NB_OPT_DOUBLE, .check = NB_CHECK_NONNEG, .at = {FO(roi_radius)}},
+     .type = NB_OPT_DOUBLE, .check = NB_CHECK_NONNEG, .at = {FO(ds.roi_radius)}},
     {NB_OPT_LOCAL, "--spot-photons", 1, "P",
      "a model pixel of P photons or more is in a predicted spot (default 0.5)",
-     .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(spot_photons)}},
+     .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(ds.spot_photons)}},
     {NB_OPT_LOCAL, "--global", 1, "auto|on|off",
      "the global stage (a search over turns, cells, distance and beam centre\n"
      "on the observed spots) before the pixels are fitted: auto (default)\n"
      "when turns or the detector's position are refined",
-     .type = NB_OPT_CHOICE, .at = {FO(global)}, .choices = globals, .expected = "'auto', 'on' or 'off'"},
+     .type = NB_OPT_CHOICE, .at = {FO(ds.global)}, .choices = globals, .expected = "'auto', 'on' or 'off'"},
     {NB_OPT_LOCAL, "--global-range", 1, "DEG", "the turns the global stage searches, +- DEG (default 4)",
-     .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(global_range)}},
+     .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(ds.global_range)}},
     {NB_OPT_LOCAL, "--global-distance", 1, "MM", "the distances the global stage searches, +- MM (default 15)",
-     .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(global_distance)}},
+     .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(ds.global_distance)}},
     {NB_OPT_LOCAL, "--global-beam", 1, "MM", "the beam centres the global stage searches, +- MM (default 1)",
-     .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(global_beam)}},
+     .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(ds.global_beam)}},
     {NB_OPT_LOCAL, "--max-deviance", 1, "R",
      "a frame fails when its Poisson deviance is more than R times what the\n"
      "model's own counts would give (default 1.5)",
-     .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(max_deviance)}},
+     .type = NB_OPT_DOUBLE, .check = NB_CHECK_POSITIVE, .at = {FO(ds.max_deviance)}},
     {NB_OPT_LOCAL, "--min-explained", 1, "F",
      "a frame fails when less than F of its predicted spots (bright enough to\n"
      "judge) are in the observed image, or less than F of its strongest\n"
      "observed spots are predicted (default 0.5)",
-     .type = NB_OPT_DOUBLE, .check = NB_CHECK_NONNEG, .at = {FO(min_explained)}},
+     .type = NB_OPT_DOUBLE, .check = NB_CHECK_NONNEG, .at = {FO(ds.min_explained)}},
     {NB_OPT_LOCAL, "--frames", 1, "A:B",
      "a dataset fit of frames A to B alone (counted from 1; --observed once\n"
      "for each): the others keep their start (a Slurm array's share)",
@@ -394,64 +329,9 @@ static nb_status read_start(nb_reader *r, nb_plan *plan, nb_record *hkl_rec, int
     return st;
 }
 
-/* Frame f's photons above its panels' medians (the background where spots
- * are sparse), and the model's with every F = 1, into sums[0], sums[1]. */
-static nb_status frame_level(const nb_plan *plan, const fit_opts *o, long f, float *model, double sums[2])
-{
-    nb_hkl ones;
-    nb_hkl_init(&ones);
-    ones.default_F = 1.0;
-    nb_fit_observed ob;
-    memset(&ob, 0, sizeof ob);
-    const long slot = o->frame_first ? f - (o->frame_first - 1) : f;
-    const nb_grad_path path = o->precision_given && o->precision ? NB_GRAD_DOUBLE : NB_GRAD_FAST;
-    nb_status st = nb_fit_observed_read(o->observed[slot], o, plan, f, &ob);
-    if (!st) st = nb_fit_leave_out_unrendered(plan, &ones, &ob);
-    if (!st) st = nb_fit_render_frame(engine, plan, &ones, path, f, model);
-    for (int p = 0; p < nb_plan_npanels(plan) && !st; p++) {
-        int fp, sp;
-        size_t off;
-        nb_plan_panel_dims(plan, p, &fp, &sp, &off);
-        const size_t n = (size_t)fp * sp;
-        const double med = nb_fit_panel_median(&ob, off, n);
-        for (size_t i = off; i < off + n; i++)
-            if (ob.use[i]) sums[0] += ob.y[i] - med, sums[1] += model[i];
-    }
-    nb_fit_observed_free(&ob);
-    return st;
-}
-
-/* --refine-F from a plan without structure factors (no HKL record, no
- * -default_F, no file asked for): a flat start, every F the square root of
- * the level the observed pixels ask for, their photons above the background
- * over the model's with every F = 1, summed over the frames fitted (on every
- * process: the same F everywhere; docs/physics.md 15.1). */
-static nb_status flat_start(const nb_plan *plan, const fit_opts *o, const nb_par *par, nb_hkl *hkl)
-{
-    /* frames without an image (none, too few given, or --frames past the
-     * plan's) are the fit's errors to report, after this */
-    if (!o->nobserved) return NB_OK;
-    const long first = o->frame_first ? o->frame_first - 1 : 0;
-    long last = o->frame_first ? o->frame_last - 1 : plan->nframes - 1;
-    if (last >= plan->nframes) last = plan->nframes - 1;
-    if (last >= first + o->nobserved) last = first + o->nobserved - 1;
-    double sums[2] = {0, 0};
-    float *model = NULL;
-    nb_status st = nb_calloc((void **)&model, nb_plan_total_pixels(plan), sizeof *model, "the model");
-    for (long f = first; f <= last && !st; f++)
-        if (nb_par_owns(par, f, plan->nframes)) st = frame_level(plan, o, f, model, sums);
-    free(model);
-    st = nb_par_agree(par, st);
-    if (!st) st = nb_par_sum(par, sums, 2);
-    if (!st && !(sums[0] > 0 && sums[1] > 0))
-        st = nb_error_set(NB_ERR_DATA, "--refine-F: the plan has no structure factors, and the observed images hold "
-                                       "no photons above their background to start a flat F from: give F (nb-hkl, "
-                                       "or nb-geom -default_F)");
-    if (st) return st;
-    hkl->default_F = sqrt(sums[0] / sums[1]);
-    nb_info("--refine-F: no structure factors in the plan: a flat start, F = %.6g", hkl->default_F);
-    return NB_OK;
-}
+/* nb-fit's processes (nb_par.h) as the fit's reduction (nb_fit_reduce.h) */
+static nb_status par_sum(void *par, double *buf, size_t n) { return nb_par_sum(par, buf, n); }
+static nb_status par_agree(void *par, nb_status st) { return nb_par_agree(par, st); }
 
 /* The start model's structure factors: the HKL record's, the plan's, or
  * for --refine-F from a plan that asks for none, a flat start. */
@@ -461,7 +341,13 @@ static nb_status start_hkl(const nb_plan *plan, const nb_record *rec, int have, 
     nb_hkl_init(hkl);
     if (have) return nb_hkl_from_record(rec, hkl);
     const int asks = plan->default_F != 0.0 || plan->hkl_file || (plan->dump_file && !plan->dump_implicit);
-    return o->refine_F && !asks ? flat_start(plan, o, par, hkl) : nb_sim_plan_F(plan, hkl);
+    if (!o->ds.refine_F || asks) return nb_sim_plan_F(plan, hkl);
+    const nb_fit_reduction red = {.rank = par->rank, .size = par->size, .ctx = (void *)par, .sum = par_sum,
+                                  .agree = par_agree};
+    nb_fit_files files = {o, plan};
+    nb_fit_ds_settings s = o->ds;
+    s.nobserved = o->nobserved, s.observed = nb_fit_observed_frame, s.observed_ctx = &files;
+    return nb_fit_flat_F(plan, &s, engine, &red, hkl);
 }
 
 /* The refined plan (and the start's HKL record) to the output. */
@@ -484,28 +370,51 @@ static nb_status write_fit(const char *output, const nb_plan *plan, const nb_rec
 static void defaults(fit_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->iterations = 50;
+    o->ds.iterations = 50;
     o->device = NB_ENGINE_CPU;
-    o->precision = 1;
-    o->roi_radius = 3.0;
-    o->spot_photons = 0.5;
-    o->global_range = 4.0;
-    o->global_distance = 15.0;
-    o->global_beam = 1.0;
-    o->max_deviance = 1.5;
-    o->min_explained = 0.5;
-    o->F_prior = 1.0;
+    o->ds.precision = 1;
+    o->ds.roi_radius = 3.0;
+    o->ds.spot_photons = 0.5;
+    o->ds.global_range = 4.0;
+    o->ds.global_distance = 15.0;
+    o->ds.global_beam = 1.0;
+    o->ds.max_deviance = 1.5;
+    o->ds.min_explained = 0.5;
+    o->ds.F_prior = 1.0;
 }
 
 /* Is this a dataset fit (nb_fit_dataset.c) or one set of parameters? */
 static int dataset_fit(const fit_opts *o, const nb_plan *start)
 {
-    return o->refine_frame || o->refine_F || start->frame_crystals;
+    return o->ds.refine_frame || o->ds.refine_F || start->frame_crystals;
 }
 
-/* nb-fit's processes (nb_par.h) as the fit's reduction (nb_fit_reduce.h) */
-static nb_status par_sum(void *par, double *buf, size_t n) { return nb_par_sum(par, buf, n); }
-static nb_status par_agree(void *par, nb_status st) { return nb_par_agree(par, st); }
+/* The dataset fit with nb-fit's files: the observed images read as the fit
+ * asks for them, --space-group resolved first, --F-out written after. */
+static nb_status dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o, const nb_fit_reduction *red,
+                         nb_plan *out, nb_hkl *refined_F, int *failed)
+{
+    if (!o->nobserved) return nb_error_set(NB_ERR_USAGE, "no observed image: give --observed FILE");
+    if (o->residual)
+        return nb_error_set(NB_ERR_USAGE, "option --residual: a dataset fit writes no residual image (it compares "
+                                          "the spots' regions alone); render the refined plan (nb-fit ... | "
+                                          "nb-sim) and subtract it (nb-math)");
+    nb_fit_files files = {o, start};
+    nb_fit_ds_settings s = o->ds;
+    nb_fit_symmetry *sym = NULL;
+    nb_fit_F_table table;
+    memset(&table, 0, sizeof table);
+    s.nobserved = o->nobserved, s.observed = nb_fit_observed_frame, s.observed_ctx = &files;
+    nb_status st = s.refine_F ? nb_calloc((void **)&sym, 1, sizeof *sym, "the space group") : NB_OK;
+    if (!st && sym) st = nb_fit_space_group(o->space_group, start, sym);
+    s.symmetry = sym;
+    st = nb_fit_agree(red, st);
+    if (!st) st = nb_fit_dataset(start, hkl, &s, engine, red, out, refined_F, o->F_out ? &table : NULL, failed);
+    if (!st && o->F_out && s.refine_F && red->rank == 0) st = nb_fit_write_F(o->F_out, &table);
+    nb_fit_F_table_free(&table);
+    free(sym);
+    return st;
+}
 
 /* The fit of either kind: the refined plan (and F) into out, refined_F. */
 static nb_status run_fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o, const nb_par *par,
@@ -514,13 +423,10 @@ static nb_status run_fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts
     const nb_fit_reduction red = {.rank = par->rank, .size = par->size, .ctx = (void *)par, .sum = par_sum,
                                   .agree = par_agree};
     *failed = 0;
-    if (dataset_fit(o, start)) {
-        if (!o->nobserved) return nb_error_set(NB_ERR_USAGE, "no observed image: give --observed FILE");
-        return nb_fit_dataset(start, hkl, o, engine, &red, out, refined_F, failed);
-    }
+    if (dataset_fit(o, start)) return dataset(start, hkl, o, &red, out, refined_F, failed);
     if (par->size > 1)
         return nb_error_set(NB_ERR_USAGE, "only a dataset fit (--refine-frame, --refine-F) runs across processes");
-    if (o->frame_first) return nb_error_set(NB_ERR_USAGE, "option --frames: only with --refine-frame or --refine-F");
+    if (o->ds.frame_first) return nb_error_set(NB_ERR_USAGE, "option --frames: only with --refine-frame or --refine-F");
     return fit(start, hkl, o, out);
 }
 
@@ -540,7 +446,7 @@ int main(int argc, char **argv)
     if (par.rank != 0 && nb_verbosity() > 0) nb_set_verbosity(0);
     if (o.device != NB_ENGINE_CPU) nb_cuda_environment(); /* before any thread starts */
     nb_exit_on_error(nb_engine_open(&engine, (nb_engine_device)o.device));
-    if (o.iterations < 1) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option --iterations: at least 1"));
+    if (o.ds.iterations < 1) nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "option --iterations: at least 1"));
 
     nb_reader *r = NULL;
     nb_plan start, refined;
@@ -581,7 +487,7 @@ int main(int argc, char **argv)
     nb_engine_close(engine);
     free(o.observed);
     free(o.observed_names);
-    free(frames_read);
+    nb_fit_files_free();
     /* a failure the processes agreed on: exit, every process having said so
      * (nb_par's exit handler waits for the others and finalizes) */
     nb_exit_on_error(st);

@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nb_cli.h"
 #include "nb_fit_ds.h"
 #include "nb_util.h"
 
@@ -96,7 +95,7 @@ static nb_status predict_regions(ds *d, ds_frame *fr)
     memset(&ob, 0, sizeof ob);
     const long slot = d->o->frame_first ? fr->index - (d->o->frame_first - 1) : fr->index;
     const double t0 = nb_now();
-    nb_status st = nb_fit_observed_read(d->o->observed[slot], d->o, d->start, fr->index, &ob);
+    nb_status st = d->o->observed(d->o->observed_ctx, fr->index, slot, &ob);
     if (!st) st = nb_fit_leave_out_unrendered(d->start, d->hkl, &ob);
     ds_clock(d, T_READ, t0);
     /* with --refine-F, every reflection's spot where a flat F puts it: the
@@ -107,49 +106,9 @@ static nb_status predict_regions(ds *d, ds_frame *fr)
     if (!st) st = ds_render(d, fr, fr->p, d->z, 0, 1);
     if (d->o->refine_F) ds_set_hkl(d, F);
     if (!st) st = ds_regions(d, fr, &ob);
-    nb_fit_observed_free(&ob);
+    free(ob.y), free(ob.use);
     return st;
 }
-
-/* A frame's normal equations and -log L, kept while a step is tried: the
- * trial is rendered with its derivatives, so that an accepted step's
- * equations are the next step's without a render of their own; a refused
- * one gives these back. */
-typedef struct ne_saved {
-    double H[DS_MAX * DS_MAX], g[DS_MAX], nll;
-    double *Hbb, *Hbv, *gb;
-    size_t cap; /* regions they hold */
-} ne_saved;
-
-static nb_status ne_save(const ds *d, const ds_frame *fr, ne_saved *s)
-{
-    const size_t k = (size_t)(d->L.kp + d->L.kz), nr = fr->nregions ? (size_t)fr->nregions : 1;
-    if (s->cap < nr) {
-        free(s->Hbb), free(s->Hbv), free(s->gb);
-        s->Hbb = malloc(9 * nr * sizeof *s->Hbb), s->Hbv = malloc(3 * (k ? k : 1) * nr * sizeof *s->Hbv);
-        s->gb = malloc(3 * nr * sizeof *s->gb);
-        s->cap = s->Hbb && s->Hbv && s->gb ? nr : 0;
-        if (!s->cap) return nb_error_set(NB_ERR_NOMEM, "out of memory");
-    }
-    memcpy(s->H, fr->H, sizeof s->H), memcpy(s->g, fr->g, sizeof s->g);
-    s->nll = fr->nll;
-    ds_copy(s->Hbb, fr->Hbb, 9 * (size_t)fr->nregions * sizeof *s->Hbb);
-    ds_copy(s->Hbv, fr->Hbv, 3 * k * (size_t)fr->nregions * sizeof *s->Hbv);
-    ds_copy(s->gb, fr->gb, 3 * (size_t)fr->nregions * sizeof *s->gb);
-    return NB_OK;
-}
-
-static void ne_restore(const ds *d, ds_frame *fr, const ne_saved *s)
-{
-    const size_t k = (size_t)(d->L.kp + d->L.kz);
-    memcpy(fr->H, s->H, sizeof s->H), memcpy(fr->g, s->g, sizeof s->g);
-    fr->nll = s->nll;
-    ds_copy(fr->Hbb, s->Hbb, 9 * (size_t)fr->nregions * sizeof *s->Hbb);
-    ds_copy(fr->Hbv, s->Hbv, 3 * k * (size_t)fr->nregions * sizeof *s->Hbv);
-    ds_copy(fr->gb, s->gb, 3 * (size_t)fr->nregions * sizeof *s->gb);
-}
-
-static void ne_free(ne_saved *s) { free(s->Hbb), free(s->Hbv), free(s->gb); }
 
 /* What the quadratic model of the frame's -log L (its normal equations,
  * undamped) expects a step to gain: dv on its values and the shared ones
@@ -191,7 +150,7 @@ typedef struct frame_state {
     int loss;
     double p_t[DS_MAX];
     double *bg_t, *dbg;
-    ne_saved saved;
+    ds_ne_saved saved;
 } frame_state;
 
 static nb_status frame_propose(void *ctx, double lambda, double *predicted)
@@ -217,7 +176,7 @@ static nb_status frame_propose(void *ctx, double lambda, double *predicted)
 static nb_status frame_evaluate(void *ctx, double *f_trial)
 {
     frame_state *s = ctx;
-    nb_status st = ne_save(s->d, s->fr, &s->saved);
+    nb_status st = ds_ne_save(s->d, s->fr, &s->saved);
     if (st) return st;
     nb_status ts = ds_render(s->d, s->fr, s->p_t, s->d->z, 1, 0);
     const double t0 = nb_now();
@@ -239,7 +198,7 @@ static nb_status frame_reject(void *ctx, int last, double *f)
 {
     frame_state *s = ctx;
     (void)last;
-    ne_restore(s->d, s->fr, &s->saved);
+    ds_ne_restore(s->d, s->fr, &s->saved);
     *f = s->fr->nll;
     return NB_OK;
 }
@@ -273,7 +232,7 @@ static nb_status frame_fit(ds *d, ds_frame *fr, int loss, int iterations)
                 fr->capped ? " (the cap)" : "", values);
     }
     free(s.dbg), free(s.bg_t);
-    ne_free(&s.saved);
+    ds_ne_free(&s.saved);
     return st;
 }
 
@@ -714,7 +673,7 @@ static double rms_F(const nb_hkl *hkl)
     return m ? sqrt(sum / m) : hkl->default_F;
 }
 
-static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const fit_opts *o, nb_engine *engine,
+static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const nb_fit_ds_settings *o, nb_engine *engine,
                          const nb_fit_reduction *red)
 {
     memset(d, 0, sizeof *d);
@@ -728,10 +687,6 @@ static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const f
     if (start->stills.on && start->stills.spikes > 0)
         return nb_error_set(NB_ERR_UNSUPPORTED, "fitting stills with a per-shot spectrum (-stills_bandwidth) is not "
                                                 "supported");
-    if (o->residual)
-        return nb_error_set(NB_ERR_USAGE, "option --residual: a dataset fit writes no residual image (it compares "
-                                          "the spots' regions alone); render the refined plan (nb-fit ... | "
-                                          "nb-sim) and subtract it (nb-math)");
     if ((d->L.where_p[K_MOSAIC] >= 0 || d->L.where_z[K_MOSAIC] >= 0) && !nb_plan_mosaic_rescalable(start))
         return nb_error_set(NB_ERR_USAGE, "option %s: mosaic: the plan has no mosaic domains to spread (make it "
                                           "with nb-geom -mosaic DEG -mosaic_domains N: the fit scales their angles)",
@@ -740,7 +695,7 @@ static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const f
     if (o->frame_first && o->frame_last > start->nframes)
         return nb_error_set(NB_ERR_USAGE, "option --frames: the plan has %d frames", start->nframes);
     if (o->nobserved != want)
-        return nb_error_set(NB_ERR_USAGE, "%ld frame%s to fit but %d observed image%s given", want,
+        return nb_error_set(NB_ERR_USAGE, "%ld frame%s to fit but %ld observed image%s given", want,
                             want == 1 ? "" : "s", o->nobserved, o->nobserved == 1 ? "" : "s");
     if ((st = nb_calloc((void **)&d->fr, (size_t)d->nframes, sizeof *d->fr, "the frames")) ||
         (st = nb_calloc((void **)&d->image, d->total_pixels, sizeof *d->image, "the model")) ||
@@ -964,8 +919,9 @@ static nb_status predict_joining(ds *d)
     return ds_agree(d, st);
 }
 
-nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts *o, nb_engine *engine,
-                         const nb_fit_reduction *red, nb_plan *out, nb_hkl *refined, int *failed)
+nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const nb_fit_ds_settings *o, nb_engine *engine,
+                         const nb_fit_reduction *red, nb_plan *out, nb_hkl *refined, nb_fit_F_table *F_table,
+                         int *failed)
 {
     ds d;
     double *g = NULL;
@@ -1004,11 +960,11 @@ nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts
     if (!st && d.L.kz) st = shared_sigmas(&d, zsigma);
     if (!st) st = gather(&d, &g);
     if (!st) st = refined_plan(&d, g, out, failed);
-    if (!st && o->refine_F && o->F_out) {
+    if (!st && o->refine_F && F_table && ds_rank(&d) == 0) {
         double cell[6];
         char says[200];
         F_out_cell(&d, g, cell, says, sizeof says);
-        st = ds_write_F(&d, cell, says);
+        st = ds_F_table(&d, cell, says, F_table);
     }
     if (!st) report(&d, g, zsigma, *failed);
     if (!st) report_clocks(&d, t_begin);

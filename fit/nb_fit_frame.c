@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "nb_cell.h"
-#include "nb_cli.h"
 #include "nb_fit_ds.h"
 #include "nb_util.h"
 #include "nb_vec.h"
@@ -765,3 +764,35 @@ void ds_why(const ds *d, const ds_figures *v, char *buf, size_t size)
     default: snprintf(buf, size, "passed"); break;
     }
 }
+
+/* ---- a frame's equations kept while a step is tried (ds_ne_saved) ---- */
+
+nb_status ds_ne_save(const ds *d, const ds_frame *fr, ds_ne_saved *s)
+{
+    const size_t k = (size_t)(d->L.kp + d->L.kz), nr = fr->nregions ? (size_t)fr->nregions : 1;
+    if (s->cap < nr) {
+        free(s->Hbb), free(s->Hbv), free(s->gb);
+        s->Hbb = malloc(9 * nr * sizeof *s->Hbb), s->Hbv = malloc(3 * (k ? k : 1) * nr * sizeof *s->Hbv);
+        s->gb = malloc(3 * nr * sizeof *s->gb);
+        s->cap = s->Hbb && s->Hbv && s->gb ? nr : 0;
+        if (!s->cap) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    }
+    memcpy(s->H, fr->H, sizeof s->H), memcpy(s->g, fr->g, sizeof s->g);
+    s->nll = fr->nll;
+    ds_copy(s->Hbb, fr->Hbb, 9 * (size_t)fr->nregions * sizeof *s->Hbb);
+    ds_copy(s->Hbv, fr->Hbv, 3 * k * (size_t)fr->nregions * sizeof *s->Hbv);
+    ds_copy(s->gb, fr->gb, 3 * (size_t)fr->nregions * sizeof *s->gb);
+    return NB_OK;
+}
+
+void ds_ne_restore(const ds *d, ds_frame *fr, const ds_ne_saved *s)
+{
+    const size_t k = (size_t)(d->L.kp + d->L.kz);
+    memcpy(fr->H, s->H, sizeof s->H), memcpy(fr->g, s->g, sizeof s->g);
+    fr->nll = s->nll;
+    ds_copy(fr->Hbb, s->Hbb, 9 * (size_t)fr->nregions * sizeof *s->Hbb);
+    ds_copy(fr->Hbv, s->Hbv, 3 * k * (size_t)fr->nregions * sizeof *s->Hbv);
+    ds_copy(fr->gb, s->gb, 3 * (size_t)fr->nregions * sizeof *s->gb);
+}
+
+void ds_ne_free(ds_ne_saved *s) { free(s->Hbb), free(s->Hbv), free(s->gb); }

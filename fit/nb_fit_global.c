@@ -51,7 +51,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nb_cli.h"
 #include "nb_fit_ds.h"
 #include "nb_util.h"
 #include "nb_vec.h"

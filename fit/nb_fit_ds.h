@@ -1,13 +1,14 @@
 /* nb_fit_ds.h - the dataset fit's inner parts (nb_fit_frame.c: a frame's
  * model and normal equations; nb_fit_roi.c: regions around the spots;
  * nb_fit_global.c: the global stage; nb_fit_F.c: structure factors;
- * nb_fit_dataset.c: the stages in order).  Not an interface outside nb-fit. */
+ * nb_fit_dataset.c: the stages in order).  Not an interface outside fit/
+ * (nb_fit_dataset.h is). */
 #ifndef NB_FIT_DS_H
 #define NB_FIT_DS_H
 
 #include <string.h>
 
-#include "nb_fit.h"
+#include "nb_fit_dataset.h"
 #include "nb_lm.h"
 #include "nb_sim_grad.h"
 
@@ -117,7 +118,7 @@ typedef struct ds_rendered {
 typedef struct ds {
     const nb_plan *start;
     const nb_hkl *hkl;
-    const fit_opts *o;
+    const nb_fit_ds_settings *o;
     nb_engine *engine;
     const nb_fit_reduction *red; /* the processes (never NULL) */
     ds_layout L;
@@ -208,6 +209,19 @@ nb_status ds_drop_singular(ds *d, double lambda, long *dropped);
 nb_status ds_frame_reduced(const ds *d, const ds_frame *fr, double *Hr, double *gr);
 int ds_owned(const ds *d, long i);
 
+/* A frame's normal equations and -log L, kept while a step is tried: the
+ * trial is rendered with its derivatives, so that an accepted step's
+ * equations are the next step's without a render of their own; a refused
+ * one gives these back. */
+typedef struct ds_ne_saved {
+    double H[DS_MAX * DS_MAX], g[DS_MAX], nll;
+    double *Hbb, *Hbv, *gb;
+    size_t cap; /* regions they hold */
+} ds_ne_saved;
+nb_status ds_ne_save(const ds *d, const ds_frame *fr, ds_ne_saved *s);
+void ds_ne_restore(const ds *d, ds_frame *fr, const ds_ne_saved *s);
+void ds_ne_free(ds_ne_saved *s);
+
 /* ---- nb_fit_roi.c ---- */
 /* The regions of frame fr from its model image (d->image, full frame) and
  * its observed image: pixels, planes' start, observed spots. */
@@ -253,9 +267,9 @@ void ds_why(const ds *d, const ds_figures *v, char *buf, size_t size);
  * refinement's I and the frames' scales as they are (else flat, scales 1).
  * d->F_moved: how far F moved from the last refinement's, in its sigmas. */
 nb_status ds_refine_F(ds *d, nb_hkl *refined, int warm);
-/* --F-out from the last refinement; the cell it states, and a line that
- * says which cell it is (the MTZ file's history). */
-nb_status ds_write_F(ds *d, const double cell[6], const char *cell_says);
+/* The last refinement's table for --F-out; the cell it states, and a line
+ * that says which cell it is (the MTZ file's history). */
+nb_status ds_F_table(const ds *d, const double cell[6], const char *cell_says, nb_fit_F_table *t);
 void ds_F_free(ds *d);
 /* The HKL of the measured reflections' I (d->Fset order; every
  * equivalent), the others the start's F. */

@@ -24,18 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <unistd.h>
 
-#include "nb_cli.h"
 #include "nb_fit_ds.h"
 #include "nb_util.h"
 #include "nb_vec.h"
-#ifdef NB_HAVE_CCP4
-#include "ccp4.h"
-#endif
-#include "mtz.h"
-#include "sf_expand.h"
 
 #define ROUNDS 30
 #define SHELLS 10
@@ -43,7 +35,7 @@
 typedef struct fbox {
     int H, K, Lm;            /* indices -H..H, -K..K, -L..L */
     size_t n;
-    nb_sf_data sg;           /* its operators */
+    nb_fit_symmetry sg;      /* its operators */
 } fbox;
 
 static size_t box_index(const fbox *b, int h, int k, int l)
@@ -67,7 +59,7 @@ static void canonical(const fbox *b, int hkl[3], int out[3])
     for (int o = 0; o < b->sg.nops; o++) {
         int r[3];
         for (int j = 0; j < 3; j++)
-            r[j] = hkl[0] * b->sg.ops[o].R[0][j] + hkl[1] * b->sg.ops[o].R[1][j] + hkl[2] * b->sg.ops[o].R[2][j];
+            r[j] = hkl[0] * b->sg.R[o][0][j] + hkl[1] * b->sg.R[o][1][j] + hkl[2] * b->sg.R[o][2][j];
         for (int sign = 1; sign >= -1; sign -= 2) {
             int c[3] = {sign * r[0], sign * r[1], sign * r[2]};
             if (c[0] > out[0] || (c[0] == out[0] && (c[1] > out[1] || (c[1] == out[1] && c[2] > out[2]))))
@@ -76,47 +68,19 @@ static void canonical(const fbox *b, int hkl[3], int out[3])
     }
 }
 
-/* "P1", "P 1", " P 1" (a Hall symbol) */
-static int is_p1(const char *name)
+/* The space group of the asymmetric unit: the caller's (nb-fit's
+ * --space-group or the plan's SPACE_GROUP, resolved), else P 1. */
+static void space_group(const ds *d, nb_fit_symmetry *sg)
 {
-    char c[8];
-    size_t n = 0;
-    for (; *name && n < sizeof c - 1; name++)
-        if (*name != ' ') c[n++] = *name;
-    c[n] = '\0';
-    return !*name && !strcmp(c, "P1");
-}
-
-/* The space group of the asymmetric unit: --space-group (a name, a Hall
- * symbol, or an MTZ file whose symmetry it takes), else the plan's
- * SPACE_GROUP (the experiment list's, nb-geom -expt), else P 1. */
-static nb_status space_group(const ds *d, nb_sf_data *sg)
-{
-    const char *given = d->o->space_group, *name = given ? given : d->start->space_group;
-    nb_sf_data_init(sg);
-    nb_sf_format fmt;
-    if (given && access(given, F_OK) == 0) {
-        nb_status st = nb_sf_detect(given, &fmt);
-        if (st) return nb_error_prefix(st, "--space-group");
-        if (fmt != NB_SF_MTZ)
-            return nb_error_set(NB_ERR_USAGE, "--space-group '%s': a file, but not an MTZ file (its symmetry is "
-                                              "what --space-group takes from a file)", given);
-        st = nb_mtz_symmetry(given, sg);
-        return st ? nb_error_prefix(st, "--space-group") : NB_OK;
+    if (d->o->symmetry) {
+        *sg = *d->o->symmetry;
+        return;
     }
-    if (!name || is_p1(name)) {
-        const double I[3][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}, t[3] = {0, 0, 0};
-        snprintf(sg->spacegroup, sizeof sg->spacegroup, "P 1");
-        snprintf(sg->hall, sizeof sg->hall, " P 1");
-        return nb_sf_add_op(sg, I, t);
-    }
-    const char *who = given ? "--space-group" : "the plan's SPACE_GROUP";
-#ifdef NB_HAVE_CCP4
-    return nb_ccp4_spacegroup(who, name, sg);
-#else
-    return nb_error_set(NB_ERR_UNSUPPORTED, "%s %s: this build has no CCP4 library (libccp4-dev) for the "
-                                            "space group's operators; P1 needs none", who, name);
-#endif
+    memset(sg, 0, sizeof *sg);
+    sg->nops = 1;
+    for (int i = 0; i < 3; i++) sg->R[0][i][i] = 1;
+    snprintf(sg->spacegroup, sizeof sg->spacegroup, "P 1");
+    snprintf(sg->hall, sizeof sg->hall, " P 1");
 }
 
 /* The box: every index a detector corner of any frame can reach, with room. */
@@ -338,56 +302,41 @@ static void amplitude(double I, double fisher, double *F, double *sF)
     *sF = sI / (2.0 * sqrt(fmax(I, sI)));
 }
 
-/* --F-out FILE.mtz: the same reflections (the asymmetric unit, no mates)
- * as MTZ columns H K L F SIGF N; the cell as refined (cell_says which: a
- * line of the file's history), the wavelength the plan's. */
-static nb_status write_F_mtz(const ds *d, const fbox *b, const double *I, const double *acc, const double *mult,
-                             const double cell[6], const char *cell_says)
+/* The measured reflections of the asymmetric unit as --F-out writes them
+ * (nb_fit_dataset.h): the cell as refined (cell_says which), the
+ * wavelength the plan's. */
+static nb_status F_table(const ds *d, const fbox *b, const double *I, const double *acc, const double *mult,
+                         const double cell[6], const char *cell_says, nb_fit_F_table *t)
 {
+    memset(t, 0, sizeof *t);
     size_t n = 0;
     for (size_t i = 0; i < b->n; i++) n += acc[2 * b->n + i] > 0 && mult[i] > 0;
-    int(*hkl)[3] = malloc((n ? n : 1) * sizeof *hkl);
-    double *F = malloc((n ? n : 1) * 3 * sizeof *F);
-    nb_status st = hkl && F ? NB_OK : nb_error_set(NB_ERR_NOMEM, "out of memory for --F-out");
-    size_t r = 0;
-    for (size_t i = 0; !st && i < b->n; i++) {
-        if (!(acc[2 * b->n + i] > 0) || !(mult[i] > 0)) continue;
-        box_hkl(b, i, &hkl[r][0], &hkl[r][1], &hkl[r][2]);
-        amplitude(I[i], acc[b->n + i], &F[r], &F[n + r]);
-        F[2 * n + r] = mult[i];
-        r++;
+    t->hkl = malloc((n ? n : 1) * sizeof *t->hkl);
+    t->F = malloc((n ? n : 1) * 3 * sizeof *t->F);
+    if (!t->hkl || !t->F) {
+        nb_fit_F_table_free(t);
+        return nb_error_set(NB_ERR_NOMEM, "out of memory for the refined F's table");
     }
-    nb_mtz_amplitudes a = {.spacegroup = b->sg.hall[0] ? b->sg.hall : b->sg.spacegroup,
-                           .lambda = d->start->lambda0 * 1e10, .n = n, .hkl = (const int(*)[3])hkl,
-                           .F = F, .sigF = F + n, .multiplicity = F + 2 * n, .history = cell_says};
-    memcpy(a.cell, cell, sizeof a.cell);
-    if (!st && (st = nb_mtz_write_amplitudes(d->o->F_out, &a))) nb_error_prefix(st, "--F-out");
-    free(hkl), free(F);
-    return st;
-}
-
-/* --F-out: h k l F sigma multiplicity (P1: with the Friedel mates); an
- * .mtz name: MTZ. */
-static nb_status write_F(const ds *d, const fbox *b, const double *I, const double *acc, const double *mult,
-                         const double cell[6], const char *cell_says)
-{
-    const size_t len = strlen(d->o->F_out);
-    if (len > 4 && !strcasecmp(d->o->F_out + len - 4, ".mtz")) return write_F_mtz(d, b, I, acc, mult, cell, cell_says);
-    nb_outfile *of = NULL;
-    nb_status st = nb_outfile_open(&of, d->o->F_out, 0);
-    if (st) return st;
-    FILE *fp = nb_outfile_fp(of);
-    const int p1 = b->sg.nops == 1;
+    t->sigF = t->F + n, t->mult = t->F + 2 * n;
     for (size_t i = 0; i < b->n; i++) {
         if (!(acc[2 * b->n + i] > 0) || !(mult[i] > 0)) continue;
-        int h, k, l;
-        box_hkl(b, i, &h, &k, &l);
-        double F, sF;
-        amplitude(I[i], acc[b->n + i], &F, &sF);
-        fprintf(fp, "%d %d %d %.6g %.4g %.0f\n", h, k, l, F, sF, mult[i]);
-        if (p1) fprintf(fp, "%d %d %d %.6g %.4g %.0f\n", -h, -k, -l, F, sF, mult[i]);
+        box_hkl(b, i, &t->hkl[t->n][0], &t->hkl[t->n][1], &t->hkl[t->n][2]);
+        amplitude(I[i], acc[b->n + i], &t->F[t->n], &t->sigF[t->n]);
+        t->mult[t->n] = mult[i];
+        t->n++;
     }
-    return nb_outfile_commit(of);
+    t->p1 = b->sg.nops == 1;
+    snprintf(t->spacegroup, sizeof t->spacegroup, "%s", b->sg.hall[0] ? b->sg.hall : b->sg.spacegroup);
+    memcpy(t->cell, cell, sizeof t->cell);
+    snprintf(t->cell_says, sizeof t->cell_says, "%s", cell_says);
+    t->lambda = d->start->lambda0 * 1e10;
+    return NB_OK;
+}
+
+void nb_fit_F_table_free(nb_fit_F_table *t)
+{
+    free(t->hkl), free(t->F);
+    memset(t, 0, sizeof *t);
 }
 
 /* The rounds: I by Newton on each, then the frames' planes and scales
@@ -416,7 +365,7 @@ static nb_status rounds(ds *d, fframe *ff, const fbox *b, double *I, double *acc
     return st;
 }
 
-/* The last refinement's result, kept for --F-out (ds_write_F) and the
+/* The last refinement's result, kept for --F-out (ds_F_table) and the
  * next refinement's start. */
 typedef struct ds_F {
     fbox b;
@@ -447,7 +396,6 @@ void ds_F_free(ds *d)
     Fset_free(&d->Fset);
     if (!d->Fres) return;
     free(d->Fres->I), free(d->Fres->acc), free(d->Fres->mult), free(d->Fres->box_m), free(d->Fres->m_box);
-    nb_sf_data_free(&d->Fres->b.sg);
     free(d->Fres);
     d->Fres = NULL;
 }
@@ -592,8 +540,8 @@ nb_status ds_refine_F(ds *d, nb_hkl *refined, int warm)
         return nb_error_set(NB_ERR_UNSUPPORTED, "--refine-F: the plan interpolates F between reflections "
                                                 "(-interpolate): a pixel's photons are no longer one reflection's");
     fbox b;
-    nb_status st = space_group(d, &b.sg);
-    if (st) return st;
+    nb_status st = NB_OK;
+    space_group(d, &b.sg);
     snprintf(d->space_group_hall, sizeof d->space_group_hall, "%s", b.sg.hall);
     box_size(d, &b);
     if (!d->Fres) warm = 0;
@@ -632,12 +580,68 @@ nb_status ds_refine_F(ds *d, nb_hkl *refined, int warm)
     if (!st) st = ds_F_hkl(d, d->Fset.I, refined);
     for (long f = 0; ff && f < d->nframes; f++) free(ff[f].L), free(ff[f].refl);
     free(ff), free(inv_S), free(I), free(acc), free(mult);
-    if (!d->Fres) nb_sf_data_free(&b.sg);
     return st;
 }
 
-nb_status ds_write_F(ds *d, const double cell[6], const char *cell_says)
+nb_status ds_F_table(const ds *d, const double cell[6], const char *cell_says, nb_fit_F_table *t)
 {
-    if (!d->o->F_out || ds_rank(d) != 0 || !d->Fres) return NB_OK;
-    return write_F(d, &d->Fres->b, d->Fres->I, d->Fres->acc, d->Fres->mult, cell, cell_says);
+    if (!d->Fres) return nb_error_set(NB_ERR_DATA, "no refined F to tabulate");
+    return F_table(d, &d->Fres->b, d->Fres->I, d->Fres->acc, d->Fres->mult, cell, cell_says, t);
+}
+
+/* Frame f's photons above its panels' medians (the background where spots
+ * are sparse), and the model's with every F = 1, into sums[0], sums[1]. */
+static nb_status frame_level(const nb_plan *plan, const nb_fit_ds_settings *o, nb_engine *engine, long f, float *model,
+                             double sums[2])
+{
+    nb_hkl ones;
+    nb_hkl_init(&ones);
+    ones.default_F = 1.0;
+    nb_fit_observed ob;
+    memset(&ob, 0, sizeof ob);
+    const long slot = o->frame_first ? f - (o->frame_first - 1) : f;
+    const nb_grad_path path = o->precision_given && o->precision ? NB_GRAD_DOUBLE : NB_GRAD_FAST;
+    nb_status st = o->observed(o->observed_ctx, f, slot, &ob);
+    if (!st) st = nb_fit_leave_out_unrendered(plan, &ones, &ob);
+    if (!st) st = nb_fit_render_frame(engine, plan, &ones, path, f, model);
+    for (int p = 0; p < nb_plan_npanels(plan) && !st; p++) {
+        int fp, sp;
+        size_t off;
+        nb_plan_panel_dims(plan, p, &fp, &sp, &off);
+        const size_t n = (size_t)fp * sp;
+        const double med = nb_fit_panel_median(&ob, off, n);
+        for (size_t i = off; i < off + n; i++)
+            if (ob.use[i]) sums[0] += ob.y[i] - med, sums[1] += model[i];
+    }
+    free(ob.y), free(ob.use);
+    return st;
+}
+
+nb_status nb_fit_flat_F(const nb_plan *plan, const nb_fit_ds_settings *o, nb_engine *engine,
+                        const nb_fit_reduction *red, nb_hkl *hkl)
+{
+    /* frames without an image (none, too few given, or a range past the
+     * plan's) are the fit's errors to report, after this */
+    if (!o->nobserved) return NB_OK;
+    if (!red) red = &nb_fit_single_process;
+    const long first = o->frame_first ? o->frame_first - 1 : 0;
+    long last = o->frame_first ? o->frame_last - 1 : plan->nframes - 1;
+    if (last >= plan->nframes) last = plan->nframes - 1;
+    if (last >= first + o->nobserved) last = first + o->nobserved - 1;
+    double sums[2] = {0, 0};
+    float *model = NULL;
+    nb_status st = nb_calloc((void **)&model, nb_plan_total_pixels(plan), sizeof *model, "the model");
+    for (long f = first; f <= last && !st; f++)
+        if (nb_fit_owns(red, f, plan->nframes)) st = frame_level(plan, o, engine, f, model, sums);
+    free(model);
+    st = nb_fit_agree(red, st);
+    if (!st) st = nb_fit_sum(red, sums, 2);
+    if (!st && !(sums[0] > 0 && sums[1] > 0))
+        st = nb_error_set(NB_ERR_DATA, "--refine-F: the plan has no structure factors, and the observed images hold "
+                                       "no photons above their background to start a flat F from: give F (nb-hkl, "
+                                       "or nb-geom -default_F)");
+    if (st) return st;
+    hkl->default_F = sqrt(sums[0] / sums[1]);
+    nb_info("--refine-F: no structure factors in the plan: a flat start, F = %.6g", hkl->default_F);
+    return NB_OK;
 }

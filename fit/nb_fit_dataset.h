@@ -1,0 +1,103 @@
+/* nb_fit_dataset.h - the dataset fit: per-frame and shared values over
+ * many frames, regions around the spots with a background plane each, a
+ * global stage, a verdict per frame, structure factors from every pixel
+ * (docs/architecture.md, "Refining a dataset"; docs/physics.md 15.1).
+ *
+ * The fit takes its observed frames from the caller (a callback that fills
+ * a frame's photons and the pixels that count: nb-fit reads image files),
+ * its space group's operators from the caller (nb-fit resolves names and
+ * MTZ files with CCP4's library), its processes as a reduction (nb-fit's
+ * MPI), and gives the refined plan, the refined F and, for the caller to
+ * write, F's table (--F-out).  It prints -v's log and the verdicts on
+ * standard error, as nb-fit's. */
+#ifndef NB_FIT_DATASET_H
+#define NB_FIT_DATASET_H
+
+#include <stddef.h>
+
+#include "nb_engine.h"
+#include "nb_fit_plan.h"
+#include "nb_fit_reduce.h"
+#include "nb_hkl.h"
+#include "nb_plan.h"
+
+enum nb_fit_global { NB_FIT_GLOBAL_AUTO, NB_FIT_GLOBAL_ON, NB_FIT_GLOBAL_OFF };
+
+#define NB_FIT_MAX_OPS 192
+
+/* A space group's operators as the fit uses them: an index goes to h R. */
+typedef struct nb_fit_symmetry {
+    int nops;
+    int R[NB_FIT_MAX_OPS][3][3];
+    char spacegroup[64];
+    char hall[64];            /* its Hall symbol where known, else "" */
+} nb_fit_symmetry;
+
+/* Observed frame `frame` of the plan (slot: its place among the images
+ * given, counted from the first frame fitted) into ob: ob->y (photons) and
+ * ob->use (the pixels that count), the plan's pixels each, allocated by the
+ * callback with malloc (the fit frees them).  Called again at each
+ * prediction of the frame's regions. */
+typedef nb_status (*nb_fit_observed_fn)(void *ctx, long frame, long slot, nb_fit_observed *ob);
+
+typedef struct nb_fit_ds_settings {
+    const char *refine;       /* shared by every frame (a comma list of the fit's names) */
+    const char *refine_frame; /* each frame its own */
+    int refine_F;             /* structure factors from every pixel */
+    int loss;                 /* enum nb_fit_loss */
+    int iterations;
+    int precision;            /* 1: the double path's model; 0: the fast path's */
+    int precision_given;      /* 0: the fast path (the dataset fit's default) */
+    double roi_radius;        /* pixels around a spot */
+    double spot_photons;      /* a model pixel of this many photons is in a spot */
+    int global;               /* enum nb_fit_global */
+    double global_range;      /* the turns searched, degrees */
+    double global_distance;   /* the distances searched, +- mm */
+    double global_beam;       /* the beam centres searched, +- mm */
+    double max_deviance;      /* deviance over its expectation, per pixel */
+    double min_explained;     /* predicted spots the observed image shows */
+    long frame_first, frame_last; /* 1-based, inclusive; 0 0: every frame */
+    double F_prior;           /* the Wilson prior's weight (0: none) */
+    long nobserved;           /* frames with an observed image, from the first fitted */
+    nb_fit_observed_fn observed;
+    void *observed_ctx;
+    const nb_fit_symmetry *symmetry; /* refine_F's space group (NULL: P 1) */
+} nb_fit_ds_settings;
+
+/* The refined F as --F-out writes them: the asymmetric unit's reflections
+ * measured (h k l, F, sigma, multiplicity), the space group, the cell (the
+ * refined shared one, else the passing frames' mean; cell_says which) and
+ * the wavelength.  p1: the Friedel mates are not merged in the table. */
+typedef struct nb_fit_F_table {
+    size_t n;
+    int (*hkl)[3];
+    double *F, *sigF, *mult;
+    int p1;
+    char spacegroup[64];
+    double cell[6];
+    char cell_says[200];
+    double lambda;            /* Angstrom */
+} nb_fit_F_table;
+void nb_fit_F_table_free(nb_fit_F_table *t);
+
+/* The dataset fit (per-frame values, shared ones, or F; or a plan of
+ * per-frame crystals): the refined plan into *out; with refine_F the
+ * refined structure factors into *refined_F (else left empty) and, when
+ * F_table is not NULL, their table (rank 0).  *failed_frames: how many
+ * frames the verdict failed (their start values kept, marked in the plan). */
+nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const nb_fit_ds_settings *o, nb_engine *engine,
+                         const nb_fit_reduction *red, nb_plan *out, nb_hkl *refined_F, nb_fit_F_table *F_table,
+                         int *failed_frames);
+
+/* refine_F from a plan without structure factors: a flat F at the level
+ * the observed pixels ask for (their photons above each panel's median over
+ * the model's with every F = 1, summed over the frames fitted and the
+ * processes) into hkl->default_F. */
+nb_status nb_fit_flat_F(const nb_plan *plan, const nb_fit_ds_settings *o, nb_engine *engine,
+                        const nb_fit_reduction *red, nb_hkl *hkl);
+
+/* The median of ob's used pixels off..off+n (a panel's; a sample of at most
+ * 65536): the background where spots are sparse (nb_fit_roi.c). */
+double nb_fit_panel_median(const nb_fit_observed *ob, size_t off, size_t n);
+
+#endif
