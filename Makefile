@@ -439,7 +439,7 @@ bench: all
 #   make install PREFIX=DIR [DESTDIR=...]: the tools and the drop-in (bin/), the
 #   engine library (lib/libnb.so.VERSION and its links, lib/libnb.a), its
 #   header (include/nb.h) and pkg-config file (lib/pkgconfig/nb.pc), a man page
-#   for every program, and share/nb: examples/ (render.c, render_flags.c, render_F.c, render_noise.c, fit_arrays.c,
+#   for every program, and share/nb: examples/ (render.c, render_flags.c, render_F.c, render_noise.c, fit_arrays.c, fit_dataset.c,
 #   render_options.c, render_params.c, render.py, P1.hkl,
 #   tiles.geom, helices.pdb, helices.py, helices.mtz and helices_mtz.py), pipelines/ (sweep.mk, parallel-sweep,
 #   slurm-sweep.sbatch, slurm-fit.sbatch), bench/ (nb-bench's inputs), amorphous/ (nb-amorphous's
@@ -471,7 +471,7 @@ install: all
 	    -e 's|@LIBS_PRIVATE@|$(strip -fopenmp -lz -lm -ldl $(CUDA_LDLIBS))|' nb.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/nb.pc
 	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/nb.pc
 	install -m 644 examples/render.c examples/render_flags.c examples/render_F.c examples/render_noise.c \
-	    examples/render_options.c examples/render_params.c examples/fit_arrays.c examples/P1.hkl examples/tiles.geom examples/helices.pdb examples/helices.mtz $(DESTDIR)$(DATADIR)/examples/
+	    examples/render_options.c examples/render_params.c examples/fit_arrays.c examples/fit_dataset.c examples/P1.hkl examples/tiles.geom examples/helices.pdb examples/helices.mtz $(DESTDIR)$(DATADIR)/examples/
 	install -m 755 examples/render.py examples/helices.py examples/helices_mtz.py $(DESTDIR)$(DATADIR)/examples/
 	install -m 644 pipelines/sweep.mk pipelines/slurm-sweep.sbatch pipelines/slurm-fit.sbatch $(DESTDIR)$(DATADIR)/pipelines/
 	install -m 755 pipelines/parallel-sweep $(DESTDIR)$(DATADIR)/pipelines/

@@ -378,6 +378,51 @@ typedef struct nb_fit_result {
 NB_API int nb_fit_renderer(nb_renderer *r, const char *const *names, int n, const nb_fit_image *images,
                            const nb_fit_settings *s, double *values, double *sigmas, nb_fit_result *result);
 
+/* ---- the dataset fit: each frame's own values, shared ones, F --------------
+ *
+ * nb-fit --refine-frame / --refine-F as a call (docs/physics.md 15.1): each
+ * frame's own values (rot_x, rot_y, rot_z: turns in degrees about the lab's
+ * axes from the frame's crystal; cell_*, Na/Nb/Nc, lambda, mosaic, scale),
+ * values shared by every frame (distance, Xbeam, Ybeam, cell_*, Na/Nb/Nc,
+ * lambda, mosaic, scale), and with refine_F the structure factors from
+ * every pixel, refined to the caller's images (nb_fit_image, one per frame
+ * of r) by the same loop and likelihood, with regions around the spots, a
+ * global stage, and a verdict for each frame: a frame the model does not
+ * explain fails, keeps its start and is left out of the shared values and
+ * F.  On success r's plan is the refined one (its frames' crystals) and,
+ * with refine_F, r's F the refined ones. */
+typedef struct nb_fit_dataset_settings {
+    size_t size;               /* sizeof (nb_fit_dataset_settings); nb_fit_dataset_settings_init */
+    const char *refine;        /* the shared names, comma-separated (NULL: none) */
+    const char *refine_frame;  /* each frame's own names, comma-separated (NULL: none) */
+    int refine_F;              /* F from every pixel */
+    nb_fit_loss_choice loss;   /* default Poisson */
+    int iterations;            /* each stage's at most; default 50 */
+    int rank, processes;       /* as nb_fit_settings's */
+    nb_fit_sum_fn sum;
+    void *sum_ctx;
+    const int *symmetry;       /* refine_F's space group: nops rotation matrices R (9 ints each, row by
+                                * row; an index goes to h R); NULL: P 1 */
+    int nops;
+} nb_fit_dataset_settings;
+NB_API void nb_fit_dataset_settings_init(nb_fit_dataset_settings *s);
+
+typedef struct nb_fit_dataset nb_fit_dataset;
+
+/* Fit; *out gets what the fit came to (free it with nb_fit_dataset_free).
+ * Refusals as nb_fit_renderer's, and names a frame or the shared values
+ * cannot have. */
+NB_API int nb_fit_dataset_renderer(nb_renderer *r, const nb_fit_image *images, const nb_fit_dataset_settings *s,
+                                   nb_fit_dataset **out);
+/* A refined value and its sigma, in its unit: frame's own (frame 0 ..), or
+ * a shared one (frame -1).  A name not refined there: NB_RESULT_USAGE. */
+NB_API int nb_fit_dataset_value(const nb_fit_dataset *f, long frame, const char *name, double *value, double *sigma);
+/* Frame's verdict: 0 passed, 1 failed (*why, when not NULL, says why: the
+ * library's string, valid until nb_fit_dataset_free), -1 an error (no such
+ * frame, or a frame not fitted). */
+NB_API int nb_fit_dataset_verdict(const nb_fit_dataset *f, long frame, const char **why);
+NB_API void nb_fit_dataset_free(nb_fit_dataset *f);
+
 #ifdef __cplusplus
 }
 #endif

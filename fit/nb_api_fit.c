@@ -10,6 +10,7 @@
 
 #include "nb.h"
 #include "nb_api.h"
+#include "nb_api_fit.h"
 #include "nb_fit_plan.h"
 #include "nb_params.h"
 #include "nb_util.h"
@@ -67,8 +68,7 @@ static nb_status names_list(const char *const *names, int n, char **list)
     return st;
 }
 
-/* A frame's pixels as photons, and which count (nb.h's rule). */
-static nb_status observed_from(const nb_fit_image *im, long frame, size_t n, nb_fit_observed *ob)
+nb_status nb_api_observed_from(const nb_fit_image *im, long frame, size_t n, nb_fit_observed *ob)
 {
     if (!(im->gain >= 0 && isfinite(im->gain)) || !isfinite(im->offset) || !(im->overload >= 0))
         return nb_error_set(NB_ERR_USAGE, "nb_fit_renderer: frame %ld: gain %g, offset %g, overload %g (a gain >= 0, "
@@ -89,23 +89,16 @@ static nb_status observed_from(const nb_fit_image *im, long frame, size_t n, nb_
     return st;
 }
 
-/* The caller's sum as the fit's reduction; processes agree by summing
- * their failures. */
-typedef struct api_sum {
-    nb_fit_sum_fn sum;
-    void *ctx;
-} api_sum;
-
-static nb_status api_sum_values(void *ctx, double *buf, size_t n)
+nb_status nb_api_sum_values(void *ctx, double *buf, size_t n)
 {
-    const api_sum *a = ctx;
+    const nb_api_sum *a = ctx;
     return a->sum(a->ctx, buf, n) ? nb_error_set(NB_ERR_DATA, "nb_fit_renderer: the caller's sum failed") : NB_OK;
 }
 
-static nb_status api_agree(void *ctx, nb_status st)
+nb_status nb_api_agree(void *ctx, nb_status st)
 {
     double failed = st ? 1.0 : 0.0;
-    nb_status ss = api_sum_values(ctx, &failed, 1);
+    nb_status ss = nb_api_sum_values(ctx, &failed, 1);
     if (st || ss) return st ? st : ss;
     return failed > 0 ? nb_error_set(NB_ERR_DATA, "nb_fit_renderer: another process's fit failed") : NB_OK;
 }
@@ -127,9 +120,9 @@ static nb_status values_out(const nb_fit_plan_result *res, const char *const *na
 static nb_status fit_observed(nb_renderer *r, const char *list, nb_fit_observed *obs, const nb_fit_settings *s,
                               nb_fit_plan_result *res)
 {
-    api_sum sum = {s->sum, s->sum_ctx};
-    const nb_fit_reduction red = {.rank = s->rank, .size = s->processes, .ctx = &sum, .sum = api_sum_values,
-                                  .agree = api_agree};
+    nb_api_sum sum = {s->sum, s->sum_ctx};
+    const nb_fit_reduction red = {.rank = s->rank, .size = s->processes, .ctx = &sum, .sum = nb_api_sum_values,
+                                  .agree = nb_api_agree};
     const int use_double = (r->precision >= 0 ? r->precision : r->plan.precision_double) == 1;
     const nb_fit_plan_settings ps = {.loss = s->loss == NB_FIT_LOSS_LSQ ? NB_FIT_LSQ : NB_FIT_POISSON,
                                      .iterations = s->iterations, .path = use_double ? NB_GRAD_DOUBLE : NB_GRAD_FAST,
@@ -163,7 +156,7 @@ int nb_fit_renderer(nb_renderer *r, const char *const *names, int n, const nb_fi
     if (!st) st = names_list(names, n, &list);
     if (!st) st = nb_calloc((void **)&obs, (size_t)nframes, sizeof *obs, "the observed images");
     for (long f = 0; f < nframes && !st; f++) {
-        if (images[f].pixels) st = observed_from(&images[f], f, npix, &obs[f]);
+        if (images[f].pixels) st = nb_api_observed_from(&images[f], f, npix, &obs[f]);
         else if (s.processes == 1)
             st = nb_error_set(NB_ERR_USAGE, "nb_fit_renderer: frame %ld has no pixels (one process fits every frame)", f);
     }

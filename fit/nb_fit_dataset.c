@@ -730,12 +730,6 @@ static void ds_close(ds *d)
     free(d->masks);
 }
 
-/* What each frame came to, on every process: failed code, the verdict's
- * figures, its values. */
-enum { G_FAILED, G_RATIO, G_SPOTS, G_EXPLAINED, G_FEW, G_STRONG, G_STRONG_PREDICTED, G_CC, G_PIXELS, G_CAPPED,
-       G_NOSPOTS, G_VALUES, G_SIGMAS = G_VALUES + DS_MAX,
-       G_WIDTH = G_SIGMAS + DS_MAX };
-
 static nb_status gather(ds *d, double **out)
 {
     double *g;
@@ -856,9 +850,7 @@ static void report(const ds *d, const double *g, const double *zsigma, int faile
             continue;
         }
         char why[256];
-        const ds_figures v = {(int)row[G_FAILED], row[G_RATIO], (int)row[G_FEW], (int)row[G_SPOTS], (int)row[G_EXPLAINED],
-                              (int)row[G_STRONG], (int)row[G_STRONG_PREDICTED], row[G_CC]};
-        ds_why(d, &v, why, sizeof why);
+        ds_row_why(d, row, why, sizeof why);
         fprintf(stderr, "nb-fit: frame %ld failed: %s; its start is kept\n", i + 1, why);
     }
     fprintf(stderr, "nb-fit: %ld frame%s fitted, %d failed\n", fitted, fitted == 1 ? "" : "s", failed);
@@ -919,9 +911,9 @@ static nb_status predict_joining(ds *d)
     return ds_agree(d, st);
 }
 
-nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const nb_fit_ds_settings *o, nb_engine *engine,
+nb_status nb_fit_dataset_run(const nb_plan *start, const nb_hkl *hkl, const nb_fit_ds_settings *o, nb_engine *engine,
                          const nb_fit_reduction *red, nb_plan *out, nb_hkl *refined, nb_fit_F_table *F_table,
-                         int *failed)
+                         nb_fit_ds_result *res, int *failed)
 {
     ds d;
     double *g = NULL;
@@ -966,6 +958,7 @@ nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const nb_fit_d
         F_out_cell(&d, g, cell, says, sizeof says);
         st = ds_F_table(&d, cell, says, F_table);
     }
+    if (!st && res) st = ds_result(&d, g, zsigma, res);
     if (!st) report(&d, g, zsigma, *failed);
     if (!st) report_clocks(&d, t_begin);
     free(g);

@@ -64,6 +64,17 @@ typedef struct nb_fit_ds_settings {
     const nb_fit_symmetry *symmetry; /* refine_F's space group (NULL: P 1) */
 } nb_fit_ds_settings;
 
+/* nb-fit's defaults (its man page states them): 50 iterations, regions of
+ * 3 pixels around spots of 0.5 photons, the global stage when turns or the
+ * detector are refined (4 degrees, 15 mm, 1 mm), a verdict at a deviance
+ * ratio of 1.5 and half the spots explained, the Wilson prior's weight 1. */
+static inline void nb_fit_ds_defaults(nb_fit_ds_settings *s)
+{
+    *s = (nb_fit_ds_settings){.iterations = 50, .precision = 1, .roi_radius = 3.0, .spot_photons = 0.5,
+                              .global = NB_FIT_GLOBAL_AUTO, .global_range = 4.0, .global_distance = 15.0,
+                              .global_beam = 1.0, .max_deviance = 1.5, .min_explained = 0.5, .F_prior = 1.0};
+}
+
 /* The refined F as --F-out writes them: the asymmetric unit's reflections
  * measured (h k l, F, sigma, multiplicity), the space group, the cell (the
  * refined shared one, else the passing frames' mean; cell_says which) and
@@ -80,14 +91,32 @@ typedef struct nb_fit_F_table {
 } nb_fit_F_table;
 void nb_fit_F_table_free(nb_fit_F_table *t);
 
+#define NB_FIT_DS_NAMES 18   /* the kinds a frame or the shared values can have */
+
+/* What the fit came to, every process's frames: each frame's own values
+ * and sigmas (their names, units), its verdict (0: passed) and why it
+ * failed; the shared values and sigmas. */
+typedef struct nb_fit_ds_result {
+    long nframes;
+    int kp, kz;
+    char frame_name[NB_FIT_DS_NAMES][24], shared_name[NB_FIT_DS_NAMES][24];
+    const char *frame_unit[NB_FIT_DS_NAMES], *shared_unit[NB_FIT_DS_NAMES];
+    double *values, *sigmas;  /* nframes x kp */
+    int *failed;              /* per frame: 0 passed, else the verdict's code; -1 not fitted (outside the range) */
+    char (*why)[256];         /* per frame: why it failed ("" when it passed) */
+    double shared[NB_FIT_DS_NAMES], shared_sigma[NB_FIT_DS_NAMES];
+} nb_fit_ds_result;
+void nb_fit_ds_result_free(nb_fit_ds_result *r);
+
 /* The dataset fit (per-frame values, shared ones, or F; or a plan of
  * per-frame crystals): the refined plan into *out; with refine_F the
  * refined structure factors into *refined_F (else left empty) and, when
- * F_table is not NULL, their table (rank 0).  *failed_frames: how many
- * frames the verdict failed (their start values kept, marked in the plan). */
-nb_status nb_fit_dataset(const nb_plan *start, const nb_hkl *hkl, const nb_fit_ds_settings *o, nb_engine *engine,
+ * F_table is not NULL, their table (rank 0); when res is not NULL, what
+ * each frame came to (every process).  *failed_frames: how many frames the
+ * verdict failed (their start values kept, marked in the plan). */
+nb_status nb_fit_dataset_run(const nb_plan *start, const nb_hkl *hkl, const nb_fit_ds_settings *o, nb_engine *engine,
                          const nb_fit_reduction *red, nb_plan *out, nb_hkl *refined_F, nb_fit_F_table *F_table,
-                         int *failed_frames);
+                         nb_fit_ds_result *res, int *failed_frames);
 
 /* refine_F from a plan without structure factors: a flat F at the level
  * the observed pixels ask for (their photons above each panel's median over

@@ -261,6 +261,16 @@ typedef struct ds_figures {
 } ds_figures;
 void ds_why(const ds *d, const ds_figures *v, char *buf, size_t size);
 
+/* What each frame came to, on every process (nb_fit_dataset.c's
+ * gather): failed code, the verdict's figures, its values and sigmas. */
+enum { G_FAILED, G_RATIO, G_SPOTS, G_EXPLAINED, G_FEW, G_STRONG, G_STRONG_PREDICTED, G_CC, G_PIXELS, G_CAPPED,
+       G_NOSPOTS, G_VALUES, G_SIGMAS = G_VALUES + DS_MAX,
+       G_WIDTH = G_SIGMAS + DS_MAX };
+/* A failed frame's row: why, in words */
+void ds_row_why(const ds *d, const double *row, char *buf, size_t size);
+/* The rows (every frame's) and the shared values' sigmas as the caller's result */
+nb_status ds_result(const ds *d, const double *g, const double *zsigma, nb_fit_ds_result *res);
+
 /* ---- nb_fit_F.c ---- */
 /* The structure factors over every frame that passes, into refined (its
  * every equivalent: the stream's HKL record); warm: from the last

@@ -796,3 +796,53 @@ void ds_ne_restore(const ds *d, ds_frame *fr, const ds_ne_saved *s)
 }
 
 void ds_ne_free(ds_ne_saved *s) { free(s->Hbb), free(s->Hbv), free(s->gb); }
+
+/* ---- what the fit came to (nb_fit_dataset.h's result) ---- */
+
+_Static_assert(NB_FIT_DS_NAMES == K_COUNT, "the result names every kind");
+
+void ds_row_why(const ds *d, const double *row, char *buf, size_t size)
+{
+    const ds_figures v = {(int)row[G_FAILED], row[G_RATIO], (int)row[G_FEW], (int)row[G_SPOTS], (int)row[G_EXPLAINED],
+                          (int)row[G_STRONG], (int)row[G_STRONG_PREDICTED], row[G_CC]};
+    ds_why(d, &v, buf, size);
+}
+
+void nb_fit_ds_result_free(nb_fit_ds_result *r)
+{
+    free(r->values), free(r->sigmas), free(r->failed), free(r->why);
+    memset(r, 0, sizeof *r);
+}
+
+nb_status ds_result(const ds *d, const double *g, const double *zsigma, nb_fit_ds_result *res)
+{
+    const int kp = d->L.kp, kz = d->L.kz;
+    const size_t n = (size_t)d->nframes;
+    memset(res, 0, sizeof *res);
+    res->nframes = d->nframes, res->kp = kp, res->kz = kz;
+    res->values = calloc(n * (size_t)(kp ? kp : 1), sizeof *res->values);
+    res->sigmas = calloc(n * (size_t)(kp ? kp : 1), sizeof *res->sigmas);
+    res->failed = calloc(n, sizeof *res->failed);
+    res->why = calloc(n, sizeof *res->why);
+    if (!res->values || !res->sigmas || !res->failed || !res->why) {
+        nb_fit_ds_result_free(res);
+        return nb_error_set(NB_ERR_NOMEM, "out of memory for the fit's result");
+    }
+    for (int j = 0; j < kp + kz; j++) {
+        const int k = d->L.kind[j];
+        char *name = j < kp ? res->frame_name[j] : res->shared_name[j - kp];
+        snprintf(name, sizeof res->frame_name[0], "%s", ds_kind_name(k));
+        if (j < kp) res->frame_unit[j] = ds_kind_unit(k);
+        else res->shared_unit[j - kp] = ds_kind_unit(k), res->shared[j - kp] = d->z[j - kp],
+             res->shared_sigma[j - kp] = zsigma[j - kp];
+    }
+    for (long i = 0; i < d->nframes; i++) {
+        const double *row = g + i * G_WIDTH;
+        const int fitted = !d->o->frame_first || (i + 1 >= d->o->frame_first && i + 1 <= d->o->frame_last);
+        res->failed[i] = fitted ? (int)row[G_FAILED] : -1;
+        for (int j = 0; j < kp; j++)
+            res->values[i * kp + j] = row[G_VALUES + j], res->sigmas[i * kp + j] = row[G_SIGMAS + j];
+        if (fitted && row[G_FAILED] != DS_FAIL_NONE) ds_row_why(d, row, res->why[i], sizeof res->why[i]);
+    }
+    return NB_OK;
+}

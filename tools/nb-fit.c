@@ -370,17 +370,8 @@ static nb_status write_fit(const char *output, const nb_plan *plan, const nb_rec
 static void defaults(fit_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->ds.iterations = 50;
+    nb_fit_ds_defaults(&o->ds);
     o->device = NB_ENGINE_CPU;
-    o->ds.precision = 1;
-    o->ds.roi_radius = 3.0;
-    o->ds.spot_photons = 0.5;
-    o->ds.global_range = 4.0;
-    o->ds.global_distance = 15.0;
-    o->ds.global_beam = 1.0;
-    o->ds.max_deviance = 1.5;
-    o->ds.min_explained = 0.5;
-    o->ds.F_prior = 1.0;
 }
 
 /* Is this a dataset fit (nb_fit_dataset.c) or one set of parameters? */
@@ -409,7 +400,7 @@ static nb_status dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts
     if (!st && sym) st = nb_fit_space_group(o->space_group, start, sym);
     s.symmetry = sym;
     st = nb_fit_agree(red, st);
-    if (!st) st = nb_fit_dataset(start, hkl, &s, engine, red, out, refined_F, o->F_out ? &table : NULL, failed);
+    if (!st) st = nb_fit_dataset_run(start, hkl, &s, engine, red, out, refined_F, o->F_out ? &table : NULL, NULL, failed);
     if (!st && o->F_out && s.refine_F && red->rank == 0) st = nb_fit_write_F(o->F_out, &table);
     nb_fit_F_table_free(&table);
     free(sym);

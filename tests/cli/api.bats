@@ -49,7 +49,7 @@ smv_counts() { smv_data "$1" | od -A n -v -t u2 | tr -s ' ' '\n' | sed '/^$/d'; 
     run -0 ls "$NB_PREFIX/include"
     [ "$output" = "nb.h" ] || false
     run -0 "$NB_ROOT/tests/abi/check-exports.sh" "$NB_PREFIX/lib/libnb.so" "$NB_PREFIX/include/nb.h"
-    expect_has "37 symbols"
+    expect_has "42 symbols"
     run -0 nm -D --defined-only "$NB_PREFIX/lib/libnb.so"
     expect_has "nb_render_frame@@NB_1"
     expect_lacks "nb_plan_from_record"
@@ -254,4 +254,24 @@ smv_counts() { smv_data "$1" | od -A n -v -t u2 | tr -s ' ' '\n' | sed '/^$/d'; 
     expect_has "unknown parameter 'wavelength'"
     run -2 ./fit_arrays obs.bin distance distance < start.nbs
     expect_has "'distance' is named twice"
+}
+
+@test "api: fit_dataset.c: nb_fit_dataset_renderer on stills in memory gives nb-fit's shared and per-frame values" {
+    need_installed
+    build_example "$NB_PREFIX/share/nb/examples/fit_dataset.c" fit_dataset
+    local rest="-lambda 1 -distance 100 -pixel 0.4 -detpixels 192 -round_xtal -N 12 -fluence 1e27 -oversample 2
+                -default_F 100 -nframes 3 -stills -misset_seed 7"
+    nb-geom -q -cell 34 52 53 90 90 90 $rest | nb-sim -q | nb-noise -q -seed 3 -adc 0 | nb-convert -q -o still_#.bin
+    cat still_1.bin still_2.bin still_3.bin > stills.bin
+    nb-geom -q $rest -cell 34.102 52.156 53.159 90 90 90 -misset 0.2 -0.15 0.1 -o start.nbs
+    ./fit_dataset stills.bin cell_a,cell_b,cell_c rot_x,rot_y,rot_z,scale < start.nbs > api.txt
+    cat api.txt
+    [ "$(grep -c '^frame [0-9]*: rot_x = ' api.txt)" -eq 3 ] || false
+    nb-fit -v --observed still_1.bin --observed still_2.bin --observed still_3.bin --refine cell_a,cell_b,cell_c \
+        --refine-frame rot_x,rot_y,rot_z,scale -o /dev/null start.nbs 2> cli.err
+    grep -E '^(cell_. = |frame [0-9]+: rot_x = )' cli.err | sed 's/ (.*//' > cli.txt
+    diff cli.txt api.txt
+    awk '$1 == "cell_a" { d = $3 - 34 } END { exit !(d * d < 0.02 * 0.02) }' api.txt
+    run -2 ./fit_dataset stills.bin cell_a misset_x < start.nbs
+    expect_has "misset_x"
 }

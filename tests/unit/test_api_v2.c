@@ -370,6 +370,39 @@ static void fit_arrays(void)
     nb_renderer_free(truth), nb_renderer_free(r);
 }
 
+/* nb_fit_dataset_renderer's refusals: every misuse a code and a message */
+static void fit_dataset_refusals(void)
+{
+    nb_renderer *r = NULL;
+    ok(!nb_renderer_from_args(NFLAGS(flags), flags, NULL, &r), "a renderer from flags");
+    if (!r) return;
+    const size_t n = nb_renderer_pixels(r);
+    float *obs = calloc(2 * n, sizeof *obs);
+    nb_fit_image im[2] = {{obs, NULL, 0, 0, 0}, {obs + n, NULL, 0, 0, 0}};
+    nb_fit_dataset_settings s;
+    nb_fit_dataset_settings_init(&s);
+    nb_fit_dataset *f = NULL;
+    ok(nb_fit_dataset_renderer(r, im, &s, &f) == NB_RESULT_USAGE && has("nothing to refine") && !f,
+       "nothing to refine: usage, said");
+    s.refine_frame = "misset_x";
+    ok(nb_fit_dataset_renderer(r, im, &s, &f) == NB_RESULT_USAGE && has("misset_x"), "misset_x per frame: usage, said");
+    s.refine_frame = "rot_x";
+    ok(nb_fit_dataset_renderer(r, NULL, &s, &f) == NB_RESULT_USAGE, "no images: usage");
+    ok(nb_fit_dataset_renderer(r, im, NULL, &f) == NB_RESULT_USAGE && has("no settings"), "no settings: usage");
+    s.symmetry = NULL, s.nops = 0, s.processes = 2;
+    ok(nb_fit_dataset_renderer(r, im, &s, &f) == NB_RESULT_USAGE && has("no sum"), "two processes, no sum: usage");
+    nb_fit_dataset_settings_init(&s);
+    s.refine_frame = "rot_x";
+    const int ops[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+    s.symmetry = ops, s.nops = 0;
+    ok(nb_fit_dataset_renderer(r, im, &s, &f) == NB_RESULT_USAGE && has("symmetry operators"), "0 operators: usage");
+    ok(nb_fit_dataset_value(NULL, 0, "rot_x", NULL, NULL) == NB_RESULT_USAGE, "no result: usage");
+    ok(nb_fit_dataset_verdict(NULL, 0, NULL) == -1, "no result: no verdict");
+    nb_fit_dataset_free(NULL);
+    free(obs);
+    nb_renderer_free(r);
+}
+
 int main(void)
 {
     nb_set_log_level(-1);
@@ -382,6 +415,7 @@ int main(void)
     structure_factors(a, image);
     parameters();
     fit_arrays();
+    fit_dataset_refusals();
     ok(nb_renderer_frames(NULL) == 0 && nb_renderer_pixels(NULL) == 0, "no renderer: no frames, no pixels");
     ok(nb_render_frame(NULL, 0, image) == NB_RESULT_USAGE, "no renderer: usage");
     nb_renderer_free(a);
