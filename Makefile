@@ -118,7 +118,8 @@ BIN     ?= bin
 # API; engine/physics the kernels' pixel physics, headers only), formats
 # (files), cli (the tools' command-line code: --help, --version, the man
 # pages; it prints and exits, which a library leaves to its caller), tools
-# (the programs).  libnb = libnbcore + engine; cli is libnbcli, never in libnb.
+# (the programs).  libnb = libnbcore + engine + the formats its API uses
+# (NB_FORMATS below); cli is libnbcli, never in libnb.
 CORE_SRC    := $(wildcard libnbcore/*.c)
 FORMATS_SRC := $(wildcard formats/*.c)
 CLI_SRC     := $(wildcard cli/*.c)
