@@ -120,7 +120,8 @@ BIN     ?= bin
 # pages; it prints and exits, which a library leaves to its caller), tools
 # (the programs), fit (the fit: its Levenberg-Marquardt loop and likelihood,
 # the reduction over processes the caller gives it).  libnb = libnbcore +
-# engine + fit; cli is libnbcli, never in libnb.
+# engine + fit + the formats its API uses (NB_FORMATS below); cli is
+# libnbcli, never in libnb.
 CORE_SRC    := $(wildcard libnbcore/*.c)
 FIT_SRC     := $(wildcard fit/*.c)
 FORMATS_SRC := $(wildcard formats/*.c)
@@ -128,19 +129,31 @@ CLI_SRC     := $(wildcard cli/*.c)
 ENGINE_SRC  := $(filter-out engine/nb_sim_fast.c engine/nb_sim_fast_grad.c engine/nb_sim_nocuda.c,$(wildcard engine/*.c))
 LIB_SRC     := $(CORE_SRC) $(FORMATS_SRC)
 CORE_OBJ    := $(CORE_SRC:%.c=$(BUILD)/%.o)
-FORMATS_OBJ := $(FORMATS_SRC:%.c=$(BUILD)/%.o)
+# the readers and writers libnb links (engine/nb_api_files.c calls them):
+# nb-geom's -img/-mask (SMV), -panels (CrystFEL .geom, DIALS .expt) and
+# -expt readers, the image registry (CBF, SMV, TIFF, raw float, an nb
+# stream's IMAGE) and nb-convert's one-frame writers, with what they call;
+# they need libz, libm and libdl alone (libtiff is dlopened).  The other
+# formats (MTZ and mmCIF with libccp4, NXmx, XDS.INP ...) stay the tools'.
+NB_FORMATS  := registry image_read smv cbf tiff rawfloat json dials_expt crystfel_geom frame_write pgm png \
+               dials_expt_write
+NB_FORMATS_OBJ := $(NB_FORMATS:%=$(BUILD)/formats/%.o)
+FORMATS_OBJ := $(filter-out $(NB_FORMATS_OBJ),$(FORMATS_SRC:%.c=$(BUILD)/%.o))
 CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/%.o)
 ENGINE_OBJ  := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 FIT_OBJ     := $(FIT_SRC:%.c=$(BUILD)/%.o)
 NB_A        := $(BUILD)/libnb.a
 FORMATS_A   := $(BUILD)/libnbformats.a
 CLI_A       := $(BUILD)/libnbcli.a
-# the tools and tests link all three, statically (cli first: it uses libnbcore)
+# the tools and tests link all three, statically (cli first: it uses libnbcore;
+# libnbformats holds the formats libnb does not, which may call those it does)
 LIB         := $(CLI_A) $(FORMATS_A) $(NB_A)
 SOVERSION   := $(firstword $(subst ., ,$(VERSION)))
 NB_SO       := $(BUILD)/libnb.so.$(VERSION)
 
 $(BUILD)/engine/%.o: LAYER_INC := -Iengine -Iengine/physics
+# the engine's one door to formats/ (docs/architecture.md; tests/lint/source-limits.py)
+$(BUILD)/engine/nb_api_files.o: LAYER_INC := -Iengine -Iengine/physics -Iformats
 $(BUILD)/formats/%.o: LAYER_INC := -Iformats
 $(BUILD)/cli/%.o: LAYER_INC := -Icli
 $(BUILD)/fit/%.o: LAYER_INC := -Iengine -Iengine/physics -Ifit
@@ -204,7 +217,7 @@ $(BUILD)/%.o: %.c $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(LAYER_INC) $(CFLAGS) -c $< -o $@
 
-$(NB_A): $(CORE_OBJ) $(ENGINE_OBJ) $(FIT_OBJ)
+$(NB_A): $(CORE_OBJ) $(ENGINE_OBJ) $(FIT_OBJ) $(NB_FORMATS_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
@@ -223,7 +236,7 @@ $(CLI_A): $(CLI_OBJ)
 # what examples/render.py loads and other programs link (nb.h, nb.pc); its
 # dynamic symbols nb.h's functions alone, version NB_1 (engine/libnb.map:
 # the CUDA runtime's and libnbcore's stay inside; tests/abi/check-exports.sh)
-$(NB_SO): $(CORE_OBJ) $(ENGINE_OBJ) $(FIT_OBJ) engine/libnb.map
+$(NB_SO): $(CORE_OBJ) $(ENGINE_OBJ) $(FIT_OBJ) $(NB_FORMATS_OBJ) engine/libnb.map
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libnb.so.$(SOVERSION) -Wl,--version-script=engine/libnb.map -fopenmp -o $@ \
 	    $(filter %.o,$^) $(NB_LDLIBS) $(CUDA_LDLIBS) $(LDFLAGS)
@@ -439,8 +452,8 @@ bench: all
 #   make install PREFIX=DIR [DESTDIR=...]: the tools and the drop-in (bin/), the
 #   engine library (lib/libnb.so.VERSION and its links, lib/libnb.a), its
 #   header (include/nb.h) and pkg-config file (lib/pkgconfig/nb.pc), a man page
-#   for every program, and share/nb: examples/ (render.c, render_flags.c, render_F.c, render_noise.c, fit_arrays.c, fit_dataset.c,
-#   render_options.c, render_params.c, render.py, P1.hkl,
+#   for every program, and share/nb: examples/ (render.c, render_flags.c, render_F.c, render_noise.c,
+#   render_options.c, render_params.c, render_expt.c, image_files.c, fit_arrays.c, fit_dataset.c, render.py, P1.hkl,
 #   tiles.geom, helices.pdb, helices.py, helices.mtz and helices_mtz.py), pipelines/ (sweep.mk, parallel-sweep,
 #   slurm-sweep.sbatch, slurm-fit.sbatch), bench/ (nb-bench's inputs), amorphous/ (nb-amorphous's
 #   tables of water, ice, air and a cryo-oil, and the script that makes them) and dataset/
@@ -471,7 +484,9 @@ install: all
 	    -e 's|@LIBS_PRIVATE@|$(strip -fopenmp -lz -lm -ldl $(CUDA_LDLIBS))|' nb.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/nb.pc
 	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/nb.pc
 	install -m 644 examples/render.c examples/render_flags.c examples/render_F.c examples/render_noise.c \
-	    examples/render_options.c examples/render_params.c examples/fit_arrays.c examples/fit_dataset.c examples/P1.hkl examples/tiles.geom examples/helices.pdb examples/helices.mtz $(DESTDIR)$(DATADIR)/examples/
+	    examples/render_options.c examples/render_params.c examples/render_expt.c examples/image_files.c \
+	    examples/fit_arrays.c examples/fit_dataset.c examples/P1.hkl examples/tiles.geom examples/helices.pdb \
+	    examples/helices.mtz $(DESTDIR)$(DATADIR)/examples/
 	install -m 755 examples/render.py examples/helices.py examples/helices_mtz.py $(DESTDIR)$(DATADIR)/examples/
 	install -m 644 pipelines/sweep.mk pipelines/slurm-sweep.sbatch pipelines/slurm-fit.sbatch $(DESTDIR)$(DATADIR)/pipelines/
 	install -m 755 pipelines/parallel-sweep $(DESTDIR)$(DATADIR)/pipelines/

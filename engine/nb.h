@@ -6,8 +6,10 @@
  * stream (nb-geom's PLAN record, nb-hkl's HKL record), or as nb-geom's flags
  * (nb_renderer_from_args); the structure factors from the stream, the plan's
  * -default_F or your arrays (nb_renderer_set_F); detector counts (nb-noise's
- * chain) from the photons (nb_renderer_noise_frame).  Everything goes into
- * buffers you own.
+ * chain) from the photons (nb_renderer_noise_frame); image files read and
+ * written in the tools' formats (nb_image_read, nb_image_write).  Everything
+ * goes into buffers you own, but for what nb_free and nb_image_data_free
+ * release.
  *
  *     const char *flags[] = {"-cell", "100", "100", "100", "90", "90", "90", "-lambda", "6.2",
  *                            "-N", "5", "-detpixels", "256", "-default_F", "100"};
@@ -42,8 +44,9 @@
 extern "C" {
 #endif
 
-/* 1: the 17 functions of nb 0.1.0; 2: options, versions, flags, F from
- * arrays, noise (every function after "API 2" below). */
+/* 1: the 17 functions of nb 0.1.0; 2: options, versions, flags (file flags
+ * too), F from arrays, noise, named parameters, image files (every function
+ * after "API 2" below). */
 #define NB_API_VERSION 2
 
 /* The version of this header: nb_version_number() is the library's. */
@@ -66,8 +69,8 @@ typedef enum nb_result {
     NB_RESULT_IO = 2,          /* a file could not be read */
     NB_RESULT_DATA = 3,        /* malformed or inconsistent input: not a stream, no PLAN record */
     NB_RESULT_NOMEM = 4,       /* out of memory */
-    NB_RESULT_UNSUPPORTED = 5  /* a valid request this build or machine cannot do (no CUDA device, a flag
-                                  that reads a file libnb has no reader for) */
+    NB_RESULT_UNSUPPORTED = 5  /* a valid request this build or machine cannot do (no CUDA device, a file
+                                  flag of nb-hkl's for a renderer) */
 } nb_result;
 
 /* The message of the last failure on this thread. */
@@ -165,7 +168,7 @@ NB_API int nb_version_number(void);
     (nb_version_number() / 10000 == NB_VERSION_MAJOR && nb_version_number() >= NB_VERSION_NUMBER)
 
 /* What the library allocated for the caller (nb_plan_stream_from_args's
- * bytes); NULL: nothing to do. */
+ * bytes, nb_image_read's arrays); NULL: nothing to do. */
 NB_API void nb_free(void *p);
 
 /* ---- options: settings by name, in the manner of zstd's parameters --------
@@ -232,11 +235,12 @@ NB_API int nb_renderer_from_stream_opts(const void *bytes, size_t size, const nb
  * take, a missing or bad value: NB_RESULT_USAGE and nb-geom's message
  * (nothing is printed; -v's geometry log goes to standard error at log
  * level 1).  nb-geom's own options (-o, -q, -v, --help) are not flags of the
- * experiment and are refused likewise.  The flags whose files nb-geom reads
- * with its image and detector readers, -img, -mask, -panels and -expt, are
- * NB_RESULT_UNSUPPORTED, naming the flag: libnb has none of those readers
- * (make such a plan with nb-geom and give its stream).  The files nb-geom
- * reads itself (-matrix, -sourcefile, -stol) are read. */
+ * experiment and are refused likewise.  Files are read as nb-geom reads
+ * them, with the same readers: -img FILE and -mask FILE (an SMV header; a
+ * mask's zero pixels not rendered), -panels FILE (a CrystFEL .geom or a
+ * DIALS .expt: the detector), -expt FILE (a DIALS experiment list: the
+ * detector, beam, crystals and frames), -matrix, -sourcefile, -stol.  A file
+ * that cannot be read is NB_RESULT_IO or NB_RESULT_DATA, naming it. */
 
 /* nb-geom's stream for the flags: its PLAN record and END, byte for byte
  * what `nb-geom FLAGS` writes when the clock plays no part (give -seed; the
@@ -422,6 +426,81 @@ NB_API int nb_fit_dataset_value(const nb_fit_dataset *f, long frame, const char 
  * frame, or a frame not fitted). */
 NB_API int nb_fit_dataset_verdict(const nb_fit_dataset *f, long frame, const char **why);
 NB_API void nb_fit_dataset_free(nb_fit_dataset *f);
+/* ---- image files: the tools' formats -------------------------------------
+ *
+ * Images read and written by the readers and writers the tools use (the
+ * format registry): nb_image_read reads what nb-convert --import and nb-fit
+ * --observed read, nb_image_write writes what nb-convert -o writes for one
+ * frame.
+ *
+ * An image: photons (float) or detector counts (double, as the file stores
+ * them: the offset included) with what the file says of them.  `size` is the
+ * caller's sizeof(nb_image_data), set by nb_image_data_init: a later nb.h
+ * adds fields at the end, and the library reads and writes only those the
+ * caller's structure has. */
+typedef struct nb_image_data {
+    size_t size;              /* sizeof(nb_image_data) as the caller was built: nb_image_data_init */
+    int width, height;        /* pixels, fast and slow (a stream or raw float file of several panels:
+                                 every panel's pixels in one row, height 1) */
+    size_t pixels;            /* width x height */
+    int is_counts;            /* 1: counts; 0: photons */
+    float *photons;           /* photons per pixel (is_counts 0), else NULL */
+    double *counts;           /* counts as stored, offset included (is_counts 1), else NULL */
+    unsigned char *untrusted; /* counts: 1 where a count is negative or overloaded (NULL for photons; an
+                                 image to write may leave it NULL) */
+    int bits;                 /* counts: the counter's depth, 16 or 32 */
+    double offset;            /* counts: the pedestal they include, ADU */
+    double gain;              /* counts: ADU per photon */
+    double overload;          /* counts: from this count up a pixel is overloaded */
+    int offset_stated;        /* 1: the file's offset; 0: the plan's ADC (-adc; 40 without a renderer) */
+    int overload_stated;      /* 1: the file's overload; 0: the top of its counter */
+    size_t negative, overloaded; /* the untrusted pixels, by kind */
+    const char *format;       /* nb_image_read: the format it was read as ("cbf", "smv", "tif", "bin",
+                                 "nbs"), the library's string */
+} nb_image_data;
+
+/* Every field 0, size set, gain 1, bits 16: an image to fill, or for
+ * nb_image_read. */
+NB_API void nb_image_data_init(nb_image_data *image);
+/* The arrays nb_image_read allocated (each could be given to nb_free), then
+ * as nb_image_data_init; NULL: nothing to do.  Not for arrays of the
+ * caller's. */
+NB_API void nb_image_data_free(nb_image_data *image);
+
+/* The image in path, by its first bytes, else its name's suffix, else raw
+ * float32 (a name without a suffix or a number for one): CBF, SMV (.img),
+ * TIFF (16- or 32-bit counts, float photons), raw float32 (.bin) or an nb
+ * stream (.nbs: the IMAGE record of `frame`, its counts when nb-noise added
+ * them).  r (may be NULL): the renderer whose image it must be (its
+ * nb_renderer_pixels), whose plan's ADC is the offset of counts whose file
+ * states none.  frame: 0-based, of a stream; 0 for the other formats.  The
+ * counts' offset, gain, overload and untrusted pixels by the tools' one rule
+ * (the file's own, else the plan's ADC, 1 and the counter's top).  image:
+ * initialised by nb_image_data_init; its arrays the library's
+ * (nb_image_data_free).  A NULL path or image, a negative frame or one a
+ * file of one image lacks, a format that cannot be read (PNG, PGM ...):
+ * NB_RESULT_USAGE; a file that cannot be read NB_RESULT_IO, or
+ * NB_RESULT_DATA when it is not what it claims (a stream without that
+ * frame); image is then empty. */
+NB_API int nb_image_read(const char *path, const nb_renderer *r, long frame, nb_image_data *image);
+
+/* image into path in format: nb-convert's name for it ("bin", "smv", "cbf",
+ * "tif", "tif-float", "tif16", "tif32", "pgm", "png"; or an alias: "img",
+ * "tiff" ...), or NULL to take it from the name's suffix as nb-convert -o
+ * does.  Its header is frame `frame` of r's plan (distance, beam centre,
+ * wavelength, oscillation ...), as nb-convert writes that frame of the
+ * stream; r NULL: the plan nb-geom makes for a detector of the image's size
+ * with no other flag.  The image must have r's pixels (a renderer of one
+ * panel, but for raw float).  Photons go to the integer formats (CBF, SMV,
+ * 16/32-bit TIFF) as the reference's int image (-scale, -adc: nb-convert's
+ * without counts); counts as they are (the offset kept in SMV and TIFF,
+ * taken off in CBF, as a PILATUS counts), and to the photon formats (raw
+ * float, float TIFF, PGM, PNG) as (counts - offset) / gain.  A format that
+ * is not one image (NXmx, XDS.INP, .expt, .nbs ...) or unknown, a NULL
+ * path, an image without pixels or of another size: NB_RESULT_USAGE; a file
+ * that cannot be written: NB_RESULT_IO. */
+NB_API int nb_image_write(const char *path, const char *format, const nb_image_data *image, const nb_renderer *r,
+                          long frame);
 
 #ifdef __cplusplus
 }

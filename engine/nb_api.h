@@ -1,5 +1,5 @@
 /* nb_api.h - what the public API's files (nb.c, nb_api_options.c,
- * nb_api_args.c, nb_api_noise.c) share and nb.h does not show: the
+ * nb_api_args.c, nb_api_noise.c, nb_api_files.c) share and nb.h does not show: the
  * renderer's insides, its making, and the named options read back as the
  * settings they stand for.  Not installed. */
 #ifndef NB_API_INTERNAL_H
@@ -9,6 +9,7 @@
 
 #include "nb.h"
 #include "nb_engine.h"
+#include "nb_geometry.h"
 #include "nb_noise.h"
 
 struct nb_renderer {
@@ -49,5 +50,14 @@ typedef struct nb_api_noise {
     double pixel_size_mm;     /* nb_noise_image's pixel */
 } nb_api_noise;
 nb_status nb_api_noise_settings(const nb_options *o, const char *who, nb_api_noise *n);
+
+/* The readers of nb-geom's file flags, from formats/ (engine/nb_api_files.c,
+ * the engine's one door to them): the hooks nb-geom hands its loop (-img and
+ * -mask: nb_smv_apply_to_request; -panels: nb_detector_file_read; -expt:
+ * nb_experiment_list_read), without nb-geom's own options. */
+const nb_args_hooks *nb_api_file_hooks(void);
+/* The plan nb-geom resolves from the flags (nb_api_args.c); the calls'
+ * messages name `who`.  Freed with nb_plan_free (also on failure). */
+nb_status nb_api_plan_from_args(const char *who, int argc, const char *const *argv, nb_plan *plan);
 
 #endif

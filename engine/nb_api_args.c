@@ -3,8 +3,10 @@
  * nb_geom_flags.c), resolved by nb_resolve() and written as nb-geom writes
  * its PLAN record; a stream of it (nb_plan_stream_from_args) or a renderer
  * (nb_renderer_from_args).  Never a usage text or an exit: a bad flag is a
- * status and nb-geom's message.  libnb links no file format (formats/), so
- * the flags whose files nb-geom reads with those readers are refused. */
+ * status and nb-geom's message.  The files of -img, -mask, -panels and
+ * -expt are read by nb-geom's own readers, handed to the loop as nb-geom
+ * hands them (nb_api_file_hooks, engine/nb_api_files.c); a renderer refuses
+ * nb-hkl's files (-hkl, -dump), whose F it takes as arrays. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,22 +19,16 @@
 #include "nb_stream.h"
 #include "nb_util.h"
 
-/* The flags whose file nb-geom reads with a reader of formats/ (an SMV
- * header, a detector file, an experiment list), and, for a renderer, those
- * whose file nb-hkl reads (structure factors). */
+/* The flags whose file nb-hkl reads (structure factors): a renderer takes
+ * its F as arrays (nb_renderer_set_F) instead. */
 static const struct refused {
     int id;
-    int renderer_only;
     const char *why;
 } refused[] = {
-    {FL_IMG, 0, "libnb reads no image header: make the plan with nb-geom and give its stream"},
-    {FL_MASK, 0, "libnb reads no mask image: make the plan with nb-geom and give its stream"},
-    {FL_PANELS, 0, "libnb reads no detector file: make the plan with nb-geom and give its stream"},
-    {FL_EXPT, 0, "libnb reads no experiment list: make the plan with nb-geom and give its stream"},
-    {FL_HKL, 1, "libnb reads no structure-factor file: give the F as arrays (nb_renderer_set_F), or the "
-                "stream of nb-geom | nb-hkl"},
-    {FL_DUMP, 1, "libnb reads no structure-factor file: give the F as arrays (nb_renderer_set_F), or the "
-                 "stream of nb-geom | nb-hkl"},
+    {FL_HKL, "libnb reads no structure-factor file: give the F as arrays (nb_renderer_set_F), or the "
+             "stream of nb-geom | nb-hkl"},
+    {FL_DUMP, "libnb reads no structure-factor file: give the F as arrays (nb_renderer_set_F), or the "
+              "stream of nb-geom | nb-hkl"},
 };
 
 /* The command nb-geom records in the plan, "nb-geom FLAGS", each word
@@ -76,40 +72,39 @@ static void free_args(int argc, char **v)
     free(v);
 }
 
-/* The refused flags among those scanned. */
+/* The refused flags among those scanned (a renderer's). */
 static nb_status check_refused(const char *who, const nb_scanned_args *args, int renderer)
 {
-    for (int k = 0; k < args->count; k++)
+    for (int k = 0; k < args->count && renderer; k++)
         for (size_t j = 0; j < sizeof refused / sizeof refused[0]; j++)
-            if (args->flags[k].id == refused[j].id && (renderer || !refused[j].renderer_only))
+            if (args->flags[k].id == refused[j].id)
                 return nb_error_set(NB_ERR_UNSUPPORTED, "%s: %s: %s", who, args->argv[args->flags[k].index],
                                     refused[j].why);
     return NB_OK;
 }
 
-/* The plan of the flags, as nb-geom resolves it; its record as nb-geom writes it. */
-static nb_status plan_record(const char *who, int argc, const char *const *argv, int renderer, nb_record *rec)
+/* The plan of the flags, as nb-geom resolves it (its file flags read by
+ * nb-geom's readers); renderer: nb-hkl's files refused. */
+static nb_status resolve_args(const char *who, int argc, const char *const *argv, int renderer, nb_plan *plan)
 {
     char **v = NULL;
     nb_request rq;
     nb_scanned_args args;
-    nb_plan plan;
+    const nb_args_hooks *hooks = nb_api_file_hooks();
     nb_request_defaults(&rq);
     memset(&args, 0, sizeof args);
     nb_status st = copy_args(who, argc, argv, &v);
-    if (!st) st = nb_request_scan_args(&rq, argc, v, NULL, &args);
+    if (!st) st = nb_request_scan_args(&rq, argc, v, hooks, &args);
     if (!st) st = check_refused(who, &args, renderer);
     if (!st) {
         rq.command_line = command_line(argc, v);
-        st = nb_request_apply_scanned(&rq, &args, NULL);
+        st = nb_request_apply_scanned(&rq, &args, hooks);
     }
     nb_strbuf log;
     nb_strbuf_init(&log);
-    if (!st && !(st = nb_resolve(&rq, &plan, &log))) {
+    if (!st && !(st = nb_resolve(&rq, plan, &log))) {
         /* nb-geom -v's geometry, at the tools' -v level */
         if (nb_verbosity() > 0 && log.data) fputs(log.data, stderr);
-        st = nb_plan_to_record(&plan, rec);
-        nb_plan_free(&plan);
     }
     nb_strbuf_free(&log);
     nb_scanned_args_free(&args);
@@ -121,6 +116,23 @@ static nb_status plan_record(const char *who, int argc, const char *const *argv,
     size_t len = strlen(msg);
     if (st && len >= 8 && !strcmp(msg + len - 8, ", not nb")) nb_error_rename(", not nb", ", not nb-geom");
     if (st && !strstr(nb_error_message(), who)) nb_error_prefix(st, "%s", who);
+    return st;
+}
+
+nb_status nb_api_plan_from_args(const char *who, int argc, const char *const *argv, nb_plan *plan)
+{
+    nb_plan_init(plan);
+    return resolve_args(who, argc, argv, 0, plan);
+}
+
+/* The plan's record, as nb-geom writes it. */
+static nb_status plan_record(const char *who, int argc, const char *const *argv, int renderer, nb_record *rec)
+{
+    nb_plan plan;
+    nb_plan_init(&plan);
+    nb_status st = resolve_args(who, argc, argv, renderer, &plan);
+    if (!st) st = nb_plan_to_record(&plan, rec);
+    nb_plan_free(&plan);
     return st;
 }
 

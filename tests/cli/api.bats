@@ -49,7 +49,7 @@ smv_counts() { smv_data "$1" | od -A n -v -t u2 | tr -s ' ' '\n' | sed '/^$/d'; 
     run -0 ls "$NB_PREFIX/include"
     [ "$output" = "nb.h" ] || false
     run -0 "$NB_ROOT/tests/abi/check-exports.sh" "$NB_PREFIX/lib/libnb.so" "$NB_PREFIX/include/nb.h"
-    expect_has "42 symbols"
+    expect_has "46 symbols"
     run -0 nm -D --defined-only "$NB_PREFIX/lib/libnb.so"
     expect_has "nb_render_frame@@NB_1"
     expect_lacks "nb_plan_from_record"
@@ -118,9 +118,38 @@ smv_counts() { smv_data "$1" | od -A n -v -t u2 | tr -s ' ' '\n' | sed '/^$/d'; 
     # a flag nb-geom does not take: usage (1) and nb-geom's message; no bytes
     run -1 ./plan_stream -cell 100 -nope
     expect_has "nb_plan_stream_from_args: unknown option '-nope'"
-    # a flag whose file only nb-geom's readers read: unsupported (5), named
-    run -5 ./plan_stream -cell 100 -panels two.geom
-    expect_has "-panels: libnb reads no detector file"
+    # a file that is not there: an I/O error (2) naming it
+    run -2 ./plan_stream -cell 100 -panels two.geom
+    expect_has "nb_plan_stream_from_args: cannot open 'two.geom'"
+}
+
+@test "api: nb_plan_stream_from_args reads -expt, -panels, -img and -mask files as nb-geom does: its bytes" {
+    need_installed
+    build_example "$NB_ROOT/tests/abi/plan_stream.c" plan_stream
+    # a DIALS experiment list of a sweep, as nb-convert writes it
+    nb-geom -q $XTAL -default_F 100 -phi 0 -osc 0.5 -nframes 3 | nb-convert -q -o model.expt
+    local added="-N 5 -mosaic 0.5 -mosaic_domains 3 -oversample 1 -seed 5 -default_F 100"
+    local g="$NB_ROOT/tests/golden/inputs"
+    local -a cases=("-expt model.expt $added"
+        "-panels $NB_PREFIX/share/nb/examples/tiles.geom -cell 70 80 90 80 95 100 -lambda 1 -N 5 -oversample 1 -seed 5"
+        "-panels model.expt -cell 70 80 90 80 95 100 -lambda 1 -N 5 -oversample 1 -seed 5"
+        "-img $g/header.img -default_F 100 -cell 100 100 100 90 90 90 -N 5 -seed 5"
+        "-mask $g/mask.img -default_F 100 -cell 100 100 100 90 90 90 -lambda 1.0 -N 5 -seed 5")
+    for flags in "${cases[@]}"; do
+        # shellcheck disable=SC2086
+        ./plan_stream $flags > got.nbs
+        # shellcheck disable=SC2086
+        nb-geom $flags > want.nbs
+        [ -s want.nbs ] || false
+        cmp got.nbs want.nbs
+    done
+    # a flag that says what the list says: usage (1) and nb-geom's message
+    run -1 ./plan_stream -expt model.expt -lambda 2
+    expect_has "-lambda"
+    # a list that is no list: a data error (3) naming it
+    printf '{"nope": 1}\n' > bad.expt
+    run -3 ./plan_stream -expt bad.expt -N 5
+    expect_has "bad.expt"
 }
 
 @test "api: render_flags.c writes nb-geom FLAGS | nb-sim's image; a bad flag is said, never a usage text" {
@@ -134,8 +163,15 @@ smv_counts() { smv_data "$1" | od -A n -v -t u2 | tr -s ' ' '\n' | sed '/^$/d'; 
     run -2 ./render_flags -cell 100 100 100 90 90 90 -defualt_F 100
     expect_has "render_flags: nb_renderer_from_args: unknown option '-defualt_F' (did you mean -default_F?)"
     expect_lacks "Usage"
+    # -img's file read as nb-geom reads it: a file that is not there is said
     run -1 ./render_flags -img x.img
-    expect_has "-img: libnb reads no image header"
+    expect_has "render_flags: nb_renderer_from_args: cannot open 'x.img'"
+    # shellcheck disable=SC2086
+    ./render_flags -img "$NB_ROOT/tests/golden/inputs/header.img" -default_F 100 -cell 100 100 100 90 90 90 -N 5 \
+        > got.bin
+    nb-geom -q -img "$NB_ROOT/tests/golden/inputs/header.img" -default_F 100 -cell 100 100 100 90 90 90 -N 5 |
+        nb-sim -q --device cpu | nb-convert -q -o want.bin
+    cmp got.bin want.bin
     run -1 ./render_flags -cell 100 100 100 90 90 90 -hkl P1.hkl
     expect_has "nb_renderer_set_F"
 }
@@ -274,4 +310,97 @@ smv_counts() { smv_data "$1" | od -A n -v -t u2 | tr -s ' ' '\n' | sed '/^$/d'; 
     awk '$1 == "cell_a" { d = $3 - 34 } END { exit !(d * d < 0.02 * 0.02) }' api.txt
     run -2 ./fit_dataset stills.bin cell_a misset_x < start.nbs
     expect_has "misset_x"
+}
+
+@test "api: render_expt.c renders a DIALS experiment list's frames as nb-geom -expt | nb-sim | nb-convert writes them" {
+    need_installed
+    build_example "$NB_PREFIX/share/nb/examples/render_expt.c" render_expt
+    local added="-N 5 -mosaic 0.5 -mosaic_domains 3 -oversample 1 -seed 5 -default_F 100"
+    # a sweep of three frames
+    nb-geom -q $XTAL -default_F 100 -phi 0 -osc 0.5 -nframes 3 | nb-convert -q -o sweep.expt
+    mkdir got want
+    # shellcheck disable=SC2086
+    ./render_expt sweep.expt 'got/sweep_##.cbf' $added 2> got.err
+    grep -q "sweep.expt: 3 frames, 1 panels, 1920 pixels a frame" got.err
+    # shellcheck disable=SC2086
+    nb-geom -expt sweep.expt $added | nb-sim -q --device cpu | nb-convert -q -o 'want/sweep_##.cbf'
+    for i in 01 02 03; do cmp "got/sweep_$i.cbf" "want/sweep_$i.cbf"; done
+    # the frames differ (the sweep turns the crystal)
+    run ! cmp -s got/sweep_01.cbf got/sweep_03.cbf
+    # three stills, a crystal and a wavelength each
+    nb-geom -q -stills -cell 70 80 90 90 95 90 -misset random -misset_seed 7 -lambda 1 -distance 80 -detpixels 40 \
+        -pixel 0.2 -oversample 1 -nframes 3 -N 4 -default_F 100 -stills_N 4:6 | nb-sim -q | nb-convert -q -o stills.expt
+    ./render_expt stills.expt 'got/still_#.img' -N 4 -default_F 100 -oversample 1 -seed 3
+    nb-geom -expt stills.expt -N 4 -default_F 100 -oversample 1 -seed 3 | nb-sim -q --device cpu |
+        nb-convert -q -o 'want/still_#.img'
+    for i in 1 2 3; do cmp "got/still_$i.img" "want/still_$i.img"; done
+    # the list's flags are the list's: refused beside it, by name
+    run -2 ./render_expt sweep.expt x.cbf -lambda 2
+    expect_has "-lambda"
+    run -1 ./render_expt missing.expt x.cbf -N 5
+    expect_has "cannot open 'missing.expt'"
+}
+
+@test "api: image_files.c reads an image in any format the tools read and writes what nb-convert writes" {
+    need_installed
+    build_example "$NB_PREFIX/share/nb/examples/image_files.c" image_files
+    local flags="$XTAL -default_F 100 -phi 0 -osc 0.5 -nframes 3"
+    # shellcheck disable=SC2086
+    nb-geom $flags > plan.nbs
+    nb-sim -q --device cpu plan.nbs > photons.nbs
+    nb-noise -q -seed 7 photons.nbs > counts.nbs
+    mkdir got want
+    # photons: frame 2 of the stream as nb-convert writes it (the int image for the integer formats)
+    nb-convert -q -o 'want/p_#.cbf' -o 'want/p_#.img' -o 'want/p_#.bin' -o 'want/p_#.tif' photons.nbs
+    for f in cbf img bin tif; do
+        # shellcheck disable=SC2086
+        ./image_files photons.nbs "got/p_2.$f" --frame 1 -- $flags 2> err.txt
+        grep -q "photons.nbs: nbs, 48 x 40, photons" err.txt
+        cmp "got/p_2.$f" "want/p_2.$f"
+    done
+    # counts (nb-noise's): the same, as nb-convert writes them
+    nb-convert -q -o 'want/c_#.cbf' -o 'want/c_#.img' -o 'want/c_#.tif' -o 'want/c_#.png' counts.nbs
+    for f in cbf img tif png; do
+        # shellcheck disable=SC2086
+        ./image_files counts.nbs "got/c_3.$f" --frame 2 -- $flags 2> err.txt
+        grep -q "counts.nbs: nbs, 48 x 40, 16-bit counts, offset 40 (the file's), gain 1" err.txt
+        cmp "got/c_3.$f" "want/c_3.$f"
+    done
+    # a file read back as the tools read it: nb-convert's SMV and CBF, their offsets
+    # shellcheck disable=SC2086
+    ./image_files want/c_3.img got/again.img --as-frame 2 -- $flags 2> err.txt
+    grep -q "offset 40 (the file's)" err.txt
+    cmp got/again.img want/c_3.img
+    # shellcheck disable=SC2086
+    ./image_files want/c_3.cbf got/from_cbf.tif --format tif16 -- $flags 2> err.txt
+    grep -q "want/c_3.cbf: cbf, 48 x 40, 16-bit counts, offset 0 (the file's), gain 1, overload 65495 (the file's)" \
+        err.txt
+    # its counts are the SMV's less the offset (the TIFF states none: the plan's ADC, 40, is taken)
+    # shellcheck disable=SC2086
+    ./image_files got/from_cbf.tif got/zero.img -- $flags 2> err.txt
+    grep -q "got/from_cbf.tif: tif, 48 x 40, 16-bit counts, offset 40 (the plan's ADC)" err.txt
+    smv_counts got/zero.img > got.txt
+    smv_counts want/c_3.img | awk '{ print $1 - 40 }' > want.txt
+    [ "$(sort -u want.txt | wc -l)" -gt 5 ] || false
+    cmp got.txt want.txt
+    # raw float in, raw float out, without a renderer: the photons as they were
+    ./image_files want/p_2.bin got/copy.bin
+    cmp got/copy.bin want/p_2.bin
+    # without flags: a header of nb-geom's defaults for the image's size, read back
+    ./image_files want/c_3.img got/defaults.cbf
+    ./image_files got/defaults.cbf got/defaults.img 2> err.txt
+    grep -q "got/defaults.cbf: cbf, 48 x 40, 16-bit counts, offset 0 (the file's)" err.txt
+    # refusals, said and never an exit: a frame a file of one image lacks, a
+    # write-only format, a format not written one image at a time, an unknown one
+    run -1 ./image_files want/c_3.img x.img --frame 1
+    expect_has "nb_image_read: 'want/c_3.img' is SMV, one image: frame 1 is out of range (0)"
+    printf 'P5 1 1 255\n0' > x.pgm
+    run -1 ./image_files x.pgm x.img
+    expect_has "PGM is a write-only format"
+    run -1 ./image_files want/c_3.img x.nxs
+    expect_has "nb_image_write: 'x.nxs': NXmx (HDF5) is not written one image at a time"
+    run -1 ./image_files want/c_3.img x.img --format jpeg
+    expect_has "nb_image_write: unknown format 'jpeg'"
+    run -1 ./image_files photons.nbs x.img --frame 5
+    expect_has "holds no image of frame 6"
 }

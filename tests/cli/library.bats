@@ -60,7 +60,8 @@ need_installed() {
     need_installed
     for f in lib/libnb.a lib/libnb.so lib/pkgconfig/nb.pc include/nb.h share/nb/examples/render.c \
         share/nb/examples/render_flags.c share/nb/examples/render_F.c share/nb/examples/render_noise.c \
-        share/nb/examples/render_options.c share/nb/examples/render_params.c \
+        share/nb/examples/render_options.c share/nb/examples/render_params.c share/nb/examples/render_expt.c \
+        share/nb/examples/image_files.c \
         share/nb/examples/render.py share/nb/examples/P1.hkl share/nb/examples/helices.pdb \
         share/nb/examples/helices.py share/nb/examples/helices.mtz share/nb/examples/helices_mtz.py share/nb/pipelines/sweep.mk \
         share/nb/pipelines/parallel-sweep share/nb/pipelines/slurm-sweep.sbatch \

@@ -3,11 +3,14 @@
  * their refusals, plans and renderers from nb-geom's flags, structure
  * factors from arrays, detector counts, the plan's named parameters, the
  * fit on arrays; every misuse a code and a message,
+ * factors from arrays, detector counts, the plan's named parameters, image
+ * files read and written (nb_image_read, nb_image_write); every misuse a code and a message,
  * never an exit.  (Against the tools' bytes: tests/cli/api.bats.) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nb.h"
 #include "tap.h"
@@ -136,8 +139,11 @@ static void flag_refusals(void)
     ok(nb_plan_stream_from_args(3, unknown, &bytes, &size) == NB_RESULT_USAGE && !bytes && !size,
        "the same for a stream: no bytes");
     ok(nb_renderer_from_args(2, tool, NULL, &r) == NB_RESULT_USAGE, "nb-geom's own -o: usage");
-    ok(nb_plan_stream_from_args(2, img, &bytes, &size) == NB_RESULT_UNSUPPORTED && has("-img"),
-       "-img: unsupported, named: %s", nb_last_error());
+    ok(nb_plan_stream_from_args(2, img, &bytes, &size) == NB_RESULT_IO && has("x.img") && !bytes,
+       "-img of a file that is not there: read as nb-geom reads it, an I/O error naming it: %s", nb_last_error());
+    const char *panels[] = {"-cell", "100", "100", "100", "90", "90", "90", "-panels", "x.txt"};
+    ok(nb_plan_stream_from_args(NFLAGS(panels), panels, &bytes, &size) != NB_RESULT_OK && has("x.txt"),
+       "-panels of a file no reader takes: refused, named: %s", nb_last_error());
     ok(nb_renderer_from_args(2, hkl, NULL, &r) == NB_RESULT_UNSUPPORTED && has("-hkl") && has("nb_renderer_set_F"),
        "-hkl for a renderer: unsupported, the arrays suggested");
     ok(nb_plan_stream_from_args(1, NULL, &bytes, &size) == NB_RESULT_USAGE, "argc 1, no argv: usage");
@@ -151,6 +157,73 @@ static void flag_refusals(void)
     ok(nb_renderer_from_args(NFLAGS(flags), flags, noise, &r) == NB_RESULT_USAGE && has("noise options"),
        "noise options for a renderer: usage, said");
     nb_options_free(noise);
+}
+
+/* Image files through the format registry: a frame written and read back,
+ * and every misuse a code and a message */
+static void image_files(nb_renderer *a, float *image)
+{
+    char dir[] = "/tmp/test_api_v2.XXXXXX", bin[64], smv[64], png[64];
+    if (!mkdtemp(dir)) {
+        ok(0, "a temporary folder");
+        return;
+    }
+    snprintf(bin, sizeof bin, "%s/f.bin", dir);
+    snprintf(smv, sizeof smv, "%s/f.img", dir);
+    snprintf(png, sizeof png, "%s/f.png", dir);
+    nb_image_data w, got;
+    nb_image_data_init(&w);
+    nb_image_data_init(&got);
+    w.width = 40, w.height = 40, w.pixels = 1600, w.photons = image;
+    ok(nb_image_write(bin, NULL, &w, a, 0) == NB_RESULT_OK, "raw float written: %s", nb_last_error());
+    ok(nb_image_read(bin, a, 0, &got) == NB_RESULT_OK && !got.is_counts && got.pixels == 1600 && got.width == 40 &&
+           !strcmp(got.format, "bin") && same_floats(got.photons, image, 1600) && !got.untrusted,
+       "read back: the photons, bit for bit");
+    nb_image_data_free(&got);
+    ok(!got.photons && got.size == sizeof got, "freed: empty again");
+    ok(nb_image_write(smv, "img", &w, a, 1) == NB_RESULT_OK, "SMV of frame 1 written: %s", nb_last_error());
+    ok(nb_image_read(smv, a, 0, &got) == NB_RESULT_OK && got.is_counts && got.bits == 16 && got.offset == 40 &&
+           got.offset_stated && got.gain == 1 && got.overload == 65535 && got.counts && got.untrusted,
+       "read back: the int image's 16-bit counts, the file's offset 40");
+    nb_image_data_free(&got);
+    ok(nb_image_write(png, NULL, &w, a, 0) == NB_RESULT_OK, "a PNG written");
+
+    /* reading's refusals: image emptied, a message */
+    nb_image_data bad;
+    nb_image_data_init(&bad);
+    bad.size = 8;
+    ok(nb_image_read(bin, a, 0, &bad) == NB_RESULT_USAGE && has("nb_image_data_init"), "a size not the structure's");
+    ok(nb_image_read(bin, a, 0, NULL) == NB_RESULT_USAGE, "no image: usage");
+    ok(nb_image_read(NULL, a, 0, &got) == NB_RESULT_USAGE && has("no path"), "no path: usage");
+    ok(nb_image_read(bin, a, -1, &got) == NB_RESULT_USAGE && has("negative"), "a negative frame: usage");
+    ok(nb_image_read(smv, a, 1, &got) == NB_RESULT_USAGE && has("out of range") && !got.counts,
+       "frame 1 of an SMV: usage, said: %s", nb_last_error());
+    ok(nb_image_read(png, NULL, 0, &got) == NB_RESULT_USAGE && has("write-only"), "a PNG: write-only, said");
+    ok(nb_image_read("x.jpg", NULL, 0, &got) == NB_RESULT_USAGE && has("'.jpg'"), "an unknown suffix: usage");
+    ok(nb_image_read("/nonexistent/x.img", NULL, 0, &got) == NB_RESULT_IO && !got.counts,
+       "a file that is not there: I/O, said: %s", nb_last_error());
+    ok(nb_image_read(bin, NULL, 0, &got) == NB_RESULT_OK && got.width == 1600 && got.height == 1,
+       "raw float without a renderer: every pixel, one row");
+    nb_image_data_free(&got);
+    nb_image_data_free(NULL);
+
+    /* writing's */
+    ok(nb_image_write(NULL, "bin", &w, a, 0) == NB_RESULT_USAGE && has("no path"), "write: no path");
+    ok(nb_image_write(bin, "bin", NULL, a, 0) == NB_RESULT_USAGE, "write: no image");
+    ok(nb_image_write(bin, "jpeg", &w, a, 0) == NB_RESULT_USAGE && has("unknown format 'jpeg'"), "an unknown format");
+    ok(nb_image_write("x.jpg", NULL, &w, a, 0) == NB_RESULT_USAGE && has("suffix"), "an unknown suffix");
+    ok(nb_image_write("x.nxs", NULL, &w, a, 0) == NB_RESULT_USAGE && has("one image at a time"),
+       "NXmx: not one image");
+    ok(nb_image_write(bin, NULL, &w, a, 2) == NB_RESULT_USAGE && has("out of range"), "frame 2 of 2: usage");
+    w.width = 20;
+    ok(nb_image_write(smv, NULL, &w, a, 0) == NB_RESULT_USAGE, "20 x 40 for a 40 x 40 detector: usage (%s)",
+       nb_last_error());
+    w.width = 40, w.photons = NULL;
+    ok(nb_image_write(smv, NULL, &w, a, 0) == NB_RESULT_USAGE && has("no photons"), "no pixels: usage");
+    w.photons = image;
+    ok(nb_image_write("/nonexistent/f.img", NULL, &w, a, 0) == NB_RESULT_IO, "a folder that is not there: I/O (%s)",
+       nb_last_error());
+    remove(bin), remove(smv), remove(png), rmdir(dir);
 }
 
 /* Structure factors from arrays (P1, nb-hkl's grid), and a renderer that
@@ -411,6 +484,7 @@ int main(void)
     float *image = NULL;
     nb_renderer *a = from_flags(&image);
     flag_refusals();
+    image_files(a, image);
     noise(a, image);
     structure_factors(a, image);
     parameters();
