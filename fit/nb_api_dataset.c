@@ -32,18 +32,9 @@ static nb_status settings_read(const nb_fit_dataset_settings *given, nb_fit_data
 {
     nb_fit_dataset_settings_init(s);
     if (!given) return nb_error_set(NB_ERR_USAGE, "nb_fit_dataset_renderer: no settings (what to refine)");
-    if (given->size < sizeof given->size || given->size > sizeof *s)
-        return nb_error_set(NB_ERR_USAGE, "nb_fit_dataset_renderer: settings of size %zu: this libnb knows %zu bytes "
-                                          "of them (call nb_fit_dataset_settings_init)", given->size, sizeof *s);
-    memcpy(s, given, given->size);
-    s->size = sizeof *s;
-    if (s->loss != NB_FIT_LOSS_POISSON && s->loss != NB_FIT_LOSS_LSQ)
-        return nb_error_set(NB_ERR_USAGE, "nb_fit_dataset_renderer: loss %d", (int)s->loss);
-    if (s->iterations < 1)
-        return nb_error_set(NB_ERR_USAGE, "nb_fit_dataset_renderer: iterations %d: at least 1", s->iterations);
-    if (s->processes < 1 || s->rank < 0 || s->rank >= s->processes || (s->processes > 1 && !s->sum))
-        return nb_error_set(NB_ERR_USAGE, "nb_fit_dataset_renderer: process %d of %d%s", s->rank, s->processes,
-                            s->processes > 1 && !s->sum ? " and no sum over them" : "");
+    nb_status st = nb_api_sized("nb_fit_dataset_renderer", s, sizeof *s, given);
+    if (!st) st = nb_api_fit_common("nb_fit_dataset_renderer", s->loss, s->iterations, s->rank, s->processes, s->sum);
+    if (st) return st;
     if (s->symmetry && (s->nops < 1 || s->nops > NB_FIT_MAX_OPS))
         return nb_error_set(NB_ERR_USAGE, "nb_fit_dataset_renderer: %d symmetry operators (1 to %d)", s->nops,
                             NB_FIT_MAX_OPS);

@@ -25,26 +25,39 @@ void nb_fit_settings_init(nb_fit_settings *s)
     s->processes = 1;
 }
 
+nb_status nb_api_sized(const char *who, void *dst, size_t dst_size, const void *given)
+{
+    size_t given_size;
+    memcpy(&given_size, given, sizeof given_size);
+    if (given_size < sizeof given_size || given_size > dst_size)
+        return nb_error_set(NB_ERR_USAGE, "%s: settings of size %zu: this libnb knows %zu bytes of them (set size to "
+                                          "their sizeof, or call the settings' _init)", who, given_size, dst_size);
+    memcpy(dst, given, given_size);
+    memcpy(dst, &dst_size, sizeof dst_size);
+    return NB_OK;
+}
+
+nb_status nb_api_fit_common(const char *who, nb_fit_loss_choice loss, int iterations, int rank, int processes,
+                            nb_fit_sum_fn sum)
+{
+    if (loss != NB_FIT_LOSS_POISSON && loss != NB_FIT_LOSS_LSQ)
+        return nb_error_set(NB_ERR_USAGE, "%s: loss %d is neither NB_FIT_LOSS_POISSON nor NB_FIT_LOSS_LSQ", who,
+                            (int)loss);
+    if (iterations < 1) return nb_error_set(NB_ERR_USAGE, "%s: iterations %d: at least 1", who, iterations);
+    if (processes < 1 || rank < 0 || rank >= processes)
+        return nb_error_set(NB_ERR_USAGE, "%s: process %d of %d", who, rank, processes);
+    if (processes > 1 && !sum)
+        return nb_error_set(NB_ERR_USAGE, "%s: %d processes and no sum over them", who, processes);
+    return NB_OK;
+}
+
 /* The caller's settings over the defaults: the fields its size holds. */
 static nb_status settings_read(const nb_fit_settings *given, nb_fit_settings *s)
 {
     nb_fit_settings_init(s);
     if (!given) return NB_OK;
-    if (given->size < sizeof given->size || given->size > sizeof *s)
-        return nb_error_set(NB_ERR_USAGE, "nb_fit_renderer: settings of size %zu: this libnb knows %zu bytes of them "
-                                          "(set size to sizeof (nb_fit_settings), or call nb_fit_settings_init)",
-                            given->size, sizeof *s);
-    memcpy(s, given, given->size);
-    s->size = sizeof *s;
-    if (s->loss != NB_FIT_LOSS_POISSON && s->loss != NB_FIT_LOSS_LSQ)
-        return nb_error_set(NB_ERR_USAGE, "nb_fit_renderer: loss %d is neither NB_FIT_LOSS_POISSON nor NB_FIT_LOSS_LSQ",
-                            (int)s->loss);
-    if (s->iterations < 1) return nb_error_set(NB_ERR_USAGE, "nb_fit_renderer: iterations %d: at least 1", s->iterations);
-    if (s->processes < 1 || s->rank < 0 || s->rank >= s->processes)
-        return nb_error_set(NB_ERR_USAGE, "nb_fit_renderer: process %d of %d", s->rank, s->processes);
-    if (s->processes > 1 && !s->sum)
-        return nb_error_set(NB_ERR_USAGE, "nb_fit_renderer: %d processes and no sum over them", s->processes);
-    return NB_OK;
+    nb_status st = nb_api_sized("nb_fit_renderer", s, sizeof *s, given);
+    return st ? st : nb_api_fit_common("nb_fit_renderer", s->loss, s->iterations, s->rank, s->processes, s->sum);
 }
 
 /* The names as the fit's list (comma-separated), each checked: a table
