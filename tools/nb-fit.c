@@ -1,20 +1,19 @@
 /* nb-fit: refine a plan's parameters against observed images, by maximum
  * likelihood on the derivatives of nb-sim --grad (Levenberg-Marquardt):
- * one set shared by every frame (this file), or a dataset's per-frame and
- * shared parameters and structure factors (nb_fit_dataset.c and its parts),
- * across processes under mpirun (nb_par.h). */
+ * the command line, the files (nb_fit_files.c) and the processes under
+ * mpirun (nb_par.h) around libnb's fit (fit/: one set of parameters shared
+ * by every frame, nb_fit_plan.h; or a dataset's per-frame and shared
+ * parameters and structure factors, nb_fit_dataset.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "detector_file.h"
 #include "nb_cli.h"
 #include "nb_fit.h"
 #include "nb_fit_plan.h"
 #include "nb_par.h"
 #include "nb_hkl.h"
-#include "nb_image_record.h"
 #include "nb_options.h"
 #include "nb_plan.h"
 #include "nb_engine.h"
@@ -22,8 +21,6 @@
 #include "nb_stream.h"
 #include "nb_util.h"
 #include "rawfloat.h"
-#include "registry.h"
-#include "smv.h"
 
 static const nb_opt_table table;
 
