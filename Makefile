@@ -354,6 +354,9 @@ test-cli: all
 test-parity: all $(TEST_TOOLS)
 	@tests/run-all.sh parity
 
+test-python: all
+	@tests/run-all.sh python
+
 # the CUDA backend proven on this machine's GPU: the golden parity with nb-sim
 # forced onto it, and gpu.bats; fails without a GPU (tests/gpu-check.sh)
 check-gpu: all $(TEST_TOOLS)
@@ -459,9 +462,9 @@ bench: all
 #   engine library (lib/libnb.so.VERSION and its links, lib/libnb.a), its
 #   header (include/nb.h) and pkg-config file (lib/pkgconfig/nb.pc), a man page
 #   for every program, and share/nb: examples/ (render.c, render_flags.c, render_F.c, render_noise.c,
-#   render_options.c, render_params.c, render_expt.c, image_files.c, fit_arrays.c, fit_dataset.c, render.py, P1.hkl,
+#   render_options.c, render_params.c, render_expt.c, image_files.c, fit_arrays.c, fit_dataset.c, render.py, torch_refine.py, P1.hkl,
 #   tiles.geom, helices.pdb, helices.py, helices.mtz and helices_mtz.py), pipelines/ (sweep.mk, parallel-sweep,
-#   slurm-sweep.sbatch, slurm-fit.sbatch), bench/ (nb-bench's inputs), amorphous/ (nb-amorphous's
+#   slurm-sweep.sbatch, slurm-fit.sbatch), the Python package nb in PYTHONDIR (below), bench/ (nb-bench's inputs), amorphous/ (nb-amorphous's
 #   tables of water, ice, air and a cryo-oil, and the script that makes them) and dataset/
 #   (bench/dataset's tools that simulate, draw, start and judge a refined stills dataset, its sigmas and its spot score:
 #   they find the tools on PATH); the drop-ins nanobragg and nonbragg beside the tools
@@ -473,6 +476,13 @@ DATASET_TOOLS := $(addprefix bench/dataset/,simulate.sh perturb.py evaluate.py w
                    run-drawn.sh drawn_table.py sigmas.py sigma-runs.sh score_contrast.py)
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
+# the Python package nb (python/nb): where Debian's python3 looks for a prefix's packages
+# (/usr: lib/python3/dist-packages; another prefix: lib/python3.X/dist-packages, on the path
+# for /usr/local); PYTHONPATH=$(PYTHONDIR) for any other prefix
+NB_PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+PYTHON_X_Y := $(shell $(NB_PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)
+PYTHONDIR ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/python3/dist-packages,$(PREFIX)/lib/python$(PYTHON_X_Y)/dist-packages)
+PYTHON_PACKAGE := python/nb/__init__.py python/nb/_lib.py python/nb/torch.py
 DATADIR ?= $(PREFIX)/share/nb
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(LIBDIR)/pkgconfig \
@@ -493,7 +503,8 @@ install: all
 	    examples/render_options.c examples/render_params.c examples/render_expt.c examples/image_files.c \
 	    examples/fit_arrays.c examples/fit_dataset.c examples/P1.hkl examples/tiles.geom examples/helices.pdb \
 	    examples/helices.mtz $(DESTDIR)$(DATADIR)/examples/
-	install -m 755 examples/render.py examples/helices.py examples/helices_mtz.py $(DESTDIR)$(DATADIR)/examples/
+	install -m 755 examples/render.py examples/helices.py examples/helices_mtz.py examples/torch_refine.py \
+	    $(DESTDIR)$(DATADIR)/examples/
 	install -m 644 pipelines/sweep.mk pipelines/slurm-sweep.sbatch pipelines/slurm-fit.sbatch $(DESTDIR)$(DATADIR)/pipelines/
 	install -m 755 pipelines/parallel-sweep $(DESTDIR)$(DATADIR)/pipelines/
 	install -m 644 tests/golden/inputs/P1.hkl $(DESTDIR)$(DATADIR)/bench/P1.hkl
@@ -501,6 +512,12 @@ install: all
 	install -m 755 examples/amorphous/make-tables.py $(DESTDIR)$(DATADIR)/amorphous/
 	install -m 755 $(DATASET_TOOLS) $(DESTDIR)$(DATADIR)/dataset/
 	install -m 644 bench/dataset/find-tools.sh $(DESTDIR)$(DATADIR)/dataset/
+	install -d $(DESTDIR)$(PYTHONDIR)/nb
+	install -m 644 $(PYTHON_PACKAGE) $(DESTDIR)$(PYTHONDIR)/nb/
+	@# the package finds this install's libnb.so first: its LIBDIR, made here
+	printf '"""Where make install put libnb.so (nb/_lib.py looks here first)."""\nLIBDIR = "%s"\n' \
+	    '$(LIBDIR)' > $(DESTDIR)$(PYTHONDIR)/nb/_paths.py
+	chmod 644 $(DESTDIR)$(PYTHONDIR)/nb/_paths.py
 
 clean:
 	rm -rf $(BUILD) $(BIN) build-asan bin-asan build-fuzz demo

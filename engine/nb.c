@@ -60,11 +60,15 @@ void nb_render_config_init(nb_render_config *c)
     c->threads = 0;
 }
 
+/* The engine's name for a device choice (checked in range first). */
+static nb_engine_device engine_device(nb_device_choice d)
+{
+    return d == NB_DEVICE_CUDA ? NB_ENGINE_CUDA : d == NB_DEVICE_AUTO ? NB_ENGINE_AUTO : NB_ENGINE_CPU;
+}
+
 nb_status nb_api_renderer_make(nb_plan *plan, nb_hkl *hkl, int have_hkl, const nb_render_config *c, int wait_for_F,
                                nb_renderer **out)
 {
-    static const nb_engine_device devices[] = {[NB_DEVICE_CPU] = NB_ENGINE_CPU, [NB_DEVICE_CUDA] = NB_ENGINE_CUDA,
-                                               [NB_DEVICE_AUTO] = NB_ENGINE_AUTO};
     nb_render_config defaults;
     nb_render_config_init(&defaults);
     if (!c) c = &defaults;
@@ -80,7 +84,7 @@ nb_status nb_api_renderer_make(nb_plan *plan, nb_hkl *hkl, int have_hkl, const n
     }
     nb_renderer *r = NULL;
     if (!st) st = nb_calloc((void **)&r, 1, sizeof *r, "the renderer");
-    if (!st) st = nb_engine_open(&r->engine, devices[c->device]);
+    if (!st) st = nb_engine_open(&r->engine, engine_device(c->device));
     if (st) {
         if (r) free(r);
         nb_plan_free(plan);
@@ -91,6 +95,7 @@ nb_status nb_api_renderer_make(nb_plan *plan, nb_hkl *hkl, int have_hkl, const n
     r->have_F = have_F;
     r->precision = c->precision == NB_PRECISION_PLAN ? -1 : c->precision == NB_PRECISION_DOUBLE;
     r->threads = c->threads;
+    r->device = c->device;
     *out = r;
     return NB_OK;
 }
@@ -241,21 +246,33 @@ static nb_status check_call(const nb_renderer *r, long frame, int panel)
     return NB_OK;
 }
 
+/* Where a render's pixels go, each NULL where not wanted: nb-sim's floats,
+ * or the double path's own doubles (wide: that path on the CPU). */
+typedef struct frame_out {
+    float *photons;
+    float **grads;
+    double *wide_photons;
+    double **wide_grads;
+} frame_out;
+
 /* Panel `panel` of frame `frame` (view: that panel of the frame's plan,
- * perhaps with a region's ROI and mask) into img, with derivatives into
- * grads (NULL: none). */
-static nb_status render_view(nb_renderer *r, const nb_plan *view, long frame, int panel, float *img, float **grads)
+ * perhaps with a region's ROI and mask) into out (its buffers the panel's). */
+static nb_status render_view(nb_renderer *r, const nb_plan *view, long frame, int panel, const frame_out *out)
 {
     nb_panel_done done;
-    const nb_panel_job job = {r->precision, grads ? &r->grad_plans : NULL, frame, panel, grads, NULL, NULL, NULL, 0};
-    nb_status st = nb_engine_render_panel(r->engine, view, &r->hkl, &job, img, &done);
+    const int grads = out->grads || out->wide_grads;
+    const nb_wide_out wide = {out->wide_photons, out->wide_grads};
+    const int wide_wanted = out->wide_photons || out->wide_grads;
+    const nb_panel_job job = {wide_wanted ? 1 : r->precision, grads ? &r->grad_plans : NULL, frame, panel,
+                              out->grads, NULL, NULL, NULL, 0, wide_wanted ? &wide : NULL};
+    nb_status st = nb_engine_render_panel(r->engine, view, &r->hkl, &job, out->photons, &done);
     nb_panel_done_free(&done);
     return st;
 }
 
 /* Every panel of a frame, or the one asked (panel >= 0), at their places in
- * photons (a panel's own buffer when one is asked); grads likewise. */
-static nb_status render_panels(nb_renderer *r, long frame, int panel, float *photons, float **grads)
+ * out's buffers (a panel's own buffers when one is asked). */
+static nb_status render_panels(nb_renderer *r, long frame, int panel, const frame_out *out)
 {
     nb_plan frame_plan, view;
     nb_source *sources = NULL;
@@ -264,10 +281,14 @@ static nb_status render_panels(nb_renderer *r, long frame, int panel, float *pho
     for (int i = panel >= 0 ? panel : 0; !st && i < nb_plan_npanels(&r->plan); i++) {
         size_t off = 0;
         float *g[NB_GRAD_MAX_NAMES];
+        double *wg[NB_GRAD_MAX_NAMES];
         if (panel < 0) nb_plan_panel_dims(&r->plan, i, NULL, NULL, &off);
-        for (int j = 0; grads && j < n; j++) g[j] = grads[j] + off;
+        for (int j = 0; out->grads && j < n; j++) g[j] = out->grads[j] + off;
+        for (int j = 0; out->wide_grads && j < n; j++) wg[j] = out->wide_grads[j] + off;
+        const frame_out at = {out->photons ? out->photons + off : NULL, out->grads ? g : NULL,
+                              out->wide_photons ? out->wide_photons + off : NULL, out->wide_grads ? wg : NULL};
         nb_plan_panel_view(&frame_plan, i, &view);
-        st = render_view(r, &view, frame, i, photons ? photons + off : NULL, grads ? g : NULL);
+        st = render_view(r, &view, frame, i, &at);
         if (panel >= 0) break;
     }
     free(sources);
@@ -277,13 +298,15 @@ static nb_status render_panels(nb_renderer *r, long frame, int panel, float *pho
 int nb_render_frame(nb_renderer *r, long frame, float *photons)
 {
     nb_status st = photons ? check_call(r, frame, 0) : nb_error_set(NB_ERR_USAGE, "nb_render_frame: no buffer");
-    return nb_api_result(st ? st : render_panels(r, frame, -1, photons, NULL));
+    const frame_out out = {photons, NULL, NULL, NULL};
+    return nb_api_result(st ? st : render_panels(r, frame, -1, &out));
 }
 
 int nb_render_panel(nb_renderer *r, long frame, int panel, float *photons)
 {
     nb_status st = photons ? check_call(r, frame, panel) : nb_error_set(NB_ERR_USAGE, "nb_render_panel: no buffer");
-    return nb_api_result(st ? st : render_panels(r, frame, panel, photons, NULL));
+    const frame_out out = {photons, NULL, NULL, NULL};
+    return nb_api_result(st ? st : render_panels(r, frame, panel, &out));
 }
 
 /* Region k inside its panel (fpixels x spixels)? */
@@ -332,8 +355,9 @@ static nb_status render_panel_regions(nb_renderer *r, const nb_plan *frame_plan,
     own.roi_ymin = y0 > own.roi_ymin ? y0 : own.roi_ymin, own.roi_ymax = y1 < own.roi_ymax ? y1 : own.roi_ymax;
     own.mask = mask;
     nb_status st = NB_OK;
+    const frame_out out = {scratch, NULL, NULL, NULL};
     if (own.roi_xmin <= own.roi_xmax && own.roi_ymin <= own.roi_ymax)
-        st = render_view(r, &view, frame, panel, scratch, NULL);
+        st = render_view(r, &view, frame, panel, &out);
     else
         memset(scratch, 0, n * sizeof *scratch);
     for (int k = 0; !st && k < count; k++) {
@@ -404,19 +428,132 @@ int nb_renderer_derivatives(const nb_renderer *r)
     return r ? r->names.n : 0;
 }
 
-int nb_render_frame_grad(nb_renderer *r, long frame, float *photons, float **grads)
+/* A renderer ready for derivatives: names set, the plans around its plan built. */
+static nb_status grads_ready(nb_renderer *r, long frame, const char *who)
 {
     nb_status st = check_call(r, frame, 0);
     if (!st && r->names.n == 0)
-        st = nb_error_set(NB_ERR_USAGE, "no derivatives named: nb_renderer_set_derivatives first");
-    for (int j = 0; !st && j < r->names.n; j++)
-        if (!grads || !grads[j])
-            st = nb_error_set(NB_ERR_USAGE, "nb_render_frame_grad: no buffer for derivative %d", j);
+        st = nb_error_set(NB_ERR_USAGE, "%s: no derivatives named: nb_renderer_set_derivatives first", who);
     if (!st && !r->have_grad_plans) {
         st = nb_grad_plans_build(&r->plan, &r->names, &r->grad_plans);
         r->have_grad_plans = !st;
     }
-    return nb_api_result(st ? st : render_panels(r, frame, -1, photons, grads));
+    return st;
+}
+
+/* Each derivative's buffer given? */
+static nb_status grad_buffers(const nb_renderer *r, void *const *grads, const char *who)
+{
+    for (int j = 0; j < r->names.n; j++)
+        if (!grads || !grads[j]) return nb_error_set(NB_ERR_USAGE, "%s: no buffer for derivative %d", who, j);
+    return NB_OK;
+}
+
+int nb_render_frame_grad(nb_renderer *r, long frame, float *photons, float **grads)
+{
+    static const char who[] = "nb_render_frame_grad";
+    nb_status st = grads_ready(r, frame, who);
+    if (!st) st = grad_buffers(r, (void *const *)grads, who);
+    const frame_out out = {photons, grads, NULL, NULL};
+    return nb_api_result(st ? st : render_panels(r, frame, -1, &out));
+}
+
+/* ---- API 3: options reset, pixels in double, the vector-Jacobian product -- */
+
+int nb_renderer_set_options(nb_renderer *r, const nb_options *o)
+{
+    nb_render_config c;
+    nb_status st = r ? nb_api_render_config(o, "nb_renderer_set_options", &c)
+                     : nb_error_set(NB_ERR_USAGE, "nb_renderer_set_options: no renderer");
+    if (st) return nb_api_result(st);
+    if (c.device != r->device) {
+        nb_engine *e = NULL;
+        if ((st = nb_engine_open(&e, engine_device(c.device)))) return nb_api_result(st);
+        nb_engine_close(r->engine);
+        r->engine = e;
+        r->device = c.device;
+    }
+    r->precision = c.precision == NB_PRECISION_PLAN ? -1 : c.precision == NB_PRECISION_DOUBLE;
+    r->threads = c.threads;
+    return NB_RESULT_OK;
+}
+
+int nb_render_frame_double(nb_renderer *r, long frame, double *photons)
+{
+    nb_status st = photons ? check_call(r, frame, 0)
+                           : nb_error_set(NB_ERR_USAGE, "nb_render_frame_double: no buffer");
+    const frame_out out = {NULL, NULL, photons, NULL};
+    return nb_api_result(st ? st : render_panels(r, frame, -1, &out));
+}
+
+int nb_render_frame_grad_double(nb_renderer *r, long frame, double *photons, double **grads)
+{
+    static const char who[] = "nb_render_frame_grad_double";
+    nb_status st = grads_ready(r, frame, who);
+    if (!st) st = grad_buffers(r, (void *const *)grads, who);
+    const frame_out out = {NULL, NULL, photons, grads};
+    return nb_api_result(st ? st : render_panels(r, frame, -1, &out));
+}
+
+/* One panel's part of the product: its derivatives into scratch (nd
+ * buffers of the panel's pixels, float or double as the path gives them),
+ * then weighed and added to vjp in pixel order (the same sum on any
+ * thread count). */
+static nb_status panel_vjp(nb_renderer *r, long frame, int panel, int wide, const double *weights, void *scratch,
+                           size_t npix, double *vjp)
+{
+    const int nd = r->names.n;
+    float *g[NB_GRAD_MAX_NAMES];
+    double *wg[NB_GRAD_MAX_NAMES];
+    for (int j = 0; j < nd; j++) {
+        g[j] = (float *)scratch + (size_t)j * npix;
+        wg[j] = (double *)scratch + (size_t)j * npix;
+    }
+    const frame_out out = {NULL, wide ? NULL : g, NULL, wide ? wg : NULL};
+    nb_status st = render_panels(r, frame, panel, &out);
+    for (int j = 0; !st && j < nd; j++) {
+        double sum = 0.0;
+        if (wide)
+            for (size_t p = 0; p < npix; p++) sum += weights[p] * wg[j][p];
+        else
+            for (size_t p = 0; p < npix; p++) sum += weights[p] * (double)g[j][p];
+        vjp[j] += sum;
+    }
+    return st;
+}
+
+int nb_render_frame_vjp(nb_renderer *r, long frame, nb_precision_choice precision, const double *weights,
+                        double *vjp)
+{
+    static const char who[] = "nb_render_frame_vjp";
+    nb_status st = grads_ready(r, frame, who);
+    if (!st && (!weights || !vjp)) st = nb_error_set(NB_ERR_USAGE, "%s: no weights or no vjp buffer", who);
+    if (!st && (unsigned)precision > NB_PRECISION_DOUBLE)
+        st = nb_error_set(NB_ERR_USAGE, "%s: precision %d is not an nb_precision_choice", who, (int)precision);
+    if (st) return nb_api_result(st);
+    const int wide = precision == NB_PRECISION_DOUBLE;
+    const int kept = r->precision;
+    if (precision == NB_PRECISION_FAST) r->precision = 0;
+    size_t most = 0;
+    for (int i = 0; i < nb_plan_npanels(&r->plan); i++) {
+        int fast = 0, slow = 0;
+        nb_renderer_panel_size(r, i, &fast, &slow);
+        if ((size_t)fast * slow > most) most = (size_t)fast * slow;
+    }
+    void *scratch = NULL;
+    st = nb_calloc(&scratch, most * (size_t)r->names.n, wide ? sizeof(double) : sizeof(float),
+                   "the derivatives of a panel");
+    for (int j = 0; !st && j < r->names.n; j++) vjp[j] = 0.0;
+    for (int i = 0; !st && i < nb_plan_npanels(&r->plan); i++) {
+        int fast = 0, slow = 0;
+        size_t off = 0;
+        nb_renderer_panel_size(r, i, &fast, &slow);
+        nb_plan_panel_dims(&r->plan, i, NULL, NULL, &off);
+        st = panel_vjp(r, frame, i, wide, weights + off, scratch, (size_t)fast * slow, vjp);
+    }
+    free(scratch);
+    r->precision = kept;
+    return nb_api_result(st);
 }
 
 int nb_renderer_set_F(nb_renderer *r, const int *h, const int *k, const int *l, const double *F, size_t n)

@@ -45,13 +45,14 @@ extern "C" {
 #endif
 
 /* 1: the 17 functions of nb 0.1.0; 2: options, versions, flags (file flags
- * too), F from arrays, noise, named parameters, image files (every function
- * after "API 2" below). */
-#define NB_API_VERSION 2
+ * too), F from arrays, noise, named parameters, image files, the fits (the
+ * functions after "API 2" below); 3 (nb 0.2.0): a renderer's options reset,
+ * pixels in double, the vector-Jacobian product (after "API 3"). */
+#define NB_API_VERSION 3
 
 /* The version of this header: nb_version_number() is the library's. */
 #define NB_VERSION_MAJOR 0
-#define NB_VERSION_MINOR 1
+#define NB_VERSION_MINOR 2
 #define NB_VERSION_PATCH 0
 #define NB_VERSION_NUMBER (NB_VERSION_MAJOR * 10000 + NB_VERSION_MINOR * 100 + NB_VERSION_PATCH)
 
@@ -501,6 +502,37 @@ NB_API int nb_image_read(const char *path, const nb_renderer *r, long frame, nb_
  * that cannot be written: NB_RESULT_IO. */
 NB_API int nb_image_write(const char *path, const char *format, const nb_image_data *image, const nb_renderer *r,
                           long frame);
+
+/* ==== API 3 ================================================================ */
+
+/* r's settings from now on: every NB_OPTIONS_RENDER setting of o ("device",
+ * "precision", "threads"; those o does not set, their defaults; o NULL:
+ * every default), as nb_renderer_from_stream_opts takes them.  A device
+ * the machine lacks is refused at the next render, as at the first.
+ * Options of another kind: NB_RESULT_USAGE, r unchanged. */
+NB_API int nb_renderer_set_options(nb_renderer *r, const nb_options *o);
+
+/* The reference-faithful double path's pixels in double, as they are before
+ * nb-sim's float image rounds them (nb_render_frame under the double
+ * precision gives those values rounded), whatever r's precision: frame
+ * `frame`, every panel, into photons (nb_renderer_pixels doubles).  On the
+ * CPU: a renderer on a GPU gives NB_RESULT_UNSUPPORTED. */
+NB_API int nb_render_frame_double(nb_renderer *r, long frame, double *photons);
+/* The same with the derivatives nb_renderer_set_derivatives named, in
+ * double: photons may be NULL, grads[j] the j-th name's. */
+NB_API int nb_render_frame_grad_double(nb_renderer *r, long frame, double *photons, double **grads);
+
+/* The vector-Jacobian product of frame `frame`: for each derivative named
+ * (nb_renderer_set_derivatives), vjp[j] = the sum over the frame's pixels p
+ * of weights[p] x d photons[p] / d name_j (weights: nb_renderer_pixels
+ * doubles, in nb_render_frame's order), added in double in pixel order (the
+ * same on any thread count); what autograd's backward asks of a render, with
+ * no image of derivatives kept (a panel's at a time).  precision: which
+ * path's derivatives: NB_PRECISION_DOUBLE the double path's in double (on
+ * the CPU, as nb_render_frame_double), NB_PRECISION_FAST the fast path's,
+ * NB_PRECISION_PLAN r's own precision (nb_render_frame_grad's). */
+NB_API int nb_render_frame_vjp(nb_renderer *r, long frame, nb_precision_choice precision, const double *weights,
+                               double *vjp);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,7 @@ struct nb_renderer {
     int have_F; /* 0: no structure factors yet (a render waits for nb_renderer_set_F) */
     nb_engine *engine;
     int precision; /* nb_panel_job's: -1 the plan's, 0 fast, 1 double */
+    nb_device_choice device;
     int threads;
     nb_grad_list names; /* the derivatives followed */
     int have_grad_plans;

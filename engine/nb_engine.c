@@ -86,6 +86,12 @@ nb_status nb_engine_render_panel(nb_engine *e, const nb_plan *plan, const nb_hkl
     nb_render_result *res = &done->res;
     res->row_stats = job->row_stats;
     res->row_crc = job->row_crc;
+    res->wide = job->wide;
+    if (job->wide && (!use_double || use_cuda)) {
+        nb_sim_setup_free(&setup);
+        return nb_error_set(NB_ERR_UNSUPPORTED, "pixels in double come from the double path on the CPU, not the %s",
+                            use_cuda ? "GPU" : "fast path");
+    }
     const int grads = job->grads && job->grads->names.n > 0;
     if (grads)
         st = nb_render_grads(job->grads, grad_path, job->frame, job->panel, &setup.kp, hkl, use_cuda ? e->cuda : NULL,

@@ -40,6 +40,8 @@ typedef struct nb_panel_job {
     nb_payload_crc *row_crc;     /* NULL, or where the CPU kernels take each row's CRC-32 */
     nb_row_stats *row_stats;     /* NULL, or spixels entries for each row's statistics */
     int keep_setup;              /* keep the panel's kernel inputs in done->setup (nb_panel_done_free) */
+    const nb_wide_out *wide;     /* NULL, or the double path's pixels (and grad_out's) in double, on the CPU:
+                                  * img and grad_out may then be NULL */
 } nb_panel_job;
 
 /* What rendering one panel gave besides its pixels. */

@@ -37,6 +37,14 @@ void nb_sim_setup_free(nb_sim_setup *s);
  * -default_F, or an error saying what is missing (nb-hkl, or any F). */
 nb_status nb_sim_plan_F(const nb_plan *plan, nb_hkl *hkl);
 
+/* The double path's pixels in double, as they are before the float image
+ * rounds them (nb.h's nb_render_frame_double): where they go, NULL where
+ * not wanted.  The CPU's double kernels write them; others refuse them. */
+typedef struct nb_wide_out {
+    double *image;
+    double **grads;     /* one buffer per derivative */
+} nb_wide_out;
+
 typedef struct nb_render_result {
     double omega_sum;   /* sum of solid angles of all evaluated sub-pixels */
     int tripped;        /* a tricubic neighbourhood left the grid somewhere */
@@ -46,10 +54,12 @@ typedef struct nb_render_result {
     nb_row_stats *row_stats; /* in: spixels entries for each row's statistics, or NULL */
     nb_payload_crc *row_crc; /* in: one piece per row, for the stream writer's CRC, or NULL */
     int row_stats_filled;    /* out: the renderer filled them and row_crc (the CPU kernels do, row by row) */
+    const nb_wide_out *wide; /* in: the double path's pixels in double too (image NULL: only so), or NULL */
 } nb_render_result;
 
 /* Reference-faithful double precision on the CPU (OpenMP over rows).  The
- * image (fpixels*spixels) is written in full: 0 outside the ROI and mask. */
+ * image (fpixels*spixels) is written in full: 0 outside the ROI and mask;
+ * with res->wide, its image in double too (image may then be NULL). */
 nb_status nb_render_cpu_double(const nb_kparams *kp, float *image, nb_render_result *res, nb_progress *prog);
 
 /* The fast path's parameters: nb_kparams plus the per (source, cell) and per

@@ -153,32 +153,38 @@ nb_status nb_render_cpu_double(const nb_kparams *kp, float *image, nb_render_res
     if (st) return st;
     int tripped = 0;
     const nb_roi roi = {kp->roi_xmin, kp->roi_xmax, kp->roi_ymin, kp->roi_ymax};
+    double *wide = res->wide ? res->wide->image : NULL;
+    const size_t fp = (size_t)kp->fpixels;
     double t0 = nb_now();
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped)
     for (int s = 0; s < kp->spixels; s++) {
         double omega = 0.0;
-        nb_fault_rows_ahead(image, (size_t)kp->fpixels * sizeof(float), kp->spixels, s);
         /* first touch of the row on the thread that renders it */
-        memset(image + (size_t)s * kp->fpixels, 0, (size_t)kp->fpixels * sizeof(float));
+        if (image) {
+            nb_fault_rows_ahead(image, fp * sizeof(float), kp->spixels, s);
+            memset(image + (size_t)s * fp, 0, fp * sizeof(float));
+        }
+        if (wide) memset(wide + (size_t)s * fp, 0, fp * sizeof(double));
         for (int f = 0; f < kp->fpixels; f++) {
             if (!nb_pixel_rendered(kp, f, s)) continue;
             int trip = 0;
             double v = nb_pixel_double(kp, f, s, &omega, &trip, NULL);
             tripped |= trip;
-            image[(size_t)s * kp->fpixels + f] = (float)v;
+            if (image) image[(size_t)s * fp + f] = (float)v;
+            if (wide) wide[(size_t)s * fp + f] = v;
         }
         /* per-row sums, added in row order below: the same total on any thread count */
         row_omega[s] = omega;
-        if (res->row_stats) nb_row_stats_compute(image + (size_t)s * kp->fpixels, kp->fpixels, s, roi,
-                                                 kp->mask ? kp->mask + (size_t)s * kp->fpixels : NULL,
-                                                 &res->row_stats[s]);
-        if (res->row_crc) nb_payload_crc_take(res->row_crc, (size_t)s, image + (size_t)s * kp->fpixels);
+        if (image && res->row_stats)
+            nb_row_stats_compute(image + (size_t)s * fp, kp->fpixels, s, roi, kp->mask ? kp->mask + (size_t)s * fp : NULL,
+                                 &res->row_stats[s]);
+        if (image && res->row_crc) nb_payload_crc_take(res->row_crc, (size_t)s, image + (size_t)s * fp);
         if (prog) nb_progress_add(prog, 1);
     }
     res->omega_sum = 0.0;
     for (int s = 0; s < kp->spixels; s++) res->omega_sum += row_omega[s];
     res->tripped = tripped;
-    res->row_stats_filled = res->row_stats != NULL;
+    res->row_stats_filled = image && res->row_stats != NULL;
     res->seconds = nb_now() - t0;
     free(row_omega);
     return NB_OK;

@@ -318,9 +318,10 @@ void nb_kdual_store_free(nb_kdual_store *s)
 
 /* ---- the render ------------------------------------------------------------ */
 
-/* Row s: its pixels and derivatives; returns the row's solid-angle sum. */
+/* Row s: its pixels and derivatives, in float and (wide) in double, each
+ * where asked; returns the row's solid-angle sum. */
 static double grad_row(const nb_kparams *kp, const nb_kdual *k, int nd, int s, float *image, float **grads,
-                       int *tripped)
+                       const nb_wide_out *wide, int *tripped)
 {
     double omega = 0.0;
     for (int f = 0; f < kp->fpixels; f++) {
@@ -330,7 +331,9 @@ static double grad_row(const nb_kparams *kp, const nb_kdual *k, int nd, int s, f
         *tripped |= trip;
         const size_t at = (size_t)s * kp->fpixels + f;
         if (image) image[at] = (float)v.v;
-        for (int j = 0; j < nd; j++) grads[j][at] = (float)v.d[j];
+        for (int j = 0; grads && j < nd; j++) grads[j][at] = (float)v.d[j];
+        if (wide && wide->image) wide->image[at] = v.v;
+        for (int j = 0; wide && wide->grads && j < nd; j++) wide->grads[j][at] = v.d[j];
     }
     return omega;
 }
@@ -344,12 +347,15 @@ nb_status nb_render_cpu_grad(const nb_kparams *kp, const nb_kdual *k, int nd, fl
     int tripped = 0;
     double t0 = nb_now();
     const size_t npix = (size_t)kp->fpixels * kp->spixels;
+    const nb_wide_out *wide = res->wide;
     if (image) memset(image, 0, npix * sizeof(float));
-    for (int j = 0; j < nd; j++) memset(grads[j], 0, npix * sizeof(float));
+    for (int j = 0; grads && j < nd; j++) memset(grads[j], 0, npix * sizeof(float));
+    if (wide && wide->image) memset(wide->image, 0, npix * sizeof(double));
+    for (int j = 0; wide && wide->grads && j < nd; j++) memset(wide->grads[j], 0, npix * sizeof(double));
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped)
     for (int s = 0; s < kp->spixels; s++) {
         int trip = 0;
-        row_omega[s] = grad_row(kp, k, nd, s, image, grads, &trip);
+        row_omega[s] = grad_row(kp, k, nd, s, image, grads, wide, &trip);
         tripped |= trip;
         if (prog) nb_progress_add(prog, 1);
     }
@@ -521,22 +527,30 @@ nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame,
                           const nb_hkl *hkl, nb_cuda *cuda, float *image, float **grads, nb_render_result *res,
                           nb_progress *prog)
 {
+    const nb_wide_out *wide = res->wide;
+    if (wide && (path == NB_GRAD_FAST || cuda))
+        return nb_error_set(NB_ERR_UNSUPPORTED, "pixels in double come from the double path on the CPU, not the %s",
+                            cuda ? "GPU" : "fast path");
     nb_status st = NB_OK;
     const int n = g->names.n;
     double seconds = 0.0, kernel_seconds = 0.0, transfer_seconds = 0.0; /* over the passes */
     for (int first = 0; first < n && !st; first += NB_DUAL_N) {
         const int count = n - first < NB_DUAL_N ? n - first : NB_DUAL_N;
         float *pass_image = first == 0 ? image : NULL; /* the image once, with the first pass */
+        nb_wide_out pass_wide = {NULL, NULL};
+        if (wide) pass_wide.image = first == 0 ? wide->image : NULL, pass_wide.grads = wide->grads ? wide->grads + first : NULL;
+        res->wide = wide ? &pass_wide : NULL;
         nb_kdual_store ks;
         st = nb_grad_kdual_build(g, first, count, frame, panel, kp, hkl, &ks);
         nb_progress *pass_prog = first ? NULL : prog;
         if (!st && path == NB_GRAD_FAST)
             st = render_fast_grad(kp, &ks.k, count, cuda, pass_image, grads + first, res, pass_prog);
         else if (!st && cuda) st = nb_render_cuda_grad(cuda, kp, &ks.k, count, pass_image, grads + first, res);
-        else if (!st) st = nb_render_cpu_grad(kp, &ks.k, count, pass_image, grads + first, res, pass_prog);
+        else if (!st) st = nb_render_cpu_grad(kp, &ks.k, count, pass_image, grads ? grads + first : NULL, res, pass_prog);
         nb_kdual_store_free(&ks);
         seconds += res->seconds, kernel_seconds += res->kernel_seconds, transfer_seconds += res->transfer_seconds;
     }
+    res->wide = wide;
     res->seconds = seconds, res->kernel_seconds = kernel_seconds, res->transfer_seconds = transfer_seconds;
     return st;
 }

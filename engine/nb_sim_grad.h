@@ -79,7 +79,9 @@ typedef enum nb_grad_path { NB_GRAD_DOUBLE, NB_GRAD_FAST } nb_grad_path;
  * (kp: that panel's kernel inputs), NB_DUAL_N names a pass (the image with
  * the first), on the CPU or, with cuda (not NULL), the GPU (the fast path
  * there one pixel a thread, nb_pixel_fast_grad); grads[j] is name j's
- * pixels.  res->seconds: all passes. */
+ * pixels (NULL with res->wide: those alone).  res->wide (the double path
+ * on the CPU only; else NB_ERR_UNSUPPORTED): the image and derivatives in
+ * double too.  res->seconds: all passes. */
 nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame, int panel, const nb_kparams *kp,
                           const nb_hkl *hkl, nb_cuda *cuda, float *image, float **grads, nb_render_result *res,
                           nb_progress *prog);
@@ -91,8 +93,9 @@ nb_status nb_render_cpu_fast_grad(const nb_kparams *kp, const nb_kdual *k, int n
                                   nb_render_result *res, nb_progress *prog);
 
 /* Render the image (the double path's, bit for bit) and its derivatives
- * grads[0 .. nd-1] (nd <= NB_DUAL_N; image may be NULL) on the CPU, OpenMP
- * over rows; 0 outside the ROI and mask. */
+ * grads[0 .. nd-1] (nd <= NB_DUAL_N; image may be NULL, grads too with
+ * res->wide) on the CPU, OpenMP over rows; 0 outside the ROI and mask;
+ * with res->wide, in double too. */
 nb_status nb_render_cpu_grad(const nb_kparams *kp, const nb_kdual *k, int nd, float *image, float **grads,
                              nb_render_result *res, nb_progress *prog);
 

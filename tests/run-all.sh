@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the test suites and print one summary line: "N passed, N failed, N skipped".
-#   tests/run-all.sh            every suite (lint, unit, cli, parity)
+#   tests/run-all.sh            every suite (lint, unit, cli, parity, python)
 #   tests/run-all.sh unit cli   only those
 # Every suite speaks TAP; a "# SKIP" result counts as skipped, and is listed
 # at the end with its reason.  lint runs
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES
 BUILD=${BUILD:-build}
 suites=("$@")
-[ ${#suites[@]} -eq 0 ] && suites=(lint unit cli parity)
+[ ${#suites[@]} -eq 0 ] && suites=(lint unit cli parity python)
 
 # A suite that hangs must fail, not stall CI: each runs under a time limit
 # (seconds; NB_SUITE_TIMEOUT overrides) far above its usual time.
@@ -127,8 +127,27 @@ for suite in "${suites[@]}"; do
         limit tests/parity/run.sh > "$out" 2>&1
         crashed parity $? "$out"
         count parity/golden "$out" ;;
+    python)
+        # the Python package (python/nb) as the build tree has it: pytest, a TAP line a test
+        # (tests/python/conftest.py); Debian's python3, whose numpy and torch the package uses
+        out=$log/python.tap
+        py=${NB_PYTHON:-/usr/bin/python3}
+        [ -x "$py" ] || py=python3
+        if [ -n "${NB_SANITIZED:-}" ]; then
+            echo "ok 1 - python package # SKIP it loads the regular build's libnb.so (make check runs it; test_api_v3 checks API 3 sanitized)" > "$out"
+        elif ! "$py" -c "import numpy, pytest" 2>/dev/null; then
+            echo "ok 1 - python package # SKIP $py lacks numpy or pytest (apt-get install python3-numpy python3-pytest)" > "$out"
+        else
+            : > "$out"
+            NB_TAP=$out PYTHONPATH=$PWD/python PYTHONDONTWRITEBYTECODE=1 \
+                limit "$py" -m pytest -q -p no:cacheprovider tests/python > "$log/python.log" 2>&1
+            status=$?
+            [ "$status" -eq 0 ] || sed 's/^/#   /' "$log/python.log" | tail -60 >> "$out"
+            crashed python "$status" "$out"
+        fi
+        count python/pytest "$out" ;;
     *)
-        echo "unknown suite '$suite' (lint, unit, cli, parity)" >&2
+        echo "unknown suite '$suite' (lint, unit, cli, parity, python)" >&2
         exit 2 ;;
     esac
 done

@@ -9,9 +9,10 @@ command -v dpkg-query >/dev/null 2>&1 || exit 0
 # build: compiler, zlib, libtiff, libccp4-dev (nb-hkl's MTZ and mmCIF), libhdf5 (NXmx; hdf5-filter-plugin and bitshuffle its
 # LZ4 and bitshuffle filters); tests: bats, time, GNU parallel, groff/man, valgrind;
 # read-back clients: fabio, h5py (+hdf5plugin), dials; gemmi (nb-hkl -model runs its sfcalc);
-# a single-node Slurm for the job-array test; Open MPI (mpicc, mpirun) for nb-fit across
-# processes (built where mpicc is found; tests/cli/mpi.bats runs mpirun -n 2)
-want="gcc make zlib1g-dev libtiff-dev libccp4-dev libhdf5-dev bats python3-fabio python3-h5py python3-hdf5plugin hdf5-filter-plugin bitshuffle dials gemmi time parallel groff-base man-db valgrind slurm-wlm munge clang openmpi-bin libopenmpi-dev"
+# the Python package: numpy, pytest, torch (nb.torch); a single-node Slurm for the job-array
+# test; Open MPI (mpicc, mpirun) for nb-fit across processes (built where mpicc is found;
+# tests/cli/mpi.bats runs mpirun -n 2)
+want="gcc make zlib1g-dev python3-numpy python3-pytest python3-torch libtiff-dev libccp4-dev libhdf5-dev bats python3-fabio python3-h5py python3-hdf5plugin hdf5-filter-plugin bitshuffle dials gemmi time parallel groff-base man-db valgrind slurm-wlm munge clang openmpi-bin libopenmpi-dev"
 missing=""
 for p in $want; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

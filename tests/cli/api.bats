@@ -42,16 +42,18 @@ build_example() { # SOURCE OUTPUT
 int32s() { od -A n -v -t d4 "$1" | tr -s ' ' '\n' | sed '/^$/d'; }
 smv_counts() { smv_data "$1" | od -A n -v -t u2 | tr -s ' ' '\n' | sed '/^$/d'; }
 
-@test "api: libnb.so, built and installed, exports nb.h's functions alone, each versioned NB_1" {
+@test "api: libnb.so, built and installed, exports nb.h's functions alone, each versioned NB_1 or (API 3) NB_2" {
     need_installed
     run -0 "$NB_ROOT/tests/abi/check-exports.sh" "$NB_ROOT/build/libnb.so" "$NB_ROOT/engine/nb.h"
     # every installed header counts: nb.h is the one
     run -0 ls "$NB_PREFIX/include"
     [ "$output" = "nb.h" ] || false
     run -0 "$NB_ROOT/tests/abi/check-exports.sh" "$NB_PREFIX/lib/libnb.so" "$NB_PREFIX/include/nb.h"
-    expect_has "46 symbols"
+    expect_has "50 symbols"
     run -0 nm -D --defined-only "$NB_PREFIX/lib/libnb.so"
     expect_has "nb_render_frame@@NB_1"
+    expect_has "nb_render_frame_vjp@@NB_2"
+    expect_has "nb_renderer_set_options@@NB_2"
     expect_lacks "nb_plan_from_record"
 }
 

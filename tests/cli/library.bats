@@ -130,6 +130,24 @@ need_installed() {
     cmp got2.bin want.bin
 }
 
+@test "library: the installed Python package (PYTHONPATH=PREFIX/lib/python3.X/dist-packages) renders nb-sim's bytes and nb-sim --grad's derivatives" {
+    need_installed
+    "$PY" -c 'import numpy, pytest' 2>/dev/null || skip "numpy or pytest is not installed for $PY"
+    pythondir=$NB_PREFIX/lib/python$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages
+    for f in __init__.py _lib.py torch.py _paths.py; do
+        [ -s "$pythondir/nb/$f" ] || { echo "missing $pythondir/nb/$f"; false; }
+    done
+    [ -x "$NB_PREFIX/share/nb/examples/torch_refine.py" ] || false
+    # the package and its library the installed ones (NB_EXPECT_PREFIX: tests/python/test_nb.py's
+    # first test), none of the build tree's; the gates of tests/python against them
+    run env -u NB_LIBRARY NB_EXPECT_PREFIX="$NB_PREFIX" PYTHONPATH="$pythondir" PYTHONDONTWRITEBYTECODE=1 \
+        "$PY" -m pytest -q -p no:cacheprovider "$NB_ROOT/tests/python/test_nb.py" \
+        -k "expected_ones or equals_nb_sim or derivatives_of_plans or vjp"
+    echo "$output"
+    expect_status 0
+    expect_has "5 passed"
+}
+
 @test "library: the examples say why they fail: no PLAN record, not a stream" {
     need_installed
     export PKG_CONFIG_PATH="$NB_PREFIX/lib/pkgconfig"
