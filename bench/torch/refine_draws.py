@@ -4,7 +4,7 @@ seeds: how often torch.optim (through nb.torch) brings a 512 x 512 still's dista
 misset and cell back within 0.01 mm, 0.005 degrees and 0.01 % from starts 1 mm, 0.3 mm, 0.5
 degrees and 0.5 % off.  A row per run, then the count; bench/README.md, "nb.torch".
 
-    PYTHONPATH=python python3 bench/torch/refine_draws.py [--runs 12] [--threads 2] [--seed 1]
+    PYTHONPATH=python python3 bench/torch/refine_draws.py [--runs 12] [--threads 2] [--seed 1] [torch_refine.py's options]
 """
 import argparse
 import os
@@ -25,7 +25,7 @@ def main():
     parser.add_argument("--runs", type=int, default=12)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1, help="the draw's seed")
-    args = parser.parse_args()
+    args, passed_on = parser.parse_known_args()  # the rest: torch_refine.py's own options
     rng = np.random.default_rng(args.seed)
     passed = 0
     print("%-24s %6s %5s %4s %9s %s" % ("cell", "signs", "noise", "ok", "seconds", "worst (error / tolerance)"))
@@ -34,7 +34,7 @@ def main():
         signs, noise = int(rng.integers(1, 1 << 30)), int(rng.integers(1, 1 << 30))
         began = time.time()
         out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "torch_refine.py"), "--cell", cell,
-                              "--signs", str(signs), "--seed", str(noise), "--threads", str(args.threads)],
+                              "--signs", str(signs), "--seed", str(noise), "--threads", str(args.threads)] + passed_on,
                              capture_output=True, text=True)
         seconds = time.time() - began
         worst, name = 0.0, ""

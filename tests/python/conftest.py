@@ -48,27 +48,13 @@ def sim_frames(flags, tmp_path, grad=None):
 
 @pytest.fixture
 def two_panels(tmp_path):
-    """A CrystFEL geometry of two tilted panels (64 x 48 and 40 x 48 pixels of 0.2 mm)."""
+    """Two tilted panels of examples/tiles.geom (64 x 48 and, narrowed, 40 x 48 pixels of 0.2 mm)."""
+    with open(os.path.join(ROOT, "examples", "tiles.geom")) as f:
+        lines = [line for line in f if not line.startswith(("q2/", "q3/"))]
+    text = "".join(lines).replace("q1/max_fs = 63\n", "q1/max_fs = 39\n")
+    assert "q1/max_fs = 39" in text
     path = tmp_path / "two.geom"
-    path.write_text("""res = 5000
-clen = 0.08
-q0/min_fs = 0
-q0/max_fs = 63
-q0/min_ss = 0
-q0/max_ss = 47
-q0/corner_x = -66
-q0/corner_y = -50
-q0/fs = +0.9961947x +0.0y +0.0871557z
-q0/ss = +0.0x +1.0y +0.0z
-q1/min_fs = 0
-q1/max_fs = 39
-q1/min_ss = 48
-q1/max_ss = 95
-q1/corner_x = 2
-q1/corner_y = -50
-q1/fs = +1.0x
-q1/ss = +0.0x +0.9961947y -0.0871557z
-""")
+    path.write_text(text)
     return path
 
 
