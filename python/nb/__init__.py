@@ -487,9 +487,9 @@ class Renderer:
         overload (0: none), masked (masks: one uint8 or bool array per frame, 0 left out) or not finite
         is left out.  The renderer's plan becomes the refined one.  Returns a FitOutcome."""
         names = _names_arg(names)
-        images = list(images) if not isinstance(images, np.ndarray) or images.ndim > 1 else [images]
-        if isinstance(images[0], np.ndarray) and images[0].size != self.pixels and len(images) == 1:
-            raise ValueError("images: %d pixels, expected one frame of %d" % (images[0].size, self.pixels))
+        if isinstance(images, np.ndarray):  # one frame, or every frame along the first axis
+            images = [images] if images.size == self.pixels else list(images)
+        images = list(images)
         if len(images) != self.frames:
             raise ValueError("images: %d, the plan has %d frames" % (len(images), self.frames))
         if masks is not None and len(masks) != len(images):

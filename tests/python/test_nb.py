@@ -162,7 +162,7 @@ def test_fit_on_arrays_recovers_a_moved_distance():
     truth = nb.Renderer(flags)
     observed = truth.render()
     r = nb.Renderer(XTAL + ["-distance", "80.3", "-detpixels", "48", "-default_F", "100", "-mosaic", "0"])
-    outcome = r.fit(["distance"], [observed], loss="lsq")
+    outcome = r.fit(["distance"], observed, loss="lsq")  # one frame's array, or a list of them
     assert outcome.values["distance"] == pytest.approx(80.0, abs=1e-3)
     assert r["distance"] == pytest.approx(outcome.values["distance"])
     assert outcome.pixels == 48 * 48 and outcome.sigmas["distance"] >= 0
