@@ -191,6 +191,7 @@ void nb_renderer_free(nb_renderer *r)
     if (!r) return;
     if (r->have_grad_plans) nb_grad_plans_free(&r->grad_plans);
     nb_grad_list_free(&r->names);
+    free(r->vjp_scratch);
     nb_engine_close(r->engine);
     nb_plan_free(&r->plan);
     nb_hkl_free(&r->hkl);
@@ -495,12 +496,33 @@ int nb_render_frame_grad_double(nb_renderer *r, long frame, double *photons, dou
     return nb_api_result(st ? st : render_panels(r, frame, -1, &out));
 }
 
+/* sum of w[p] x g[p] over n pixels, in double: fixed blocks added in
+ * parallel, their sums then in block order (the same total on any thread
+ * count). */
+#define VJP_BLOCK 4096
+static double weighed_sum(const double *w, const float *g, const double *wg, size_t n, double *block_sums)
+{
+    const long blocks = (long)((n + VJP_BLOCK - 1) / VJP_BLOCK);
+#pragma omp parallel for schedule(static)
+    for (long b = 0; b < blocks; b++) {
+        const size_t first = (size_t)b * VJP_BLOCK, last = first + VJP_BLOCK < n ? first + VJP_BLOCK : n;
+        double sum = 0.0;
+        if (wg)
+            for (size_t p = first; p < last; p++) sum += w[p] * wg[p];
+        else
+            for (size_t p = first; p < last; p++) sum += w[p] * (double)g[p];
+        block_sums[b] = sum;
+    }
+    double total = 0.0;
+    for (long b = 0; b < blocks; b++) total += block_sums[b];
+    return total;
+}
+
 /* One panel's part of the product: its derivatives into scratch (nd
  * buffers of the panel's pixels, float or double as the path gives them),
- * then weighed and added to vjp in pixel order (the same sum on any
- * thread count). */
+ * then weighed and added to vjp (weighed_sum's order). */
 static nb_status panel_vjp(nb_renderer *r, long frame, int panel, int wide, const double *weights, void *scratch,
-                           size_t npix, double *vjp)
+                           size_t npix, double *block_sums, double *vjp)
 {
     const int nd = r->names.n;
     float *g[NB_GRAD_MAX_NAMES];
@@ -511,14 +533,7 @@ static nb_status panel_vjp(nb_renderer *r, long frame, int panel, int wide, cons
     }
     const frame_out out = {NULL, wide ? NULL : g, NULL, wide ? wg : NULL};
     nb_status st = render_panels(r, frame, panel, &out);
-    for (int j = 0; !st && j < nd; j++) {
-        double sum = 0.0;
-        if (wide)
-            for (size_t p = 0; p < npix; p++) sum += weights[p] * wg[j][p];
-        else
-            for (size_t p = 0; p < npix; p++) sum += weights[p] * (double)g[j][p];
-        vjp[j] += sum;
-    }
+    for (int j = 0; !st && j < nd; j++) vjp[j] += weighed_sum(weights, g[j], wide ? wg[j] : NULL, npix, block_sums);
     return st;
 }
 
@@ -540,18 +555,24 @@ int nb_render_frame_vjp(nb_renderer *r, long frame, nb_precision_choice precisio
         nb_renderer_panel_size(r, i, &fast, &slow);
         if ((size_t)fast * slow > most) most = (size_t)fast * slow;
     }
-    void *scratch = NULL;
-    st = nb_calloc(&scratch, most * (size_t)r->names.n, wide ? sizeof(double) : sizeof(float),
-                   "the derivatives of a panel");
+    /* the scratch is kept: a backward pass calls again with the same sizes */
+    const size_t bytes = most * (size_t)r->names.n * (wide ? sizeof(double) : sizeof(float));
+    double *block_sums = NULL;
+    if (bytes > r->vjp_scratch_bytes) {
+        free(r->vjp_scratch);
+        r->vjp_scratch_bytes = 0;
+        if (!(st = nb_calloc(&r->vjp_scratch, bytes, 1, "the derivatives of a panel"))) r->vjp_scratch_bytes = bytes;
+    }
+    if (!st) st = nb_calloc((void **)&block_sums, most / VJP_BLOCK + 1, sizeof(double), "the product's sums");
     for (int j = 0; !st && j < r->names.n; j++) vjp[j] = 0.0;
     for (int i = 0; !st && i < nb_plan_npanels(&r->plan); i++) {
         int fast = 0, slow = 0;
         size_t off = 0;
         nb_renderer_panel_size(r, i, &fast, &slow);
         nb_plan_panel_dims(&r->plan, i, NULL, NULL, &off);
-        st = panel_vjp(r, frame, i, wide, weights + off, scratch, (size_t)fast * slow, vjp);
+        st = panel_vjp(r, frame, i, wide, weights + off, r->vjp_scratch, (size_t)fast * slow, block_sums, vjp);
     }
-    free(scratch);
+    free(block_sums);
     r->precision = kept;
     return nb_api_result(st);
 }

@@ -23,6 +23,8 @@ struct nb_renderer {
     nb_grad_list names; /* the derivatives followed */
     int have_grad_plans;
     nb_grad_plans grad_plans; /* built at the first derivative render */
+    void *vjp_scratch;        /* nb_render_frame_vjp's panel of derivatives, kept for the next call */
+    size_t vjp_scratch_bytes;
 };
 
 /* A status as the API returns it: nb_status's pipe and upstream cases cannot

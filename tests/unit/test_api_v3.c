@@ -82,14 +82,14 @@ static void products(nb_renderer *r, size_t n)
     for (int j = 0; j < NNAMES; j++) {
         double want = 0.0;
         for (size_t p = 0; p < n; p++) want += w[p] * dg[j][p];
-        ok(vjp[j] == want, "derivative %d: the product is the sum in pixel order (%.17g, %.17g)", j, vjp[j], want);
+        near(vjp[j], want, 1e-12, "derivative %d: the product is the weighed sum (%.17g, %.17g)", j, vjp[j], want);
     }
     ok(nb_render_frame_grad(r, 1, NULL, fg) == NB_RESULT_OK, "frame 1: derivatives in float");
     ok(nb_render_frame_vjp(r, 1, NB_PRECISION_PLAN, w, vjp) == NB_RESULT_OK, "frame 1: the product, the renderer's");
     for (int j = 0; j < NNAMES; j++) {
         double want = 0.0;
         for (size_t p = 0; p < n; p++) want += w[p] * (double)fg[j][p];
-        ok(vjp[j] == want, "derivative %d: the float product is the floats' sum in double", j);
+        near(vjp[j], want, 1e-12, "derivative %d: the float product is the floats' sum in double", j);
     }
     nb_options *one = nb_options_new(NB_OPTIONS_RENDER), *two = nb_options_new(NB_OPTIONS_RENDER);
     nb_options_set_int(one, "threads", 1);
