@@ -20,7 +20,10 @@ Which kernel path a dtype selects:
                    single path unless the plan says -precision double), nb-sim's float image and
                    nb-sim --grad's derivatives, on the renderer's device (CPU or CUDA); the
                    product is still added in double.
-Every parameter tensor of one call has one dtype; the image comes back in it, on the parameters'
+Start the tensors from the plan's own values (Renderer.get): a triclinic cell's angles read back
+slightly off -cell's (84.99447 for -cell ... 85 95 100: the crystal nanoBragg builds has them), and
+a tensor of the flag's nominal 85 would move the crystal.  Every parameter tensor of one call has
+one dtype; the image comes back in it, on the parameters'
 torch device.  Parameters not given keep the renderer's plan values.  A render moves the renderer's
 plan to the values given (nb.Renderer.set), and its backward sets them again, so one renderer may
 serve several graphs in turn (not at once from several threads).
