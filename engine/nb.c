@@ -450,13 +450,19 @@ static nb_status grad_buffers(const nb_renderer *r, void *const *grads, const ch
     return NB_OK;
 }
 
+/* A frame's derivatives (and image) into out, whose buffers per name are
+ * `grads` (out's float or double ones). */
+static int render_frame_grads(nb_renderer *r, long frame, void *const *grads, const frame_out *out, const char *who)
+{
+    nb_status st = grads_ready(r, frame, who);
+    if (!st) st = grad_buffers(r, grads, who);
+    return nb_api_result(st ? st : render_panels(r, frame, -1, out));
+}
+
 int nb_render_frame_grad(nb_renderer *r, long frame, float *photons, float **grads)
 {
-    static const char who[] = "nb_render_frame_grad";
-    nb_status st = grads_ready(r, frame, who);
-    if (!st) st = grad_buffers(r, (void *const *)grads, who);
     const frame_out out = {photons, grads, NULL, NULL};
-    return nb_api_result(st ? st : render_panels(r, frame, -1, &out));
+    return render_frame_grads(r, frame, (void *const *)grads, &out, "nb_render_frame_grad");
 }
 
 /* ---- API 3: options reset, pixels in double, the vector-Jacobian product -- */
@@ -489,11 +495,8 @@ int nb_render_frame_double(nb_renderer *r, long frame, double *photons)
 
 int nb_render_frame_grad_double(nb_renderer *r, long frame, double *photons, double **grads)
 {
-    static const char who[] = "nb_render_frame_grad_double";
-    nb_status st = grads_ready(r, frame, who);
-    if (!st) st = grad_buffers(r, (void *const *)grads, who);
     const frame_out out = {NULL, NULL, photons, grads};
-    return nb_api_result(st ? st : render_panels(r, frame, -1, &out));
+    return render_frame_grads(r, frame, (void *const *)grads, &out, "nb_render_frame_grad_double");
 }
 
 /* sum of w[p] x g[p] over n pixels, in double: fixed blocks added in

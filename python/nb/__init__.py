@@ -428,8 +428,6 @@ class Renderer:
             self._given.pop(name, None)
             _lib.check(_lib_.nb_renderer_set_parameter(self._handle(), _lib.encode(_name_arg("name", name)), value))
             self._given[name] = value
-            if self._grad_names:  # the derivatives' plans are taken around the plan as it is now
-                _lib.check(_lib_.nb_renderer_set_derivatives(self._handle(), _lib.encode(",".join(self._grad_names))))
 
     __getitem__ = get
     __setitem__ = set
@@ -519,8 +517,6 @@ class Renderer:
             self._given.clear()  # the fit moves the plan
             _lib.check(_lib_.nb_fit_renderer(self._handle(), argv, argc, c_images, ctypes.byref(settings),
                                              _ptr(values), _ptr(sigmas), ctypes.byref(result)))
-            if self._grad_names:
-                _lib.check(_lib_.nb_renderer_set_derivatives(self._handle(), _lib.encode(",".join(self._grad_names))))
         return FitOutcome(dict(zip(names, values.tolist())), dict(zip(names, sigmas.tolist())), result.nll,
                           result.pixels, result.iterations, bool(result.converged))
 
