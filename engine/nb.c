@@ -248,12 +248,15 @@ static nb_status check_call(const nb_renderer *r, long frame, int panel)
 }
 
 /* Where a render's pixels go, each NULL where not wanted: nb-sim's floats,
- * or the double path's own doubles (wide: that path on the CPU). */
+ * or the double path's own doubles (wide: that path on the CPU); vjp: the
+ * derivatives' product with its weights (the panel's) in place of them. */
 typedef struct frame_out {
     float *photons;
     float **grads;
     double *wide_photons;
     double **wide_grads;
+    const nb_vjp_io *vjp;
+    int wide_vjp; /* vjp of the double path's derivatives in double */
 } frame_out;
 
 /* Panel `panel` of frame `frame` (view: that panel of the frame's plan,
@@ -261,11 +264,11 @@ typedef struct frame_out {
 static nb_status render_view(nb_renderer *r, const nb_plan *view, long frame, int panel, const frame_out *out)
 {
     nb_panel_done done;
-    const int grads = out->grads || out->wide_grads;
+    const int grads = out->grads || out->wide_grads || out->vjp;
     const nb_wide_out wide = {out->wide_photons, out->wide_grads};
-    const int wide_wanted = out->wide_photons || out->wide_grads;
+    const int wide_wanted = out->wide_photons || out->wide_grads || out->wide_vjp;
     const nb_panel_job job = {wide_wanted ? 1 : r->precision, grads ? &r->grad_plans : NULL, frame, panel,
-                              out->grads, NULL, NULL, NULL, 0, wide_wanted ? &wide : NULL};
+                              out->grads, NULL, NULL, NULL, 0, wide_wanted ? &wide : NULL, out->vjp};
     nb_status st = nb_engine_render_panel(r->engine, view, &r->hkl, &job, out->photons, &done);
     nb_panel_done_free(&done);
     return st;
@@ -287,7 +290,8 @@ static nb_status render_panels(nb_renderer *r, long frame, int panel, const fram
         for (int j = 0; out->grads && j < n; j++) g[j] = out->grads[j] + off;
         for (int j = 0; out->wide_grads && j < n; j++) wg[j] = out->wide_grads[j] + off;
         const frame_out at = {out->photons ? out->photons + off : NULL, out->grads ? g : NULL,
-                              out->wide_photons ? out->wide_photons + off : NULL, out->wide_grads ? wg : NULL};
+                              out->wide_photons ? out->wide_photons + off : NULL, out->wide_grads ? wg : NULL,
+                              out->vjp, out->wide_vjp};
         nb_plan_panel_view(&frame_plan, i, &view);
         st = render_view(r, &view, frame, i, &at);
         if (panel >= 0) break;
@@ -299,14 +303,14 @@ static nb_status render_panels(nb_renderer *r, long frame, int panel, const fram
 int nb_render_frame(nb_renderer *r, long frame, float *photons)
 {
     nb_status st = photons ? check_call(r, frame, 0) : nb_error_set(NB_ERR_USAGE, "nb_render_frame: no buffer");
-    const frame_out out = {photons, NULL, NULL, NULL};
+    const frame_out out = {photons, NULL, NULL, NULL, NULL, 0};
     return nb_api_result(st ? st : render_panels(r, frame, -1, &out));
 }
 
 int nb_render_panel(nb_renderer *r, long frame, int panel, float *photons)
 {
     nb_status st = photons ? check_call(r, frame, panel) : nb_error_set(NB_ERR_USAGE, "nb_render_panel: no buffer");
-    const frame_out out = {photons, NULL, NULL, NULL};
+    const frame_out out = {photons, NULL, NULL, NULL, NULL, 0};
     return nb_api_result(st ? st : render_panels(r, frame, panel, &out));
 }
 
@@ -356,7 +360,7 @@ static nb_status render_panel_regions(nb_renderer *r, const nb_plan *frame_plan,
     own.roi_ymin = y0 > own.roi_ymin ? y0 : own.roi_ymin, own.roi_ymax = y1 < own.roi_ymax ? y1 : own.roi_ymax;
     own.mask = mask;
     nb_status st = NB_OK;
-    const frame_out out = {scratch, NULL, NULL, NULL};
+    const frame_out out = {scratch, NULL, NULL, NULL, NULL, 0};
     if (own.roi_xmin <= own.roi_xmax && own.roi_ymin <= own.roi_ymax)
         st = render_view(r, &view, frame, panel, &out);
     else
@@ -461,7 +465,7 @@ static int render_frame_grads(nb_renderer *r, long frame, void *const *grads, co
 
 int nb_render_frame_grad(nb_renderer *r, long frame, float *photons, float **grads)
 {
-    const frame_out out = {photons, grads, NULL, NULL};
+    const frame_out out = {photons, grads, NULL, NULL, NULL, 0};
     return render_frame_grads(r, frame, (void *const *)grads, &out, "nb_render_frame_grad");
 }
 
@@ -489,55 +493,14 @@ int nb_render_frame_double(nb_renderer *r, long frame, double *photons)
 {
     nb_status st = photons ? check_call(r, frame, 0)
                            : nb_error_set(NB_ERR_USAGE, "nb_render_frame_double: no buffer");
-    const frame_out out = {NULL, NULL, photons, NULL};
+    const frame_out out = {NULL, NULL, photons, NULL, NULL, 0};
     return nb_api_result(st ? st : render_panels(r, frame, -1, &out));
 }
 
 int nb_render_frame_grad_double(nb_renderer *r, long frame, double *photons, double **grads)
 {
-    const frame_out out = {NULL, NULL, photons, grads};
+    const frame_out out = {NULL, NULL, photons, grads, NULL, 0};
     return render_frame_grads(r, frame, (void *const *)grads, &out, "nb_render_frame_grad_double");
-}
-
-/* sum of w[p] x g[p] over n pixels, in double: fixed blocks added in
- * parallel, their sums then in block order (the same total on any thread
- * count). */
-#define VJP_BLOCK 4096
-static double weighed_sum(const double *w, const float *g, const double *wg, size_t n, double *block_sums)
-{
-    const long blocks = (long)((n + VJP_BLOCK - 1) / VJP_BLOCK);
-#pragma omp parallel for schedule(static)
-    for (long b = 0; b < blocks; b++) {
-        const size_t first = (size_t)b * VJP_BLOCK, last = first + VJP_BLOCK < n ? first + VJP_BLOCK : n;
-        double sum = 0.0;
-        if (wg)
-            for (size_t p = first; p < last; p++) sum += w[p] * wg[p];
-        else
-            for (size_t p = first; p < last; p++) sum += w[p] * (double)g[p];
-        block_sums[b] = sum;
-    }
-    double total = 0.0;
-    for (long b = 0; b < blocks; b++) total += block_sums[b];
-    return total;
-}
-
-/* One panel's part of the product: its derivatives into scratch (nd
- * buffers of the panel's pixels, float or double as the path gives them),
- * then weighed and added to vjp (weighed_sum's order). */
-static nb_status panel_vjp(nb_renderer *r, long frame, int panel, int wide, const double *weights, void *scratch,
-                           size_t npix, double *block_sums, double *vjp)
-{
-    const int nd = r->names.n;
-    float *g[NB_GRAD_MAX_NAMES];
-    double *wg[NB_GRAD_MAX_NAMES];
-    for (int j = 0; j < nd; j++) {
-        g[j] = (float *)scratch + (size_t)j * npix;
-        wg[j] = (double *)scratch + (size_t)j * npix;
-    }
-    const frame_out out = {NULL, wide ? NULL : g, NULL, wide ? wg : NULL};
-    nb_status st = render_panels(r, frame, panel, &out);
-    for (int j = 0; !st && j < nd; j++) vjp[j] += weighed_sum(weights, g[j], wide ? wg[j] : NULL, npix, block_sums);
-    return st;
 }
 
 int nb_render_frame_vjp(nb_renderer *r, long frame, nb_precision_choice precision, const double *weights,
@@ -549,33 +512,19 @@ int nb_render_frame_vjp(nb_renderer *r, long frame, nb_precision_choice precisio
     if (!st && (unsigned)precision > NB_PRECISION_DOUBLE)
         st = nb_error_set(NB_ERR_USAGE, "%s: precision %d is not an nb_precision_choice", who, (int)precision);
     if (st) return nb_api_result(st);
-    const int wide = precision == NB_PRECISION_DOUBLE;
     const int kept = r->precision;
     if (precision == NB_PRECISION_FAST) r->precision = 0;
-    size_t most = 0;
-    for (int i = 0; i < nb_plan_npanels(&r->plan); i++) {
-        int fast = 0, slow = 0;
-        nb_renderer_panel_size(r, i, &fast, &slow);
-        if ((size_t)fast * slow > most) most = (size_t)fast * slow;
-    }
-    /* the scratch is kept: a backward pass calls again with the same sizes */
-    const size_t bytes = most * (size_t)r->names.n * (wide ? sizeof(double) : sizeof(float));
-    double *block_sums = NULL;
-    if (bytes > r->vjp_scratch_bytes) {
-        free(r->vjp_scratch);
-        r->vjp_scratch_bytes = 0;
-        if (!(st = nb_calloc(&r->vjp_scratch, bytes, 1, "the derivatives of a panel"))) r->vjp_scratch_bytes = bytes;
-    }
-    if (!st) st = nb_calloc((void **)&block_sums, most / VJP_BLOCK + 1, sizeof(double), "the product's sums");
-    for (int j = 0; !st && j < r->names.n; j++) vjp[j] = 0.0;
+    for (int j = 0; j < r->names.n; j++) vjp[j] = 0.0;
+    /* panel by panel, each with its weights; the scratch of the paths that
+     * render derivative images first is kept: a backward pass calls again
+     * with the same sizes */
     for (int i = 0; !st && i < nb_plan_npanels(&r->plan); i++) {
-        int fast = 0, slow = 0;
         size_t off = 0;
-        nb_renderer_panel_size(r, i, &fast, &slow);
         nb_plan_panel_dims(&r->plan, i, NULL, NULL, &off);
-        st = panel_vjp(r, frame, i, wide, weights + off, r->vjp_scratch, (size_t)fast * slow, block_sums, vjp);
+        const nb_vjp_io io = {weights + off, vjp, &r->vjp_scratch, &r->vjp_scratch_bytes};
+        const frame_out out = {NULL, NULL, NULL, NULL, &io, precision == NB_PRECISION_DOUBLE};
+        st = render_panels(r, frame, i, &out);
     }
-    free(block_sums);
     r->precision = kept;
     return nb_api_result(st);
 }

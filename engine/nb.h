@@ -525,10 +525,13 @@ NB_API int nb_render_frame_grad_double(nb_renderer *r, long frame, double *photo
 /* The vector-Jacobian product of frame `frame`: for each derivative named
  * (nb_renderer_set_derivatives), vjp[j] = the sum over the frame's pixels p
  * of weights[p] x d photons[p] / d name_j (weights: nb_renderer_pixels
- * doubles, in nb_render_frame's order), added in double, in blocks of
- * pixels in a fixed order (the same sum on any thread count); what
- * autograd's backward asks of a render, with no image of derivatives kept
- * (a panel's at a time, in scratch the renderer keeps for the next call).  precision: which
+ * doubles, in nb_render_frame's order), added in double in a fixed order
+ * (the same sum on any thread count); what autograd's backward asks of a
+ * render, with no image of derivatives kept.  The fast path on the CPU
+ * weighs each row's derivatives as it renders them and adds the rows in
+ * order; the double path and the GPU render a panel's derivatives into
+ * scratch the renderer keeps for the next call, then add them in blocks of
+ * pixels.  precision: which
  * path's derivatives: NB_PRECISION_DOUBLE the double path's in double (on
  * the CPU, as nb_render_frame_double), NB_PRECISION_FAST the fast path's,
  * NB_PRECISION_PLAN r's own precision (nb_render_frame_grad's). */

@@ -87,6 +87,7 @@ nb_status nb_engine_render_panel(nb_engine *e, const nb_plan *plan, const nb_hkl
     res->row_stats = job->row_stats;
     res->row_crc = job->row_crc;
     res->wide = job->wide;
+    res->vjp = job->vjp;
     if (job->wide && (!use_double || use_cuda)) {
         nb_sim_setup_free(&setup);
         return nb_error_set(NB_ERR_UNSUPPORTED, "pixels in double come from the double path on the CPU, not the %s",

@@ -42,6 +42,7 @@ typedef struct nb_panel_job {
     int keep_setup;              /* keep the panel's kernel inputs in done->setup (nb_panel_done_free) */
     const nb_wide_out *wide;     /* NULL, or the double path's pixels (and grad_out's) in double, on the CPU:
                                   * img and grad_out may then be NULL */
+    const nb_vjp_io *vjp;        /* NULL, or grads' product with weights in place of grad_out (NULL) */
 } nb_panel_job;
 
 /* What rendering one panel gave besides its pixels. */

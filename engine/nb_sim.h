@@ -45,6 +45,20 @@ typedef struct nb_wide_out {
     double **grads;     /* one buffer per derivative */
 } nb_wide_out;
 
+/* A vector-Jacobian product (nb.h's nb_render_frame_vjp) in place of
+ * derivative images: sums[j] += the sum over the panel's pixels of
+ * weights[pixel] x the derivative by name j, in double.  The fast path on
+ * the CPU forms it in its rows; the other paths render the derivatives into
+ * *scratch first (grown to *scratch_bytes as needed, kept by the caller for
+ * the next call) and weigh them in fixed blocks.  Either sum is the same on
+ * any thread count. */
+typedef struct nb_vjp_io {
+    const double *weights;
+    double *sums;
+    void **scratch;
+    size_t *scratch_bytes;
+} nb_vjp_io;
+
 typedef struct nb_render_result {
     double omega_sum;   /* sum of solid angles of all evaluated sub-pixels */
     int tripped;        /* a tricubic neighbourhood left the grid somewhere */
@@ -55,6 +69,8 @@ typedef struct nb_render_result {
     nb_payload_crc *row_crc; /* in: one piece per row, for the stream writer's CRC, or NULL */
     int row_stats_filled;    /* out: the renderer filled them and row_crc (the CPU kernels do, row by row) */
     const nb_wide_out *wide; /* in: the double path's pixels in double too (image NULL: only so), or NULL */
+    const nb_vjp_io *vjp;    /* in: the derivatives' product with weights in place of their images, or NULL
+                              * (nb_render_grads; with wide, of the double path's doubles) */
 } nb_render_result;
 
 /* Reference-faithful double precision on the CPU (OpenMP over rows).  The

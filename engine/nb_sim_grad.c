@@ -489,28 +489,37 @@ nb_status nb_fgrad_build(const nb_fparams *fp, const nb_kdual *k, int nd, nb_fgr
 }
 
 /* The fast path's image and derivatives on the GPU (cuda) or the CPU: the
- * fast parameters and the tangents built here for either. */
+ * fast parameters and the tangents built here for either.  weighed (the CPU
+ * only; NULL: the derivative images): their product with weighed->weights
+ * added to sums[0 .. nd-1], the rows' sums in row order. */
 static nb_status render_fast_grad(const nb_kparams *kp, const nb_kdual *k, int nd, nb_cuda *cuda, float *image,
-                                  float **grads, nb_render_result *res, nb_progress *prog)
+                                  float **grads, const nb_vjp_io *weighed, double *sums, nb_render_result *res,
+                                  nb_progress *prog)
 {
     nb_fparams fp;
     nb_fgrad fg;
     float *storage = NULL;
-    double *row_omega = NULL;
+    double *row_omega = NULL, *row_sums = NULL;
     nb_status st = nb_fparams_build(kp, &fp);
     if (st) return st;
     if (!(st = nb_fgrad_build(&fp, k, nd, &fg, &storage)) && cuda) {
         st = nb_render_cuda_fast_grad(cuda, &fp, &fg, nd, image, grads, res);
-    } else if (!st && !(st = nb_calloc((void **)&row_omega, (size_t)kp->spixels, sizeof(double), "row sums"))) {
+    } else if (!st && !(st = nb_calloc((void **)&row_omega, (size_t)kp->spixels, sizeof(double), "row sums")) &&
+               !(weighed && (st = nb_calloc((void **)&row_sums, (size_t)kp->spixels * nd, sizeof(double),
+                                            "the rows' products")))) {
         int tripped = 0;
         double t0 = nb_now();
+        if (weighed) fg.weights = weighed->weights, fg.row_sums = row_sums;
         nb_pick_fast_grad_kernel()(&fp, &fg, image, grads, row_omega, &tripped, prog);
         res->seconds = nb_now() - t0;
         res->tripped = tripped;
         res->row_stats_filled = 0;
         res->omega_sum = 0.0;
         for (int s = 0; s < kp->spixels; s++) res->omega_sum += row_omega[s];
+        for (int s = 0; weighed && s < kp->spixels; s++)
+            for (int j = 0; j < nd; j++) sums[j] += row_sums[(size_t)s * nd + j];
     }
+    free(row_sums);
     free(row_omega);
     free(storage);
     nb_fparams_free(&fp);
@@ -520,7 +529,64 @@ static nb_status render_fast_grad(const nb_kparams *kp, const nb_kdual *k, int n
 nb_status nb_render_cpu_fast_grad(const nb_kparams *kp, const nb_kdual *k, int nd, float *image, float **grads,
                                   nb_render_result *res, nb_progress *prog)
 {
-    return render_fast_grad(kp, k, nd, NULL, image, grads, res, prog);
+    return render_fast_grad(kp, k, nd, NULL, image, grads, NULL, NULL, res, prog);
+}
+
+/* sum of w[p] x g[p] (or wg[p]) over n pixels, in double: fixed blocks
+ * added in parallel, their sums then in block order (the same total on any
+ * thread count). */
+#define VJP_BLOCK 4096
+static double weighed_sum(const double *w, const float *g, const double *wg, size_t n, double *block_sums)
+{
+    const long blocks = (long)((n + VJP_BLOCK - 1) / VJP_BLOCK);
+#pragma omp parallel for schedule(static)
+    for (long b = 0; b < blocks; b++) {
+        const size_t first = (size_t)b * VJP_BLOCK, last = first + VJP_BLOCK < n ? first + VJP_BLOCK : n;
+        double sum = 0.0;
+        if (wg)
+            for (size_t p = first; p < last; p++) sum += w[p] * wg[p];
+        else
+            for (size_t p = first; p < last; p++) sum += w[p] * (double)g[p];
+        block_sums[b] = sum;
+    }
+    double total = 0.0;
+    for (long b = 0; b < blocks; b++) total += block_sums[b];
+    return total;
+}
+
+/* res->vjp on a path that renders derivative images (the double path, the
+ * GPU): into the caller's scratch (floats, or the double path's doubles with
+ * res->wide), then weighed. */
+static nb_status weigh_grads(const nb_grad_plans *g, nb_grad_path path, long frame, int panel, const nb_kparams *kp,
+                             const nb_hkl *hkl, nb_cuda *cuda, float *image, nb_render_result *res, nb_progress *prog)
+{
+    const nb_vjp_io *vjp = res->vjp;
+    const nb_wide_out *wide = res->wide;
+    const int nd = g->names.n;
+    const size_t npix = (size_t)kp->fpixels * kp->spixels;
+    const size_t bytes = npix * (size_t)nd * (wide ? sizeof(double) : sizeof(float));
+    nb_status st = NB_OK;
+    if (bytes > *vjp->scratch_bytes) {
+        free(*vjp->scratch);
+        *vjp->scratch = NULL, *vjp->scratch_bytes = 0;
+        if (!(st = nb_calloc(vjp->scratch, bytes, 1, "the derivatives of a panel"))) *vjp->scratch_bytes = bytes;
+    }
+    double *block_sums = NULL;
+    if (!st) st = nb_calloc((void **)&block_sums, npix / VJP_BLOCK + 1, sizeof(double), "the product's sums");
+    float *fg[NB_GRAD_MAX_NAMES];
+    double *wg[NB_GRAD_MAX_NAMES];
+    for (int j = 0; !st && j < nd; j++) {
+        fg[j] = (float *)*vjp->scratch + (size_t)j * npix;
+        wg[j] = (double *)*vjp->scratch + (size_t)j * npix;
+    }
+    const nb_wide_out wide_grads = {wide ? wide->image : NULL, wg};
+    res->vjp = NULL, res->wide = wide ? &wide_grads : NULL;
+    if (!st) st = nb_render_grads(g, path, frame, panel, kp, hkl, cuda, image, wide ? NULL : fg, res, prog);
+    res->vjp = vjp, res->wide = wide;
+    for (int j = 0; !st && j < nd; j++)
+        vjp->sums[j] += weighed_sum(vjp->weights, fg[j], wide ? wg[j] : NULL, npix, block_sums);
+    free(block_sums);
+    return st;
 }
 
 nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame, int panel, const nb_kparams *kp,
@@ -531,6 +597,8 @@ nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame,
     if (wide && (path == NB_GRAD_FAST || cuda))
         return nb_error_set(NB_ERR_UNSUPPORTED, "pixels in double come from the double path on the CPU, not the %s",
                             cuda ? "GPU" : "fast path");
+    if (res->vjp && (path != NB_GRAD_FAST || cuda)) /* the CPU's fast rows weigh as they go; others so */
+        return weigh_grads(g, path, frame, panel, kp, hkl, cuda, image, res, prog);
     nb_status st = NB_OK;
     const int n = g->names.n;
     double seconds = 0.0, kernel_seconds = 0.0, transfer_seconds = 0.0; /* over the passes */
@@ -544,7 +612,8 @@ nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame,
         st = nb_grad_kdual_build(g, first, count, frame, panel, kp, hkl, &ks);
         nb_progress *pass_prog = first ? NULL : prog;
         if (!st && path == NB_GRAD_FAST)
-            st = render_fast_grad(kp, &ks.k, count, cuda, pass_image, grads + first, res, pass_prog);
+            st = render_fast_grad(kp, &ks.k, count, cuda, pass_image, grads ? grads + first : NULL, res->vjp,
+                                  res->vjp ? res->vjp->sums + first : NULL, res, pass_prog);
         else if (!st && cuda) st = nb_render_cuda_grad(cuda, kp, &ks.k, count, pass_image, grads + first, res);
         else if (!st) st = nb_render_cpu_grad(kp, &ks.k, count, pass_image, grads ? grads + first : NULL, res, pass_prog);
         nb_kdual_store_free(&ks);

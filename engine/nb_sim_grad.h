@@ -81,7 +81,9 @@ typedef enum nb_grad_path { NB_GRAD_DOUBLE, NB_GRAD_FAST } nb_grad_path;
  * there one pixel a thread, nb_pixel_fast_grad); grads[j] is name j's
  * pixels (NULL with res->wide: those alone).  res->wide (the double path
  * on the CPU only; else NB_ERR_UNSUPPORTED): the image and derivatives in
- * double too.  res->seconds: all passes. */
+ * double too.  res->vjp: in place of grads (NULL), the derivatives' product
+ * with its weights (the fast path on the CPU forms it in the rows; the others
+ * render into its scratch first).  res->seconds: all passes. */
 nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame, int panel, const nb_kparams *kp,
                           const nb_hkl *hkl, nb_cuda *cuda, float *image, float **grads, nb_render_result *res,
                           nb_progress *prog);

@@ -351,7 +351,7 @@ nb_status ds_render(ds *d, ds_frame *fr, const double *p, const double *z, int g
         nb_plan_panel_dims(&base.plan, i, NULL, NULL, &off);
         for (int j = 0; j < n; j++) g[j] = d->grads[which[j]] + off;
         nb_plan_panel_view(&base.plan, i, &view);
-        const nb_panel_job job = {d->path == NB_GRAD_DOUBLE, n ? &gp : NULL, 0, i, g, NULL, NULL, NULL, 0, NULL};
+        const nb_panel_job job = {d->path == NB_GRAD_DOUBLE, n ? &gp : NULL, 0, i, g, NULL, NULL, NULL, 0, NULL, NULL};
         st = nb_engine_render_panel(d->engine, &view, d->hkl, &job, d->image + off, &done);
         nb_panel_done_free(&done);
     }

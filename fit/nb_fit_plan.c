@@ -59,7 +59,7 @@ static nb_status render_panel(nb_engine *engine, const nb_plan *plan, const nb_h
     nb_status st = nb_engine_frame(plan, frame, &frame_plan, &shot_sources);
     if (st) return st;
     nb_plan_panel_view(&frame_plan, panel, &view);
-    const nb_panel_job job = {path == NB_GRAD_DOUBLE, gp, frame, panel, grads, NULL, NULL, NULL, 0, NULL};
+    const nb_panel_job job = {path == NB_GRAD_DOUBLE, gp, frame, panel, grads, NULL, NULL, NULL, 0, NULL, NULL};
     st = nb_engine_render_panel(engine, &view, hkl, &job, image, &done);
     nb_panel_done_free(&done);
     free(shot_sources);

@@ -513,7 +513,7 @@ static nb_status render_panel(const nb_plan *plan, const nb_hkl *hkl, const sim_
     float *out[NB_GRAD_MAX_NAMES];
     for (int j = 0; gj && j < gj->plans->names.n; j++) out[j] = gj->pixels[j] + offset;
     const nb_panel_job job = {o->precision, gj ? gj->plans : NULL, gj ? gj->frame : 0, panel, out, &prog,
-                              row_crc, row_stats, printout, NULL};
+                              row_crc, row_stats, printout, NULL, NULL};
     st = nb_engine_render_panel(engine, plan, hkl, &job, img, &pr->done);
     pr->done.res.row_stats = row_stats;
     /* a renderer that reports no rows (the GPU's) still moves the bar on */

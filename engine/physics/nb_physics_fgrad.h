@@ -59,6 +59,13 @@ typedef struct nb_fgrad {
     float *slow_scratch;
     size_t slow_stride;
     int slow_slots;
+    /* The CPU kernel's vector-Jacobian product (nb_render_frame_vjp), formed in
+     * the rows in place of derivative images (NULL: the images are written):
+     * weights, the panel's pixels; row_sums, spixels x nd, each row's sum over
+     * its pixels, in their order, of weight x derivative (the same on any
+     * thread count: the caller adds the rows in order) */
+    const double *weights;
+    double *row_sums;
 } nb_fgrad;
 
 /* ---- the terms (nb_pixel.inc), prefix nb_fgx_ ---------------------------- */

@@ -99,6 +99,12 @@ static void products(nb_renderer *r, size_t n)
     ok(nb_renderer_set_options(r, two) == NB_RESULT_OK, "two threads");
     nb_render_frame_vjp(r, 1, NB_PRECISION_DOUBLE, w, again);
     ok(!memcmp(vjp, again, sizeof vjp), "the product is the same on one thread and two");
+    /* the fast path forms it in its rows, which the threads share out */
+    ok(nb_renderer_set_options(r, one) == NB_RESULT_OK, "one thread again");
+    nb_render_frame_vjp(r, 1, NB_PRECISION_FAST, w, vjp);
+    ok(nb_renderer_set_options(r, two) == NB_RESULT_OK, "two threads again");
+    nb_render_frame_vjp(r, 1, NB_PRECISION_FAST, w, again);
+    ok(!memcmp(vjp, again, sizeof vjp), "the fast path's product is the same on one thread and two");
     nb_options_free(one);
     nb_options_free(two);
     for (int j = 0; j < NNAMES; j++) free(fg[j]), free(dg[j]);
