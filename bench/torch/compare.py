@@ -17,7 +17,8 @@ crystal orientations a pixel.  Each configuration (who, precision: nb's fast pat
 the port in float32, nb's double path against float64; parameter set: 4 names or all 18
 gated ones) runs in a fresh process: a warm-up at 64^2, one untimed forward and backward
 at the size, then the timed forward and backward of loss = sum(w I), w fixed uniform
-random numbers; the repetitions are interleaved across configurations, and one during
+random numbers (--calls K: K timed calls, the one of the median total kept: a loop of
+renders, as a refinement runs); the repetitions are interleaved across configurations, and one during
 which other processes took more than --max-others of the CPUs is run again; the
 process's peak RSS is its ru_maxrss.  Then, in double precision, every shared
 parameter's derivative image: nb's (its dual-number derivatives, and its fast path's)
@@ -272,7 +273,9 @@ def worker_time(spec):
     run(WARMUP, False)
     out["rss_base_mb"] = maxrss_mb()
     img, grads, tf0, tb0 = run(n, False)  # the first at this size: allocations, nb's derivative plans
-    img, grads, tf, tb = run(n, True)
+    # then --calls timed ones, as a loop of renders makes them; the one of the median total
+    calls = sorted((run(n, True) for _ in range(spec.get("calls", 1))), key=lambda c: c[2] + c[3])
+    img, grads, tf, tb = calls[len(calls) // 2]
     out.update({"forward_s": tf, "backward_s": tb, "first_forward_s": tf0, "first_backward_s": tb0,
                 "rss_peak_mb": maxrss_mb(), "grads": grads})
     if spec.get("save"):
@@ -427,6 +430,9 @@ def main():
     ap.add_argument("--sizes", default="1024,2048", help="detector sizes, comma-separated (default 1024,2048)")
     ap.add_argument("--threads", type=int, default=2, help="threads for both (default 2)")
     ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions of each timing (default 3)")
+    ap.add_argument("--calls", type=int, default=1,
+                    help="timed forward and backward calls in each process after the untimed first; the one "
+                         "of the median total is kept (default 1)")
     ap.add_argument("--precisions", default="fast,double",
                     help="fast (nb's fast path, the port in float32) and/or double (both float64)")
     ap.add_argument("--phisteps", type=int, default=1,
@@ -476,7 +482,7 @@ def main():
     except OSError:
         pass
     result = {"machine": machine(), "torch": torch.__version__, "port": os.path.abspath(args.port),
-              "port_commit": port_rev, "threads": args.threads, "reps": args.reps,
+              "port_commit": port_rev, "threads": args.threads, "reps": args.reps, "calls": args.calls,
               "plan": " ".join(nb_flags(1000)).replace("-detpixels 1000", "-detpixels N").replace(
                   "-Xbeam %r -Ybeam %r" % (values(1000)["Xbeam"], values(1000)["Ybeam"]),
                   "-Xbeam (N*0.1+0.1)/2%+g -Ybeam (N*0.1+0.1)/2%+g" % (XBEAM_OFF, YBEAM_OFF)),
@@ -493,7 +499,7 @@ def main():
             for rep in range(0 if args.no_timing else args.reps):
                 for (who, prec, s) in configs:
                     spec = {"kind": "time", "n": n, "names": sets[s], "who": who, "precision": prec,
-                            "threads": args.threads, "port": os.path.abspath(args.port)}
+                            "threads": args.threads, "port": os.path.abspath(args.port), "calls": args.calls}
                     if rep == 0 and s == "4":
                         spec["save"] = os.path.join(d, "%s_%s_image.npy" % (who, prec))
                     for attempt in range(args.retries + 1):  # a repetition disturbed by others: again
@@ -607,8 +613,8 @@ def write_json(path, result):
 
 def report(result):
     m = result["machine"]
-    print("nb.torch against nanobrag_torch: %s, %d cores, %s threads, torch %s, %d repetitions"
-          % (m["cpu"], m["cores"], result["threads"], result["torch"], result["reps"]))
+    print("nb.torch against nanobrag_torch: %s, %d cores, %s threads, torch %s, %d repetitions, %d timed calls each"
+          % (m["cpu"], m["cores"], result["threads"], result["torch"], result["reps"], result.get("calls", 1)))
     print("plan: %s" % result["plan"])
     for n, R in result["sizes"].items():
         print("\n== %s x %s ==" % (n, n))

@@ -399,6 +399,11 @@ class Renderer:
         weights = np.ascontiguousarray(weights, dtype=np.float64)
         _array_arg("weights", weights, np.float64, self.pixels)
         _finite_arg("weights", weights)
+        return self._vjp(weights, names, frame, dtype)
+
+    def _vjp(self, weights, names, frame, dtype):
+        """vjp with weights already a contiguous float64 array of the frame's size, not checked for
+        NaN (nb.torch's backward: a NaN in grad_output gives NaN gradients, as torch's own do)."""
         frame = self._frame_arg(frame)
         precision = _lib.PRECISION_DOUBLE if dtype == np.float64 else _lib.PRECISION_PLAN
         with self._lock:

@@ -11,7 +11,8 @@ named parameter tensors through nb's analytic derivatives.
 
 The backward pass is the vector-Jacobian product, sum over pixels of grad_output x d image / d p,
 formed in C (nb_render_frame_vjp): no graph over pixels is built and no image of derivatives is
-kept, so memory stays at a few images whatever the parameters.
+kept, so memory stays at a few images whatever the parameters.  A NaN in grad_output gives NaN
+gradients, as torch's own functions do (nb.Renderer.vjp refuses one).
 
 Which kernel path a dtype selects:
   float64 tensors: the reference-faithful double path, in double (images and derivatives as the
@@ -72,7 +73,7 @@ class Render(torch.autograd.Function):
         weights = grad_output.detach().to("cpu", torch.float64).contiguous().numpy()
         totals = dict.fromkeys(ctx.names, 0.0)
         for i, frame in enumerate(ctx.frames):
-            for name, value in renderer.vjp(weights[i], ctx.names, frame, dtype=ctx.np_dtype).items():
+            for name, value in renderer._vjp(weights[i], ctx.names, frame, ctx.np_dtype).items():
                 totals[name] += value
         grads = [torch.tensor(totals[n], dtype=ctx.dtype, device=ctx.device) if ctx.needs_input_grad[3 + j]
                  else None for j, n in enumerate(ctx.names)]

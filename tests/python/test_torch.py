@@ -121,6 +121,18 @@ def test_bad_parameters_say_which():
         nb.torch.render(r, {})
 
 
+def test_a_nan_in_grad_output_gives_nan_gradients_as_torch_does():
+    r = nb.Renderer(XTAL + DISTANCE + ["-detpixels", "16"])
+    params = params_of(r, ["distance", "Xbeam"], torch.float32)
+    image = nb.torch.render(r, params)
+    w = torch.ones_like(image)
+    w[0, 3, 5] = float("nan")
+    (w * image).sum().backward()
+    assert torch.isnan(params["distance"].grad) and torch.isnan(params["Xbeam"].grad)
+    with pytest.raises(ValueError, match="not a finite number"):  # the plain call refuses one
+        r.vjp(w.double().numpy(), ["distance"])
+
+
 def test_torch_optim_recovers_a_perturbed_experiment():
     # examples/torch_refine.py: a 512 x 512 still, Poisson counts at the default fluence, distance,
     # beam centre, misset and cell lengths started 1 mm, 0.3 mm, 0.5 degrees and 0.5 % off; it
