@@ -202,6 +202,9 @@ const char *nb_fast_variant(void)
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     int limit = nb_simd_limit();
+#ifndef NB_HAVE_AVX512_VARIANT
+    avx512 = 0; /* not built (the Makefile's NB_AVX512) */
+#endif
     if (avx512 && limit >= 2) return "avx512";
     if (avx2 && limit >= 1) return "avx2";
 #endif
@@ -212,7 +215,9 @@ static nb_fast_kernel pick_kernel(void)
 {
 #if defined(__x86_64__) && defined(NB_HAVE_X86_VARIANTS)
     const char *v = nb_fast_variant();
+#ifdef NB_HAVE_AVX512_VARIANT
     if (!strcmp(v, "avx512")) return nb_render_fast_avx512;
+#endif
     if (!strcmp(v, "avx2")) return nb_render_fast_avx2;
 #endif
     return nb_render_fast_generic;
@@ -222,7 +227,9 @@ nb_fast_grad_kernel nb_pick_fast_grad_kernel(void)
 {
 #if defined(__x86_64__) && defined(NB_HAVE_X86_VARIANTS)
     const char *v = nb_fast_variant();
+#ifdef NB_HAVE_AVX512_VARIANT
     if (!strcmp(v, "avx512")) return nb_render_fast_grad_avx512;
+#endif
     if (!strcmp(v, "avx2")) return nb_render_fast_grad_avx2;
 #endif
     return nb_render_fast_grad_generic;
