@@ -246,19 +246,23 @@ PYEOF
 # _CONFIRM; --oversubscribe: more processes than CI's 2 cores (a loaded
 # machine gives mpirun fewer free slots); shared memory by copy through a
 # buffer, not CMA's process_vm_readv, which containers often deny.  Under
-# timeout: a rank waiting for one that has gone fails the test, not CI.  In
-# a sanitized build (make check-asan) the ranks unwind every allocation's
-# stack in full, so that tests/lsan.supp knows Open MPI's own leaks by its
-# libraries (fast unwinding stops in components MPI_Finalize has unloaded).
+# timeout: a rank waiting for one that has gone fails the test, not CI (the
+# limit far above a run's time on a loaded machine: 180 s; sanitized, 600 s,
+# where a joint fit with F of two ranks beside another test file once took
+# more than 60).  In a sanitized build (make check-asan) the ranks unwind
+# every allocation's stack in full, so that tests/lsan.supp knows Open MPI's
+# own leaks by its libraries (fast unwinding stops in components
+# MPI_Finalize has unloaded).
 nb_mpirun() {
-    local n=$1
+    local n=$1 limit=180
     shift
     if [ -n "${NB_SANITIZED:-}" ]; then
         local ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
         export ASAN_OPTIONS
+        limit=600
     fi
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
-        timeout -k 10 60 mpirun -n "$n" --oversubscribe "$@"
+        timeout -k 10 "$limit" mpirun -n "$n" --oversubscribe "$@"
 }
 
 # Skip unless mpirun is here and PROGRAM (default nb-fit) was built with MPI:
