@@ -489,11 +489,11 @@ nb_status nb_fgrad_build(const nb_fparams *fp, const nb_kdual *k, int nd, nb_fgr
 }
 
 /* The fast path's image and derivatives on the GPU (cuda) or the CPU: the
- * fast parameters and the tangents built here for either.  weighed (the CPU
- * only; NULL: the derivative images): their product with weighed->weights
- * added to sums[0 .. nd-1], the rows' sums in row order. */
+ * fast parameters and the tangents built here for either.  weights (the CPU
+ * only; NULL: the derivative images): in place of grads, their product with
+ * the weights added to sums[0 .. nd-1], the rows' sums in row order. */
 static nb_status render_fast_grad(const nb_kparams *kp, const nb_kdual *k, int nd, nb_cuda *cuda, float *image,
-                                  float **grads, const nb_vjp_io *weighed, double *sums, nb_render_result *res,
+                                  float **grads, const double *weights, double *sums, nb_render_result *res,
                                   nb_progress *prog)
 {
     nb_fparams fp;
@@ -505,18 +505,18 @@ static nb_status render_fast_grad(const nb_kparams *kp, const nb_kdual *k, int n
     if (!(st = nb_fgrad_build(&fp, k, nd, &fg, &storage)) && cuda) {
         st = nb_render_cuda_fast_grad(cuda, &fp, &fg, nd, image, grads, res);
     } else if (!st && !(st = nb_calloc((void **)&row_omega, (size_t)kp->spixels, sizeof(double), "row sums")) &&
-               !(weighed && (st = nb_calloc((void **)&row_sums, (size_t)kp->spixels * nd, sizeof(double),
+               !(weights && (st = nb_calloc((void **)&row_sums, (size_t)kp->spixels * nd, sizeof(double),
                                             "the rows' products")))) {
         int tripped = 0;
         double t0 = nb_now();
-        if (weighed) fg.weights = weighed->weights, fg.row_sums = row_sums;
+        fg.weights = weights, fg.row_sums = row_sums;
         nb_pick_fast_grad_kernel()(&fp, &fg, image, grads, row_omega, &tripped, prog);
         res->seconds = nb_now() - t0;
         res->tripped = tripped;
         res->row_stats_filled = 0;
         res->omega_sum = 0.0;
         for (int s = 0; s < kp->spixels; s++) res->omega_sum += row_omega[s];
-        for (int s = 0; weighed && s < kp->spixels; s++)
+        for (int s = 0; weights && s < kp->spixels; s++)
             for (int j = 0; j < nd; j++) sums[j] += row_sums[(size_t)s * nd + j];
     }
     free(row_sums);
@@ -612,8 +612,9 @@ nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame,
         st = nb_grad_kdual_build(g, first, count, frame, panel, kp, hkl, &ks);
         nb_progress *pass_prog = first ? NULL : prog;
         if (!st && path == NB_GRAD_FAST)
-            st = render_fast_grad(kp, &ks.k, count, cuda, pass_image, grads ? grads + first : NULL, res->vjp,
-                                  res->vjp ? res->vjp->sums + first : NULL, res, pass_prog);
+            st = render_fast_grad(kp, &ks.k, count, cuda, pass_image, grads ? grads + first : NULL,
+                                  res->vjp ? res->vjp->weights : NULL, res->vjp ? res->vjp->sums + first : NULL, res,
+                                  pass_prog);
         else if (!st && cuda) st = nb_render_cuda_grad(cuda, kp, &ks.k, count, pass_image, grads + first, res);
         else if (!st) st = nb_render_cpu_grad(kp, &ks.k, count, pass_image, grads ? grads + first : NULL, res, pass_prog);
         nb_kdual_store_free(&ks);

@@ -228,9 +228,9 @@ static double fast_step(const nb_grad_plans *g, int j)
     return !strcmp(nb_param_unit(&g->names.param[j]), "degree") && h < 0.01 ? 0.01 : h;
 }
 
-/* Each name's fast derivative in passes of 1, 3 and 4 names (the
- * instantiations for 1, 3 and 4 tangents; the last pass of a size may hold
- * fewer) is what it is in the passes of all (of up to 8). */
+/* Each name's fast derivative in passes of 1, 3 and 4 names (in the
+ * instantiation for 4 tangents, lanes left over; the last pass of a size may
+ * hold fewer) is what it is in the passes of all (of up to 8). */
 static void check_fast_passes(const nb_grad_plans *g, const nb_kparams *kp, const nb_hkl *hkl, float *const *fgrads,
                              size_t n, const char *what)
 {
