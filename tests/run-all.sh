@@ -81,11 +81,12 @@ for suite in "${suites[@]}"; do
         # time is processes starting and ending, one core each
         jobs_max=${NB_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
         # the longest first, as the last run timed them ($BUILD/tests/cli-seconds,
-        # or in a fresh tree tests/cli/seconds, a run's copy kept in git; a file
+        # or in a fresh tree tests/cli/seconds, a run's copy kept in git, and
+        # sanitized tests/cli/seconds-sanitized, whose order differs: a file
         # neither timed counts as long): the slots end together
         times=$BUILD/tests/cli-seconds
         order=$times
-        [ -s "$order" ] || order=tests/cli/seconds
+        [ -s "$order" ] || order=tests/cli/seconds${NB_SANITIZED:+-sanitized}
         mapfile -t files < <(for f in tests/cli/*.bats; do
             t=$(awk -v f="$f" '$2 == f { print $1 }' "$order" 2>/dev/null)
             echo "${t:-100000} $f"

@@ -222,6 +222,7 @@ EOF
 
 @test "model.expt: DIALS indexes a 30-frame CBF sweep to the orientation of the truth within 0.05 degrees, the cell within 0.1 %" {
     need_dials
+    skip_dials_processing_if_sanitized
     # 20 phi steps a frame: nanoBragg samples each step at its start, so the images show the
     # crystal turned by half a step (0.025 degrees here) about the spindle (docs/physics.md 2.6)
     nb-geom -cell 78 78 37 90 90 90 -misset 10 20 30 -detpixels 512 -pixel 0.172 -distance 150 -lambda 1 \

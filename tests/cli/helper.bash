@@ -287,3 +287,12 @@ have_ccp4() {
 need_ccp4() {
     have_ccp4 || skip "the tools were built without CCP4's library: $NB_CCP4_WHY"
 }
+
+# Skip in the sanitizer build (make check-asan): a test whose time is DIALS's
+# own spot finding and indexing of nb's files.  DIALS runs no code of nb's;
+# the sanitized suite renders and writes those files in other tests, and
+# make check runs these in full.
+skip_dials_processing_if_sanitized() {
+    [ -z "${NB_SANITIZED:-}" ] ||
+        skip "sanitized: DIALS's own spot finding and indexing run no code of nb's (make check runs them)"
+}
