@@ -11,7 +11,8 @@ named parameter tensors through nb's analytic derivatives.
 
 The backward pass is the vector-Jacobian product, sum over pixels of grad_output x d image / d p,
 formed in C (nb_render_frame_vjp): no graph over pixels is built and no image of derivatives is
-kept, so memory stays at a few images whatever the parameters.  A NaN in grad_output gives NaN
+kept, so memory stays at a few images whatever the parameters (the renderer keeps one float64 copy
+of grad_output, the engine's weights, for the next backward).  A NaN in grad_output gives NaN
 gradients, as torch's own functions do (nb.Renderer.vjp refuses one).
 
 Which kernel path a dtype selects:
@@ -48,6 +49,21 @@ def _frames_arg(frames):
     return frames, False
 
 
+def _weights(renderer, grad_output):
+    """grad_output as float64 on the CPU, the engine's weights, in a buffer the renderer keeps: a
+    backward pass of a loop of them converts in place, where a new array each time (tens of MB at
+    2048^2) cost more in page faults than the conversion (torch's copy_: any strides, dtype or
+    device, on torch's threads)."""
+    shape = tuple(grad_output.shape)
+    size = int(np.prod(shape))
+    kept = getattr(renderer, "_torch_weights", None)
+    if kept is None or kept.size < size:
+        kept = renderer._torch_weights = np.empty(size, dtype=np.float64)
+    weights = kept[:size].reshape(shape)
+    torch.from_numpy(weights).copy_(grad_output.detach())
+    return weights
+
+
 class Render(torch.autograd.Function):
     """forward(renderer, names, frames, *values): the frames' images (frames x panels x slow x fast)
     with names set to values (0-d tensors); backward: each value's gradient from the engine's
@@ -60,7 +76,10 @@ class Render(torch.autograd.Function):
         plain = [float(v.detach().cpu()) for v in values]
         for name, value in zip(names, plain):
             renderer.set(name, value)
-        images = np.stack([renderer.render(frame, dtype=np_dtype) for frame in frames])
+        # each frame rendered into its place: no copy of the images
+        images = np.empty((len(frames),) + renderer.shape, dtype=np_dtype)
+        for i, frame in enumerate(frames):
+            renderer.render(frame, dtype=np_dtype, out=images[i])
         ctx.renderer, ctx.names, ctx.frames, ctx.plain = renderer, names, frames, plain
         ctx.np_dtype, ctx.dtype, ctx.device = np_dtype, dtype, values[0].device
         return torch.from_numpy(images).to(values[0].device)
@@ -70,7 +89,7 @@ class Render(torch.autograd.Function):
         renderer = ctx.renderer
         for name, value in zip(ctx.names, ctx.plain):  # the plan forward rendered
             renderer.set(name, value)
-        weights = grad_output.detach().to("cpu", torch.float64).contiguous().numpy()
+        weights = _weights(renderer, grad_output)
         totals = dict.fromkeys(ctx.names, 0.0)
         for i, frame in enumerate(ctx.frames):
             for name, value in renderer._vjp(weights[i], ctx.names, frame, ctx.np_dtype).items():

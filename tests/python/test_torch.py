@@ -93,6 +93,27 @@ def test_several_frames_at_once_are_the_frames_one_by_one():
         assert together[n] == pytest.approx(one_by_one[n], rel=1e-12)
 
 
+def test_a_strided_grad_output_weighs_its_own_pixels():
+    # the backward copies grad_output into the renderer's kept weights whatever its strides: a
+    # transposed view and a broadcast one give the gradients of their contiguous copies
+    r = nb.Renderer(XTAL + DISTANCE + ["-detpixels_x", "20", "-detpixels_y", "12"])
+    w = torch.from_numpy(np.random.default_rng(5).uniform(size=(20, 12)))
+
+    def grads(loss_of):
+        params = params_of(r, ["distance", "Xbeam"], torch.float64)
+        loss_of(nb.torch.render(r, params)).backward()
+        return [float(p.grad) for p in params.values()]
+
+    transposed = grads(lambda image: (image[0].T * w).sum())
+    copied = grads(lambda image: (image[0] * w.T.contiguous()).sum())
+    assert transposed == pytest.approx(copied, rel=1e-12)
+    # sum's backward hands on its grad expanded: every stride 0
+    broadcast = grads(lambda image: image.sum())
+    ones = grads(lambda image: (image * torch.ones(1, 12, 20, dtype=torch.float64)).sum())
+    assert broadcast == pytest.approx(ones, rel=1e-12)
+    assert transposed != pytest.approx(broadcast, rel=1e-3)
+
+
 def test_parameters_not_wanting_a_gradient_get_none_and_the_image_follows_the_values():
     r = nb.Renderer(XTAL + DISTANCE + ["-detpixels", "16"])
     fixed = torch.tensor(85.0, dtype=torch.float64)
