@@ -187,6 +187,7 @@ class Renderer:
         self._lock = threading.RLock()
         self._grad_names = None
         self._given = {}  # name -> the value set() last gave it
+        self._weights_buffer = np.empty(0, dtype=np.float64)  # nb.torch's backward: _kept_weights
         self._device = _choice_arg("device", device, _DEVICES)
         self._precision = _choice_arg("precision", precision, _PRECISIONS)
         self._threads = _int_arg("threads", threads)
@@ -400,6 +401,14 @@ class Renderer:
         _array_arg("weights", weights, np.float64, self.pixels)
         _finite_arg("weights", weights)
         return self._vjp(weights, names, frame, dtype)
+
+    def _kept_weights(self, size):
+        """A float64 array of size elements that this renderer keeps for the next call: nb.torch's
+        backward converts grad_output into it, where a new array each time (tens of MB at 2048^2)
+        cost more in page faults than the conversion."""
+        if self._weights_buffer.size < size:
+            self._weights_buffer = np.empty(size, dtype=np.float64)
+        return self._weights_buffer[:size]
 
     def _vjp(self, weights, names, frame, dtype):
         """vjp with weights already a contiguous float64 array of the frame's size, not checked for

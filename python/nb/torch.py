@@ -50,16 +50,9 @@ def _frames_arg(frames):
 
 
 def _weights(renderer, grad_output):
-    """grad_output as float64 on the CPU, the engine's weights, in a buffer the renderer keeps: a
-    backward pass of a loop of them converts in place, where a new array each time (tens of MB at
-    2048^2) cost more in page faults than the conversion (torch's copy_: any strides, dtype or
-    device, on torch's threads)."""
-    shape = tuple(grad_output.shape)
-    size = int(np.prod(shape))
-    kept = getattr(renderer, "_torch_weights", None)
-    if kept is None or kept.size < size:
-        kept = renderer._torch_weights = np.empty(size, dtype=np.float64)
-    weights = kept[:size].reshape(shape)
+    """grad_output as float64 on the CPU, the engine's weights, in the renderer's kept buffer
+    (Renderer._kept_weights); torch's copy_ takes any strides, dtype or device."""
+    weights = renderer._kept_weights(grad_output.numel()).reshape(tuple(grad_output.shape))
     torch.from_numpy(weights).copy_(grad_output.detach())
     return weights
 
