@@ -157,10 +157,11 @@ def test_a_nan_in_grad_output_gives_nan_gradients_as_torch_does():
 def test_torch_optim_recovers_a_perturbed_experiment():
     # examples/torch_refine.py: a 512 x 512 still, Poisson counts at the default fluence, distance,
     # beam centre, misset and cell lengths started 1 mm, 0.3 mm, 0.5 degrees and 0.5 % off; it
-    # exits 1 unless each comes back within 0.01 mm, 0.005 degrees and 0.01 %
+    # exits 1 unless each comes back within 0.01 mm, 0.005 degrees and 0.01 %.  The draw is one the
+    # first stage lost before it blurred the images (bench/README.md, "nb.torch: torch.optim")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(nb.__file__))] +
                                                         sys.path))
-    run = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "torch_refine.py"), "--signs", "3",
-                          "--threads", "2"], capture_output=True, text=True, env=env)
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "torch_refine.py"), "--cell",
+                          "50 90 120 90 100 90", "--signs", "194738958", "--seed", "860361905", "--threads", "2"], capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.count(" ok") == 9
