@@ -244,6 +244,7 @@ static nb_status check_call(const nb_renderer *r, long frame, int panel)
 #ifdef _OPENMP
     if (r->threads > 0) omp_set_num_threads(r->threads);
 #endif
+    nb_parallel_min_set(NB_PARALLEL_MIN_LIBRARY); /* no pipe beside a library's caller (nb_tuning.h) */
     return NB_OK;
 }
 

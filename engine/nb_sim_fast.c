@@ -115,7 +115,7 @@ void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, nb_row_
     /* a small render (a few milliseconds of work: pixel-steps) stays on one
      * thread, as every pass does (nb_tuning.h) */
     const double work = (double)kp->fpixels * kp->spixels * (kp->steps > 0 ? kp->steps : 1);
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped) if (work >= (double)NB_PARALLEL_MIN)
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : tripped) if (work >= (double)nb_parallel_min())
     for (int s = 0; s < kp->spixels; s++) {
         vd omega = tod(splat(0.0f));
         float *row = image + (size_t)s * kp->fpixels;

@@ -80,7 +80,7 @@ NB_VECTOR_CLAMPS void nb_int_image_rows(const float *img, int width, int y0, int
 {
     /* threads only for large pieces: a few rows are quicker on one, and idle
      * OpenMP threads spin, taking a core from the other stages of a pipe */
-#pragma omp parallel for schedule(static) if ((size_t)ny * (size_t)width >= NB_PARALLEL_MIN)
+#pragma omp parallel for schedule(static) if ((size_t)ny * (size_t)width >= nb_parallel_min())
     for (int y = y0; y < y0 + ny; y++) {
         const float *in = img + (size_t)y * width;
         int32_t *o = out + (size_t)(y - y0) * width;
@@ -151,7 +151,7 @@ size_t nb_first_nonfinite(const float *img, size_t n)
     /* blocks checked in parallel, the first bad block searched afterwards */
     enum { BLOCK = 1 << 16 };
     size_t nblocks = (n + BLOCK - 1) / BLOCK, first_bad = nblocks;
-#pragma omp parallel for schedule(static) reduction(min : first_bad) if (n >= NB_PARALLEL_MIN)
+#pragma omp parallel for schedule(static) reduction(min : first_bad) if (n >= nb_parallel_min())
     for (size_t b = 0; b < nblocks; b++) {
         size_t len = b + 1 < nblocks ? BLOCK : n - b * BLOCK;
         if (any_nonfinite(img + b * BLOCK, len) && b < first_bad) first_bad = b;

@@ -52,6 +52,12 @@ static int simd_limit_of(const char *v)
     return -1;
 }
 
+static _Thread_local size_t parallel_min_here; /* 0: NB_PARALLEL_MIN */
+
+size_t nb_parallel_min(void) { return parallel_min_here ? parallel_min_here : NB_PARALLEL_MIN; }
+
+void nb_parallel_min_set(size_t size) { parallel_min_here = size; }
+
 int nb_simd_limit(void)
 {
     int limit = simd_limit_of(getenv("NB_SIMD"));

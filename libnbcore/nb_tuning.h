@@ -15,6 +15,18 @@
  * checked, pixel-steps of a render) stay on one thread: waiting for a second one to be scheduled, in a
  * pipe whose other stages are busy, costs more than the pass. */
 #define NB_PARALLEL_MIN ((size_t)1 << 21)
+/* The same size for a process that renders through libnb's renderer
+ * (engine/nb.c): no pipe's stages beside it, a caller that names its threads
+ * and calls again while OpenMP's team still waits warm (a refinement's loop
+ * of renders and derivatives); a 1024^2 fast render took 2.2 ms on one thread
+ * of an AVX2 core and 1.2 on two. */
+#define NB_PARALLEL_MIN_LIBRARY ((size_t)1 << 17)
+/* The size the calling thread's passes compare with: NB_PARALLEL_MIN unless
+ * nb_parallel_min_set gave another (per thread, as OpenMP's own thread count
+ * is: each thread that starts parallel regions has its own). */
+size_t nb_parallel_min(void);
+/* Set the calling thread's size; 0 restores NB_PARALLEL_MIN. */
+void nb_parallel_min_set(size_t size);
 /* Whether a second thread may be used (--threads, OMP_NUM_THREADS): the
  * stream reader then reads a large payload on its own thread. */
 int nb_threads_spare(void);
