@@ -602,6 +602,18 @@ static nb_status weigh_grads(const nb_grad_plans *g, nb_grad_path path, long fra
     return st;
 }
 
+/* The names a pass carries.  The AVX2 rows, with 16 vector registers,
+ * spill 8 tangents' lanes far more than 4: 8 names at 1024^2 on one thread
+ * took 24.2 ms in one pass of 8 and 19.5 in two of 4.  With AVX-512's 32
+ * registers one pass of 8 is the quicker (9.6 ms against 11.3), and the
+ * portable variant has the 8's instantiation alone, as a curved detector's
+ * rows are (nb_sim_fast_grad.c). */
+static int names_a_pass(nb_grad_path path, const nb_kparams *kp, const nb_cuda *cuda)
+{
+    if (path == NB_GRAD_FAST && !cuda && !kp->curved_detector && !strcmp(nb_fast_variant(), "avx2")) return 4;
+    return NB_DUAL_N;
+}
+
 nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame, int panel, const nb_kparams *kp,
                           const nb_hkl *hkl, nb_cuda *cuda, float *image, float **grads, nb_render_result *res,
                           nb_progress *prog)
@@ -615,8 +627,9 @@ nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame,
     nb_status st = NB_OK;
     const int n = g->names.n;
     double seconds = 0.0, kernel_seconds = 0.0, transfer_seconds = 0.0; /* over the passes */
-    for (int first = 0; first < n && !st; first += NB_DUAL_N) {
-        const int count = n - first < NB_DUAL_N ? n - first : NB_DUAL_N;
+    const int per_pass = names_a_pass(path, kp, cuda);
+    for (int first = 0; first < n && !st; first += per_pass) {
+        const int count = n - first < per_pass ? n - first : per_pass;
         float *pass_image = first == 0 ? image : NULL; /* the image once, with the first pass */
         nb_wide_out pass_wide = {NULL, NULL};
         if (wide) pass_wide.image = first == 0 ? wide->image : NULL, pass_wide.grads = wide->grads ? wide->grads + first : NULL;
