@@ -235,6 +235,13 @@ nb_fast_grad_kernel nb_pick_fast_grad_kernel(void)
     return nb_render_fast_grad_generic;
 }
 
+/* AVX2's 16 vector registers spill 8 tangents' lanes far more than 4: 8
+ * names at 1024^2 on one thread took 24.2 ms in one pass of 8 and 19.5 in
+ * two of 4.  With AVX-512's 32 registers one pass of 8 is the quicker (9.6
+ * ms against 11.3), and the portable variant has the 8's instantiation
+ * alone (nb_sim_fast_grad.c). */
+int nb_fast_grad_names_a_pass(void) { return !strcmp(nb_fast_variant(), "avx2") ? 4 : NB_DUAL_N; }
+
 /* The Miller index by offset's tables (nb_pixel_offset): each pair's A in
  * single precision, rows of 4; and its reach, N |A| times the largest angle
  * between a ray and its reference (half a span and a pixel along a row, or

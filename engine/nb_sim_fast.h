@@ -30,6 +30,9 @@ typedef void (*nb_fast_grad_kernel)(const nb_fparams *fp, const nb_fgrad *fg, fl
                                     double *row_omega, int *tripped, nb_progress *prog);
 /* the variant nb_fast_variant names */
 nb_fast_grad_kernel nb_pick_fast_grad_kernel(void);
+/* The names a pass of that variant's flat rows carries at most: 4 on AVX2,
+ * else NB_DUAL_N (nb_sim_cpu.c says why). */
+int nb_fast_grad_names_a_pass(void);
 void nb_render_fast_grad_generic(const nb_fparams *fp, const nb_fgrad *fg, float *image, float **grads,
                                  double *row_omega, int *tripped, nb_progress *prog);
 void nb_render_fast_grad_avx2(const nb_fparams *fp, const nb_fgrad *fg, float *image, float **grads,

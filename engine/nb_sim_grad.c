@@ -602,16 +602,12 @@ static nb_status weigh_grads(const nb_grad_plans *g, nb_grad_path path, long fra
     return st;
 }
 
-/* The names a pass carries.  The AVX2 rows, with 16 vector registers,
- * spill 8 tangents' lanes far more than 4: 8 names at 1024^2 on one thread
- * took 24.2 ms in one pass of 8 and 19.5 in two of 4.  With AVX-512's 32
- * registers one pass of 8 is the quicker (9.6 ms against 11.3), and the
- * portable variant has the 8's instantiation alone, as a curved detector's
- * rows are (nb_sim_fast_grad.c). */
+/* The names a pass carries: the CPU's fast variant's choice for flat rows
+ * (a curved detector's are in the NB_DUAL_N instantiation alone), else
+ * NB_DUAL_N. */
 static int names_a_pass(nb_grad_path path, const nb_kparams *kp, const nb_cuda *cuda)
 {
-    if (path == NB_GRAD_FAST && !cuda && !kp->curved_detector && !strcmp(nb_fast_variant(), "avx2")) return 4;
-    return NB_DUAL_N;
+    return path == NB_GRAD_FAST && !cuda && !kp->curved_detector ? nb_fast_grad_names_a_pass() : NB_DUAL_N;
 }
 
 nb_status nb_render_grads(const nb_grad_plans *g, nb_grad_path path, long frame, int panel, const nb_kparams *kp,

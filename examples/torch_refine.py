@@ -31,16 +31,16 @@ MOVES = {
 # how far the search may go from the start, each way: the optimiser moves x, the parameter is
 # start + reach * tanh(x / reach), so no step of a line search leaves the plausible
 # (a cell of negative length)
+REACH = {"distance": 3.0, "Xbeam": 1.0, "Ybeam": 1.0, "misset_x": 1.5, "misset_y": 1.5, "misset_z": 1.5,
+         "cell_a": 1.5, "cell_b": 1.5, "cell_c": 1.5}
+
+
 # the model's floor, in photons a pixel: a perfect lattice's spots have exact zeros between them, and a
 # count that falls where the model passes through one (-log of a vanishing mean) makes the
 # likelihood's surface a field of spikes that stall LBFGS short of the optimum (seen: 55 units of
 # -log L above the truth's, the cell 6 sigma off); a detector's dark counts, one stray photon in a
 # thousand pixels, bound them and move the optimum by far less than its sigma
 FLOOR = 1e-3
-REACH = {"distance": 3.0, "Xbeam": 1.0, "Ybeam": 1.0, "misset_x": 1.5, "misset_y": 1.5, "misset_z": 1.5,
-         "cell_a": 1.5, "cell_b": 1.5, "cell_c": 1.5}
-
-
 WIDTH = 51.2  # the detector's width in mm, whatever its pixel count
 
 

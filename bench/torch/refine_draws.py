@@ -20,8 +20,6 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
-
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CELLS = ["70 80 90 85 95 100", "60 60 60 90 90 90", "50 90 120 90 100 90", "100 100 100 90 90 90",
          "45 55 65 100 105 110", "80 80 120 90 90 120"]
@@ -30,6 +28,7 @@ CELLS = ["70 80 90 85 95 100", "60 60 60 90 90 90", "50 90 120 90 100 90", "100 
 def floor(threads):
     """Each cell's Cramer-Rao floor: sigma / tolerance a parameter, and the chance of a miss."""
     import nb
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
     import torch_refine
     names = list(torch_refine.MOVES)
     rng = np.random.default_rng(0)

@@ -161,7 +161,8 @@ def test_torch_optim_recovers_a_perturbed_experiment():
     # first stage lost before it blurred the images (bench/README.md, "nb.torch: torch.optim")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(nb.__file__))] +
                                                         sys.path))
-    run = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "torch_refine.py"), "--cell",
-                          "50 90 120 90 100 90", "--signs", "194738958", "--seed", "860361905", "--threads", "2"], capture_output=True, text=True, env=env)
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "torch_refine.py"),
+                          "--cell", "50 90 120 90 100 90", "--signs", "194738958", "--seed", "860361905",
+                          "--threads", "2"], capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.count(" ok") == 9
