@@ -235,6 +235,18 @@ nb_fast_grad_kernel nb_pick_fast_grad_kernel(void)
     return nb_render_fast_grad_generic;
 }
 
+nb_fast_adjoint_kernel nb_pick_fast_adjoint_kernel(void)
+{
+#if defined(__x86_64__) && defined(NB_HAVE_X86_VARIANTS)
+    const char *v = nb_fast_variant();
+#ifdef NB_HAVE_AVX512_VARIANT
+    if (!strcmp(v, "avx512")) return nb_render_fast_adjoint_avx512;
+#endif
+    if (!strcmp(v, "avx2")) return nb_render_fast_adjoint_avx2;
+#endif
+    return nb_render_fast_adjoint_generic;
+}
+
 /* AVX2's 16 vector registers spill 8 tangents' lanes far more than 4: 8
  * names at 1024^2 on one thread took 24.2 ms in one pass of 8 and 19.5 in
  * two of 4.  With AVX-512's 32 registers one pass of 8 is the quicker (9.6

@@ -40,4 +40,26 @@ void nb_render_fast_grad_avx2(const nb_fparams *fp, const nb_fgrad *fg, float *i
 void nb_render_fast_grad_avx512(const nb_fparams *fp, const nb_fgrad *fg, float *image, float **grads,
                                 double *row_omega, int *tripped, nb_progress *prog);
 
+/* The vector-Jacobian product in one sweep (nb_fast_adjoint.inc): for each
+ * row s, row_sums[s nd + j] = the row's sum over its pixels of weight x dI/d
+ * name j, the names' tangents in passes of NB_DUAL_N (pass[q] holds names
+ * q NB_DUAL_N ..; weights and row_sums of nb_fgrad unused).  Flat
+ * detectors without -oversample_* flags (fast_adjoint_supports, nb_sim_grad.c). */
+typedef struct nb_fadj {
+    const nb_fgrad *pass;
+    int npasses, nd;
+    const double *weights; /* the panel's pixels */
+    double *row_sums;      /* spixels x nd */
+} nb_fadj;
+/* The image too (NULL: not wanted); 0, or -1 where its scratch could not be had. */
+typedef int (*nb_fast_adjoint_kernel)(const nb_fparams *fp, const nb_fadj *job, float *image, double *row_omega,
+                                      int *tripped, nb_progress *prog);
+nb_fast_adjoint_kernel nb_pick_fast_adjoint_kernel(void);
+int nb_render_fast_adjoint_generic(const nb_fparams *fp, const nb_fadj *job, float *image, double *row_omega,
+                                   int *tripped, nb_progress *prog);
+int nb_render_fast_adjoint_avx2(const nb_fparams *fp, const nb_fadj *job, float *image, double *row_omega,
+                                int *tripped, nb_progress *prog);
+int nb_render_fast_adjoint_avx512(const nb_fparams *fp, const nb_fadj *job, float *image, double *row_omega,
+                                  int *tripped, nb_progress *prog);
+
 #endif

@@ -45,13 +45,15 @@ def test_float32_parameters_take_the_fast_path_and_its_derivatives():
     assert image.dtype == torch.float32
     (torch.from_numpy(w.reshape(image.shape)) * image).sum().backward()
     # the plan at float32's values (a cell angle read back as 100.0008 is moved by float32's rounding):
-    # nb-sim --grad's image and derivatives there, as Renderer.derivatives gives them (test_nb.py)
+    # nb-sim --grad's image and derivatives there, as Renderer.derivatives gives them (test_nb.py); the
+    # product of this many names comes from the adjoint sweep, whose sum rounds its terms to float
+    # otherwise than the derivative images do (tests/python/test_adjoint.py)
     _, grads = r.derivatives(NAMES)
     assert image.detach().numpy().tobytes() == r.render().tobytes()
     for n in NAMES:
         want = float(np.dot(w.astype(np.float64), grads[n].ravel().astype(np.float64)))
         assert params[n].grad.dtype == torch.float32
-        assert float(params[n].grad) == pytest.approx(want, rel=1e-6, abs=1e-9 * np.abs(w * grads[n].ravel()).sum()), n
+        assert float(params[n].grad) == pytest.approx(want, rel=1e-6, abs=2e-5 * np.abs(w * grads[n].ravel()).sum()), n
 
 
 def test_gradcheck_passes_on_the_double_path():

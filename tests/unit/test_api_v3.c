@@ -85,12 +85,27 @@ static void products(nb_renderer *r, size_t n)
         near(vjp[j], want, 1e-12, "derivative %d: the product is the weighed sum (%.17g, %.17g)", j, vjp[j], want);
     }
     ok(nb_render_frame_grad(r, 1, NULL, fg) == NB_RESULT_OK, "frame 1: derivatives in float");
+    /* the tangent passes: the derivative images' own floats, weighed in the rows */
+    setenv("NB_VJP", "tangents", 1);
     ok(nb_render_frame_vjp(r, 1, NB_PRECISION_PLAN, w, vjp) == NB_RESULT_OK, "frame 1: the product, the renderer's");
     for (int j = 0; j < NNAMES; j++) {
         double want = 0.0;
         for (size_t p = 0; p < n; p++) want += w[p] * (double)fg[j][p];
         near(vjp[j], want, 1e-12, "derivative %d: the float product is the floats' sum in double", j);
     }
+    /* the adjoint sweep (nine names: the default): the same sum to float's rounding of its terms */
+    unsetenv("NB_VJP");
+    ok(nb_render_frame_vjp(r, 1, NB_PRECISION_PLAN, w, vjp) == NB_RESULT_OK, "frame 1: the product by the sweep");
+    for (int j = 0; j < NNAMES; j++) {
+        double want = 0.0, size = 0.0;
+        for (size_t p = 0; p < n; p++) want += w[p] * (double)fg[j][p], size += fabs(w[p] * (double)fg[j][p]);
+        ok(fabs(vjp[j] - want) <= 1e-5 * size, "derivative %d: the sweep's product is the floats' sum (%.9g, %.9g, of %.3g)",
+           j, vjp[j], want, size);
+    }
+    setenv("NB_VJP", "both", 1);
+    ok(nb_render_frame_vjp(r, 1, NB_PRECISION_PLAN, w, vjp) == NB_RESULT_USAGE && has("NB_VJP=both"),
+       "NB_VJP=both: usage, said: %s", nb_last_error());
+    unsetenv("NB_VJP");
     nb_options *one = nb_options_new(NB_OPTIONS_RENDER), *two = nb_options_new(NB_OPTIONS_RENDER);
     nb_options_set_int(one, "threads", 1);
     nb_options_set_int(two, "threads", 2);
@@ -104,7 +119,14 @@ static void products(nb_renderer *r, size_t n)
     nb_render_frame_vjp(r, 1, NB_PRECISION_FAST, w, vjp);
     ok(nb_renderer_set_options(r, two) == NB_RESULT_OK, "two threads again");
     nb_render_frame_vjp(r, 1, NB_PRECISION_FAST, w, again);
-    ok(!memcmp(vjp, again, sizeof vjp), "the fast path's product is the same on one thread and two");
+    ok(!memcmp(vjp, again, sizeof vjp), "the fast path's product is the same on one thread and two (the sweep)");
+    setenv("NB_VJP", "tangents", 1);
+    ok(nb_renderer_set_options(r, one) == NB_RESULT_OK, "one thread, the tangent passes");
+    nb_render_frame_vjp(r, 1, NB_PRECISION_FAST, w, vjp);
+    ok(nb_renderer_set_options(r, two) == NB_RESULT_OK, "two threads, the tangent passes");
+    nb_render_frame_vjp(r, 1, NB_PRECISION_FAST, w, again);
+    unsetenv("NB_VJP");
+    ok(!memcmp(vjp, again, sizeof vjp), "the tangent passes' product is the same on one thread and two");
     nb_options_free(one);
     nb_options_free(two);
     for (int j = 0; j < NNAMES; j++) free(fg[j]), free(dg[j]);
