@@ -234,6 +234,18 @@ static nb_status read_crystal(const nb_json *root, const nb_json *exp, int i, co
         return bad(name, what);
     }
     c->lambda = w->number * 1e-10;
+    /* its identifier, kept through the plan into every list written from it (a UUID from DIALS) */
+    const nb_json *id = nb_json_get(exp, "identifier");
+    c->identifier[0] = '\0';
+    if (id && id->type == NB_JSON_STRING && id->string[0]) {
+        int printable = strlen(id->string) < sizeof c->identifier;
+        for (const char *q = id->string; printable && *q; q++) printable = *q >= 0x20 && *q <= 0x7e;
+        if (!printable) {
+            snprintf(what, sizeof what, "experiment %d's identifier is not 1 to 255 printable ASCII characters", i);
+            return bad(name, what);
+        }
+        strcpy(c->identifier, id->string);
+    }
     return NB_OK;
 }
 

@@ -56,15 +56,15 @@ static char *as_text(const nb_json *v)
     return nb_strbuf_take(&sb);
 }
 
-/* A still's frame from its identifier "nb-frame-N" */
-static int still_frame(const nb_json *id, long *frame)
+/* A still's frame (from 1): its "nb_frame", which nb-convert writes beside
+ * the identifier (dials_expt_write.c) - an identifier kept from DIALS's list
+ * says nothing of the frame */
+static int still_frame(const nb_json *number, long *frame)
 {
-    if (!id || id->type != NB_JSON_STRING || strncmp(id->string, "nb-frame-", 9)) return -1;
-    char *end;
-    errno = 0;
-    long n = strtol(id->string + 9, &end, 10);
-    if (errno || *end || end == id->string + 9 || n < 1) return -1;
-    *frame = n;
+    if (!number || number->type != NB_JSON_NUMBER || !(number->number >= 1) || number->number > (double)LONG_MAX ||
+        number->number != floor(number->number))
+        return -1;
+    *frame = (long)number->number;
     return 0;
 }
 
@@ -87,8 +87,8 @@ static nb_status add_ref(join_state *J, const char *name, const nb_json *root, c
             nb_json_numbers(nb_json_get(r.scan, "oscillation"), r.osc, 2) || !(r.osc[1] > 0))
             return bad_part(name, "a scan without a sound image_range and oscillation");
         r.first = (long)range[0], r.last = (long)range[1];
-    } else if (still_frame(r.identifier, &r.first)) {
-        return bad_part(name, "a still whose identifier is not nb-frame-N");
+    } else if (still_frame(nb_json_get(e, "nb_frame"), &r.first)) {
+        return bad_part(name, "a still without its frame's number (nb_frame)");
     } else {
         r.last = r.first;
     }
@@ -242,6 +242,13 @@ static nb_status put_rotation_images(nb_strbuf *sb, const join_state *J, const c
     return NB_OK;
 }
 
+/* An experiment's identifier as its part states it (the run's, or one kept from DIALS) */
+static void put_identifier(nb_strbuf *sb, const expt_ref *r)
+{
+    if (r->identifier && r->identifier->type == NB_JSON_STRING) nb_json_write_string(sb, r->identifier->string);
+    else nb_json_write_string(sb, "");
+}
+
 static nb_status put_rotation(nb_strbuf *sb, const join_state *J, const char *master, const char *const *nxmx_parts,
                               int n_nxmx)
 {
@@ -249,8 +256,10 @@ static nb_status put_rotation(nb_strbuf *sb, const join_state *J, const char *ma
     if (st) return st;
     const expt_ref *a = &J->refs[0];
     int images = a->imageset != NULL;
-    nb_strbuf_printf(sb, "  \"experiment\": [{\"__id__\": \"Experiment\", \"identifier\": \"\", \"beam\": 0, "
-                         "\"detector\": 0, \"goniometer\": 0, \"scan\": 0, %s\"crystal\": 0}],\n  \"imageset\": [\n",
+    nb_strbuf_append(sb, "  \"experiment\": [{\"__id__\": \"Experiment\", \"identifier\": ");
+    put_identifier(sb, a);
+    nb_strbuf_printf(sb, ", \"beam\": 0, \"detector\": 0, \"goniometer\": 0, \"scan\": 0, %s\"crystal\": 0}],\n"
+                         "  \"imageset\": [\n",
                      images ? "\"imageset\": 0, " : "");
     if ((st = put_rotation_images(sb, J, master, nxmx_parts, n_nxmx))) return st;
     nb_strbuf_append(sb, "  ],\n  \"beam\": [");
@@ -309,9 +318,9 @@ static nb_status put_stills(nb_strbuf *sb, const join_state *J, const char *mast
                                 J->refs[images ? i : 0].part);
     nb_strbuf_append(sb, "  \"experiment\": [\n");
     for (size_t i = 0; i < J->nrefs; i++) {
-        nb_strbuf_printf(sb, "    {\"__id__\": \"Experiment\", \"identifier\": \"nb-frame-%ld\", \"beam\": %zu, "
-                             "\"detector\": 0, ",
-                         J->refs[i].first, i);
+        nb_strbuf_append(sb, "    {\"__id__\": \"Experiment\", \"identifier\": ");
+        put_identifier(sb, &J->refs[i]);
+        nb_strbuf_printf(sb, ", \"nb_frame\": %ld, \"beam\": %zu, \"detector\": 0, ", J->refs[i].first, i);
         if (images) nb_strbuf_printf(sb, "\"imageset\": %zu, ", i);
         nb_strbuf_printf(sb, "\"crystal\": %zu}%s\n", i, i + 1 < J->nrefs ? "," : "");
     }

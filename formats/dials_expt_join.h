@@ -3,12 +3,14 @@
  * their NXmx files join into a master.
  *
  * The parts are experiment lists nb-convert wrote (dials_expt_write.h) from
- * one plan: one detector each, the same in all.  Stills' experiments (their
- * identifiers "nb-frame-N") are put in frame order, each keeping its beam,
- * crystal and image; a frame in two parts is an error.  A rotation series'
+ * one plan: one detector each, the same in all.  Stills' experiments are
+ * put in frame order (their "nb_frame", the frame's number nb-convert writes
+ * beside the identifier), each keeping its identifier, beam, crystal and
+ * image; a frame in two parts is an error.  A rotation series'
  * parts (one experiment each, with a scan) must follow one another without
  * a gap or an overlap and share the beam, goniometer, crystal and
- * oscillation: they become one experiment whose scan covers them all.
+ * oscillation: they become one experiment whose scan covers them all, the
+ * first part's identifier its own.
  *
  * Images: a part's images stay as they are (a '#' template of CBF or SMV
  * files, or a still's file), unless `master` names the NXmx master joined

@@ -22,6 +22,7 @@
 
 #include "image_meta.h"
 #include "json.h"
+#include "nb_crc32.h"
 #include "nb_reflections.h"
 #include "nb_util.h"
 
@@ -260,6 +261,7 @@ typedef struct still_shot {
     long index;             /* its place among the frames this list saw (an NXmx file's index) */
     double wavelength;      /* m */
     double abc[3][3];       /* Angstrom, DIALS's frame */
+    char identifier[256];   /* the plan's kept identifier of the frame, or the run's with its number */
 } still_shot;
 
 struct nb_expt {
@@ -281,6 +283,8 @@ struct nb_expt {
     still_shot *shots;
     size_t nshots, cap;
     char *detector;         /* the "detector" entry, of the first frame */
+    char run_id[NB_EXPT_RUN_ID]; /* "nb-" and the CRC-32 of the series plan's record: its experiments' identifiers */
+    char rotation_id[256];  /* a rotation's experiment's: the plan's kept one of its first frame, or run_id */
 };
 
 nb_status nb_expt_open(nb_expt **out, const char *path, const nb_expt_images *img)
@@ -322,10 +326,38 @@ static char *fixed_text(const nb_plan *p, const double R[3][3], const panel_coun
     return nb_strbuf_take(&sb);
 }
 
+/* dials_expt_write.h.  What the run was made from, so that the same
+ * command (and every shard of one run) names its experiments alike and
+ * another plan otherwise, where a number drawn at random would differ each
+ * time. */
+nb_status nb_expt_run_id(const nb_plan *series, char out[NB_EXPT_RUN_ID])
+{
+    nb_record rec;
+    unsigned char *bytes = NULL;
+    size_t len = 0;
+    nb_status st = nb_plan_to_record(series, &rec);
+    if (!st) st = nb_record_serialize(&rec, &bytes, &len);
+    nb_record_free(&rec);
+    /* the bytes before the record's own CRC-32, whose CRC with it is a constant */
+    if (!st) snprintf(out, NB_EXPT_RUN_ID, "nb-%08x", (unsigned)nb_crc32_update(0, bytes, len >= 4 ? len - 4 : len));
+    free(bytes);
+    return st;
+}
+
+void nb_expt_identifier(const nb_plan *series, const char *run_id, long frame, char *out, size_t n)
+{
+    const char *kept = nb_plan_frame_id(series, frame);
+    if (kept) snprintf(out, n, "%s", kept);
+    else if (series->osc > 0) snprintf(out, n, "%s", run_id);
+    else snprintf(out, n, "%s-%ld", run_id, frame + 1);
+}
+
 static nb_status start(nb_expt *e, const nb_plan *series, long frame, double wavelength, const panel_counts *c)
 {
     nb_status st = nb_dials_frame(series, e->R);
+    if (!st) st = nb_expt_run_id(series, e->run_id);
     if (st) return st;
+    nb_expt_identifier(series, e->run_id, frame, e->rotation_id, sizeof e->rotation_id);
     e->started = 1;
     e->rotation = series->osc > 0;
     beam_of(series, e->R, &e->beam);
@@ -357,6 +389,7 @@ static nb_status add_shot(nb_expt *e, const nb_plan *series, long frame, double 
     }
     still_shot *s = &e->shots[e->nshots];
     s->frame = frame, s->index = e->nseen, s->wavelength = wavelength;
+    nb_expt_identifier(series, e->run_id, frame, s->identifier, sizeof s->identifier);
     nb_status st = nb_dials_frame_cell(series, frame, s->abc);
     if (!st) e->nshots++;
     return st;
@@ -419,8 +452,9 @@ static void put_imageset(nb_strbuf *sb, const nb_expt *e, const still_shot *s, i
 static void put_rotation(nb_strbuf *sb, const nb_expt *e)
 {
     int images = e->kind != NB_EXPT_NO_IMAGES;
-    nb_strbuf_printf(sb, "  \"experiment\": [{\"__id__\": \"Experiment\", \"identifier\": \"\", \"beam\": 0, "
-                         "\"detector\": 0, \"goniometer\": 0, \"scan\": 0%s%s}],\n",
+    nb_strbuf_append(sb, "  \"experiment\": [{\"__id__\": \"Experiment\", \"identifier\": ");
+    nb_json_write_string(sb, e->rotation_id);
+    nb_strbuf_printf(sb, ", \"beam\": 0, \"detector\": 0, \"goniometer\": 0, \"scan\": 0%s%s}],\n",
                      images ? ", \"imageset\": 0" : "", e->no_crystal ? "" : ", \"crystal\": 0");
     nb_strbuf_append(sb, "  \"imageset\": [\n");
     if (images) put_imageset(sb, e, NULL, 1);
@@ -456,9 +490,11 @@ static void put_stills(nb_strbuf *sb, const nb_expt *e)
     int images = e->kind != NB_EXPT_NO_IMAGES;
     nb_strbuf_append(sb, "  \"experiment\": [\n");
     for (size_t i = 0; i < e->nshots; i++) {
-        nb_strbuf_printf(sb, "    {\"__id__\": \"Experiment\", \"identifier\": \"nb-frame-%ld\", \"beam\": %zu, "
-                             "\"detector\": 0",
-                         e->shots[i].frame + 1, i);
+        /* nb_frame, the frame's number (from 1), by which shards' lists join
+         * (dials_expt_join.h); dxtbx reads past it */
+        nb_strbuf_append(sb, "    {\"__id__\": \"Experiment\", \"identifier\": ");
+        nb_json_write_string(sb, e->shots[i].identifier);
+        nb_strbuf_printf(sb, ", \"nb_frame\": %ld, \"beam\": %zu, \"detector\": 0", e->shots[i].frame + 1, i);
         if (images) nb_strbuf_printf(sb, ", \"imageset\": %zu", i);
         if (!e->no_crystal) nb_strbuf_printf(sb, ", \"crystal\": %zu", i);
         nb_strbuf_printf(sb, "}%s\n", i + 1 < e->nshots ? "," : "");

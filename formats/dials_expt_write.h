@@ -11,8 +11,15 @@
  *     order the frames came, each with its own beam (the frame's
  *     wavelength), its own crystal (the shot as the frame saw it, the
  *     crystal truth.jsonl's A is made from) and its own image set naming its
- *     image; its identifier "nb-frame-N" (N counted from 1, as file names),
- *     by which shards' lists are joined in frame order (dials_expt_join.h).
+ *     image, and its frame's number "nb_frame" (counted from 1, as file
+ *     names: by it shards' lists are joined in frame order,
+ *     dials_expt_join.h).
+ * Identifiers: the plan's own where it keeps them (nb-geom -expt keeps a
+ * DIALS list's, which tie its experiments to their reflections), else the
+ * run's, "nb-" and the CRC-32 of the series plan's PLAN record in hex (a
+ * still's with "-N", its frame's number): the same command, and every shard
+ * of one run, names them alike; another plan's differ, so that a truth and
+ * a fit load into one ExperimentList.
  * One detector serves every experiment: every panel with the trusted range,
  * gain and pedestal of the counts as the images beside it hold them, and the
  * sensor as simulated (thickness, material, mu; none: thickness 0, which
@@ -24,6 +31,8 @@
  * (real-space cell vectors Angstrom), angles degrees. */
 #ifndef NB_FORMAT_DIALS_EXPT_WRITE_H
 #define NB_FORMAT_DIALS_EXPT_WRITE_H
+
+#include <stddef.h>
 
 #include "nb_error.h"
 #include "nb_plan.h"
@@ -66,6 +75,14 @@ void nb_dials_image_geometry(const nb_plan *p, struct nb_image_meta *m);
  * crystal in DIALS's frame: a still's shot as it saw it, a rotation frame's
  * crystal at mid-frame (truth.jsonl's A is their reciprocal). */
 nb_status nb_dials_frame_cell(const nb_plan *series, long frame, double abc[3][3]);
+
+/* The run's identifier (above): "nb-" and 8 hex digits, NUL-ended */
+#define NB_EXPT_RUN_ID 16
+nb_status nb_expt_run_id(const nb_plan *series, char out[NB_EXPT_RUN_ID]);
+/* Frame `frame`'s experiment identifier by the rule above, into out (n
+ * bytes): the plan's kept one, else the run's (a rotation's) or the run's
+ * and "-N" (a still's, N its number from 1).  truth.jsonl names the same. */
+void nb_expt_identifier(const nb_plan *series, const char *run_id, long frame, char *out, size_t n);
 
 typedef struct nb_expt nb_expt;
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dials_expt_write.h"
+#include "json.h"
 #include "nb_reflections.h"
 #include "nb_stills.h"
 #include "nb_util.h"
@@ -20,6 +21,7 @@
 struct nb_truth {
     nb_outfile *of;
     double min_photons;
+    char run_id[NB_EXPT_RUN_ID]; /* the series plan's, for the identifiers ("": not yet) */
 };
 
 nb_status nb_truth_open(nb_truth **out, const char *path, double min_photons)
@@ -109,9 +111,18 @@ static nb_status check_shot(const nb_plan *series, const nb_image_info *im)
     return NB_OK;
 }
 
-static void put_frame_keys(FILE *fp, const nb_plan *series, const nb_plan *view, long frame, const double A[9])
+static void put_frame_keys(FILE *fp, const nb_plan *series, const nb_plan *view, long frame, const double A[9],
+                           const char *run_id)
 {
-    fprintf(fp, "{\"frame\": %ld, \"kind\": \"%s\", \"A\": [", frame + 1, series->stills.on ? "still" : "rotation");
+    /* the experiment's identifier, as model.expt names it (nb_expt_identifier) */
+    char id[256];
+    nb_strbuf sb;
+    nb_strbuf_init(&sb);
+    nb_expt_identifier(series, run_id, frame, id, sizeof id);
+    nb_json_write_string(&sb, id);
+    fprintf(fp, "{\"frame\": %ld, \"kind\": \"%s\", \"identifier\": %s, \"A\": [", frame + 1,
+            series->stills.on ? "still" : "rotation", sb.data);
+    nb_strbuf_free(&sb);
     for (int i = 0; i < 9; i++) fprintf(fp, "%s%.17g", i ? ", " : "", A[i] + 0.0);
     fprintf(fp, "], \"cell\": [");
     for (int i = 0; i < 6; i++) fprintf(fp, "%s%.10g", i ? ", " : "", view->unit_cell[i]);
@@ -133,9 +144,10 @@ nb_status nb_truth_frame(nb_truth *t, const nb_plan *series, const nb_image_info
     if ((st = nb_plan_frame_sources(series, im->frame, &src, &nsrc))) return st;
     if (src) view.sources = src, view.nsources = nsrc;
     if (!(st = setting_matrix(&view, A))) st = nb_reflections_collect(&view, photons, t->min_photons, &refl);
+    if (!st && !t->run_id[0]) st = nb_expt_run_id(series, t->run_id);
     FILE *fp = nb_outfile_fp(t->of);
     if (!st) {
-        put_frame_keys(fp, series, &view, im->frame, A);
+        put_frame_keys(fp, series, &view, im->frame, A, t->run_id);
         st = put_spectrum(fp, &view);
     }
     if (!st) {

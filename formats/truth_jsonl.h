@@ -2,7 +2,8 @@
  * (nb-convert -o truth.jsonl; docs/stream-format.md, truth.jsonl).
  *
  * One object per frame, in the order the frames come: its number (1-based,
- * as the file names of a '#' template), the crystal setting matrix A (UB,
+ * as the file names of a '#' template), its experiment's identifier (as
+ * model.expt names it, nb_expt_identifier), the crystal setting matrix A (UB,
  * reciprocal Angstrom, row-major, in DIALS's laboratory frame by the mapping
  * of dials_expt_write.h, so that DIALS's crystal.get_A() compares directly),
  * the cell, the spectrum, fluence and crystal size of the shot, and the

@@ -159,6 +159,22 @@ nb_status nb_expt_first_cell(const nb_experiment_list *l, const double beam_[3],
     return NB_OK;
 }
 
+/* The list's experiment identifiers, kept by the plan when every experiment
+ * has one: a still's its frame's; a sweep's every frame's. */
+static nb_status take_identifiers(const nb_experiment_list *l, nb_plan *plan)
+{
+    if (!l->sweep && plan->nframes != l->n) return NB_OK; /* not a frame an experiment */
+    for (int i = 0; i < l->n; i++)
+        if (!l->crystals[i].identifier[0]) return NB_OK;
+    const char **ids;
+    nb_status st = nb_calloc((void **)&ids, (size_t)plan->nframes, sizeof *ids, "frame identifiers");
+    if (st) return st;
+    for (int f = 0; f < plan->nframes; f++) ids[f] = l->crystals[l->sweep ? 0 : f].identifier;
+    st = nb_plan_set_frame_ids(plan, ids);
+    free(ids);
+    return nb_error_prefix(st, "-expt");
+}
+
 nb_status nb_plan_take_expt_crystals(const nb_experiment_list *l, nb_plan *plan)
 {
     double R[3][3];
@@ -188,5 +204,6 @@ nb_status nb_plan_take_expt_crystals(const nb_experiment_list *l, nb_plan *plan)
         st = nb_plan_set_frame_crystals(plan, fc);
     }
     free(fc);
+    if (!st) st = take_identifiers(l, plan);
     return st;
 }

@@ -5,7 +5,8 @@
  * and the cell's parameters worked out from the real ones), any plan's
  * frame crystal as its view sees it, and the PLAN key FRAME_CRYSTALS with
  * its array (docs/stream-format.md); beside them each frame's own mosaic
- * spread (frame_mosaic: nb-fit --refine-frame mosaic). */
+ * spread (frame_mosaic: nb-fit --refine-frame mosaic) and identifier
+ * (frame_ids: a DIALS list's, kept). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,4 +224,82 @@ nb_status nb_frame_mosaic_from_record(const nb_record *rec, nb_plan *p)
         return nb_error_set(NB_ERR_DATA, "PLAN record: the frame_mosaic array does not hold NFRAMES (%d) numbers",
                             p->nframes);
     return frame_mosaic_set(p, data, "PLAN record: frame_mosaic");
+}
+
+/* ---- frame identifiers ------------------------------------------------------ */
+
+/* the longest identifier kept (DIALS's are 36-character UUIDs) */
+#define FRAME_ID_MAX 255
+
+static nb_status frame_id_check(const char *id, size_t len, long frame, const char *who)
+{
+    if (len == 0 || len > FRAME_ID_MAX)
+        return nb_error_set(NB_ERR_DATA, "%s: frame %ld's identifier is %s", who, frame,
+                            len ? "over 255 characters" : "empty");
+    for (size_t i = 0; i < len; i++)
+        if (id[i] < 0x20 || id[i] > 0x7e)
+            return nb_error_set(NB_ERR_DATA, "%s: frame %ld's identifier holds a byte that is not printable ASCII",
+                                who, frame);
+    return NB_OK;
+}
+
+/* the plan's identifiers from `bytes` (n of them, each NUL-ended), checked */
+static nb_status frame_ids_set(nb_plan *p, const char *bytes, size_t len, const char *who)
+{
+    size_t at = 0;
+    for (long f = 0; f < p->nframes; f++) {
+        const char *end = at < len ? memchr(bytes + at, '\0', len - at) : NULL;
+        if (!end) return nb_error_set(NB_ERR_DATA, "%s: %d identifiers expected (NFRAMES), %ld found", who, p->nframes, f);
+        nb_status st = frame_id_check(bytes + at, (size_t)(end - (bytes + at)), f + 1, who);
+        if (st) return st;
+        at = (size_t)(end - bytes) + 1;
+    }
+    if (at != len) return nb_error_set(NB_ERR_DATA, "%s: more identifiers than NFRAMES (%d)", who, p->nframes);
+    char *copy = malloc(len ? len : 1);
+    if (!copy) return nb_error_set(NB_ERR_NOMEM, "out of memory for the frames' identifiers");
+    memcpy(copy, bytes, len);
+    free(p->frame_ids);
+    p->frame_ids = copy, p->frame_ids_bytes = len;
+    return NB_OK;
+}
+
+nb_status nb_plan_set_frame_ids(nb_plan *p, const char *const *ids)
+{
+    size_t len = 0;
+    for (long f = 0; f < p->nframes; f++) len += strlen(ids[f]) + 1;
+    char *bytes = malloc(len ? len : 1);
+    if (!bytes) return nb_error_set(NB_ERR_NOMEM, "out of memory for the frames' identifiers");
+    size_t at = 0;
+    for (long f = 0; f < p->nframes; f++) {
+        const size_t n = strlen(ids[f]) + 1;
+        memcpy(bytes + at, ids[f], n);
+        at += n;
+    }
+    nb_status st = frame_ids_set(p, bytes, len, "frame identifiers");
+    free(bytes);
+    return st;
+}
+
+const char *nb_plan_frame_id(const nb_plan *p, long frame)
+{
+    if (!p->frame_ids || frame < 0 || frame >= p->nframes) return NULL;
+    const char *id = p->frame_ids;
+    for (long f = 0; f < frame; f++) id += strlen(id) + 1;
+    return id;
+}
+
+nb_status nb_frame_ids_to_record(const nb_plan *p, nb_record *rec)
+{
+    if (!p->frame_ids) return NB_OK;
+    return nb_record_add_array(rec, "frame_ids", NB_U8, p->frame_ids_bytes, p->frame_ids, NULL);
+}
+
+nb_status nb_frame_ids_from_record(const nb_record *rec, nb_plan *p)
+{
+    if (!nb_record_has_array(rec, "frame_ids")) return NB_OK;
+    const void *data;
+    size_t count;
+    nb_status st = nb_record_get_array(rec, "frame_ids", NB_U8, &data, &count);
+    if (st) return st;
+    return frame_ids_set(p, data, count, "PLAN record: frame_ids");
 }

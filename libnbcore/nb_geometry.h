@@ -57,6 +57,7 @@ void nb_detector_file_free(nb_detector_file *d);
 typedef struct nb_listed_crystal {
     double abc[3][3];   /* real-space a, b, c (Angstrom), the file's frame, spindle angle 0 */
     double lambda;      /* m: its beam's wavelength */
+    char identifier[256]; /* the experiment's identifier (what ties it to its reflections); "": none */
 } nb_listed_crystal;
 
 typedef struct nb_experiment_list {

@@ -125,6 +125,7 @@ void nb_plan_free(nb_plan *p)
     free(p->mosaic_umats);
     free(p->frame_crystals);
     free(p->frame_mosaic);
+    free(p->frame_ids);
     free(p->hkl_file);
     free(p->space_group);
     free(p->dump_file);
@@ -165,6 +166,7 @@ nb_status nb_plan_copy(const nb_plan *p, nb_plan *out)
     st = dup_bytes(&out->mosaic_umats, p->mosaic_umats, 9 * (size_t)p->mosaic_domains * sizeof(double), st);
     st = dup_bytes(&out->frame_crystals, p->frame_crystals, nf * sizeof *p->frame_crystals, st);
     st = dup_bytes(&out->frame_mosaic, p->frame_mosaic, nf * sizeof *p->frame_mosaic, st);
+    st = dup_bytes(&out->frame_ids, p->frame_ids, p->frame_ids_bytes, st);
     char **strings[] = {&out->hkl_file, &out->space_group, &out->dump_file, &out->floatfile,
                         &out->intfile,  &out->noisefile,   &out->pgmfile};
     const char *from[] = {p->hkl_file, p->space_group, p->dump_file, p->floatfile, p->intfile, p->noisefile, p->pgmfile};
@@ -391,6 +393,7 @@ nb_status nb_plan_to_record(const nb_plan *p, nb_record *rec)
     /* only when set: a plan without them is the record it always was */
     if ((st = nb_frame_crystals_to_record(p, rec))) return st;
     if ((st = nb_frame_mosaic_to_record(p, rec))) return st;
+    if ((st = nb_frame_ids_to_record(p, rec))) return st;
     nb_hdr_setf(rec, "UNIT_CELL", "%.10g %.10g %.10g %.10g %.10g %.10g", p->unit_cell[0], p->unit_cell[1],
                 p->unit_cell[2], p->unit_cell[3], p->unit_cell[4], p->unit_cell[5]);
     /* the shared ran1 shuffle table, so nb-noise continues the reference's
@@ -500,6 +503,7 @@ nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
     p->mosaic_umats_spread = p->mosaic_spread;
     if ((st = nb_frame_crystals_from_record(rec, p))) goto fail;
     if ((st = nb_frame_mosaic_from_record(rec, p))) goto fail;
+    if ((st = nb_frame_ids_from_record(rec, p))) goto fail;
     return NB_OK;
 fail:
     nb_plan_free(p);

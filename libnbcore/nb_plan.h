@@ -118,6 +118,9 @@ typedef struct nb_plan {
     nb_frame_crystal *frame_crystals;  /* nframes of them (owned), or NULL: every frame the plan's crystal (or the stills' draws) */
     double *frame_mosaic;               /* nframes mosaic spreads, rad (owned; nb-fit --refine-frame mosaic), or NULL:
                                          * every frame the plan's MOSAIC_SPREAD.  PLAN array frame_mosaic */
+    char *frame_ids;                    /* nframes experiment identifiers, each NUL-ended, back to back (owned), or
+                                         * NULL: none kept (nb-geom -expt keeps a DIALS list's).  PLAN array frame_ids */
+    size_t frame_ids_bytes;             /* their bytes, the NULs included */
     int interpolate;                    /* resolved: 0 or 1 */
 
     /* random numbers: seeds as the reference stores them (negated) and the
@@ -236,6 +239,18 @@ int nb_plan_mosaic_rescalable(const nb_plan *p);
  * of them; absent: none. */
 nb_status nb_frame_mosaic_to_record(const nb_plan *p, nb_record *rec);
 nb_status nb_frame_mosaic_from_record(const nb_record *rec, nb_plan *p);
+
+/* Frame identifiers (DIALS's experiment identifiers, which tie a list's
+ * experiments to their reflections; nb-geom -expt keeps them): p->nframes
+ * of them copied into the plan (replacing any).  Each a string of 1 to 255
+ * printable ASCII characters; else an error naming the frame (from 1). */
+nb_status nb_plan_set_frame_ids(nb_plan *p, const char *const *ids);
+/* Frame `frame`'s (from 0) kept identifier; NULL when the plan keeps none. */
+const char *nb_plan_frame_id(const nb_plan *p, long frame);
+/* frame_ids as a PLAN array and back (nb_plan.c calls them): u8, the
+ * identifiers each NUL-ended, NFRAMES of them; absent: none. */
+nb_status nb_frame_ids_to_record(const nb_plan *p, nb_record *rec);
+nb_status nb_frame_ids_from_record(const nb_record *rec, nb_plan *p);
 
 /* Recompute from the first panel's FPIXELS, SPIXELS, PIXEL_SIZE, FDET, SDET,
  * ODET, PIX0 and the beam the values that follow from them

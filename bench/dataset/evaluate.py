@@ -5,8 +5,9 @@ Four modes (the gates of dataset refinement, issues 35 and 46; bench/README.md):
 
   evaluate.py TRUTH.expt FIT.expt [--fit-log LOG] [--fit-status N] [--space-group SG]
               [--frame-map START.expt] [--gate G1|G2|near|far|dials] [--json OUT]
-      Experiment by experiment (matched by their identifiers nb-frame-N when
-      both lists have them, else by position): the orientation error, the
+      Experiment by experiment (matched by their frames' numbers when both
+      lists state them: nb-convert's nb_frame, or identifiers nb-frame-N as
+      dials_start.py writes them, or nb-XXXXXXXX-N, a run's; else by position): the orientation error, the
       angle of the rotation U_fit U_truth^T between the crystals' U matrices
       (U from the real-space vectors: M = (a b c) = U O with O the
       orthogonalization of the crystal's own cell, a along x and b in the xy
@@ -76,7 +77,8 @@ import numpy as np
 from wilson_hkl import SPACE_GROUPS, laue_signs
 
 FAILED_LINE = re.compile(r"^nb-fit: frame (\d+) failed:")
-IDENTIFIER = re.compile(r"^nb-frame-(\d+)$")
+# a still's number in its identifier: dials_start.py's nb-frame-N, or a run's nb-XXXXXXXX-N (nb-convert)
+IDENTIFIER = re.compile(r"^nb-(?:frame|[0-9a-f]{8})-(\d+)$")
 # nb-fit -v's last word on a frame: its turns' sigmas (degrees)
 SIGMA_LINE = re.compile(r"^frame (\d+): rot_x = \S+ \u00b1 (\S+) rot_y = \S+ \u00b1 (\S+) "
                         r"rot_z = \S+ \u00b1 (\S+)")
@@ -121,9 +123,14 @@ def experiments(path):
         raise InputError("'%s' is not a DIALS experiment list" % path)
     out = []
     ids = [e.get("identifier", "") for e in el.get("experiment", [])]
+    numbered = [e.get("nb_frame") for e in el.get("experiment", [])]
+    by_number = numbered and all(isinstance(n, int) for n in numbered)
     by_id = all(IDENTIFIER.match(i or "") for i in ids) and ids
     for pos, e in enumerate(el.get("experiment", [])):
-        frame = int(IDENTIFIER.match(e["identifier"]).group(1)) if by_id else pos + 1
+        if by_number:
+            frame = e["nb_frame"]
+        else:
+            frame = int(IDENTIFIER.match(e["identifier"]).group(1)) if by_id else pos + 1
         try:
             xtal = el["crystal"][e["crystal"]]
             det = el["detector"][e["detector"]]
@@ -132,7 +139,7 @@ def experiments(path):
         out.append((frame, xtal, det))
     if not out:
         raise InputError("'%s' holds no experiment" % path)
-    return out, bool(by_id)
+    return out, bool(by_number or by_id)
 
 
 def real_space(xtal):
@@ -247,8 +254,11 @@ def setting_name(op):
 
 
 def frame_map(path):
-    """The truth's frame of each of START's experiments, in order (their identifiers nb-frame-N)."""
+    """The truth's frame of each of START's experiments, in order (nb_frame, or identifiers nb-frame-N)."""
     el = load_json(path)
+    numbered = [e.get("nb_frame") for e in el.get("experiment", [])] if isinstance(el, dict) else []
+    if numbered and all(isinstance(n, int) for n in numbered):
+        return numbered  # nb-convert's list: its frames' numbers
     ids = [e.get("identifier", "") for e in el.get("experiment", [])] if isinstance(el, dict) else []
     frames = [IDENTIFIER.match(i or "") for i in ids]
     if not ids or not all(frames):
@@ -303,7 +313,7 @@ def measure_orientations(truth_path, fit_path, log_path, ops=None, map_path=None
         failed = sorted(started[n - 1] for n in failed if 1 <= n <= len(started))
     elif not (truth_ids and fit_ids):
         if len(truth) != len(fit):
-            raise InputError("'%s' holds %d experiments, '%s' %d (and no nb-frame-N identifiers to match them)"
+            raise InputError("'%s' holds %d experiments, '%s' %d (and no frame numbers to match them)"
                              % (truth_path, len(truth), fit_path, len(fit)))
         fit = [(t[0],) + f[1:] for t, f in zip(truth, fit)]
     fit_by_frame = {f[0]: f for f in fit}

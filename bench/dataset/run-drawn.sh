@@ -129,14 +129,15 @@ EOF
     tail -n 1 "$dir.log" >&2
 }
 
-# the stills of a start, in its order: DATA/still_NNN.cbf of its identifiers nb-frame-N
+# the stills of a start, in its order: DATA/still_NNN.cbf of its frames' numbers (nb-convert's
+# nb_frame, or identifiers nb-frame-N as dials_start.py writes them)
 observed_of() {
     "$PY" - "$1" "$2" "$3" <<'EOF'
 import json, re, sys
 start, data, template = sys.argv[1:]
 run = re.search("#+", template).group(0)
 for e in json.load(open(start))["experiment"]:
-    n = int(re.match(r"^nb-frame-(\d+)$", e["identifier"]).group(1))
+    n = e["nb_frame"] if "nb_frame" in e else int(re.match(r"^nb-frame-(\d+)$", e["identifier"]).group(1))
     print("--observed")
     print("%s/%s" % (data, template.replace(run, "%0*d" % (len(run), n))))
 EOF

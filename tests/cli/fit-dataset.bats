@@ -260,7 +260,7 @@ json.dump(e, open("mixed.expt", "w"))'
     nb-fit -q --observed still_3.cbf --frames 3:3 --refine-frame rot_x,rot_y,rot_z,scale start.nbs |
         nb-convert -q --frames 3:3 -o part_3.expt
     run -0 nb-convert -q --join 'part_*.expt' -o joined.expt
-    [ "$(grep -c '"nb-frame-' joined.expt)" -eq 3 ] || false
+    [ "$(grep -c '"nb_frame": ' joined.expt)" -eq 3 ] || false
     run -2 nb-convert -q --frames 2:4 -o too_far.expt fit.nbs
     [[ "$output" == *"the plan has 3 frames"* ]] || false
 }
@@ -304,7 +304,7 @@ json.dump(e, open("mixed.expt", "w"))'
             bash "$NB_ROOT/pipelines/slurm-fit.sbatch" start.nbs parts --observed 'still_#.cbf'
     done
     run -0 nb-convert -q --join 'parts/fit_*.expt' -o joined.expt
-    [ "$(grep -c '"nb-frame-' joined.expt)" -eq 3 ] || false
+    [ "$(grep -c '"nb_frame": ' joined.expt)" -eq 3 ] || false
     run -0 "$PY" "$EVALUATE" --json eval.json model.expt joined.expt
     echo "$output"
     "$PY" -c 'import json,sys; s=json.load(open("eval.json")); sys.exit(not (s["measured"] == 3 and s["orientation_deg"]["max"] < 0.01))'

@@ -160,14 +160,14 @@ PY
     need_dials
     cd "$DATA"
     "$PY" - <<'PY'
-import json
+import json, re
 from dxtbx.model.experiment_list import ExperimentListFactory as F
 rows = [json.loads(l) for l in open("truth.jsonl")]
 el = F.from_json_file("stills.expt")
 assert len(el) == len(rows) == 4, (len(el), len(rows))
 assert len(el.crystals()) == 4 and len(el.beams()) == 4 and len(el.detectors()) == 1
 for e, o in zip(el, rows):
-    assert e.identifier == "nb-frame-%d" % o["frame"], e.identifier
+    assert e.identifier == o["identifier"] and re.match(r"^nb-[0-9a-f]{8}-%d$" % o["frame"], e.identifier), e.identifier
     assert e.imageset.paths()[0].endswith("/shot_%d.cbf" % o["frame"]), e.imageset.paths()
     A, want = e.crystal.get_A(), o["A"]
     worst = max(abs(a - b) for a, b in zip(A, want)) / max(abs(b) for b in want)
@@ -209,7 +209,9 @@ PY
 import sys
 from dxtbx.model.experiment_list import ExperimentListFactory as F
 whole, joined, parts = F.from_json_file(sys.argv[1]), F.from_json_file("joined.expt"), F.from_json_file("parts.expt")
-assert [e.identifier for e in joined] == ["nb-frame-%d" % i for i in range(1, 5)], [e.identifier for e in joined]
+# the shards' experiments are the whole run's: its identifiers, in frame order
+assert [e.identifier for e in joined] == [e.identifier for e in whole], [e.identifier for e in joined]
+assert [e.identifier for e in parts] == [e.identifier for e in whole], [e.identifier for e in parts]
 for k, (w, j, p) in enumerate(zip(whole, joined, parts)):
     assert j.crystal.get_A() == w.crystal.get_A() and j.beam.get_wavelength() == w.beam.get_wavelength()
     assert j.imageset.paths()[0].endswith("/master.nxs") and list(j.imageset.indices()) == [k]
@@ -333,4 +335,54 @@ PY
     expect_status 2
     expect_has "joins NXmx parts: give them with --join PART.nxs"
     [ ! -e j.expt ] || false
+}
+
+@test "truth: identifiers: the same command writes the same list; another plan's experiments load beside its, as a truth's and a fit's" {
+    need_dials
+    cd "$BATS_TEST_TMPDIR"
+    for k in one two; do
+        # shellcheck disable=SC2086
+        nb-geom $STILLS -q | nb-sim -q | nb-convert -q -o $k.expt -o $k.jsonl
+    done
+    cmp one.expt two.expt
+    cmp one.jsonl two.jsonl
+    # another plan: the same flags but the shots' seed
+    # shellcheck disable=SC2086
+    nb-geom ${STILLS/-misset_seed 7/-misset_seed 8} -q | nb-sim -q | nb-convert -q -o other.expt
+    "$PY" - <<'PY'
+from dxtbx.model.experiment_list import ExperimentList, ExperimentListFactory as F
+one, other = F.from_json_file("one.expt", check_format=False), F.from_json_file("other.expt", check_format=False)
+assert len(set(e.identifier for e in one)) == 4 and len(set(e.identifier for e in other)) == 4
+both = ExperimentList()
+both.extend(one)
+both.extend(other)  # dxtbx refuses an identifier twice
+assert len(both) == 8, len(both)
+PY
+}
+
+@test "truth: identifiers: a DIALS list's are kept through nb-geom -expt, the plan, the render and every list and truth.jsonl written" {
+    need_dials
+    cd "$BATS_TEST_TMPDIR"
+    "$PY" - "$DATA/stills.expt" <<'PY'
+import json, sys, uuid
+el = json.load(open(sys.argv[1]))
+for k, e in enumerate(el["experiment"]):
+    e["identifier"] = str(uuid.UUID(int=0x5eed + k))  # as dials.import names them
+    e.pop("nb_frame")
+json.dump(el, open("dials.expt", "w"))
+PY
+    nb-geom -q -expt dials.expt -default_F 100 -N 8 -o kept.nbs
+    nb-sim -q kept.nbs | nb-convert -q -o kept.expt -o kept.jsonl
+    nb-sim -q --shard 2/2 kept.nbs | nb-convert -q -o part2.expt
+    nb-sim -q --shard 1/2 kept.nbs | nb-convert -q -o part1.expt
+    nb-convert -q --join part2.expt --join part1.expt -o joined.expt
+    "$PY" - <<'PY'
+import json, uuid
+from dxtbx.model.experiment_list import ExperimentListFactory as F
+want = [str(uuid.UUID(int=0x5eed + k)) for k in range(4)]
+for name in ("kept.expt", "joined.expt"):
+    got = [e.identifier for e in F.from_json_file(name, check_format=False)]
+    assert got == want, (name, got)
+assert [json.loads(l)["identifier"] for l in open("kept.jsonl")] == want
+PY
 }

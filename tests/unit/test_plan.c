@@ -999,6 +999,51 @@ static void test_frame_mosaic(void)
     nb_plan_free(&p);
 }
 
+/* Frame identifiers (frame_ids): through the record and back, copied with
+ * the plan; a bad one refused naming its frame, a record's of another count
+ * refused. */
+static void test_frame_ids(void)
+{
+    nb_plan p, q, c;
+    nb_record rec;
+    if (make_plan(&p) != NB_OK) {
+        ok(0, "frame ids: the base plan builds");
+        return;
+    }
+    p.nframes = 3;
+    ok(nb_plan_frame_id(&p, 0) == NULL, "frame ids: none kept, none given");
+    const char *ids[3] = {"3c8e3b3a-6e22-4b6c-9ab2-0a4f6f1c2d11", "b", "a \"quoted\" one"};
+    nb_status st = nb_plan_set_frame_ids(&p, ids);
+    ok(st == NB_OK, "frame ids: set (%s)", st ? nb_error_message() : "ok");
+    st = round_trip(&p, &q, &rec);
+    ok(st == NB_OK, "frame ids: the plan reads back (%s)", st ? nb_error_message() : "ok");
+    if (!st) {
+        int same = 1;
+        for (int f = 0; f < 3; f++) same &= nb_plan_frame_id(&q, f) && !strcmp(nb_plan_frame_id(&q, f), ids[f]);
+        ok(same && nb_record_has_array(&rec, "frame_ids"), "frame ids: array frame_ids, every identifier back");
+        ok(nb_plan_frame_id(&q, 3) == NULL && nb_plan_frame_id(&q, -1) == NULL, "frame ids: none beyond the frames");
+        if (nb_plan_copy(&q, &c) == NB_OK) {
+            ok(c.frame_ids != q.frame_ids && !strcmp(nb_plan_frame_id(&c, 2), ids[2]), "frame ids: a copy has its own");
+            nb_plan_free(&c);
+        }
+        p.nframes = 2;
+        ok(nb_frame_ids_from_record(&rec, &p) == NB_ERR_DATA && contains(nb_error_message(), "NFRAMES"),
+           "frame ids: a record's of another count is refused: %s", nb_error_message());
+        p.nframes = 3;
+        nb_record_free(&rec);
+        nb_plan_free(&q);
+    }
+    const char *empty[3] = {"a", "", "c"}, *control[3] = {"a", "b", "c\td"};
+    st = nb_plan_set_frame_ids(&p, empty);
+    ok(st == NB_ERR_DATA && contains(nb_error_message(), "frame 2") && contains(nb_error_message(), "empty"),
+       "frame ids: an empty one is refused: %s", nb_error_message());
+    st = nb_plan_set_frame_ids(&p, control);
+    ok(st == NB_ERR_DATA && contains(nb_error_message(), "frame 3") && contains(nb_error_message(), "printable"),
+       "frame ids: a tab is refused: %s", nb_error_message());
+    ok(!strcmp(nb_plan_frame_id(&p, 1), "b"), "frame ids: a refused set leaves the plan's as they were");
+    nb_plan_free(&p);
+}
+
 int main(void)
 {
     nb_set_tool_name("test_plan");
@@ -1008,6 +1053,7 @@ int main(void)
     test_panels();
     test_frame_crystals();
     test_frame_mosaic();
+    test_frame_ids();
     test_options();
     test_option_tables();
     return tap_done();
