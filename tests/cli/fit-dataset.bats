@@ -79,6 +79,10 @@ wilson_stills() {
     nb-geom -q -expt start.expt -N 12 -round_xtal -fluence 1e27 -oversample 2 -default_F 100 -o expt-start.nbs
     run -0 nb-fit $OBS --refine cell_a,cell_b,cell_c --refine-frame rot_x,rot_y,rot_z,scale -o fit.nbs expt-start.nbs
     nb-convert -q -o fit.expt fit.nbs
+    # the start list's identifiers kept through the plan and the fit
+    "$PY" -c 'import json, sys
+ids = [[e["identifier"] for e in json.load(open(f))["experiment"]] for f in sys.argv[1:]]
+sys.exit(not (ids[0] == ids[1] and len(set(ids[0])) == 3 and all(ids[0])))' start.expt fit.expt
     run -0 "$PY" "$EVALUATE" --json eval.json model.expt fit.expt
     echo "$output"
     "$PY" -c 'import json,sys; s=json.load(open("eval.json")); sys.exit(not (s["measured"] == 3 and s["orientation_deg"]["max"] < 0.01))'
