@@ -81,6 +81,21 @@ def test_the_sweep_is_the_tangent_passes_product(plan):
         assert missed <= 4 * passes_missed + 2e-5 * size, (n, adjoint[n], tangents[n], exact[n], size)
 
 
+def test_the_sweep_on_two_tilted_panels_follows_each_panels_names(two_panels):
+    """Each panel is swept on its own; the panels' shifts and turns move theirs alone."""
+    r = nb.Renderer(BASE[:17] + ["-mosaic", "0.5", "-mosaic_domains", "3", "-panels", str(two_panels)],
+                    precision="fast", threads=2)
+    names = ["distance", "Xbeam", "cell_a", "misset_y", "mosaic", "panel0_shift_fast", "panel1_shift_slow",
+             "panel1_rot_normal", "panel0_rot_fast", "lambda"]
+    w = np.random.default_rng(2).standard_normal(r.pixels)
+    adjoint, tangents, exact = product(r, w, names, "adjoint"), product(r, w, names, "tangents"), r.vjp(w, names)
+    _, images = r.derivatives(names)
+    for n in names:
+        size = float(np.abs(w * images[n].ravel().astype(np.float64)).sum())
+        assert size > 0.0, n
+        assert abs(adjoint[n] - exact[n]) <= 4 * abs(tangents[n] - exact[n]) + 2e-5 * size, (n, adjoint[n], exact[n])
+
+
 @pytest.mark.parametrize("extra", [["-curved_det", "1"], ["-oversample", "2", "-oversample_omega"],
                                    ["-oversample", "2", "-oversample_polar"],
                                    ["-detector_thick", "0.4", "-detector_abs", "300", "-oversample_thick"]])
