@@ -470,11 +470,14 @@ NB_API void nb_image_data_free(nb_image_data *image);
 
 /* The image in path, by its first bytes, else its name's suffix, else raw
  * float32 (a name without a suffix or a number for one): CBF, SMV (.img),
- * TIFF (16- or 32-bit counts, float photons), raw float32 (.bin) or an nb
+ * TIFF (16- or 32-bit counts, float photons), raw float32 (.bin), an nb
  * stream (.nbs: the IMAGE record of `frame`, its counts when nb-noise added
- * them).  r (may be NULL): the renderer whose image it must be (its
+ * them) or NXmx (.nxs, .h5: frame `frame` of nb's file or an Eiger's master
+ * with its data files, the pixel_mask's pixels untrusted; its frame count
+ * r's plan's).  r (may be NULL): the renderer whose image it must be (its
  * nb_renderer_pixels), whose plan's ADC is the offset of counts whose file
- * states none.  frame: 0-based, of a stream; 0 for the other formats.  The
+ * states none.  frame: 0-based, of a stream or an NXmx file; 0 for the
+ * other formats.  The
  * counts' offset, gain, overload and untrusted pixels by the tools' one rule
  * (the file's own, else the plan's ADC, 1 and the counter's top).  image:
  * initialised by nb_image_data_init; its arrays the library's

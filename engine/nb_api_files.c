@@ -96,7 +96,7 @@ int nb_image_read(const char *path, const nb_renderer *r, long frame, nb_image_d
     if (!path) return nb_api_result(nb_error_set(NB_ERR_USAGE, "%s: no path", who));
     if (frame < 0) return nb_api_result(nb_error_set(NB_ERR_USAGE, "%s: '%s': frame %ld is negative", who, path, frame));
     const nb_format *f = nb_format_of_file(path);
-    if (frame > 0 && f && f->read && f->id != NB_FMT_NBS)
+    if (frame > 0 && f && f->read && f->id != NB_FMT_NBS && !f->run_file)
         return nb_api_result(nb_error_set(NB_ERR_USAGE, "%s: '%s' is %s, one image: frame %ld is out of range (0)",
                                           who, path, f->title, frame));
     nb_image_file file;

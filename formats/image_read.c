@@ -13,6 +13,7 @@
 #include "nb_stream.h"
 #include "nb_util.h"
 #include "rawfloat.h"
+#include "nxmx.h"
 #include "registry.h"
 #include "smv.h"
 #include "tiff.h"
@@ -22,6 +23,7 @@ nb_status nb_read_smv_file(const char *path, const nb_plan *plan, long frame, nb
 nb_status nb_read_cbf_file(const char *path, const nb_plan *plan, long frame, nb_image_file *out);
 nb_status nb_read_tiff_file(const char *path, const nb_plan *plan, long frame, nb_image_file *out);
 nb_status nb_read_stream_file(const char *path, const nb_plan *plan, long frame, nb_image_file *out);
+nb_status nb_read_nxmx_file(const char *path, const nb_plan *plan, long frame, nb_image_file *out);
 
 /* ---- the rule ------------------------------------------------------------- */
 
@@ -196,6 +198,33 @@ nb_status nb_read_stream_file(const char *path, const nb_plan *plan, long frame,
     if (!st && !found) st = nb_error_set(NB_ERR_DATA, "'%s' holds no image of frame %ld", path, frame + 1);
     nb_record_free(&rec);
     nb_reader_close(r);
+    return st;
+}
+
+/* NXmx: frame `frame` of the file's run (nxmx_read.c), whose frame count is
+ * the plan's; integer counts from 0, their overload the saturation_value
+ * stated, the pixel_mask's pixels untrusted; floats are photons */
+nb_status nb_read_nxmx_file(const char *path, const nb_plan *plan, long frame, nb_image_file *out)
+{
+    nb_nxmx_image im;
+    nb_status st = nb_nxmx_read_frame(path, frame, &im);
+    if (st) return st;
+    if (plan && im.nframes != plan->nframes)
+        st = nb_error_set(NB_ERR_DATA, "'%s' holds %ld frames but the plan has %d", path, im.nframes, plan->nframes);
+    if (!st) st = size_matches(path, im.width, im.height, plan);
+    const size_t n = (size_t)im.width * (size_t)im.height;
+    if (!st && im.is_float) {
+        out->width = im.width, out->height = im.height, out->npixels = n;
+        st = nb_calloc((void **)&out->photons, n ? n : 1, sizeof *out->photons, "the image");
+        for (size_t i = 0; !st && i < n; i++) out->photons[i] = (float)im.values[i];
+    } else if (!st && !(st = alloc_counts(out, im.width, im.height))) {
+        memcpy(out->counts, im.values, n * sizeof *out->counts);
+        out->bits = im.bits > 16 ? 32 : 16;
+        const double top = im.bits >= 32 ? 4294967295.0 : im.bits > 16 ? 2147483647.0 : 65535.0;
+        st = counts_rule(out, plan, 0.0, im.gain, im.saturation, top);
+        for (size_t i = 0; !st && im.masked && i < n; i++) out->untrusted[i] |= im.masked[i];
+    }
+    nb_nxmx_image_free(&im);
     return st;
 }
 

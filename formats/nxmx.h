@@ -66,6 +66,26 @@ typedef struct nb_nxmx_frame {
 /* Load libhdf5: NB_OK, or NB_ERR_UNSUPPORTED saying why not. */
 nb_status nb_nxmx_load(void);
 
+/* ---- reading (nxmx_read.c) ------------------------------------------------ */
+
+/* One frame of an NXmx file as the image registry reads it */
+typedef struct nb_nxmx_image {
+    int width, height;      /* the frames' pixels */
+    long nframes;           /* frames in the file */
+    double *values;         /* width x height: counts, or photons (is_float) */
+    int is_float;           /* the data are floats */
+    int bits;               /* the data's bits per value */
+    unsigned char *masked;  /* width x height, 1 where pixel_mask is nonzero; NULL: no mask */
+    double saturation;      /* saturation_value; NAN: not stated */
+    double gain;            /* counts per photon, 1 / data_scaling_factor; NAN: not stated */
+} nb_nxmx_image;
+
+/* Frame `frame` (from 0) of `path`, by nxmx_read.c's walk of its layout;
+ * an error names the file, the data set and why.  Free *out with
+ * nb_nxmx_image_free (it is cleared after a failure). */
+nb_status nb_nxmx_read_frame(const char *path, long frame, nb_nxmx_image *out);
+void nb_nxmx_image_free(nb_nxmx_image *im);
+
 /* Create `path` (under a temporary name) for frames of plan p. */
 nb_status nb_nxmx_open(nb_nxmx **w, const char *path, const nb_plan *p, const nb_nxmx_setup *s);
 /* Append a frame: `values` int32 (counts) or float (photons), the plan's

@@ -42,7 +42,9 @@ nb_status nb_nxmx_load(void)
              * flush it again and crash (1.10.8); every file is closed here,
              * and one that failed is removed */
             if (missing) snprintf(nb_h5.why, sizeof nb_h5.why, "%s has no %s", NB_HDF5_SONAME, missing);
-            else if (nb_h5.H5dont_atexit() < 0 || nb_h5.H5open() < 0) snprintf(nb_h5.why, sizeof nb_h5.why, "H5open failed");
+            /* (H5dont_atexit fails where the library is already in use, by
+             * h5py in the same process: its clean-up is then its user's) */
+            else if ((void)nb_h5.H5dont_atexit(), nb_h5.H5open() < 0) snprintf(nb_h5.why, sizeof nb_h5.why, "H5open failed");
             else nb_h5.state = 1;
         }
         /* HDF5's own error printing never reaches stderr: the first error becomes the message */

@@ -15,6 +15,7 @@ nb_status nb_read_smv_file(const char *path, const nb_plan *plan, long frame, nb
 nb_status nb_read_cbf_file(const char *path, const nb_plan *plan, long frame, nb_image_file *out);
 nb_status nb_read_tiff_file(const char *path, const nb_plan *plan, long frame, nb_image_file *out);
 nb_status nb_read_stream_file(const char *path, const nb_plan *plan, long frame, nb_image_file *out);
+nb_status nb_read_nxmx_file(const char *path, const nb_plan *plan, long frame, nb_image_file *out);
 
 #define M(s) {s}, {sizeof s - 1}
 #define M2(a, b) {a, b}, {sizeof a - 1, sizeof b - 1}
@@ -25,25 +26,25 @@ nb_status nb_read_stream_file(const char *path, const nb_plan *plan, long frame,
  * samples are. */
 static const nb_format formats[NB_FMT_COUNT] = {
     {NB_FMT_BIN, "bin", "raw float32", {".bin", ".raw", ".float", NULL}, {"raw", "float", NULL}, NO_MAGIC,
-     nb_read_rawfloat_file, NB_WRITE_FRAME, 0, 0},
+     nb_read_rawfloat_file, NB_WRITE_FRAME, 0, 0, 0},
     {NB_FMT_SMV, "smv", "SMV", {".img", ".smv", NULL}, {"img", NULL}, M("{\nHEADER_BYTES"), nb_read_smv_file,
-     NB_WRITE_FRAME, 0, 1},
-    {NB_FMT_CBF, "cbf", "CBF", {".cbf", NULL}, {NULL}, M("###CBF"), nb_read_cbf_file, NB_WRITE_FRAME, 0, 1},
+     NB_WRITE_FRAME, 0, 1, 0},
+    {NB_FMT_CBF, "cbf", "CBF", {".cbf", NULL}, {NULL}, M("###CBF"), nb_read_cbf_file, NB_WRITE_FRAME, 0, 1, 0},
     {NB_FMT_TIF, "tif", "TIFF", {".tif", ".tiff", NULL}, {"tiff", NULL}, M2("II*\0", "MM\0*"), nb_read_tiff_file,
-     NB_WRITE_FRAME, 0, 1},
-    {NB_FMT_TIF_FLOAT, "tif-float", "float32 TIFF", {NULL}, {NULL}, NO_MAGIC, nb_read_tiff_file, NB_WRITE_FRAME, 0, 0},
-    {NB_FMT_TIF16, "tif16", "16-bit TIFF", {NULL}, {NULL}, NO_MAGIC, nb_read_tiff_file, NB_WRITE_FRAME, 0, 1},
-    {NB_FMT_TIF32, "tif32", "32-bit TIFF", {NULL}, {NULL}, NO_MAGIC, nb_read_tiff_file, NB_WRITE_FRAME, 0, 1},
-    {NB_FMT_PGM, "pgm", "PGM", {".pgm", NULL}, {NULL}, M2("P5\n", "P5 "), NULL, NB_WRITE_FRAME, 0, 0},
-    {NB_FMT_PNG, "png", "PNG", {".png", NULL}, {NULL}, M("\x89PNG\r\n\x1a\n"), NULL, NB_WRITE_FRAME, 0, 0},
+     NB_WRITE_FRAME, 0, 1, 0},
+    {NB_FMT_TIF_FLOAT, "tif-float", "float32 TIFF", {NULL}, {NULL}, NO_MAGIC, nb_read_tiff_file, NB_WRITE_FRAME, 0, 0, 0},
+    {NB_FMT_TIF16, "tif16", "16-bit TIFF", {NULL}, {NULL}, NO_MAGIC, nb_read_tiff_file, NB_WRITE_FRAME, 0, 1, 0},
+    {NB_FMT_TIF32, "tif32", "32-bit TIFF", {NULL}, {NULL}, NO_MAGIC, nb_read_tiff_file, NB_WRITE_FRAME, 0, 1, 0},
+    {NB_FMT_PGM, "pgm", "PGM", {".pgm", NULL}, {NULL}, M2("P5\n", "P5 "), NULL, NB_WRITE_FRAME, 0, 0, 0},
+    {NB_FMT_PNG, "png", "PNG", {".png", NULL}, {NULL}, M("\x89PNG\r\n\x1a\n"), NULL, NB_WRITE_FRAME, 0, 0, 0},
     {NB_FMT_NBS, "nbs", "nb stream", {".nbs", NULL}, {NULL}, M(NB_STREAM_MAGIC), nb_read_stream_file,
-     NB_WRITE_STREAM, 0, 0},
-    {NB_FMT_XDS, "xds", "XDS.INP", {".INP", NULL}, {"INP", "inp", NULL}, NO_MAGIC, NULL, NB_WRITE_SIDECAR, 1, 0},
-    {NB_FMT_GEOM, "geom", "CrystFEL geometry", {".geom", NULL}, {NULL}, NO_MAGIC, NULL, NB_WRITE_SIDECAR, 1, 0},
-    {NB_FMT_EXPT, "expt", "DIALS experiment list", {".expt", NULL}, {NULL}, NO_MAGIC, NULL, NB_WRITE_RUN, 0, 0},
-    {NB_FMT_TRUTH, "truth", "truth.jsonl", {".jsonl", NULL}, {"jsonl", NULL}, NO_MAGIC, NULL, NB_WRITE_RUN, 0, 0},
-    {NB_FMT_NXMX, "nxmx", "NXmx (HDF5)", {".nxs", ".h5", NULL}, {"nxs", "h5", NULL}, M("\x89HDF"), NULL,
-     NB_WRITE_RUN, 0, 1},
+     NB_WRITE_STREAM, 0, 0, 0},
+    {NB_FMT_XDS, "xds", "XDS.INP", {".INP", NULL}, {"INP", "inp", NULL}, NO_MAGIC, NULL, NB_WRITE_SIDECAR, 1, 0, 0},
+    {NB_FMT_GEOM, "geom", "CrystFEL geometry", {".geom", NULL}, {NULL}, NO_MAGIC, NULL, NB_WRITE_SIDECAR, 1, 0, 0},
+    {NB_FMT_EXPT, "expt", "DIALS experiment list", {".expt", NULL}, {NULL}, NO_MAGIC, NULL, NB_WRITE_RUN, 0, 0, 0},
+    {NB_FMT_TRUTH, "truth", "truth.jsonl", {".jsonl", NULL}, {"jsonl", NULL}, NO_MAGIC, NULL, NB_WRITE_RUN, 0, 0, 0},
+    {NB_FMT_NXMX, "nxmx", "NXmx (HDF5)", {".nxs", ".h5", NULL}, {"nxs", "h5", NULL}, M("\x89HDF"), nb_read_nxmx_file,
+     NB_WRITE_RUN, 0, 1, 1},
 };
 
 const nb_format *nb_format_get(nb_format_id id) { return id < NB_FMT_COUNT ? &formats[id] : NULL; }
@@ -107,7 +108,7 @@ const char *nb_format_readable_list(void)
 {
     static char list[256];
     /* the readers, most used first; the TIFF variants are one TIFF */
-    static const nb_format_id order[] = {NB_FMT_CBF, NB_FMT_SMV, NB_FMT_TIF, NB_FMT_BIN, NB_FMT_NBS};
+    static const nb_format_id order[] = {NB_FMT_CBF, NB_FMT_SMV, NB_FMT_TIF, NB_FMT_BIN, NB_FMT_NBS, NB_FMT_NXMX};
     if (list[0]) return list;
     size_t at = 0;
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {

@@ -13,23 +13,28 @@
  * else its name's suffix (so that a file named .cbf that is no CBF gets the
  * CBF reader's error, never raw floats), else raw float32 (the reference's
  * floatimage.bin has neither, and a name without a suffix, or a number
- * for one, is taken as it).  A format that cannot be read (PNG, PGM, NXmx,
+ * for one, is taken as it).  A format that cannot be read (PNG, PGM,
  * XDS.INP ...) is refused by name, as is a suffix that no format has,
- * listing those that can be read.
+ * listing those that can be read.  An NXmx file holds a run's frames
+ * (nxmx_read.c: nb's own, an Eiger's master with its data files); its
+ * frame count must be the plan's.
  *
  * The rule for counts (nb_image_file_read), the same for every reader:
  *   - offset: the pedestal the counts include is the one the file states
  *     (SMV's ADC_OFFSET, a stream's COUNTS_ADC); a CBF counts from 0, as a
  *     PILATUS does (nb-convert writes it so); where the file says nothing
  *     (a TIFF, an SMV without ADC_OFFSET) it is the plan's ADC (-adc).
- *   - gain: the file's (a stream's COUNTS_GAIN, SMV's GAIN), else 1.
+ *   - gain: the file's (a stream's COUNTS_GAIN, SMV's GAIN, NXmx's 1 /
+ *     data_scaling_factor), else 1.
  *   - overload: the count the file states as its overload (a CBF's
- *     _array_intensities.overload or "# Count_cutoff"), else the top of its
+ *     _array_intensities.overload or "# Count_cutoff", NXmx's
+ *     saturation_value), else the top of its
  *     counter (65535 for 16 bits; 2147483647 for a CBF's or a stream's
  *     signed 32 bits; 4294967295 for an SMV's or TIFF's unsigned 32 bits).
  *     A count at or above it is overloaded.
  *   - untrusted pixels: the overloaded ones and the negative ones (a CBF's
- *     -1 gaps and masked pixels); they are marked in the mask, not changed.
+ *     -1 gaps and masked pixels), and NXmx's pixel_mask's nonzero ones; they
+ *     are marked in the mask, not changed.
  *   - counter depth (bits): 32 for an SMV or TIFF of 32-bit samples and a
  *     stream's 32-bit counts, and for a CBF whose counts do not all fit 16
  *     bits; else 16.
@@ -80,6 +85,8 @@ struct nb_format {
     nb_format_writer writer;
     int sidecar;                 /* describes a series of images, written once per plan */
     int counts;                  /* its images hold integer counts (else photons, 8-bit previews or none) */
+    int run_file;                /* one file holds a run's frames, read by frame (NXmx): nb-fit --observed
+                                    FILE and nb-convert --import FILE take every frame of it */
 };
 
 /* The format of that id (never NULL for an id below NB_FMT_COUNT). */

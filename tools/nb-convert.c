@@ -85,9 +85,10 @@ static const nb_tool_info tool = {
     "one convention (docs/physics.md 2.6).\n"
     "With --import FILE the direction reverses: a raw float, SMV, CBF or TIFF image (or an nb\n"
     "stream's IMAGE record) becomes an IMAGE record after the PLAN of the input stream, so it can\n"
-    "be re-noised or converted; it is read as nb-fit --observed reads it (its magic bytes, else\n"
-    "its suffix; the counts' offset and overload the file states), and a write-only format\n"
-    "(PNG, PGM, NXmx) is refused by name.",
+    "be re-noised or converted; an NXmx file (nb's, or an Eiger's master and its data files)\n"
+    "an IMAGE record for each of the plan's frames, its pixel_mask's pixels untrusted; it is read\n"
+    "as nb-fit --observed reads it (its magic bytes, else its suffix; the counts' offset and\n"
+    "overload the file states), and a write-only format (PNG, PGM) is refused by name.",
     &table,
     "  nb-geom ... | nb-hkl | nb-sim | nb-noise -seed 1 | nb-convert -o frame.cbf -o preview.png\n"
     "  nb-convert -o floatimage.bin -o image.pgm -pgmscale 2 rendered.nbs\n"
@@ -257,8 +258,8 @@ static const nb_opt rows[] = {
      .needs = "a file name or pattern", .type = NB_OPT_CALLBACK, .fn = add_join},
     {NB_OPT_LOCAL, "--nxmx-join", 1, "PART", "the same as --join (its older name)",
      .needs = "a file name or pattern", .type = NB_OPT_CALLBACK, .fn = add_join},
-    {NB_OPT_LOCAL, "--import", 1, "FILE", "read FILE (raw float32, SMV, CBF, TIFF or an nb stream's image) as\n"
-     "the image of the input plan",
+    {NB_OPT_LOCAL, "--import", 1, "FILE", "read FILE (raw float32, SMV, CBF, TIFF, an nb stream's image, or\n"
+     "every frame of an NXmx file) as the image of the input plan",
      .needs = "a file name", .type = NB_OPT_STRING, .at = {CO(import)}},
     {NB_OPT_LOCAL, "--grad", 1, "NAME",
      "write the derivative records of NAME (nb-sim --grad NAME) instead of\n"

@@ -15,6 +15,7 @@
 #include "nb_par.h"
 #include "nb_hkl.h"
 #include "nb_options.h"
+#include "registry.h"
 #include "nb_plan.h"
 #include "nb_engine.h"
 #include "nb_sim_cuda.h"
@@ -32,7 +33,8 @@ static const nb_tool_info tool = {
     "nb-fit reads a PLAN record (and the HKL record of nb-hkl) as the start model and one\n"
     "observed image per frame of the plan (--observed: CBF, SMV, TIFF, an nb stream's IMAGE\n"
     "record, or raw float photons with the plan's size; read as nb-convert --import reads them,\n"
-    "write-only formats such as PNG, PGM and NXmx refused by name), and refines the parameters of --refine (the\n"
+    "write-only formats such as PNG and PGM refused by name; one NXmx file, nb's or an Eiger's\n"
+    "master, gives every frame, its frame count the plan's), and refines the parameters of --refine (the\n"
     "names of nb-sim --grad, and 'scale', an overall factor on the fluence) by maximum\n"
     "likelihood: Poisson photon counts (the image's counts less its ADC offset, over its gain),\n"
     "from where least squares leave it, or least squares alone (--loss lsq), with\n"
@@ -145,10 +147,14 @@ static nb_status add_observed(const nb_opt_args *a)
 
 /* One --observed with a run of '#': a name per frame fitted (every frame of
  * the plan, or --frames'), the run the frame's number as nb_frame_path makes
- * it (nb-convert -o s_#.cbf's names). */
+ * it (nb-convert -o s_#.cbf's names); one --observed of a file that holds a
+ * run's frames (NXmx): that file for each of them, read by frame. */
 static nb_status observed_pattern(fit_opts *o, const nb_plan *start)
 {
-    if (o->nobserved != 1 || !strchr(o->observed[0], '#')) return NB_OK;
+    if (o->nobserved != 1) return NB_OK;
+    const nb_format *f = nb_format_of_file(o->observed[0]);
+    const int run_file = f && f->run_file && !strchr(o->observed[0], '#');
+    if (!run_file && !strchr(o->observed[0], '#')) return NB_OK;
     const char *tmpl = o->observed[0];
     const long first = o->ds.frame_first ? o->ds.frame_first - 1 : 0;
     const long n = o->ds.frame_first ? o->ds.frame_last - o->ds.frame_first + 1 : start->nframes;
@@ -164,7 +170,9 @@ static nb_status observed_pattern(fit_opts *o, const nb_plan *start)
     }
     for (long i = 0; i < n && !st; i++) {
         list[i] = names + (size_t)i * each;
-        if (nb_frame_path(tmpl, first + i, names + (size_t)i * each, each))
+        if (run_file) /* the file read for each frame (its frame count the plan's: the reader checks) */
+            snprintf(names + (size_t)i * each, each, "%s", tmpl);
+        else if (nb_frame_path(tmpl, first + i, names + (size_t)i * each, each))
             st = nb_error_set(NB_ERR_USAGE, "option --observed: '%s' holds '#' in two places (one run of '#' is the "
                                             "frame number)", tmpl);
     }

@@ -1,6 +1,8 @@
 /* nb_convert_import.c - nb-convert --import: an image file, read by the one
  * image reader (formats/registry.h), becomes the IMAGE record after each
- * PLAN of the input stream, which goes on to standard output or -o FILE.nbs. */
+ * PLAN of the input stream (a file of a run's frames, NXmx: an IMAGE record
+ * for each of the plan's frames), which goes on to standard output or -o
+ * FILE.nbs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +44,7 @@ static nb_status import_counts(nb_record *out, nb_image_info *im, const nb_plan 
     return st;
 }
 
-static nb_status import_image(const char *path, const nb_plan *plan, nb_record *out)
+static nb_status import_image(const char *path, const nb_plan *plan, long frame, nb_record *out)
 {
     nb_status st;
     if (nb_plan_npanels(plan) > 1)
@@ -52,7 +54,7 @@ static nb_status import_image(const char *path, const nb_plan *plan, nb_record *
     size_t n = (size_t)plan->panels[0].fpixels * plan->panels[0].spixels;
     nb_image_info im;
     nb_image_info_init(&im);
-    im.frame = 0, im.has.frame = 1;
+    im.frame = frame, im.has.frame = 1;
     im.panel = 0, im.has.panel = 1;
     im.fpixels = plan->panels[0].fpixels, im.spixels = plan->panels[0].spixels;
     snprintf(im.units, sizeof im.units, "photons");
@@ -60,7 +62,7 @@ static nb_status import_image(const char *path, const nb_plan *plan, nb_record *
     snprintf(im.imported_from, sizeof im.imported_from, "%s", path);
     nb_image_record_init(out);
     nb_image_file f;
-    if ((st = nb_image_file_read(path, plan, 0, &f))) {
+    if ((st = nb_image_file_read(path, plan, frame, &f))) {
         nb_image_file_free(&f);
         return nb_error_prefix(st, "--import");
     }
@@ -102,9 +104,14 @@ nb_status import_stream(nb_reader *r, const conv_opts *o)
             nb_plan p;
             nb_record img;
             if ((st = nb_plan_from_record(&rec, &p))) break;
-            st = import_image(o->import, &p, &img);
-            if (!st) st = nb_writer_put(w, &img);
-            nb_record_free(&img);
+            /* a file of a run's frames (NXmx): every frame of it, the plan's */
+            const nb_format *f = nb_format_of_file(o->import);
+            const long frames = f && f->run_file ? p.nframes : 1;
+            for (long frame = 0; frame < frames && !st; frame++) {
+                st = import_image(o->import, &p, frame, &img);
+                if (!st) st = nb_writer_put(w, &img);
+                nb_record_free(&img);
+            }
             nb_plan_free(&p);
             images++;
         }

@@ -577,8 +577,9 @@ class Image:
 
 
 def read_image(path, renderer=None, frame=0):
-    """The image in path (CBF, SMV, TIFF, raw float32 .bin, an nb stream's IMAGE record of `frame`), by
-    the tools' readers (nb-convert --import's).  renderer: the renderer it must fit (its pixels), whose
+    """The image in path (CBF, SMV, TIFF, raw float32 .bin, an nb stream's IMAGE record of `frame`, or
+    frame `frame` of an NXmx file: nb's, or an Eiger's master with its data files), by the tools'
+    readers (nb-convert --import's).  renderer: the renderer it must fit (its pixels), whose
     plan's ADC is the offset of counts whose file states none.  Returns an Image."""
     data = _lib.ImageData()
     _lib_.nb_image_data_init(ctypes.byref(data))

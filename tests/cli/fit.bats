@@ -175,10 +175,10 @@ read_line() { grep -o "'$1' read as .*" "$2"; }
     read_line obs.img fit_obs.img.err | grep -q "offset 40 (the file's), gain 1, overload 65535 (the counter's top)"
 }
 
-@test "fit and import: a write-only format (PGM, PNG, NXmx) or an unknown suffix is refused by name (2) by both tools" {
+@test "fit and import: a write-only format (PGM, PNG) or an unknown suffix is refused by name (2) by both tools; a file that is no HDF5 named .h5 (1)" {
     observe -o obs.pgm -o obs.png
     nb-geom -q $TRUTH $REST -o truth.nbs
-    local readable="(readable: CBF (.cbf), SMV (.img .smv), TIFF (.tif .tiff), raw float32 (.bin .raw .float), nb stream (.nbs))"
+    local readable="(readable: CBF (.cbf), SMV (.img .smv), TIFF (.tif .tiff), raw float32 (.bin .raw .float), nb stream (.nbs), NXmx (HDF5) (.nxs .h5))"
     run_nb nb-fit --observed obs.pgm --refine scale truth.nbs
     expect_status 2
     expect_has "nb-fit: cannot read 'obs.pgm': PGM is a write-only format $readable"
@@ -190,8 +190,8 @@ read_line() { grep -o "'$1' read as .*" "$2"; }
     expect_has "nb-fit: cannot read 'obs.png': PNG is a write-only format"
     printf '\211HDF\r\n\032\n' > obs.h5
     run_nb nb-convert --import obs.h5 truth.nbs
-    expect_status 2
-    expect_has "cannot read 'obs.h5': NXmx (HDF5) is a write-only format"
+    expect_status 1
+    expect_has "cannot open 'obs.h5' as HDF5"
     printf 'not an image' > obs.jpg
     run_nb nb-fit --observed obs.jpg --refine scale truth.nbs
     expect_status 2
