@@ -23,7 +23,8 @@
     X(H5Dget_space) X(H5Dget_type) X(H5Pcreate) X(H5Pset_chunk) X(H5Pset_deflate) X(H5Pset_shuffle) X(H5Pset_filter) \
     X(H5Pset_obj_track_times) X(H5Pset_virtual) X(H5Pset_libver_bounds) X(H5Pclose) X(H5Zfilter_avail)               \
     X(H5Acreate2) X(H5Awrite) X(H5Aopen) X(H5Aopen_by_name) X(H5Aread) X(H5Aget_type) X(H5Aclose) X(H5Tcopy) X(H5Tset_size)             \
-    X(H5Tget_size) X(H5Tget_class) X(H5Tclose) X(H5Lcreate_soft) X(H5Lcreate_external) X(H5Lexists) X(H5dont_atexit)
+    X(H5Tget_size) X(H5Tget_class) X(H5Tclose) X(H5Lcreate_soft) X(H5Lcreate_external) X(H5Lexists) X(H5dont_atexit) \
+    X(H5Dget_create_plist) X(H5Pget_nfilters) X(H5Pget_filter2)
 #define NB_H5_GLOBALS(X)                                                                                               \
     X(H5T_NATIVE_INT32_g) X(H5T_NATIVE_UINT32_g) X(H5T_NATIVE_INT64_g) X(H5T_NATIVE_FLOAT_g) X(H5T_NATIVE_DOUBLE_g)  \
     X(H5T_C_S1_g) X(H5T_STD_I32LE_g) X(H5T_STD_U32LE_g) X(H5T_STD_I64LE_g) X(H5T_IEEE_F32LE_g) X(H5T_IEEE_F64LE_g) \

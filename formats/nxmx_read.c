@@ -10,8 +10,9 @@
  * libhdf5 itself, bitshuffle+LZ4 (filter 32008) through its plugin; beside
  * them the detector's pixel_mask (nonzero: not used), saturation_value and
  * the data's data_scaling_factor (nb's 1/gain).  What cannot be read is
- * refused with the file, the data set and libhdf5's reason.  libhdf5 is
- * loaded at run time as for writing (nxmx_h5.c). */
+ * refused with the file, the data set and the reason (a filter this
+ * libhdf5 has no plugin for named by its number, else libhdf5's message).
+ * libhdf5 is loaded at run time as for writing (nxmx_h5.c). */
 #include "nxmx.h"
 
 #include <math.h>
@@ -119,6 +120,31 @@ static nb_status locate(const char *path, hid_t file, long frame, nx_where *w, h
     return NB_OK;
 }
 
+/* Each filter of data set d (its chunks' compression) that this libhdf5
+ * can run: else an error naming the filter, where H5Dread would say only
+ * that a filter is missing */
+static nb_status filters_available(const char *path, hid_t d, const char *name)
+{
+    hid_t dcpl = nb_h5.H5Dget_create_plist(d);
+    if (dcpl < 0) return NB_OK; /* H5Dread says what is wrong */
+    const int n = nb_h5.H5Pget_nfilters(dcpl);
+    nb_status st = NB_OK;
+    for (int i = 0; i < n && !st; i++) {
+        unsigned flags = 0, config = 0;
+        size_t nvalues = 0;
+        char fname[64] = "";
+        const H5Z_filter_t id = nb_h5.H5Pget_filter2(dcpl, (unsigned)i, &flags, &nvalues, NULL, sizeof fname, fname,
+                                                     &config);
+        if (id >= 0 && nb_h5.H5Zfilter_avail(id) <= 0)
+            st = nb_error_set(NB_ERR_UNSUPPORTED, "'%s': %s's chunks are compressed with HDF5 filter %d%s%s%s, which this "
+                                                  "libhdf5 cannot decode (no plugin for it in HDF5's plugin directories%s)",
+                              path, name, (int)id, fname[0] ? " (" : "", fname, fname[0] ? ")" : "",
+                              id == BSHUF_FILTER ? "; Debian: apt-get install hdf5-filter-plugin" : "");
+    }
+    nb_h5.H5Pclose(dcpl);
+    return st;
+}
+
 /* One frame of data set `name` into out->values (doubles), its type into is_float and bits */
 static nb_status read_pixels(const char *path, hid_t file, const nx_where *w, const hsize_t dims[3], nb_nxmx_image *out)
 {
@@ -131,6 +157,11 @@ static nb_status read_pixels(const char *path, hid_t file, const nx_where *w, co
     if (cls != H5T_INTEGER && cls != H5T_FLOAT) {
         if (d >= 0) nb_h5.H5Dclose(d);
         return nb_error_set(NB_ERR_DATA, "'%s': %s holds neither integers nor floats", path, w->name);
+    }
+    nb_status unread = filters_available(path, d, w->name);
+    if (unread) {
+        nb_h5.H5Dclose(d);
+        return unread;
     }
     out->is_float = cls == H5T_FLOAT;
     out->bits = (int)(8 * size);

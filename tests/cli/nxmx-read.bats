@@ -122,7 +122,7 @@ PY
     [[ "$output" == *"2 frames fitted, 0 failed"* ]] || false
 }
 
-@test "nxmx read: refused with the file, the data set and why: a broken link, a mask of another shape, another frame count, no /entry/data" {
+@test "nxmx read: refused with the file, the data set and why: a broken link, a mask of another shape, another frame count, no /entry/data, a filter without its plugin" {
     need_h5py
     cd "$DATA"
     eiger_master broken "0:1 1:3"
@@ -138,7 +138,18 @@ with h5py.File("badmask.nxs", "r+") as f:
     f["/entry/instrument/detector/pixel_mask"] = np.zeros((96, 95), dtype=np.uint32)
 with h5py.File("nodata.h5", "w") as f:
     f.create_group("/entry/instrument")
+# chunks of a filter no plugin decodes (HDF5 filter 32099), stored as they are
+shutil.copy("none.nxs", "unknown.nxs")
+with h5py.File("unknown.nxs", "r+") as f:
+    data = f["/entry/data/data"][()]
+    del f["/entry/data/data"]
+    d = f.create_dataset("/entry/data/data", shape=data.shape, dtype=data.dtype, chunks=(1,) + data.shape[1:],
+                         compression=32099, allow_unknown_filter=True)
+    for k in range(data.shape[0]):
+        d.id.write_direct_chunk((k, 0, 0), data[k].tobytes())
 PY
+    run -1 nb-convert --import unknown.nxs plan.nbs
+    expect_has "'unknown.nxs': /entry/data/data's chunks are compressed with HDF5 filter 32099, which this libhdf5 cannot decode"
     run -1 nb-convert --import badmask.nxs plan.nbs
     expect_has "'badmask.nxs': /entry/instrument/detector/pixel_mask is not the frames' 96 x 96 pixels"
     run -1 nb-convert --import nodata.h5 plan.nbs
