@@ -211,41 +211,30 @@ const char *nb_fast_variant(void)
     return "generic";
 }
 
-static nb_fast_kernel pick_kernel(void)
-{
+/* The build of an entry point (the image pass nb_render_fast, the tangent
+ * passes nb_render_fast_grad, the adjoint sweep nb_render_fast_adjoint) for
+ * the variant nb_fast_variant names */
 #if defined(__x86_64__) && defined(NB_HAVE_X86_VARIANTS)
-    const char *v = nb_fast_variant();
 #ifdef NB_HAVE_AVX512_VARIANT
-    if (!strcmp(v, "avx512")) return nb_render_fast_avx512;
+#define PICK_AVX512(entry) \
+    if (!strcmp(v, "avx512")) return entry##_avx512;
+#else
+#define PICK_AVX512(entry)
 #endif
-    if (!strcmp(v, "avx2")) return nb_render_fast_avx2;
+#define PICK_VARIANT(entry)                     \
+    const char *v = nb_fast_variant();          \
+    PICK_AVX512(entry)                          \
+    if (!strcmp(v, "avx2")) return entry##_avx2; \
+    return entry##_generic;
+#else
+#define PICK_VARIANT(entry) return entry##_generic;
 #endif
-    return nb_render_fast_generic;
-}
 
-nb_fast_grad_kernel nb_pick_fast_grad_kernel(void)
-{
-#if defined(__x86_64__) && defined(NB_HAVE_X86_VARIANTS)
-    const char *v = nb_fast_variant();
-#ifdef NB_HAVE_AVX512_VARIANT
-    if (!strcmp(v, "avx512")) return nb_render_fast_grad_avx512;
-#endif
-    if (!strcmp(v, "avx2")) return nb_render_fast_grad_avx2;
-#endif
-    return nb_render_fast_grad_generic;
-}
+static nb_fast_kernel pick_kernel(void) { PICK_VARIANT(nb_render_fast) }
 
-nb_fast_adjoint_kernel nb_pick_fast_adjoint_kernel(void)
-{
-#if defined(__x86_64__) && defined(NB_HAVE_X86_VARIANTS)
-    const char *v = nb_fast_variant();
-#ifdef NB_HAVE_AVX512_VARIANT
-    if (!strcmp(v, "avx512")) return nb_render_fast_adjoint_avx512;
-#endif
-    if (!strcmp(v, "avx2")) return nb_render_fast_adjoint_avx2;
-#endif
-    return nb_render_fast_adjoint_generic;
-}
+nb_fast_grad_kernel nb_pick_fast_grad_kernel(void) { PICK_VARIANT(nb_render_fast_grad) }
+
+nb_fast_adjoint_kernel nb_pick_fast_adjoint_kernel(void) { PICK_VARIANT(nb_render_fast_adjoint) }
 
 /* AVX2's 16 vector registers spill 8 tangents' lanes far more than 4: 8
  * names at 1024^2 on one thread took 24.2 ms in one pass of 8 and 19.5 in

@@ -125,9 +125,7 @@ void NB_FAST_NAME(const nb_fparams *fs, float *image, double *row_omega, nb_row_
         } else {
             render_row(fs, s, row, &omega, &tripped);
         }
-        double osum = 0.0;
-        for (int j = 0; j < W; j++) osum += omega[j];
-        row_omega[s] = osum;
+        row_omega[s] = lanes_sum(omega);
         /* the row's statistics while it is still in cache */
         if (row_stats)
             row_stats_here(row, kp->fpixels, s, roi, kp->mask ? kp->mask + (size_t)s * kp->fpixels : NULL,

@@ -18,24 +18,6 @@
 /* a thread's scratch apart from the others' (two cache lines) */
 #define AJ_SCRATCH_ALIGN 128u
 
-static int aj_threads(void)
-{
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
-static int aj_thread_num(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
 int NB_FAST_ADJ_NAME(const nb_fparams *fs, const nb_fadj *job, float *image, double *row_omega, int *tripped_out,
                      nb_progress *prog)
 {
@@ -43,7 +25,7 @@ int NB_FAST_ADJ_NAME(const nb_fparams *fs, const nb_fadj *job, float *image, dou
     const size_t npairs = (size_t)kp->nsources * kp->ncells;
     const size_t bytes = npairs * AJ_PAIR * (2 * sizeof(vf) + sizeof(vd));
     const size_t stride = (bytes + AJ_SCRATCH_ALIGN - 1) / AJ_SCRATCH_ALIGN * AJ_SCRATCH_ALIGN;
-    char *scratch = aligned_alloc(AJ_SCRATCH_ALIGN, stride * (size_t)aj_threads());
+    char *scratch = aligned_alloc(AJ_SCRATCH_ALIGN, stride * (size_t)rows_max_threads());
     if (!scratch) return -1;
     int tripped = 0;
     const double work = (double)kp->fpixels * kp->spixels * (kp->steps > 0 ? kp->steps : 1) * 4;
@@ -55,11 +37,9 @@ int NB_FAST_ADJ_NAME(const nb_fparams *fs, const nb_fadj *job, float *image, dou
             if (image) memset(image + off, 0, (size_t)kp->fpixels * sizeof(float));
             for (int j = 0; j < job->nd; j++) job->row_sums[(size_t)s * job->nd + j] = 0.0;
         } else {
-            aj_row(fs, job, s, image ? image + off : NULL, &omega, &tripped, scratch + (size_t)aj_thread_num() * stride);
+            aj_row(fs, job, s, image ? image + off : NULL, &omega, &tripped, scratch + (size_t)rows_thread_num() * stride);
         }
-        double osum = 0.0;
-        for (int j = 0; j < W; j++) osum += omega[j];
-        row_omega[s] = osum;
+        row_omega[s] = lanes_sum(omega);
         if (prog) nb_progress_add(prog, 1);
     }
     free(scratch);

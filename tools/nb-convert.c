@@ -57,7 +57,7 @@ static const nb_tool_info tool = {
     "                     DIALS's frame; its images the first CBF or SMV (one panel) or NXmx\n"
     "                     -o of the same command, if any; when every -o is a .expt, a plan\n"
     "                     without images is described by its frames.  Identifiers: the plan's\n"
-    "                     (nb-geom -expt keeps a list's), else nb-XXXXXXXX(-N), XXXXXXXX the\n"
+    "                     (nb-geom -expt keeps a list's), else nb-<crc>(-N), <crc> the\n"
     "                     plan's CRC-32 (the same for the same command).  Shards': --join 'part_*.expt'\n"
     "  .jsonl             the ground truth, one JSON line per frame (once for the run): the\n"
     "                     setting matrix A in DIALS's frame, the shot's spectrum, fluence and\n"

@@ -159,20 +159,22 @@ static nb_status observed_pattern(fit_opts *o, const nb_plan *start)
     const long first = o->ds.frame_first ? o->ds.frame_first - 1 : 0;
     const long n = o->ds.frame_first ? o->ds.frame_last - o->ds.frame_first + 1 : start->nframes;
     const size_t each = strlen(tmpl) + 24;
-    char *names;
+    char *names = NULL; /* the pattern's names (a run file's: its one name) */
     const char **list;
     if (n < 1 || n > NB_FIT_MAX_OBSERVED) return nb_error_set(NB_ERR_USAGE, "option --observed: %ld frames", n);
-    nb_status st = nb_calloc((void **)&names, (size_t)n, each, "the observed images' names");
+    nb_status st = run_file ? NB_OK : nb_calloc((void **)&names, (size_t)n, each, "the observed images' names");
     if (st) return st;
     if ((st = nb_calloc((void **)&list, (size_t)n, sizeof *list, "the observed images' names"))) {
         free(names);
         return st;
     }
     for (long i = 0; i < n && !st; i++) {
+        if (run_file) { /* the one file, read by frame (the reader checks its frame count) */
+            list[i] = tmpl;
+            continue;
+        }
         list[i] = names + (size_t)i * each;
-        if (run_file) /* the file read for each frame (its frame count the plan's: the reader checks) */
-            snprintf(names + (size_t)i * each, each, "%s", tmpl);
-        else if (nb_frame_path(tmpl, first + i, names + (size_t)i * each, each))
+        if (nb_frame_path(tmpl, first + i, names + (size_t)i * each, each))
             st = nb_error_set(NB_ERR_USAGE, "option --observed: '%s' holds '#' in two places (one run of '#' is the "
                                             "frame number)", tmpl);
     }

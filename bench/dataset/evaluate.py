@@ -7,7 +7,7 @@ Four modes (the gates of dataset refinement, issues 35 and 46; bench/README.md):
               [--frame-map START.expt] [--gate G1|G2|near|far|dials] [--json OUT]
       Experiment by experiment (matched by their frames' numbers when both
       lists state them: nb-convert's nb_frame, or identifiers nb-frame-N as
-      dials_start.py writes them, or nb-XXXXXXXX-N, a run's; else by position): the orientation error, the
+      dials_start.py writes them, or nb-<crc>-N, a run's (<crc> 8 hex digits); else by position): the orientation error, the
       angle of the rotation U_fit U_truth^T between the crystals' U matrices
       (U from the real-space vectors: M = (a b c) = U O with O the
       orthogonalization of the crystal's own cell, a along x and b in the xy
@@ -77,7 +77,7 @@ import numpy as np
 from wilson_hkl import SPACE_GROUPS, laue_signs
 
 FAILED_LINE = re.compile(r"^nb-fit: frame (\d+) failed:")
-# a still's number in its identifier: dials_start.py's nb-frame-N, or a run's nb-XXXXXXXX-N (nb-convert)
+# a still's number in its identifier: dials_start.py's nb-frame-N, or a run's nb-<crc>-N (nb-convert; <crc> 8 hex digits)
 IDENTIFIER = re.compile(r"^nb-(?:frame|[0-9a-f]{8})-(\d+)$")
 # nb-fit -v's last word on a frame: its turns' sigmas (degrees)
 SIGMA_LINE = re.compile(r"^frame (\d+): rot_x = \S+ \u00b1 (\S+) rot_y = \S+ \u00b1 (\S+) "
