@@ -697,6 +697,9 @@ static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const n
     if (o->nobserved != want)
         return nb_error_set(NB_ERR_USAGE, "%ld frame%s to fit but %ld observed image%s given", want,
                             want == 1 ? "" : "s", o->nobserved, o->nobserved == 1 ? "" : "s");
+    if (o->spots && o->spots->nframes != start->nframes)
+        return nb_error_set(NB_ERR_USAGE, "the spots given are for %ld frames, the plan has %d", o->spots->nframes,
+                            start->nframes);
     if ((st = nb_calloc((void **)&d->fr, (size_t)d->nframes, sizeof *d->fr, "the frames")) ||
         (st = nb_calloc((void **)&d->image, d->total_pixels, sizeof *d->image, "the model")) ||
         (st = nb_calloc((void **)&d->masks, (size_t)nb_plan_npanels(start), sizeof *d->masks, "the masks")))

@@ -40,6 +40,22 @@ typedef struct nb_fit_symmetry {
  * prediction of the frame's regions. */
 typedef nb_status (*nb_fit_observed_fn)(void *ctx, long frame, long slot, nb_fit_observed *ob);
 
+/* Spots found by another program (nb-fit --spots: DIALS's reflection
+ * table), in place of the fit's own: a spot's panel, centroid (pixels from
+ * the panel's corner, a pixel's centre at +0.5) and box (inclusive, in the
+ * panel); the frames' spots one after another, frame i's spot[first[i]]
+ * .. spot[first[i + 1] - 1], i over the plan's frames. */
+typedef struct nb_fit_spot {
+    int panel;
+    float f, s;
+    int f0, f1, s0, s1;
+} nb_fit_spot;
+typedef struct nb_fit_given_spots {
+    long nframes;
+    size_t *first;            /* nframes + 1 */
+    nb_fit_spot *spot;
+} nb_fit_given_spots;
+
 typedef struct nb_fit_ds_settings {
     const char *refine;       /* shared by every frame (a comma list of the fit's names) */
     const char *refine_frame; /* each frame its own */
@@ -62,6 +78,7 @@ typedef struct nb_fit_ds_settings {
     nb_fit_observed_fn observed;
     void *observed_ctx;
     const nb_fit_symmetry *symmetry; /* refine_F's space group (NULL: P 1) */
+    const nb_fit_given_spots *spots; /* the observed spots given (NULL: the fit finds them) */
 } nb_fit_ds_settings;
 
 /* nb-fit's defaults (its man page states them): 50 iterations, regions of

@@ -7,7 +7,10 @@
  * pixels, is a region (a pixel in two boxes the first's); the region has
  * a background plane of its own.  Untrusted, masked and overloaded pixels are
  * never in a region.  The observed spots' centroids are also what the global
- * stage searches with. */
+ * stage searches with.  Spots given by another program (--spots: DIALS's
+ * table) take the observed ones' place: their boxes are the regions' seeds
+ * and their centroids the global stage's, each weighted by its photons
+ * above the local background over its box, as the fit's own are. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,7 +125,7 @@ typedef struct spot_acc {
 /* The connected sets of marked pixels of one panel: their boxes (and, for
  * the observed image's, centroids into the frame's spots). */
 static nb_status components(const unsigned char *mark, const nb_fit_observed *ob, size_t off, int fp, int sp,
-                            const double *back, int panel, grow *boxes, grow *spots)
+                            const double *back, int panel, int centroids, grow *boxes, grow *spots)
 {
     const size_t n = (size_t)fp * sp;
     unsigned char *seen = calloc(n, 1);
@@ -150,13 +153,41 @@ static nb_status components(const unsigned char *mark, const nb_fit_observed *ob
                 if (nb[q] < n && mark[nb[q]] && !seen[nb[q]]) seen[nb[q]] = 1, stack[top++] = nb[q];
         }
         st = grow_push(boxes, &b);
-        if (!st && observed_spot && acc.w >= 10.0) {
+        if (!st && centroids && observed_spot && acc.w >= 10.0) {
             float c[4] = {(float)panel, (float)(acc.wf / acc.w), (float)(acc.ws / acc.w), (float)acc.w};
             st = grow_push(spots, c);
         }
     }
     free(seen);
     free(stack);
+    return st;
+}
+
+/* Panel `panel`'s spots of those given for frame `frame`: each box (clipped
+ * to the panel) marked as an observed spot's pixels are (bit 2: a region's
+ * seed), each centroid into spots [panel f s w], w its photons above the
+ * local background over the box's used pixels (at least 1e-3: a spot the
+ * program found is kept, if last, however faint it is here). */
+static nb_status given_spots(const nb_fit_given_spots *g, long frame, int panel, const nb_fit_observed *ob,
+                             size_t off, int fp, int sp, const double *back, unsigned char *mark, grow *spots)
+{
+    nb_status st = NB_OK;
+    for (size_t k = g->first[frame]; k < g->first[frame + 1] && !st; k++) {
+        const nb_fit_spot *q = &g->spot[k];
+        if (q->panel != panel) continue;
+        const int f0 = q->f0 < 0 ? 0 : q->f0, f1 = q->f1 >= fp ? fp - 1 : q->f1;
+        const int s0 = q->s0 < 0 ? 0 : q->s0, s1 = q->s1 >= sp ? sp - 1 : q->s1;
+        double w = 0.0;
+        for (int s = s0; s <= s1; s++)
+            for (int f = f0; f <= f1; f++) {
+                const size_t i = (size_t)s * fp + f;
+                if (!ob->use[off + i]) continue;
+                w += ob->y[off + i] - back[i];
+                mark[i] |= 2;
+            }
+        float c[4] = {(float)panel, q->f, q->s, (float)fmax(w, 1e-3)};
+        st = grow_push(spots, c);
+    }
     return st;
 }
 
@@ -330,12 +361,14 @@ nb_status ds_regions(ds *d, ds_frame *fr, const nb_fit_observed *ob)
             break;
         }
         st = local_background(ob, off, fp, sp, back);
+        const nb_fit_given_spots *given = d->o->spots;
         for (size_t i = 0; i < n && !st; i++)
             mark[i] = ob->use[off + i] ? (val[K_SCALE] * d->image[off + i] >= d->o->spot_photons) |
-                                             (ob->y[off + i] >= back[i] + 5.0 * sqrt(back[i] + 1.0) ? 2 : 0)
+                                             (!given && ob->y[off + i] >= back[i] + 5.0 * sqrt(back[i] + 1.0) ? 2 : 0)
                                        : 0;
+        if (!st && given) st = given_spots(given, fr->index, p, ob, off, fp, sp, back, mark, &spots);
         boxes.n = 0;
-        if (!st) st = components(mark, ob, off, fp, sp, back, p, &boxes, &spots);
+        if (!st) st = components(mark, ob, off, fp, sp, back, p, !given, &boxes, &spots);
         free(back);
         if (!st) grow_boxes(boxes.a, boxes.n, (int)ceil(d->o->roi_radius), fp, sp);
         memset(mark, 0, n); /* now: the pixels a region has taken */
@@ -344,7 +377,7 @@ nb_status ds_regions(ds *d, ds_frame *fr, const nb_fit_observed *ob)
                              &bgs);
         free(mark);
     }
-    if (!st) merge_split_spots(spots.a, spots.n);
+    if (!st && !d->o->spots) merge_split_spots(spots.a, spots.n); /* a program's spots are whole */
     if (!st) st = frame_lists(fr, &pix, &bgs, &spots, d->L.kp + d->L.kz);
     fr->regions_made++;
     free(pix.a), free(bgs.a), free(spots.a), free(boxes.a);

@@ -302,6 +302,14 @@ static const nb_opt rows[] = {
      "judge) are in the observed image, or less than F of its strongest\n"
      "observed spots are predicted (default 0.5)",
      .type = NB_OPT_DOUBLE, .check = NB_CHECK_NONNEG, .at = {FO(ds.min_explained)}},
+    {NB_OPT_LOCAL, "--spots", 1, "FILE.refl",
+     "a dataset fit: the observed spots are DIALS's reflection table's\n"
+     "(dials.find_spots' strong.refl, dials.index's indexed.refl), not\n"
+     "found here: their boxes the regions' seeds, their centroids the global\n"
+     "stage's.  Each row's experiment identifier names its frame (the\n"
+     "plan's, as nb-geom -expt keeps them); rows of no experiment or of\n"
+     "another are left out",
+     .needs = "a file name", .type = NB_OPT_STRING, .at = {FO(spots)}},
     {NB_OPT_LOCAL, "--frames", 1, "A:B",
      "a dataset fit of frames A to B alone (counted from 1; --observed once\n"
      "for each): the others keep their start (a Slurm array's share)",
@@ -406,10 +414,14 @@ static nb_status dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts
     nb_status st = s.refine_F ? nb_calloc((void **)&sym, 1, sizeof *sym, "the space group") : NB_OK;
     if (!st && sym) st = nb_fit_space_group(o->space_group, start, sym);
     s.symmetry = sym;
+    nb_fit_given_spots given;
+    memset(&given, 0, sizeof given);
+    if (!st && o->spots && !(st = nb_fit_spots_read(o->spots, start, &given))) s.spots = &given;
     st = nb_fit_agree(red, st);
     if (!st) st = nb_fit_dataset_run(start, hkl, &s, engine, red, out, refined_F, o->F_out ? &table : NULL, NULL, failed);
     if (!st && o->F_out && s.refine_F && red->rank == 0) st = nb_fit_write_F(o->F_out, &table);
     nb_fit_F_table_free(&table);
+    nb_fit_spots_free(&given);
     free(sym);
     return st;
 }
@@ -425,6 +437,8 @@ static nb_status run_fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts
     if (par->size > 1)
         return nb_error_set(NB_ERR_USAGE, "only a dataset fit (--refine-frame, --refine-F) runs across processes");
     if (o->ds.frame_first) return nb_error_set(NB_ERR_USAGE, "option --frames: only with --refine-frame or --refine-F");
+    if (o->spots) return nb_error_set(NB_ERR_USAGE, "option --spots: only with --refine-frame or --refine-F (a fit of "
+                                                    "one set of parameters compares every pixel)");
     return fit(start, hkl, o, out);
 }
 

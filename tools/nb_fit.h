@@ -26,6 +26,7 @@ typedef struct fit_opts {
     int have_adc, have_gain, have_overload;
     int device;               /* --device: an nb_engine_device (default the CPU) */
     const char *residual;     /* --residual FILE */
+    const char *spots;        /* --spots FILE.refl */
 } fit_opts;
 
 nb_status nb_fit_observed_read(const char *path, const fit_opts *o, const nb_plan *plan, long frame, nb_fit_observed *ob);
@@ -40,6 +41,12 @@ typedef struct nb_fit_files {
 nb_status nb_fit_observed_frame(void *ctx, long frame, long slot, nb_fit_observed *ob);
 /* What reading them kept (which frames' files were read once) */
 void nb_fit_files_free(void);
+
+/* --spots FILE.refl: DIALS's spots on the plan's frames, tied to them by
+ * their experiments' identifiers (nb_fit_spots.c); free with
+ * nb_fit_spots_free (also after a failure). */
+nb_status nb_fit_spots_read(const char *path, const nb_plan *plan, nb_fit_given_spots *out);
+void nb_fit_spots_free(nb_fit_given_spots *g);
 
 /* --space-group (a name, a Hall symbol, or an MTZ file whose symmetry it
  * takes), else the plan's SPACE_GROUP (an experiment list's), else P 1:

@@ -14,11 +14,16 @@
 #       flat: CC(F refined, F true) >= 0.95 over the reflections truth.jsonl
 #       records on >= 3 shots, and above Monte-Carlo merging's CC.
 #   G4  mpirun -n 2 nb-fit equals one process on G1's data (1e-6 relative).
+#   G5  G1's fit with dials.find_spots' spots (nb-fit --spots strong.refl), its
+#       start's experiments named as dials.index names them (UUIDs): every
+#       value within its sigma of the fit with nb's own spots (both -v), the
+#       refined list keeps the identifiers, and dials.compare_orientation_matrices
+#       compares it with the truth's.
 #
 # Usage: run-gates.sh [OPTIONS]
 #   --work DIR        where the data and the fits go (default /tmp/nb-gates)
-#   --gates LIST      comma-separated, of G1 G2 G3 G4 (default all; G2 and G4
-#                     use G1's data, G4 G1's start and fit)
+#   --gates LIST      comma-separated, of G1 G2 G3 G4 G5 (default all; G2, G4
+#                     and G5 use G1's data, G4 G1's start and fit, G5 G1's start)
 #   --threads N       threads of every stage (default: all cores)
 #   --quick           a small dry run of the harness (4 stills of 256^2 x 0.4 mm
 #                     for G1, G2, G4; 20 for G3): the figures are not the gates'
@@ -51,7 +56,7 @@ FIT_FLAGS=${FIT_FLAGS:-}
 
 usage() { local fd=2; [ "${1:-2}" != 0 ] || fd=1; sed -n '/^# Usage:/,/^# at the first/p' "$0" | sed 's/^# \{0,1\}//' >&"$fd"; exit "${1:-2}"; }
 
-work=/tmp/nb-gates gates=G1,G2,G3,G4 threads='' quick=0 results='' g3_stills=200
+work=/tmp/nb-gates gates=G1,G2,G3,G4,G5 threads='' quick=0 results='' g3_stills=200
 while [ $# -gt 0 ]; do
     case $1 in
         --work) work=$2; shift 2 ;;
@@ -65,7 +70,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 for g in ${gates//,/ }; do
-    case $g in G1|G2|G3|G4) ;; *) echo "run-gates.sh: no gate '$g' (G1 G2 G3 G4)" >&2; exit 2 ;; esac
+    case $g in G1|G2|G3|G4|G5) ;; *) echo "run-gates.sh: no gate '$g' (G1 G2 G3 G4 G5)" >&2; exit 2 ;; esac
 done
 case $g3_stills in ''|*[!0-9]*|0) echo "run-gates.sh: --g3-stills must be a positive whole number" >&2; exit 2 ;; esac
 want() { case ",$gates," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
@@ -213,15 +218,16 @@ g1data=$work/g1-data
 mkdir -p "$work"
 
 # ---- G1 ---------------------------------------------------------------------------------
-if want G1 || want G2 || want G4; then
-    g=G4
+if want G1 || want G2 || want G4 || want G5; then
+    g=G5
+    want G4 && g=G4
     want G2 && g=G2
     want G1 && g=G1
     simulate "$g1data" "${SIM_SMALL[@]}" --seed 1 || stop $g "simulate.sh failed" "$g1data.log"
 fi
-if want G1 || want G4; then
+if want G1 || want G4 || want G5; then
     g=G1
-    want G1 || g=G4   # G4 alone needs G1's start and fit: its failures are G4's
+    want G1 || { g=G5; want G4 && g=G4; }   # G4 or G5 alone needs G1's start: its failures are theirs
     "$PY" "$here/perturb.py" --angle 0.3 --cell-scale 1.003 --seed 11 --record "$work/g1-start.json" \
         "$g1data/model.expt" -o "$work/g1-start.expt"
     need $g nb-geom -expt "a plan from a DIALS experiment list, one frame per still"
@@ -294,6 +300,46 @@ if want G4; then
     evaluate G4 --compare "$work/g1/fit.expt" "$work/g4/fit.expt" --rtol 1e-6
     v=$([ "$EVAL_RC" = 0 ] && echo PASS || echo FAIL)
     record G4 "$v" "$("$PY" -c 'import json,sys; s=json.loads(sys.argv[1]); print("largest relative difference %s (%s)" % (s.get("max_rel_diff_expt"), s.get("where")))' "$EVAL_FIGURES"); mpirun -n 2 fit $FIT_SECONDS s, $(per_still "$FIT_SECONDS" "$STILLS") s/still" "$EVAL_FIGURES"
+fi
+
+# ---- G5 ---------------------------------------------------------------------------------
+if want G5; then
+    command -v dials.find_spots > /dev/null || stop G5 "no dials.find_spots (apt-get install dials)" ""
+    need G5 nb-fit --spots "DIALS's reflection table as the observed spots"
+    # G1's start, its experiments named as dials.index names them (UUIDs, drawn
+    # from a seed: the same each run), so the refined list loads beside the truth's
+    "$PY" - "$work/g1-start.expt" "$work/g5-start.expt" <<'EOF'
+import json, random, sys, uuid
+l = json.load(open(sys.argv[1]))
+draw = random.Random(5)
+for e in l["experiment"]:
+    e["identifier"] = str(uuid.UUID(int=draw.getrandbits(128), version=4))
+json.dump(l, open(sys.argv[2], "w"), indent=1)
+EOF
+    plan "$g1data" "$work/g5-start.expt" "$g1data/F.hkl" "$work/g5-plan.nbs" \
+        || stop G5 "nb-geom -expt g5-start.expt | nb-hkl failed" "$work/g5-plan.nbs.log"
+    dials.find_spots "$work/g5-start.expt" nproc="${threads:-$(nproc)}" output.reflections="$work/g5-strong.refl" \
+        output.log="$work/g5-find.log" > /dev/null 2>&1 || stop G5 "dials.find_spots failed" "$work/g5-find.log"
+    . "$g1data/dataset.env"
+    fit G5 "$g1data" "$work/g5-plan.nbs" "$work/g5-own" "$G1_REFINE" "$G1_REFINE_FRAME" -v
+    fit G5 "$g1data" "$work/g5-plan.nbs" "$work/g5" "$G1_REFINE" "$G1_REFINE_FRAME" -v --spots "$work/g5-strong.refl"
+    set +e
+    "$PY" "$here/compare_fits.py" "$work/g5-own/fit.log" "$work/g5/fit.log" --gate --json "$work/G5.json" \
+        > "$work/G5.compare.txt" 2>&1
+    rc=$?
+    "$PY" - "$work/g5-start.expt" "$work/g5/fit.expt" <<'EOF' >> "$work/G5.compare.txt" 2>&1
+import json, sys
+ids = [[e["identifier"] for e in json.load(open(p))["experiment"]] for p in sys.argv[1:]]
+print("identifiers kept: %s" % (ids[0] == ids[1]))
+sys.exit(ids[0] != ids[1])
+EOF
+    ids_rc=$?
+    dials.compare_orientation_matrices "$g1data/model.expt" "$work/g5/fit.expt" > "$work/g5-compare.log" 2>&1
+    cmp_rc=$?
+    set -e
+    [ $rc -le 1 ] || stop G5 "compare_fits.py could not measure" "$work/G5.compare.txt"
+    v=$([ $rc = 0 ] && [ $ids_rc = 0 ] && [ $cmp_rc = 0 ] && echo PASS || echo FAIL)
+    record G5 "$v" "$(grep '^largest' "$work/G5.compare.txt"); identifiers kept $([ $ids_rc = 0 ] && echo yes || echo no), dials.compare_orientation_matrices $([ $cmp_rc = 0 ] && echo ran || echo failed); fit $FIT_SECONDS s, $(per_still "$FIT_SECONDS" "$STILLS") s/still" "$("$PY" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))))' "$work/G5.json" 2>/dev/null || echo null)"
 fi
 
 finish

@@ -1,0 +1,149 @@
+/* msgpack.c - MessagePack read an item at a time (msgpack.h): the heads of
+ * the spec's formats (fixint, fixstr, fixarray, fixmap, nil, bools, bin,
+ * ext, floats, ints, str, array, map), big-endian as the spec writes them.
+ * Only what a reader of DIALS's tables needs is kept of an item: a string's
+ * or blob's bytes stay in the buffer (a table's columns are blobs of
+ * megabytes), so nothing is allocated. */
+#include "msgpack.h"
+
+#include <string.h>
+
+/* n big-endian bytes at p as an unsigned number */
+static uint64_t be(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int k = 0; k < n; k++) v = v << 8 | p[k];
+    return v;
+}
+
+/* Take n bytes of the head (a length or a value): NULL when fewer are left */
+static const unsigned char *take(nb_mp *m, size_t n)
+{
+    if ((size_t)(m->end - m->p) < n) return NULL;
+    const unsigned char *at = m->p;
+    m->p += n;
+    return at;
+}
+
+/* A STR, BIN or EXT of a length in `width` bytes (ext: a type byte after it) */
+static int sized(nb_mp *m, nb_mp_item *it, nb_mp_type type, int width, int ext_type)
+{
+    const unsigned char *h = take(m, (size_t)width + (ext_type ? 1 : 0));
+    if (!h) return -1;
+    size_t n = (size_t)be(h, width);
+    it->type = type, it->n = n;
+    if (!(it->bytes = take(m, n))) return -1;
+    return 0;
+}
+
+/* An ARRAY or MAP of a count in `width` bytes */
+static int counted(nb_mp *m, nb_mp_item *it, nb_mp_type type, int width)
+{
+    const unsigned char *h = take(m, (size_t)width);
+    if (!h) return -1;
+    it->type = type, it->n = (size_t)be(h, width);
+    return 0;
+}
+
+/* An INT of `width` bytes, signed or not */
+static int integer(nb_mp *m, nb_mp_item *it, int width, int is_signed)
+{
+    const unsigned char *h = take(m, (size_t)width);
+    if (!h) return -1;
+    uint64_t u = be(h, width);
+    it->type = NB_MP_INT;
+    if (is_signed) {
+        const int shift = 64 - 8 * width; /* sign-extend from the top bit of the width */
+        it->i = shift ? (int64_t)(u << shift) >> shift : (int64_t)u;
+    } else {
+        if (u > (uint64_t)INT64_MAX) return -1;
+        it->i = (int64_t)u;
+    }
+    return 0;
+}
+
+static int floating(nb_mp *m, nb_mp_item *it, int width)
+{
+    const unsigned char *h = take(m, (size_t)width);
+    if (!h) return -1;
+    it->type = NB_MP_FLOAT;
+    if (width == 4) {
+        uint32_t u = (uint32_t)be(h, 4);
+        float f;
+        memcpy(&f, &u, sizeof f);
+        it->f = f;
+    } else {
+        uint64_t u = be(h, 8);
+        memcpy(&it->f, &u, sizeof it->f);
+    }
+    return 0;
+}
+
+int nb_mp_next(nb_mp *m, nb_mp_item *it)
+{
+    memset(it, 0, sizeof *it);
+    const unsigned char *h = take(m, 1);
+    if (!h) return -1;
+    const unsigned c = *h;
+    if (c <= 0x7f) return it->type = NB_MP_INT, it->i = c, 0;
+    if (c >= 0xe0) return it->type = NB_MP_INT, it->i = (int64_t)c - 256, 0;
+    if (c <= 0x8f) return it->type = NB_MP_MAP, it->n = c & 0x0f, 0;
+    if (c <= 0x9f) return it->type = NB_MP_ARRAY, it->n = c & 0x0f, 0;
+    if (c <= 0xbf) {
+        it->type = NB_MP_STR, it->n = c & 0x1f;
+        return (it->bytes = take(m, it->n)) ? 0 : -1;
+    }
+    switch (c) {
+    case 0xc0: return it->type = NB_MP_NIL, 0;
+    case 0xc2: case 0xc3: return it->type = NB_MP_BOOL, it->i = c == 0xc3, 0;
+    case 0xc4: return sized(m, it, NB_MP_BIN, 1, 0);
+    case 0xc5: return sized(m, it, NB_MP_BIN, 2, 0);
+    case 0xc6: return sized(m, it, NB_MP_BIN, 4, 0);
+    case 0xc7: return sized(m, it, NB_MP_EXT, 1, 1);
+    case 0xc8: return sized(m, it, NB_MP_EXT, 2, 1);
+    case 0xc9: return sized(m, it, NB_MP_EXT, 4, 1);
+    case 0xca: return floating(m, it, 4);
+    case 0xcb: return floating(m, it, 8);
+    case 0xcc: return integer(m, it, 1, 0);
+    case 0xcd: return integer(m, it, 2, 0);
+    case 0xce: return integer(m, it, 4, 0);
+    case 0xcf: return integer(m, it, 8, 0);
+    case 0xd0: return integer(m, it, 1, 1);
+    case 0xd1: return integer(m, it, 2, 1);
+    case 0xd2: return integer(m, it, 4, 1);
+    case 0xd3: return integer(m, it, 8, 1);
+    case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8: { /* fixext 1, 2, 4, 8, 16: a type byte, then the data */
+        const size_t n = (size_t)1 << (c - 0xd4);
+        it->type = NB_MP_EXT, it->n = n;
+        return take(m, 1) && (it->bytes = take(m, n)) ? 0 : -1;
+    }
+    case 0xd9: return sized(m, it, NB_MP_STR, 1, 0);
+    case 0xda: return sized(m, it, NB_MP_STR, 2, 0);
+    case 0xdb: return sized(m, it, NB_MP_STR, 4, 0);
+    case 0xdc: return counted(m, it, NB_MP_ARRAY, 2);
+    case 0xdd: return counted(m, it, NB_MP_ARRAY, 4);
+    case 0xde: return counted(m, it, NB_MP_MAP, 2);
+    case 0xdf: return counted(m, it, NB_MP_MAP, 4);
+    default: return -1; /* 0xc1: never used */
+    }
+}
+
+static int skip_at(nb_mp *m, int depth)
+{
+    nb_mp_item it;
+    if (depth > NB_MP_MAX_DEPTH || nb_mp_next(m, &it)) return -1;
+    if (it.type != NB_MP_ARRAY && it.type != NB_MP_MAP) return 0;
+    /* every item takes a byte at least: a count beyond the bytes left is a lie, found before looping on it */
+    const size_t items = it.type == NB_MP_MAP ? 2 * (it.n > SIZE_MAX / 2 ? SIZE_MAX / 2 : it.n) : it.n;
+    if (items > (size_t)(m->end - m->p)) return -1;
+    for (size_t k = 0; k < items; k++)
+        if (skip_at(m, depth + 1)) return -1;
+    return 0;
+}
+
+int nb_mp_skip(nb_mp *m) { return skip_at(m, 0); }
+
+int nb_mp_is_str(const nb_mp_item *it, const char *s)
+{
+    return it->type == NB_MP_STR && it->n == strlen(s) && !memcmp(it->bytes, s, it->n);
+}
