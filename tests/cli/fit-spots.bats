@@ -55,6 +55,11 @@ t.as_file(sys.argv[1])
 EOF
 }
 
+# frame $1's verdict line in $output (nb-fit -v)
+verdict() {
+    grep "^frame $1: deviance ratio" <<< "$output"
+}
+
 # "NAME VALUE SIGMA" for every frame's and shared value nb-fit -v printed in file $1
 values() {
     awk '$1 == "frame" && $4 == "=" { for (i = 3; i + 4 <= NF; i += 5) if ($(i + 1) == "=") print $2 $i, $(i + 2), $(i + 4) }
@@ -144,4 +149,33 @@ t["panel"] = p'
     nb-geom -q -cell 34 52 53 90 90 90 -lambda 1 -distance 100 -pixel 0.4 -detpixels 192 -N 12 -default_F 100 -o one.nbs
     run -2 nb-fit --observed still_1.cbf --refine distance --spots strong.refl one.nbs
     [[ "$output" == *"option --spots: only with --refine-frame or --refine-F"* ]] || false
+}
+
+@test "fit-spots: a sweep's spots go to the frames of their images (z); an image past its frames is refused" {
+    need_dials
+    nb-geom -q -cell 34 52 53 90 90 90 -lambda 1 -distance 100 -pixel 0.4 -detpixels 192 -round_xtal -N 12 \
+        -fluence 1e27 -default_F 100 -osc 0.5 -nframes 3 -o sweep.nbs
+    nb-sim -q sweep.nbs | nb-noise -q -seed 3 | nb-convert -q -o sweep_#.cbf -o sweep.expt
+    dials.find_spots sweep.expt nproc=2 output.reflections=sweep.refl output.log=sweep-find.log >/dev/null 2>&1
+    "$PY" - <<'PYEOF'
+from dials.array_family import flex
+t = flex.reflection_table.from_file("sweep.refl")
+x, y, z = t["xyzobs.px.value"].parts()
+assert min(z) < 1 and max(z) > 2, (min(z), max(z))
+t["xyzobs.px.value"] = flex.vec3_double(x, y, flex.double(len(z), 0.5))
+t.as_file("first-image.refl")
+t["xyzobs.px.value"] = flex.vec3_double(x, y, z + 1.0)
+t.as_file("one-later.refl")
+PYEOF
+    run -0 nb-fit -v --refine-frame scale --observed sweep_#.cbf --spots sweep.refl -o /dev/null sweep.nbs
+    [[ "$output" == *"'sweep.refl': "*" on the plan's 3 frames, 0 of no experiment"* ]] || false
+    [[ "$output" != *" 0 of 0 strong observed ones predicted"* ]] || false
+    # every spot on the first image: the other two frames have none
+    run -0 nb-fit -v --refine-frame scale --observed sweep_#.cbf --spots first-image.refl -o /dev/null sweep.nbs
+    [[ "$(verdict 2)" == *" 0 of 0 strong observed ones predicted"* ]] || false
+    [[ "$(verdict 3)" == *" 0 of 0 strong observed ones predicted"* ]] || false
+    [[ "$(verdict 1)" == *" of "*" strong observed ones predicted"* ]] || false
+    [[ "$(verdict 1)" != *" 0 of 0 strong observed ones predicted"* ]] || false
+    run -1 nb-fit --refine-frame scale --observed sweep_#.cbf --spots one-later.refl -o /dev/null sweep.nbs
+    [[ "$output" == *"'one-later.refl': row "*": image 3."*" is not one of experiment 'nb-"*"''s 3 frames"* ]] || false
 }
