@@ -132,12 +132,12 @@ CORE_OBJ    := $(CORE_SRC:%.c=$(BUILD)/%.o)
 # the readers and writers libnb links (engine/nb_api_files.c calls them):
 # nb-geom's -img/-mask (SMV), -panels (CrystFEL .geom, DIALS .expt) and
 # -expt readers, the image registry (CBF, SMV, TIFF, raw float, an nb
-# stream's IMAGE, NXmx) and nb-convert's one-frame writers, with what they
-# call; they need libz, libm and libdl alone (libtiff and libhdf5 are
+# stream's IMAGE, NXmx) and nb-convert's one-frame writers, DIALS's
+# reflection tables (the dataset fit's spots), with what they call; they need libz, libm and libdl alone (libtiff and libhdf5 are
 # dlopened).  The other formats (MTZ and mmCIF with libccp4, NXmx's writer,
 # XDS.INP ...) stay the tools'.
 NB_FORMATS  := registry image_read smv cbf tiff rawfloat json dials_expt crystfel_geom frame_write pgm png \
-               dials_expt_write nxmx_read nxmx_h5
+               dials_expt_write nxmx_read nxmx_h5 dials_refl msgpack
 NB_FORMATS_OBJ := $(NB_FORMATS:%=$(BUILD)/formats/%.o)
 FORMATS_OBJ := $(filter-out $(NB_FORMATS_OBJ),$(FORMATS_SRC:%.c=$(BUILD)/%.o))
 CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -158,6 +158,8 @@ $(BUILD)/engine/nb_api_files.o: LAYER_INC := -Iengine -Iengine/physics -Iformats
 $(BUILD)/formats/%.o: LAYER_INC := -Iformats
 $(BUILD)/cli/%.o: LAYER_INC := -Icli
 $(BUILD)/fit/%.o: LAYER_INC := -Iengine -Iengine/physics -Ifit
+# DIALS's tables tied to a plan's frames for the dataset fit (--spots): its one reader of files
+$(BUILD)/fit/nb_fit_spots.o: LAYER_INC := -Iengine -Iengine/physics -Ifit -Iformats
 $(BUILD)/tools/%.o: LAYER_INC := -Icli -Iengine -Iengine/physics -Ifit -Iformats
 
 TOOLS   := nb-geom nb-hkl nb-sim nb-noise nb-convert nb-bench nb-fit nb-math nb-amorphous

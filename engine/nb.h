@@ -409,6 +409,9 @@ typedef struct nb_fit_dataset_settings {
     const int *symmetry;       /* refine_F's space group: nops rotation matrices R (9 ints each, row by
                                 * row; an index goes to h R); NULL: P 1 */
     int nops;
+    const char *spots;         /* a DIALS reflection table (.refl: dials.find_spots', dials.index's) whose
+                                * spots are the observed ones, tied to r's frames by their experiments'
+                                * identifiers (nb-fit --spots); NULL: the fit finds its own */
 } nb_fit_dataset_settings;
 NB_API void nb_fit_dataset_settings_init(nb_fit_dataset_settings *s);
 

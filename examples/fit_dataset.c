@@ -4,12 +4,15 @@
  * standard input (nb-geom -expt indexed.expt ...: a crystal per frame);
  * OBSERVED a file of float32 photons, frame after frame (nb-convert -o
  * still_#.bin, concatenated); SHARED and OWN comma lists of names ("" for
- * none).  Standard output: the shared values ("NAME = VALUE ± SIGMA UNIT")
- * and each frame's own ("frame N: NAME = VALUE ± SIGMA ..."), or why it
- * failed, as nb-fit -v prints them.
+ * none); SPOTS, when given, a DIALS reflection table (dials.find_spots'
+ * strong.refl of the same experiments) whose spots the fit takes in place
+ * of its own, as nb-fit --spots.  Standard output: the shared values
+ * ("NAME = VALUE ± SIGMA UNIT") and each frame's own ("frame N: NAME =
+ * VALUE ± SIGMA ..."), or why it failed, as nb-fit -v prints them.
  *
  *     cc fit_dataset.c $(pkg-config --cflags --libs nb) -o fit_dataset
  *     nb-geom -expt indexed.expt -N 12 | ./fit_dataset stills.bin cell_a,cell_b,cell_c rot_x,rot_y,rot_z,scale
+ *     nb-geom -expt indexed.expt -N 12 | ./fit_dataset stills.bin "" rot_x,rot_y,rot_z,scale strong.refl
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -67,8 +70,8 @@ static int report(const nb_fit_dataset *f, int frames, const char *shared, const
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: fit_dataset OBSERVED.bin SHARED OWN < start.nbs\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: fit_dataset OBSERVED.bin SHARED OWN [SPOTS.refl] < start.nbs\n");
         return 2;
     }
     size_t size = 0, obs_size = 0;
@@ -96,6 +99,7 @@ int main(int argc, char **argv)
     nb_fit_dataset_settings s;
     nb_fit_dataset_settings_init(&s);
     s.refine = argv[2], s.refine_frame = argv[3];
+    s.spots = argc == 5 ? argv[4] : NULL;
     nb_fit_dataset *fit = NULL;
     if (!status) status = nb_fit_dataset_renderer(r, images, &s, &fit);
     if (!status) status = report(fit, frames, argv[2], argv[3]);

@@ -1,6 +1,7 @@
 /* nb_api_dataset.c - nb.h's dataset fit (nb_fit_dataset_renderer): the
  * caller's arrays as the dataset fit's observed frames (nb_fit_dataset.h),
- * its sum as the reduction, its operators as the space group; what each
+ * its sum as the reduction, its operators as the space group, its DIALS
+ * table's spots as the observed spots; what each
  * frame came to kept for nb_fit_dataset_value and _verdict. */
 #include <math.h>
 #include <stdio.h>
@@ -89,12 +90,16 @@ static nb_status fit(nb_renderer *r, const nb_fit_image *images, const nb_fit_da
     nb_status st = s->symmetry ? nb_calloc((void **)&sym, 1, sizeof *sym, "the space group") : NB_OK;
     if (sym) symmetry_from(s, sym);
     o.symmetry = sym;
+    nb_fit_given_spots given;
+    memset(&given, 0, sizeof given);
+    if (!st && s->spots && !(st = nb_fit_spots_read(s->spots, &r->plan, &given))) o.spots = &given;
     nb_plan refined;
     nb_hkl refined_F;
     int failed = 0;
     nb_hkl_init(&refined_F);
     if (!st) st = nb_fit_dataset_run(&r->plan, &r->hkl, &o, r->engine, s->processes > 1 ? &red : NULL, &refined,
                                  &refined_F, NULL, &f->res, &failed);
+    nb_fit_spots_free(&given);
     free(sym);
     if (st) {
         nb_hkl_free(&refined_F);

@@ -55,6 +55,13 @@ typedef struct nb_fit_given_spots {
     size_t *first;            /* nframes + 1 */
     nb_fit_spot *spot;
 } nb_fit_given_spots;
+/* DIALS's reflection table at path (dials.find_spots', dials.index's:
+ * formats/dials_refl.h) as the plan's frames' spots, tied to them by their
+ * experiments' identifiers (nb_fit_spots.c: nb-fit --spots, nb.h's
+ * nb_fit_dataset_settings.spots); free with nb_fit_spots_free (also after a
+ * failure). */
+nb_status nb_fit_spots_read(const char *path, const nb_plan *plan, nb_fit_given_spots *out);
+void nb_fit_spots_free(nb_fit_given_spots *g);
 
 typedef struct nb_fit_ds_settings {
     const char *refine;       /* shared by every frame (a comma list of the fit's names) */

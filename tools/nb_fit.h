@@ -42,12 +42,6 @@ nb_status nb_fit_observed_frame(void *ctx, long frame, long slot, nb_fit_observe
 /* What reading them kept (which frames' files were read once) */
 void nb_fit_files_free(void);
 
-/* --spots FILE.refl: DIALS's spots on the plan's frames, tied to them by
- * their experiments' identifiers (nb_fit_spots.c); free with
- * nb_fit_spots_free (also after a failure). */
-nb_status nb_fit_spots_read(const char *path, const nb_plan *plan, nb_fit_given_spots *out);
-void nb_fit_spots_free(nb_fit_given_spots *g);
-
 /* --space-group (a name, a Hall symbol, or an MTZ file whose symmetry it
  * takes), else the plan's SPACE_GROUP (an experiment list's), else P 1:
  * the operators the dataset fit's --refine-F merges by (nb_fit_files.c). */

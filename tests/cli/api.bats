@@ -314,6 +314,31 @@ smv_counts() { smv_data "$1" | od -A n -v -t u2 | tr -s ' ' '\n' | sed '/^$/d'; 
     expect_has "misset_x"
 }
 
+@test "api: fit_dataset.c with dials.find_spots' table gives nb-fit --spots's values" {
+    need_installed
+    command -v dials.find_spots >/dev/null 2>&1 || skip "DIALS is not installed (dials.find_spots)"
+    skip_dials_processing_if_sanitized
+    build_example "$NB_PREFIX/share/nb/examples/fit_dataset.c" fit_dataset
+    local rest="-lambda 1 -distance 100 -pixel 0.4 -detpixels 192 -round_xtal -N 12 -fluence 1e27 -oversample 2
+                -default_F 100 -nframes 3 -stills -misset_seed 7"
+    nb-geom -q -cell 34 52 53 90 90 90 $rest | nb-sim -q | nb-noise -q -seed 3 -adc 0 |
+        nb-convert -q -o still_#.bin -o still_#.cbf -o model.expt
+    cat still_1.bin still_2.bin still_3.bin > stills.bin
+    /usr/bin/python3 "$NB_ROOT/bench/dataset/perturb.py" --angle 0.2 --seed 4 -o start.expt model.expt
+    nb-geom -q -expt start.expt -N 12 -round_xtal -fluence 1e27 -oversample 2 -default_F 100 -o start.nbs
+    dials.find_spots start.expt nproc=2 output.reflections=strong.refl output.log=find.log >/dev/null 2>&1
+    ./fit_dataset stills.bin "" rot_x,rot_y,rot_z,scale strong.refl < start.nbs > api.txt
+    cat api.txt
+    [ "$(grep -c '^frame [0-9]*: rot_x = ' api.txt)" -eq 3 ] || false
+    nb-fit -v --observed still_#.bin --refine-frame rot_x,rot_y,rot_z,scale --spots strong.refl -o /dev/null \
+        start.nbs 2> cli.err
+    grep -q "'strong.refl': .* spots: .* on the plan's 3 frames" cli.err
+    grep -E '^frame [0-9]+: rot_x = ' cli.err | sed 's/ (.*//' > cli.txt
+    diff cli.txt api.txt
+    run -1 ./fit_dataset stills.bin "" scale no-such.refl < start.nbs
+    expect_has "cannot open 'no-such.refl'"
+}
+
 @test "api: render_expt.c renders a DIALS experiment list's frames as nb-geom -expt | nb-sim | nb-convert writes them" {
     need_installed
     build_example "$NB_PREFIX/share/nb/examples/render_expt.c" render_expt

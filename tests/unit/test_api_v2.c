@@ -470,6 +470,10 @@ static void fit_dataset_refusals(void)
     const int ops[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
     s.symmetry = ops, s.nops = 0;
     ok(nb_fit_dataset_renderer(r, im, &s, &f) == NB_RESULT_USAGE && has("symmetry operators"), "0 operators: usage");
+    nb_fit_dataset_settings_init(&s);
+    s.refine_frame = "scale", s.spots = "/nonexistent/strong.refl";
+    ok(nb_fit_dataset_renderer(r, im, &s, &f) == NB_RESULT_IO && has("cannot open '/nonexistent/strong.refl'") && !f,
+       "a missing spots table: I/O, named (%s)", nb_last_error());
     ok(nb_fit_dataset_value(NULL, 0, "rot_x", NULL, NULL) == NB_RESULT_USAGE, "no result: usage");
     ok(nb_fit_dataset_verdict(NULL, 0, NULL) == -1, "no result: no verdict");
     nb_fit_dataset_free(NULL);

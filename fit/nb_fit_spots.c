@@ -1,4 +1,5 @@
-/* nb_fit_spots.c - nb-fit --spots FILE.refl: the spots DIALS found
+/* nb_fit_spots.c - nb-fit --spots FILE.refl (and nb.h's dataset fit's
+ * spots): the spots DIALS found
  * (dials.find_spots' strong.refl, dials.index's indexed.refl) tied to the
  * plan's frames by their experiments' identifiers, for the dataset fit to
  * use in place of its own spot finding (nb_fit_dataset.h, nb_fit_given_spots).
@@ -20,7 +21,8 @@
 
 #include "dials_expt_write.h"
 #include "dials_refl.h"
-#include "nb_fit.h"
+#include "nb_fit_dataset.h"
+#include "nb_plan.h"
 #include "nb_util.h"
 
 /* The plan's frames sorted by identifier, to find an experiment's frames */
