@@ -132,12 +132,15 @@ CORE_OBJ    := $(CORE_SRC:%.c=$(BUILD)/%.o)
 # the readers and writers libnb links (engine/nb_api_files.c calls them):
 # nb-geom's -img/-mask (SMV), -panels (CrystFEL .geom, DIALS .expt) and
 # -expt readers, the image registry (CBF, SMV, TIFF, raw float, an nb
-# stream's IMAGE, NXmx) and nb-convert's one-frame writers, DIALS's
-# reflection tables (the dataset fit's spots), with what they call; they need libz, libm and libdl alone (libtiff and libhdf5 are
-# dlopened).  The other formats (MTZ and mmCIF with libccp4, NXmx's writer,
-# XDS.INP ...) stay the tools'.
+# stream's IMAGE, NXmx) and every writer its entries name (nb-convert's:
+# one-frame images, NXmx, model.expt and truth.jsonl, XDS.INP and .geom,
+# the joins of shards' files), DIALS's reflection tables (the dataset fit's
+# spots), with what they call; they need libz, libm and libdl alone
+# (libtiff, libhdf5 and liblz4 are dlopened).  The other formats (MTZ and
+# mmCIF with libccp4, HKL text, stol) stay the tools'.
 NB_FORMATS  := registry image_read smv cbf tiff rawfloat json dials_expt crystfel_geom frame_write pgm png \
-               dials_expt_write nxmx_read nxmx_h5 dials_refl msgpack
+               dials_expt_write nxmx_read nxmx_h5 nxmx nxmx_master bslz4 xds_inp truth_jsonl dials_expt_join \
+               dials_refl msgpack
 NB_FORMATS_OBJ := $(NB_FORMATS:%=$(BUILD)/formats/%.o)
 FORMATS_OBJ := $(filter-out $(NB_FORMATS_OBJ),$(FORMATS_SRC:%.c=$(BUILD)/%.o))
 CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/%.o)

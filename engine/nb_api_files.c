@@ -3,8 +3,8 @@
  * handed to nb_api_args.c's loop the same way (nb_api_file_hooks), and nb.h's
  * image files: nb_image_read by the format registry's one reader
  * (formats/image_read.c, the rule for counts nb-convert --import and nb-fit
- * --observed follow), nb_image_write by nb-convert's one-frame writers
- * (formats/frame_write.c, smv.c, rawfloat.c).  Nothing here prints or
+ * --observed follow), nb_image_write by the registry's one-frame writers,
+ * nb-convert's (formats/frame_write.c and each format's write_image).  Nothing here prints or
  * exits: errors are statuses with the readers' messages. */
 #include <math.h>
 #include <stdint.h>
@@ -18,7 +18,6 @@
 #include "nb_image_record.h"
 #include "nb_tuning.h"
 #include "nb_util.h"
-#include "rawfloat.h"
 #include "registry.h"
 #include "smv.h"
 
@@ -96,7 +95,7 @@ int nb_image_read(const char *path, const nb_renderer *r, long frame, nb_image_d
     if (!path) return nb_api_result(nb_error_set(NB_ERR_USAGE, "%s: no path", who));
     if (frame < 0) return nb_api_result(nb_error_set(NB_ERR_USAGE, "%s: '%s': frame %ld is negative", who, path, frame));
     const nb_format *f = nb_format_of_file(path);
-    if (frame > 0 && f && f->read && f->id != NB_FMT_NBS && !f->run_file)
+    if (frame > 0 && f && f->read && !f->frames)
         return nb_api_result(nb_error_set(NB_ERR_USAGE, "%s: '%s' is %s, one image: frame %ld is out of range (0)",
                                           who, path, f->title, frame));
     nb_image_file file;
@@ -116,15 +115,14 @@ static nb_status write_format(const char *who, const char *path, const char *nam
     if (!name && !f) {
         /* nb-convert -o takes a name without a suffix as raw float32 */
         const nb_format *g = nb_format_of_file(path);
-        if (g && g->id == NB_FMT_BIN && !strrchr(path, '.')) f = g;
+        if (g && g == nb_format_unsuffixed() && !strrchr(path, '.')) f = g;
     }
     if (!f)
         return name ? nb_error_set(NB_ERR_USAGE, "%s: unknown format '%s'", who, name)
                     : nb_error_set(NB_ERR_USAGE, "%s: '%s': no format has its suffix: name one", who, path);
-    if (f->writer != NB_WRITE_FRAME || f->id == NB_FMT_NXMX)
-        return nb_error_set(NB_ERR_USAGE, "%s: '%s': %s is not written one image at a time (writable: bin, smv, cbf, "
-                                          "tif, tif-float, tif16, tif32, pgm, png)",
-                            who, path, f->title);
+    if (f->writer != NB_WRITE_FRAME || !f->write_image)
+        return nb_error_set(NB_ERR_USAGE, "%s: '%s': %s is not written one image at a time (writable: %s)", who, path,
+                            f->title, nb_format_written_list(NB_WRITE_FRAME));
     *out = f;
     return NB_OK;
 }
@@ -165,38 +163,6 @@ static nb_status frame_arrays(const nb_image_data *image, float **photons, int32
         (*counts)[i] = c >= 2147483647.0 ? INT32_MAX : c <= -2147483648.0 ? INT32_MIN : (int32_t)lrint(c);
     }
     return NB_OK;
-}
-
-/* Raw float32: the photons, every panel */
-static nb_status write_rawfloat(const char *path, const float *photons, size_t n)
-{
-    nb_outfile *of;
-    nb_status st = nb_rawfloat_writer_open(&of, path);
-    if (st) return st;
-    if ((st = nb_rawfloat_writer_put(of, photons, n))) {
-        nb_outfile_abort(of);
-        return st;
-    }
-    return nb_outfile_commit(of);
-}
-
-/* SMV, as nb-convert -o x.img writes it (the beam centre as dxtbx reads it):
- * the counts with their offset, or the reference's 16-bit int image */
-static nb_status write_smv(const char *path, const nb_frame *fr)
-{
-    int32_t *ints = NULL;
-    const int use_counts = fr->counts != NULL;
-    nb_status st = use_counts ? NB_OK : nb_frame_int_counts(fr, &ints);
-    if (st) return st;
-    nb_smv_meta m;
-    nb_frame_smv_meta(fr, NB_SMV_BEAM_DXTBX, use_counts ? fr->counts_adc : fr->adc, &m);
-    nb_smv_writer *w = NULL;
-    st = nb_smv_writer_open(&w, path, &m, use_counts ? fr->counts_bits : 16);
-    if (!st) st = nb_smv_writer_put(w, use_counts ? fr->counts : ints, (size_t)fr->width * (size_t)fr->height);
-    if (!st) st = nb_smv_writer_close(w);
-    else if (w) nb_smv_writer_abort(w);
-    free(ints);
-    return st;
 }
 
 /* The frame nb-convert writes for frame `frame` of plan (its IMAGE keys in
@@ -245,11 +211,11 @@ static nb_status check_image(const char *who, const char *path, const nb_format 
     if (image->pixels != nb_plan_total_pixels(plan))
         return nb_error_set(NB_ERR_USAGE, "%s: '%s': the image has %zu pixels, the renderer's plan %zu", who, path,
                             image->pixels, nb_plan_total_pixels(plan));
-    if (f->id != NB_FMT_BIN && nb_plan_npanels(plan) > 1)
+    if (!f->all_panels && nb_plan_npanels(plan) > 1)
         return nb_error_set(NB_ERR_USAGE, "%s: '%s': a detector of %d panels is written as raw float (bin); %s is "
                                           "one panel's",
                             who, path, nb_plan_npanels(plan), f->title);
-    if (f->id != NB_FMT_BIN && image->width != plan->panels[0].fpixels)
+    if (!f->all_panels && image->width != plan->panels[0].fpixels)
         return nb_error_set(NB_ERR_USAGE, "%s: '%s': the image is %d pixels wide, the plan's detector %d", who, path,
                             image->width, plan->panels[0].fpixels);
     return NB_OK;
@@ -266,15 +232,17 @@ static nb_status write_file(const char *path, const nb_format *f, const nb_image
     nb_status st = frame_arrays(image, &own_photons, &counts);
     const float *photons = image->is_counts ? own_photons : image->photons;
     nb_image_info_init(&im);
-    if (!st && f->id == NB_FMT_BIN) {
+    if (!st && f->write_photons) {
         /* every panel's photons, no header */
+        st = f->write_photons(path, photons, image->pixels);
         free(counts);
         free(own_photons);
-        return write_rawfloat(path, photons, image->pixels);
+        return st;
     }
+    /* an SMV's beam centre as dxtbx reads it (nb-convert -o x.img's) */
+    const nb_frame_write_opts w = {counts != NULL, NB_SMV_BEAM_DXTBX};
     if (!st) st = make_frame(view, frame, image, photons, counts, &im, &fr);
-    if (!st && f->id == NB_FMT_SMV) st = write_smv(path, &fr);
-    else if (!st) st = nb_frame_write_image(f->id, counts != NULL, path, path, &fr);
+    if (!st) st = nb_frame_write_image(f, &w, path, path, &fr);
     nb_image_info_free(&im);
     free(own_photons);
     free(counts);
@@ -297,9 +265,9 @@ int nb_image_write(const char *path, const char *format, const nb_image_data *im
     nb_source *sources = NULL;
     const nb_plan *plan = NULL;
     nb_plan_init(&own);
-    if (!r && f->id == NB_FMT_BIN && image->width > 0 && image->height > 0 && image->photons && !image->is_counts &&
+    if (!r && f->write_photons && image->width > 0 && image->height > 0 && image->photons && !image->is_counts &&
         image->pixels == (size_t)image->width * (size_t)image->height)
-        st = write_rawfloat(path, image->photons, image->pixels); /* no header: no plan */
+        st = f->write_photons(path, image->photons, image->pixels); /* no header: no plan */
     else if (image->width > 0 && image->height > 0) st = header_plan(who, image, r, &own, &plan);
     else st = nb_error_set(NB_ERR_USAGE, "%s: '%s': the image is %d x %d pixels", who, path, image->width,
                            image->height);

@@ -12,7 +12,9 @@
 #include <strings.h>
 #include <time.h>
 
+#include "nb_tuning.h"
 #include "nb_util.h"
+#include "frame_write.h"
 
 #ifndef NB_VERSION
 #define NB_VERSION "unknown"
@@ -701,4 +703,35 @@ nb_status nb_cbf_read_stated(const char *path, int32_t **counts, int *width, int
     *width = (int)fast;
     *height = (int)slow;
     return NB_OK;
+}
+
+/* ---- a frame as a CBF (the registry's write_image) ------------------------- */
+
+/* A CBF holds counts as a PILATUS counts them, from 0: the counts less
+ * their ADC offset (nb_counts_from_zero), the overload lower by it.  With a
+ * sensor it is a miniCBF alone, which dxtbx reads with the sensor's parallax
+ * but polarization 0.999 (cbf.h): said once a run. */
+nb_status nb_cbf_write_frame(const nb_frame_image *img)
+{
+    const size_t n = (size_t)img->fr->width * img->fr->height;
+    nb_image_meta meta = img->meta;
+    int32_t *values;
+    nb_status st = nb_alloc_large((void **)&values, n, sizeof *values, "the CBF values");
+    if (st) return st;
+    nb_counts_from_zero(img->counts, n, img->adc, img->final, values);
+    meta.count_cutoff = (img->bits == 32 ? 2147483647.0 : 65535.0) - lrint(img->adc);
+    static int told_sensor;
+    if (meta.sensor_thickness > 0) nb_warn_sensor_mu(img->final, img->fr->plan);
+    if (meta.lab && meta.sensor_thickness > 0) {
+        meta.lab = 0;
+        if (!told_sensor) {
+            told_sensor = 1;
+            nb_warn("'%s': with a sensor thickness the CBF is a miniCBF, from which DIALS takes polarization "
+                    "0.999: give it 'dials.import ... polarization_fraction=%g' or read -o model.expt",
+                    img->final, meta.polarization);
+        }
+    }
+    st = nb_cbf_write(img->path, values, &meta);
+    free(values);
+    return st;
 }

@@ -96,6 +96,7 @@ nb_status nb_crystfel_geom_write(const char *path, const nb_plan *p, int max_adu
 #include <string.h>
 
 #include "detector_file.h"
+#include "frame_write.h"
 
 typedef struct geom_panel {
     char name[64];
@@ -270,5 +271,20 @@ nb_status nb_crystfel_geom_parse(const char *text, const char *name, nb_detector
     if (!st) st = geom_to_detector(list, n, name, out);
     free(list);
     if (st) nb_detector_file_free(out);
+    return st;
+}
+
+/* ---- the registry's sidecar writer ------------------------------------------- */
+
+/* The frame plan's detector, its counts' top and gain the frame's */
+nb_status nb_crystfel_geom_write_sidecar(const char *path, const nb_frame *fr, const nb_write_opts *o)
+{
+    char *target = NULL;
+    nb_status st = o->claim(path, 0, &target);
+    if (st) return st;
+    nb_info("writing %s", path);
+    st = nb_crystfel_geom_write(target, fr->plan, fr->counts && fr->counts_bits == 32 ? 2147483647 : 65535,
+                                fr->counts && fr->im->has.counts_gain ? fr->im->counts_gain : 1.0);
+    free(target);
     return st;
 }

@@ -15,15 +15,19 @@
  * dials_expt_write.h for the rest. */
 #include "dials_expt_write.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dials_expt_join.h"
+#include "frame_write.h"
 #include "image_meta.h"
 #include "json.h"
 #include "nb_crc32.h"
 #include "nb_reflections.h"
+#include "nb_stills.h"
 #include "nb_util.h"
 
 static double dot3(const double a[3], const double b[3]) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
@@ -544,3 +548,89 @@ void nb_expt_abort(nb_expt *e)
     free(e->shots);
     free(e);
 }
+
+/* ---- the registry's run writer ------------------------------------------------ */
+
+/* The images the list names (o->images, the first of the same command that
+ * holds the frames whole), by their absolute name as dials.import writes
+ * it: a run file's, or a file per frame (a '#' run needed for several) */
+static nb_status expt_images(const char *path, const nb_plan *plan, const nb_write_opts *o, nb_expt_images *img,
+                             char *abs, size_t size)
+{
+    *img = (nb_expt_images){NB_EXPT_NO_IMAGES, NULL, 0};
+    if (!o->images) return NB_OK;
+    const nb_format *f = o->images_format;
+    if (!f->run_file && !strchr(o->images, '#') && plan->nframes > 1)
+        return nb_error_set(NB_ERR_USAGE, "'%s': name the images with a '#' run for the frame number (e.g. "
+                                          "img_###.cbf)",
+                            o->images);
+    if (nb_absolute_path(o->images, abs, size))
+        return nb_error_set(NB_ERR_IO, "'%s': cannot name the images' directory: %s", path, strerror(errno));
+    /* a CBF and NXmx count from 0 (nb_counts_from_zero); an SMV keeps the offset */
+    *img = (nb_expt_images){f->run_file ? NB_EXPT_ONE_FILE : NB_EXPT_FILE_PER_FRAME, abs, !f->counts_from_zero};
+    return NB_OK;
+}
+
+/* The frame into the list, opened at the run's first frame and written at
+ * its end (commit): the counts the stream's (nb-noise's offset, counter and
+ * gain) or the int image's (the -adc offset, 16 bits) */
+static nb_status expt_frame(void **file, const char *path, const nb_frame *fr, const nb_write_opts *o)
+{
+    nb_expt *e = *file;
+    if (!e) {
+        char abs[2 * NB_PATH_MAX + 2];
+        nb_expt_images img;
+        nb_status st = expt_images(path, fr->plan, o, &img, abs, sizeof abs);
+        if (!st) st = nb_expt_open(&e, path, &img);
+        if (st) return st;
+        *file = e;
+        nb_info("writing %s", path);
+    }
+    nb_expt_counts c = {fr->counts ? fr->counts_adc : fr->adc,
+                        fr->counts && fr->counts_bits == 32 ? 2147483647.0 : 65535.0,
+                        fr->counts && fr->im->has.counts_gain ? fr->im->counts_gain : 1.0};
+    return nb_expt_frame(e, fr->plan, fr->frame, nb_frame_wavelength(fr->plan, fr->im), &c);
+}
+
+/* The wavelength frame f's headers would state (nb_frame_wavelength of its
+ * IMAGE): a frame crystal's, a still's spikes' mean, else LAMBDA0 */
+static double plan_frame_wavelength(const nb_plan *p, long f)
+{
+    if (p->frame_crystals) return p->frame_crystals[f].lambda;
+    if (!p->stills.on || p->stills.spikes <= 0) return p->lambda0;
+    nb_still_shot shot;
+    double sum = 0.0;
+    nb_still_draw(p, f, &shot);
+    for (int k = 0; k < shot.spikes; k++) sum += p->lambda0 * (1.0 + shot.spike[k]);
+    return shot.spikes > 0 ? sum / shot.spikes : p->lambda0;
+}
+
+/* A plan without images: its frames [first, last), with the counts
+ * nanoBragg's int image would have (the offset adc, 16 bits), no images */
+static nb_status expt_plan_frames(void **file, const char *path, const nb_plan *plan, long first, long last, double adc)
+{
+    const nb_expt_counts c = {adc, 65535.0, 1.0};
+    nb_expt *e = *file;
+    nb_status st = NB_OK;
+    if (!e) {
+        const nb_expt_images none = {NB_EXPT_NO_IMAGES, NULL, 0};
+        if ((st = nb_expt_open(&e, path, &none))) return st;
+        *file = e;
+        nb_info("writing %s of the plan's %d frame%s (no IMAGE record)", path, plan->nframes,
+                plan->nframes == 1 ? "" : "s");
+    }
+    for (long f = first; f < last && !st; f++) st = nb_expt_frame(e, plan, f, plan_frame_wavelength(plan, f), &c);
+    return st;
+}
+
+static nb_status expt_commit(void *file) { return nb_expt_commit(file); }
+static void expt_abort(void *file) { nb_expt_abort(file); }
+
+/* shards' lists as one, naming the joined NXmx master's frames when there is one */
+static nb_status expt_join(const char *path, const char *const *parts, int nparts, const nb_joined_images *images)
+{
+    return nb_expt_join(path, parts, nparts, images->path, images->parts, images->nparts);
+}
+
+const nb_run_writer nb_expt_run_writer = {expt_frame,      expt_plan_frames, expt_commit,  expt_abort,
+                                          expt_join,       "experiment list", "experiment lists", "model.expt"};

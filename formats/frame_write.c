@@ -1,24 +1,21 @@
 /* frame_write.c - one frame of a stream as an image file: the header values
  * a frame gives (nb_frame_meta, nb_frame_smv_meta), the counts as the
  * integer formats hold them (from 0 for CBF and NXmx, or nanoBragg's int
- * image), panel views, and the one-file writers of CBF, TIFF, PGM and PNG
- * (nb_frame_write_image).  nb-convert decides which frames go to which files
- * (tools/nb_convert_*.c); what a file holds is decided here. */
+ * image), panel views, and a frame's samples made ready for its format's
+ * write_image (nb_frame_write_image; the writers are in their formats'
+ * files, named by the registry).  nb-convert decides which frames go to
+ * which files (tools/nb_convert_*.c). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cbf.h"
 #include "dials_expt_write.h"
 #include "frame_write.h"
 #include "nb_image.h"
 #include "nb_tuning.h"
 #include "nb_util.h"
-#include "pgm.h"
-#include "png.h"
 #include "registry.h"
-#include "tiff.h"
 
 void nb_frame_meta(const nb_frame *fr, nb_image_meta *m)
 {
@@ -84,13 +81,6 @@ void nb_counts_from_zero(const int32_t *counts, size_t n, double adc, const char
                 path, below, (int)off);
 }
 
-static nb_status cbf_values(const int32_t *counts, size_t n, double adc, const char *path, int32_t **out)
-{
-    nb_status st = nb_alloc_large((void **)out, n, sizeof **out, "the CBF values");
-    if (!st) nb_counts_from_zero(counts, n, adc, path, *out);
-    return st;
-}
-
 /* The reference's noiseless int image as int32 (for CBF and TIFF). */
 nb_status nb_frame_int_counts(const nb_frame *fr, int32_t **out)
 {
@@ -131,94 +121,30 @@ void nb_frame_panel(const nb_frame *fr, int i, nb_plan *view, nb_frame *pf)
     if (fr->counts) pf->counts = fr->counts + off;
 }
 
-/* The PNG preview: of the counts less their ADC offset (so that the
- * background shows the noise a detector would, and -1 gaps stay black), or
- * of the photons. */
-static nb_status write_png(const char *path, const nb_frame *fr, int use_counts)
+nb_status nb_frame_write_image(const nb_format *f, const nb_frame_write_opts *o, const char *path, const char *final,
+                               const nb_frame *fr)
 {
-    if (!use_counts) return nb_png_write_preview(path, fr->photons, fr->width, fr->height, 0.0);
-    size_t n = (size_t)fr->width * fr->height;
-    float *v;
-    nb_status st = nb_alloc_large((void **)&v, n, sizeof *v, "the PNG preview");
-    if (st) return st;
-    for (size_t i = 0; i < n; i++) v[i] = (float)((double)fr->counts[i] - fr->counts_adc);
-    st = nb_png_write_preview(path, v, fr->width, fr->height, 0.0);
-    free(v);
-    return st;
-}
-
-nb_status nb_frame_write_image(int format, int use_counts, const char *path, const char *final, const nb_frame *fr)
-{
-    const nb_plan *p = fr->plan;
-    nb_roi roi = {p->panels[0].roi_xmin, p->panels[0].roi_xmax, p->panels[0].roi_ymin, p->panels[0].roi_ymax};
-    size_t n = (size_t)fr->width * fr->height;
-    nb_image_meta meta;
-    nb_status st = NB_OK;
-    nb_frame_meta(fr, &meta);
-    meta.name = final;
-
+    if (f->writer != NB_WRITE_FRAME || !f->write_image)
+        return nb_error_set(NB_ERR_USAGE, "'%s': format %s cannot be written here", final, f->name);
+    nb_frame_image img = {fr, f, path, final, {0}, o->use_counts, NULL, 16, fr->adc, o->smv_beam};
+    nb_frame_meta(fr, &img.meta);
+    img.meta.name = final;
     int32_t *ints = NULL;
-    const int32_t *counts = NULL;
-    int bits = 16;
-    int is_int = format == NB_FMT_CBF || format == NB_FMT_TIF16 || format == NB_FMT_TIF32 ||
-                 (format == NB_FMT_TIF && use_counts);
-    if (is_int) {
-        if (use_counts) {
-            counts = fr->counts;
-            bits = fr->counts_bits;
-        } else {
-            if ((st = nb_frame_int_counts(fr, &ints))) return st;
-            counts = ints;
-            nb_info("intfile_scale = %g", fr->int_scale);
-        }
+    const int is_int =
+        f->samples == NB_SAMPLES_INTEGER || (f->samples == NB_SAMPLES_COUNTS_OR_PHOTONS && o->use_counts);
+    if (is_int && o->use_counts) {
+        img.counts = fr->counts;
+        img.bits = fr->counts_bits;
+        img.adc = fr->counts_adc;
+    } else if (is_int) {
+        nb_status st = nb_frame_int_counts(fr, &ints);
+        if (st) return st;
+        img.counts = ints;
+        nb_info("intfile_scale = %g", fr->int_scale);
     }
-    nb_info("  %s, %s", nb_format_get(format)->name,
-            (is_int || format == NB_FMT_PNG) && use_counts ? "detector counts" : is_int ? "scaled photons" : "photons");
-    switch (format) {
-    case NB_FMT_CBF: {
-        /* the counts' own offset, or the int image's (-adc) */
-        double adc = use_counts ? fr->counts_adc : fr->adc;
-        int32_t *values;
-        if ((st = cbf_values(counts, n, adc, final, &values))) break;
-        meta.count_cutoff = (bits == 32 ? 2147483647.0 : 65535.0) - lrint(adc);
-        /* a sensor: the miniCBF alone, which dxtbx reads with the sensor's
-         * parallax but polarization 0.999 (cbf.h); said once a run */
-        static int told_sensor;
-        if (meta.sensor_thickness > 0) nb_warn_sensor_mu(final, p);
-        if (meta.lab && meta.sensor_thickness > 0) {
-            meta.lab = 0;
-            if (!told_sensor) {
-                told_sensor = 1;
-                nb_warn("'%s': with a sensor thickness the CBF is a miniCBF, from which DIALS takes polarization "
-                        "0.999: give it 'dials.import ... polarization_fraction=%g' or read -o model.expt",
-                        final, meta.polarization);
-            }
-        }
-        st = nb_cbf_write(path, values, &meta);
-        free(values);
-        break;
-    }
-    case NB_FMT_TIF:
-        if (use_counts)
-            st = bits == 32 ? nb_tiff_write_u32(path, counts, &meta) : nb_tiff_write_u16(path, counts, &meta);
-        else st = nb_tiff_write_f32(path, fr->photons, &meta);
-        break;
-    case NB_FMT_TIF_FLOAT: st = nb_tiff_write_f32(path, fr->photons, &meta); break;
-    case NB_FMT_TIF16: st = nb_tiff_write_u16(path, counts, &meta); break;
-    case NB_FMT_TIF32: st = nb_tiff_write_u32(path, counts, &meta); break;
-    case NB_FMT_PGM: {
-        uint8_t *bytes;
-        if ((st = nb_calloc((void **)&bytes, n, 1, "the PGM image"))) break;
-        nb_pgm_bytes(fr->photons, fr->width, fr->height, roi, fr->pgm_scale, bytes);
-        nb_info("pgm_scale = %g", fr->pgm_scale);
-        st = nb_pgm_write(path, bytes, fr->width, fr->height, fr->pgm_scale);
-        free(bytes);
-        break;
-    }
-    case NB_FMT_PNG: st = write_png(path, fr, use_counts); break;
-    default:
-        st = nb_error_set(NB_ERR_USAGE, "'%s': format %s cannot be written here", final, nb_format_get(format)->name);
-    }
+    if (is_int && f->bits) img.bits = f->bits;
+    nb_info("  %s, %s", f->name, is_int && o->use_counts ? "detector counts" : is_int ? "scaled photons" : "photons");
+    nb_status st = f->write_image(&img);
     free(ints);
     return st;
 }

@@ -5,7 +5,8 @@
  * The integer formats take the detector counts when the stream has them,
  * else nanoBragg's int image of the photons (-scale, -adc; 16 bits); a CBF
  * and an NXmx file hold the counts from 0, less their ADC offset, as a
- * PILATUS counts (docs/physics.md 2.6). */
+ * PILATUS counts (docs/physics.md 2.6).  Each format's write_image
+ * (registry.h) takes the frame as nb_frame_write_image makes it ready. */
 #ifndef NB_FORMAT_FRAME_WRITE_H
 #define NB_FORMAT_FRAME_WRITE_H
 
@@ -17,6 +18,7 @@
 #include "nb_image.h"
 #include "nb_image_record.h"
 #include "nb_plan.h"
+#include "registry.h"
 #include "smv.h"
 
 typedef struct nb_frame {
@@ -50,10 +52,33 @@ void nb_counts_from_zero(const int32_t *counts, size_t n, double adc, const char
  * the material a CBF or NXmx file states: warned of once a run */
 void nb_warn_sensor_mu(const char *path, const nb_plan *p);
 
-/* The frame as one file of format (NB_FMT_CBF, the TIFFs, PGM, PNG) at path
- * (final: its name when in place, for names inside it and messages): of
- * its counts when use_counts (the stream's), else of the photons (the int
- * image's counts for the integer formats) */
-nb_status nb_frame_write_image(int format, int use_counts, const char *path, const char *final, const nb_frame *fr);
+/* How nb_frame_write_image takes the frame: of the stream's counts (else
+ * the photons, or the int image's counts for integer samples), and an SMV
+ * header's beam centre (NB_SMV_BEAM_*) */
+typedef struct nb_frame_write_opts {
+    int use_counts;
+    int smv_beam;
+} nb_frame_write_opts;
+
+/* A frame as a format's write_image takes it (registry.h): its samples as
+ * the format's entry says (samples, bits), its header values, its names */
+struct nb_frame_image {
+    const nb_frame *fr;
+    const nb_format *format;
+    const char *path;        /* where to write */
+    const char *final;       /* its name when in place: for names inside it and messages */
+    nb_image_meta meta;      /* the frame's header values, named final */
+    int use_counts;          /* the stream's detector counts, not the photons */
+    const int32_t *counts;   /* integer samples: the stream's counts or the int image's; NULL: the photons */
+    int bits;                /* their counter's depth: 16 or 32 */
+    double adc;              /* their ADC offset */
+    int smv_beam;            /* an SMV header's beam centre (NB_SMV_BEAM_*) */
+};
+
+/* The frame as one file of format f (its write_image) at path (final: its
+ * name when in place, for names inside it and messages), its samples taken
+ * as o says; a format written otherwise (a run file, a sidecar) is refused */
+nb_status nb_frame_write_image(const nb_format *f, const nb_frame_write_opts *o, const char *path, const char *final,
+                               const nb_frame *fr);
 
 #endif

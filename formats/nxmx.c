@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frame_write.h"
 #include "image_meta.h"
+#include "nb_tuning.h"
 #include "nb_util.h"
 
 #ifndef NB_VERSION
@@ -623,3 +625,97 @@ void nb_nxmx_abort(nb_nxmx *w)
 }
 
 #endif /* NB_HAVE_HDF5 */
+
+/* ---- the registry's run writer (with libhdf5 or without) ----------------------- */
+
+/* A run's NXmx file and the frame's counts, kept from frame to frame (fresh
+ * pages cost more than the copy) */
+typedef struct nxmx_run {
+    nb_nxmx *file;
+    int32_t *buf;
+    size_t cap;
+} nxmx_run;
+
+/* The frame's counts as an NXmx file holds them (every panel, one after
+ * another): as a CBF's, from 0 (nb_counts_from_zero: dxtbx's NXmx reader has
+ * no pedestal either), the stream's counts or else the int image;
+ * *saturation the counter's top less the offset. */
+static nb_status nxmx_counts(nxmx_run *r, const nb_frame *fr, const char *path, double *saturation)
+{
+    const nb_plan *p = fr->plan;
+    const size_t total = nb_plan_total_pixels(p);
+    nb_status st = NB_OK;
+    if (r->cap < total) {
+        free(r->buf);
+        r->buf = NULL, r->cap = 0;
+        if (!(st = nb_alloc_large((void **)&r->buf, total, sizeof *r->buf, "the NXmx frame"))) r->cap = total;
+    }
+    double adc = fr->counts ? fr->counts_adc : fr->adc;
+    *saturation = (fr->counts && fr->counts_bits == 32 ? 2147483647.0 : 65535.0) - lrint(adc);
+    for (int i = 0; i < nb_plan_npanels(p) && !st; i++) {
+        nb_plan view;
+        nb_frame pf;
+        int32_t *ints = NULL;
+        size_t off, n;
+        nb_frame_panel(fr, i, &view, &pf);
+        nb_plan_panel_dims(p, i, NULL, NULL, &off);
+        n = (size_t)pf.width * pf.height;
+        if (!fr->counts) st = nb_frame_int_counts(&pf, &ints);
+        if (!st) nb_counts_from_zero(fr->counts ? pf.counts : ints, n, adc, path, r->buf + off);
+        free(ints);
+    }
+    return st;
+}
+
+static void nxmx_run_abort(void *file)
+{
+    nxmx_run *r = file;
+    if (!r) return;
+    nb_nxmx_abort(r->file);
+    free(r->buf);
+    free(r);
+}
+
+static nb_status nxmx_run_commit(void *file)
+{
+    nxmx_run *r = file;
+    nb_status st = nb_nxmx_close(r->file);
+    free(r->buf);
+    free(r);
+    return st;
+}
+
+/* Frame fr into the file, opened by the first frame: int32 counts from 0,
+ * or float32 photons (o->photons) */
+static nb_status nxmx_run_frame(void **file, const char *path, const nb_frame *fr, const nb_write_opts *o)
+{
+    nxmx_run *r = *file;
+    if (!r && !(r = *file = calloc(1, sizeof *r))) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    nb_nxmx_setup setup = {o->photons ? NB_NXMX_PHOTONS : NB_NXMX_COUNTS, o->compression, 0.0,
+                           fr->counts && fr->im->has.counts_gain ? fr->im->counts_gain : 1.0};
+    nb_status st = o->photons ? NB_OK : nxmx_counts(r, fr, path, &setup.saturation);
+    if (!st && !r->file) {
+        nb_info("writing %s (NXmx, %s)", path, o->photons ? "float32 photons" : "int32 counts from 0");
+        nb_warn_sensor_mu(path, fr->plan);
+        if (!o->photons && !fr->counts) nb_info("intfile_scale = %g", fr->int_scale);
+        st = nb_nxmx_open(&r->file, path, fr->plan, &setup);
+    }
+    if (!st) {
+        nb_image_meta m;
+        nb_frame_meta(fr, &m);
+        nb_nxmx_frame f = {fr->frame, m.osc_start, m.osc_range, m.wavelength, fr->im->has.noise_seed,
+                           fr->im->noise_seed};
+        st = nb_nxmx_put(r->file, fr->plan, o->photons ? (const void *)fr->photons : (const void *)r->buf, &f);
+    }
+    return st;
+}
+
+/* shards' files as one master of virtual data sets over theirs */
+static nb_status nxmx_run_join(const char *path, const char *const *parts, int nparts, const nb_joined_images *images)
+{
+    (void)images;
+    return nb_nxmx_master(path, parts, nparts);
+}
+
+const nb_run_writer nb_nxmx_run_writer = {nxmx_run_frame, NULL,         nxmx_run_commit, nxmx_run_abort,
+                                          nxmx_run_join,  "NXmx master", "NXmx parts",    "MASTER.nxs"};

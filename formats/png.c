@@ -10,6 +10,8 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "frame_write.h"
+#include "nb_tuning.h"
 #include "nb_util.h"
 
 /* ---- grey levels ------------------------------------------------------------ */
@@ -216,5 +218,24 @@ nb_status nb_png_write_preview(const char *path, const float *pixels, int width,
     }
     st = nb_outfile_commit(of);
     if (!okw && !st) st = nb_error_set(NB_ERR_IO, "cannot write '%s': %s", path, strerror(e ? e : EIO));
+    return st;
+}
+
+/* ---- a frame as a PNG (the registry's write_image) ------------------------- */
+
+/* The preview: of the counts less their ADC offset (so that the background
+ * shows the noise a detector would, and -1 gaps stay black), or of the
+ * photons. */
+nb_status nb_png_write_frame(const nb_frame_image *img)
+{
+    const nb_frame *fr = img->fr;
+    if (!img->counts) return nb_png_write_preview(img->path, fr->photons, fr->width, fr->height, 0.0);
+    size_t n = (size_t)fr->width * fr->height;
+    float *v;
+    nb_status st = nb_alloc_large((void **)&v, n, sizeof *v, "the PNG preview");
+    if (st) return st;
+    for (size_t i = 0; i < n; i++) v[i] = (float)((double)img->counts[i] - img->adc);
+    st = nb_png_write_preview(img->path, v, fr->width, fr->height, 0.0);
+    free(v);
     return st;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frame_write.h"
 #include "nb_util.h"
 
 nb_status nb_rawfloat_writer_open(nb_outfile **of, const char *path) { return nb_outfile_open(of, path, 0); }
@@ -36,4 +37,25 @@ nb_status nb_rawfloat_read(const char *path, float **pixels, size_t *count)
     *count = len / sizeof(float);
     *pixels = (float *)data; /* nb_read_file's buffer is malloc'ed and suitably aligned */
     return NB_OK;
+}
+
+/* ---- the registry's writers ------------------------------------------------ */
+
+/* n photons, every panel, as the file alone: no header, no plan */
+nb_status nb_rawfloat_write_file(const char *path, const float *photons, size_t n)
+{
+    nb_outfile *of;
+    nb_status st = nb_rawfloat_writer_open(&of, path);
+    if (st) return st;
+    if ((st = nb_rawfloat_writer_put(of, photons, n))) {
+        nb_outfile_abort(of);
+        return st;
+    }
+    return nb_outfile_commit(of);
+}
+
+/* a frame's photons (nb-convert writes them a band of rows at a time instead) */
+nb_status nb_rawfloat_write_frame(const nb_frame_image *img)
+{
+    return nb_rawfloat_write_file(img->path, img->fr->photons, (size_t)img->fr->width * img->fr->height);
 }

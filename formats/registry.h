@@ -3,11 +3,29 @@
  *
  * Each format declares its name (as --format spells it), the title messages
  * use, its file-name suffixes, its magic bytes, whether it can be read (its
- * reader) and how it is written (its writer's kind), and which formats are
- * sidecars (files that describe a series of images for a processing
- * program, written once per plan).  nb-convert's -o and --format, its
- * --import and nb-fit's --observed all look formats up here, so that a
- * format is known, read and refused the same way by every tool.
+ * reader) and how it is written: its writer's kind and functions, and what
+ * the tools would otherwise ask of its id (below).  nb-convert's -o and
+ * --format, its --import, nb-fit's --observed and nb.h's nb_image_read and
+ * nb_image_write all look formats up here, so that a format is known, read,
+ * written and refused the same way by every tool, and no tool tests a
+ * format's id: a format added is its entry in registry.c and its file.
+ *
+ * The writers, by kind (nb_format_writer):
+ *   - NB_WRITE_FRAME, a file per frame: write_image, handed the frame's
+ *     pixels as its samples say (nb_frame_write_image, frame_write.h: the
+ *     photons, or integer counts, the stream's or nanoBragg's int image);
+ *     write_photons for a format of the photons alone (raw float32, which
+ *     needs no plan); rows, for nb-convert's writer of a band of rows at a
+ *     time as the image arrives (raw float, SMV); all_panels, one file of
+ *     every panel (else a one-panel format: a file per panel).
+ *   - NB_WRITE_RUN, one file gathered over the run (NXmx, model.expt,
+ *     truth.jsonl): run's functions, a frame at a time into the file that
+ *     the first frame opened, committed or aborted at the run's end, a plan
+ *     without images (model.expt) and the join of shards' files (--join).
+ *   - NB_WRITE_SIDECAR, once per plan (XDS.INP, .geom): write_sidecar.
+ *   - NB_WRITE_STREAM: the stream itself (.nbs), copied by nb-convert.
+ * What names images (model.expt, XDS.INP: names_images) takes the first
+ * output of the same command whose format is processing_images.
  *
  * What a file is read as: its first bytes when they are a format's magic,
  * else its name's suffix (so that a file named .cbf that is no CBF gets the
@@ -65,13 +83,82 @@ typedef enum nb_format_writer {
     NB_WRITE_STREAM    /* a copy of the nb stream */
 } nb_format_writer;
 
+/* What a frame's file holds (nb_frame_write_image picks the pixels by it) */
+typedef enum nb_format_samples {
+    NB_SAMPLES_NONE,              /* no image of its own */
+    NB_SAMPLES_PHOTONS,           /* the photons, always (raw float, float TIFF, PGM's bytes of them) */
+    NB_SAMPLES_INTEGER,           /* integer counts, always: the stream's, else nanoBragg's int image (-scale, -adc) */
+    NB_SAMPLES_COUNTS_OR_PHOTONS  /* the stream's counts when it has them, else the photons (TIFF, PNG) */
+} nb_format_samples;
+
+/* How nb-convert writes it a band of rows at a time (tools/nb_convert_rows.c) */
+typedef enum nb_format_rows {
+    NB_ROWS_NONE,     /* only whole (write_image) */
+    NB_ROWS_FLOAT32,  /* the photons' rows as they are, no header (raw float) */
+    NB_ROWS_SMV       /* an SMV header, then 16-bit scaled photons or the counts, row by row */
+} nb_format_rows;
+
+/* Which images of the same command a run file or sidecar names */
+typedef enum nb_format_names {
+    NB_NAMES_NONE,
+    NB_NAMES_FRAME_FILES, /* a file per frame, every panel in it (stacked: XDS.INP's SEGMENT= blocks) */
+    NB_NAMES_FRAMES       /* the frames whole: a run file, or a file per frame of a one-panel detector */
+} nb_format_names;
+
 typedef struct nb_image_file nb_image_file;
 typedef struct nb_format nb_format;
+typedef struct nb_frame nb_frame;             /* a frame ready to write (frame_write.h) */
+typedef struct nb_frame_image nb_frame_image; /* ... and its samples for a format (frame_write.h) */
 
 /* A format's reader: the file into *out (its format, values and keys set by
  * nb_image_file_read's rule); plan, when not NULL, the one the image must
  * match; frame, of a file of several (a stream), the one wanted. */
 typedef nb_status (*nb_image_reader)(const char *path, const nb_plan *plan, long frame, nb_image_file *out);
+
+/* What the writers are told besides the frame: the tool's settings that
+ * concern them (nb-convert's options) */
+typedef struct nb_write_opts {
+    int photons;               /* run files: the photons as float32, not counts (nb-convert --photons) */
+    int compression;           /* of NXmx data (enum nb_nxmx_compression) */
+    double truth_min_photons;  /* truth.jsonl's reflections have more photons */
+    const char *images;        /* names_images: the name (its '#' run the frame number) of the images
+                                  the same command writes; NULL when none */
+    const nb_format *images_format;
+    /* where to write final: a temporary beside it that the tool puts in place
+     * when the run has ended cleanly (*target to free); bytes: at least, when known */
+    nb_status (*claim)(const char *final, unsigned long long bytes, char **target);
+} nb_write_opts;
+
+/* A frame as one file (img: its samples, header values and names, frame_write.h) */
+typedef nb_status (*nb_image_writer)(const nb_frame_image *img);
+/* n photons, every panel, as the file alone (no header: no plan) */
+typedef nb_status (*nb_photons_writer)(const char *path, const float *photons, size_t n);
+/* A sidecar for the frame's plan, at o->claim's name for path */
+typedef nb_status (*nb_sidecar_writer)(const char *path, const nb_frame *fr, const nb_write_opts *o);
+
+/* The images a joined file names: the joined file of images and its parts */
+typedef struct nb_joined_images {
+    const char *path;  /* NULL: none joined */
+    const char *const *parts;
+    int nparts;
+} nb_joined_images;
+
+/* A run file's writer: *file is the writer's own, NULL until the first frame */
+typedef struct nb_run_writer {
+    /* frame fr into *file, opened at path by the run's first frame (o: its options) */
+    nb_status (*frame)(void **file, const char *path, const nb_frame *fr, const nb_write_opts *o);
+    /* frames [first, last) of a plan without images (their counts the int
+     * image's: offset adc, 16 bits); NULL: it needs the images */
+    nb_status (*plan_frames)(void **file, const char *path, const nb_plan *plan, long first, long last, double adc);
+    nb_status (*commit)(void *file); /* into place; frees it */
+    void (*abort)(void *file);       /* removed; frees it (NULL allowed) */
+    /* --join: path from shards' files of this format (images: the joined run
+     * file of images, when one is joined too); NULL: not joined */
+    nb_status (*join)(const char *path, const char *const *parts, int nparts, const nb_joined_images *images);
+    const char *joined;      /* --join's messages: "NXmx master" */
+    const char *join_parts;  /* "NXmx parts" */
+    const char *join_output; /* "MASTER.nxs" */
+} nb_run_writer;
 
 struct nb_format {
     nb_format_id id;
@@ -87,10 +174,31 @@ struct nb_format {
     int counts;                  /* its images hold integer counts (else photons, 8-bit previews or none) */
     int run_file;                /* one file holds a run's frames, read by frame (NXmx): nb-fit --observed
                                     FILE and nb-convert --import FILE take every frame of it */
+    /* ---- writing (nb_format_writer says which of these it has) ---- */
+    int frames;                  /* a file holds several frames, read by number (a stream, NXmx) */
+    nb_image_writer write_image; /* NB_WRITE_FRAME: a frame as one file */
+    nb_photons_writer write_photons; /* ... the photons alone (raw float): written without a plan */
+    nb_format_samples samples;   /* ... what its file holds */
+    int bits;                    /* ... its integer samples' depth whatever the counts' (tif16: 16); 0: theirs */
+    nb_format_rows rows;         /* ... written a band of rows at a time by nb-convert */
+    int all_panels;              /* one file holds every panel, one after another (else a file per panel) */
+    int smv_beam;                /* its header's beam centre follows nb-convert --smv-beam */
+    int photons_option;          /* nb-convert --photons makes it of the photons, not the counts */
+    int derivatives;             /* a derivative (--grad: photons per unit, any sign) can be written to it */
+    int processing_images;       /* a processing program reads its files as the images (dxtbx, XDS): what
+                                    names_images takes */
+    int counts_from_zero;        /* its counts are less their ADC offset, as a PILATUS counts (else kept) */
+    nb_status (*load)(void);     /* the library it is written with, loaded before the first frame (libtiff,
+                                    libhdf5); NULL: none */
+    const nb_run_writer *run;    /* NB_WRITE_RUN */
+    nb_sidecar_writer write_sidecar; /* NB_WRITE_SIDECAR */
+    nb_format_names names_images; /* the images of the same command it names */
 };
 
 /* The format of that id (never NULL for an id below NB_FMT_COUNT). */
 const nb_format *nb_format_get(nb_format_id id);
+/* The formats in turn, in the table's order: the first after NULL, NULL after the last */
+const nb_format *nb_format_next(const nb_format *f);
 /* By --format's name or an alias ("img", "tiff", "nxs" ...); NULL when unknown. */
 const nb_format *nb_format_by_name(const char *name);
 /* By the file name's suffix ("x.cbf", "XDS.INP"); NULL when it has none known. */
@@ -107,6 +215,10 @@ const nb_format *nb_format_of_file(const char *path);
 
 /* The formats that can be read, for messages: "CBF, SMV, TIFF, raw float32, nb stream" */
 const char *nb_format_readable_list(void);
+/* What a name without a suffix is written as: raw float32 (nb-convert -o floatimage) */
+const nb_format *nb_format_unsuffixed(void);
+/* The names of the formats written by kind, for messages: "bin, smv, cbf ..." (static storage) */
+const char *nb_format_written_list(nb_format_writer kind);
 
 /* What an image file holds, read by the one rule above. */
 struct nb_image_file {

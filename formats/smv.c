@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "nb_util.h"
+#include "frame_write.h"
 
 void nb_smv_free(nb_smv *smv)
 {
@@ -393,4 +394,23 @@ void nb_smv_writer_abort(nb_smv_writer *w)
     nb_outfile_abort(w->of);
     free(w->packed);
     free(w);
+}
+
+/* ---- a frame as an SMV (the registry's write_image) ------------------------ */
+
+/* Its integer samples (the counts with their offset, or the reference's
+ * 16-bit int image) under the header the frame gives, its beam centre by
+ * img->smv_beam (nb-convert writes its SMV files a band of rows at a time
+ * instead, tools/nb_convert_rows.c) */
+nb_status nb_smv_write_frame(const nb_frame_image *img)
+{
+    const nb_frame *fr = img->fr;
+    nb_smv_meta m;
+    nb_frame_smv_meta(fr, img->smv_beam, img->adc, &m);
+    nb_smv_writer *w = NULL;
+    nb_status st = nb_smv_writer_open(&w, img->path, &m, img->bits);
+    if (!st) st = nb_smv_writer_put(w, img->counts, (size_t)fr->width * (size_t)fr->height);
+    if (!st) st = nb_smv_writer_close(w);
+    else if (w) nb_smv_writer_abort(w);
+    return st;
 }

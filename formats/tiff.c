@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "nb_util.h"
+#include "frame_write.h"
 
 #ifndef NB_VERSION
 #define NB_VERSION "unknown"
@@ -532,3 +533,15 @@ nb_status nb_tiff_write_u32(const char *path, const int32_t *counts, const nb_im
 }
 
 #endif /* NB_HAVE_TIFF */
+
+/* ---- a frame as a TIFF (the registry's write_image) ------------------------ */
+
+/* Integer samples as 16 or 32 bits (the format's own depth, tif16 and tif32,
+ * or the counts'), else float32 photons: one writer for the TIFF variants,
+ * whose entries choose the samples */
+nb_status nb_tiff_write_frame(const nb_frame_image *img)
+{
+    if (!img->counts) return nb_tiff_write_f32(img->path, img->fr->photons, &img->meta);
+    return img->bits == 32 ? nb_tiff_write_u32(img->path, img->counts, &img->meta)
+                           : nb_tiff_write_u16(img->path, img->counts, &img->meta);
+}

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dials_expt_write.h"
+#include "frame_write.h"
 #include "json.h"
 #include "nb_reflections.h"
 #include "nb_stills.h"
@@ -179,3 +180,25 @@ void nb_truth_abort(nb_truth *t)
     nb_outfile_abort(t->of);
     free(t);
 }
+
+/* ---- the registry's run writer ------------------------------------------------ */
+
+/* The frame's line, the file opened at the run's first image */
+static nb_status truth_frame(void **file, const char *path, const nb_frame *fr, const nb_write_opts *o)
+{
+    nb_truth *t = *file;
+    nb_status st;
+    if (!t) {
+        if ((st = nb_truth_open(&t, path, o->truth_min_photons))) return st;
+        *file = t;
+        nb_info("writing %s", path);
+    }
+    st = nb_truth_frame(t, fr->plan, fr->im, fr->photons);
+    return st ? nb_error_prefix(st, "'%s'", path) : NB_OK;
+}
+
+static nb_status truth_commit(void *file) { return nb_truth_commit(file); }
+static void truth_abort(void *file) { nb_truth_abort(file); }
+
+/* not made from a plan alone, nor joined (shards' lines: cat) */
+const nb_run_writer nb_truth_run_writer = {truth_frame, NULL, truth_commit, truth_abort, NULL, NULL, NULL, NULL};

@@ -24,8 +24,10 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "frame_write.h"
 #include "image_meta.h"
 #include "nb_util.h"
 
@@ -158,5 +160,36 @@ nb_status nb_xds_inp_write(const char *path, const nb_plan *p, const char *templ
 
     st = nb_write_text_file(path, sb.data, sb.len);
     nb_strbuf_free(&sb);
+    return st;
+}
+
+/* ---- the registry's sidecar writer ------------------------------------------- */
+
+/* XDS.INP for the frame's plan, naming the images of the same command
+ * (o->images: a file per frame, a '#' run becoming '?'): a PILATUS's when
+ * they count from 0 (a CBF's, whose overload is lower by the offset), else
+ * an ADSC's (an SMV's) */
+nb_status nb_xds_inp_write_sidecar(const char *path, const nb_frame *fr, const nb_write_opts *o)
+{
+    int overload = fr->counts && fr->counts_bits == 32 ? 2147483647 : 65535;
+    if (!o->images)
+        return nb_error_set(NB_ERR_USAGE, "'%s' needs the images' name: write them in the same command as CBF "
+                                          "or SMV (e.g. -o img_###.cbf -o %s)",
+                            path, path);
+    if (!strchr(o->images, '#') && fr->plan->nframes > 1)
+        return nb_error_set(NB_ERR_USAGE, "'%s': name the images with a '#' run for the frame number (e.g. "
+                                          "img_###.cbf)",
+                            o->images);
+    char tmpl[NB_PATH_MAX], *target = NULL;
+    snprintf(tmpl, sizeof tmpl, "%s", o->images);
+    for (char *c = tmpl; *c; c++)
+        if (*c == '#') *c = '?';
+    nb_status st = o->claim(path, 0, &target);
+    if (st) return st;
+    nb_info("writing %s", path);
+    const int from_zero = o->images_format->counts_from_zero;
+    if (from_zero) overload -= (int)lrint(fr->counts ? fr->counts_adc : fr->adc);
+    st = nb_xds_inp_write(target, fr->plan, tmpl, from_zero ? NB_XDS_PILATUS : NB_XDS_ADSC, overload);
+    free(target);
     return st;
 }

@@ -18,7 +18,6 @@
 #include "nxmx.h"
 #include "registry.h"
 #include "smv.h"
-#include "tiff.h"
 #include "nb_convert.h"
 
 static const nb_opt_table table;
@@ -99,24 +98,14 @@ static const nb_tool_info tool = {
 };
 
 
-/* A format's id by --format's name, or by a file's suffix; -1 when unknown */
-static int format_from_name(const char *name)
-{
-    const nb_format *f = nb_format_by_name(name);
-    return f ? (int)f->id : -1;
-}
-
 /* by the suffix, or (as nb-convert always took them) a --format name after the last dot: x.tif16 */
-int format_from_path(const char *path)
+const nb_format *format_from_path(const char *path)
 {
     const nb_format *f = nb_format_by_suffix(path);
     const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
     if (!f && dot && (!slash || dot > slash)) f = nb_format_by_name(dot + 1);
-    return f ? (int)f->id : -1;
+    return f;
 }
-
-/* --format's name of a format */
-static const char *fmt_name(int id) { return nb_format_get(id)->name; }
 
 /* ---- options and main ---------------------------------------------------- */
 
@@ -126,10 +115,10 @@ static nb_status add_output(const nb_opt_args *a)
     conv_opts *o = a->dest;
     out_request *r = &o->outs[o->nouts++];
     r->path = a->vals[0];
-    r->format = o->pending_format >= 0 ? o->pending_format : format_from_path(r->path);
+    r->format = o->pending_format ? o->pending_format : format_from_path(r->path);
     r->source = SRC_AUTO;
-    o->pending_format = -1;
-    if (r->format < 0)
+    o->pending_format = NULL;
+    if (!r->format)
         return nb_error_set(NB_ERR_USAGE,
                             "cannot tell the format of '%s' from its name (known: .bin .img .smv .cbf .tif "
                             ".pgm .png .nbs .INP .geom .expt .jsonl .nxs .h5); use --format",
@@ -140,8 +129,8 @@ static nb_status add_output(const nb_opt_args *a)
 static nb_status set_format(const nb_opt_args *a)
 {
     conv_opts *o = a->dest;
-    o->pending_format = format_from_name(a->vals[0]);
-    if (o->pending_format < 0) return nb_error_set(NB_ERR_USAGE, "unknown format '%s'", a->vals[0]);
+    o->pending_format = nb_format_by_name(a->vals[0]);
+    if (!o->pending_format) return nb_error_set(NB_ERR_USAGE, "unknown format '%s'", a->vals[0]);
     return NB_OK;
 }
 
@@ -151,12 +140,7 @@ static nb_status add_reference_output(const nb_opt_args *a)
     conv_opts *o = a->dest;
     const char *v = a->vals[0];
     out_request *r = &o->outs[o->nouts++];
-    switch (a->opt->id) {
-    case FL_FLOATFILE: *r = (out_request){v, NB_FMT_BIN, SRC_AUTO, 0, 0, 0}; break;
-    case FL_INTFILE: *r = (out_request){v, NB_FMT_SMV, SRC_INT, NB_SMV_BEAM_REFERENCE, 0, 0}; break;
-    case FL_NOISEFILE: *r = (out_request){v, NB_FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 0, 0}; break;
-    default: *r = (out_request){v, NB_FMT_PGM, SRC_AUTO, 0, 0, 0}; break;
-    }
+    *r = reference_request(a->opt->id, v, 0);
     return NB_OK;
 }
 
@@ -273,32 +257,31 @@ static const nb_opt_table table = {NB_CONVERT, rows, (int)(sizeof rows / sizeof 
 static nb_status parse(int argc, char **argv, conv_opts *o, nb_std_opts *std)
 {
     o->smv_beam = NB_SMV_BEAM_DXTBX;
-    o->pending_format = -1;
+    o->pending_format = NULL;
     o->truth_min_photons = 1.0;
     nb_status st = nb_tool_parse(&tool, std, o, argc, argv);
     if (st) return st;
-    if (o->pending_format >= 0)
+    if (o->pending_format)
         return nb_error_set(NB_ERR_USAGE, "--format %s must come before the -o FILE it applies to",
-                            fmt_name(o->pending_format));
+                            o->pending_format->name);
     for (int k = 0; k < o->nouts; k++) {
         out_request *r = &o->outs[k];
-        if (r->format == NB_FMT_SMV && r->source == SRC_AUTO) r->smv_beam = o->smv_beam;
-        if (r->format == NB_FMT_PNG && o->photons) r->source = SRC_PHOTONS;
-        if ((r->format == NB_FMT_TIF || r->format == NB_FMT_TIF_FLOAT || r->format == NB_FMT_TIF16 || r->format == NB_FMT_TIF32) &&
-            (st = nb_tiff_load()))
-            return nb_error_prefix(st, "'%s'", r->path);
-        if (r->format == NB_FMT_NXMX && strchr(r->path, '#'))
-            return nb_error_set(NB_ERR_USAGE, "'%s': one NXmx file holds every frame; no '#' run in its name", r->path);
-        if (r->format == NB_FMT_NXMX && (st = nb_nxmx_load())) return nb_error_prefix(st, "'%s'", r->path);
-        if (r->format == NB_FMT_NBS && o->tee && !o->import)
+        const nb_format *f = r->format;
+        if (f->smv_beam && r->source == SRC_AUTO) r->smv_beam = o->smv_beam;
+        if (f->photons_option && o->photons) r->source = SRC_PHOTONS;
+        /* "NXmx (HDF5)": its title before the parenthesis */
+        if (f->run_file && strchr(r->path, '#'))
+            return nb_error_set(NB_ERR_USAGE, "'%s': one %.*s file holds every frame; no '#' run in its name", r->path,
+                                (int)strcspn(f->title, " ("), f->title);
+        if (f->load && (st = f->load())) return nb_error_prefix(st, "'%s'", r->path);
+        if (f->writer == NB_WRITE_STREAM && o->tee && !o->import)
             return nb_error_set(NB_ERR_USAGE, "'%s': only one .nbs copy of the stream", r->path);
-        if (r->format == NB_FMT_NBS) o->tee = r->path;
-        if (o->grad && r->format != NB_FMT_BIN && r->format != NB_FMT_TIF && r->format != NB_FMT_TIF_FLOAT &&
-            r->format != NB_FMT_NBS)
+        if (f->writer == NB_WRITE_STREAM) o->tee = r->path;
+        if (o->grad && !f->derivatives)
             return nb_error_set(NB_ERR_USAGE,
                                 "--grad %s: '%s' would be a %s file; a derivative (photons per unit, any sign) is "
                                 "written as raw float (.bin) or float TIFF (.tif)",
-                                o->grad, r->path, fmt_name(r->format));
+                                o->grad, r->path, f->name);
     }
     if (o->grad && o->import) return nb_error_set(NB_ERR_USAGE, "--grad and --import do not go together");
     if (o->grad && !o->nouts) return nb_error_set(NB_ERR_USAGE, "--grad %s needs -o FILE", o->grad);
@@ -315,7 +298,7 @@ static nb_status convert_stream(nb_reader *r, conv_opts *o)
     int have_plan = 0, eof = 0, images = 0, pool_tried = 0;
     /* model.expt alone: a plan without images is described by its frames */
     int plan_images = 0, plans_described = 0;
-    const int expts_only = only_expts(o);
+    const int plan_files_only = only_plan_files(o);
     nb_writer *tee = NULL;
     live_image live;
     frame_pool pool;
@@ -335,8 +318,8 @@ static nb_status convert_stream(nb_reader *r, conv_opts *o)
             if (!(st = pool_drain(&pool))) st = commit_pending();
         } else if (nb_record_is(&rec, "PLAN")) {
             if ((st = pool_drain(&pool))) break; /* its frames are done with the plan they point to */
-            if (have_plan && expts_only && !plan_images) {
-                if ((st = write_expt_plan(o, &plan))) break;
+            if (have_plan && plan_files_only && !plan_images) {
+                if ((st = write_plan_files(o, &plan))) break;
                 plans_described++;
             }
             plan_images = 0;
@@ -365,7 +348,7 @@ static nb_status convert_stream(nb_reader *r, conv_opts *o)
     /* every frame handed over written (or, after a failure, finished) */
     nb_status pst = nb_pool_stop(&pool.pool);
     if (!st) st = pst;
-    if (!st && have_plan && expts_only && !plan_images && !(st = write_expt_plan(o, &plan))) plans_described++;
+    if (!st && have_plan && plan_files_only && !plan_images && !(st = write_plan_files(o, &plan))) plans_described++;
     if (!st && images == 0 && plans_described == 0)
         st = o->grad ? nb_error_set(NB_ERR_DATA, "%s: the stream holds no derivative of '%s' (run nb-sim --grad %s)",
                                     nb_reader_name(r), o->grad, o->grad)
@@ -375,14 +358,14 @@ static nb_status convert_stream(nb_reader *r, conv_opts *o)
         else nb_writer_abort(tee);
     }
     rows_free(&live.rows);
-    nb_status nx = nxmx_finish(o, !st);
-    if (!st) st = nx;
+    /* the run files of images go into place with the other images (one
+     * that fails takes them with it), then the files that describe them */
+    nb_status rst = finish_runs(o, RUNS_OF_IMAGES, !st);
+    if (!st) st = rst;
     if (st) abort_pending();
     else st = commit_pending();
-    nb_status tst = finish_truths(o, !st);
-    if (!st) st = tst;
-    nb_status est = finish_expts(o, !st);
-    if (!st) st = est;
+    rst = finish_runs(o, RUNS_DESCRIBING, !st);
+    if (!st) st = rst;
     if (have_plan) nb_plan_free(&plan);
     nb_record_free(&rec);
     return st;
@@ -402,10 +385,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--import")) nb_stream_to_stdout(1);
     o.outs = calloc((size_t)argc + 1, sizeof *o.outs);
-    o.truths = calloc((size_t)argc + 1, sizeof *o.truths);
-    o.nxmx = calloc((size_t)argc + 1, sizeof *o.nxmx);
-    o.expts = calloc((size_t)argc + 1, sizeof *o.expts);
-    if (!o.outs || !o.truths || !o.nxmx || !o.expts) nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
+    o.runs = calloc((size_t)argc + 1, sizeof *o.runs);
+    if (!o.outs || !o.runs) nb_exit_on_error(nb_error_set(NB_ERR_NOMEM, "out of memory"));
     nb_exit_on_error(parse(argc, argv, &o, &opts));
     nb_exit_on_error(nb_std_apply(&opts));
     if (o.njoins) {
@@ -414,9 +395,7 @@ int main(int argc, char **argv)
         free(o.joins);
         free(o.join_nxmx);
         free(o.outs);
-        free(o.nxmx);
-        free(o.truths);
-        free(o.expts);
+        free(o.runs);
         nb_exit_on_error(js);
         return 0;
     }
@@ -427,9 +406,7 @@ int main(int argc, char **argv)
     if (!st) st = o.import ? import_stream(r, &o) : convert_stream(r, &o);
     nb_reader_close(r);
     free(o.outs);
-    free(o.truths);
-    free(o.nxmx);
-    free(o.expts);
+    free(o.runs);
     nb_exit_on_error(st);
     return 0;
 }

@@ -11,26 +11,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dials_expt_write.h"
 #include "frame_write.h"
 #include "nb_cli.h"
 #include "nb_pool.h"
 #include "nb_stream.h"
 #include "nb_util.h"
-#include "nxmx.h"
 #include "registry.h"
 #include "smv.h"
-#include "truth_jsonl.h"
-
-/* sidecars describe the series for a processing program, once per plan */
-#define IS_SIDECAR(f) (nb_format_get(f)->sidecar)
 
 /* where an output's pixels come from */
 enum source { SRC_AUTO, SRC_INT, SRC_COUNTS, SRC_PHOTONS };
 
 typedef struct out_request {
     const char *path;
-    int format;               /* nb_format_id */
+    const nb_format *format;  /* the registry's entry: what is written, and how */
     int source;               /* enum source */
     int smv_beam;
     int from_plan;
@@ -48,14 +42,13 @@ typedef struct conv_opts {
     const char **joins;     /* --join: shards' NXmx files and model.expt files to join into the -o files */
     int *join_nxmx;         /* per part: given with --nxmx-join (an NXmx file, whatever its name) */
     int njoins;
-    nb_nxmx **nxmx;         /* per -o: its NXmx file, open from its first frame to the end of the stream */
+    void **runs;            /* per -o of a run file (NXmx, model.expt, truth.jsonl): its writer's file, open
+                               from the first frame to the end of the stream (NULL: none yet) */
     const char *import;
     const char *tee;        /* -o FILE.nbs: a copy of the stream */
     const char *grad;       /* --grad NAME: write that derivative (nb-sim --grad), not the images */
-    int pending_format;     /* --format's, for the next -o; -1: none */
+    const nb_format *pending_format; /* --format's, for the next -o; NULL: none */
     double truth_min_photons; /* --truth-min-photons: a reflection in truth.jsonl has more */
-    nb_truth **truths;      /* per -o: its truth.jsonl, open for the whole run (NULL: none yet) */
-    nb_expt **expts;        /* per -o: its model.expt, gathered over the whole run (NULL: none yet) */
     long frame_first, frame_last; /* --frames A:B (1-based): a plan without images described by these alone */
 } conv_opts;
 
@@ -63,8 +56,8 @@ typedef struct conv_opts {
 typedef nb_frame frame;
 
 /* ---- the command line (nb-convert.c) ------------------------------------- */
-/* A format's id by a file's suffix, or a --format name after its last dot; -1 when unknown */
-int format_from_path(const char *path);
+/* A format by a file's suffix, or a --format name after its last dot; NULL when unknown */
+const nb_format *format_from_path(const char *path);
 
 /* ---- raw float and SMV files, a band of rows at a time (nb_convert_rows.c) */
 /* ---- row files: raw float and SMV images, a band of rows at a time -------- */
@@ -150,23 +143,25 @@ nb_status write_file(const out_request *q, int k, const frame *fr);
 nb_status nonfinite_error(const nb_plan *plan, long frame, size_t bad, size_t width);
 nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const nb_image_info *im, const conv_opts *o,
                         int checked_finite, frame *fr);
+/* The reference's output file of flag (FL_FLOATFILE ...) at path as a request */
+out_request reference_request(int flag, const char *path, int from_plan);
 out_request *frame_requests(const nb_plan *plan, const conv_opts *o, out_request req[8], int *n);
 nb_status convert_image(const nb_record *rec, const nb_plan *plan, const conv_opts *o, live_image *live,
                         int *converted);
 
 /* ---- the files of the whole run, shards' joined (nb_convert_run.c) ------- */
-nb_status write_expt(const out_request *q, int k, const conv_opts *o, const frame *fr);
-nb_status finish_expts(conv_opts *o, int ok);
-/* Every -o a model.expt (and no --grad, --import)? */
-int only_expts(const conv_opts *o);
-/* A plan without IMAGE records into every model.expt: each of its frames,
- * with the int image's counts (the -adc offset, 16 bits) */
-nb_status write_expt_plan(const conv_opts *o, const nb_plan *plan);
+/* Frame fr into request q's (number k) run file, opened by the run's first frame */
+nb_status write_run(const out_request *q, int k, const conv_opts *o, const frame *fr);
+/* Every run file of images (NXmx), or every other (model.expt, truth.jsonl),
+ * committed (ok) or removed */
+enum run_files { RUNS_OF_IMAGES, RUNS_DESCRIBING };
+nb_status finish_runs(conv_opts *o, enum run_files which, int ok);
+/* Every -o a run file a plan alone can fill (model.expt), and no --grad, --import? */
+int only_plan_files(const conv_opts *o);
+/* A plan without IMAGE records into every such file: each of its frames
+ * (--frames'), with the int image's counts (the -adc offset, 16 bits) */
+nb_status write_plan_files(const conv_opts *o, const nb_plan *plan);
 nb_status write_sidecar(out_request *o, const conv_opts *all, const frame *fr);
-nb_status write_nxmx(const out_request *q, nb_nxmx **file, const conv_opts *o, const frame *fr);
-nb_status nxmx_finish(conv_opts *o, int ok);
-nb_status write_truth(const out_request *q, int k, const conv_opts *o, const frame *fr, const nb_image_info *im);
-nb_status finish_truths(conv_opts *o, int ok);
 nb_status join_parts(const conv_opts *o, const nb_std_opts *std);
 
 /* ---- --import (nb_convert_import.c) -------------------------------------- */

@@ -88,7 +88,7 @@ nb_status import_stream(nb_reader *r, const conv_opts *o)
     memset(&rec, 0, sizeof rec);
     /* the stream goes on: to -o FILE.nbs or standard output */
     for (int k = 0; k < o->nouts; k++)
-        if (o->outs[k].format != NB_FMT_NBS)
+        if (o->outs[k].format->writer != NB_WRITE_STREAM)
             st = nb_error_set(NB_ERR_USAGE, "with --import the output is a stream (.nbs or standard output)");
     if (!st) st = nb_writer_open(&w, o->tee ? o->tee : "-");
     while (!st) {

@@ -66,11 +66,11 @@ static nb_status rows_open(row_files *R, const out_request *q, int k, const fram
     if (st) return st;
     nb_info("writing %s", final);
     if (kind == ROW_FLOAT) {
-        nb_info("  %s, photons", nb_format_get(q->format)->name);
+        nb_info("  %s, photons", q->format->name);
         st = nb_rawfloat_writer_open(&ro->bin, target);
     } else {
         if (kind == ROW_SMV_SCALED) nb_info("intfile_scale = %g", R->int_scale);
-        nb_info("  %s, %s", nb_format_get(q->format)->name,
+        nb_info("  %s, %s", q->format->name,
                 kind == ROW_SMV_SCALED ? "scaled photons" : "detector counts");
         nb_smv_meta m;
         nb_frame_smv_meta(fr, q->smv_beam, kind == ROW_SMV_SCALED ? R->adc : fr->counts_adc, &m);
@@ -213,14 +213,14 @@ static nb_status rows_write_all(row_files *R, const frame *fr)
     return st;
 }
 
-/* Request q (number k, a raw float or SMV file) opened for fr as the row
- * file of its kind: the whole frame's (rows_write_whole) and the frame
- * pool's (pool_image) */
+/* Request q (number k, of a format written a band of rows at a time: raw
+ * float or SMV) opened for fr as the row file of its kind: the whole
+ * frame's (rows_write_whole) and the frame pool's (pool_image) */
 static nb_status rows_open_request(row_files *R, const out_request *q, int k, const frame *fr)
 {
     int use_counts = 0;
-    nb_status st = q->format == NB_FMT_SMV ? takes_counts(q, fr, &use_counts) : NB_OK;
-    const int kind = q->format == NB_FMT_BIN ? ROW_FLOAT : use_counts ? ROW_SMV_COUNTS : ROW_SMV_SCALED;
+    nb_status st = q->format->rows == NB_ROWS_SMV ? takes_counts(q, fr, &use_counts) : NB_OK;
+    const int kind = q->format->rows == NB_ROWS_FLOAT32 ? ROW_FLOAT : use_counts ? ROW_SMV_COUNTS : ROW_SMV_SCALED;
     return st ? st : rows_open(R, q, k, fr, kind);
 }
 
@@ -348,7 +348,7 @@ static int pool_takes(const nb_plan *p, const conv_opts *o)
     int n;
     const out_request *list = frame_requests(p, o, req, &n);
     for (int k = 0; k < n; k++)
-        if (list[k].format != NB_FMT_BIN && list[k].format != NB_FMT_SMV) return 0;
+        if (list[k].format->rows == NB_ROWS_NONE) return 0;
     return n > 0 && n <= ROWS_MAX;
 }
 
@@ -410,9 +410,10 @@ static nb_status live_open(live_image *L, const nb_image_info *im, nb_payload_ho
     nb_status st = NB_OK;
     for (int k = 0; k < nreq && !st && L->rows.nouts < ROWS_MAX; k++) {
         const out_request *q = &list[k];
-        int smv =
-            q->format == NB_FMT_SMV && have_max && (q->source == SRC_INT || (q->source == SRC_AUTO && !im->has_counts));
-        if (q->format == NB_FMT_BIN || smv) st = rows_open(&L->rows, q, k, &fr, smv ? ROW_SMV_SCALED : ROW_FLOAT);
+        int smv = q->format->rows == NB_ROWS_SMV && have_max &&
+                  (q->source == SRC_INT || (q->source == SRC_AUTO && !im->has_counts));
+        if (q->format->rows == NB_ROWS_FLOAT32 || smv)
+            st = rows_open(&L->rows, q, k, &fr, smv ? ROW_SMV_SCALED : ROW_FLOAT);
     }
     if (st || !L->rows.nouts) return st;
     L->live = 1;

@@ -13,8 +13,9 @@
 #include "nb_image.h"
 #include "nb_image_record.h"
 #include "nb_tuning.h"
-#include "xds_inp.h"
 #include "frame_write.h"
+#include "nb_options.h"
+#include "xds_inp.h"
 #include "nb_convert.h"
 
 /* ---- outputs held until the stream has ended cleanly ----------------------- */
@@ -135,12 +136,12 @@ nb_status takes_counts(const out_request *o, const frame *fr, int *use_counts)
 }
 
 /* The file of request o for fr at path (final: its name when in place), of
- * one of the formats written whole (CBF, TIFF, PGM, PNG) */
+ * a format written whole (its entry's write_image) */
 static nb_status write_format(const out_request *o, const char *path, const char *final, const frame *fr)
 {
-    int use_counts;
-    nb_status st = takes_counts(o, fr, &use_counts);
-    return st ? st : nb_frame_write_image(o->format, use_counts, path, final, fr);
+    nb_frame_write_opts w = {0, o->smv_beam};
+    nb_status st = takes_counts(o, fr, &w.use_counts);
+    return st ? st : nb_frame_write_image(o->format, &w, path, final, fr);
 }
 
 static nb_status write_one(const out_request *o, const frame *fr)
@@ -169,20 +170,21 @@ static void panel_path(const char *tmpl, int i, char *out, size_t size)
     else snprintf(out, size, "%s-p%d", tmpl, i);
 }
 
-/* The file of request k from a whole frame: raw float and SMV through the
- * row writer (rows_write_whole), the other formats at once. */
+/* The file of request k from a whole frame: a format written a band of rows
+ * at a time through the row writer (rows_write_whole), the others at once. */
 nb_status write_file(const out_request *q, int k, const frame *fr)
 {
-    return q->format == NB_FMT_BIN || q->format == NB_FMT_SMV ? rows_write_whole(q, k, fr) : write_one(q, fr);
+    return q->format->rows ? rows_write_whole(q, k, fr) : write_one(q, fr);
 }
 
-/* A detector of several panels: a raw float file holds them all, one after
- * another; a one-panel format is one file per panel (panel_path), each
- * with its panel's geometry and the image's common scales. */
+/* A detector of several panels: a format of every panel (raw float) holds
+ * them all, one after another; a one-panel format is one file per panel
+ * (panel_path), each with its panel's geometry and the image's common
+ * scales. */
 static nb_status write_panels(const out_request *o, int k, const frame *fr)
 {
     const nb_plan *plan = fr->plan;
-    if (o->format == NB_FMT_BIN) {
+    if (o->format->all_panels) {
         frame all = *fr;
         all.width = (int)nb_plan_total_pixels(plan), all.height = 1;
         return write_file(o, k, &all);
@@ -201,14 +203,15 @@ static nb_status write_panels(const out_request *o, int k, const frame *fr)
     return st;
 }
 
-/* Whether request q is written as one stacked image of the panels: a CBF or
- * SMV beside an XDS.INP (XDS reads one file per frame; the stacking rule is
+/* Whether request q is written as one stacked image of the panels: the
+ * images (a file per frame: CBF, SMV) of an output that names them so, an
+ * XDS.INP (XDS reads one file per frame; the stacking rule is
  * nb_xds_stack_row's, which the XDS.INP's SEGMENT= blocks describe). */
 static int stacks_panels(const out_request *q, const out_request *list, int n)
 {
-    if (q->format != NB_FMT_CBF && q->format != NB_FMT_SMV) return 0;
+    if (!q->format->processing_images || q->format->run_file) return 0;
     for (int k = 0; k < n; k++)
-        if (list[k].format == NB_FMT_XDS) return 1;
+        if (list[k].format->names_images == NB_NAMES_FRAME_FILES) return 1;
     return 0;
 }
 
@@ -330,15 +333,28 @@ nb_status prepare_frame(const nb_plan *plan, const nb_record *rec, const nb_imag
     return NB_OK;
 }
 
+/* The reference's output files (-floatfile, -intfile, -noisefile, -pgmfile:
+ * flag) as a request: raw float photons, SMV of the int image or of the
+ * counts with nanoBragg's beam centre, the PGM (the formats by name) */
+out_request reference_request(int flag, const char *path, int from_plan)
+{
+    switch (flag) {
+    case FL_FLOATFILE: return (out_request){path, nb_format_by_name("bin"), SRC_AUTO, 0, from_plan, 0};
+    case FL_INTFILE: return (out_request){path, nb_format_by_name("smv"), SRC_INT, NB_SMV_BEAM_REFERENCE, from_plan, 0};
+    case FL_NOISEFILE:
+        return (out_request){path, nb_format_by_name("smv"), SRC_COUNTS, NB_SMV_BEAM_REFERENCE, from_plan, 0};
+    default: return (out_request){path, nb_format_by_name("pgm"), SRC_AUTO, 0, from_plan, 0};
+    }
+}
+
 /* The files the plan asked for, when no -o was given. */
 static int plan_requests(const nb_plan *p, const conv_opts *o, out_request *req)
 {
     int n = 0;
-    if (p->floatfile) req[n++] = (out_request){p->floatfile, NB_FMT_BIN, SRC_AUTO, 0, 1, 0};
-    if (p->intfile) req[n++] = (out_request){p->intfile, NB_FMT_SMV, SRC_INT, NB_SMV_BEAM_REFERENCE, 1, 0};
-    if (p->noisefile && p->calculate_noise)
-        req[n++] = (out_request){p->noisefile, NB_FMT_SMV, SRC_COUNTS, NB_SMV_BEAM_REFERENCE, 1, 0};
-    if (p->pgmfile && p->write_pgm && !o->nopgm) req[n++] = (out_request){p->pgmfile, NB_FMT_PGM, SRC_AUTO, 0, 1, 0};
+    if (p->floatfile) req[n++] = reference_request(FL_FLOATFILE, p->floatfile, 1);
+    if (p->intfile) req[n++] = reference_request(FL_INTFILE, p->intfile, 1);
+    if (p->noisefile && p->calculate_noise) req[n++] = reference_request(FL_NOISEFILE, p->noisefile, 1);
+    if (p->pgmfile && p->write_pgm && !o->nopgm) req[n++] = reference_request(FL_PGMFILE, p->pgmfile, 1);
     return n;
 }
 
@@ -380,11 +396,10 @@ nb_status convert_image(const nb_record *rec, const nb_plan *plan, const conv_op
     }
     for (int k = 0; k < n && !st; k++) {
         int was_live = 0;
-        if (IS_SIDECAR(list[k].format)) st = write_sidecar(&list[k], o, &fr);
-        else if (list[k].format == NB_FMT_TRUTH) st = write_truth(&list[k], k, o, &fr, &im);
-        else if (list[k].format == NB_FMT_EXPT) st = write_expt(&list[k], k, o, &fr);
-        else if (list[k].format == NB_FMT_NXMX) st = write_nxmx(&list[k], &o->nxmx[k], o, &fr);
-        else if ((st = rows_finish(&live->rows, k, &was_live)) || was_live || list[k].format == NB_FMT_NBS) continue;
+        const nb_format_writer kind = list[k].format->writer;
+        if (kind == NB_WRITE_SIDECAR) st = write_sidecar(&list[k], o, &fr);
+        else if (kind == NB_WRITE_RUN) st = write_run(&list[k], k, o, &fr);
+        else if ((st = rows_finish(&live->rows, k, &was_live)) || was_live || kind == NB_WRITE_STREAM) continue;
         else if (live->dropped)
             st = nb_error_set(NB_ERR_DATA, "internal error: '%s' was not written as the image came, which is no "
                                            "longer there",

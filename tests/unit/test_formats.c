@@ -760,6 +760,63 @@ static void test_registry_lookup(void)
     ok(id_of(nb_format_of_file(tpath("missing.cbf"))) == NB_FMT_CBF, "registry: a missing file by its name");
 }
 
+/* Every format's writer as its kind needs it: no tool asks for an id, so a
+ * writable entry that lacks a function, a suffix or a property its kind
+ * reads would fail only when a user writes it */
+static void test_registry_writers(void)
+{
+    int n = 0, frame = 0, run = 0, sidecar = 0, stream = 0;
+    for (const nb_format *f = nb_format_next(NULL); f; f = nb_format_next(f), n++) {
+        /* a variant (tif16) is named by --format alone; the others by their suffix too */
+        const int suffixed = f->suffixes[0] != NULL;
+        switch (f->writer) {
+        case NB_WRITE_FRAME:
+            frame++;
+            ok(f->write_image && f->samples != NB_SAMPLES_NONE &&
+                   (suffixed || f->read == nb_format_get(NB_FMT_TIF)->read),
+               "registry: %s writes a frame (write_image, samples, a suffix or a variant's name)", f->name);
+            ok(!f->write_photons || (f->all_panels && f->samples == NB_SAMPLES_PHOTONS),
+               "registry: %s: the photons alone only of a file of every panel", f->name);
+            ok(f->rows == NB_ROWS_NONE || f->rows == (f->samples == NB_SAMPLES_PHOTONS ? NB_ROWS_FLOAT32 : NB_ROWS_SMV),
+               "registry: %s: its rows are its samples", f->name);
+            ok(!f->bits || (f->samples == NB_SAMPLES_INTEGER && (f->bits == 16 || f->bits == 32)),
+               "registry: %s: a depth of its own only for integer samples, 16 or 32", f->name);
+            ok(!f->run && !f->write_sidecar, "registry: %s: no run or sidecar writer", f->name);
+            break;
+        case NB_WRITE_RUN:
+            run++;
+            ok(suffixed && f->run && f->run->frame && f->run->commit && f->run->abort && !f->write_image,
+               "registry: %s gathers a run (frame, commit, abort; a suffix)", f->name);
+            ok(!f->run->join || (f->run->joined && f->run->join_parts && f->run->join_output),
+               "registry: %s: a join says what it joins", f->name);
+            break;
+        case NB_WRITE_SIDECAR:
+            sidecar++;
+            ok(suffixed && f->sidecar && f->write_sidecar && !f->run && !f->write_image,
+               "registry: %s is a sidecar (write_sidecar, a suffix)", f->name);
+            break;
+        case NB_WRITE_STREAM:
+            stream++;
+            ok(suffixed && f->derivatives && f->all_panels && !f->write_image && !f->run,
+               "registry: %s copies the stream", f->name);
+            break;
+        default: ok(!f->write_image && !f->run && !f->write_sidecar, "registry: %s is not written", f->name);
+        }
+        ok(f->writer == NB_WRITE_SIDECAR || !f->sidecar, "registry: %s: a sidecar is written as one", f->name);
+        ok(f->names_images == NB_NAMES_NONE || f->writer == NB_WRITE_RUN || f->writer == NB_WRITE_SIDECAR,
+           "registry: %s: only a run file or sidecar names images", f->name);
+        ok(!f->processing_images || f->writer == NB_WRITE_RUN || f->samples == NB_SAMPLES_INTEGER,
+           "registry: %s: images a processing program reads hold integer counts", f->name);
+        ok(nb_format_by_name(f->name) == f, "registry: %s found by its name", f->name);
+    }
+    ok(n == NB_FMT_COUNT && frame == 9 && run == 3 && sidecar == 2 && stream == 1,
+       "registry: %d formats: %d frame, %d run, %d sidecar, %d stream writers", n, frame, run, sidecar, stream);
+    ok(!strcmp(nb_format_written_list(NB_WRITE_FRAME), "bin, smv, cbf, tif, tif-float, tif16, tif32, pgm, png"),
+       "registry: written a frame at a time: %s", nb_format_written_list(NB_WRITE_FRAME));
+    ok(nb_format_unsuffixed() == nb_format_get(NB_FMT_BIN) && nb_format_unsuffixed()->write_photons,
+       "registry: a name without a suffix is raw float, written without a plan");
+}
+
 static void test_image_file_read(void)
 {
     nb_image_file f;
@@ -831,6 +888,7 @@ int main(void)
     test_int16_rows();
     test_json();
     test_registry_lookup();
+    test_registry_writers();
     test_image_file_read();
     if (!getenv("NB_KEEP_TEST_FILES")) cleanup();
     else printf("# files kept in %s\n", dir);
