@@ -137,7 +137,7 @@ CORE_OBJ    := $(CORE_SRC:%.c=$(BUILD)/%.o)
 # dlopened).  The other formats (MTZ and mmCIF with libccp4, NXmx's writer,
 # XDS.INP ...) stay the tools'.
 NB_FORMATS  := registry image_read smv cbf tiff rawfloat json dials_expt crystfel_geom frame_write pgm png \
-               dials_expt_write nxmx_read nxmx_h5
+               dials_expt_write nxmx_read nxmx_frame nxmx_h5 h5_chunks bslz4
 NB_FORMATS_OBJ := $(NB_FORMATS:%=$(BUILD)/formats/%.o)
 FORMATS_OBJ := $(filter-out $(NB_FORMATS_OBJ),$(FORMATS_SRC:%.c=$(BUILD)/%.o))
 CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/%.o)
