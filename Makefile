@@ -415,7 +415,7 @@ build-asan/.built-asan: $(TOOL_BINS) $(UNIT_BINS) $(TEST_TOOLS)
 # make fuzz [FUZZ_SECONDS=600] [FUZZ_TARGETS="stream smv"]: each target runs
 # for FUZZ_SECONDS on its corpus (tests/fuzz/corpus/NAME, new inputs in
 # tests/fuzz/out/NAME); a crash stops it and leaves crash-* in tests/fuzz/out.
-FUZZ_TARGETS ?= stream hkl_text fdump smv geometry_files options sf_cif stol
+FUZZ_TARGETS ?= stream hkl_text fdump smv geometry_files options sf_cif stol h5_chunks nxmx_layout
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \

@@ -35,6 +35,8 @@ typedef struct frame_layout {
     int rank, lead;   /* lead: 1 when the first dimension counts frames */
     hsize_t dims[4], chunk[4];
     nb_h5c_pipeline pipe;
+    double fill;      /* the value of a chunk never written */
+    int chunked, nfilters;
 } frame_layout;
 
 /* Each filter of data set d that this libhdf5 can run: else an error naming
@@ -44,7 +46,7 @@ static nb_status filters_of(const char *path, hid_t dcpl, const char *name, size
                             int *ours)
 {
     const int n = nb_h5.H5Pget_nfilters(dcpl);
-    *ours = n >= 1 && n <= NB_H5C_MAX_FILTERS;
+    *ours = n >= 0 && n <= NB_H5C_MAX_FILTERS;
     pipe->n = *ours ? n : 0;
     for (int i = 0; i < n; i++) {
         unsigned flags = 0, config = 0, cd[8] = {0};
@@ -87,9 +89,11 @@ static nb_status layout_of(const char *path, const char *name, hid_t d, int rank
     if (dcpl < 0) return NB_OK; /* H5Dread says what is wrong */
     nb_status st = filters_of(path, dcpl, name, L->size, &L->pipe, ours);
     const int sizes_ok = L->size == 1 || L->size == 2 || L->size == 4 || L->size == 8;
+    L->chunked = nb_h5.H5Pget_layout(dcpl) == H5D_CHUNKED && nb_h5.H5Pget_chunk(dcpl, rank, L->chunk) == rank;
+    L->nfilters = nb_h5.H5Pget_nfilters(dcpl);
     if (!st && *ours)
-        *ours = nb_h5.H5Dread_chunk && little && sizes_ok && (L->cls == H5T_INTEGER || L->size >= 4) &&
-                nb_h5.H5Pget_layout(dcpl) == H5D_CHUNKED && nb_h5.H5Pget_chunk(dcpl, rank, L->chunk) == rank;
+        *ours = nb_h5.H5Dread_chunk && little && sizes_ok && (L->cls == H5T_INTEGER || L->size >= 4) && L->chunked;
+    if (*ours && nb_h5.H5Pget_fill_value(dcpl, T_DOUBLE, &L->fill) < 0) L->fill = 0.0;
     nb_h5.H5Pclose(dcpl);
     return st;
 }
@@ -127,6 +131,20 @@ static int next_index(hsize_t *y, const hsize_t *lim, int n)
     return 0;
 }
 
+/* The frame's chunk grid: its size in chunks along each frame dimension;
+ * and the offset (in the data set) of the chunk at grid position g */
+static void chunk_grid(const frame_layout *L, hsize_t *grid)
+{
+    for (int k = 0; k < L->rank - L->lead; k++)
+        grid[k] = (L->dims[L->lead + k] + L->chunk[L->lead + k] - 1) / L->chunk[L->lead + k];
+}
+
+static void chunk_offset(const frame_layout *L, long index, const hsize_t *g, hsize_t *off)
+{
+    if (L->lead) off[0] = (hsize_t)index - (hsize_t)index % L->chunk[0];
+    for (int k = 0; k < L->rank - L->lead; k++) off[L->lead + k] = g[k] * L->chunk[L->lead + k];
+}
+
 /* The decoded chunk at frame position `at` (the frame's dimensions): its
  * part inside the frame into out */
 static void chunk_into_frame(const frame_layout *L, const uint8_t *chunk, long index, const hsize_t *at, double *out)
@@ -147,49 +165,51 @@ static void chunk_into_frame(const frame_layout *L, const uint8_t *chunk, long i
     } while (next_index(y, count, nf));
 }
 
-/* The frame by its chunks; *fallback 1 where a chunk was never written
- * (its fill value is libhdf5's to give) */
+/* The frame by its chunks, a chunk never written its fill value.  Every
+ * chunked data set of filters known here is read so, none through
+ * libhdf5's pipeline: libhdf5 trusts a stored chunk's length where no
+ * filter was applied to it (a chunk stored whole, H5Dwrite_chunk's filter
+ * mask), and copies past the end of a short one (1.10.8; found by
+ * tests/fuzz/fuzz_nxmx_layout.c). */
 static nb_status read_chunks(const char *path, const char *name, hid_t d, const frame_layout *L, long index,
-                             double *out, int *fallback)
+                             double *out)
 {
     const int nf = L->rank - L->lead;
     size_t chunk_bytes = L->size;
     for (int k = 0; k < L->rank; k++) chunk_bytes *= L->chunk[k];
     hsize_t grid[4], g[4] = {0, 0, 0, 0}, off[4];
-    for (int k = 0; k < nf; k++) grid[k] = (L->dims[L->lead + k] + L->chunk[L->lead + k] - 1) / L->chunk[L->lead + k];
+    chunk_grid(L, grid);
     uint8_t *raw = NULL, *chunk = NULL;
     size_t raw_cap = 0;
     nb_h5c_scratch scratch = {{NULL, NULL}, 0};
     nb_status st = nb_calloc((void **)&chunk, chunk_bytes, 1, "a chunk");
-    *fallback = 0;
+    size_t n = 1;
+    for (int k = 0; k < nf; k++) n *= L->dims[L->lead + k];
+    for (size_t i = 0; i < n; i++) out[i] = L->fill;
     while (!st) {
-        if (L->lead) off[0] = (hsize_t)index - (hsize_t)index % L->chunk[0];
-        for (int k = 0; k < nf; k++) off[L->lead + k] = g[k] * L->chunk[L->lead + k];
+        chunk_offset(L, index, g, off);
         hsize_t stored = 0;
         uint32_t mask = 0;
-        if (nb_h5.H5Dget_chunk_storage_size(d, off, &stored) < 0 || stored == 0) {
-            *fallback = 1;
-            break;
-        }
-        if (stored > raw_cap) {
+        if (nb_h5.H5Dget_chunk_storage_size(d, off, &stored) < 0) stored = 0;
+        if (stored && stored > raw_cap) {
             free(raw), raw = NULL, raw_cap = 0;
             if ((st = nb_calloc((void **)&raw, (size_t)stored, 1, "a stored chunk"))) break;
             raw_cap = (size_t)stored;
         }
-        if (nb_h5.H5Dread_chunk(d, H5P_DEFAULT, off, &mask, raw) < 0) {
+        if (!stored) { /* never written: the fill value */
+        } else if (nb_h5.H5Dread_chunk(d, H5P_DEFAULT, off, &mask, raw) < 0) {
             st = nb_error_set(NB_ERR_DATA, "'%s': cannot read the chunk of %s at frame %ld", path, name, index + 1);
             break;
-        }
-        st = nb_h5c_decode(&L->pipe, mask, raw, (size_t)stored, L->size, chunk, chunk_bytes, &scratch);
-        if (st) {
+        } else if ((st = nb_h5c_decode(&L->pipe, mask, raw, (size_t)stored, L->size, chunk, chunk_bytes, &scratch))) {
             char where[96] = "";
             for (int k = 0; k < L->rank; k++)
                 snprintf(where + strlen(where), sizeof where - strlen(where), "%s%llu", k ? ", " : "",
                          (unsigned long long)off[k]);
             st = nb_error_prefix(st, "'%s': %s's chunk at (%s) is corrupt", path, name, where);
             break;
+        } else {
+            chunk_into_frame(L, chunk, index, off + L->lead, out);
         }
-        chunk_into_frame(L, chunk, index, off + L->lead, out);
         if (!next_index(g, grid, nf)) break;
     }
     nb_h5c_scratch_free(&scratch);
@@ -198,10 +218,37 @@ static nb_status read_chunks(const char *path, const char *name, hid_t d, const 
     return st;
 }
 
+/* Before libhdf5's pipeline reads a chunked frame: no chunk of it stored
+ * unfiltered (its filter mask, or no filters) of another length than a
+ * chunk's, which libhdf5 would copy past the end of (see read_chunks) */
+static nb_status check_unfiltered(const char *path, const char *name, hid_t d, const frame_layout *L, long index)
+{
+    if (!L->chunked || !nb_h5.H5Dget_chunk_info_by_coord) return NB_OK;
+    hsize_t grid[4], g[4] = {0, 0, 0, 0}, off[4];
+    size_t chunk_bytes = L->size;
+    for (int k = 0; k < L->rank; k++) chunk_bytes *= L->chunk[k];
+    chunk_grid(L, grid);
+    do {
+        chunk_offset(L, index, g, off);
+        unsigned mask = 0;
+        haddr_t addr;
+        hsize_t size = 0;
+        const unsigned all = L->nfilters >= 32 ? ~0u : (1u << L->nfilters) - 1;
+        if (nb_h5.H5Dget_chunk_info_by_coord(d, off, &mask, &addr, &size) >= 0 && size &&
+            (mask & all) == all && size != chunk_bytes)
+            return nb_error_set(NB_ERR_DATA, "'%s': %s's chunk at frame %ld is corrupt: stored unfiltered, %llu "
+                                             "bytes, not a chunk's %zu",
+                                path, name, index + 1, (unsigned long long)size, chunk_bytes);
+    } while (next_index(g, grid, L->rank - L->lead));
+    return NB_OK;
+}
+
 /* The frame through libhdf5's pipeline */
 static nb_status read_whole(const char *path, const char *name, hid_t d, const frame_layout *L, long index,
                             double *out)
 {
+    nb_status st = check_unfiltered(path, name, d, L, index);
+    if (st) return st;
     nb_h5err E = {0, ""};
     hid_t space = nb_h5.H5Dget_space(d);
     hsize_t start[4] = {0, 0, 0, 0}, count[4], n = 1;
@@ -222,11 +269,11 @@ nb_status nb_h5_read_frame(const char *path, const char *name, hid_t d, int rank
                            double *out)
 {
     frame_layout L;
-    int ours = 0, fallback = 1;
+    int ours = 0;
     if (rank < 2 || rank > 4) return nb_error_set(NB_ERR_DATA, "'%s': %s has rank %d", path, name, rank);
     nb_status st = layout_of(path, name, d, rank, dims, &L, &ours);
-    if (!st && ours) st = read_chunks(path, name, d, &L, index, out, &fallback);
-    if (!st && fallback) st = read_whole(path, name, d, &L, index, out);
+    if (!st && ours) st = read_chunks(path, name, d, &L, index, out);
+    else if (!st) st = read_whole(path, name, d, &L, index, out);
     return st;
 }
 

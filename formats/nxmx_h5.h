@@ -26,7 +26,7 @@
     X(H5Tget_size) X(H5Tget_class) X(H5Tclose) X(H5Lcreate_soft) X(H5Lcreate_external) X(H5Lexists) X(H5dont_atexit) \
     X(H5Dget_create_plist) X(H5Pget_nfilters) X(H5Pget_filter2) X(H5Pget_layout) X(H5Pget_chunk)                     \
     X(H5Dget_chunk_storage_size) X(H5Tget_order) X(H5Tget_sign) X(H5Tis_variable_str) X(H5free_memory)             \
-    X(H5Literate) X(H5Aexists_by_name) X(H5Gopen2)
+    X(H5Literate) X(H5Aexists_by_name) X(H5Gopen2) X(H5Pget_fill_value)
 #define NB_H5_GLOBALS(X)                                                                                               \
     X(H5T_NATIVE_INT32_g) X(H5T_NATIVE_UINT32_g) X(H5T_NATIVE_INT64_g) X(H5T_NATIVE_FLOAT_g) X(H5T_NATIVE_DOUBLE_g)  \
     X(H5T_C_S1_g) X(H5T_STD_I32LE_g) X(H5T_STD_U32LE_g) X(H5T_STD_I64LE_g) X(H5T_IEEE_F32LE_g) X(H5T_IEEE_F64LE_g) \
@@ -50,6 +50,10 @@ typedef struct nb_h5_lib {
     /* H5Dread_chunk (1.10.3): the chunks of the filters h5_chunks.h knows
      * are decoded here; NULL, or another filter: by libhdf5's pipeline */
     herr_t (*H5Dread_chunk)(hid_t dset, hid_t dxpl, const hsize_t *offset, uint32_t *filters, void *buf);
+    /* H5Dget_chunk_info_by_coord (1.10.5): a chunk's filter mask and size,
+     * checked before libhdf5's pipeline reads it (nxmx_frame.c) */
+    herr_t (*H5Dget_chunk_info_by_coord)(hid_t dset, const hsize_t *offset, unsigned *filter_mask, haddr_t *addr,
+                                         hsize_t *size);
 } nb_h5_lib;
 
 /* the table, filled by nb_nxmx_load */
