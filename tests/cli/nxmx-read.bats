@@ -5,8 +5,14 @@
 # 16-bit frames, a pixel_mask) give dxtbx's counts and mask frame by frame;
 # nb-convert --import takes every frame of one, nb-fit --observed FILE.nxs
 # fits as the CBFs of the same counts do; what cannot be read is refused
-# with the file, the data set and why.  Skipped with a reason without
-# libhdf5 in the build, h5py or DIALS.
+# with the file, the data set and why.  Several modules (FormatNXmx's
+# NXdetector_modules, nb's own file of two panels, frames x modules x slow x
+# fast) and a Jungfrau's file (FormatNexusJungfrauHack) give dxtbx's counts
+# and mask, each file's class checked; the chunks nb decodes itself
+# (bitshuffle+LZ4, gzip, gzip with shuffle, of several types and chunk
+# shapes) are read without HDF5's plugin; a corrupt chunk and modules that
+# do not fit are refused.  Skipped with a reason without libhdf5 in the
+# build, h5py or DIALS.
 
 load helper
 
@@ -29,6 +35,12 @@ setup_file() {
 need_h5py() {
     [ -s "$DATA/gzip.nxs" ] || skip "this build or system has no libhdf5: $(cat "$DATA/nxs.err")"
     "$PY" -c 'import h5py, hdf5plugin, numpy' 2>/dev/null || skip "h5py, hdf5plugin and numpy are not importable by $PY"
+}
+
+# nb-convert --import FILE refused (status 1) with MESSAGE
+import_refused() { # FILE MESSAGE
+    run -1 nb-convert --import "$1" plan.nbs
+    expect_has "$2"
 }
 
 need_dials() {
@@ -127,8 +139,7 @@ PY
     cd "$DATA"
     eiger_master broken "0:1 1:3"
     rm broken_data_000002.h5
-    run -1 nb-convert --import broken.h5 plan.nbs
-    expect_has "'broken.h5': cannot open /entry/data/data_000002 (a broken external link, or a missing file?)"
+    import_refused broken.h5 "'broken.h5': cannot open /entry/data/data_000002 (a broken external link, or a missing file?)"
     "$PY" - <<'PY'
 import shutil
 import h5py, numpy as np
@@ -148,12 +159,9 @@ with h5py.File("unknown.nxs", "r+") as f:
     for k in range(data.shape[0]):
         d.id.write_direct_chunk((k, 0, 0), data[k].tobytes())
 PY
-    run -1 nb-convert --import unknown.nxs plan.nbs
-    expect_has "'unknown.nxs': /entry/data/data's chunks are compressed with HDF5 filter 32099, which this libhdf5 cannot decode"
-    run -1 nb-convert --import badmask.nxs plan.nbs
-    expect_has "'badmask.nxs': /entry/instrument/detector/pixel_mask is 96 x 95 pixels, not the frames' 96 x 96"
-    run -1 nb-convert --import nodata.h5 plan.nbs
-    expect_has "'nodata.h5': no /entry/data (not an NXmx file?)"
+    import_refused unknown.nxs "'unknown.nxs': /entry/data/data's chunks are compressed with HDF5 filter 32099, which this libhdf5 cannot decode"
+    import_refused badmask.nxs "'badmask.nxs': /entry/instrument/detector/pixel_mask is 96 x 95 pixels, not the frames' 96 x 96"
+    import_refused nodata.h5 "'nodata.h5': no /entry/data (not an NXmx file?)"
     nb-geom -q -cell 34 52 53 90 90 90 -lambda 1 -distance 100 -pixel 0.4 -detpixels 96 -default_F 100 -o one.nbs
     run -1 nb-fit --observed gzip.nxs --refine scale one.nbs
     expect_has "nb-fit: 'gzip.nxs' holds 3 frames but the plan has 1"
@@ -290,26 +298,13 @@ PY
 @test "nxmx read: nb's own file of two panels gives dxtbx's counts; --import takes both panels" {
     need_dials
     cd "$DATA"
-    cat > two.geom <<'G'
-res = 5000
-clen = 0.08
-p0/min_fs = 0
-p0/max_fs = 63
-p0/min_ss = 0
-p0/max_ss = 47
-p0/corner_x = -66
-p0/corner_y = -50
-p0/fs = +1.0x
-p0/ss = +1.0y
-p1/min_fs = 0
-p1/max_fs = 63
-p1/min_ss = 48
-p1/max_ss = 77
-p1/corner_x = 2
-p1/corner_y = 2
-p1/fs = +1.0x
-p1/ss = +1.0y
-G
+    # two panels of 64 x 48 and 64 x 30 pixels, one below the other: panel, first and last row, corner
+    printf 'res = 5000\nclen = 0.08\n' > two.geom
+    for p in "0 0 47 -66 -50" "1 48 77 2 2"; do
+        read -r n s0 s1 cx cy <<<"$p"
+        printf 'p%s/min_fs = 0\np%s/max_fs = 63\np%s/min_ss = %s\np%s/max_ss = %s\np%s/corner_x = %s\np%s/corner_y = %s\np%s/fs = +1.0x\np%s/ss = +1.0y\n' \
+            "$n" "$n" "$n" "$s0" "$n" "$s1" "$n" "$cx" "$n" "$cy" "$n" "$n" >> two.geom
+    done
     nb-geom -q -panels two.geom -cell 78 78 37 90 90 90 -lambda 1 -N 10 -default_F 100 -nframes 3 -stills \
         -misset_seed 3 -fluence 1e27 -o two.nbs
     nb-sim -q two.nbs | nb-noise -q -seed 4 -o twonoisy.nbs
@@ -324,8 +319,7 @@ for k in range(3):
     a, b = nb.read_image("two.nxs", r, frame=k), nb.read_image("twoimp.nbs", r, frame=k)
     assert a.data.size == 4992 and (a.data.ravel() == b.data.ravel()).all(), k
 PY
-    run -1 nb-convert --import two.nxs plan.nbs
-    expect_has "'two.nxs' holds 2 modules (NXdetector_module) but the plan has 1 panel"
+    import_refused two.nxs "'two.nxs' holds 2 modules (NXdetector_module) but the plan has 1 panel"
 }
 
 @test "nxmx read: chunks decoded here (bitshuffle+LZ4, gzip, gzip with shuffle; 16, 32-bit, float; chunks of a frame, of part of one, of two, past the edges) give dxtbx's counts without HDF5's plugin" {
@@ -380,10 +374,7 @@ with h5py.File("outside.nxs", "r+") as f:
     del f["/entry/instrument/detector/module_b/data_origin"]
     f["/entry/instrument/detector/module_b/data_origin"] = np.array([41, 0])
 PY
-    run -1 nb-convert --import corrupt.nxs plan.nbs
-    expect_has "'corrupt.nxs': /entry/data/data's chunk at (0, 40, 50) is corrupt: bitshuffle+LZ4 block 1 claims 999 bytes, 20 are left"
-    run -1 nb-convert --import mod2.nxs plan.nbs
-    expect_has "'mod2.nxs' holds 2 modules (NXdetector_module) but the plan has 1 panel"
-    run -1 nb-convert --import outside.nxs plan.nbs
-    expect_has "'outside.nxs': /entry/instrument/detector/module_b: data_origin and data_size leave the frames' 96 x 96 pixels"
+    import_refused corrupt.nxs "'corrupt.nxs': /entry/data/data's chunk at (0, 40, 50) is corrupt: bitshuffle+LZ4 block 1 claims 999 bytes, 20 are left"
+    import_refused mod2.nxs "'mod2.nxs' holds 2 modules (NXdetector_module) but the plan has 1 panel"
+    import_refused outside.nxs "'outside.nxs': /entry/instrument/detector/module_b: data_origin and data_size leave the frames' 96 x 96 pixels"
 }
