@@ -139,8 +139,8 @@ CORE_OBJ    := $(CORE_SRC:%.c=$(BUILD)/%.o)
 # (libtiff, libhdf5 and liblz4 are dlopened).  The other formats (MTZ and
 # mmCIF with libccp4, HKL text, stol) stay the tools'.
 NB_FORMATS  := registry image_read smv cbf tiff rawfloat json dials_expt crystfel_geom frame_write pgm png \
-               dials_expt_write nxmx_read nxmx_h5 nxmx nxmx_master bslz4 xds_inp truth_jsonl dials_expt_join \
-               dials_refl msgpack
+               dials_expt_write nxmx_read nxmx_frame nxmx_h5 h5_chunks nxmx nxmx_master bslz4 xds_inp truth_jsonl \
+               dials_expt_join dials_refl msgpack
 NB_FORMATS_OBJ := $(NB_FORMATS:%=$(BUILD)/formats/%.o)
 FORMATS_OBJ := $(filter-out $(NB_FORMATS_OBJ),$(FORMATS_SRC:%.c=$(BUILD)/%.o))
 CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -420,7 +420,7 @@ build-asan/.built-asan: $(TOOL_BINS) $(UNIT_BINS) $(TEST_TOOLS)
 # make fuzz [FUZZ_SECONDS=600] [FUZZ_TARGETS="stream smv"]: each target runs
 # for FUZZ_SECONDS on its corpus (tests/fuzz/corpus/NAME, new inputs in
 # tests/fuzz/out/NAME); a crash stops it and leaves crash-* in tests/fuzz/out.
-FUZZ_TARGETS ?= stream hkl_text fdump smv geometry_files options sf_cif stol dials_refl
+FUZZ_TARGETS ?= stream hkl_text fdump smv geometry_files options sf_cif stol dials_refl h5_chunks nxmx_layout
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \

@@ -125,6 +125,24 @@ void nb_bitshuffle4(const void *in, void *out, size_t m)
     shuffle_groups(in, out, m / 8, done / 8);
 }
 
+/* The inverse, for elements of any size: byte j of elements 8 k .. 8 k + 7
+ * is the 8 x 8 bit matrix of byte k of rows 8 j .. 8 j + 7, transposed
+ * (the transposition is its own inverse).  Plain C: reading a chunk is
+ * bound by LZ4 and the copy into doubles, not by this. */
+void nb_bitunshuffle(const void *in_, void *out_, size_t m, size_t elem_size)
+{
+    const uint8_t *in = in_;
+    uint8_t *out = out_;
+    const size_t row = m / 8;
+    for (size_t k = 0; k < row; k++)
+        for (size_t j = 0; j < elem_size; j++) {
+            uint64_t x = 0;
+            for (int b = 0; b < 8; b++) x |= (uint64_t)in[(8 * j + (size_t)b) * row + k] << (8 * b);
+            x = transpose8x8(x);
+            for (int i = 0; i < 8; i++) out[(8 * k + (size_t)i) * elem_size + j] = (uint8_t)(x >> (8 * i));
+        }
+}
+
 const char *nb_bitshuffle4_path(void)
 {
 #ifdef NB_BSHUF_X86
@@ -142,6 +160,7 @@ static struct {
     char why[256];
     int (*compress_default)(const char *src, char *dst, int src_size, int dst_capacity);
     int (*compress_bound)(int input_size);
+    int (*decompress_safe)(const char *src, char *dst, int compressed_size, int dst_capacity);
 } lz4;
 
 nb_status nb_bslz4_load(void)
@@ -157,13 +176,20 @@ nb_status nb_bslz4_load(void)
         else if (!(lib = dlopen(NB_LZ4_SONAME, RTLD_NOW | RTLD_LOCAL)))
             snprintf(lz4.why, sizeof lz4.why, "%s", dlerror());
         else if (!(*(void **)&lz4.compress_default = dlsym(lib, "LZ4_compress_default")) ||
-                 !(*(void **)&lz4.compress_bound = dlsym(lib, "LZ4_compressBound")))
-            snprintf(lz4.why, sizeof lz4.why, "%s has no LZ4_compress_default or LZ4_compressBound", NB_LZ4_SONAME);
+                 !(*(void **)&lz4.compress_bound = dlsym(lib, "LZ4_compressBound")) ||
+                 !(*(void **)&lz4.decompress_safe = dlsym(lib, "LZ4_decompress_safe")))
+            snprintf(lz4.why, sizeof lz4.why, "%s has no LZ4_compress_default, LZ4_compressBound or LZ4_decompress_safe",
+                     NB_LZ4_SONAME);
         else lz4.state = 1;
         if (lib && lz4.state < 0) dlclose(lib);
     }
     if (lz4.state < 0) return nb_error_set(NB_ERR_UNSUPPORTED, "cannot load liblz4 (Debian: liblz4-1): %s", lz4.why);
     return NB_OK;
+}
+
+int nb_lz4_decompress(const void *src, int len, void *dst, int capacity)
+{
+    return lz4.decompress_safe(src, dst, len, capacity);
 }
 
 /* ---- the chunks ---------------------------------------------------------------- */

@@ -53,4 +53,14 @@ void nb_bitshuffle4(const void *in, void *out, size_t m);
 void nb_bitshuffle4_portable(const void *in, void *out, size_t m);
 const char *nb_bitshuffle4_path(void);
 
+/* The inverse for elements of elem_size bytes (m a multiple of 8): in holds
+ * 8 * elem_size rows of m / 8 bytes, row 8 j + b bit b of byte j; the
+ * reader of such chunks (h5_chunks.c) calls it. */
+void nb_bitunshuffle(const void *in, void *out, size_t m, size_t elem_size);
+
+/* LZ4_decompress_safe of liblz4 (after nb_bslz4_load): the bytes written to
+ * dst, at most capacity, or a negative number for input that is no LZ4
+ * block fitting there; it reads no byte outside src[0, len). */
+int nb_lz4_decompress(const void *src, int len, void *dst, int capacity);
+
 #endif

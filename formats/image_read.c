@@ -201,9 +201,29 @@ nb_status nb_read_stream_file(const char *path, const nb_plan *plan, long frame,
     return st;
 }
 
+/* An NXmx frame's modules against the plan's panels: as many, each of its panel's size */
+static nb_status modules_match(const char *path, const nb_nxmx_image *im, const nb_plan *plan)
+{
+    if (!plan) return NB_OK;
+    const int np = nb_plan_npanels(plan);
+    if (im->npanels != np)
+        return nb_error_set(NB_ERR_DATA, "'%s' holds %d module%s (NXdetector_module) but the plan has %d panel%s", path,
+                            im->npanels, im->npanels == 1 ? "" : "s", np, np == 1 ? "" : "s");
+    for (int i = 0; i < np; i++) {
+        int f, s;
+        nb_plan_panel_dims(plan, i, &f, &s, NULL);
+        if (im->fpixels[i] != f || im->spixels[i] != s)
+            return nb_error_set(NB_ERR_DATA, "'%s': %s%s%d x %d pixels but the plan's panel %d is %d x %d", path,
+                                im->modules[i][0] ? im->modules[i] : "the frames", im->modules[i][0] ? " is " : " are ",
+                                im->fpixels[i], im->spixels[i], i + 1, f, s);
+    }
+    return NB_OK;
+}
+
 /* NXmx: frame `frame` of the file's run (nxmx_read.c), whose frame count is
- * the plan's; integer counts from 0, their overload the saturation_value
- * stated, the pixel_mask's pixels untrusted; floats are photons */
+ * the plan's and whose modules are the plan's panels; integer counts from
+ * 0, their overload the saturation_value stated, the pixel_mask's pixels
+ * untrusted; floats are photons */
 nb_status nb_read_nxmx_file(const char *path, const nb_plan *plan, long frame, nb_image_file *out)
 {
     nb_nxmx_image im;
@@ -211,8 +231,8 @@ nb_status nb_read_nxmx_file(const char *path, const nb_plan *plan, long frame, n
     if (st) return st;
     if (plan && im.nframes != plan->nframes)
         st = nb_error_set(NB_ERR_DATA, "'%s' holds %ld frames but the plan has %d", path, im.nframes, plan->nframes);
-    if (!st) st = size_matches(path, im.width, im.height, plan);
-    const size_t n = (size_t)im.width * (size_t)im.height;
+    if (!st) st = modules_match(path, &im, plan);
+    const size_t n = im.npixels;
     if (!st && im.is_float) {
         out->width = im.width, out->height = im.height, out->npixels = n;
         st = nb_calloc((void **)&out->photons, n ? n : 1, sizeof *out->photons, "the image");
@@ -243,10 +263,11 @@ nb_status nb_image_file_read(const char *path, const nb_plan *plan, long frame, 
     if (!f->read)
         return nb_error_set(NB_ERR_USAGE, "cannot read '%s': %s is a write-only format (readable: %s)", path, f->title,
                             nb_format_readable_list());
-    /* one file per frame holds every panel: an nb stream, or raw float panel after panel */
-    if (plan && nb_plan_npanels(plan) > 1 && f->id != NB_FMT_BIN && f->id != NB_FMT_NBS)
-        return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': a detector of %d panels is observed as an nb stream (.nbs) or "
-                                                "raw float of all its panels", path, nb_plan_npanels(plan));
+    /* one file per frame holds every panel: an nb stream, raw float panel
+     * after panel, or NXmx's modules */
+    if (plan && nb_plan_npanels(plan) > 1 && f->id != NB_FMT_BIN && f->id != NB_FMT_NBS && f->id != NB_FMT_NXMX)
+        return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': a detector of %d panels is observed as an nb stream (.nbs), "
+                                                "NXmx or raw float of all its panels", path, nb_plan_npanels(plan));
     nb_status st = f->read(path, plan, frame, out);
     if (st || nb_verbosity() < 1) return st;
     if (!out->is_counts) {

@@ -68,14 +68,20 @@ nb_status nb_nxmx_load(void);
 
 /* ---- reading (nxmx_read.c) ------------------------------------------------ */
 
-/* One frame of an NXmx file as the image registry reads it */
+/* One frame of an NXmx file as the image registry reads it: its modules
+ * (NXdetector_module's data_origin and data_size; one, the whole frame,
+ * where the file has none) one after another, as an IMAGE holds panels */
 typedef struct nb_nxmx_image {
-    int width, height;      /* the frames' pixels */
+    int width, height;      /* one module: its pixels; several: all of them, one row */
+    int npanels;            /* modules */
+    int *fpixels, *spixels; /* each module's width and height */
+    char (*modules)[64];    /* each module's NXdetector_module ("": the whole frame) */
+    size_t npixels;         /* of all modules */
     long nframes;           /* frames in the file */
-    double *values;         /* width x height: counts, or photons (is_float) */
+    double *values;         /* npixels: counts, or photons (is_float) */
     int is_float;           /* the data are floats */
     int bits;               /* the data's bits per value */
-    unsigned char *masked;  /* width x height, 1 where pixel_mask is nonzero; NULL: no mask */
+    unsigned char *masked;  /* npixels, 1 where pixel_mask is nonzero; NULL: no mask */
     double saturation;      /* saturation_value; NAN: not stated */
     double gain;            /* counts per photon, 1 / data_scaling_factor; NAN: not stated */
 } nb_nxmx_image;

@@ -37,6 +37,8 @@ nb_status nb_nxmx_load(void)
             NB_H5_GLOBALS(X)
 #undef X
             *(void **)&nb_h5.H5Dwrite_chunk = dlsym(lib, "H5Dwrite_chunk");
+            *(void **)&nb_h5.H5Dread_chunk = dlsym(lib, "H5Dread_chunk");
+            *(void **)&nb_h5.H5Dget_chunk_info_by_coord = dlsym(lib, "H5Dget_chunk_info_by_coord");
             /* no clean-up at exit: after a failed write (a full disk) the
              * file stays open in the library, whose clean-up would try to
              * flush it again and crash (1.10.8); every file is closed here,

@@ -24,7 +24,9 @@
     X(H5Pset_obj_track_times) X(H5Pset_virtual) X(H5Pset_libver_bounds) X(H5Pclose) X(H5Zfilter_avail)               \
     X(H5Acreate2) X(H5Awrite) X(H5Aopen) X(H5Aopen_by_name) X(H5Aread) X(H5Aget_type) X(H5Aclose) X(H5Tcopy) X(H5Tset_size)             \
     X(H5Tget_size) X(H5Tget_class) X(H5Tclose) X(H5Lcreate_soft) X(H5Lcreate_external) X(H5Lexists) X(H5dont_atexit) \
-    X(H5Dget_create_plist) X(H5Pget_nfilters) X(H5Pget_filter2)
+    X(H5Dget_create_plist) X(H5Pget_nfilters) X(H5Pget_filter2) X(H5Pget_layout) X(H5Pget_chunk)                     \
+    X(H5Dget_chunk_storage_size) X(H5Tget_order) X(H5Tget_sign) X(H5Tis_variable_str) X(H5free_memory)             \
+    X(H5Literate) X(H5Aexists_by_name) X(H5Gopen2) X(H5Pget_fill_value)
 #define NB_H5_GLOBALS(X)                                                                                               \
     X(H5T_NATIVE_INT32_g) X(H5T_NATIVE_UINT32_g) X(H5T_NATIVE_INT64_g) X(H5T_NATIVE_FLOAT_g) X(H5T_NATIVE_DOUBLE_g)  \
     X(H5T_C_S1_g) X(H5T_STD_I32LE_g) X(H5T_STD_U32LE_g) X(H5T_STD_I64LE_g) X(H5T_IEEE_F32LE_g) X(H5T_IEEE_F64LE_g) \
@@ -45,6 +47,13 @@ typedef struct nb_h5_lib {
      * declare no H5Dwrite_chunk */
     herr_t (*H5Dwrite_chunk)(hid_t dset, hid_t dxpl, uint32_t filters, const hsize_t *offset, size_t size,
                              const void *buf);
+    /* H5Dread_chunk (1.10.3): the chunks of the filters h5_chunks.h knows
+     * are decoded here; NULL, or another filter: by libhdf5's pipeline */
+    herr_t (*H5Dread_chunk)(hid_t dset, hid_t dxpl, const hsize_t *offset, uint32_t *filters, void *buf);
+    /* H5Dget_chunk_info_by_coord (1.10.5): a chunk's filter mask and size,
+     * checked before libhdf5's pipeline reads it (nxmx_frame.c) */
+    herr_t (*H5Dget_chunk_info_by_coord)(hid_t dset, const hsize_t *offset, unsigned *filter_mask, haddr_t *addr,
+                                         hsize_t *size);
 } nb_h5_lib;
 
 /* the table, filled by nb_nxmx_load */
@@ -80,6 +89,16 @@ typedef struct nb_h5err {
 
 /* r < 0: remember what failed, in `what`; 0 then (and after any earlier failure) */
 int nb_h5_check(nb_h5err *E, long long r, const char *what);
+
+/* ---- reading (nxmx_frame.c) --------------------------------------------------- */
+
+/* Frame `index` of data set d (`name` in `path`, for messages) of rank 2
+ * (one frame: index 0) to 4 and dims, its values (dims after the first, or
+ * all of a rank 2) into out as doubles, in C order.  A filter libhdf5 has
+ * no plugin for is refused by number; a chunk decoded here that is corrupt,
+ * by what is wrong with it. */
+nb_status nb_h5_read_frame(const char *path, const char *name, hid_t d, int rank, const hsize_t *dims, long index,
+                           double *out);
 
 /* ---- writing helpers (nxmx_h5.c) ---------------------------------------------- */
 hid_t nb_h5_gcpl(void);

@@ -34,8 +34,10 @@
  * for one, is taken as it).  A format that cannot be read (PNG, PGM,
  * XDS.INP ...) is refused by name, as is a suffix that no format has,
  * listing those that can be read.  An NXmx file holds a run's frames
- * (nxmx_read.c: nb's own, an Eiger's master with its data files); its
- * frame count must be the plan's.
+ * (nxmx_read.c: nb's own, an Eiger's master with its data files, several
+ * modules, a Jungfrau's); its frame count must be the plan's, its modules
+ * (NXdetector_module) the plan's panels, read as one image of all of them
+ * as an nb stream's or a raw float file's are.
  *
  * The rule for counts (nb_image_file_read), the same for every reader:
  *   - offset: the pedestal the counts include is the one the file states

@@ -84,8 +84,9 @@ static const nb_tool_info tool = {
     "one convention (docs/physics.md 2.6).\n"
     "With --import FILE the direction reverses: a raw float, SMV, CBF or TIFF image (or an nb\n"
     "stream's IMAGE record) becomes an IMAGE record after the PLAN of the input stream, so it can\n"
-    "be re-noised or converted; an NXmx file (nb's, or an Eiger's master and its data files)\n"
-    "an IMAGE record for each of the plan's frames, its pixel_mask's pixels untrusted; it is read\n"
+    "be re-noised or converted; an NXmx file (nb's, an Eiger's master and its data files, a\n"
+    "Jungfrau's) an IMAGE record for each of the plan's frames, its modules (NXdetector_module)\n"
+    "the plan's panels, its pixel_mask's pixels untrusted; it is read\n"
     "as nb-fit --observed reads it (its magic bytes, else its suffix; the counts' offset and\n"
     "overload the file states), and a write-only format (PNG, PGM) is refused by name.",
     &table,

@@ -44,14 +44,12 @@ static nb_status import_counts(nb_record *out, nb_image_info *im, const nb_plan 
     return st;
 }
 
+/* The file's frame as an IMAGE record of the plan: all its panels (a
+ * reader of one file per frame refuses a plan of several it cannot hold) */
 static nb_status import_image(const char *path, const nb_plan *plan, long frame, nb_record *out)
 {
     nb_status st;
-    if (nb_plan_npanels(plan) > 1)
-        return nb_error_set(NB_ERR_UNSUPPORTED, "--import '%s': the plan's detector has %d panels; only one-panel "
-                                                "images can be imported",
-                            path, nb_plan_npanels(plan));
-    size_t n = (size_t)plan->panels[0].fpixels * plan->panels[0].spixels;
+    const size_t n = nb_plan_total_pixels(plan);
     nb_image_info im;
     nb_image_info_init(&im);
     im.frame = frame, im.has.frame = 1;
@@ -62,11 +60,15 @@ static nb_status import_image(const char *path, const nb_plan *plan, long frame,
     snprintf(im.imported_from, sizeof im.imported_from, "%s", path);
     nb_image_record_init(out);
     nb_image_file f;
-    if ((st = nb_image_file_read(path, plan, frame, &f))) {
+    memset(&f, 0, sizeof f);
+    if ((st = nb_image_set_panels(&im, plan)) || (st = nb_image_file_read(path, plan, frame, &f))) {
         nb_image_file_free(&f);
+        nb_image_info_free(&im);
         return nb_error_prefix(st, "--import");
     }
-    if (f.is_counts) {
+    if (f.npixels != n)
+        st = nb_error_set(NB_ERR_DATA, "--import '%s': %zu pixels, the plan's panels %zu", path, f.npixels, n);
+    else if (f.is_counts) {
         st = import_counts(out, &im, plan, &f, path);
     } else {
         /* float samples are photons */
@@ -74,6 +76,7 @@ static nb_status import_image(const char *path, const nb_plan *plan, long frame,
         if (!st) st = nb_image_put_header(&im, out, NB_IMAGE_ALL_KEYS);
     }
     nb_image_file_free(&f);
+    nb_image_info_free(&im);
     return st;
 }
 

@@ -181,13 +181,13 @@ cbf_data() {
     no_files_but det.txt bad.expt odd.geom stdout.bin
 }
 
-@test "panels: --import refuses a detector of several panels, writing nothing" {
+@test "panels: --import of raw floats that are not all the panels' pixels is refused, writing nothing" {
     write_tiles
     nb-geom -q -panels tiles.geom $XTAL -o plan.nbs
     head -c 400 /dev/zero > flat.bin
     run_nb nb-convert --import flat.bin plan.nbs
     expect_status 1
-    expect_has "only one-panel images can be imported"
+    expect_has "'flat.bin' has 400 bytes; 12288 float32 pixels need 49152"
     no_files_but tiles.geom plan.nbs flat.bin stdout.bin
 }
 
@@ -376,5 +376,5 @@ sys.exit(not f('moved.bin') > 0 or f('still.bin') > 1e-9 * f('moved.bin'))"
     [ "$(plan_key fit.nbs PANELS)" = 4 ] || false
     run_nb nb-fit --observed obs-p0.cbf --refine misset_x start.nbs
     expect_status 1
-    expect_has "a detector of 4 panels is observed as an nb stream (.nbs) or raw float of all its panels"
+    expect_has "a detector of 4 panels is observed as an nb stream (.nbs), NXmx or raw float of all its panels"
 }

@@ -2,14 +2,21 @@
  * shuffle, on the fastest path this processor has and the portable one,
  * against a bit-by-bit transcription of the layout in bslz4.h; and whole
  * chunks, on 1 to 3 threads, taken apart here by that layout (liblz4's
- * LZ4_decompress_safe for the blocks) back to the values they were made of. */
+ * LZ4_decompress_safe for the blocks) back to the values they were made of;
+ * and the reader's decoders (formats/h5_chunks.c): those chunks, the bit
+ * shuffle of elements of 1, 2, 4 and 8 bytes undone, deflate with HDF5's
+ * byte shuffle, and corrupt chunks refused saying why. */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <zlib.h>
+
 #include "bslz4.h"
+#include "h5_chunks.h"
+#include "nb_error.h"
 #include "tap.h"
 
 static uint64_t rng_state = 88172645463325252ull;
@@ -146,9 +153,77 @@ static void test_chunks(void)
     dlclose(lib);
 }
 
+/* Elements of `size` bytes bit-shuffled by the layout's words (row 8 j + b
+ * holds bit b of byte j of every element, element i in bit i % 8 of byte
+ * i / 8), then undone by nb_bitunshuffle */
+static void test_unshuffle_sizes(void)
+{
+    const size_t m = 48;
+    for (size_t size = 1; size <= 8; size *= 2) {
+        uint8_t in[48 * 8], shuffled[48 * 8] = {0}, back[48 * 8];
+        for (size_t i = 0; i < m * size; i++) in[i] = (uint8_t)next_u32();
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < size; j++)
+                for (int b = 0; b < 8; b++)
+                    if (in[i * size + j] >> b & 1) shuffled[(8 * j + (size_t)b) * (m / 8) + i / 8] |= (uint8_t)(1u << (i % 8));
+        nb_bitunshuffle(shuffled, back, m, size);
+        ok(!memcmp(back, in, m * size), "nb_bitunshuffle: %zu-byte elements", size);
+    }
+}
+
+static void test_decoders(void)
+{
+    if (nb_bslz4_load()) {
+        skip(nb_error_message(), "the chunk decoders");
+        return;
+    }
+    const size_t sizes[] = {5, 8, 2049, 4096 + 13};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const size_t n = sizes[k];
+        uint32_t *v = malloc(n * 4), *back = malloc(n * 4);
+        nb_bslz4 *z = NULL;
+        const void *chunk;
+        size_t len = 0;
+        frame_values(v, n, 7 + k);
+        if (!ok(v && back && !nb_bslz4_new(&z, n, 1) && !nb_bslz4_encode(z, v, &chunk, &len), "%zu values encoded", n))
+            continue;
+        const nb_h5c_pipeline bs = {1, {NB_H5C_BSLZ4}};
+        nb_h5c_scratch scratch = {{NULL, NULL}, 0};
+        nb_status st = nb_h5c_decode(&bs, 0, chunk, len, 4, (uint8_t *)back, n * 4, &scratch);
+        ok(!st && !memcmp(back, v, n * 4), "%zu values: nb_h5c_decode gives them back (%s)", n, st ? nb_error_message() : "");
+        /* cut short, or the header's size another */
+        ok(nb_h5c_decode(&bs, 0, chunk, len - 1, 4, (uint8_t *)back, n * 4, &scratch) == NB_ERR_DATA,
+           "%zu values: a chunk cut short is refused: %s", n, nb_error_message());
+        ok(nb_h5c_decode(&bs, 0, chunk, len, 4, (uint8_t *)back, n * 4 - 4, &scratch) == NB_ERR_DATA &&
+               strstr(nb_error_message(), "not the chunk's"),
+           "%zu values: a chunk of another size is refused: %s", n, nb_error_message());
+        /* filter 0 skipped (the mask): the bytes as they are, which are not the chunk's size */
+        ok(nb_h5c_decode(&bs, 1, chunk, len, 4, (uint8_t *)back, n * 4, &scratch) == NB_ERR_DATA,
+           "%zu values: skipped, the stored bytes must be the chunk's: %s", n, nb_error_message());
+        /* HDF5's shuffle, then deflate (gzip's pipeline) */
+        uint8_t *sh = malloc(n * 4), *gz = malloc(compressBound(n * 4));
+        uLongf gz_len = compressBound(n * 4);
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < 4; j++) sh[j * n + i] = ((const uint8_t *)v)[4 * i + j];
+        compress2(gz, &gz_len, sh, n * 4, 6);
+        const nb_h5c_pipeline gzip = {2, {NB_H5C_SHUFFLE, NB_H5C_DEFLATE}};
+        memset(back, 0, n * 4);
+        st = nb_h5c_decode(&gzip, 0, gz, gz_len, 4, (uint8_t *)back, n * 4, &scratch);
+        ok(!st && !memcmp(back, v, n * 4), "%zu values: shuffle and deflate undone (%s)", n, st ? nb_error_message() : "");
+        gz[gz_len / 2] ^= 0x55;
+        ok(nb_h5c_decode(&gzip, 0, gz, gz_len, 4, (uint8_t *)back, n * 4, &scratch) == NB_ERR_DATA,
+           "%zu values: a corrupt deflate chunk is refused: %s", n, nb_error_message());
+        nb_h5c_scratch_free(&scratch);
+        nb_bslz4_free(z);
+        free(sh), free(gz), free(v), free(back);
+    }
+}
+
 int main(void)
 {
     test_shuffle();
     test_chunks();
+    test_unshuffle_sizes();
+    test_decoders();
     return tap_done();
 }
