@@ -25,6 +25,7 @@
 #include "frame_write.h"
 #include "image_meta.h"
 #include "json.h"
+#include "nxmx.h"
 #include "nb_crc32.h"
 #include "nb_reflections.h"
 #include "nb_stills.h"
@@ -125,16 +126,19 @@ static void put_sensor(nb_strbuf *sb, const nb_plan *v)
 
 /* Panel i (its view v): its frame in DIALS's lab frame (flat) or, nested in
  * a group at its origin, the same axes from a local origin of 0 */
-static void put_panel(nb_strbuf *sb, const nb_plan *v, int i, int nested, const double R[3][3],
-                      const panel_counts *c, int last)
+static void put_panel(nb_strbuf *sb, const nb_plan *v, int i, int n, int nested, const double R[3][3],
+                      const panel_counts *c)
 {
+    const int last = i == n - 1;
     double f[3], s[3], o[3];
     rot(R, v->panels[0].fdet, 1.0, f);
     rot(R, v->panels[0].sdet, 1.0, s);
     rot(R, v->panels[0].pix0, 1e3, o);
     if (nested) o[0] = o[1] = o[2] = 0.0;
     int thick = v->panels[0].thick > 0 && v->panels[0].mu > 0;
-    if (nested) nb_strbuf_printf(sb, "        {\"name\": \"/entry/instrument/detector/module_%d\", ", i);
+    char module[24];
+    nb_nxmx_module_name(i, n, module, sizeof module);
+    if (nested) nb_strbuf_printf(sb, "        {\"name\": \"/entry/instrument/detector/%s\", ", module);
     else nb_strbuf_append(sb, "        {\"name\": \"Panel\", ");
     nb_strbuf_append(sb, "\"type\": \"SENSOR_PAD\", ");
     put_vec(sb, "fast_axis", f, ", ");
@@ -162,7 +166,7 @@ static void put_detector(nb_strbuf *sb, const nb_plan *p, const double R[3][3], 
         nb_plan v;
         nb_plan_panel_view(p, i, &v);
         nb_plan_panel_dims(p, i, NULL, NULL, NULL);
-        put_panel(sb, &v, i, nested, R, c, i == n - 1);
+        put_panel(sb, &v, i, n, nested, R, c);
     }
     static const double x[3] = {1, 0, 0}, y[3] = {0, 1, 0}, zero[3] = {0, 0, 0};
     nb_strbuf_append(sb, "    ],\n    \"hierarchy\": {\"name\": \"\", \"type\": \"\", ");
@@ -180,9 +184,11 @@ static void put_detector(nb_strbuf *sb, const nb_plan *p, const double R[3][3], 
         double o[3];
         nb_plan_panel_view(p, i, &v);
         rot(R, v.panels[0].pix0, 1e3, o);
-        nb_strbuf_printf(sb, "%s\n      {\"name\": \"/entry/instrument/detector/module_%d/module_offset\", "
+        char module[24];
+        nb_nxmx_module_name(i, p->npanels, module, sizeof module);
+        nb_strbuf_printf(sb, "%s\n      {\"name\": \"/entry/instrument/detector/%s/module_offset\", "
                              "\"type\": \"\", ",
-                         i ? "," : "", i);
+                         i ? "," : "", module);
         put_vec(sb, "fast_axis", x, ", ");
         put_vec(sb, "slow_axis", y, ", ");
         put_vec(sb, "origin", o, ", ");

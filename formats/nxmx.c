@@ -158,6 +158,13 @@ static void put_beam(nb_h5err *E, hid_t instrument, const nb_plan *p, const doub
     *beam_out = beam;
 }
 
+void nb_nxmx_module_name(int i, int n, char *out, size_t size)
+{
+    char num[16], top[16];
+    const int len = snprintf(num, sizeof num, "%d", i), width = snprintf(top, sizeof top, "%d", n - 1);
+    snprintf(out, size, "module_%.*s%s", width > len ? width - len : 0, "0000000000", num);
+}
+
 /* Panel i as an NXdetector_module: its rows of the stacked frame, its
  * origin (module_offset: PIX0 in the McStas frame, mm) and pixel directions
  * (translations of one pixel along the fast and slow axes, depending on it) */
@@ -167,7 +174,7 @@ static void put_module(nb_h5err *E, hid_t det, const nb_plan *p, int i, const do
     nb_plan v;
     nb_plan_panel_view(p, i, &v);
     nb_plan_panel_dims(p, i, NULL, NULL, NULL);
-    snprintf(name, sizeof name, "module_%d", i);
+    nb_nxmx_module_name(i, p->npanels, name, sizeof name);
     snprintf(path, sizeof path, "/entry/instrument/detector/%s", name);
     snprintf(off_path, sizeof off_path, "%s/module_offset", path);
     hid_t mod = nb_h5_group(E, det, name, "NXdetector_module");

@@ -66,6 +66,12 @@ typedef struct nb_nxmx_frame {
 /* Load libhdf5: NB_OK, or NB_ERR_UNSUPPORTED saying why not. */
 nb_status nb_nxmx_load(void);
 
+/* Panel i's NXdetector_module name of a detector of n panels: "module_" and
+ * its number zero-padded to n - 1's digits (module_0 .. module_9; module_00
+ * .. module_15), so that the names' order, which dxtbx and nxmx_read.c take
+ * the modules in, is the panels'.  out: at least 24 bytes. */
+void nb_nxmx_module_name(int i, int n, char *out, size_t size);
+
 /* ---- reading (nxmx_read.c) ------------------------------------------------ */
 
 /* One frame of an NXmx file as the image registry reads it: its modules

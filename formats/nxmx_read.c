@@ -16,7 +16,10 @@
  *     dxtbx's FormatNexusJungfrauHack reads whole), the frame is one;
  *   - the detector's pixel_mask (nonzero: not used), of the frame's shape,
  *     cut into the same modules; saturation_value; the data's
- *     data_scaling_factor (nb's 1/gain).
+ *     data_scaling_factor (nb's 1/gain); an Eiger's master as DECTRIS
+ *     writes it (no NXmx definition: FormatHDF5EigerNearlyNexus's) keeps
+ *     the mask and the overload in detectorSpecific (pixel_mask,
+ *     countrate_correction_count_cutoff), read where the others are not.
  * Integer counts of any width or float photons; the chunks' compression
  * decoded by nxmx_frame.c.  What cannot be read is refused with the file,
  * the data set and the reason.  libhdf5 is loaded at run time as for
@@ -321,13 +324,30 @@ static double scalar(hid_t file, const char *group, const char *name)
     return v;
 }
 
-/* The detector's pixel_mask, which must have the frames' shape (nf
+/* The count from which a pixel is overloaded: NXmx's saturation_value, else
+ * (an Eiger's master as DECTRIS writes it, which dxtbx's
+ * FormatHDF5EigerNearlyNexus reads) its count-rate correction's cut-off,
+ * the detector's or its first module's; NAN when none is stated */
+static double saturation(hid_t file, const char *det)
+{
+    char specific[192], module[224];
+    snprintf(specific, sizeof specific, "%s/detectorSpecific", det);
+    snprintf(module, sizeof module, "%s/detectorModule_000", specific);
+    double v = scalar(file, det, "saturation_value");
+    if (isnan(v) && det[0]) v = scalar(file, specific, "countrate_correction_count_cutoff");
+    if (isnan(v) && det[0]) v = scalar(file, module, "countrate_correction_count_cutoff");
+    return v;
+}
+
+/* The detector's pixel_mask (or an Eiger's detectorSpecific/pixel_mask), which must have the frames' shape (nf
  * dimensions F): into *mask (NULL where there is none) */
 static nb_status read_mask(const char *path, hid_t file, const char *det, int nf, const hsize_t *F, uint32_t **mask)
 {
     char name[256], want[64], got[64];
     snprintf(name, sizeof name, "%s/pixel_mask", det);
     *mask = NULL;
+    /* an Eiger's master as DECTRIS writes it keeps its mask in detectorSpecific */
+    if (det[0] && !path_exists(file, name)) snprintf(name, sizeof name, "%s/detectorSpecific/pixel_mask", det);
     if (!det[0] || !path_exists(file, name)) return NB_OK;
     hid_t d = nb_h5.H5Dopen2(file, name, 0);
     if (d < 0) return nb_error_set(NB_ERR_DATA, "'%s': cannot open %s", path, name);
@@ -399,6 +419,10 @@ static nb_status read_values(const char *path, hid_t file, const nx_where *w, si
     nb_status st = nb_calloc((void **)frame, n, sizeof **frame, "the frame");
     if (!st) st = nb_h5_read_frame(path, w->name, d, w->rank, w->dims, w->rank == 2 ? 0 : w->index, *frame);
     nb_h5.H5Dclose(d);
+    /* a count above a signed 32-bit counter's top (an Eiger's flag of a dead
+     * pixel, 2^32 - 1) is that top, as dxtbx gives it: overloaded either way */
+    for (size_t i = 0; !st && !out->is_float && i < n; i++)
+        if ((*frame)[i] > 2147483647.0) (*frame)[i] = 2147483647.0;
     return st;
 }
 
@@ -432,7 +456,7 @@ static nb_status read_open(const char *path, hid_t file, long frame, nb_nxmx_ima
     free(mask);
     free(values);
     out->nframes = w.nframes;
-    out->saturation = scalar(file, det, "saturation_value");
+    out->saturation = saturation(file, det);
     const double scaling = scalar(file, "/entry/data", "data_scaling_factor");
     out->gain = scaling > 0 && isfinite(scaling) ? 1.0 / scaling : NAN;
     return st;

@@ -378,3 +378,58 @@ PY
     import_refused mod2.nxs "'mod2.nxs' holds 2 modules (NXdetector_module) but the plan has 1 panel"
     import_refused outside.nxs "'outside.nxs': /entry/instrument/detector/module_b: data_origin and data_size leave the frames' 96 x 96 pixels"
 }
+
+# An Eiger's master as DECTRIS writes it (FormatHDF5EigerNearlyNexus: no NXmx
+# definition; the mask and the cut-off in detectorSpecific) and its data file,
+# 3 frames of an EIGER 1M (1065 x 1030 uint32, bitshuffle+LZ4): NAME_master.h5
+eiger_dectris() {
+    "$PY" - "$1" <<'PY'
+import sys
+import h5py, hdf5plugin, numpy as np
+name, (nf, ny, nx) = sys.argv[1], (3, 1065, 1030)
+data = np.random.default_rng(3).poisson(20, size=(nf, ny, nx)).astype(np.uint32)
+data[:, 5, 7] = 4294967295    # a dead pixel's flag
+data[1, 9, 9] = 60000         # above the cut-off
+mask = np.zeros((ny, nx), np.uint32)
+mask[10, 20], mask[:, 30], mask[514:551, :] = 1, 4, 1   # a pixel, a column, the modules' gap
+with h5py.File(name + "_data_000001.h5", "w") as f:
+    f.create_dataset("entry/data/data", data=data, chunks=(1, ny, nx), **hdf5plugin.Bitshuffle(nelems=0, cname="lz4"))
+def group(parent, path, cls):
+    g = parent.create_group(path)
+    g.attrs["NX_class"] = np.bytes_(cls)
+    return g
+with h5py.File(name + "_master.h5", "w") as f:
+    e = group(f, "entry", "NXentry")
+    i = group(e, "instrument", "NXinstrument")
+    def value(g, key, v, units):
+        g[key] = v
+        g[key].attrs["units"] = np.bytes_(units)
+    value(group(i, "beam", "NXbeam"), "incident_wavelength", 1.0, "angstrom")
+    d = group(i, "detector", "NXdetector")
+    d["description"], d["detector_number"] = np.bytes_("Dectris EIGER 1M"), np.bytes_("E-01-0000")
+    for key, v in (("x_pixel_size", 75e-6), ("y_pixel_size", 75e-6), ("sensor_thickness", 450e-6)):
+        value(d, key, v, "m")
+    d["sensor_material"], d["count_time"] = np.bytes_("Si"), 0.1
+    d["beam_center_x"], d["beam_center_y"], d["detector_distance"], d["pixel_mask_applied"] = 515.0, 532.0, 0.1, 1
+    d.create_group("geometry/orientation")["value"] = np.array([-1.0, 0, 0, 0, -1.0, 0])
+    d.create_group("geometry/translation")["distances"] = np.array([0.0386, 0.0399, -0.1])
+    ds = d.create_group("detectorSpecific")
+    ds["countrate_correction_count_cutoff"], ds["pixel_mask"] = np.uint32(50000), mask
+    s = group(e, "sample", "NXsample")
+    s.create_group("goniometer")["omega_range_average"] = 0.1
+    group(e, "data", "NXdata")["data_000001"] = h5py.ExternalLink(name + "_data_000001.h5", "/entry/data/data")
+PY
+}
+
+@test "nxmx read: an Eiger's master as DECTRIS writes it (FormatHDF5EigerNearlyNexus) gives dxtbx's counts and mask" {
+    need_dials
+    cd "$DATA"
+    eiger_dectris dectris
+    run -0 same_as_dxtbx dectris_master.h5 FormatHDF5EigerNearlyNexus
+    # the mask's pixel, column and gap rows, the dead pixel, and on frame 2 the count above the cut-off
+    [[ "$output" == *"dectris_master.h5 0 1096950 39140"* ]] || false
+    [[ "$output" == *"dectris_master.h5 1 1096950 39141"* ]] || false
+    # the cut-off is the file's overload
+    PYTHONPATH="$NB_ROOT/python" run -0 "$PY" -c 'import nb; print(nb.read_image("dectris_master.h5", frame=1).overload)'
+    [ "$output" = "50000.0" ] || false
+}

@@ -251,3 +251,26 @@ PY
     expect_has "cannot read 'one.nbs'"
     no_files_but one.nbs stdout.bin
 }
+
+@test "nxmx: twelve panels are module_00 .. module_11, so dxtbx takes them in the panels' order" {
+    need_dials
+    printf 'res = 5000\nclen = 0.08\ncoffset = 0\n' > twelve.geom
+    for i in $(seq 0 11); do
+        printf 'p%d/min_fs = 0\np%d/max_fs = 15\np%d/min_ss = %d\np%d/max_ss = %d\n' $i $i $i $((16 * i)) $i $((16 * i + 15))
+        printf 'p%d/corner_x = %d\np%d/corner_y = -8\np%d/fs = +1.0x\np%d/ss = +1.0y\n' $i $((20 * i - 120)) $i $i $i
+    done >> twelve.geom
+    nb-geom -q -panels twelve.geom -cell 78 78 37 90 90 90 -lambda 1 -N 10 -default_F 100 -oversample 1 |
+        nb-sim -q | nb-convert -q -o twelve.nxs -o model.expt
+    "$PY" - <<'PY'
+import h5py
+from dxtbx.model.experiment_list import ExperimentListFactory as F
+import dxtbx
+names = sorted(k for k in h5py.File("twelve.nxs", "r")["/entry/instrument/detector"] if k.startswith("module_"))
+assert names == ["module_%02d" % i for i in range(12)], names
+a = dxtbx.load("twelve.nxs").get_detector()
+b = F.from_json_file("model.expt", check_format=False)[0].detector
+assert len(a) == 12 and len(b) == 12, (len(a), len(b))
+worst = max(abs(p - q) for pa, pb in zip(a, b) for p, q in zip(pa.get_origin(), pb.get_origin()))
+assert worst < 1e-3, worst
+PY
+}
