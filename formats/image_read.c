@@ -265,7 +265,7 @@ nb_status nb_image_file_read(const char *path, const nb_plan *plan, long frame, 
                             nb_format_readable_list());
     /* one file per frame holds every panel: an nb stream, raw float panel
      * after panel, or NXmx's modules */
-    if (plan && nb_plan_npanels(plan) > 1 && f->id != NB_FMT_BIN && f->id != NB_FMT_NBS && f->id != NB_FMT_NXMX)
+    if (plan && nb_plan_npanels(plan) > 1 && !f->all_panels)
         return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': a detector of %d panels is observed as an nb stream (.nbs), "
                                                 "NXmx or raw float of all its panels", path, nb_plan_npanels(plan));
     nb_status st = f->read(path, plan, frame, out);
