@@ -11,7 +11,8 @@
  * F tell reflections apart, the pixels do not: each such setting is tried
  * on each frame (one render), and a frame takes the one that explains its
  * pixels best when it beats the frame's own by more than MARGIN in -log L (a
- * likelihood ratio no noise gives).  The settings: the bases M (a, b, c) of
+ * likelihood ratio no noise gives); a frame that failed by its spots'
+ * photons alone is tried too.  The settings: the bases M (a, b, c) of
  * integer matrices M of entries -2 .. 2 and determinant 1 whose cell is the
  * start's within SETTING_LENGTH in every edge and SETTING_ANGLE in every
  * angle, the identity left out (the crystal's own symmetry among them
@@ -106,6 +107,16 @@ static nb_status setting_nll(ds *d, ds_frame *fr, const double abc[3][3], double
     return st;
 }
 
+/* A frame whose settings are tried: one that passed its verdict, or one that
+ * failed it by its spots' photons alone (they do not correlate with the
+ * model's: the mark of another setting, every spot where the image has one
+ * but with another reflection's F; near the verdict's threshold a frame in
+ * the wrong setting passes or fails by chance, and only a pass was tried) */
+static int settings_tried(const ds *d, long i)
+{
+    return ds_joins(d, i) || (ds_owned(d, i) && d->fr[i].failed == DS_FAIL_UNCORRELATED);
+}
+
 nb_status ds_resolve_settings(ds *d, unsigned char *switched)
 {
     const ds_layout *L = &d->L;
@@ -119,7 +130,7 @@ nb_status ds_resolve_settings(ds *d, unsigned char *switched)
     nb_status st = NB_OK;
     for (long i = 0; i < d->nframes && !st; i++) {
         ds_frame *fr = &d->fr[i];
-        if (!ds_joins(d, i)) continue;
+        if (!settings_tried(d, i)) continue;
         double val[K_COUNT], abc[3][3], nll0, best = INFINITY, alt[3][3], best_abc[3][3];
         int best_m = -1;
         ds_values(d, fr, fr->p, d->z, val);
