@@ -38,14 +38,25 @@ static int cmp_frame_name(const void *a, const void *b)
     return c ? c : (x->frame > y->frame) - (x->frame < y->frame);
 }
 
-/* Experiment key k's frames: the first and how many (0: none of the plan's) */
+/* An experiment of the table (its key, the id column's value, and its
+ * identifier) and its frames in the plan: the first and how many (0: none
+ * of the plan's) */
 typedef struct experiment_frames {
+    int key;
+    const char *id;
     long first, count;
 } experiment_frames;
 
-/* Each of the table's experiments' frames in the plan.  A sweep's frames
- * are consecutive; an identifier on frames that are not (a list naming two
- * stills alike) is refused: its spots could be on either. */
+static int cmp_key(const void *a, const void *b)
+{
+    const int x = ((const experiment_frames *)a)->key, y = ((const experiment_frames *)b)->key;
+    return (x > y) - (x < y);
+}
+
+/* Each of the table's experiments' frames in the plan, sorted by key for
+ * the rows to find theirs.  A sweep's frames are consecutive; an
+ * identifier on frames that are not (a list naming two stills alike) is
+ * refused: its spots could be on either. */
 static nb_status experiments_frames(const nb_refl_table *t, const nb_plan *plan, const char *name,
                                     experiment_frames *out)
 {
@@ -69,7 +80,7 @@ static nb_status experiments_frames(const nb_refl_table *t, const nb_plan *plan,
             if (cmp_frame_name(&names[mid], &key) < 0) lo = mid + 1;
             else hi = mid;
         }
-        out[k].first = -1, out[k].count = 0;
+        out[k].key = t->id_key[k], out[k].id = t->id_text[k], out[k].first = -1, out[k].count = 0;
         for (size_t j = lo; j < (size_t)plan->nframes && !strcmp(names[j].id, t->id_text[k]); j++) {
             if (out[k].count && names[j].frame != out[k].first + out[k].count)
                 st = nb_error_set(NB_ERR_DATA, "'%s': experiment '%s' is the plan's frames %ld and %ld, not one "
@@ -79,6 +90,7 @@ static nb_status experiments_frames(const nb_refl_table *t, const nb_plan *plan,
         }
     }
     free(names);
+    qsort(out, t->nids, sizeof *out, cmp_key);
     return st;
 }
 
@@ -88,15 +100,15 @@ static nb_status row_frame(const nb_refl_table *t, const experiment_frames *ef, 
 {
     *frame = -1;
     if (t->id[r] < 0) return ++*unindexed, NB_OK;
-    size_t k = 0;
-    while (k < t->nids && t->id_key[k] != t->id[r]) k++;
-    if (k == t->nids || ef[k].count == 0) return ++*other, NB_OK;
-    if (ef[k].count == 1) return *frame = ef[k].first, NB_OK;
+    const experiment_frames key = {.key = t->id[r]};
+    const experiment_frames *e = bsearch(&key, ef, t->nids, sizeof *ef, cmp_key);
+    if (!e || e->count == 0) return ++*other, NB_OK;
+    if (e->count == 1) return *frame = e->first, NB_OK;
     const double z = floor(t->xyz[3 * r + 2]);
-    if (!(z >= 0 && z < ef[k].count))
+    if (!(z >= 0 && z < e->count))
         return nb_error_set(NB_ERR_DATA, "'%s': row %zu: image %g is not one of experiment '%s''s %ld frames", name,
-                            r + 1, t->xyz[3 * r + 2], t->id_text[k], ef[k].count);
-    *frame = ef[k].first + (long)z;
+                            r + 1, t->xyz[3 * r + 2], e->id, e->count);
+    *frame = e->first + (long)z;
     return NB_OK;
 }
 

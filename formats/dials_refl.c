@@ -35,14 +35,7 @@ static nb_status truncated(const char *name)
     return bad(name, "not a DIALS reflection table (its msgpack ends early or is not msgpack)");
 }
 
-static uint64_t le(const unsigned char *p, int n)
-{
-    uint64_t v = 0;
-    for (int k = n - 1; k >= 0; k--) v = v << 8 | p[k];
-    return v;
-}
-
-static int32_t le_i32(const unsigned char *p) { return (int32_t)(uint32_t)le(p, 4); }
+static int32_t le_i32(const unsigned char *p) { return (int32_t)(uint32_t)nb_load_le(p, 4); }
 
 /* "identifiers": {int: "text"} into the table */
 static nb_status read_identifiers(nb_mp *m, const nb_mp_item *map, const char *name, nb_refl_table *t)
@@ -99,11 +92,11 @@ static nb_status decode_columns(const column *cols, const char *name, nb_refl_ta
     if (!st && cols[COL_BBOX].found) st = nb_calloc((void **)&t->bbox, 6 * n + 1, sizeof *t->bbox, "the table's rows");
     for (size_t r = 0; r < n && !st; r++) {
         t->id[r] = le_i32(cols[COL_ID].blob + 4 * r);
-        const uint64_t panel = le(cols[COL_PANEL].blob + 8 * r, 8);
+        const uint64_t panel = nb_load_le(cols[COL_PANEL].blob + 8 * r, 8);
         if (panel > INT_MAX) return nb_error_set(NB_ERR_DATA, "'%s': row %zu: panel %llu", name, r, (unsigned long long)panel);
         t->panel[r] = (int)panel;
         for (int k = 0; k < 3; k++) {
-            const uint64_t u = le(cols[COL_XYZ].blob + 24 * r + 8 * k, 8);
+            const uint64_t u = nb_load_le(cols[COL_XYZ].blob + 24 * r + 8 * k, 8);
             memcpy(&t->xyz[3 * r + k], &u, sizeof u);
         }
         for (int k = 0; t->bbox && k < 6; k++) t->bbox[6 * r + k] = le_i32(cols[COL_BBOX].blob + 24 * r + 4 * k);

@@ -55,13 +55,6 @@ nb_status nb_h5c_unshuffle(const uint8_t *in, size_t len, size_t elem_size, uint
     return NB_OK;
 }
 
-static uint64_t get_be(const uint8_t *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++) v = v << 8 | p[i];
-    return v;
-}
-
 /* The blocks of a bitshuffle+LZ4 chunk from in + 12: `block` elements each,
  * then the rest rounded down to 8, into out; *at: where the blocks end */
 static nb_status bslz4_blocks(const uint8_t *in, size_t len, size_t elem_size, size_t block, uint8_t *out, size_t n,
@@ -72,7 +65,7 @@ static nb_status bslz4_blocks(const uint8_t *in, size_t len, size_t elem_size, s
     for (size_t done = 0, b = 1; done < whole; done += block, b++) {
         const size_t m = whole - done < block ? whole - done : block;
         if (len - pos < 4) return nb_error_set(NB_ERR_DATA, "the bitshuffle+LZ4 chunk ends before block %zu", b);
-        const uint64_t c = get_be(in + pos, 4);
+        const uint64_t c = nb_load_be(in + pos, 4);
         pos += 4;
         if (c > len - pos)
             return nb_error_set(NB_ERR_DATA, "bitshuffle+LZ4 block %zu claims %llu bytes, %zu are left", b,
@@ -93,7 +86,7 @@ nb_status nb_h5c_bslz4(const uint8_t *in, size_t len, size_t elem_size, uint8_t 
     nb_status st = nb_bslz4_load();
     if (st) return st;
     if (len < 12) return nb_error_set(NB_ERR_DATA, "the bitshuffle+LZ4 chunk of %zu bytes has no header", len);
-    const uint64_t total = get_be(in, 8), block_bytes = get_be(in + 8, 4);
+    const uint64_t total = nb_load_be(in, 8), block_bytes = nb_load_be(in + 8, 4);
     if (total != out_len)
         return nb_error_set(NB_ERR_DATA, "the bitshuffle+LZ4 chunk holds %llu bytes, not the chunk's %zu",
                             (unsigned long long)total, out_len);

@@ -8,13 +8,7 @@
 
 #include <string.h>
 
-/* n big-endian bytes at p as an unsigned number */
-static uint64_t be(const unsigned char *p, int n)
-{
-    uint64_t v = 0;
-    for (int k = 0; k < n; k++) v = v << 8 | p[k];
-    return v;
-}
+#include "nb_util.h"
 
 /* Take n bytes of the head (a length or a value): NULL when fewer are left */
 static const unsigned char *take(nb_mp *m, size_t n)
@@ -30,7 +24,7 @@ static int sized(nb_mp *m, nb_mp_item *it, nb_mp_type type, int width, int ext_t
 {
     const unsigned char *h = take(m, (size_t)width + (ext_type ? 1 : 0));
     if (!h) return -1;
-    size_t n = (size_t)be(h, width);
+    size_t n = (size_t)nb_load_be(h, width);
     it->type = type, it->n = n;
     if (!(it->bytes = take(m, n))) return -1;
     return 0;
@@ -41,7 +35,7 @@ static int counted(nb_mp *m, nb_mp_item *it, nb_mp_type type, int width)
 {
     const unsigned char *h = take(m, (size_t)width);
     if (!h) return -1;
-    it->type = type, it->n = (size_t)be(h, width);
+    it->type = type, it->n = (size_t)nb_load_be(h, width);
     return 0;
 }
 
@@ -50,7 +44,7 @@ static int integer(nb_mp *m, nb_mp_item *it, int width, int is_signed)
 {
     const unsigned char *h = take(m, (size_t)width);
     if (!h) return -1;
-    uint64_t u = be(h, width);
+    uint64_t u = nb_load_be(h, width);
     it->type = NB_MP_INT;
     if (is_signed) {
         const int shift = 64 - 8 * width; /* sign-extend from the top bit of the width */
@@ -68,12 +62,12 @@ static int floating(nb_mp *m, nb_mp_item *it, int width)
     if (!h) return -1;
     it->type = NB_MP_FLOAT;
     if (width == 4) {
-        uint32_t u = (uint32_t)be(h, 4);
+        uint32_t u = (uint32_t)nb_load_be(h, 4);
         float f;
         memcpy(&f, &u, sizeof f);
         it->f = f;
     } else {
-        uint64_t u = be(h, 8);
+        uint64_t u = nb_load_be(h, 8);
         memcpy(&it->f, &u, sizeof it->f);
     }
     return 0;

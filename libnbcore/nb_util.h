@@ -58,6 +58,23 @@ nb_status nb_parse_long(const char *s, long *out, const char *what);
 /* Shortest text that reads back to exactly the same double ("%.17g" trimmed). */
 void nb_format_double(double v, char *buf, size_t size);
 
+/* ---- bytes ------------------------------------------------------------- */
+/* n bytes (at most 8) at p as an unsigned number, most significant first
+ * (big-endian: msgpack's heads, bitshuffle's chunk headers) or last
+ * (little-endian: DIALS's column blobs), whatever the host's order. */
+static inline uint64_t nb_load_be(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int k = 0; k < n; k++) v = v << 8 | p[k];
+    return v;
+}
+static inline uint64_t nb_load_le(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int k = n - 1; k >= 0; k--) v = v << 8 | p[k];
+    return v;
+}
+
 /* ---- files ------------------------------------------------------------- */
 /* Read a whole file (path "-" = stdin) into a NUL-terminated buffer. */
 nb_status nb_read_file(const char *path, char **data, size_t *len);

@@ -71,6 +71,8 @@ static const nb_tool_info tool = {
     "  nb-geom -expt indexed.expt -N 20 -fluence 1e27 | nb-hkl -hkl F.hkl | nb-fit --observed s_001.cbf \\\n"
     "      --observed s_002.cbf --refine cell_a,cell_b,cell_c --refine-frame rot_x,rot_y,rot_z,scale \\\n"
     "      | nb-convert -o fit.expt\n"
+    "  nb-geom -expt indexed.expt -N 20 | nb-hkl -hkl F.hkl | nb-fit --observed master.h5 --spots strong.refl \\\n"
+    "      --refine-frame rot_x,rot_y,rot_z,scale | nb-convert -o fit.expt\n"
     "  mpirun -n 8 nb-fit $OBSERVED --refine-F --refine-frame scale --space-group 'P 21 21 21' --F-out F.hkl \\\n"
     "      -o fit.nbs start.nbs\n",
     NULL,
@@ -215,7 +217,8 @@ static const nb_opt rows[] = {
      "size (a detector of panels: .nbs, or raw float of all its panels);\n"
      "once per frame of the plan (of --frames), in frame order; or once, a\n"
      "name with a run of '#', the frame number (from 1, zero-padded to the\n"
-     "run's length, as nb-convert -o s_#.cbf names them): s_###.cbf",
+     "run's length, as nb-convert -o s_#.cbf names them): s_###.cbf; or once,\n"
+     "an NXmx file (nb's .nxs, an Eiger's master.h5): every frame of it",
      .needs = "a file name", .type = NB_OPT_CALLBACK, .fn = add_observed},
     {NB_OPT_LOCAL, "--refine", 1, "LIST",
      "the parameters to refine, comma-separated: the names of nb-sim --grad\n"

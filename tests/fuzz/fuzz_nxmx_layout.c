@@ -53,7 +53,7 @@ static hid_t type_of(unsigned code, hid_t *str)
     case 3: return *nb_h5.H5T_IEEE_F64LE_g;
     case 4: return *nb_h5.H5T_STD_I64LE_g;
     case 5: return *nb_h5.H5T_STD_U32LE_g;
-    case 6: *str = nb_h5_str_type("xxxx"); return *str;
+    case 6: *str = nb_h5_str_type("text"); return *str; /* 4-byte strings: frames the reader must refuse */
     default: return *nb_h5.H5T_STD_I32LE_g;
     }
 }
