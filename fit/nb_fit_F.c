@@ -132,7 +132,7 @@ static nb_status frame_lattice(ds *d, ds_frame *fr, const fbox *b, fframe *ff)
     nb_status st = ds_render(d, fr, fr->p, d->z, 0, 0);
     ds_set_hkl(d, saved);
     if (st) return st;
-    double val[K_COUNT], abc[3][3], incident[3] = {0, 0, 0};
+    double val[DS_KINDS], abc[3][3], incident[3] = {0, 0, 0};
     ds_values(d, fr, fr->p, d->z, val);
     ds_crystal(fr, val, abc);
     for (int i = 0; i < d->start->nsources; i++)
@@ -144,6 +144,8 @@ static nb_status frame_lattice(ds *d, ds_frame *fr, const fbox *b, fframe *ff)
     if (!ff->L || !ff->refl) return nb_error_set(NB_ERR_NOMEM, "out of memory for --refine-F");
     long none = 0;
     double Lmax = 0.0, far_at_max = 0.0;
+    nb_panel now;
+    int at_panel = -1;
     for (size_t i = 0; i < fr->npix; i++) {
         const size_t pix = fr->pix[i];
         int p = d->start->npanels - 1;
@@ -152,7 +154,8 @@ static nb_status frame_lattice(ds *d, ds_frame *fr, const fbox *b, fframe *ff)
             nb_plan_panel_dims(d->start, p, NULL, NULL, &off);
             if (pix >= off) break;
         }
-        const nb_panel *q = &d->start->panels[p];
+        if (p != at_panel) ds_panel_at(d, val, at_panel = p, &now); /* where the values put it */
+        const nb_panel *q = &now;
         const double f = (double)((pix - off) % (size_t)q->fpixels) + 0.5, s = (double)((pix - off) / (size_t)q->fpixels) + 0.5;
         double pos[3], hkl[3];
         for (int j = 0; j < 3; j++) pos[j] = q->pix0[j] + f * q->pixel_size * q->fdet[j] + s * q->pixel_size * q->sdet[j];

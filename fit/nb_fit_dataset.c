@@ -22,6 +22,7 @@
 
 #include "nb_fit_ds.h"
 #include "nb_util.h"
+#include "nb_vec.h"
 
 static int in_range(const ds *d, long i)
 {
@@ -37,6 +38,8 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static void gauge_hold(const ds *d, double *S, double *rhs);
+
 /* The detector's moves per mm of distance, Xbeam and Ybeam: the table's
  * setters on a copy of the start (each a translation of every panel). */
 static nb_status detector_axes(ds *d)
@@ -46,7 +49,7 @@ static nb_status detector_axes(ds *d)
     for (int a = 0; a < 3 && !st; a++) {
         nb_param p;
         nb_plan moved;
-        if ((st = nb_param_lookup(ds_kind_name(kinds[a]), &p)) || (st = nb_param_get(d->start, &p, &d->zstart[kinds[a]])))
+        if ((st = nb_param_lookup(ds_kind_name(&d->L, kinds[a]), &p)) || (st = nb_param_get(d->start, &p, &d->zstart[kinds[a]])))
             break;
         if ((st = nb_param_plan_copy(d->start, &moved))) break;
         st = nb_param_set(&moved, &p, d->zstart[kinds[a]] + 1.0);
@@ -74,7 +77,7 @@ static nb_status shared_start(ds *d)
         if (d->L.where_z[k] < 0) continue;
         long n = 0;
         for (long i = 0; i < d->nframes; i++) {
-            double val[K_COUNT];
+            double val[DS_KINDS];
             if (!in_range(d, i)) continue;
             ds_values(d, &d->fr[i], NULL, NULL, val);
             v[n++] = val[k];
@@ -226,7 +229,7 @@ static nb_status frame_fit(ds *d, ds_frame *fr, int loss, int iterations)
         char values[512];
         int at = 0;
         for (int j = 0; j < kp && at < (int)sizeof values - 64; j++)
-            at += snprintf(values + at, sizeof values - (size_t)at, " %s %.6g", ds_kind_name(d->L.kind[j]), fr->p[j]);
+            at += snprintf(values + at, sizeof values - (size_t)at, " %s %.6g", ds_kind_name(&d->L, d->L.kind[j]), fr->p[j]);
         nb_info("frame %ld: %s %.10g on %zu pixels in %d regions after %d iterations%s:%s", fr->index + 1,
                 loss == NB_FIT_LSQ ? "RSS/2" : "-log L", fr->nll, fr->npix, fr->nregions, res.iterations,
                 fr->capped ? " (the cap)" : "", values);
@@ -441,6 +444,7 @@ nb_status ds_joint_dz(ds *d, double lambda, double *dz)
     if (st) return st;
     double rhs[DS_MAX];
     for (int a = 0; a < kz; a++) rhs[a] = -S[kz * kz + a];
+    gauge_hold(d, S, rhs);
     if (!nb_fit_solve(kz, S, kz, rhs, dz))
         return nb_error_set(NB_ERR_DATA, "the shared parameters are not independent on these frames (a singular "
                                          "system)");
@@ -607,6 +611,7 @@ static nb_status shared_sigmas(ds *d, double *sigma)
     st = ds_agree(d, st);
     if (!st) st = ds_sum(d, S, (size_t)(kz * kz + kz));
     d->have_Sinv = !st;
+    if (!st) gauge_hold(d, S, NULL);
     for (int j = 0; j < kz && !st; j++) {
         double unit[DS_MAX] = {0}, col[DS_MAX];
         unit[j] = 1.0;
@@ -673,6 +678,77 @@ static double rms_F(const nb_hkl *hkl)
     return m ? sqrt(sum / m) : hkl->default_F;
 }
 
+/* The panels' ends in a frame's image, the panel values' panels checked,
+ * and the gauge (docs/physics.md 15.3): where the panel values can turn
+ * the whole detector about the beam, that turn and the same turn of every
+ * crystal about the beam give one image (polarization aside: nothing else
+ * tells them apart), so the panels' mean turn about the beam is held at
+ * the start's: d->gauge, its combination of the shared values. */
+static nb_status panels_open(ds *d)
+{
+    const nb_plan *P = d->start;
+    nb_status st = nb_calloc((void **)&d->panel_end, (size_t)P->npanels, sizeof *d->panel_end, "the panels");
+    for (int p = 0; p < P->npanels && !st; p++) {
+        int fp, sp;
+        size_t off;
+        nb_plan_panel_dims(P, p, &fp, &sp, &off);
+        d->panel_end[p] = off + (size_t)fp * sp;
+    }
+    for (int s = 0; s < d->L.npv && !st; s++)
+        if (d->L.pv_panel[s] >= P->npanels)
+            st = nb_error_set(NB_ERR_USAGE, "option --refine: %s: the detector has %d panel%s (panel0 .. panel%d)",
+                              d->L.pv_name[s], P->npanels, P->npanels == 1 ? "" : "s", P->npanels - 1);
+    if (st || !d->L.npv) return st;
+    double beam[3] = {0, 0, 0};
+    for (int i = 0; i < P->nsources; i++)
+        for (int j = 0; j < 3; j++) beam[j] -= P->sources[i].dir[j];
+    nb_vunitize(beam, beam);
+    /* t: the detector turned about the beam by a degree, in each panel's values */
+    double t[PA_COUNT], c[DS_MAX] = {0};
+    int follows = 1;
+    for (int p = 0; p < P->npanels && follows; p++) {
+        const nb_panel *q = &P->panels[p];
+        const double *axes[3] = {q->fdet, q->sdet, q->odet};
+        double centre[3], moved[3];
+        for (int j = 0; j < 3; j++)
+            centre[j] = q->pix0[j] + 0.5 * q->pixel_size * (q->fpixels * q->fdet[j] + q->spixels * q->sdet[j]);
+        nb_vcross(beam, centre, moved);
+        for (int a = 0; a < 3; a++)
+            t[PA_ROT_FAST + a] = nb_vdot(beam, axes[a]), t[PA_SHIFT_FAST + a] = nb_vdot(moved, axes[a]) * 1e3 * M_PI / 180.0;
+        double big = 0.0;
+        for (int a = 0; a < PA_COUNT; a++) big = fmax(big, fabs(t[a]) * (a >= PA_ROT_FAST ? 1.0 : 0.0));
+        for (int a = 0; a < PA_COUNT && follows; a++) {
+            if (fabs(t[a]) <= 1e-3 * fmax(big, 1e-30)) continue;
+            int s = 0;
+            while (s < d->L.npv && !(d->L.pv_panel[s] == p && d->L.pv_axis[s] == a)) s++;
+            if (s == d->L.npv) follows = 0;
+            else if (a >= PA_ROT_FAST) c[d->L.where_z[K_COUNT + s] - d->L.kp] = t[a] / P->npanels;
+        }
+    }
+    if (follows) memcpy(d->gauge, c, sizeof c);
+    return NB_OK;
+}
+
+/* The gauge's condition on the shared step (ds_joint_dz, shared_sigmas):
+ * S += w c c^T and the right-hand side pulled to c.(z + dz - zstart) = 0,
+ * w a hundred million times the step's information along c. */
+static void gauge_hold(const ds *d, double *S, double *rhs)
+{
+    const int kz = d->L.kz, kp = d->L.kp;
+    double cc = 0.0, info = 0.0, off = 0.0;
+    for (int a = 0; a < kz; a++) {
+        cc += d->gauge[a] * d->gauge[a];
+        off += d->gauge[a] * (d->z[a] - d->zstart[d->L.kind[kp + a]]);
+        for (int b = 0; b < kz; b++) info += d->gauge[a] * S[a * kz + b] * d->gauge[b];
+    }
+    if (!(cc > 0)) return;
+    const double w = 1e8 * fmax(info, 1e-12) / (cc * cc);
+    for (int a = 0; a < kz; a++) {
+        if (rhs) rhs[a] -= w * d->gauge[a] * off;
+        for (int b = 0; b < kz; b++) S[a * kz + b] += w * d->gauge[a] * d->gauge[b];
+    }
+}
+
 static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const nb_fit_ds_settings *o, nb_engine *engine,
                          const nb_fit_reduction *red)
 {
@@ -704,8 +780,14 @@ static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const n
         (st = nb_calloc((void **)&d->image, d->total_pixels, sizeof *d->image, "the model")) ||
         (st = nb_calloc((void **)&d->masks, (size_t)nb_plan_npanels(start), sizeof *d->masks, "the masks")))
         return st;
-    for (int j = 0; j < d->L.kp + d->L.kz && !st; j++)
-        st = nb_calloc((void **)&d->grads[j], d->total_pixels, sizeof(float), "the derivatives");
+    if (!st) st = panels_open(d);
+    for (int j = 0; j < d->L.kp + d->L.kz && !st; j++) {
+        const int kind = d->L.kind[j], axis = ds_panel_kind(kind) ? d->L.pv_axis[kind - K_COUNT] : -1;
+        if (axis >= 0 && !d->panel_grads[axis])
+            st = nb_calloc((void **)&d->panel_grads[axis], d->total_pixels, sizeof(float), "the derivatives");
+        if (axis >= 0) d->grads[j] = d->panel_grads[axis];
+        else if (!st) st = nb_calloc((void **)&d->grads[j], d->total_pixels, sizeof(float), "the derivatives");
+    }
     for (int p = 0; p < nb_plan_npanels(start) && !st; p++) {
         int fp, sp;
         nb_plan_panel_dims(start, p, &fp, &sp, NULL);
@@ -728,7 +810,10 @@ static void ds_close(ds *d)
     for (long i = 0; d->fr && i < d->nframes; i++) ds_regions_free(&d->fr[i]);
     free(d->fr);
     free(d->image);
-    for (int j = 0; j < DS_MAX; j++) free(d->grads[j]);
+    for (int j = 0; j < d->L.kp + d->L.kz; j++)
+        if (!ds_panel_kind(d->L.kind[j])) free(d->grads[j]);
+    for (int a = 0; a < PA_COUNT; a++) free(d->panel_grads[a]);
+    free(d->panel_end);
     for (int p = 0; d->masks && p < nb_plan_npanels(d->start); p++) free(d->masks[p]);
     free(d->masks);
 }
@@ -767,14 +852,23 @@ static nb_status refined_plan(ds *d, const double *g, nb_plan *out, int *failed)
     if (!st) st = nb_plan_from_record(&rec, out);
     nb_record_free(&rec);
     if (st) return st;
-    double val0[K_COUNT];
+    double val0[DS_KINDS];
     ds_values(d, &d->fr[0], NULL, d->z, val0);
     static const int moves[3] = {K_DISTANCE, K_XBEAM, K_YBEAM};
     for (int a = 0; a < 3 && !st; a++) { /* the table's setters: the headers' beam centre kept in the convention */
         nb_param p;
-        if (d->L.where_z[moves[a]] >= 0 && !(st = nb_param_lookup(ds_kind_name(moves[a]), &p)))
+        if (d->L.where_z[moves[a]] >= 0 && !(st = nb_param_lookup(ds_kind_name(&d->L, moves[a]), &p)))
             st = nb_param_set(out, &p, val0[moves[a]]);
     }
+    for (int i = 0; i < out->npanels && d->L.npv && !st; i++) { /* each panel as its values place it */
+        nb_panel q;
+        ds_panel_at(d, val0, i, &q);
+        memcpy(out->panels[i].pix0, q.pix0, sizeof q.pix0);
+        memcpy(out->panels[i].fdet, q.fdet, sizeof q.fdet);
+        memcpy(out->panels[i].sdet, q.sdet, sizeof q.sdet);
+        memcpy(out->panels[i].odet, q.odet, sizeof q.odet);
+    }
+    if (d->L.npv) nb_plan_derive_detector(out);
     if (st) {
         nb_plan_free(out);
         return st;
@@ -803,7 +897,7 @@ static nb_status refined_plan(ds *d, const double *g, nb_plan *out, int *failed)
             ++*failed;
             continue;
         }
-        double val[K_COUNT], abc[3][3];
+        double val[DS_KINDS], abc[3][3];
         ds_values(d, fr, row + G_VALUES, d->z, val);
         ds_crystal(fr, val, abc);
         memcpy(fc[i].a, abc[0], sizeof fc[i].a), memcpy(fc[i].b, abc[1], sizeof fc[i].b);
@@ -828,8 +922,8 @@ static void report(const ds *d, const double *g, const double *zsigma, int faile
     if (ds_rank(d) != 0 || nb_verbosity() < 0) return;
     for (int j = 0; j < d->L.kz; j++) {
         const int k = d->L.kind[d->L.kp + j];
-        fprintf(stderr, "%s = %.10g \u00b1 %.3g%s%s\n", ds_kind_name(k), d->z[j], zsigma[j], ds_kind_unit(k)[0] ? " " : "",
-                ds_kind_unit(k));
+        fprintf(stderr, "%s = %.10g \u00b1 %.3g%s%s\n", ds_kind_name(&d->L, k), d->z[j], zsigma[j],
+                ds_kind_unit(&d->L, k)[0] ? " " : "", ds_kind_unit(&d->L, k));
     }
     long fitted = 0;
     for (long i = 0; i < d->nframes; i++) {
@@ -845,7 +939,7 @@ static void report(const ds *d, const double *g, const double *zsigma, int faile
             if (nb_verbosity() > 0) {
                 fprintf(stderr, "frame %ld:", i + 1);
                 for (int j = 0; j < d->L.kp; j++)
-                    fprintf(stderr, " %s = %.6g \u00b1 %.2g", ds_kind_name(d->L.kind[j]), row[G_VALUES + j],
+                    fprintf(stderr, " %s = %.6g \u00b1 %.2g", ds_kind_name(&d->L, d->L.kind[j]), row[G_VALUES + j],
                             row[G_SIGMAS + j]);
                 fprintf(stderr, " (%.0f pixels, deviance ratio %.3f, %.0f of %.0f spots)\n", row[G_PIXELS],
                         row[G_RATIO], row[G_EXPLAINED], row[G_SPOTS]);
@@ -891,7 +985,7 @@ static void F_out_cell(ds *d, const double *g, double cell[6], char *says, size_
     for (long i = 0; i < d->nframes; i++) {
         const double *row = g + i * G_WIDTH;
         if (!in_range(d, i) || row[G_FAILED] != DS_FAIL_NONE) continue;
-        double val[K_COUNT];
+        double val[DS_KINDS];
         ds_values(d, &d->fr[i], row + G_VALUES, d->z, val);
         for (int j = 0; j < 6; j++) sum[j] += val[K_CELL_A + j];
         n++;

@@ -115,7 +115,8 @@ typedef struct nb_fit_F_table {
 } nb_fit_F_table;
 void nb_fit_F_table_free(nb_fit_F_table *t);
 
-#define NB_FIT_DS_NAMES 18   /* the kinds a frame or the shared values can have */
+#define NB_FIT_DS_NAMES 18   /* the kinds a frame can have */
+#define NB_FIT_DS_SHARED 66  /* the shared values a fit can have (the kinds and 48 panel values) */
 
 /* What the fit came to, every process's frames: each frame's own values
  * and sigmas (their names, units), its verdict (0: passed) and why it
@@ -123,12 +124,12 @@ void nb_fit_F_table_free(nb_fit_F_table *t);
 typedef struct nb_fit_ds_result {
     long nframes;
     int kp, kz;
-    char frame_name[NB_FIT_DS_NAMES][24], shared_name[NB_FIT_DS_NAMES][24];
-    const char *frame_unit[NB_FIT_DS_NAMES], *shared_unit[NB_FIT_DS_NAMES];
+    char frame_name[NB_FIT_DS_NAMES][32], shared_name[NB_FIT_DS_SHARED][32];
+    const char *frame_unit[NB_FIT_DS_NAMES], *shared_unit[NB_FIT_DS_SHARED];
     double *values, *sigmas;  /* nframes x kp */
     int *failed;              /* per frame: 0 passed, else the verdict's code; -1 not fitted (outside the range) */
     char (*why)[256];         /* per frame: why it failed ("" when it passed) */
-    double shared[NB_FIT_DS_NAMES], shared_sigma[NB_FIT_DS_NAMES];
+    double shared[NB_FIT_DS_SHARED], shared_sigma[NB_FIT_DS_SHARED];
 } nb_fit_ds_result;
 void nb_fit_ds_result_free(nb_fit_ds_result *r);
 

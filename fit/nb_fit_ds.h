@@ -26,13 +26,26 @@ enum ds_kind {
     K_NA, K_NB, K_NC, K_LAMBDA, K_MOSAIC, K_DISTANCE, K_XBEAM, K_YBEAM, K_SCALE,
     K_COUNT
 };
-#define DS_MAX (2 * K_COUNT)
+/* A panel's own geometry (the table's panel<i>_shift_fast ... rot_normal,
+ * shared only): the kinds K_COUNT + s, s the value's slot in the layout.
+ * Its pose from the start panel (ds_panel_at): turned by R = Rn Rs Rf
+ * about the start's normal, slow and fast axes through the start's centre,
+ * then moved along the start's fast, slow and normal axes (mm); 0 is the
+ * start. */
+enum ds_panel_axis { PA_SHIFT_FAST, PA_SHIFT_SLOW, PA_SHIFT_NORMAL, PA_ROT_FAST, PA_ROT_SLOW, PA_ROT_NORMAL, PA_COUNT };
+#define DS_PANEL_VALUES 48                   /* the most panel values one fit refines */
+#define DS_KINDS (K_COUNT + DS_PANEL_VALUES) /* the length of a values array (val[]) */
+#define DS_MAX (2 * K_COUNT + DS_PANEL_VALUES)
+static inline int ds_panel_kind(int kind) { return kind >= K_COUNT; }
 
 typedef struct ds_layout {
     int kp, kz;              /* per-frame values, shared ones */
     int kind[DS_MAX];        /* v = [per-frame | shared]: what each is */
-    int where_p[K_COUNT];    /* index in v of the frame's kind, -1 */
-    int where_z[K_COUNT];    /* index in v of the shared kind, -1 */
+    int where_p[DS_KINDS];   /* index in v of the frame's kind, -1 */
+    int where_z[DS_KINDS];   /* index in v of the shared kind, -1 */
+    int npv;                 /* panel values: kind K_COUNT + s is panel pv_panel[s]'s axis pv_axis[s] */
+    int pv_panel[DS_PANEL_VALUES], pv_axis[DS_PANEL_VALUES];
+    char pv_name[DS_PANEL_VALUES][32];
 } ds_layout;
 
 /* One frame of the fit: its start, its values, its regions and pixels. */
@@ -112,7 +125,7 @@ typedef struct ds_rendered {
     long frame;               /* -1: nothing */
     unsigned regions_made, hkl_made;
     int full, grads;
-    double val[K_COUNT];
+    double val[DS_KINDS];
 } ds_rendered;
 
 typedef struct ds {
@@ -123,14 +136,17 @@ typedef struct ds {
     const nb_fit_reduction *red; /* the processes (never NULL) */
     ds_layout L;
     double z[DS_MAX];         /* the shared values (at v[kp ..]) */
-    double zstart[K_COUNT];   /* every kind's start value where the frame gives none */
+    double zstart[DS_KINDS];   /* every kind's start value where the frame gives none */
     double det_axis[3][3];    /* the detector's move (m) per mm of distance, Xbeam, Ybeam (nb_params.h) */
     long nframes;             /* frames fitted (every frame of the plan) */
     ds_frame *fr;             /* nframes, those of this process filled */
     nb_grad_path path;
     size_t total_pixels;
     /* scratch for one frame's render */
-    float *image, *grads[DS_MAX];
+    float *image, *grads[DS_MAX]; /* a panel value's points into panel_grads[its axis] */
+    float *panel_grads[PA_COUNT]; /* a panel value's derivative on its own panel (each panel writes its own pixels) */
+    size_t *panel_end;        /* per panel: where its pixels end in a frame's image */
+    double gauge[DS_MAX];     /* the shared values' combination held (the panels' mean turn about the beam; 0: none) */
     unsigned char **masks;    /* per panel, the regions as a render mask */
     char space_group_hall[64];  /* --refine-F's space group (Hall symbol), for the refined plan; "": none */
     ds_rendered rendered;
@@ -168,16 +184,22 @@ void ds_detector_shift(const ds *d, const double mm[3], double shift[3]);
 
 /* ---- nb_fit_frame.c ---- */
 nb_status ds_layout_parse(const char *shared, const char *per_frame, int refine_F, ds_layout *L);
-const char *ds_kind_name(int kind);
-const char *ds_kind_unit(int kind);
+/* A kind's name and unit (a panel value's as the layout names it) */
+const char *ds_kind_name(const ds_layout *L, int kind);
+const char *ds_kind_unit(const ds_layout *L, int kind);
+/* Panel `panel` as the values val place it: the start's, the detector's
+ * distance and beam centre moved, and the panel's own pose. */
+void ds_panel_at(const ds *d, const double val[DS_KINDS], int panel, nb_panel *out);
+/* The panel of pixel pix (an index into the frame's image). */
+int ds_pixel_panel(const ds *d, size_t pix);
 /* frame f's start (U0, cell0, start crystal) and its values at the start */
 nb_status ds_frame_start(ds *d, ds_frame *fr);
 /* The frame's U0 and cell0 from a crystal's vectors a, b, c (m). */
 nb_status ds_frame_set_crystal(ds_frame *fr, const double a[3], const double b[3], const double c[3]);
 /* every kind's value for frame fr at v = (fr->p, d->z) */
-void ds_values(const ds *d, const ds_frame *fr, const double *p, const double *z, double val[K_COUNT]);
+void ds_values(const ds *d, const ds_frame *fr, const double *p, const double *z, double val[DS_KINDS]);
 /* the crystal's cell vectors (rows a, b, c; m) at these values */
-void ds_crystal(const ds_frame *fr, const double val[K_COUNT], double abc[3][3]);
+void ds_crystal(const ds_frame *fr, const double val[DS_KINDS], double abc[3][3]);
 /* Render frame fr at (p, z): d->image (the Bragg photons at scale 1 on the
  * regions; the full frame when full, one sample a pixel: to find spots), with the derivatives of the rendered
  * kinds into d->grads when grads. */

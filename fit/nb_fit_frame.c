@@ -40,14 +40,50 @@ static const struct kind_row {
     [K_SCALE] = {"scale", "", NULL, 1, 1},
 };
 
-const char *ds_kind_name(int kind) { return kinds[kind].name; }
-const char *ds_kind_unit(int kind) { return kinds[kind].unit; }
+const char *ds_kind_name(const ds_layout *L, int kind)
+{
+    return ds_panel_kind(kind) ? L->pv_name[kind - K_COUNT] : kinds[kind].name;
+}
+
+const char *ds_kind_unit(const ds_layout *L, int kind)
+{
+    if (!ds_panel_kind(kind)) return kinds[kind].unit;
+    return L->pv_axis[kind - K_COUNT] < PA_ROT_FAST ? "mm" : "degree";
+}
 
 static int kind_find(const char *name)
 {
     for (int k = 0; k < K_COUNT; k++)
         if (!strcmp(kinds[k].name, name)) return k;
     return -1;
+}
+
+/* A panel's value (panel<i>_shift_fast ...: the parameter `known`) into
+ * the shared part: a slot of its own. */
+static nb_status panel_value_add(const char *tok, const nb_param *known, int shared, ds_layout *L)
+{
+    if (!shared)
+        return nb_error_set(NB_ERR_USAGE, "option --refine-frame: '%s' is a panel's, shared by every frame: give it "
+                                          "to --refine", tok);
+    for (int s = 0; s < L->npv; s++)
+        if (!strcmp(L->pv_name[s], tok))
+            return nb_error_set(NB_ERR_USAGE, "option --refine: '%s' is named twice", tok);
+    if (L->npv == DS_PANEL_VALUES)
+        return nb_error_set(NB_ERR_UNSUPPORTED, "option --refine: more than %d panel values (a fit refines at most "
+                                                "%d: fewer panels, or fewer of each panel's values)",
+                            DS_PANEL_VALUES, DS_PANEL_VALUES);
+    static const char *const axes[PA_COUNT] = {"shift_fast", "shift_slow", "shift_normal",
+                                               "rot_fast",   "rot_slow",   "rot_normal"};
+    const char *what = strchr(tok, '_') + 1; /* the lookup took "panel<i>_NAME" */
+    int axis = 0;
+    while (axis < PA_COUNT && strcmp(axes[axis], what)) axis++;
+    if (axis == PA_COUNT) return nb_error_set(NB_ERR_USAGE, "option --refine: '%s' is not a panel's value", tok);
+    const int s = L->npv++;
+    L->pv_panel[s] = known->panel;
+    L->pv_axis[s] = axis;
+    snprintf(L->pv_name[s], sizeof L->pv_name[s], "%s", tok);
+    L->where_z[K_COUNT + s] = L->kz++;
+    return NB_OK;
 }
 
 /* One list's names into the layout (shared: the shared part). */
@@ -59,14 +95,19 @@ static nb_status layout_add(const char *list, int shared, ds_layout *L)
     for (char *tok = strtok_r(copy, ",", &save); tok && !st; tok = strtok_r(NULL, ",", &save)) {
         int k = kind_find(tok);
         nb_param known;
+        if (k < 0 && !nb_param_lookup(tok, &known) && known.panel >= 0) {
+            st = panel_value_add(tok, &known, shared, L);
+            continue;
+        }
         if (k < 0 && !strncmp(tok, "misset_", 7) && !shared)
             st = nb_error_set(NB_ERR_USAGE, "option %s: '%s' is -misset's angle of the plan's crystal; a frame's own "
                                             "turn about the lab's %c axis is rot_%c", opt, tok, tok[7], tok[7]);
         else if (k < 0 && !nb_param_lookup(tok, &known))
             st = nb_error_set(NB_ERR_UNSUPPORTED, "option %s: '%s' is not supported in a dataset fit (it fits: "
                                                   "rot_x/y/z, cell_*, Na/Nb/Nc, lambda, mosaic, scale per "
-                                                  "frame; distance, Xbeam, Ybeam, cell_*, Na/Nb/Nc, lambda, "
-                                                  "mosaic, scale shared)",
+                                                  "frame; distance, Xbeam, Ybeam, panel<i>_shift_* and "
+                                                  "panel<i>_rot_*, cell_*, Na/Nb/Nc, lambda, mosaic, scale "
+                                                  "shared)",
                               opt, tok);
         else if (k < 0) st = nb_error_set(NB_ERR_USAGE, "option %s: unknown name '%s'", opt, tok);
         else if (shared ? !kinds[k].shared : !kinds[k].per_frame)
@@ -86,17 +127,26 @@ static nb_status layout_add(const char *list, int shared, ds_layout *L)
 nb_status ds_layout_parse(const char *shared, const char *per_frame, int refine_F, ds_layout *L)
 {
     memset(L, 0, sizeof *L);
-    for (int k = 0; k < K_COUNT; k++) L->where_p[k] = L->where_z[k] = -1;
+    for (int k = 0; k < DS_KINDS; k++) L->where_p[k] = L->where_z[k] = -1;
     nb_status st = NB_OK;
     if (per_frame) st = layout_add(per_frame, 0, L);
     if (!st && shared) st = layout_add(shared, 1, L);
     if (st) return st;
     if (!L->kp && !L->kz && !refine_F)
         return nb_error_set(NB_ERR_USAGE, "nothing to refine: give --refine, --refine-frame or --refine-F");
-    for (int k = 0; k < K_COUNT; k++) {
+    for (int k = 0; k < DS_KINDS; k++) {
         if (L->where_p[k] >= 0) L->kind[L->where_p[k]] = k;
         if (L->where_z[k] >= 0) L->where_z[k] += L->kp, L->kind[L->where_z[k]] = k;
     }
+    /* the whole detector's distance and beam centre are every panel's
+     * values together: both refined, nothing tells them apart */
+    static const int whole[3] = {K_DISTANCE, K_XBEAM, K_YBEAM};
+    for (int a = 0; a < 3 && L->npv; a++)
+        if (L->where_z[whole[a]] >= 0)
+            return nb_error_set(NB_ERR_USAGE, "option --refine: '%s' moves every panel, and %s moves panel %d: "
+                                              "refine the panels' values with the detector's distance and beam "
+                                              "centre held (docs/physics.md 15.3)",
+                                kinds[whole[a]].name, L->pv_name[0], L->pv_panel[0]);
     return NB_OK;
 }
 
@@ -110,7 +160,7 @@ nb_status ds_frame_start(ds *d, ds_frame *fr)
     fr->mosaic0 = view.mosaic_spread / DTR;
     nb_status st = ds_frame_set_crystal(fr, fr->start.a, fr->start.b, fr->start.c);
     for (int j = 0; j < d->L.kp && !st; j++) {
-        double val[K_COUNT];
+        double val[DS_KINDS];
         ds_values(d, fr, NULL, d->z, val);
         fr->p[j] = val[d->L.kind[j]];
     }
@@ -140,21 +190,21 @@ nb_status ds_frame_set_crystal(ds_frame *fr, const double a[3], const double b[3
     return NB_OK;
 }
 
-void ds_values(const ds *d, const ds_frame *fr, const double *p, const double *z, double val[K_COUNT])
+void ds_values(const ds *d, const ds_frame *fr, const double *p, const double *z, double val[DS_KINDS])
 {
     if (!val) return;
-    for (int k = 0; k < K_COUNT; k++) val[k] = d->zstart[k];
+    for (int k = 0; k < DS_KINDS; k++) val[k] = d->zstart[k];
     for (int i = 0; i < 6; i++) val[K_CELL_A + i] = fr->cell0[i];
     val[K_NA] = fr->start.Na, val[K_NB] = fr->start.Nb, val[K_NC] = fr->start.Nc;
     val[K_LAMBDA] = fr->start.lambda * 1e10;
     val[K_MOSAIC] = fr->mosaic0;
-    for (int k = 0; k < K_COUNT; k++) {
+    for (int k = 0; k < K_COUNT + d->L.npv; k++) {
         if (z && d->L.where_z[k] >= 0) val[k] = z[d->L.where_z[k] - d->L.kp];
         if (p && d->L.where_p[k] >= 0) val[k] = p[d->L.where_p[k]];
     }
 }
 
-void ds_crystal(const ds_frame *fr, const double val[K_COUNT], double abc[3][3])
+void ds_crystal(const ds_frame *fr, const double val[DS_KINDS], double abc[3][3])
 {
     double S[9], A[9];
     if (nb_cell_standard(val + K_CELL_A, S)) memset(S, 0, sizeof S); /* no cell: a crystal of no volume */
@@ -166,6 +216,50 @@ void ds_crystal(const ds_frame *fr, const double val[K_COUNT], double abc[3][3])
 }
 
 /* ---- the frame's plan ----------------------------------------------------------- */
+
+void ds_panel_at(const ds *d, const double val[DS_KINDS], int panel, nb_panel *out)
+{
+    *out = d->start->panels[panel];
+    double shift[3], v[PA_COUNT] = {0, 0, 0, 0, 0, 0};
+    const double mm[3] = {val[K_DISTANCE] - d->zstart[K_DISTANCE], val[K_XBEAM] - d->zstart[K_XBEAM],
+                          val[K_YBEAM] - d->zstart[K_YBEAM]};
+    ds_detector_shift(d, mm, shift);
+    for (int j = 0; j < 3; j++) out->pix0[j] += shift[j];
+    int moved = 0;
+    for (int s = 0; s < d->L.npv; s++)
+        if (d->L.pv_panel[s] == panel) v[d->L.pv_axis[s]] = val[K_COUNT + s], moved |= val[K_COUNT + s] != 0.0;
+    if (!moved) return;
+    /* turned about its start axes through its start centre (Rn Rs Rf), then moved along them */
+    const nb_panel q0 = *out;
+    double Rf[9], Rs[9], Rn[9], M[9], R[9], centre[3], r[3];
+    nb_mat3_rotate_about(q0.fdet, v[PA_ROT_FAST] * DTR, Rf);
+    nb_mat3_rotate_about(q0.sdet, v[PA_ROT_SLOW] * DTR, Rs);
+    nb_mat3_rotate_about(q0.odet, v[PA_ROT_NORMAL] * DTR, Rn);
+    nb_mat3_mul(Rs, Rf, M);
+    nb_mat3_mul(Rn, M, R);
+    for (int j = 0; j < 3; j++)
+        centre[j] = q0.pix0[j] + 0.5 * q0.pixel_size * (q0.fpixels * q0.fdet[j] + q0.spixels * q0.sdet[j]),
+        r[j] = q0.pix0[j] - centre[j];
+    nb_rotate_umat(r, r, R);
+    nb_rotate_umat(q0.fdet, out->fdet, R);
+    nb_rotate_umat(q0.sdet, out->sdet, R);
+    nb_rotate_umat(q0.odet, out->odet, R);
+    for (int j = 0; j < 3; j++)
+        out->pix0[j] = centre[j] + r[j] +
+                       1e-3 * (v[PA_SHIFT_FAST] * q0.fdet[j] + v[PA_SHIFT_SLOW] * q0.sdet[j] +
+                               v[PA_SHIFT_NORMAL] * q0.odet[j]);
+}
+
+int ds_pixel_panel(const ds *d, size_t pix)
+{
+    int lo = 0, hi = d->start->npanels - 1; /* the first panel whose end is past pix */
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (d->panel_end[mid] > pix) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
 
 /* A plan of one frame at some values, and what it owns. */
 typedef struct ds_plan {
@@ -184,7 +278,7 @@ static void ds_plan_free(ds_plan *q)
 
 /* Frame fr's plan at values val: its view, one frame, the crystal, N,
  * wavelength and detector as val says, the regions as its panels' masks. */
-static nb_status ds_plan_make(const ds *d, const ds_frame *fr, const double val[K_COUNT], ds_plan *q)
+static nb_status ds_plan_make(const ds *d, const ds_frame *fr, const double val[DS_KINDS], ds_plan *q)
 {
     nb_plan *P = &q->plan;
     memset(q, 0, sizeof *q);
@@ -217,14 +311,9 @@ static nb_status ds_plan_make(const ds *d, const ds_frame *fr, const double val[
         P->lambda0 *= ratio;
     }
     if ((st = nb_calloc((void **)&q->panels, (size_t)P->npanels, sizeof *q->panels, "the panels"))) return st;
-    double shift[3];
-    const double mm[3] = {val[K_DISTANCE] - d->zstart[K_DISTANCE], val[K_XBEAM] - d->zstart[K_XBEAM],
-                          val[K_YBEAM] - d->zstart[K_YBEAM]};
-    ds_detector_shift(d, mm, shift);
     for (int i = 0; i < P->npanels; i++) {
-        q->panels[i] = P->panels[i];
-        for (int j = 0; j < 3; j++) q->panels[i].pix0[j] += shift[j];
-        if (d->masks) q->panels[i].mask = d->masks[i];
+        ds_panel_at(d, val, i, &q->panels[i]);
+        q->panels[i].mask = d->masks ? d->masks[i] : P->panels[i].mask;
     }
     P->panels = q->panels;
     nb_plan_derive_detector(P);
@@ -273,8 +362,8 @@ static int rendered(const ds *d, int *which)
     return n;
 }
 
-/* The stencil plans of the rendered kinds around val. */
-static nb_status stencil(const ds *d, const ds_frame *fr, const double val[K_COUNT], const int *which, int n,
+/* The stencil plans of the rendered kinds around val (mem: n x NB_GRAD_STENCIL). */
+static nb_status stencil(const ds *d, const ds_frame *fr, const double val[DS_KINDS], const int *which, int n,
                          nb_grad_plans *gp, ds_plan (*mem)[NB_GRAD_STENCIL])
 {
     static const int offsets[NB_GRAD_STENCIL] = {0, -2, -1, 1, 2};
@@ -282,10 +371,11 @@ static nb_status stencil(const ds *d, const ds_frame *fr, const double val[K_COU
     gp->names.n = n;
     for (int i = 0; i < n && !st; i++) {
         const int kind = d->L.kind[which[i]];
-        st = nb_param_lookup(kinds[kind].grad_name, &gp->names.param[i]);
+        st = nb_param_lookup(ds_panel_kind(kind) ? d->L.pv_name[kind - K_COUNT] : kinds[kind].grad_name,
+                             &gp->names.param[i]);
         gp->step[i] = kind_step(kind, val[kind]);
         for (int j = 0; j < NB_GRAD_STENCIL && !st; j++) {
-            double moved[K_COUNT];
+            double moved[DS_KINDS];
             memcpy(moved, val, sizeof moved);
             moved[kind] += offsets[j] * gp->step[i];
             st = ds_plan_make(d, fr, moved, &mem[i][j]);
@@ -293,6 +383,25 @@ static nb_status stencil(const ds *d, const ds_frame *fr, const double val[K_COU
         }
     }
     return st;
+}
+
+/* Of the stencil's names, those panel `panel`'s pixels depend on (a panel
+ * value moves its own panel alone) into sub (sharing gp's plans), with
+ * their derivative images at the panel's offset: how many. */
+static int panel_names(const ds *d, const nb_grad_plans *gp, const int *which, int panel, size_t off,
+                       nb_grad_plans *sub, float **g)
+{
+    int m = 0;
+    for (int j = 0; j < gp->names.n; j++) {
+        const int kind = d->L.kind[which[j]];
+        if (ds_panel_kind(kind) && d->L.pv_panel[kind - K_COUNT] != panel) continue;
+        sub->names.param[m] = gp->names.param[j];
+        sub->step[m] = gp->step[j];
+        memcpy(sub->plans[m], gp->plans[j], sizeof gp->plans[j]);
+        g[m++] = d->grads[which[j]] + off;
+    }
+    sub->names.n = m;
+    return m;
 }
 
 void ds_clock(ds *d, int c, double t0)
@@ -309,20 +418,56 @@ void ds_set_hkl(ds *d, const nb_hkl *hkl)
 
 /* Does d->image (and d->grads, when asked) hold frame fr's render at val
  * already?  The scale is not rendered (ds_likelihood applies it). */
-static int rendered_already(const ds *d, const ds_frame *fr, const double val[K_COUNT], int grads, int full)
+static int rendered_already(const ds *d, const ds_frame *fr, const double val[DS_KINDS], int grads, int full)
 {
     const ds_rendered *r = &d->rendered;
     if (r->frame != fr->index || r->regions_made != fr->regions_made || r->hkl_made != d->hkl_made ||
         r->full != full || (grads && !r->grads))
         return 0;
-    for (int k = 0; k < K_COUNT; k++)
+    for (int k = 0; k < DS_KINDS; k++)
         if (k != K_SCALE && r->val[k] != val[k]) return 0;
     return 1;
 }
 
+/* The stencil's arrays for n names (heap: a plan is over a kilobyte) */
+typedef struct ds_stencil_mem {
+    ds_plan (*mem)[NB_GRAD_STENCIL];
+    nb_plan (*plans)[NB_GRAD_STENCIL], (*sub_plans)[NB_GRAD_STENCIL];
+} ds_stencil_mem;
+
+static void stencil_mem_free(ds_stencil_mem *s, int n)
+{
+    for (int i = 0; i < n && s->mem; i++)
+        for (int j = 0; j < NB_GRAD_STENCIL; j++) ds_plan_free(&s->mem[i][j]);
+    free(s->mem), free(s->plans), free(s->sub_plans);
+}
+
+/* Render the panels of base (the frame's plan at val) with the derivatives of gp's names */
+static nb_status render_panels(ds *d, const ds_plan *base, const nb_grad_plans *gp, const int *which,
+                               nb_plan (*sub_plans)[NB_GRAD_STENCIL])
+{
+    nb_status st = NB_OK;
+    nb_param sub_names[DS_MAX];
+    double sub_step[DS_MAX];
+    nb_grad_plans sub = {{0, sub_names}, sub_step, sub_plans};
+    for (int i = 0; i < nb_plan_npanels(&base->plan) && !st; i++) {
+        nb_plan view;
+        size_t off;
+        float *g[DS_MAX];
+        nb_panel_done done;
+        nb_plan_panel_dims(&base->plan, i, NULL, NULL, &off);
+        const int m = gp ? panel_names(d, gp, which, i, off, &sub, g) : 0;
+        nb_plan_panel_view(&base->plan, i, &view);
+        const nb_panel_job job = {d->path == NB_GRAD_DOUBLE, m ? &sub : NULL, 0, i, g, NULL, NULL, NULL, 0, NULL, NULL};
+        st = nb_engine_render_panel(d->engine, &view, d->hkl, &job, d->image + off, &done);
+        nb_panel_done_free(&done);
+    }
+    return st;
+}
+
 nb_status ds_render(ds *d, ds_frame *fr, const double *p, const double *z, int grads, int full)
 {
-    double val[K_COUNT];
+    double val[DS_KINDS];
     int which[DS_MAX], n = grads ? rendered(d, which) : 0;
     ds_values(d, fr, p, z, val);
     if (rendered_already(d, fr, val, grads, full)) return NB_OK;
@@ -331,32 +476,23 @@ nb_status ds_render(ds *d, ds_frame *fr, const double *p, const double *z, int g
     masks_set(d, fr, full);
     ds_plan base;
     nb_grad_plans gp;
-    ds_plan mem[DS_MAX][NB_GRAD_STENCIL];
     nb_param names[DS_MAX];
     double step[DS_MAX];
-    nb_plan plans[DS_MAX][NB_GRAD_STENCIL];
-    memset(mem, 0, sizeof mem);
+    ds_stencil_mem sm = {NULL, NULL, NULL};
     memset(&gp, 0, sizeof gp);
-    gp.names.param = names, gp.step = step, gp.plans = plans;
-    nb_status st = ds_plan_make(d, fr, val, &base);
+    nb_status st = NB_OK;
+    if (n && (!(sm.mem = calloc((size_t)n, sizeof *sm.mem)) || !(sm.plans = calloc((size_t)n, sizeof *sm.plans)) ||
+              !(sm.sub_plans = calloc((size_t)n, sizeof *sm.sub_plans))))
+        st = nb_error_set(NB_ERR_NOMEM, "out of memory for the derivatives' plans");
+    gp.names.param = names, gp.step = step, gp.plans = sm.plans;
+    if (!st) st = ds_plan_make(d, fr, val, &base);
+    else memset(&base, 0, sizeof base);
     /* a whole frame is rendered to find its spots alone: one sample a pixel
      * tells where a spot is as well as many, at a fraction of the cost */
     if (!st && full) base.plan.oversample = 1;
-    if (!st && n) st = stencil(d, fr, val, which, n, &gp, mem);
-    for (int i = 0; i < nb_plan_npanels(&base.plan) && !st; i++) {
-        nb_plan view;
-        size_t off;
-        float *g[DS_MAX];
-        nb_panel_done done;
-        nb_plan_panel_dims(&base.plan, i, NULL, NULL, &off);
-        for (int j = 0; j < n; j++) g[j] = d->grads[which[j]] + off;
-        nb_plan_panel_view(&base.plan, i, &view);
-        const nb_panel_job job = {d->path == NB_GRAD_DOUBLE, n ? &gp : NULL, 0, i, g, NULL, NULL, NULL, 0, NULL, NULL};
-        st = nb_engine_render_panel(d->engine, &view, d->hkl, &job, d->image + off, &done);
-        nb_panel_done_free(&done);
-    }
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < NB_GRAD_STENCIL; j++) ds_plan_free(&mem[i][j]);
+    if (!st && n) st = stencil(d, fr, val, which, n, &gp, sm.mem);
+    if (!st) st = render_panels(d, &base, n ? &gp : NULL, which, sm.sub_plans);
+    stencil_mem_free(&sm, n);
     ds_plan_free(&base);
     if (st) return nb_error_prefix(st, "frame %ld", fr->index + 1);
     ds_clock(d, full ? T_PREDICT : n ? T_GRAD : T_STEP, t0);
@@ -367,10 +503,22 @@ nb_status ds_render(ds *d, ds_frame *fr, const double *p, const double *z, int g
 
 /* ---- the likelihood and its normal equations ------------------------------------ */
 
+/* The values of v that panel `panel`'s pixels depend on (every one but
+ * other panels' own values), ascending, into act: how many. */
+static int panel_active(const ds *d, int panel, int *act)
+{
+    int n = 0;
+    for (int j = 0; j < d->L.kp + d->L.kz; j++) {
+        const int kind = d->L.kind[j];
+        if (!ds_panel_kind(kind) || d->L.pv_panel[kind - K_COUNT] == panel) act[n++] = j;
+    }
+    return n;
+}
+
 double ds_likelihood(ds *d, ds_frame *fr, const double *p, const double *z, const double *bg, int loss, int ne)
 {
     const int k = d->L.kp + d->L.kz;
-    double val[K_COUNT];
+    double val[DS_KINDS];
     ds_values(d, fr, p, z, val);
     const double s = val[K_SCALE];
     const int js = d->L.where_p[K_SCALE] >= 0 ? d->L.where_p[K_SCALE] : d->L.where_z[K_SCALE];
@@ -386,6 +534,9 @@ double ds_likelihood(ds *d, ds_frame *fr, const double *p, const double *z, cons
         memset(fx->v, 0, (size_t)fx->nslots * (size_t)k * sizeof *fx->v);
         memset(fx->gI, 0, (size_t)fx->nslots * sizeof *fx->gI), memset(fx->DI, 0, (size_t)fx->nslots * sizeof *fx->DI);
     }
+    /* the values a pixel depends on: all but other panels' own (act, na of them, ascending) */
+    int act[DS_MAX], na = 0, panel = -1;
+    for (int j = 0; j < k; j++) act[na++] = j;
     for (size_t i = 0; i < fr->npix; i++) {
         const size_t pix = fr->pix[i];
         const int r = fr->region[i];
@@ -394,13 +545,19 @@ double ds_likelihood(ds *d, ds_frame *fr, const double *p, const double *z, cons
         const double mu = fmax(s * I + b[0] + b[1] * db[1] + b[2] * db[2], NB_FIT_MU_FLOOR);
         nll += nb_fit_nll(loss, y, mu);
         if (!ne) continue;
-        for (int j = 0; j < k; j++) dv[j] = d->L.kind[j] == K_SCALE ? 0.0 : s * d->grads[j][pix];
+        if (d->L.npv && (panel < 0 || pix >= d->panel_end[panel] || (panel > 0 && pix < d->panel_end[panel - 1])))
+            na = panel_active(d, panel = ds_pixel_panel(d, pix), act);
+        for (int ai = 0; ai < na; ai++) {
+            const int j = act[ai];
+            dv[j] = d->L.kind[j] == K_SCALE ? 0.0 : s * d->grads[j][pix];
+        }
         if (js >= 0) dv[js] = I;
         const double res = nb_fit_dnll_dmu(loss, y, mu), w = nb_fit_weight(loss, mu);
         double *Hb = fr->Hbb + 9 * r, *Hv = fr->Hbv + 3 * (size_t)k * r, *gb = fr->gb + 3 * r;
-        for (int a = 0; a < k; a++) {
+        for (int ai = 0; ai < na; ai++) {
+            const int a = act[ai];
             fr->g[a] += res * dv[a];
-            for (int c = 0; c <= a; c++) fr->H[a * DS_MAX + c] += w * dv[a] * dv[c];
+            for (int ci = 0; ci <= ai; ci++) fr->H[a * DS_MAX + act[ci]] += w * dv[a] * dv[act[ci]];
             for (int q = 0; q < 3; q++) Hv[q * k + a] += w * db[q] * dv[a];
         }
         for (int q = 0; q < 3; q++) {
@@ -411,7 +568,7 @@ double ds_likelihood(ds *d, ds_frame *fr, const double *p, const double *z, cons
             const int sl = fx->slot[i];
             const double dI = s * fx->L[i];
             fx->gI[sl] += res * dI, fx->DI[sl] += w * dI * dI;
-            for (int a = 0; a < k; a++) fx->v[(size_t)sl * k + a] += w * dv[a] * dI;
+            for (int ai = 0; ai < na; ai++) fx->v[(size_t)sl * k + act[ai]] += w * dv[act[ai]] * dI;
         }
     }
     for (int a = 0; a < k && ne; a++)
@@ -663,7 +820,7 @@ static void strong_spots_predicted(const ds *d, const ds_frame *fr, double scale
  * background shows nothing either way). */
 nb_status ds_verdict(ds *d, ds_frame *fr)
 {
-    double val[K_COUNT];
+    double val[DS_KINDS];
     ds_values(d, fr, fr->p, d->z, val);
     /* per region: predicted Bragg photons, observed above the plane, deviance, its expectation, background */
     double *acc = calloc(5 * ((size_t)fr->nregions + 1), sizeof *acc);
@@ -799,7 +956,7 @@ void ds_ne_free(ds_ne_saved *s) { free(s->Hbb), free(s->Hbv), free(s->gb); }
 
 /* ---- what the fit came to (nb_fit_dataset.h's result) ---- */
 
-_Static_assert(NB_FIT_DS_NAMES == K_COUNT, "the result names every kind");
+_Static_assert(NB_FIT_DS_NAMES == K_COUNT && NB_FIT_DS_SHARED == DS_KINDS, "the result names every kind");
 
 void ds_row_why(const ds *d, const double *row, char *buf, size_t size)
 {
@@ -831,9 +988,9 @@ nb_status ds_result(const ds *d, const double *g, const double *zsigma, nb_fit_d
     for (int j = 0; j < kp + kz; j++) {
         const int k = d->L.kind[j];
         char *name = j < kp ? res->frame_name[j] : res->shared_name[j - kp];
-        snprintf(name, sizeof res->frame_name[0], "%s", ds_kind_name(k));
-        if (j < kp) res->frame_unit[j] = ds_kind_unit(k);
-        else res->shared_unit[j - kp] = ds_kind_unit(k), res->shared[j - kp] = d->z[j - kp],
+        snprintf(name, sizeof res->frame_name[0], "%s", ds_kind_name(&d->L, k));
+        if (j < kp) res->frame_unit[j] = ds_kind_unit(&d->L, k);
+        else res->shared_unit[j - kp] = ds_kind_unit(&d->L, k), res->shared[j - kp] = d->z[j - kp],
              res->shared_sigma[j - kp] = zsigma[j - kp];
     }
     for (long i = 0; i < d->nframes; i++) {

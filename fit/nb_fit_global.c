@@ -94,7 +94,7 @@ static int cmp_weight_desc(const void *a, const void *b)
 
 /* The frame's strongest spots (at most `top`) with the detector's distance,
  * Xbeam and Ybeam moved by shift_mm from the plan's, at its values val. */
-static nb_status spots_make(const ds *d, const ds_frame *fr, const double shift_mm[3], const double val[K_COUNT],
+static nb_status spots_make(const ds *d, const ds_frame *fr, const double shift_mm[3], const double val[DS_KINDS],
                             int top, gspots *g)
 {
     const nb_plan *P = d->start;
@@ -124,19 +124,23 @@ static nb_status spots_make(const ds *d, const ds_frame *fr, const double shift_
         const double dl = fabs(P->sources[i].lambda / P->lambda0 - 1.0), da = acos(fmin(1.0, nb_vdot(dir, incident)));
         spread = fmax(spread, fmax(dl, da));
     }
-    double shift[3];
-    ds_detector_shift(d, shift_mm, shift);
+    /* the detector where the search puts it, each panel where its values do */
+    double at[DS_KINDS];
+    memcpy(at, val, sizeof at);
+    at[K_DISTANCE] = d->zstart[K_DISTANCE] + shift_mm[0], at[K_XBEAM] = d->zstart[K_XBEAM] + shift_mm[1];
+    at[K_YBEAM] = d->zstart[K_YBEAM] + shift_mm[2];
     /* the reflection's width: 1/(N a) of the crystal, its mosaic spread and the sources' spread times |q| */
     const double edge = cbrt(val[K_CELL_A] * val[K_CELL_B] * val[K_CELL_C]);
     const double ncells = cbrt(fmax(val[K_NA], 1.0) * fmax(val[K_NB], 1.0) * fmax(val[K_NC], 1.0));
     const double size_width = 1.0 / (ncells * edge), mosaic = fabs(val[K_MOSAIC]) * DTR;
     for (int k = 0; k < g->n; k++) {
         const int s = (int)order[k][1];
-        const nb_panel *p = &P->panels[fr->spot_panel[s]];
+        nb_panel now;
+        ds_panel_at(d, at, fr->spot_panel[s], &now);
+        const nb_panel *p = &now;
         double pos[3];
         for (int j = 0; j < 3; j++)
-            pos[j] = p->pix0[j] + shift[j] + fr->spot_f[s] * p->pixel_size * p->fdet[j] +
-                     fr->spot_s[s] * p->pixel_size * p->sdet[j];
+            pos[j] = p->pix0[j] + fr->spot_f[s] * p->pixel_size * p->fdet[j] + fr->spot_s[s] * p->pixel_size * p->sdet[j];
         const double dist = nb_vnorm(pos);
         nb_vunitize(pos, pos);
         double *q = g->q + 3 * k;
@@ -177,7 +181,7 @@ static int xtal_invert(gxtal *x)
 }
 
 /* The crystal of frame fr at values val, its edges scaled by k (NULL: 1). */
-static int xtal_at(const ds_frame *fr, const double val[K_COUNT], const double k[3], gxtal *x)
+static int xtal_at(const ds_frame *fr, const double val[DS_KINDS], const double k[3], gxtal *x)
 {
     double abc[3][3];
     ds_crystal(fr, val, abc);
@@ -268,7 +272,7 @@ static void free_of(const ds_layout *L, gfree *f)
 
 /* The crystal at val with each free edge's scale scanned (scan: whether
  * to); the scales chosen applied to val. */
-static int xtal_scanned(const ds_frame *fr, const gfree *f, const gspots *g, double val[K_COUNT], int scan,
+static int xtal_scanned(const ds_frame *fr, const gfree *f, const gspots *g, double val[DS_KINDS], int scan,
                         gxtal *x)
 {
     if (!xtal_at(fr, val, NULL, x)) return 0;
@@ -282,7 +286,7 @@ static int xtal_scanned(const ds_frame *fr, const gfree *f, const gspots *g, dou
 }
 
 /* A probe: the score of val (its edges scanned when scan) at a level. */
-static double probe(const ds_frame *fr, const gfree *f, const gspots *g, double val[K_COUNT], int scan, double turn)
+static double probe(const ds_frame *fr, const gfree *f, const gspots *g, double val[DS_KINDS], int scan, double turn)
 {
     gxtal x;
     if (!xtal_scanned(fr, f, g, val, scan, &x)) return -1.0;
@@ -290,7 +294,7 @@ static double probe(const ds_frame *fr, const gfree *f, const gspots *g, double 
 }
 
 typedef struct gcand {
-    double val[K_COUNT];
+    double val[DS_KINDS];
     double score;
 } gcand;
 
@@ -298,7 +302,7 @@ typedef struct gcand {
  * each free axis; the best into *out (with scan, each probe's edges
  * scanned), and with keep > 1 the `keep` best that are no neighbours of a
  * better one (two steps apart at least) into cands. */
-static int grid(const ds_frame *fr, const gfree *f, const gspots *g, const double val[K_COUNT], double step, int n,
+static int grid(const ds_frame *fr, const gfree *f, const gspots *g, const double val[DS_KINDS], double step, int n,
                 int scan, gcand *cands, int keep)
 {
     const int side = 2 * n + 1;
@@ -371,7 +375,7 @@ static void gn_refine(const ds_frame *fr, const gfree *f, const gspots *g, doubl
         gxtal x, xm[9];
         if (!xtal_at(fr, c->val, NULL, &x)) break;
         for (int j = 0; j < np; j++) {
-            double moved[K_COUNT];
+            double moved[DS_KINDS];
             memcpy(moved, c->val, sizeof moved);
             moved[at[j]] += fd[j];
             if (!xtal_at(fr, moved, NULL, &xm[j])) return;
@@ -425,12 +429,12 @@ static uint64_t splitmix(uint64_t *s)
 
 /* The mean and standard deviation of the score over random orientations
  * of the start's crystal (the frame's index seeds them: deterministic). */
-static void chance(const ds_frame *fr, const gspots *g, const double val[K_COUNT], double *mean, double *sd)
+static void chance(const ds_frame *fr, const gspots *g, const double val[DS_KINDS], double *mean, double *sd)
 {
     uint64_t seed = 0x6e622d666974ull ^ (uint64_t)fr->index;
     double sum = 0.0, sum2 = 0.0;
     for (int r = 0; r < RANDOM_PROBES; r++) {
-        double v[K_COUNT];
+        double v[DS_KINDS];
         memcpy(v, val, sizeof v);
         const double u[3] = {(splitmix(&seed) >> 11) * 0x1p-53, (splitmix(&seed) >> 11) * 0x1p-53,
                              (splitmix(&seed) >> 11) * 0x1p-53};
@@ -460,7 +464,7 @@ typedef struct gfound {
  * around its values and the start refined; the test. */
 static nb_status frame_search(const ds *d, const ds_frame *fr, const gfree *f, const double shift[3], gfound *out)
 {
-    double val[K_COUNT];
+    double val[DS_KINDS];
     ds_values(d, fr, fr->p, d->z, val);
     gspots g;
     nb_status st = spots_make(d, fr, shift, val, TOP_SPOTS, &g);
@@ -545,7 +549,7 @@ static nb_status detector_scores(ds *d, const unsigned char *use, const double (
     for (long i = 0; i < d->nframes && !st; i++) {
         ds_frame *fr = &d->fr[i];
         if (!use[i] || !ds_owned(d, i)) continue;
-        double val[K_COUNT];
+        double val[DS_KINDS];
         ds_values(d, fr, fr->p, d->z, val);
         for (int c = 0; c < n && !st; c++) {
             gspots g;
@@ -613,7 +617,7 @@ static nb_status detector_search(ds *d, double shift[3])
         if (L->where_z[axes[a]] >= 0) {
             d->z[L->where_z[axes[a]] - L->kp] = d->zstart[axes[a]] + shift[a];
             if (ds_rank(d) == 0)
-                nb_info("global stage: %s = %.4f mm", ds_kind_name(axes[a]), d->zstart[axes[a]] + shift[a]);
+                nb_info("global stage: %s = %.4f mm", ds_kind_name(&d->L, axes[a]), d->zstart[axes[a]] + shift[a]);
         }
     return st;
 }
@@ -643,7 +647,7 @@ static nb_status shared_cell(ds *d, const double *found)
         qsort(v, (size_t)n, sizeof *v, cmp_double);
         d->z[L->where_z[k] - L->kp] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
         if (ds_rank(d) == 0)
-            nb_info("global stage: %s = %.5g (the median of %ld frames')", ds_kind_name(k), d->z[L->where_z[k] - L->kp], n);
+            nb_info("global stage: %s = %.5g (the median of %ld frames')", ds_kind_name(L, k), d->z[L->where_z[k] - L->kp], n);
     }
     free(v);
     return NB_OK;

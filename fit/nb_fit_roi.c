@@ -344,7 +344,7 @@ nb_status ds_regions(ds *d, ds_frame *fr, const nb_fit_observed *ob)
     typedef struct { size_t pix; int region; float dx, dy; double y; } px_t;
     grow pix = {NULL, 0, 0, sizeof(px_t)}, bgs = {NULL, 0, 0, 3 * sizeof(double)};
     grow spots = {NULL, 0, 0, 4 * sizeof(float)}, boxes = {NULL, 0, 0, sizeof(box)};
-    double val[K_COUNT];
+    double val[DS_KINDS];
     ds_values(d, fr, fr->p, d->z, val);
     ds_regions_free(fr);
     nb_status st = NB_OK;

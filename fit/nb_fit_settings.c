@@ -123,7 +123,7 @@ nb_status ds_resolve_settings(ds *d, unsigned char *switched)
     if (!ds_F_informative(d->hkl) || (L->where_p[K_ROT_X] < 0 && L->where_p[K_ROT_Y] < 0 && L->where_p[K_ROT_Z] < 0))
         return NB_OK;
     settings set;
-    double val0[K_COUNT];
+    double val0[DS_KINDS];
     ds_values(d, &d->fr[0], d->fr[0].p, d->z, val0);
     lattice_settings(val0 + K_CELL_A, &set);
     if (!set.n) return NB_OK;
@@ -131,7 +131,7 @@ nb_status ds_resolve_settings(ds *d, unsigned char *switched)
     for (long i = 0; i < d->nframes && !st; i++) {
         ds_frame *fr = &d->fr[i];
         if (!settings_tried(d, i)) continue;
-        double val[K_COUNT], abc[3][3], nll0, best = INFINITY, alt[3][3], best_abc[3][3];
+        double val[DS_KINDS], abc[3][3], nll0, best = INFINITY, alt[3][3], best_abc[3][3];
         int best_m = -1;
         ds_values(d, fr, fr->p, d->z, val);
         ds_crystal(fr, val, abc);

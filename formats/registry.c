@@ -72,7 +72,7 @@ static const nb_format formats[NB_FMT_COUNT] = {
     {NB_FMT_XDS, "xds", "XDS.INP", {".INP", NULL}, {"INP", "inp", NULL}, NO_MAGIC, NULL, NB_WRITE_SIDECAR, 1, 0, 0,
      .write_sidecar = nb_xds_inp_write_sidecar, .names_images = NB_NAMES_FRAME_FILES},
     {NB_FMT_GEOM, "geom", "CrystFEL geometry", {".geom", NULL}, {NULL}, NO_MAGIC, NULL, NB_WRITE_SIDECAR, 1, 0, 0,
-     .write_sidecar = nb_crystfel_geom_write_sidecar},
+     .write_sidecar = nb_crystfel_geom_write_sidecar, .plan_sidecar = 1},
     {NB_FMT_EXPT, "expt", "DIALS experiment list", {".expt", NULL}, {NULL}, NO_MAGIC, NULL, NB_WRITE_RUN, 0, 0, 0,
      .run = &nb_expt_run_writer, .names_images = NB_NAMES_FRAMES},
     {NB_FMT_TRUTH, "truth", "truth.jsonl", {".jsonl", NULL}, {"jsonl", NULL}, NO_MAGIC, NULL, NB_WRITE_RUN, 0, 0, 0,

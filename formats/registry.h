@@ -194,6 +194,7 @@ struct nb_format {
                                     libhdf5); NULL: none */
     const nb_run_writer *run;    /* NB_WRITE_RUN */
     nb_sidecar_writer write_sidecar; /* NB_WRITE_SIDECAR */
+    int plan_sidecar;            /* ... written from a plan alone (no IMAGE record: a refined plan's detector) */
     nb_format_names names_images; /* the images of the same command it names */
 };
 

@@ -256,8 +256,10 @@ static const nb_opt rows[] = {
      "lab axes, degrees), cell_a ... cell_gamma, Na, Nb, Nc, lambda,\n"
      "mosaic (the spread, degrees: the plan's domains, -mosaic_domains, their\n"
      "angles scaled), scale.  --refine then names the shared ones: distance,\n"
-     "Xbeam, Ybeam (the whole detector moved), cell_*, Na, Nb, Nc, lambda,\n"
-     "mosaic, scale",
+     "Xbeam, Ybeam (the whole detector moved), panel<i>_shift_fast/slow/normal\n"
+     "and panel<i>_rot_fast/slow/normal (each panel's own, mm and degrees; not\n"
+     "with distance, Xbeam, Ybeam: the panels' mean turn about the beam is\n"
+     "held, docs/physics.md 15.3), cell_*, Na, Nb, Nc, lambda, mosaic, scale",
      .needs = "a list of names", .type = NB_OPT_STRING, .at = {FO(ds.refine_frame)}},
     {NB_OPT_LOCAL, "--refine-F", 0, NULL,
      "a dataset fit: refine the structure factor of every reflection of the\n"

@@ -65,11 +65,14 @@ nb_status finish_runs(conv_opts *o, enum run_files which, int ok)
     return st;
 }
 
-/* Does every -o name a run file that a plan alone can fill (model.expt)? */
+/* Does every -o name a file that a plan alone can fill (model.expt, a
+ * refined plan's fit.geom)? */
 int only_plan_files(const conv_opts *o)
 {
-    for (int k = 0; k < o->nouts; k++)
-        if (!o->outs[k].format->run || !o->outs[k].format->run->plan_frames) return 0;
+    for (int k = 0; k < o->nouts; k++) {
+        const nb_format *f = o->outs[k].format;
+        if (!(f->run && f->run->plan_frames) && !f->plan_sidecar) return 0;
+    }
     return o->nouts > 0 && !o->grad && !o->import;
 }
 
@@ -82,8 +85,15 @@ nb_status write_plan_files(const conv_opts *o, const nb_plan *plan)
     if (last > plan->nframes)
         return nb_error_set(NB_ERR_USAGE, "option --frames: the plan has %d frame%s", plan->nframes,
                             plan->nframes == 1 ? "" : "s");
-    for (int k = 0; k < o->nouts && !st; k++)
-        st = o->outs[k].format->run->plan_frames(&o->runs[k], o->outs[k].path, plan, first, last, adc);
+    for (int k = 0; k < o->nouts && !st; k++) {
+        out_request *out = &o->outs[k];
+        if (out->format->plan_sidecar) { /* the plan's detector: no image to describe */
+            const frame fr = {.plan = plan, .frame = first};
+            st = write_sidecar(out, o, &fr);
+        } else {
+            st = out->format->run->plan_frames(&o->runs[k], out->path, plan, first, last, adc);
+        }
+    }
     return st;
 }
 
