@@ -12,6 +12,7 @@
 #include <omp.h>
 #endif
 
+#include "nb_engine.h"
 #include "nb_sim_fast.h"
 #include "nb_sim_grad.h"
 
@@ -108,10 +109,6 @@ static nb_status name_plans(const nb_param *p, const nb_plan *plan, double *step
 nb_status nb_grad_plans_build(const nb_plan *plan, const nb_grad_list *names, nb_grad_plans *out)
 {
     memset(out, 0, sizeof *out);
-    /* a shot's spectrum is not a plan's field that the stencil could move */
-    if (plan->stills.spikes > 0)
-        return nb_error_set(NB_ERR_UNSUPPORTED, "derivatives of stills with a per-shot spectrum (-stills_bandwidth) "
-                                                "are not supported");
     nb_status st = NB_OK;
     if (!(st = nb_calloc((void **)&out->names.param, (size_t)names->n + 1, sizeof *out->names.param, "derivatives")) &&
         !(st = nb_calloc((void **)&out->step, (size_t)names->n + 1, sizeof *out->step, "derivatives")))
@@ -224,9 +221,13 @@ static nb_status stencil_values(const nb_grad_plans *g, int i, long frame, int p
     for (int j = 0; j < NB_GRAD_STENCIL; j++) {
         nb_plan frame_plan, view;
         nb_sim_setup setup;
-        nb_plan_frame_view(&g->plans[i][j], frame, &frame_plan);
+        nb_source *own;
+        /* the frame's own sources (a shot's spectrum), as the image's render
+         * has them: the stencil moves every channel with the plan's field */
+        nb_status st = nb_engine_frame(&g->plans[i][j], frame, &frame_plan, &own);
         nb_plan_panel_view(&frame_plan, panel, &view);
-        nb_status st = nb_sim_setup_build(&view, hkl, &setup);
+        if (!st) st = nb_sim_setup_build(&view, hkl, &setup);
+        free(own);
         if (st) return nb_error_prefix(st, "derivative of %s", name);
         const char *moved = fixed_field_moved(base, &setup.kp);
         if (!moved && flat_len(&setup.kp) != n) moved = "the sources or the crystal's domains";

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "nb_fit_ds.h"
+#include "nb_spectra.h"
 #include "nb_util.h"
 #include "nb_vec.h"
 
@@ -760,9 +761,6 @@ static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const n
     d->total_pixels = nb_plan_total_pixels(start);
     nb_status st = ds_layout_parse(o->refine, o->refine_frame, o->refine_F, &d->L);
     if (st) return st;
-    if (start->stills.on && start->stills.spikes > 0)
-        return nb_error_set(NB_ERR_UNSUPPORTED, "fitting stills with a per-shot spectrum (-stills_bandwidth) is not "
-                                                "supported");
     if ((d->L.where_p[K_MOSAIC] >= 0 || d->L.where_z[K_MOSAIC] >= 0) && !nb_plan_mosaic_rescalable(start))
         return nb_error_set(NB_ERR_USAGE, "option %s: mosaic: the plan has no mosaic domains to spread (make it "
                                           "with nb-geom -mosaic DEG -mosaic_domains N: the fit scales their angles)",
@@ -842,6 +840,34 @@ static nb_status gather(ds *d, double **out)
     return st;
 }
 
+/* A still's spikes kept by the refined plan (whose frames are frame
+ * crystals, no longer draws): as its frames' spectra (nb_spectra.h), each
+ * scaled to its frame's refined wavelength. */
+static nb_status spikes_as_spectra(const nb_plan *start, nb_plan *out)
+{
+    int *counts;
+    double *all;
+    size_t total = 0;
+    nb_status st = nb_calloc((void **)&counts, (size_t)start->nframes, sizeof *counts, "the frames' spectra");
+    if (st) return st;
+    if ((st = nb_calloc((void **)&all, 2 * (size_t)start->nframes * (size_t)start->stills.spikes, sizeof *all,
+                        "the frames' spectra"))) {
+        free(counts);
+        return st;
+    }
+    for (long f = 0; f < start->nframes && !st; f++) {
+        double *pairs;
+        if ((st = nb_plan_frame_spectrum_pairs(start, f, &pairs, &counts[f]))) break;
+        memcpy(all + 2 * total, pairs, 2 * (size_t)counts[f] * sizeof *pairs);
+        total += (size_t)counts[f];
+        free(pairs);
+    }
+    if (!st) st = nb_plan_set_frame_spectra(out, counts, all);
+    free(counts);
+    free(all);
+    return st;
+}
+
 /* The refined plan: the start (copied through its record) with the shared
  * detector moved and every fitted frame's crystal; failed frames keep their
  * start, marked. */
@@ -911,6 +937,7 @@ static nb_status refined_plan(ds *d, const double *g, nb_plan *out, int *failed)
     out->stills.on = 0;
     st = nb_plan_set_frame_crystals(out, fc);
     if (!st && mosaic) st = nb_plan_set_frame_mosaic(out, mosaic);
+    if (!st && d->start->stills.on && d->start->stills.spikes > 0) st = spikes_as_spectra(d->start, out);
     free(fc);
     free(mosaic);
     return st;

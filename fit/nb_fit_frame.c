@@ -287,6 +287,7 @@ static nb_status ds_plan_make(const ds *d, const ds_frame *fr, const double val[
     P->nframes = 1;
     P->stills.on = 0;
     P->frame_crystals = NULL;
+    P->frame_nchannels = NULL, P->frame_spectra = NULL; /* the frame's spectrum is its sources already */
     double abc[3][3];
     ds_crystal(fr, val, abc);
     memcpy(P->cell_a, abc[0], sizeof P->cell_a);

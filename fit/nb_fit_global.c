@@ -52,6 +52,7 @@
 #include <string.h>
 
 #include "nb_fit_ds.h"
+#include "nb_stills.h"
 #include "nb_util.h"
 #include "nb_vec.h"
 
@@ -92,6 +93,34 @@ static int cmp_weight_desc(const void *a, const void *b)
     return x > y ? -1 : x < y;
 }
 
+/* The frame's beam: its sources' mean incident direction, and their spread
+ * in wavelength and direction (the bandwidth and divergence: relative, rad),
+ * the frame's own sources (a shot's spectrum) where it has them. */
+static nb_status source_spread(const ds *d, const ds_frame *fr, double incident[3], double *spread)
+{
+    nb_source *own;
+    int n;
+    nb_status st = nb_plan_frame_sources(d->start, fr->index, &own, &n);
+    if (st) return st;
+    const nb_source *src = own ? own : d->start->sources;
+    const double ref = own ? fr->start.lambda : d->start->lambda0;
+    if (!own) n = d->start->nsources;
+    incident[0] = incident[1] = incident[2] = 0.0;
+    *spread = 0.0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < 3; j++) incident[j] -= src[i].dir[j];
+    nb_vunitize(incident, incident);
+    for (int i = 0; i < n; i++) {
+        double dir[3];
+        for (int j = 0; j < 3; j++) dir[j] = -src[i].dir[j];
+        nb_vunitize(dir, dir);
+        const double dl = fabs(src[i].lambda / ref - 1.0), da = acos(fmin(1.0, nb_vdot(dir, incident)));
+        *spread = fmax(*spread, fmax(dl, da));
+    }
+    free(own);
+    return NB_OK;
+}
+
 /* The frame's strongest spots (at most `top`) with the detector's distance,
  * Xbeam and Ybeam moved by shift_mm from the plan's, at its values val. */
 static nb_status spots_make(const ds *d, const ds_frame *fr, const double shift_mm[3], const double val[DS_KINDS],
@@ -112,17 +141,12 @@ static nb_status spots_make(const ds *d, const ds_frame *fr, const double shift_
         gspots_free(g);
         return nb_error_set(NB_ERR_NOMEM, "out of memory for the global stage");
     }
-    double incident[3] = {0, 0, 0}, spread = 0.0;
-    for (int i = 0; i < P->nsources; i++)
-        for (int j = 0; j < 3; j++) incident[j] -= P->sources[i].dir[j];
-    nb_vunitize(incident, incident);
-    /* the bandwidth and divergence: the sources' spread in wavelength and direction */
-    for (int i = 0; i < P->nsources; i++) {
-        double dir[3];
-        for (int j = 0; j < 3; j++) dir[j] = -P->sources[i].dir[j];
-        nb_vunitize(dir, dir);
-        const double dl = fabs(P->sources[i].lambda / P->lambda0 - 1.0), da = acos(fmin(1.0, nb_vdot(dir, incident)));
-        spread = fmax(spread, fmax(dl, da));
+    double incident[3], spread;
+    nb_status st = source_spread(d, fr, incident, &spread);
+    if (st) {
+        free(order);
+        gspots_free(g);
+        return st;
     }
     /* the detector where the search puts it, each panel where its values do */
     double at[DS_KINDS];

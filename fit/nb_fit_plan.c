@@ -53,9 +53,6 @@ static nb_status render_panel(nb_engine *engine, const nb_plan *plan, const nb_h
     nb_plan frame_plan, view;
     nb_source *shot_sources = NULL;
     nb_panel_done done;
-    if (plan->stills.spikes > 0)
-        return nb_error_set(NB_ERR_UNSUPPORTED, "fitting stills with a per-shot spectrum (-stills_bandwidth) is not "
-                                                "supported");
     nb_status st = nb_engine_frame(plan, frame, &frame_plan, &shot_sources);
     if (st) return st;
     nb_plan_panel_view(&frame_plan, panel, &view);

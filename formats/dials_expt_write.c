@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "dials_expt_join.h"
 #include "frame_write.h"
@@ -28,6 +29,7 @@
 #include "nxmx.h"
 #include "nb_crc32.h"
 #include "nb_reflections.h"
+#include "nb_spectra.h"
 #include "nb_stills.h"
 #include "nb_util.h"
 
@@ -295,6 +297,7 @@ struct nb_expt {
     char *detector;         /* the "detector" entry, of the first frame */
     char run_id[NB_EXPT_RUN_ID]; /* "nb-" and the CRC-32 of the series plan's record: its experiments' identifiers */
     char rotation_id[256];  /* a rotation's experiment's: the plan's kept one of its first frame, or run_id */
+    nb_strbuf spectra;      /* the shots' .lam files, a line each (nb-geom -expt_spectra's list); empty: none */
 };
 
 nb_status nb_expt_open(nb_expt **out, const char *path, const nb_expt_images *img)
@@ -303,6 +306,7 @@ nb_status nb_expt_open(nb_expt **out, const char *path, const nb_expt_images *im
     *out = NULL;
     nb_status st = nb_calloc((void **)&e, 1, sizeof *e, "the experiment list");
     if (st) return st;
+    nb_strbuf_init(&e->spectra);
     e->kind = img->path ? img->kind : NB_EXPT_NO_IMAGES;
     if (e->kind != NB_EXPT_NO_IMAGES) e->img_path = nb_xstrdup(img->path);
     e->offset_kept = e->kind != NB_EXPT_NO_IMAGES && img->offset_kept;
@@ -389,6 +393,50 @@ static nb_status start(nb_expt *e, const nb_plan *series, long frame, double wav
     return NB_OK;
 }
 
+/* X.expt's spectra: the directory X_spectra (its name in dir_name) and the
+ * list X_spectra.txt beside it; 0, or -1 when the names do not fit */
+static int spectra_names(const char *expt, char *dir, char *dir_name, char *list, size_t size)
+{
+    size_t stem = strlen(expt);
+    if (stem > 5 && !strcmp(expt + stem - 5, ".expt")) stem -= 5;
+    const char *slash = strrchr(expt, '/');
+    const size_t base = slash ? (size_t)(slash + 1 - expt) : 0;
+    int a = snprintf(dir, size, "%.*s_spectra", (int)stem, expt);
+    int b = snprintf(dir_name, size, "%.*s_spectra", (int)(stem - base), expt + base);
+    int c = snprintf(list, size, "%.*s_spectra.txt", (int)stem, expt);
+    return a < 0 || b < 0 || c < 0 || (size_t)a >= size || (size_t)b >= size || (size_t)c >= size ? -1 : 0;
+}
+
+/* A still's own spectrum (a shot's spikes, or its stored spectrum) as a .lam
+ * file, X_spectra/shot_NNNNNN.lam (the frame from 1), named in the list
+ * nb_expt_commit writes: nb-geom -expt X.expt -expt_spectra X_spectra.txt
+ * renders the shot again (docs/physics.md 16.4) */
+static nb_status shot_spectrum(nb_expt *e, const nb_plan *series, long frame)
+{
+    double *pairs;
+    int n;
+    nb_status st = nb_plan_frame_spectrum_pairs(series, frame, &pairs, &n);
+    if (st || !n) return st;
+    const char *expt = nb_outfile_path(e->of);
+    char dir[NB_PATH_MAX], dir_name[NB_PATH_MAX], list[NB_PATH_MAX], lam[NB_PATH_MAX + 32];
+    if (!strcmp(expt, "-")) st = nb_error_set(NB_ERR_USAGE, "the shots' spectra go beside the list: name a file, not -");
+    else if (spectra_names(expt, dir, dir_name, list, sizeof dir))
+        st = nb_error_set(NB_ERR_USAGE, "the name '%s' is too long for its spectra's", expt);
+    if (!st && mkdir(dir, 0777) && errno != EEXIST)
+        st = nb_error_set(NB_ERR_IO, "cannot make the directory '%s': %s", dir, strerror(errno));
+    if (!st) {
+        nb_strbuf text;
+        nb_strbuf_init(&text);
+        nb_spectrum_lam_text(pairs, n, &text);
+        snprintf(lam, sizeof lam, "%s/shot_%06ld.lam", dir, frame + 1);
+        st = nb_write_text_file(lam, text.data, text.len);
+        nb_strbuf_free(&text);
+        nb_strbuf_printf(&e->spectra, "%s/shot_%06ld.lam\n", dir_name, frame + 1);
+    }
+    free(pairs);
+    return st;
+}
+
 static nb_status add_shot(nb_expt *e, const nb_plan *series, long frame, double wavelength)
 {
     if (e->nshots == e->cap) {
@@ -401,6 +449,7 @@ static nb_status add_shot(nb_expt *e, const nb_plan *series, long frame, double 
     s->frame = frame, s->index = e->nseen, s->wavelength = wavelength;
     nb_expt_identifier(series, e->run_id, frame, s->identifier, sizeof s->identifier);
     nb_status st = nb_dials_frame_cell(series, frame, s->abc);
+    if (!st) st = shot_spectrum(e, series, frame);
     if (!st) e->nshots++;
     return st;
 }
@@ -536,6 +585,11 @@ nb_status nb_expt_commit(nb_expt *e)
             st = nb_error_set(NB_ERR_IO, "cannot write '%s'", nb_outfile_path(e->of));
     }
     nb_strbuf_free(&sb);
+    if (!st && e->spectra.len) {
+        char dir[NB_PATH_MAX], dir_name[NB_PATH_MAX], list[NB_PATH_MAX];
+        spectra_names(nb_outfile_path(e->of), dir, dir_name, list, sizeof dir);
+        st = nb_write_text_file(list, e->spectra.data, e->spectra.len);
+    }
     if (st) nb_outfile_abort(e->of);
     else st = nb_outfile_commit(e->of);
     e->of = NULL;
@@ -552,6 +606,7 @@ void nb_expt_abort(nb_expt *e)
     free(e->detector);
     free(e->space_group);
     free(e->shots);
+    nb_strbuf_free(&e->spectra);
     free(e);
 }
 

@@ -114,6 +114,15 @@ void nb_plan_frame_crystal(const nb_plan *series, long frame, nb_frame_crystal *
     out->Na = view.Na, out->Nb = view.Nb, out->Nc = view.Nc;
     out->fluence = view.fluence;
     out->lambda = series->lambda0;
+    if (series->stills.on && series->stills.spikes > 0) {
+        /* a shot's wavelength is its spikes' mean: the spectrum written as
+         * frame spectra (nb_spectra.h) renders as the spikes did */
+        nb_still_shot shot;
+        double sum = 0.0;
+        nb_still_draw(series, frame, &shot);
+        for (int k = 0; k < shot.spikes; k++) sum += shot.spike[k];
+        out->lambda = series->lambda0 * (1.0 + sum / shot.spikes);
+    }
 }
 
 /* ---- PLAN keys ---------------------------------------------------------------- */

@@ -195,6 +195,7 @@ static const nb_opt request_rows[] = {
     {FL_MASK, .type = NB_OPT_SET},
     {FL_PANELS, .type = NB_OPT_SET}, /* its file is read before every flag too */
     {FL_EXPT, .type = NB_OPT_SET},   /* and so is the experiment list */
+    STR(FL_EXPT_SPECTRA, expt_spectra),
     STR(FL_MAT, matfile),
     FN(FL_CELL, apply_cell),
     FN(FL_MISSET, apply_misset),

@@ -130,6 +130,7 @@ typedef struct nb_request {
     int mask_w, mask_h;
     nb_detector_file *panels;   /* -panels FILE, read; NULL: the flags' one-panel detector */
     nb_experiment_list *expt;   /* -expt FILE, read (its detector moved into panels); NULL: none */
+    char *expt_spectra;         /* -expt_spectra LIST: a .lam file per experiment (nb_spectra.h); NULL: none */
     /* requests for later stages */
     char *hklfile, *dumpfile;
     double default_F;

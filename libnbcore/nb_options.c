@@ -27,6 +27,7 @@ static const nb_flag table[] = {
     {"-mask", FL_MASK, 1, 1, G, "FILE", "SMV image whose zero pixels are not rendered (its header sets geometry as -img)"},
     {"-panels", FL_PANELS, 1, 1, G, "FILE", "the detector's panels from a DIALS .expt or CrystFEL .geom file (beam and crystal from the flags)"},
     {"-expt", FL_EXPT, 1, 1, G, "FILE", "detector, beam and crystals from a DIALS experiment list: a frame per still, or the sweep's frames"},
+    {"-expt_spectra", FL_EXPT_SPECTRA, 1, 1, G, "LIST", "with -expt: a spectrum per still, a diffBragg .lam file per line of LIST (or 'expt refl spec' lines)"},
     {"-mat", FL_MAT, 1, 1, G, "FILE", "MOSFLM orientation matrix (3 lines of reciprocal-vector components, includes lambda)"},
     {"-matrix", FL_MAT, 1, 1, G, "FILE", NULL},
     {"-cell", FL_CELL, 1, 6, G, "A B C AL BE GA", "unit cell in Angstrom and degrees (missing b, c = a; angles default 90)"},

@@ -77,7 +77,7 @@ enum nb_flag_id {
     /* serial-crystallography stills (nb extension) */
     FL_STILLS, FL_STILLS_BANDWIDTH, FL_STILLS_SPIKES, FL_STILLS_N, FL_STILLS_FLUENCE,
     /* a plan from a DIALS experiment list */
-    FL_EXPT,
+    FL_EXPT, FL_EXPT_SPECTRA,
     FL_COUNT
 };
 

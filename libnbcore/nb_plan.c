@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "nb_stills.h"
+#include "nb_spectra.h"
 #include "nb_util.h"
 
 enum ftype { F_INT, F_I64, F_DBL, F_VEC3, F_STR, F_CHARS };
@@ -126,6 +127,8 @@ void nb_plan_free(nb_plan *p)
     free(p->frame_crystals);
     free(p->frame_mosaic);
     free(p->frame_ids);
+    free(p->frame_nchannels);
+    free(p->frame_spectra);
     free(p->hkl_file);
     free(p->space_group);
     free(p->dump_file);
@@ -167,6 +170,10 @@ nb_status nb_plan_copy(const nb_plan *p, nb_plan *out)
     st = dup_bytes(&out->frame_crystals, p->frame_crystals, nf * sizeof *p->frame_crystals, st);
     st = dup_bytes(&out->frame_mosaic, p->frame_mosaic, nf * sizeof *p->frame_mosaic, st);
     st = dup_bytes(&out->frame_ids, p->frame_ids, p->frame_ids_bytes, st);
+    size_t channels = 0;
+    for (size_t f = 0; p->frame_nchannels && f < nf; f++) channels += (size_t)p->frame_nchannels[f];
+    st = dup_bytes(&out->frame_nchannels, p->frame_nchannels, nf * sizeof *p->frame_nchannels, st);
+    st = dup_bytes(&out->frame_spectra, p->frame_spectra, 2 * channels * sizeof *p->frame_spectra, st);
     char **strings[] = {&out->hkl_file, &out->space_group, &out->dump_file, &out->floatfile,
                         &out->intfile,  &out->noisefile,   &out->pgmfile};
     const char *from[] = {p->hkl_file, p->space_group, p->dump_file, p->floatfile, p->intfile, p->noisefile, p->pgmfile};
@@ -394,6 +401,7 @@ nb_status nb_plan_to_record(const nb_plan *p, nb_record *rec)
     if ((st = nb_frame_crystals_to_record(p, rec))) return st;
     if ((st = nb_frame_mosaic_to_record(p, rec))) return st;
     if ((st = nb_frame_ids_to_record(p, rec))) return st;
+    if ((st = nb_frame_spectra_to_record(p, rec))) return st;
     nb_hdr_setf(rec, "UNIT_CELL", "%.10g %.10g %.10g %.10g %.10g %.10g", p->unit_cell[0], p->unit_cell[1],
                 p->unit_cell[2], p->unit_cell[3], p->unit_cell[4], p->unit_cell[5]);
     /* the shared ran1 shuffle table, so nb-noise continues the reference's
@@ -504,6 +512,7 @@ nb_status nb_plan_from_record(const nb_record *rec, nb_plan *p)
     if ((st = nb_frame_crystals_from_record(rec, p))) goto fail;
     if ((st = nb_frame_mosaic_from_record(rec, p))) goto fail;
     if ((st = nb_frame_ids_from_record(rec, p))) goto fail;
+    if ((st = nb_frame_spectra_from_record(rec, p))) goto fail;
     return NB_OK;
 fail:
     nb_plan_free(p);

@@ -121,6 +121,9 @@ typedef struct nb_plan {
     char *frame_ids;                    /* nframes experiment identifiers, each NUL-ended, back to back (owned), or
                                          * NULL: none kept (nb-geom -expt keeps a DIALS list's).  PLAN array frame_ids */
     size_t frame_ids_bytes;             /* their bytes, the NULs included */
+    int *frame_nchannels;               /* nframes channel counts (owned), or NULL: no frame has a spectrum of its own.
+                                         * PLAN key FRAME_SPECTRA (nb_spectra.h) */
+    double *frame_spectra;              /* (wavelength m, weight) pairs, frame after frame (owned) */
     int interpolate;                    /* resolved: 0 or 1 */
 
     /* random numbers: seeds as the reference stores them (negated) and the
@@ -214,7 +217,8 @@ void nb_plan_frame_view(const nb_plan *series, long frame, nb_plan *view);
 nb_status nb_plan_set_frame_crystals(nb_plan *p, const nb_frame_crystal *fc);
 /* Frame `frame`'s crystal as its view sees it, for any plan: its frame
  * crystal; a still's draw applied to the plan's crystal; a rotation series'
- * the plan's crystal at phi 0, N, fluence and LAMBDA0.  Status 0 unless stored. */
+ * the plan's crystal at phi 0, N, fluence and LAMBDA0 (a still with spikes:
+ * LAMBDA0 times their mean, 1 + mean d_k).  Status 0 unless stored. */
 void nb_plan_frame_crystal(const nb_plan *series, long frame, nb_frame_crystal *out);
 /* A frame crystal into a plan (a frame's view): cell vectors, reciprocal
  * vectors and UNIT_CELL worked out from them, N, fluence and LAMBDA0 (the

@@ -82,7 +82,7 @@ void nb_request_free(nb_request *rq)
 {
     char **strs[] = {&rq->sourcefile, &rq->matfile, &rq->imgfile, &rq->maskfile, &rq->stolfile,
                      &rq->hklfile, &rq->dumpfile, &rq->floatfile, &rq->intfile, &rq->noisefile,
-                     &rq->pgmfile, &rq->command_line};
+                     &rq->pgmfile, &rq->command_line, &rq->expt_spectra};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         free(*strs[i]);
         *strs[i] = NULL;

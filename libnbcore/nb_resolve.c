@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "nb_materials.h"
+#include "nb_spectra.h"
 #include "nb_stills.h"
 #include "nb_util.h"
 #include "nb_vec.h"
@@ -691,6 +692,9 @@ static nb_status resolve(const nb_request *rq, nb_plan *plan, nb_strbuf *log)
     nb_resolve_plan_beam_and_crystal(s, plan);
     nb_resolve_plan_requests(s, plan);
     if (rq->expt && (st = nb_plan_take_expt_crystals(rq->expt, plan))) return st;
+    if (rq->expt_spectra && !rq->expt)
+        return nb_error_set(NB_ERR_USAGE, "-expt_spectra: a spectrum per experiment of -expt FILE (no -expt given)");
+    if (rq->expt_spectra && (st = nb_plan_take_expt_spectra(rq->expt_spectra, plan))) return st;
     return NB_OK;
 }
 

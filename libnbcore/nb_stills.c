@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nb_spectra.h"
 #include "nb_util.h"
 #include "nb_vec.h"
 
@@ -90,19 +91,32 @@ void nb_still_apply(const nb_still_shot *shot, nb_plan *view)
 }
 
 /* A frame crystal's spectrum: the plan's sources scaled by lambda /
- * LAMBDA0 (none when the wavelength is the plan's) */
-static nb_status frame_crystal_sources(const nb_plan *series, const nb_frame_crystal *fc, nb_source **sources, int *n)
+ * LAMBDA0 (none when the wavelength is the plan's); with a spectrum of its
+ * own (FRAME_SPECTRA), each of them at every channel's wavelength relative
+ * to the spectrum's mean (nb_spectra.h) */
+static nb_status frame_crystal_sources(const nb_plan *series, long frame, nb_source **sources, int *n)
 {
-    if (!(fabs(fc->lambda - series->lambda0) > 1e-15 * series->lambda0)) return NB_OK;
+    const nb_frame_crystal *fc = &series->frame_crystals[frame];
+    const double *pairs;
+    const int channels = nb_plan_frame_spectrum(series, frame, &pairs);
+    if (!channels && !(fabs(fc->lambda - series->lambda0) > 1e-15 * series->lambda0)) return NB_OK;
     const double scale = fc->lambda / series->lambda0;
-    nb_status st = nb_calloc((void **)sources, (size_t)series->nsources, sizeof **sources, "the frame's spectrum");
-    if (st) return st;
-    for (int i = 0; i < series->nsources; i++) {
-        (*sources)[i] = series->sources[i];
-        (*sources)[i].lambda = series->sources[i].lambda * scale;
-    }
-    *n = series->nsources;
-    return NB_OK;
+    double one = 1.0, *rel = &one;
+    int m = 1;
+    nb_status st = NB_OK;
+    if (channels && !(st = nb_calloc((void **)&rel, (size_t)channels, sizeof *rel, "the frame's spectrum")))
+        st = nb_spectrum_channels(pairs, channels, rel, &m);
+    if (!st) st = nb_calloc((void **)sources, (size_t)series->nsources * (size_t)m, sizeof **sources,
+                            "the frame's spectrum");
+    for (int i = 0; !st && i < series->nsources; i++)
+        for (int k = 0; k < m; k++) {
+            nb_source *q = &(*sources)[(size_t)i * m + k];
+            *q = series->sources[i];
+            q->lambda = series->sources[i].lambda * scale * rel[k];
+        }
+    if (!st) *n = series->nsources * m;
+    if (rel != &one) free(rel);
+    return st;
 }
 
 nb_status nb_plan_frame_sources(const nb_plan *series, long frame, nb_source **sources, int *n)
@@ -110,7 +124,7 @@ nb_status nb_plan_frame_sources(const nb_plan *series, long frame, nb_source **s
     *sources = NULL;
     *n = 0;
     if (series->frame_crystals && frame >= 0 && frame < series->nframes)
-        return frame_crystal_sources(series, &series->frame_crystals[frame], sources, n);
+        return frame_crystal_sources(series, frame, sources, n);
     if (!series->stills.on || series->stills.spikes <= 0) return NB_OK;
     nb_still_shot shot;
     nb_still_draw(series, frame, &shot);

@@ -40,7 +40,9 @@ void nb_still_apply(const nb_still_shot *shot, nb_plan *view);
 
 /* The sources of frame `frame`: for stills with spikes, each of the plan's
  * sources at every spike's wavelength; for a frame crystal whose wavelength
- * is not LAMBDA0, the plan's sources scaled by lambda / LAMBDA0 (malloc'ed,
+ * is not LAMBDA0, the plan's sources scaled by lambda / LAMBDA0, and with a
+ * spectrum of its own (FRAME_SPECTRA, nb_spectra.h) each of those at every
+ * channel's wavelength over the spectrum's mean (malloc'ed,
  * *n of them, the caller frees); NULL and 0 when the frame's sources are
  * the plan's. */
 nb_status nb_plan_frame_sources(const nb_plan *series, long frame, nb_source **sources, int *n);

@@ -30,12 +30,16 @@ static const nb_tool_info tool = {
     "and the crystals from a DIALS experiment list: a frame per still (each with its crystal\n"
     "and wavelength) or the sweep's frames; the flags add what the list lacks (-N, -mosaic,\n"
     "-fluence, -default_F ...), and those that say what it says (-cell, -lambda, -distance,\n"
-    "-panels, -nframes ...) are usage errors.",
+    "-panels, -nframes ...) are usage errors.  -expt_spectra LIST gives each still its own\n"
+    "spectrum: a diffBragg .lam file (\"# wavelengths, weights\", Angstrom) per experiment, a\n"
+    "line of LIST each (or hopper's 'expt refl spec' lines), at most 1000 channels; the frame's\n"
+    "wavelength is the spectrum's mean (docs/physics.md 16.4).",
     &nb_request_opts,
     "  nb-geom -cell 100 100 100 90 90 90 -lambda 6.2 -N 5 -distance 100 -detpixels 1024 \\\n"
     "          -default_F 100 > plan.nbs\n"
     "  nb-geom -panels imported.expt -cell 78 78 37 90 90 90 -lambda 1 -N 10 -oversample 1 -o plan.nbs\n"
     "  nb-geom -expt indexed.expt -N 10 -default_F 100 -o plan.nbs\n"
+    "  nb-geom -expt model.expt -expt_spectra model_spectra.txt -N 10 -default_F 100 -o plan.nbs\n"
     "  nb-geom -v -xds -cell 78 78 37 90 90 90 -misset random -ORGX 256 -ORGY 256 -o plan.nbs\n",
     NULL,
     NULL, /* no exit status of its own */

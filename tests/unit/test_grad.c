@@ -461,7 +461,6 @@ static void check_refusals(void)
     } cases[] = {
         {CRYSTAL DETECTOR, "mosaic", "no mosaic spread"},
         {CRYSTAL DETECTOR, "panel1_shift_fast", "the detector has 1 panel"},
-        {CRYSTAL DETECTOR "-stills -stills_bandwidth 0.01 -stills_spikes 3", "distance", "per-shot spectrum"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (build_plan(cases[i].args, &plan)) {

@@ -11,6 +11,7 @@
 #include "nb_options.h"
 #include "nb_physics.h"
 #include "nb_plan.h"
+#include "nb_spectra.h"
 #include "nb_stills.h"
 #include "nb_stream.h"
 #include "nb_util.h"
@@ -1044,6 +1045,75 @@ static void test_frame_ids(void)
     nb_plan_free(&p);
 }
 
+/* Per-frame spectra (FRAME_SPECTRA): through the record and back bit for
+ * bit; a frame renders each channel (equal weights as they are, unequal at
+ * the weights' quantiles), scaled to its frame crystal's wavelength; refused
+ * without frame crystals, all-zero, or a negative wavelength. */
+static void test_frame_spectra(void)
+{
+    nb_plan p, q;
+    nb_record rec;
+    if (make_plan(&p) != NB_OK) {
+        ok(0, "frame spectra: the base plan builds");
+        return;
+    }
+    p.nframes = 2;
+    const int counts[2] = {3, 2};
+    const double L = 1e-10;
+    double pairs[10] = {0.99 * L, 1, 1.00 * L, 1, 1.01 * L, 1, /* frame 2: unequal weights */ 1.0 * L, 1, 1.02 * L, 3};
+    nb_status st = nb_plan_set_frame_spectra(&p, counts, pairs);
+    ok(st == NB_ERR_DATA && contains(nb_error_message(), "frame crystals"),
+       "frame spectra: refused without frame crystals: %s", nb_error_message());
+    nb_frame_crystal fc[2];
+    memset(fc, 0, sizeof fc);
+    for (int i = 0; i < 2; i++) {
+        fc[i].a[0] = 50e-10, fc[i].b[1] = 60e-10, fc[i].c[2] = 70e-10;
+        fc[i].Na = fc[i].Nb = fc[i].Nc = 5, fc[i].fluence = 1e20;
+        fc[i].lambda = nb_spectrum_mean(pairs + 6 * i, counts[i]);
+    }
+    fc[1].lambda *= 1.001; /* frame 2's wavelength moved: its spectrum follows */
+    if ((st = nb_plan_set_frame_crystals(&p, fc)) || (st = nb_plan_set_frame_spectra(&p, counts, pairs))) {
+        ok(0, "frame spectra: set (%s)", nb_error_message());
+        nb_plan_free(&p);
+        return;
+    }
+    st = round_trip(&p, &q, &rec);
+    ok(st == NB_OK, "frame spectra: the plan reads back (%s)", st ? nb_error_message() : "ok");
+    if (!st) {
+        const double *got;
+        ok(nb_plan_frame_spectrum(&q, 1, &got) == 2 && !memcmp(got, pairs + 6, 4 * sizeof *got),
+           "frame spectra: frame 2's channels come back bit for bit");
+        nb_source *src = NULL;
+        int n = 0;
+        st = nb_plan_frame_sources(&q, 0, &src, &n);
+        int same = st == NB_OK && n == 3 * q.nsources;
+        /* source 0's channels first, each at its wavelength over LAMBDA0 (the plan's dispersion) */
+        const double f0 = q.sources[0].lambda / q.lambda0;
+        for (int k = 0; same && k < 3; k++) same &= fabs(src[k].lambda / (f0 * pairs[2 * k]) - 1) < 1e-15;
+        ok(same, "frame spectra: frame 1 renders its three channels as they are");
+        free(src);
+        st = nb_plan_frame_sources(&q, 1, &src, &n);
+        /* C = 1/8 at 1.00, 5/8 at 1.02: the quantiles 1/4, 3/4 at 1.005 and 1.02 */
+        const double mean = (1.0 + 3 * 1.02) / 4, r = 1.001;
+        const double f1 = q.sources[0].lambda / q.lambda0;
+        ok(st == NB_OK && n == 2 * q.nsources && fabs(src[0].lambda / (f1 * L * 1.005 * r) - 1) < 1e-12 &&
+               fabs(src[1].lambda / (f1 * L * 1.02 * r) - 1) < 1e-12,
+           "frame spectra: unequal weights at their quantiles, scaled by the frame's wavelength over %.4f", mean);
+        free(src);
+        nb_record_free(&rec);
+        nb_plan_free(&q);
+    }
+    pairs[3] = -1;
+    st = nb_plan_set_frame_spectra(&p, counts, pairs);
+    ok(st == NB_ERR_DATA && contains(nb_error_message(), "frame 1") && contains(nb_error_message(), "weight"),
+       "frame spectra: a negative weight is refused: %s", nb_error_message());
+    pairs[3] = 1, pairs[7] = pairs[9] = 0;
+    st = nb_plan_set_frame_spectra(&p, counts, pairs);
+    ok(st == NB_ERR_DATA && contains(nb_error_message(), "every weight is 0"),
+       "frame spectra: a frame without light is refused: %s", nb_error_message());
+    nb_plan_free(&p);
+}
+
 int main(void)
 {
     nb_set_tool_name("test_plan");
@@ -1054,6 +1124,7 @@ int main(void)
     test_frame_crystals();
     test_frame_mosaic();
     test_frame_ids();
+    test_frame_spectra();
     test_options();
     test_option_tables();
     return tap_done();
