@@ -1,6 +1,6 @@
 /* nb_fit_integrate.c - each reflection's intensity measured on each frame
  * the dataset fit passes, from the observed pixels of its regions (nb-fit
- * --integrated, --unmerged-mtz; docs/physics.md, "Intensities measured").
+ * --integrated; docs/physics.md, "Intensities measured").
  *
  * A pixel belongs to the reflection nearest it (ds_index_pixel, as
  * --refine-F maps it), and the model gives each reflection's profile on the

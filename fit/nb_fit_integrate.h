@@ -1,5 +1,5 @@
 /* nb_fit_integrate.h - intensities measured on each frame a dataset fit
- * passes (nb_fit_integrate.c; nb-fit --integrated, --unmerged-mtz): the
+ * passes (nb_fit_integrate.c; nb-fit --integrated): the
  * result, part of the fit's interface (nb_fit_dataset.h includes this;
  * fit/'s own parts are in nb_fit_ds_integrate.h). */
 #ifndef NB_FIT_INTEGRATE_H

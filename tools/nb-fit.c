@@ -429,7 +429,7 @@ static nb_status dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts
     memset(&given, 0, sizeof given);
     nb_fit_integrated integrated;
     memset(&integrated, 0, sizeof integrated);
-    if (o->integrated || o->unmerged_mtz) s.integrated = &integrated;
+    if (o->integrated) s.integrated = &integrated;
     if (!st && o->spots && !(st = nb_fit_spots_read(o->spots, start, &given))) s.spots = &given;
     st = nb_fit_agree(red, st);
     if (!st) st = nb_fit_dataset_run(start, hkl, &s, engine, red, out, refined_F, o->F_out ? &table : NULL, NULL, failed);
@@ -455,9 +455,9 @@ static nb_status run_fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts
     if (o->ds.frame_first) return nb_error_set(NB_ERR_USAGE, "option --frames: only with --refine-frame or --refine-F");
     if (o->spots) return nb_error_set(NB_ERR_USAGE, "option --spots: only with --refine-frame or --refine-F (a fit of "
                                                     "one set of parameters compares every pixel)");
-    if (o->integrated || o->unmerged_mtz)
-        return nb_error_set(NB_ERR_USAGE, "option %s: only in a dataset fit (--refine-frame, --refine-F, or a plan "
-                                          "of per-frame crystals)", o->integrated ? "--integrated" : "--unmerged-mtz");
+    if (o->integrated)
+        return nb_error_set(NB_ERR_USAGE, "option --integrated: only in a dataset fit (--refine-frame, --refine-F, or "
+                                          "a plan of per-frame crystals)");
     return fit(start, hkl, o, out);
 }
 

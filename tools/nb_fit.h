@@ -28,7 +28,6 @@ typedef struct fit_opts {
     const char *residual;     /* --residual FILE */
     const char *spots;        /* --spots FILE.refl */
     const char *integrated;   /* --integrated FILE.refl */
-    const char *unmerged_mtz; /* --unmerged-mtz FILE.mtz */
 } fit_opts;
 
 nb_status nb_fit_observed_read(const char *path, const fit_opts *o, const nb_plan *plan, long frame, nb_fit_observed *ob);

@@ -96,7 +96,7 @@ def main(argv=None):
               % (s["cc_refine_F_I"], s["reflections_in_fit_and_merged"], s["cc_merged_I_on_those"]))
     if args.json:
         with open(args.json, "w") as fp:
-            json.dump(s, fp, indent=1, sort_keys=True)
+            json.dump(s, fp, sort_keys=True)
     ok = s["cc_merged_I"] >= s["cc_monte_carlo_I"] if not math.isnan(s["cc_merged_I"]) else False
     return 0 if ok else 1
 
