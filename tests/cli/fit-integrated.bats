@@ -118,3 +118,10 @@ print("sum_z %.3f %.3f" % (np.median(z_sum), np.std(z_sum)))
     [ -s int.refl ] || false
     [ -z "$(ls -A | grep '^\.int\.refl')" ] || false
 }
+
+@test "fit-integrated: mpirun -n 2 writes the same table as one process" {
+    need_mpi
+    fit
+    nb_mpirun 2 "$NB_BIN/nb-fit" -q $OBS --refine-frame scale --integrated two.refl -o two.nbs start.nbs
+    cmp int.refl two.refl
+}
