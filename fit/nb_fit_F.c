@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "nb_fit_ds.h"
+#include "nb_fit_ds_integrate.h"
 #include "nb_util.h"
 #include "nb_vec.h"
 
@@ -123,7 +124,7 @@ typedef struct fframe {
     double scale;
 } fframe;
 
-static nb_status frame_lattice(ds *d, ds_frame *fr, const fbox *b, fframe *ff)
+nb_status ds_render_lattice(ds *d, ds_frame *fr)
 {
     static nb_hkl ones;
     ones.default_F = 1.0;
@@ -131,44 +132,67 @@ static nb_status frame_lattice(ds *d, ds_frame *fr, const fbox *b, fframe *ff)
     ds_set_hkl(d, &ones);
     nb_status st = ds_render(d, fr, fr->p, d->z, 0, 0);
     ds_set_hkl(d, saved);
-    if (st) return st;
-    double val[DS_KINDS], abc[3][3], incident[3] = {0, 0, 0};
+    return st;
+}
+
+void ds_indexer_init(const ds *d, const ds_frame *fr, ds_indexer *ix)
+{
+    double val[DS_KINDS];
     ds_values(d, fr, fr->p, d->z, val);
-    ds_crystal(fr, val, abc);
+    ds_crystal(fr, val, ix->abc);
+    for (int j = 0; j < 3; j++) ix->incident[j] = 0.0;
     for (int i = 0; i < d->start->nsources; i++)
-        for (int j = 0; j < 3; j++) incident[j] -= d->start->sources[i].dir[j];
-    nb_vunitize(incident, incident);
+        for (int j = 0; j < 3; j++) ix->incident[j] -= d->start->sources[i].dir[j];
+    nb_vunitize(ix->incident, ix->incident);
+    ix->lambda = val[K_LAMBDA];
+    memcpy(ix->val, val, sizeof ix->val);
+    ix->panel = -1;
+}
+
+void ds_index_pixel(const ds *d, ds_indexer *ix, size_t pix, int h[3], double *far, int *panel, double *f,
+                    double *s)
+{
+    int p = d->start->npanels - 1;
+    size_t off = 0;
+    for (; p >= 0; p--) {
+        nb_plan_panel_dims(d->start, p, NULL, NULL, &off);
+        if (pix >= off) break;
+    }
+    if (p != ix->panel) ds_panel_at(d, ix->val, ix->panel = p, &ix->now); /* where the values put it */
+    const nb_panel *q = &ix->now;
+    *f = (double)((pix - off) % (size_t)q->fpixels) + 0.5, *s = (double)((pix - off) / (size_t)q->fpixels) + 0.5;
+    *panel = p;
+    double pos[3], hkl[3];
+    for (int j = 0; j < 3; j++) pos[j] = q->pix0[j] + *f * q->pixel_size * q->fdet[j] + *s * q->pixel_size * q->sdet[j];
+    nb_vunitize(pos, pos);
+    for (int j = 0; j < 3; j++) pos[j] = (pos[j] - ix->incident[j]) / ix->lambda;
+    for (int j = 0; j < 3; j++) hkl[j] = nb_vdot(ix->abc[j], pos) * 1e10, h[j] = (int)nearbyint(hkl[j]);
+    *far = fabs(hkl[0] - h[0]) + fabs(hkl[1] - h[1]) + fabs(hkl[2] - h[2]);
+}
+
+static nb_status frame_lattice(ds *d, ds_frame *fr, const fbox *b, fframe *ff)
+{
+    nb_status st = ds_render_lattice(d, fr);
+    if (st) return st;
+    double val[DS_KINDS];
+    ds_values(d, fr, fr->p, d->z, val);
+    ds_indexer ix;
+    ds_indexer_init(d, fr, &ix);
     ff->scale = val[K_SCALE];
     const size_t n = fr->npix ? fr->npix : 1;
     ff->L = malloc(n * sizeof *ff->L), ff->refl = malloc(n * sizeof *ff->refl);
     if (!ff->L || !ff->refl) return nb_error_set(NB_ERR_NOMEM, "out of memory for --refine-F");
     long none = 0;
     double Lmax = 0.0, far_at_max = 0.0;
-    nb_panel now;
-    int at_panel = -1;
     for (size_t i = 0; i < fr->npix; i++) {
-        const size_t pix = fr->pix[i];
-        int p = d->start->npanels - 1;
-        size_t off = 0;
-        for (; p >= 0; p--) {
-            nb_plan_panel_dims(d->start, p, NULL, NULL, &off);
-            if (pix >= off) break;
-        }
-        if (p != at_panel) ds_panel_at(d, val, at_panel = p, &now); /* where the values put it */
-        const nb_panel *q = &now;
-        const double f = (double)((pix - off) % (size_t)q->fpixels) + 0.5, s = (double)((pix - off) / (size_t)q->fpixels) + 0.5;
-        double pos[3], hkl[3];
-        for (int j = 0; j < 3; j++) pos[j] = q->pix0[j] + f * q->pixel_size * q->fdet[j] + s * q->pixel_size * q->sdet[j];
-        nb_vunitize(pos, pos);
-        for (int j = 0; j < 3; j++) pos[j] = (pos[j] - incident[j]) / val[K_LAMBDA];
-        int h[3], c[3];
-        for (int j = 0; j < 3; j++) hkl[j] = nb_vdot(abc[j], pos) * 1e10, h[j] = (int)nearbyint(hkl[j]);
+        int h[3], c[3], panel;
+        double dist, f, s;
+        ds_index_pixel(d, &ix, fr->pix[i], h, &dist, &panel, &f, &s);
         canonical(b, h, c);
         const size_t at = box_index(b, c[0], c[1], c[2]);
-        ff->L[i] = d->image[pix];
+        ff->L[i] = d->image[fr->pix[i]];
         ff->refl[i] = at == (size_t)-1 || (h[0] == 0 && h[1] == 0 && h[2] == 0) ? -1 : (long)at;
         none += ff->refl[i] < 0;
-        const double dist = fabs(hkl[0] - h[0]) + fabs(hkl[1] - h[1]) + fabs(hkl[2] - h[2]);
         if (ff->L[i] > Lmax) Lmax = ff->L[i], far_at_max = dist;
     }
     nb_info("frame %ld: --refine-F: %zu pixels, %ld without a reflection; the brightest %.3g from its index by %.3f",

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "nb_fit_ds.h"
+#include "nb_fit_ds_integrate.h"
 #include "nb_spectra.h"
 #include "nb_util.h"
 #include "nb_vec.h"
@@ -1071,6 +1072,7 @@ nb_status nb_fit_dataset_run(const nb_plan *start, const nb_hkl *hkl, const nb_f
     if (!st && taken && d.L.kz) st = joint_fit(&d);
     if (!st && taken && d.L.kz) st = ds_agree(&d, verdicts(&d, before_F));
     if (!st && o->refine_F) st = structure_factors(&d, refined);
+    if (!st && o->integrated) st = ds_integrate(&d, o->integrated);
     double zsigma[DS_MAX];
     for (int j = 0; j < DS_MAX; j++) zsigma[j] = NAN;
     if (!st && d.L.kz) st = shared_sigmas(&d, zsigma);

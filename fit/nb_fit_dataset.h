@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "nb_engine.h"
+#include "nb_fit_integrate.h"
 #include "nb_fit_plan.h"
 #include "nb_fit_reduce.h"
 #include "nb_hkl.h"
@@ -86,6 +87,8 @@ typedef struct nb_fit_ds_settings {
     void *observed_ctx;
     const nb_fit_symmetry *symmetry; /* refine_F's space group (NULL: P 1) */
     const nb_fit_given_spots *spots; /* the observed spots given (NULL: the fit finds them) */
+    nb_fit_integrated *integrated;   /* the passing frames' intensities go here (NULL: none measured;
+                                      * nb_fit_integrate.h) */
 } nb_fit_ds_settings;
 
 /* nb-fit's defaults (its man page states them): 50 iterations, regions of

@@ -126,7 +126,6 @@ static nb_status source_spread(const ds *d, const ds_frame *fr, double incident[
 static nb_status spots_make(const ds *d, const ds_frame *fr, const double shift_mm[3], const double val[DS_KINDS],
                             int top, gspots *g)
 {
-    const nb_plan *P = d->start;
     memset(g, 0, sizeof *g);
     double (*order)[2] = malloc((size_t)(fr->nspots + 1) * sizeof *order);
     if (!order) return nb_error_set(NB_ERR_NOMEM, "out of memory for the global stage");

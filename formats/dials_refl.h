@@ -43,4 +43,28 @@ void nb_refl_free(nb_refl_table *t);
 /* The identifier of experiment id, or NULL when the map has none. */
 const char *nb_refl_identifier(const nb_refl_table *t, int id);
 
+/* ---- writing (dials_refl_write.c): a table as DIALS writes one ---- */
+
+/* A column's type, its name in the file and its row: int (int32), bool
+ * (one byte), std::size_t (uint64: panel, flags), double, vec3<double>
+ * (3 doubles), cctbx::miller::index<> (3 int32), int6 (6 int32: bbox). */
+typedef enum nb_refl_type {
+    NB_REFL_INT, NB_REFL_BOOL, NB_REFL_SIZE, NB_REFL_DOUBLE, NB_REFL_VEC3, NB_REFL_MILLER, NB_REFL_INT6
+} nb_refl_type;
+
+/* A column to write: data holds nrows rows of its type, as C lays them out
+ * (int, unsigned char, uint64_t, double, double[3], int[3], int[6]). */
+typedef struct nb_refl_column {
+    const char *name;
+    nb_refl_type type;
+    const void *data;
+} nb_refl_column;
+
+/* The table of nrows rows and ncols columns, with the identifiers map
+ * (experiment id_key[k] named id_text[k], nids of them), to path: under a
+ * temporary name renamed into place (no partial file on a failure), every
+ * blob little-endian whatever the machine. */
+nb_status nb_refl_write(const char *path, size_t nrows, const nb_refl_column *cols, size_t ncols, const int *id_key,
+                        const char *const *id_text, size_t nids);
+
 #endif

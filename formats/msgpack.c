@@ -141,3 +141,57 @@ int nb_mp_is_str(const nb_mp_item *it, const char *s)
 {
     return it->type == NB_MP_STR && it->n == strlen(s) && !memcmp(it->bytes, s, it->n);
 }
+
+/* ---- writing ---- */
+
+/* A head: its first byte, then v big-endian in `width` bytes (0: none) */
+static void put_head(FILE *fp, unsigned first, uint64_t v, int width)
+{
+    unsigned char h[9];
+    h[0] = (unsigned char)first;
+    for (int k = 0; k < width; k++) h[1 + k] = (unsigned char)(v >> (8 * (width - 1 - k)));
+    fwrite(h, 1, (size_t)width + 1, fp);
+}
+
+/* A length's head: the fix form below fix_max, else 1, 2 or 4 bytes
+ * (first8 0: no 1-byte form, as arrays and maps have none) */
+static void put_sized(FILE *fp, size_t n, unsigned fix, size_t fix_max, unsigned first8, unsigned first16,
+                      unsigned first32)
+{
+    if (fix && n < fix_max) put_head(fp, fix | (unsigned)n, 0, 0);
+    else if (first8 && n < 256) put_head(fp, first8, n, 1);
+    else if (n < 65536) put_head(fp, first16, n, 2);
+    else put_head(fp, first32, n, 4);
+}
+
+void nb_mp_put_array(FILE *fp, size_t n) { put_sized(fp, n, 0x90, 16, 0, 0xdc, 0xdd); }
+void nb_mp_put_map(FILE *fp, size_t n) { put_sized(fp, n, 0x80, 16, 0, 0xde, 0xdf); }
+
+void nb_mp_put_int(FILE *fp, int64_t v)
+{
+    if (v >= 0) {
+        const uint64_t u = (uint64_t)v;
+        if (u < 128) put_head(fp, (unsigned)u, 0, 0);
+        else if (u < 256) put_head(fp, 0xcc, u, 1);
+        else if (u < 65536) put_head(fp, 0xcd, u, 2);
+        else if (u <= UINT32_MAX) put_head(fp, 0xce, u, 4);
+        else put_head(fp, 0xcf, u, 8);
+    } else if (v >= -32) put_head(fp, (unsigned)(v & 0xff), 0, 0);
+    else if (v >= INT8_MIN) put_head(fp, 0xd0, (uint64_t)v & 0xff, 1);
+    else if (v >= INT16_MIN) put_head(fp, 0xd1, (uint64_t)v & 0xffff, 2);
+    else if (v >= INT32_MIN) put_head(fp, 0xd2, (uint64_t)v & 0xffffffffu, 4);
+    else put_head(fp, 0xd3, (uint64_t)v, 8);
+}
+
+void nb_mp_put_str(FILE *fp, const char *s)
+{
+    const size_t n = strlen(s);
+    put_sized(fp, n, 0xa0, 32, 0xd9, 0xda, 0xdb);
+    fwrite(s, 1, n, fp);
+}
+
+void nb_mp_put_bin(FILE *fp, const void *bytes, size_t n)
+{
+    put_sized(fp, n, 0, 0, 0xc4, 0xc5, 0xc6);
+    if (n) fwrite(bytes, 1, n, fp);
+}

@@ -273,6 +273,13 @@ static const nb_opt rows[] = {
      "asymmetric unit; P1: with the Friedel mates), or a FILE.mtz: MTZ\n"
      "columns H K L F SIGF N (CCP4's asymmetric unit)",
      .needs = "a file name", .type = NB_OPT_STRING, .at = {FO(F_out)}},
+    {NB_OPT_LOCAL, "--integrated", 1, "FILE.refl",
+     "a dataset fit: measure every reflection on every frame that passes\n"
+     "(profile-fitted with the model's profile and by summation, over the\n"
+     "fitted background planes) and write them as DIALS's integrated\n"
+     "reflection table, its experiments those of nb-convert -o fit.expt on\n"
+     "the refined stream: dials.scale fit.expt FILE.refl",
+     .needs = "a file name", .type = NB_OPT_STRING, .at = {FO(integrated)}},
     {NB_OPT_LOCAL, "--space-group", 1, "NAME|FILE.mtz",
      "the space group whose asymmetric unit --refine-F refines: a name as\n"
      "CCP4's syminfo.lib ('P 21 21 21', P212121, 'C 1 2 1'), a Hall symbol\n"
@@ -422,10 +429,15 @@ static nb_status dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts
     s.symmetry = sym;
     nb_fit_given_spots given;
     memset(&given, 0, sizeof given);
+    nb_fit_integrated integrated;
+    memset(&integrated, 0, sizeof integrated);
+    if (o->integrated) s.integrated = &integrated;
     if (!st && o->spots && !(st = nb_fit_spots_read(o->spots, start, &given))) s.spots = &given;
     st = nb_fit_agree(red, st);
     if (!st) st = nb_fit_dataset_run(start, hkl, &s, engine, red, out, refined_F, o->F_out ? &table : NULL, NULL, failed);
     if (!st && o->F_out && s.refine_F && red->rank == 0) st = nb_fit_write_F(o->F_out, &table);
+    if (!st && o->integrated && red->rank == 0) st = nb_fit_write_integrated(o->integrated, out, &integrated);
+    nb_fit_integrated_free(&integrated);
     nb_fit_F_table_free(&table);
     nb_fit_spots_free(&given);
     free(sym);
@@ -445,6 +457,9 @@ static nb_status run_fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts
     if (o->ds.frame_first) return nb_error_set(NB_ERR_USAGE, "option --frames: only with --refine-frame or --refine-F");
     if (o->spots) return nb_error_set(NB_ERR_USAGE, "option --spots: only with --refine-frame or --refine-F (a fit of "
                                                     "one set of parameters compares every pixel)");
+    if (o->integrated)
+        return nb_error_set(NB_ERR_USAGE, "option --integrated: only in a dataset fit (--refine-frame, --refine-F, or "
+                                          "a plan of per-frame crystals)");
     return fit(start, hkl, o, out);
 }
 

@@ -27,6 +27,7 @@ typedef struct fit_opts {
     int device;               /* --device: an nb_engine_device (default the CPU) */
     const char *residual;     /* --residual FILE */
     const char *spots;        /* --spots FILE.refl */
+    const char *integrated;   /* --integrated FILE.refl */
 } fit_opts;
 
 nb_status nb_fit_observed_read(const char *path, const fit_opts *o, const nb_plan *plan, long frame, nb_fit_observed *ob);
@@ -50,5 +51,10 @@ nb_status nb_fit_space_group(const char *given, const nb_plan *start, nb_fit_sym
 /* --F-out FILE: h k l F sigma multiplicity (P 1: with the Friedel mates), or
  * an .mtz name: MTZ columns H K L F SIGF N (nb_fit_files.c). */
 nb_status nb_fit_write_F(const char *path, const nb_fit_F_table *t);
+
+/* --integrated FILE.refl: the intensities measured as DIALS's integrated
+ * reflection table, its experiments named as nb-convert names those of the
+ * refined plan (nb_fit_integrated.c). */
+nb_status nb_fit_write_integrated(const char *path, const nb_plan *plan, const nb_fit_integrated *r);
 
 #endif

@@ -13,6 +13,11 @@
 #   G3  200 stills with Wilson F, orientations known to 0.005 deg, F started
 #       flat: CC(F refined, F true) >= 0.95 over the reflections truth.jsonl
 #       records on >= 3 shots, and above Monte-Carlo merging's CC.
+#   G3i G3's fit also measures the intensities (nb-fit --integrated): dials.scale
+#       then dials.merge on the table as written, and the CC of the merged
+#       intensities with F true^2 at least Monte-Carlo merging's of the true
+#       photons on the same reflections (merge_cc.py), beside --refine-F's;
+#       DIALS's partiality cuts off (DIALS_SCALE_FLAGS, DIALS_MERGE_FLAGS).
 #   G4  mpirun -n 2 nb-fit equals one process on G1's data (1e-6 relative).
 #   G5  G1's fit with dials.find_spots' spots (nb-fit --spots strong.refl), its
 #       start's experiments named as dials.index names them (UUIDs): every
@@ -34,7 +39,9 @@
 # (default: --allow-run-as-root --oversubscribe for Open MPI run as root),
 # G1_REFINE, G1_REFINE_FRAME, G2_REFINE, G2_REFINE_FRAME, G3_REFINE,
 # G3_REFINE_FRAME, G3_SPACE_GROUP (the REFINE ones set empty: none), FIT_FLAGS (more
-# nb-fit flags, every fit).
+# nb-fit flags, every fit), DIALS_SCALE_FLAGS (default: intensity_choice=profile
+# and the partiality cut-offs at 0), DIALS_MERGE_FLAGS (default
+# partiality_threshold=0).
 # Writes DIR/results.txt (a line per gate: PASS, FAIL or NOT RUN, the
 # figures, the fit's seconds per still) and DIR/results.json; exit 0 when
 # every gate asked for passed, 1 otherwise (a missing feature stops the run
@@ -53,6 +60,8 @@ G3_REFINE=${G3_REFINE:-}
 G3_REFINE_FRAME=${G3_REFINE_FRAME-scale}
 G3_SPACE_GROUP=${G3_SPACE_GROUP:-P212121}
 FIT_FLAGS=${FIT_FLAGS:-}
+DIALS_SCALE_FLAGS=${DIALS_SCALE_FLAGS-intensity_choice=profile cut_data.partiality_cutoff=0 reflection_selection.min_partiality=0}
+DIALS_MERGE_FLAGS=${DIALS_MERGE_FLAGS-partiality_threshold=0}
 
 usage() { local fd=2; [ "${1:-2}" != 0 ] || fd=1; sed -n '/^# Usage:/,/^# at the first/p' "$0" | sed 's/^# \{0,1\}//' >&"$fd"; exit "${1:-2}"; }
 
@@ -268,18 +277,54 @@ if want G3; then
     need G3 nb-geom -expt "a plan from a DIALS experiment list, one frame per still"
     need G3 nb-fit --refine-F "structure factors refined over every still"
     need G3 nb-fit --F-out "the refined F written as 'h k l F sigma multiplicity'"
+    G3_INTEGRATED=''
+    if command -v dials.scale > /dev/null && "$NB_BIN/nb-fit" --help 2>&1 | grep -q -- --integrated; then
+        G3_INTEGRATED=1
+    fi
     [ -z "$G3_REFINE_FRAME" ] || need G3 nb-fit --refine-frame "per-frame parameters"
     plan "$g3data" "$work/g3-start.expt" "$g3data/flat.hkl" "$work/g3-plan.nbs" \
         || stop G3 "nb-geom -expt g3-start.expt | nb-hkl -hkl flat.hkl failed" "$work/g3-plan.nbs.log"
     . "$g3data/dataset.env"
     fit G3 "$g3data" "$work/g3-plan.nbs" "$work/g3" "$G3_REFINE" "$G3_REFINE_FRAME" \
-        --refine-F --space-group "$G3_SPACE_GROUP" --F-out "$work/g3/F_fit.hkl"
+        --refine-F --space-group "$G3_SPACE_GROUP" --F-out "$work/g3/F_fit.hkl" \
+        ${G3_INTEGRATED:+--integrated "$work/g3/integrated.refl"}
     [ -s "$work/g3/F_fit.hkl" ] || stop G3 "nb-fit --F-out wrote no $work/g3/F_fit.hkl" "$work/g3/fit.log"
     evaluate G3 --F --truth-hkl "$g3data/F.hkl" --fit-hkl "$work/g3/F_fit.hkl" \
         --truth-jsonl "$g3data/truth.jsonl" --space-group "$G3_SPACE_GROUP"
     v=$([ "$EVAL_RC" = 0 ] && echo PASS || echo FAIL)
     [ "$FIT_RC" = 0 ] || v=FAIL
     record G3 "$v" "$("$PY" -c 'import json,sys; s=json.loads(sys.argv[1]); f=lambda x: "-" if x is None else "%.4f" % x; print("CC fit %s (%s with the missing as 0), CC Monte-Carlo %s over %s reflections (coverage %s)" % (f(s.get("cc_fit")), f(s.get("cc_fit_missing_as_zero")), f(s.get("cc_monte_carlo")), s.get("reflections_selected"), f(s.get("coverage"))))' "$EVAL_FIGURES"); nb-fit exit $FIT_RC; fit $FIT_SECONDS s, $(per_still "$FIT_SECONDS" "$STILLS") s/still" "$EVAL_FIGURES"
+fi
+
+# ---- G3i: G3's intensities through dials.scale and dials.merge ----------------------
+if want G3; then
+    if [ -z "$G3_INTEGRATED" ]; then
+        record G3i NOT-RUN "no dials.scale (apt-get install dials) or no nb-fit --integrated"
+    else
+        g3=$work/g3
+        set +e
+        # shellcheck disable=SC2086
+        (cd "$g3" && dials.scale fit.expt integrated.refl $DIALS_SCALE_FLAGS output.experiments=scaled.expt \
+            output.reflections=scaled.refl output.html=None output.log=dials.scale.log > scale.out 2>&1 &&
+         dials.merge scaled.expt scaled.refl $DIALS_MERGE_FLAGS output.mtz=merged.mtz output.html=None \
+            output.log=dials.merge.log > merge.out 2>&1)
+        rc=$?
+        set -e
+        if [ "$rc" != 0 ]; then
+            record G3i FAIL "dials.scale or dials.merge failed on nb-fit --integrated's table (see $g3/scale.out, $g3/merge.out)"
+        else
+            set +e
+            "$PY" "$here/merge_cc.py" --merged "$g3/merged.mtz" --truth-hkl "$g3data/F.hkl" \
+                --truth-jsonl "$g3data/truth.jsonl" --fit-hkl "$g3/F_fit.hkl" --space-group "$G3_SPACE_GROUP" \
+                --json "$work/G3i.json" > "$work/G3i.txt" 2>&1
+            rc=$?
+            set -e
+            cat "$work/G3i.txt" >&2
+            [ "$rc" = 2 ] && stop G3i "merge_cc.py could not read its input" "$work/G3i.txt"
+            v=$([ "$rc" = 0 ] && echo PASS || echo FAIL)
+            record G3i "$v" "$("$PY" -c 'import json,sys; s=json.load(open(sys.argv[1])); f=lambda x: "-" if x is None else "%.4f" % x; print("CC(merged I, F^2) %s, Monte-Carlo %s over %s reflections (coverage %s); --refine-F F^2 %s" % (f(s.get("cc_merged_I")), f(s.get("cc_monte_carlo_I")), s.get("reflections_merged"), f(s.get("coverage")), f(s.get("cc_refine_F_I"))))' "$work/G3i.json")" "$(cat "$work/G3i.json")"
+        fi
+    fi
 fi
 
 # ---- G4 ---------------------------------------------------------------------------------

@@ -1,9 +1,14 @@
 /* test_refl.c - DIALS's reflection tables read (formats/dials_refl.c) and
  * the msgpack under them (formats/msgpack.c): tables built here as DIALS
  * lays them out, their rows read back; every item kind passed over; every
- * shorter prefix of a table, and each refusal, an error, never a crash. */
+ * shorter prefix of a table, and each refusal, an error, never a crash.
+ * And written (formats/dials_refl_write.c): a table read back by the
+ * reader, msgpack's integers in every width read back as written. */
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dials_refl.h"
 #include "msgpack.h"
@@ -167,10 +172,76 @@ static void refusals(void)
     nb_refl_free(&t);
 }
 
+/* Integers of every width, strings and maps written, read back. */
+static void msgpack_written(void)
+{
+    static const int64_t v[] = {0, 127, 128, 255, 256, 65535, 65536, 4294967295LL, 4294967296LL, -1, -32, -33,
+                                -128, -129, -32768, -32769, -2147483648LL, -2147483649LL, INT64_MIN};
+    const size_t n = sizeof v / sizeof v[0];
+    char *bytes = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&bytes, &len);
+    nb_mp_put_array(fp, n);
+    for (size_t k = 0; k < n; k++) nb_mp_put_int(fp, v[k]);
+    char long_str[300];
+    memset(long_str, 'x', sizeof long_str - 1), long_str[sizeof long_str - 1] = 0;
+    nb_mp_put_map(fp, 17);
+    for (int k = 0; k < 17; k++) nb_mp_put_str(fp, k ? "key" : long_str), nb_mp_put_bin(fp, long_str, 200);
+    fclose(fp);
+    nb_mp m = {(const unsigned char *)bytes, (const unsigned char *)bytes + len};
+    nb_mp_item it;
+    ok(!nb_mp_next(&m, &it) && it.type == NB_MP_ARRAY && it.n == n, "an array of %zu written", n);
+    size_t same = 0;
+    for (size_t k = 0; k < n; k++) same += !nb_mp_next(&m, &it) && it.type == NB_MP_INT && it.i == v[k];
+    ok(same == n, "every integer read back as written (%zu of %zu)", same, n);
+    ok(!nb_mp_next(&m, &it) && it.type == NB_MP_MAP && it.n == 17, "a map of 17 pairs (map16)");
+    ok(!nb_mp_next(&m, &it) && it.type == NB_MP_STR && it.n == 299, "a string of 299 bytes (str16)");
+    ok(!nb_mp_next(&m, &it) && it.type == NB_MP_BIN && it.n == 200, "a blob of 200 bytes (bin8)");
+    free(bytes);
+}
+
+/* A table written and read back by our reader. */
+static void table_written(void)
+{
+    const int id[3] = {0, 1, -1}, key[2] = {0, 1}, hkl[3][3] = {{1, 2, 3}, {-1, 0, 2}, {0, 0, -7}};
+    const int bbox[3][6] = {{0, 1, 2, 3, 0, 1}, {4, 5, 6, 7, 0, 1}, {8, 9, 10, 23, 0, 1}};
+    const uint64_t panel[3] = {0, 1, 0};
+    const double xyz[3][3] = {{1.5, 2.5, 0}, {10.25, 3, 0}, {7, 8, 22.25}}, I[3] = {1e3, -2.5, 0.125};
+    const unsigned char entering[3] = {0, 1, 0};
+    const char *text[2] = {"first", "second"};
+    const nb_refl_column cols[] = {
+        {"bbox", NB_REFL_INT6, bbox}, {"entering", NB_REFL_BOOL, entering}, {"id", NB_REFL_INT, id},
+        {"intensity.sum.value", NB_REFL_DOUBLE, I}, {"miller_index", NB_REFL_MILLER, hkl},
+        {"panel", NB_REFL_SIZE, panel}, {"xyzobs.px.value", NB_REFL_VEC3, xyz}};
+    char path[] = "/tmp/test_refl_XXXXXX";
+    const int fd = mkstemp(path);
+    ok(fd >= 0, "a temporary file");
+    if (fd < 0) return;
+    close(fd);
+    nb_status st = nb_refl_write(path, 3, cols, sizeof cols / sizeof cols[0], key, text, 2);
+    ok(!st, "a table of three rows written (%s)", st ? nb_error_message() : "");
+    nb_refl_table t;
+    st = nb_refl_read(path, &t);
+    ok(!st, "and read back (%s)", st ? nb_error_message() : "");
+    ok(!st && t.nrows == 3 && t.nids == 2, "3 rows, 2 identifiers");
+    ok(!st && t.id[0] == 0 && t.id[1] == 1 && t.id[2] == -1, "the rows' experiments 0 1 -1");
+    ok(!st && t.panel[1] == 1 && t.panel[2] == 0, "the rows' panels");
+    ok(!st && t.xyz[3 * 1 + 0] == 10.25 && t.xyz[3 * 2 + 2] == 22.25, "the centroids as written");
+    ok(!st && t.bbox && t.bbox[6 * 2 + 3] == 23, "the boxes as written");
+    ok(!st && nb_refl_identifier(&t, 1) && !strcmp(nb_refl_identifier(&t, 1), "second"), "experiment 1 is 'second'");
+    nb_refl_free(&t);
+    ok(nb_refl_write("/nonexistent/dir/x.refl", 3, cols, 1, key, text, 2) == NB_ERR_IO &&
+           strstr(nb_error_message(), "x.refl"),
+       "an unwritable path is named (%s)", nb_error_message());
+    unlink(path);
+}
+
 int main(void)
 {
     msgpack_items();
     rows_read();
     refusals();
+    msgpack_written();
+    table_written();
     return tap_done();
 }
