@@ -26,21 +26,13 @@
 #include "nb_util.h"
 #include "nb_vec.h"
 
-static int in_range(const ds *d, long i)
-{
-    return !d->o->frame_first || (i + 1 >= d->o->frame_first && i + 1 <= d->o->frame_last);
-}
 
-/* Frame i is fitted here: in --frames and this process's. */
-static int mine(const ds *d, long i) { return in_range(d, i) && ds_owned(d, i); }
 
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
-
-static void gauge_hold(const ds *d, double *S, double *rhs);
 
 /* The detector's moves per mm of distance, Xbeam and Ybeam: the table's
  * setters on a copy of the start (each a translation of every panel). */
@@ -80,7 +72,7 @@ static nb_status shared_start(ds *d)
         long n = 0;
         for (long i = 0; i < d->nframes; i++) {
             double val[DS_KINDS];
-            if (!in_range(d, i)) continue;
+            if (!ds_in_range(d, i)) continue;
             ds_values(d, &d->fr[i], NULL, NULL, val);
             v[n++] = val[k];
         }
@@ -270,7 +262,7 @@ static nb_status frames_fit(ds *d, int predict_first, int lsq_first, int brief)
 {
     nb_status st = NB_OK;
     for (long i = 0; i < d->nframes && !st; i++)
-        if (mine(d, i) && d->fr[i].failed != DS_FAIL_FIT) st = frame_pixels(d, &d->fr[i], predict_first, lsq_first, brief);
+        if (ds_mine(d, i) && d->fr[i].failed != DS_FAIL_FIT) st = frame_pixels(d, &d->fr[i], predict_first, lsq_first, brief);
     return st;
 }
 
@@ -315,7 +307,7 @@ static nb_status fallbacks(ds *d, enum judge judge)
     nb_status st = NB_OK;
     for (long i = 0; i < d->nframes && !st; i++) {
         ds_frame *fr = &d->fr[i];
-        if (!mine(d, i) || !fr->moved || fr->retried || (!fr->failed && !fr->start_plausible)) continue;
+        if (!ds_mine(d, i) || !fr->moved || fr->retried || (!fr->failed && !fr->start_plausible)) continue;
         ds_frame moved = *fr;
         ds_regions_detach(fr);
         fr->retried = 1, fr->failed = DS_FAIL_NONE;
@@ -354,7 +346,7 @@ static nb_status second_chance(ds *d, int global, enum judge judge, long *back)
     nb_status st = NB_OK;
     for (long i = 0; i < d->nframes && !st; i++) {
         ds_frame *fr = &d->fr[i];
-        if (!mine(d, i) || fr->failed == DS_FAIL_NONE) continue;
+        if (!ds_mine(d, i) || fr->failed == DS_FAIL_NONE) continue;
         fr->failed = DS_FAIL_NONE;
         memcpy(fr->p, fr->p_start, sizeof fr->p);
         if (global) st = predict_regions(d, fr);
@@ -395,7 +387,7 @@ static nb_status settings_stage(ds *d, enum judge judge, long *taken)
     return st;
 }
 
-int ds_joins(const ds *d, long i) { return mine(d, i) && d->fr[i].failed == DS_FAIL_NONE; }
+int ds_joins(const ds *d, long i) { return ds_mine(d, i) && d->fr[i].failed == DS_FAIL_NONE; }
 
 /* The frames' normal equations at their values (for the joint stage): the
  * summed -log L over every process. */
@@ -446,7 +438,7 @@ nb_status ds_joint_dz(ds *d, double lambda, double *dz)
     if (st) return st;
     double rhs[DS_MAX];
     for (int a = 0; a < kz; a++) rhs[a] = -S[kz * kz + a];
-    gauge_hold(d, S, rhs);
+    ds_gauge_hold(d, S, rhs);
     if (!nb_fit_solve(kz, S, kz, rhs, dz))
         return nb_error_set(NB_ERR_DATA, "the shared parameters are not independent on these frames (a singular "
                                          "system)");
@@ -613,7 +605,7 @@ static nb_status shared_sigmas(ds *d, double *sigma)
     st = ds_agree(d, st);
     if (!st) st = ds_sum(d, S, (size_t)(kz * kz + kz));
     d->have_Sinv = !st;
-    if (!st) gauge_hold(d, S, NULL);
+    if (!st) ds_gauge_hold(d, S, NULL);
     for (int j = 0; j < kz && !st; j++) {
         double unit[DS_MAX] = {0}, col[DS_MAX];
         unit[j] = 1.0;
@@ -655,9 +647,9 @@ static nb_status structure_factors(ds *d, nb_hkl *refined)
         ds_set_hkl(d, refined);
         if (geometry && (st = ds_joint_F(d, refined))) break;
         long failed_before = 0, failed_after = 0;
-        for (long i = 0; i < d->nframes; i++) failed_before += mine(d, i) && d->fr[i].failed;
+        for (long i = 0; i < d->nframes; i++) failed_before += ds_mine(d, i) && d->fr[i].failed;
         st = ds_agree(d, verdicts(d, JUDGE_ALL));
-        for (long i = 0; i < d->nframes; i++) failed_after += mine(d, i) && d->fr[i].failed;
+        for (long i = 0; i < d->nframes; i++) failed_after += ds_mine(d, i) && d->fr[i].failed;
         double more = (double)(failed_after - failed_before);
         if (!st) st = ds_sum(d, &more, 1);
         if (st || !(more > 0)) break;
@@ -678,77 +670,6 @@ static double rms_F(const nb_hkl *hkl)
     for (size_t i = 0; i < n; i++)
         if (hkl->F[i] > 0) sum += hkl->F[i] * hkl->F[i], m++;
     return m ? sqrt(sum / m) : hkl->default_F;
-}
-
-/* The panels' ends in a frame's image, the panel values' panels checked,
- * and the gauge (docs/physics.md 15.3): where the panel values can turn
- * the whole detector about the beam, that turn and the same turn of every
- * crystal about the beam give one image (polarization aside: nothing else
- * tells them apart), so the panels' mean turn about the beam is held at
- * the start's: d->gauge, its combination of the shared values. */
-static nb_status panels_open(ds *d)
-{
-    const nb_plan *P = d->start;
-    nb_status st = nb_calloc((void **)&d->panel_end, (size_t)P->npanels, sizeof *d->panel_end, "the panels");
-    for (int p = 0; p < P->npanels && !st; p++) {
-        int fp, sp;
-        size_t off;
-        nb_plan_panel_dims(P, p, &fp, &sp, &off);
-        d->panel_end[p] = off + (size_t)fp * sp;
-    }
-    for (int s = 0; s < d->L.npv && !st; s++)
-        if (d->L.pv_panel[s] >= P->npanels)
-            st = nb_error_set(NB_ERR_USAGE, "option --refine: %s: the detector has %d panel%s (panel0 .. panel%d)",
-                              d->L.pv_name[s], P->npanels, P->npanels == 1 ? "" : "s", P->npanels - 1);
-    if (st || !d->L.npv) return st;
-    double beam[3] = {0, 0, 0};
-    for (int i = 0; i < P->nsources; i++)
-        for (int j = 0; j < 3; j++) beam[j] -= P->sources[i].dir[j];
-    nb_vunitize(beam, beam);
-    /* t: the detector turned about the beam by a degree, in each panel's values */
-    double t[PA_COUNT], c[DS_MAX] = {0};
-    int follows = 1;
-    for (int p = 0; p < P->npanels && follows; p++) {
-        const nb_panel *q = &P->panels[p];
-        const double *axes[3] = {q->fdet, q->sdet, q->odet};
-        double centre[3], moved[3];
-        for (int j = 0; j < 3; j++)
-            centre[j] = q->pix0[j] + 0.5 * q->pixel_size * (q->fpixels * q->fdet[j] + q->spixels * q->sdet[j]);
-        nb_vcross(beam, centre, moved);
-        for (int a = 0; a < 3; a++)
-            t[PA_ROT_FAST + a] = nb_vdot(beam, axes[a]), t[PA_SHIFT_FAST + a] = nb_vdot(moved, axes[a]) * 1e3 * M_PI / 180.0;
-        double big = 0.0;
-        for (int a = 0; a < PA_COUNT; a++) big = fmax(big, fabs(t[a]) * (a >= PA_ROT_FAST ? 1.0 : 0.0));
-        for (int a = 0; a < PA_COUNT && follows; a++) {
-            if (fabs(t[a]) <= 1e-3 * fmax(big, 1e-30)) continue;
-            int s = 0;
-            while (s < d->L.npv && !(d->L.pv_panel[s] == p && d->L.pv_axis[s] == a)) s++;
-            if (s == d->L.npv) follows = 0;
-            else if (a >= PA_ROT_FAST) c[d->L.where_z[K_COUNT + s] - d->L.kp] = t[a] / P->npanels;
-        }
-    }
-    if (follows) memcpy(d->gauge, c, sizeof c);
-    return NB_OK;
-}
-
-/* The gauge's condition on the shared step (ds_joint_dz, shared_sigmas):
- * S += w c c^T and the right-hand side pulled to c.(z + dz - zstart) = 0,
- * w a hundred million times the step's information along c. */
-static void gauge_hold(const ds *d, double *S, double *rhs)
-{
-    const int kz = d->L.kz, kp = d->L.kp;
-    double cc = 0.0, info = 0.0, off = 0.0;
-    for (int a = 0; a < kz; a++) {
-        cc += d->gauge[a] * d->gauge[a];
-        off += d->gauge[a] * (d->z[a] - d->zstart[d->L.kind[kp + a]]);
-        for (int b = 0; b < kz; b++) info += d->gauge[a] * S[a * kz + b] * d->gauge[b];
-    }
-    if (!(cc > 0)) return;
-    const double w = 1e8 * fmax(info, 1e-12) / (cc * cc);
-    for (int a = 0; a < kz; a++) {
-        if (rhs) rhs[a] -= w * d->gauge[a] * off;
-        for (int b = 0; b < kz; b++) S[a * kz + b] += w * d->gauge[a] * d->gauge[b];
-    }
 }
 
 static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const nb_fit_ds_settings *o, nb_engine *engine,
@@ -779,7 +700,7 @@ static nb_status ds_open(ds *d, const nb_plan *start, const nb_hkl *hkl, const n
         (st = nb_calloc((void **)&d->image, d->total_pixels, sizeof *d->image, "the model")) ||
         (st = nb_calloc((void **)&d->masks, (size_t)nb_plan_npanels(start), sizeof *d->masks, "the masks")))
         return st;
-    if (!st) st = panels_open(d);
+    if (!st) st = ds_panels_open(d);
     for (int j = 0; j < d->L.kp + d->L.kz && !st; j++) {
         const int kind = d->L.kind[j], axis = ds_panel_kind(kind) ? d->L.pv_axis[kind - K_COUNT] : -1;
         if (axis >= 0 && !d->panel_grads[axis])
@@ -817,216 +738,6 @@ static void ds_close(ds *d)
     free(d->masks);
 }
 
-static nb_status gather(ds *d, double **out)
-{
-    double *g;
-    nb_status st = nb_calloc((void **)&g, (size_t)d->nframes * G_WIDTH, sizeof *g, "the frames' results");
-    if (st) return st;
-    for (long i = 0; i < d->nframes; i++) {
-        if (!mine(d, i)) continue;
-        const ds_frame *fr = &d->fr[i];
-        double *row = g + i * G_WIDTH;
-        row[G_FAILED] = fr->failed, row[G_RATIO] = fr->deviance_ratio;
-        row[G_SPOTS] = fr->predicted_spots, row[G_EXPLAINED] = fr->explained_spots, row[G_FEW] = fr->few;
-        row[G_STRONG] = fr->strong_spots, row[G_STRONG_PREDICTED] = fr->strong_predicted, row[G_CC] = fr->spot_cc;
-        row[G_PIXELS] = (double)fr->npix;
-        row[G_CAPPED] = fr->capped;
-        row[G_NOSPOTS] = fr->no_spots;
-        for (int j = 0; j < d->L.kp; j++) row[G_VALUES + j] = fr->p[j];
-        if (fr->failed || ds_frame_sigmas(d, fr, row + G_SIGMAS))
-            for (int j = 0; j < d->L.kp; j++) row[G_SIGMAS + j] = 0.0;
-    }
-    if ((st = ds_sum(d, g, (size_t)d->nframes * G_WIDTH))) free(g);
-    else *out = g;
-    return st;
-}
-
-/* A still's spikes kept by the refined plan (whose frames are frame
- * crystals, no longer draws): as its frames' spectra (nb_spectra.h), each
- * scaled to its frame's refined wavelength. */
-static nb_status spikes_as_spectra(const nb_plan *start, nb_plan *out)
-{
-    int *counts;
-    double *all;
-    size_t total = 0;
-    nb_status st = nb_calloc((void **)&counts, (size_t)start->nframes, sizeof *counts, "the frames' spectra");
-    if (st) return st;
-    if ((st = nb_calloc((void **)&all, 2 * (size_t)start->nframes * (size_t)start->stills.spikes, sizeof *all,
-                        "the frames' spectra"))) {
-        free(counts);
-        return st;
-    }
-    for (long f = 0; f < start->nframes && !st; f++) {
-        double *pairs;
-        if ((st = nb_plan_frame_spectrum_pairs(start, f, &pairs, &counts[f]))) break;
-        memcpy(all + 2 * total, pairs, 2 * (size_t)counts[f] * sizeof *pairs);
-        total += (size_t)counts[f];
-        free(pairs);
-    }
-    if (!st) st = nb_plan_set_frame_spectra(out, counts, all);
-    free(counts);
-    free(all);
-    return st;
-}
-
-/* The refined plan: the start (copied through its record) with the shared
- * detector moved and every fitted frame's crystal; failed frames keep their
- * start, marked. */
-static nb_status refined_plan(ds *d, const double *g, nb_plan *out, int *failed)
-{
-    nb_record rec;
-    nb_status st = nb_plan_to_record(d->start, &rec);
-    if (!st) st = nb_plan_from_record(&rec, out);
-    nb_record_free(&rec);
-    if (st) return st;
-    double val0[DS_KINDS];
-    ds_values(d, &d->fr[0], NULL, d->z, val0);
-    static const int moves[3] = {K_DISTANCE, K_XBEAM, K_YBEAM};
-    for (int a = 0; a < 3 && !st; a++) { /* the table's setters: the headers' beam centre kept in the convention */
-        nb_param p;
-        if (d->L.where_z[moves[a]] >= 0 && !(st = nb_param_lookup(ds_kind_name(&d->L, moves[a]), &p)))
-            st = nb_param_set(out, &p, val0[moves[a]]);
-    }
-    for (int i = 0; i < out->npanels && d->L.npv && !st; i++) { /* each panel as its values place it */
-        nb_panel q;
-        ds_panel_at(d, val0, i, &q);
-        memcpy(out->panels[i].pix0, q.pix0, sizeof q.pix0);
-        memcpy(out->panels[i].fdet, q.fdet, sizeof q.fdet);
-        memcpy(out->panels[i].sdet, q.sdet, sizeof q.sdet);
-        memcpy(out->panels[i].odet, q.odet, sizeof q.odet);
-    }
-    if (d->L.npv) nb_plan_derive_detector(out);
-    if (st) {
-        nb_plan_free(out);
-        return st;
-    }
-    if (d->space_group_hall[0]) { /* what F was refined in: nb-convert -o fit.expt says so */
-        free(out->space_group);
-        out->space_group = nb_xstrdup(d->space_group_hall);
-    }
-    nb_frame_crystal *fc;
-    double *mosaic = NULL;
-    const int spreads = d->L.where_p[K_MOSAIC] >= 0 || d->L.where_z[K_MOSAIC] >= 0;
-    if ((st = nb_calloc((void **)&fc, (size_t)d->nframes, sizeof *fc, "the frames' crystals"))) return st;
-    if (spreads && (st = nb_calloc((void **)&mosaic, (size_t)d->nframes, sizeof *mosaic, "the frames' spreads"))) {
-        free(fc);
-        return st;
-    }
-    *failed = 0;
-    for (long i = 0; i < d->nframes; i++) {
-        const ds_frame *fr = &d->fr[i];
-        const double *row = g + i * G_WIDTH;
-        fc[i] = fr->start;
-        if (mosaic) mosaic[i] = fr->mosaic0 * M_PI / 180.0;
-        if (!in_range(d, i)) continue;
-        if (row[G_FAILED] != DS_FAIL_NONE) {
-            fc[i].status = NB_FRAME_FAILED;
-            ++*failed;
-            continue;
-        }
-        double val[DS_KINDS], abc[3][3];
-        ds_values(d, fr, row + G_VALUES, d->z, val);
-        ds_crystal(fr, val, abc);
-        memcpy(fc[i].a, abc[0], sizeof fc[i].a), memcpy(fc[i].b, abc[1], sizeof fc[i].b);
-        memcpy(fc[i].c, abc[2], sizeof fc[i].c);
-        fc[i].Na = val[K_NA], fc[i].Nb = val[K_NB], fc[i].Nc = val[K_NC];
-        fc[i].fluence = fr->start.fluence * val[K_SCALE];
-        fc[i].lambda = val[K_LAMBDA] * 1e-10;
-        fc[i].status = 0;
-        if (mosaic) mosaic[i] = fabs(val[K_MOSAIC]) * M_PI / 180.0;
-    }
-    out->stills.on = 0;
-    st = nb_plan_set_frame_crystals(out, fc);
-    if (!st && mosaic) st = nb_plan_set_frame_mosaic(out, mosaic);
-    if (!st && d->start->stills.on && d->start->stills.spikes > 0) st = spikes_as_spectra(d->start, out);
-    free(fc);
-    free(mosaic);
-    return st;
-}
-
-/* stderr: the shared values, each frame's failure, a summary. */
-static void report(const ds *d, const double *g, const double *zsigma, int failed)
-{
-    if (ds_rank(d) != 0 || nb_verbosity() < 0) return;
-    for (int j = 0; j < d->L.kz; j++) {
-        const int k = d->L.kind[d->L.kp + j];
-        fprintf(stderr, "%s = %.10g \u00b1 %.3g%s%s\n", ds_kind_name(&d->L, k), d->z[j], zsigma[j],
-                ds_kind_unit(&d->L, k)[0] ? " " : "", ds_kind_unit(&d->L, k));
-    }
-    long fitted = 0;
-    for (long i = 0; i < d->nframes; i++) {
-        const double *row = g + i * G_WIDTH;
-        if (!in_range(d, i)) continue;
-        fitted++;
-        if (row[G_CAPPED] && row[G_FAILED] == DS_FAIL_NONE)
-            fprintf(stderr, "nb-fit: frame %ld: stopped at --iterations %d before it converged\n", i + 1,
-                    d->o->iterations);
-        if (row[G_NOSPOTS] && row[G_FAILED] == DS_FAIL_NONE)
-            fprintf(stderr, "nb-fit: frame %ld: no spots, predicted or observed: it adds nothing\n", i + 1);
-        if (row[G_FAILED] == DS_FAIL_NONE) {
-            if (nb_verbosity() > 0) {
-                fprintf(stderr, "frame %ld:", i + 1);
-                for (int j = 0; j < d->L.kp; j++)
-                    fprintf(stderr, " %s = %.6g \u00b1 %.2g", ds_kind_name(&d->L, d->L.kind[j]), row[G_VALUES + j],
-                            row[G_SIGMAS + j]);
-                fprintf(stderr, " (%.0f pixels, deviance ratio %.3f, %.0f of %.0f spots)\n", row[G_PIXELS],
-                        row[G_RATIO], row[G_EXPLAINED], row[G_SPOTS]);
-            }
-            continue;
-        }
-        char why[256];
-        ds_row_why(d, row, why, sizeof why);
-        fprintf(stderr, "nb-fit: frame %ld failed: %s; its start is kept\n", i + 1, why);
-    }
-    fprintf(stderr, "nb-fit: %ld frame%s fitted, %d failed\n", fitted, fitted == 1 ? "" : "s", failed);
-}
-
-/* -v: where the time went (this process's frames; rank 0 says), and what no
- * clock counts (finding regions, verdicts, the settings' scores, the joint
- * stage's sums, writing): the wall clock since t_begin less the clocks. */
-static void report_clocks(const ds *d, double t_begin)
-{
-    static const char *what[T_CLOCKS] = {
-        [T_READ] = "reading images", [T_PREDICT] = "renders to predict regions",
-        [T_STEP] = "renders of values", [T_GRAD] = "renders with derivatives",
-        [T_NORMAL] = "likelihoods and normal equations", [T_SOLVE] = "solves",
-        [T_GLOBAL] = "the global stage", [T_F] = "structure factors (their sums)"};
-    if (ds_rank(d) != 0 || nb_verbosity() < 1) return;
-    double counted = 0;
-    for (int c = 0; c < T_CLOCKS; c++) {
-        if (d->clock_n[c]) nb_info("time: %-34s %8.2f s (%ld)", what[c], d->clock_s[c], d->clock_n[c]);
-        counted += d->clock_s[c];
-    }
-    const double wall = nb_now() - t_begin;
-    nb_info("time: %-34s %8.2f s", "the rest", wall > counted ? wall - counted : 0.0);
-    nb_info("time: %-34s %8.2f s", "the dataset fit in all", wall);
-}
-
-/* --F-out's cell: the shared one where it is refined, else the mean of the
- * passing frames' (each as refined, or as it started); says which. */
-static void F_out_cell(ds *d, const double *g, double cell[6], char *says, size_t size)
-{
-    double sum[6] = {0};
-    long n = 0;
-    int shared = 0;
-    for (int k = K_CELL_A; k <= K_CELL_GAMMA; k++) shared |= d->L.where_z[k] >= 0;
-    for (long i = 0; i < d->nframes; i++) {
-        const double *row = g + i * G_WIDTH;
-        if (!in_range(d, i) || row[G_FAILED] != DS_FAIL_NONE) continue;
-        double val[DS_KINDS];
-        ds_values(d, &d->fr[i], row + G_VALUES, d->z, val);
-        for (int j = 0; j < 6; j++) sum[j] += val[K_CELL_A + j];
-        n++;
-    }
-    for (int j = 0; j < 6; j++) cell[j] = n ? sum[j] / n : d->start->unit_cell[j];
-    if (shared)
-        snprintf(says, size, "nb-fit: the cell is the refined shared cell %.4f %.4f %.4f %.3f %.3f %.3f", cell[0], cell[1],
-                 cell[2], cell[3], cell[4], cell[5]);
-    else
-        snprintf(says, size, "nb-fit: the cell is the mean of %ld frames' cells %.4f %.4f %.4f %.3f %.3f %.3f", n,
-                 cell[0], cell[1], cell[2], cell[3], cell[4], cell[5]);
-}
-
 /* The regions of every frame in the joint stage, predicted at its values. */
 static nb_status predict_joining(ds *d)
 {
@@ -1045,7 +756,7 @@ nb_status nb_fit_dataset_run(const nb_plan *start, const nb_hkl *hkl, const nb_f
     const double t_begin = nb_now();
     nb_status st = ds_open(&d, start, hkl, o, engine, red);
     for (long i = 0; i < d.nframes && !st; i++)
-        if (mine(&d, i)) st = predict_regions(&d, &d.fr[i]);
+        if (ds_mine(&d, i)) st = predict_regions(&d, &d.fr[i]);
     st = ds_agree(&d, st);
     const int turns = d.L.where_p[K_ROT_X] >= 0 || d.L.where_p[K_ROT_Y] >= 0 || d.L.where_p[K_ROT_Z] >= 0;
     const int moves = d.L.where_z[K_DISTANCE] >= 0 || d.L.where_z[K_XBEAM] >= 0 || d.L.where_z[K_YBEAM] >= 0;
@@ -1076,17 +787,17 @@ nb_status nb_fit_dataset_run(const nb_plan *start, const nb_hkl *hkl, const nb_f
     double zsigma[DS_MAX];
     for (int j = 0; j < DS_MAX; j++) zsigma[j] = NAN;
     if (!st && d.L.kz) st = shared_sigmas(&d, zsigma);
-    if (!st) st = gather(&d, &g);
-    if (!st) st = refined_plan(&d, g, out, failed);
+    if (!st) st = ds_gather(&d, &g);
+    if (!st) st = ds_refined_plan(&d, g, out, failed);
     if (!st && o->refine_F && F_table && ds_rank(&d) == 0) {
         double cell[6];
         char says[200];
-        F_out_cell(&d, g, cell, says, sizeof says);
+        ds_F_out_cell(&d, g, cell, says, sizeof says);
         st = ds_F_table(&d, cell, says, F_table);
     }
     if (!st && res) st = ds_result(&d, g, zsigma, res);
-    if (!st) report(&d, g, zsigma, *failed);
-    if (!st) report_clocks(&d, t_begin);
+    if (!st) ds_report(&d, g, zsigma, *failed);
+    if (!st) ds_report_clocks(&d, t_begin);
     free(g);
     ds_close(&d);
     return st;

@@ -168,6 +168,15 @@ static inline void ds_copy(void *dst, const void *src, size_t bytes)
     if (bytes) memcpy(dst, src, bytes);
 }
 
+/* Frame i is in --frames (every frame without it) */
+static inline int ds_in_range(const ds *d, long i)
+{
+    return !d->o->frame_first || (i + 1 >= d->o->frame_first && i + 1 <= d->o->frame_last);
+}
+int ds_owned(const ds *d, long i);
+/* Frame i is fitted here: in --frames and this process's. */
+static inline int ds_mine(const ds *d, long i) { return ds_in_range(d, i) && ds_owned(d, i); }
+
 /* The fit's sums and agreements over its processes (nb_fit_reduce.h). */
 static inline nb_status ds_sum(const ds *d, double *buf, size_t n) { return nb_fit_sum(d->red, buf, n); }
 static inline nb_status ds_agree(const ds *d, nb_status st) { return nb_fit_agree(d->red, st); }
@@ -181,6 +190,29 @@ void ds_set_hkl(ds *d, const nb_hkl *hkl);
 /* The detector's move (lab, m) when distance, Xbeam and Ybeam move by
  * mm[0 .. 2] from the start: translations, as the table's setters move it. */
 void ds_detector_shift(const ds *d, const double mm[3], double shift[3]);
+
+/* ---- nb_fit_output.c ---- */
+/* Every frame's row (enum G_...) over every process into *out (malloc'ed) */
+nb_status ds_gather(ds *d, double **out);
+/* The refined plan from the rows g; *failed: the frames the verdict failed */
+nb_status ds_refined_plan(ds *d, const double *g, nb_plan *out, int *failed);
+/* The frames' verdicts and values, and the shared values with zsigma, on standard error */
+void ds_report(const ds *d, const double *g, const double *zsigma, int failed);
+/* Where the time went since t_begin (-v) */
+void ds_report_clocks(const ds *d, double t_begin);
+/* The cell --F-out states (the refined shared one, else the passing frames' mean) and what it is */
+void ds_F_out_cell(ds *d, const double *g, double cell[6], char *says, size_t size);
+
+/* ---- nb_fit_panels.c ---- */
+/* Panel value tok (the parameter `known`: panel<i>_...) into the layout's
+ * shared part (shared: it was given to --refine, else refused). */
+nb_status ds_panel_value_add(const char *tok, const nb_param *known, int shared, ds_layout *L);
+/* The panels' ends in a frame's image (d->panel_end), the panel values'
+ * panels checked against the plan's, and the gauge (d->gauge). */
+nb_status ds_panels_open(ds *d);
+/* The gauge's condition on the shared step's equations S (kz x kz) and
+ * right-hand side rhs (NULL: S alone, for the covariance). */
+void ds_gauge_hold(const ds *d, double *S, double *rhs);
 
 /* ---- nb_fit_frame.c ---- */
 nb_status ds_layout_parse(const char *shared, const char *per_frame, int refine_F, ds_layout *L);

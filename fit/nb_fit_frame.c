@@ -58,34 +58,6 @@ static int kind_find(const char *name)
     return -1;
 }
 
-/* A panel's value (panel<i>_shift_fast ...: the parameter `known`) into
- * the shared part: a slot of its own. */
-static nb_status panel_value_add(const char *tok, const nb_param *known, int shared, ds_layout *L)
-{
-    if (!shared)
-        return nb_error_set(NB_ERR_USAGE, "option --refine-frame: '%s' is a panel's, shared by every frame: give it "
-                                          "to --refine", tok);
-    for (int s = 0; s < L->npv; s++)
-        if (!strcmp(L->pv_name[s], tok))
-            return nb_error_set(NB_ERR_USAGE, "option --refine: '%s' is named twice", tok);
-    if (L->npv == DS_PANEL_VALUES)
-        return nb_error_set(NB_ERR_UNSUPPORTED, "option --refine: more than %d panel values (a fit refines at most "
-                                                "%d: fewer panels, or fewer of each panel's values)",
-                            DS_PANEL_VALUES, DS_PANEL_VALUES);
-    static const char *const axes[PA_COUNT] = {"shift_fast", "shift_slow", "shift_normal",
-                                               "rot_fast",   "rot_slow",   "rot_normal"};
-    const char *what = strchr(tok, '_') + 1; /* the lookup took "panel<i>_NAME" */
-    int axis = 0;
-    while (axis < PA_COUNT && strcmp(axes[axis], what)) axis++;
-    if (axis == PA_COUNT) return nb_error_set(NB_ERR_USAGE, "option --refine: '%s' is not a panel's value", tok);
-    const int s = L->npv++;
-    L->pv_panel[s] = known->panel;
-    L->pv_axis[s] = axis;
-    snprintf(L->pv_name[s], sizeof L->pv_name[s], "%s", tok);
-    L->where_z[K_COUNT + s] = L->kz++;
-    return NB_OK;
-}
-
 /* One list's names into the layout (shared: the shared part). */
 static nb_status layout_add(const char *list, int shared, ds_layout *L)
 {
@@ -96,7 +68,7 @@ static nb_status layout_add(const char *list, int shared, ds_layout *L)
         int k = kind_find(tok);
         nb_param known;
         if (k < 0 && !nb_param_lookup(tok, &known) && known.panel >= 0) {
-            st = panel_value_add(tok, &known, shared, L);
+            st = ds_panel_value_add(tok, &known, shared, L);
             continue;
         }
         if (k < 0 && !strncmp(tok, "misset_", 7) && !shared)
@@ -216,50 +188,6 @@ void ds_crystal(const ds_frame *fr, const double val[DS_KINDS], double abc[3][3]
 }
 
 /* ---- the frame's plan ----------------------------------------------------------- */
-
-void ds_panel_at(const ds *d, const double val[DS_KINDS], int panel, nb_panel *out)
-{
-    *out = d->start->panels[panel];
-    double shift[3], v[PA_COUNT] = {0, 0, 0, 0, 0, 0};
-    const double mm[3] = {val[K_DISTANCE] - d->zstart[K_DISTANCE], val[K_XBEAM] - d->zstart[K_XBEAM],
-                          val[K_YBEAM] - d->zstart[K_YBEAM]};
-    ds_detector_shift(d, mm, shift);
-    for (int j = 0; j < 3; j++) out->pix0[j] += shift[j];
-    int moved = 0;
-    for (int s = 0; s < d->L.npv; s++)
-        if (d->L.pv_panel[s] == panel) v[d->L.pv_axis[s]] = val[K_COUNT + s], moved |= val[K_COUNT + s] != 0.0;
-    if (!moved) return;
-    /* turned about its start axes through its start centre (Rn Rs Rf), then moved along them */
-    const nb_panel q0 = *out;
-    double Rf[9], Rs[9], Rn[9], M[9], R[9], centre[3], r[3];
-    nb_mat3_rotate_about(q0.fdet, v[PA_ROT_FAST] * DTR, Rf);
-    nb_mat3_rotate_about(q0.sdet, v[PA_ROT_SLOW] * DTR, Rs);
-    nb_mat3_rotate_about(q0.odet, v[PA_ROT_NORMAL] * DTR, Rn);
-    nb_mat3_mul(Rs, Rf, M);
-    nb_mat3_mul(Rn, M, R);
-    for (int j = 0; j < 3; j++)
-        centre[j] = q0.pix0[j] + 0.5 * q0.pixel_size * (q0.fpixels * q0.fdet[j] + q0.spixels * q0.sdet[j]),
-        r[j] = q0.pix0[j] - centre[j];
-    nb_rotate_umat(r, r, R);
-    nb_rotate_umat(q0.fdet, out->fdet, R);
-    nb_rotate_umat(q0.sdet, out->sdet, R);
-    nb_rotate_umat(q0.odet, out->odet, R);
-    for (int j = 0; j < 3; j++)
-        out->pix0[j] = centre[j] + r[j] +
-                       1e-3 * (v[PA_SHIFT_FAST] * q0.fdet[j] + v[PA_SHIFT_SLOW] * q0.sdet[j] +
-                               v[PA_SHIFT_NORMAL] * q0.odet[j]);
-}
-
-int ds_pixel_panel(const ds *d, size_t pix)
-{
-    int lo = 0, hi = d->start->npanels - 1; /* the first panel whose end is past pix */
-    while (lo < hi) {
-        const int mid = (lo + hi) / 2;
-        if (d->panel_end[mid] > pix) hi = mid;
-        else lo = mid + 1;
-    }
-    return lo;
-}
 
 /* A plan of one frame at some values, and what it owns. */
 typedef struct ds_plan {
