@@ -66,9 +66,12 @@ print("prf_z %.3f %.3f" % (np.median(z_prf), np.std(z_prf)))
 print("sum_z %.3f %.3f" % (np.median(z_sum), np.std(z_sum)))
 '
 
+# the fit with both files (a build without CCP4's library refuses MTZ: skipped)
 fit_mtz() {
-    nb-fit -q $OBS --refine-frame scale --integrated int.refl --integrated-mtz int.mtz --space-group P212121 \
+    run nb-fit -q $OBS --refine-frame scale --integrated int.refl --integrated-mtz int.mtz --space-group P212121 \
         -o fit.nbs start.nbs
+    [[ "$output" != *"built without CCP4's library"* ]] || skip "this nb was built without CCP4's library"
+    [ "$status" -eq 0 ] || false
 }
 need_iotbx() { "$PY" -c 'import iotbx.mtz, msgpack' 2>/dev/null || skip "$PY has no iotbx (cctbx) or msgpack"; }
 
@@ -269,6 +272,7 @@ print("s1_angle_max_deg %.4f" % worst)
     run -2 nb-fit --observed wilson_1.cbf --refine scale --integrated-mtz int.mtz start.nbs
     [[ "$output" == *"option --integrated-mtz: only in a dataset fit"* ]] || false
     run ! nb-fit -q $OBS --refine-frame scale --integrated-mtz /nonexistent/int.mtz -o fit.nbs start.nbs
+    [[ "$output" != *"built without CCP4's library"* ]] || skip "this nb was built without CCP4's library"
     [[ "$output" == *"nb-fit: --integrated-mtz: cannot write '/nonexistent/int.mtz'"* ]] || false
     run ! nb-fit -q $OBS --refine-frame scale --integrated-mtz int.mtz --space-group 'Q 9' -o fit.nbs start.nbs
     [[ "$output" == *"Q 9"* ]] || false
