@@ -10,7 +10,7 @@
 
 /* What maps a frame's pixels to the reflections nearest them: its crystal
  * (rows a, b, c; m) at the frame's values, the incident beam's direction
- * and the wavelength (m). */
+ * and the wavelength (Angstrom). */
 typedef struct ds_indexer {
     double abc[3][3], incident[3], lambda;
     double val[DS_KINDS];    /* the frame's values: where its panels are (ds_panel_at) */

@@ -110,7 +110,7 @@ static void geometry(const ds *d, const iframe *f, int panel, double fpx, double
     double pos[3], bc[3], ca[3], ab[3], qv[3];
     for (int j = 0; j < 3; j++) pos[j] = q->pix0[j] + (fpx * q->fdet[j] + spx * q->sdet[j]) * q->pixel_size;
     nb_vunitize(pos, pos);
-    for (int j = 0; j < 3; j++) r->s1[j] = pos[j] / (f->ix.lambda * 1e10);
+    for (int j = 0; j < 3; j++) r->s1[j] = pos[j] / f->ix.lambda;
     const double (*abc)[3] = f->ix.abc;
     nb_vcross(abc[1], abc[2], bc), nb_vcross(abc[2], abc[0], ca), nb_vcross(abc[0], abc[1], ab);
     const double V = nb_vdot(abc[0], bc);

@@ -16,7 +16,8 @@
  * (0, 1]); model: the model's photons of it on the frame (scale x F^2 x
  * lattice); xyzcal, xyzobs: fast and slow pixels from its panel's corner
  * (a pixel's centre at +0.5), the model's and the observed photons'
- * centroids; s1: the diffracted beam towards xyzcal, 1/A; d: its spacing,
+ * centroids; s1: the diffracted beam towards xyzcal, 1/A, the plan's
+ * laboratory frame; d: its spacing,
  * A; bbox: x0 x1 y0 y1 of its pixels (ends past the last). */
 typedef struct nb_fit_refl {
     long frame;

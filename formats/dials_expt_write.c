@@ -655,7 +655,7 @@ static nb_status expt_frame(void **file, const char *path, const nb_frame *fr, c
 
 /* The wavelength frame f's headers would state (nb_frame_wavelength of its
  * IMAGE): a frame crystal's, a still's spikes' mean, else LAMBDA0 */
-static double plan_frame_wavelength(const nb_plan *p, long f)
+double nb_expt_frame_wavelength(const nb_plan *p, long f)
 {
     if (p->frame_crystals) return p->frame_crystals[f].lambda;
     if (!p->stills.on || p->stills.spikes <= 0) return p->lambda0;
@@ -680,7 +680,7 @@ static nb_status expt_plan_frames(void **file, const char *path, const nb_plan *
         nb_info("writing %s of the plan's %d frame%s (no IMAGE record)", path, plan->nframes,
                 plan->nframes == 1 ? "" : "s");
     }
-    for (long f = first; f < last && !st; f++) st = nb_expt_frame(e, plan, f, plan_frame_wavelength(plan, f), &c);
+    for (long f = first; f < last && !st; f++) st = nb_expt_frame(e, plan, f, nb_expt_frame_wavelength(plan, f), &c);
     return st;
 }
 

@@ -76,6 +76,10 @@ void nb_dials_image_geometry(const nb_plan *p, struct nb_image_meta *m);
  * crystal at mid-frame (truth.jsonl's A is their reciprocal). */
 nb_status nb_dials_frame_cell(const nb_plan *series, long frame, double abc[3][3]);
 
+/* The wavelength (m) frame `frame`'s headers state: a frame crystal's, a
+ * still's spikes' mean, else the plan's LAMBDA0 */
+double nb_expt_frame_wavelength(const nb_plan *series, long frame);
+
 /* The run's identifier (above): "nb-" and 8 hex digits, NUL-ended */
 #define NB_EXPT_RUN_ID 16
 nb_status nb_expt_run_id(const nb_plan *series, char out[NB_EXPT_RUN_ID]);

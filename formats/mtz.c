@@ -2,7 +2,8 @@
  * reader of our own): the columns offered to -column, the chosen ones'
  * values with their Miller indices, the file's symmetry operators and cell,
  * handed to sf_expand.c; a file's symmetry alone; and nb-fit's refined
- * amplitudes written as MTZ (cmtzlib's writer too). */
+ * amplitudes and measured (unmerged) intensities written as MTZ (cmtzlib's
+ * writer too, its csymlib for the asymmetric unit and M/ISYM). */
 #include "mtz.h"
 
 #ifdef NB_HAVE_CCP4
@@ -231,41 +232,145 @@ static int put_reflections(MTZ *mtz, const CCP4SPG *sp, const nb_mtz_amplitudes 
     return 1;
 }
 
+/* An MTZ being written: cmtzlib's structure writing to a temporary name
+ * beside path (renamed into place by mtz_close), its output silenced. */
+typedef struct mtz_out {
+    MTZ *mtz;
+    char *tmp;
+    nb_ccp4_quiet q;
+} mtz_out;
+
+static nb_status mtz_open(const char *path, const char *title, const char *history, mtz_out *o)
+{
+    memset(o, 0, sizeof *o);
+    o->q.saved_out = o->q.saved_err = -1;
+    if (!(o->tmp = malloc(strlen(path) + 32))) return nb_error_set(NB_ERR_NOMEM, "out of memory");
+    sprintf(o->tmp, "%s%s.tmp%ld", strchr(path, '/') ? "" : "./", path, (long)getpid());
+    nb_ccp4_quiet_begin(&o->q);
+    o->mtz = MtzMalloc(0, NULL);
+    int ok = o->mtz != NULL;
+    if (ok) {
+        o->mtz->refs_in_memory = 0;
+        o->mtz->fileout = MtzOpenForWrite(o->tmp);
+        ok = o->mtz->fileout != NULL;
+    }
+    ok = ok && ccp4_lwtitl(o->mtz, title, 0);
+    if (ok && history) {
+        char line[1][MTZRECORDLENGTH];
+        snprintf(line[0], sizeof line[0], "%s", history);
+        ok = MtzAddHistory(o->mtz, (const char(*)[MTZRECORDLENGTH])line, 1) >= 0;
+    }
+    return ok ? NB_OK : NB_ERR_IO;
+}
+
+/* The header written (ok: everything before went well) and the file
+ * renamed into place; else no file left. */
+static nb_status mtz_close(const char *path, mtz_out *o, int ok)
+{
+    if (!o->tmp) return nb_error_set(NB_ERR_NOMEM, "out of memory for '%s'", path);
+    ok = ok && o->mtz && MtzPut(o->mtz, " ");
+    if (o->mtz) MtzFree(o->mtz);
+    nb_ccp4_quiet_end(&o->q);
+    nb_status st = NB_OK;
+    if (!ok) st = nb_error_set(NB_ERR_IO, "cannot write '%s' (CCP4's MTZ library: %s)", path, ccp4_strerror(ccp4_errno));
+    else if (rename(o->tmp, path)) st = nb_error_set(NB_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    if (st) unlink(o->tmp);
+    free(o->tmp);
+    return st;
+}
+
+static CCP4SPG *load_spacegroup(const char *path, const char *name, nb_status *st)
+{
+    CCP4SPG *sp = nb_ccp4_load_spacegroup(name);
+    *st = sp ? NB_OK : nb_error_set(NB_ERR_DATA, "'%s': space group '%s' is not one that CCP4's syminfo.lib knows",
+                                    path, name);
+    return sp;
+}
+
 nb_status nb_mtz_write_amplitudes(const char *path, const nb_mtz_amplitudes *a)
 {
     if (a->n > 2000000000) return nb_error_set(NB_ERR_DATA, "'%s': too many reflections for an MTZ file", path);
-    CCP4SPG *sp = nb_ccp4_load_spacegroup(a->spacegroup);
-    if (!sp)
-        return nb_error_set(NB_ERR_DATA, "'%s': space group '%s' is not one that CCP4's syminfo.lib knows", path,
-                            a->spacegroup);
-    char *tmp = malloc(strlen(path) + 16);
-    if (!tmp) return ccp4spg_free(&sp), nb_error_set(NB_ERR_NOMEM, "out of memory");
-    sprintf(tmp, "%s%s.tmp%ld", strchr(path, '/') ? "" : "./", path, (long)getpid());
-    nb_ccp4_quiet q;
-    nb_ccp4_quiet_begin(&q);
-    MTZ *mtz = MtzMalloc(0, NULL);
-    int ok = mtz != NULL;
-    if (ok) {
-        mtz->refs_in_memory = 0;
-        mtz->fileout = MtzOpenForWrite(tmp);
-        ok = mtz->fileout != NULL;
-    }
-    ok = ok && ccp4_lwtitl(mtz, "nb-fit --refine-F: refined amplitudes", 0);
-    if (ok && a->history) {
-        char line[1][MTZRECORDLENGTH];
-        snprintf(line[0], sizeof line[0], "%s", a->history);
-        ok = MtzAddHistory(mtz, (const char(*)[MTZRECORDLENGTH])line, 1) >= 0;
-    }
-    ok = ok && put_symmetry(mtz, sp) && put_reflections(mtz, sp, a, a->cell);
-    ok = ok && MtzPut(mtz, " ");
-    if (mtz) MtzFree(mtz);
-    nb_ccp4_quiet_end(&q);
+    nb_status st;
+    CCP4SPG *sp = load_spacegroup(path, a->spacegroup, &st);
+    if (!sp) return st;
+    mtz_out o;
+    int ok = !mtz_open(path, "nb-fit --refine-F: refined amplitudes", a->history, &o);
+    ok = ok && put_symmetry(o.mtz, sp) && put_reflections(o.mtz, sp, a, a->cell);
+    st = mtz_close(path, &o, ok);
     ccp4spg_free(&sp);
-    nb_status st = NB_OK;
-    if (!ok) st = nb_error_set(NB_ERR_IO, "cannot write '%s' (CCP4's MTZ library: %s)", path, ccp4_strerror(ccp4_errno));
-    else if (rename(tmp, path)) st = nb_error_set(NB_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-    if (st) unlink(tmp);
-    free(tmp);
+    return st;
+}
+
+int nb_mtz_available(void) { return 1; }
+
+/* One batch header, of dataset set: a still (no scan, no goniometer axis),
+ * as dials.export fills one (dials/util/export_mtz_helpers.h) */
+static int put_batch(MTZ *mtz, const MTZSET *set, const nb_mtz_batch *b)
+{
+    float buf[NBATCHINTEGERS + NBATCHREALS] = {0};
+    if (!ccp4_lwbat(mtz, NULL, b->number, buf, "")) return 0;
+    MTZBAT *p = mtz->batch;
+    while (p && p->next) p = p->next;
+    if (!p || p->num != b->number) return 0;
+    p->nbsetid = set->setid;
+    p->ncryst = 1;
+    snprintf(p->title, sizeof p->title, "Batch %d", b->number);
+    p->ndet = 1;
+    p->alambd = (float)b->lambda;
+    p->so[0] = -1.0f, p->source[0] = -1.0f; /* sample to source: the beam along Cambridge x */
+    p->bscale = 1.0f;
+    for (int j = 0; j < 6; j++) p->cell[j] = (float)b->cell[j], p->lbcell[j] = -1;
+    for (int j = 0; j < 9; j++) p->umat[j] = (float)b->umat[j];
+    p->crydat[0] = (float)b->mosaic;
+    p->detlm[0][0][1] = (float)b->pixels[0], p->detlm[0][1][1] = (float)b->pixels[1];
+    p->dx[0] = (float)b->distance;
+    snprintf(p->gonlab[0], sizeof p->gonlab[0], "AXIS");
+    p->jsaxs = 1, p->ngonax = 1, p->ldtype = 2;
+    return 1;
+}
+
+/* The rows: H K L M/ISYM BATCH and the columns */
+static int put_unmerged_rows(MTZ *mtz, const CCP4SPG *sp, const MTZSET *base, MTZSET *set, const nb_mtz_unmerged *u)
+{
+    const char *label[5] = {"H", "K", "L", "M/ISYM", "BATCH"}, *type[5] = {"H", "H", "H", "Y", "B"};
+    const int ncol = 5 + u->ncol;
+    MTZCOL **col = calloc((size_t)ncol, sizeof *col);
+    float *row = calloc((size_t)ncol, sizeof *row);
+    int ok = col && row;
+    for (int k = 0; k < 5 && ok; k++) ok = (col[k] = MtzAddColumn(mtz, k < 3 ? (MTZSET *)base : set, label[k], type[k])) != NULL;
+    for (int k = 0; k < u->ncol && ok; k++) ok = (col[5 + k] = MtzAddColumn(mtz, set, u->col[k].label, u->col[k].type)) != NULL;
+    for (size_t i = 0; i < u->n && ok; i++) {
+        int h[3];
+        const int isym = ccp4spg_put_in_asu(sp, u->hkl[i][0], u->hkl[i][1], u->hkl[i][2], &h[0], &h[1], &h[2]);
+        for (int k = 0; k < 3; k++) row[k] = (float)h[k];
+        row[3] = (float)isym, row[4] = (float)u->batchno[i];
+        for (int k = 0; k < u->ncol; k++) row[5 + k] = u->col[k].value[i];
+        ok = isym > 0 && ccp4_lwrefl(mtz, row, col, ncol, (int)i + 1);
+    }
+    free(col);
+    free(row);
+    return ok;
+}
+
+nb_status nb_mtz_write_unmerged(const char *path, const nb_mtz_unmerged *u)
+{
+    if (u->n > 2000000000) return nb_error_set(NB_ERR_DATA, "'%s': too many reflections for an MTZ file", path);
+    nb_status st;
+    CCP4SPG *sp = load_spacegroup(path, u->spacegroup, &st);
+    if (!sp) return st;
+    float cell[6];
+    for (int k = 0; k < 6; k++) cell[k] = (float)u->cell[k];
+    mtz_out o;
+    int ok = !mtz_open(path, u->title, u->history, &o) && put_symmetry(o.mtz, sp);
+    MTZXTAL *base = ok ? MtzAddXtal(o.mtz, "HKL_base", "HKL_base", cell) : NULL;
+    MTZSET *bset = base ? MtzAddDataset(o.mtz, base, "HKL_base", 0.0f) : NULL;
+    MTZXTAL *xtal = bset ? MtzAddXtal(o.mtz, "nb", "nb", cell) : NULL;
+    MTZSET *set = xtal ? MtzAddDataset(o.mtz, xtal, "unmerged", (float)u->lambda) : NULL;
+    ok = set != NULL;
+    for (size_t b = 0; b < u->nbatch && ok; b++) ok = put_batch(o.mtz, set, &u->batch[b]);
+    ok = ok && put_unmerged_rows(o.mtz, sp, bset, set, u);
+    st = mtz_close(path, &o, ok);
+    ccp4spg_free(&sp);
     return st;
 }
 
@@ -291,6 +396,15 @@ nb_status nb_mtz_write_amplitudes(const char *path, const nb_mtz_amplitudes *a)
     (void)a;
     return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': this build has no CCP4 library (Debian: libccp4-dev) to write "
                         "MTZ files; write .hkl text instead", path);
+}
+
+int nb_mtz_available(void) { return 0; }
+
+nb_status nb_mtz_write_unmerged(const char *path, const nb_mtz_unmerged *u)
+{
+    (void)u;
+    return nb_error_set(NB_ERR_UNSUPPORTED, "'%s': this build has no CCP4 library (Debian: libccp4-dev) to write "
+                        "MTZ files", path);
 }
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "nb_cli.h"
 #include "nb_fit.h"
+#include "mtz.h"
 #include "nb_fit_plan.h"
 #include "nb_par.h"
 #include "nb_hkl.h"
@@ -280,8 +281,18 @@ static const nb_opt rows[] = {
      "reflection table, its experiments those of nb-convert -o fit.expt on\n"
      "the refined stream: dials.scale fit.expt FILE.refl",
      .needs = "a file name", .type = NB_OPT_STRING, .at = {FO(integrated)}},
+    {NB_OPT_LOCAL, "--integrated-mtz", 1, "FILE.mtz",
+     "a dataset fit: the same measured intensities as an unmerged MTZ for\n"
+     "CCP4's programs (pointless, aimless): H K L in the asymmetric unit of\n"
+     "--space-group's group, M/ISYM, BATCH (the frame's number from 1),\n"
+     "I SIGI and IPR SIGIPR (profile-fitted, the whole reflection), ISUM\n"
+     "SIGISUM (summed, the frame's part), FRACTIONCALC (the partiality), BG,\n"
+     "XDET YDET, ROT, LP, QE; a batch header per frame with its refined cell\n"
+     "and orientation.  Needs CCP4's library (libccp4-dev) in the build",
+     .needs = "a file name", .type = NB_OPT_STRING, .at = {FO(integrated_mtz)}},
     {NB_OPT_LOCAL, "--space-group", 1, "NAME|FILE.mtz",
-     "the space group whose asymmetric unit --refine-F refines: a name as\n"
+     "the space group whose asymmetric unit --refine-F refines and\n"
+     "--integrated-mtz's H K L M/ISYM state: a name as\n"
      "CCP4's syminfo.lib ('P 21 21 21', P212121, 'C 1 2 1'), a Hall symbol\n"
      "(' P 2ac 2ab'), or an MTZ file's symmetry (default: the plan's, as the\n"
      "experiment list of nb-geom -expt states it, else P1)",
@@ -424,19 +435,27 @@ static nb_status dataset(const nb_plan *start, const nb_hkl *hkl, const fit_opts
     nb_fit_F_table table;
     memset(&table, 0, sizeof table);
     s.nobserved = o->nobserved, s.observed = nb_fit_observed_frame, s.observed_ctx = &files;
-    nb_status st = s.refine_F ? nb_calloc((void **)&sym, 1, sizeof *sym, "the space group") : NB_OK;
+    if (o->integrated_mtz && !nb_mtz_available())
+        return nb_error_set(NB_ERR_UNSUPPORTED, "option --integrated-mtz: this nb-fit was built without CCP4's "
+                                                "library (Debian: libccp4-dev), which writes MTZ files; --integrated "
+                                                "FILE.refl writes the same intensities for DIALS");
+    nb_status st = s.refine_F || o->integrated_mtz ? nb_calloc((void **)&sym, 1, sizeof *sym, "the space group")
+                                                   : NB_OK;
     if (!st && sym) st = nb_fit_space_group(o->space_group, start, sym);
-    s.symmetry = sym;
+    s.symmetry = s.refine_F ? sym : NULL;
     nb_fit_given_spots given;
     memset(&given, 0, sizeof given);
     nb_fit_integrated integrated;
     memset(&integrated, 0, sizeof integrated);
-    if (o->integrated) s.integrated = &integrated;
+    if (o->integrated || o->integrated_mtz) s.integrated = &integrated;
     if (!st && o->spots && !(st = nb_fit_spots_read(o->spots, start, &given))) s.spots = &given;
     st = nb_fit_agree(red, st);
     if (!st) st = nb_fit_dataset_run(start, hkl, &s, engine, red, out, refined_F, o->F_out ? &table : NULL, NULL, failed);
     if (!st && o->F_out && s.refine_F && red->rank == 0) st = nb_fit_write_F(o->F_out, &table);
     if (!st && o->integrated && red->rank == 0) st = nb_fit_write_integrated(o->integrated, out, &integrated);
+    if (!st && o->integrated_mtz && red->rank == 0)
+        st = nb_fit_write_integrated_mtz(o->integrated_mtz, out, sym->spacegroup,
+                                         &integrated);
     nb_fit_integrated_free(&integrated);
     nb_fit_F_table_free(&table);
     nb_fit_spots_free(&given);
@@ -457,9 +476,9 @@ static nb_status run_fit(const nb_plan *start, const nb_hkl *hkl, const fit_opts
     if (o->ds.frame_first) return nb_error_set(NB_ERR_USAGE, "option --frames: only with --refine-frame or --refine-F");
     if (o->spots) return nb_error_set(NB_ERR_USAGE, "option --spots: only with --refine-frame or --refine-F (a fit of "
                                                     "one set of parameters compares every pixel)");
-    if (o->integrated)
-        return nb_error_set(NB_ERR_USAGE, "option --integrated: only in a dataset fit (--refine-frame, --refine-F, or "
-                                          "a plan of per-frame crystals)");
+    if (o->integrated || o->integrated_mtz)
+        return nb_error_set(NB_ERR_USAGE, "option %s: only in a dataset fit (--refine-frame, --refine-F, or a plan "
+                                          "of per-frame crystals)", o->integrated ? "--integrated" : "--integrated-mtz");
     return fit(start, hkl, o, out);
 }
 

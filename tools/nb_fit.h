@@ -28,6 +28,7 @@ typedef struct fit_opts {
     const char *residual;     /* --residual FILE */
     const char *spots;        /* --spots FILE.refl */
     const char *integrated;   /* --integrated FILE.refl */
+    const char *integrated_mtz; /* --integrated-mtz FILE.mtz */
 } fit_opts;
 
 nb_status nb_fit_observed_read(const char *path, const fit_opts *o, const nb_plan *plan, long frame, nb_fit_observed *ob);
@@ -56,5 +57,11 @@ nb_status nb_fit_write_F(const char *path, const nb_fit_F_table *t);
  * reflection table, its experiments named as nb-convert names those of the
  * refined plan (nb_fit_integrated.c). */
 nb_status nb_fit_write_integrated(const char *path, const nb_plan *plan, const nb_fit_integrated *r);
+
+/* --integrated-mtz FILE.mtz: the same rows as an unmerged MTZ, one batch a
+ * frame (its number the frame's from 1), the indices in the asymmetric unit
+ * of spacegroup with M/ISYM (nb_fit_integrated_mtz.c). */
+nb_status nb_fit_write_integrated_mtz(const char *path, const nb_plan *plan, const char *spacegroup,
+                                      const nb_fit_integrated *r);
 
 #endif

@@ -57,7 +57,7 @@ static nb_status cols_alloc(cols *c, size_t n)
     return st;
 }
 
-static void cols_fill(cols *c, const nb_plan *plan, const nb_fit_integrated *r)
+static void cols_fill(cols *c, const nb_plan *plan, const double R[3][3], const nb_fit_integrated *r)
 {
     for (size_t k = 0; k < r->n; k++) {
         const nb_fit_refl *x = &r->row[k];
@@ -68,7 +68,7 @@ static void cols_fill(cols *c, const nb_plan *plan, const nb_fit_integrated *r)
         c->isum[k] = x->sum, c->vsum[k] = x->sum_var, c->iprf[k] = x->prf, c->vprf[k] = x->prf_var;
         c->part[k] = x->partiality, c->d[k] = x->d, c->bg[k] = x->background, c->one[k] = 1.0;
         c->model[k] = x->model;
-        memcpy(c->s1[k], x->s1, sizeof x->s1);
+        for (int i = 0; i < 3; i++) c->s1[k][i] = R[i][0] * x->s1[0] + R[i][1] * x->s1[1] + R[i][2] * x->s1[2];
         c->xyzcal[k][0] = x->xyzcal[0], c->xyzcal[k][1] = x->xyzcal[1], c->xyzcal[k][2] = 0.0;
         c->xyzcal_mm[k][0] = x->xyzcal[0] * mm, c->xyzcal_mm[k][1] = x->xyzcal[1] * mm, c->xyzcal_mm[k][2] = 0.0;
         c->xyzobs[k][0] = x->xyzobs[0], c->xyzobs[k][1] = x->xyzobs[1], c->xyzobs[k][2] = 0.0;
@@ -99,10 +99,13 @@ nb_status nb_fit_write_integrated(const char *path, const nb_plan *plan, const n
     cols c;
     int *key = NULL;
     char **text = NULL;
-    nb_status st = cols_alloc(&c, r->n);
+    double R[3][3];
+    nb_status st = nb_dials_frame(plan, R); /* s1 in DIALS's laboratory frame, as the experiments' */
+    if (!st) st = cols_alloc(&c, r->n);
+    else memset(&c, 0, sizeof c);
     if (!st) st = identifiers(plan, &key, &text);
     if (!st) {
-        cols_fill(&c, plan, r);
+        cols_fill(&c, plan, (const double(*)[3])R, r);
         const nb_refl_column col[NCOL] = {
             [C_MILLER] = {"miller_index", NB_REFL_MILLER, c.miller},
             [C_ID] = {"id", NB_REFL_INT, c.id},
