@@ -5,7 +5,7 @@
 # reads them back (FRAME_SPECTRA) and renders the stills again; a malformed
 # .lam is refused with its file and line; nb-sim --grad follows a shot's
 # spectrum; nb-fit fits stills with their spectra and --refine-frame lambda
-# moves a frame's spectrum whole.
+# moves a frame's spectrum whole, back to the truth's from a start 0.2 % long.
 
 load helper
 
@@ -164,6 +164,36 @@ for k in range(3):
     assert abs(w.mean() - beams[k]["wavelength"]) < 1e-12 * w.mean()
     assert abs(r[0] - 1) < 2e-3, r                  # and stays near the truth's
 PY
+}
+
+@test "spectra: --refine-frame lambda brings back a wavelength 0.2 % long" {
+    need_numpy_here
+    nb-geom -q $TRUTH $SHOTS | nb-sim -q | nb-noise -q -seed 3 | nb-convert -q -o still_#.cbf -o model.expt
+    # the start's spectra every channel x 1.002: nb-geom -expt_spectra takes a
+    # frame's wavelength from its .lam (the weights' mean), not from the
+    # experiment's beam, so the .lam files are what is made long
+    mkdir long
+    for f in model_spectra/*.lam; do
+        awk -F, 'NR == 1 { print; next } { printf "%.12g,%s\n", $1 * 1.002, $2 }' "$f" > "long/${f##*/}"
+    done
+    sed 's|^model_spectra/|long/|' model_spectra.txt > long.txt
+    nb-geom -q -expt model.expt -expt_spectra long.txt $AGAIN -o start.nbs
+    nb-convert -q -o start.expt start.nbs
+    run -0 nb-fit --observed still_1.cbf --observed still_2.cbf --observed still_3.cbf \
+        --refine-frame rot_x,rot_y,rot_z,scale,lambda -o fit.nbs start.nbs
+    echo "$output"
+    [[ "$output" == *"3 frames fitted, 0 failed"* ]] || false
+    nb-convert -q -o fit.expt fit.nbs
+    # each frame's largest relative error of its wavelength: the start's, the fit's
+    "$PY" - <<'PY' > off.txt
+import json
+w = {n: [b["wavelength"] for b in json.load(open(n + ".expt"))["beam"]] for n in ("model", "start", "fit")}
+for n in ("start", "fit"):
+    print(max(abs(a / t - 1) for a, t in zip(w[n], w["model"])))
+PY
+    cat off.txt
+    awk 'NR == 1 { exit !($1 > 1.9e-3 && $1 < 2.1e-3) }' off.txt
+    awk 'NR == 2 { exit !($1 < 2e-4) }' off.txt
 }
 
 need_numpy_here() { "$PY" -c 'import numpy' 2>/dev/null || skip "$PY has no numpy (python3-numpy)"; }
