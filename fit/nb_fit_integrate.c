@@ -106,7 +106,9 @@ static nb_status iframe_make(ds *d, ds_frame *fr, iframe *f)
 /* The diffracted beam towards (f, s) of a panel, 1/A, and the spacing of h, A. */
 static void geometry(const ds *d, const iframe *f, int panel, double fpx, double spx, const int h[3], nb_fit_refl *r)
 {
-    const nb_panel *q = &d->start->panels[panel];
+    nb_panel now; /* where the fit's values put it (a panel's own values, the detector's) */
+    ds_panel_at(d, f->ix.val, panel, &now);
+    const nb_panel *q = &now;
     double pos[3], bc[3], ca[3], ab[3], qv[3];
     for (int j = 0; j < 3; j++) pos[j] = q->pix0[j] + (fpx * q->fdet[j] + spx * q->sdet[j]) * q->pixel_size;
     nb_vunitize(pos, pos);
