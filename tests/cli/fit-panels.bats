@@ -45,6 +45,8 @@ sys.exit(0 if json.load(open("moved.json"))["max_in_plane_mm"] > 0.15 else 1)'
 
 @test "fit-panels: panels all turned one way are found up to that turn; their mean turn about the beam is held" {
     need_dxtbx
+    # the code is the test before's (the turn held there too), the data other: a minute under ASan
+    [ -z "${NB_SANITIZED:-}" ] || skip "sanitized: the fit of the test before on other data (make check runs it)"
     run "$NB_ROOT/bench/dataset/panels-gate.sh" "${SMALL[@]}" --turns 0.1,0.1,0.1,0.1 gate
     [ "$status" -le 1 ] || false
     # the fitted turns about the normals sum to the start's, 0
