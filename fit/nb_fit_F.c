@@ -152,12 +152,8 @@ void ds_indexer_init(const ds *d, const ds_frame *fr, ds_indexer *ix)
 void ds_index_pixel(const ds *d, ds_indexer *ix, size_t pix, int h[3], double *far, int *panel, double *f,
                     double *s)
 {
-    int p = d->start->npanels - 1;
-    size_t off = 0;
-    for (; p >= 0; p--) {
-        nb_plan_panel_dims(d->start, p, NULL, NULL, &off);
-        if (pix >= off) break;
-    }
+    const int p = ds_pixel_panel(d, pix);
+    const size_t off = ds_panel_start(d, p);
     if (p != ix->panel) ds_panel_at(d, ix->val, ix->panel = p, &ix->now); /* where the values put it */
     const nb_panel *q = &ix->now;
     *f = (double)((pix - off) % (size_t)q->fpixels) + 0.5, *s = (double)((pix - off) / (size_t)q->fpixels) + 0.5;

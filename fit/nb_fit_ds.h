@@ -224,6 +224,8 @@ const char *ds_kind_unit(const ds_layout *L, int kind);
 void ds_panel_at(const ds *d, const double val[DS_KINDS], int panel, nb_panel *out);
 /* The panel of pixel pix (an index into the frame's image). */
 int ds_pixel_panel(const ds *d, size_t pix);
+/* Where panel p's pixels start in the frame's image. */
+static inline size_t ds_panel_start(const ds *d, int p) { return p > 0 ? d->panel_end[p - 1] : 0; }
 /* frame f's start (U0, cell0, start crystal) and its values at the start */
 nb_status ds_frame_start(ds *d, ds_frame *fr);
 /* The frame's U0 and cell0 from a crystal's vectors a, b, c (m). */
@@ -261,7 +263,6 @@ nb_status ds_drop_singular(ds *d, double lambda, long *dropped);
 /* The frame's normal equations with its planes eliminated, undamped (k x k,
  * stride DS_MAX); marginal over F while d->Fset.on. */
 nb_status ds_frame_reduced(const ds *d, const ds_frame *fr, double *Hr, double *gr);
-int ds_owned(const ds *d, long i);
 
 /* A frame's normal equations and -log L, kept while a step is tried: the
  * trial is rendered with its derivatives, so that an accepted step's

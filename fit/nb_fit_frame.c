@@ -270,15 +270,8 @@ static void masks_set(ds *d, const ds_frame *fr, int full)
     }
     if (full) return;
     for (size_t i = 0; i < fr->npix; i++) {
-        size_t pix = fr->pix[i];
-        for (int p = nb_plan_npanels(d->start) - 1; p >= 0; p--) {
-            size_t off;
-            nb_plan_panel_dims(d->start, p, NULL, NULL, &off);
-            if (pix >= off) {
-                d->masks[p][pix - off] = 1;
-                break;
-            }
-        }
+        const int p = ds_pixel_panel(d, fr->pix[i]);
+        d->masks[p][fr->pix[i] - ds_panel_start(d, p)] = 1;
     }
 }
 
@@ -474,7 +467,7 @@ double ds_likelihood(ds *d, ds_frame *fr, const double *p, const double *z, cons
         const double mu = fmax(s * I + b[0] + b[1] * db[1] + b[2] * db[2], NB_FIT_MU_FLOOR);
         nll += nb_fit_nll(loss, y, mu);
         if (!ne) continue;
-        if (d->L.npv && (panel < 0 || pix >= d->panel_end[panel] || (panel > 0 && pix < d->panel_end[panel - 1])))
+        if (d->L.npv && (panel < 0 || pix >= d->panel_end[panel] || pix < ds_panel_start(d, panel)))
             na = panel_active(d, panel = ds_pixel_panel(d, pix), act);
         for (int ai = 0; ai < na; ai++) {
             const int j = act[ai];

@@ -36,14 +36,7 @@ import sys
 
 import numpy as np
 
-
-def rotation(axis, angle_deg):
-    """The rotation matrix of angle_deg about the unit vector axis (Rodrigues)."""
-    k = np.asarray(axis, dtype=float)
-    k = k / np.linalg.norm(k)
-    t = math.radians(angle_deg)
-    K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
-    return np.eye(3) + math.sin(t) * K + (1 - math.cos(t)) * (K @ K)
+from perturb import rotation  # beside this script: the rotation of angle_deg about an axis
 
 
 def nominal_panels(pixels, pixel_mm, distance_mm, gap_mm):
