@@ -9,6 +9,7 @@
 #   make install PREFIX=/usr/local   tools, libnb (shared, static), nb.h, nb.pc, man pages, share/nb
 #   make check-asan the whole suite under AddressSanitizer + UBSan
 #   make check-gpu  the golden parity on this machine's GPU, and gpu.bats (fails without a GPU)
+#   make ptxas      every CUDA kernel's registers and spills (nvcc -Xptxas -v; no GPU needed)
 #   make check-dials  the gates of what DIALS reads from nb's files, measured with DIALS (5 min)
 #   make fuzz       libFuzzer targets for every parser, FUZZ_SECONDS each (clang)
 
@@ -230,7 +231,7 @@ HEADERS := $(wildcard libnbcore/*.h) $(wildcard libnbcore/*.inc) $(wildcard libn
            $(wildcard cli/*.h) $(wildcard fit/*.h) $(wildcard tools/*.h)
 
 .SECONDARY:
-.PHONY: all check check-gpu check-dials check-built demo-built lint test-unit test-cli test-parity demo deps bench install clean check-asan man fuzz fuzz-regressions fuzz-regressions-built
+.PHONY: all check check-gpu check-dials check-built demo-built lint test-unit test-cli test-parity demo deps bench install clean check-asan man fuzz fuzz-regressions fuzz-regressions-built ptxas print-dlopen print-syminfo
 
 all: $(TOOL_BINS) $(NB_SO)
 
@@ -296,15 +297,33 @@ $(BUILD)/engine/nb_sim_fast_adjoint_%.o: engine/nb_sim_fast_adjoint.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(LAYER_INC) $(CFLAGS) $(FAST_CFLAGS) $(ISA_$*) $(ADJ_CFLAGS) -DNB_FAST_ADJ_NAME=nb_render_fast_adjoint_$* -c $< -o $@
 
+NVCC_SIM_FLAGS := -std=c++17 -O3 -Xcompiler -fopenmp,-fPIC -Ilibnbcore -Iengine -Iengine/physics -DNB_VERSION='"$(VERSION)"'
 $(BUILD)/engine/nb_sim_cuda.o: engine/nb_sim_cuda.cu $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O3 -Xcompiler -fopenmp,-fPIC $(CUDA_ARCH) -Ilibnbcore -Iengine -Iengine/physics -DNB_VERSION='"$(VERSION)"' -c $< -o $@
+	$(NVCC) $(NVCC_SIM_FLAGS) $(CUDA_ARCH) -c $< -o $@
 
 # a pixel's counts on the GPU are the CPU's: the same code, compiled as the
 # host's is, without contracting a * b + c into one rounding (--fmad=false)
+NVCC_NOISE_FLAGS := -std=c++17 -O3 --fmad=false -Xcompiler -fPIC -Ilibnbcore -Itools
 $(BUILD)/tools/nb_noise_cuda.o: tools/nb_noise_cuda.cu $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O3 --fmad=false -Xcompiler -fPIC $(CUDA_ARCH) -Ilibnbcore -Itools -c $< -o $@
+	$(NVCC) $(NVCC_NOISE_FLAGS) $(CUDA_ARCH) -c $< -o $@
+
+# every CUDA kernel's registers, stack and spill stores as ptxas counts them,
+# for each architecture built, on a machine with nvcc and no GPU (the
+# objects are thrown away; bench/ptxas-table.sh makes a table of the log)
+ptxas:
+	@test -n "$(strip $(NVCC))" || { echo "make ptxas: no nvcc (CUDA's compiler) here" >&2; exit 1; }
+	@mkdir -p $(BUILD)/ptxas
+	$(NVCC) $(NVCC_SIM_FLAGS) $(CUDA_ARCH) -Xptxas -v -c engine/nb_sim_cuda.cu -o $(BUILD)/ptxas/nb_sim_cuda.o
+	$(NVCC) $(NVCC_NOISE_FLAGS) $(CUDA_ARCH) -Xptxas -v -c tools/nb_noise_cuda.cu -o $(BUILD)/ptxas/nb_noise_cuda.o
+
+# what bench/gpu-carry.sh carries beside the tools: the libraries they load
+# by soname when a file needs one, and CCP4's space-group table
+print-dlopen:
+	@echo $(if $(filter 1,$(HAVE_TIFF)),$(TIFF_SONAME)) $(if $(filter 1,$(HAVE_HDF5)),$(HDF5_SONAME)) $(LZ4_SONAME)
+print-syminfo:
+	@echo $(if $(filter 1,$(HAVE_CCP4)),$(CCP4_SYMINFO))
 
 $(BIN)/nb-noise: $(NOISE_OBJ) $(LIB)
 	@mkdir -p $(BIN)

@@ -93,10 +93,11 @@ static const nb_opt rows[] = {
      .needs = "a name", .type = NB_OPT_CHOICE, .at = {NO(p.rng)}, .choices = rngs,
      .expected = "'reference' or 'philox'"},
     {NB_OPT_LOCAL, "--device", 1, "cpu|cuda|auto",
-     "where to count (default cpu): cuda counts on the GPU, each pixel as\n"
-     "the CPU does (needs --rng philox; a PSF is spread on the CPU); auto,\n"
-     "on the GPU when this build has CUDA, a GPU is present and the\n"
-     "generator is Philox's, else on the CPU.  --version lists the backends",
+     "where to count (default auto): auto counts on the GPU when this\n"
+     "build has CUDA, a GPU is present and the generator is Philox's, else\n"
+     "on the CPU, the same counts either way; cuda on the GPU or not at all\n"
+     "(needs --rng philox; a PSF is spread on the CPU); cpu on the CPU.\n"
+     "--version lists the backends",
      .needs = "a name", .type = NB_OPT_CHOICE, .at = {NO(device)}, .choices = devices,
      .expected = "cpu, cuda or auto"},
 };
@@ -122,12 +123,12 @@ static const nb_tool_info tool = {
     "are opt-in: -flicker, -calibration, -readout, -gain, -psf, -bits, -scale, -fluence.\n"
     "--rng philox draws every deviate from a counter-based generator instead (an nb extension,\n"
     "docs/physics.md 11.5): other numbers with the same distributions, counted on every\n"
-    "thread, the same counts for any thread count; --device cuda counts them on a GPU, each\n"
-    "pixel as the CPU does.",
+    "thread, the same counts for any thread count, and on a GPU where there is one (--device),\n"
+    "each pixel as the CPU counts it.",
     &table,
     "  nb-geom ... | nb-hkl | nb-sim | nb-noise -seed 7 | nb-convert -o noisy.img\n"
     "  nb-noise -seed 2 -readout 3 -psf gauss -psf_fwhm 100 < rendered.nbs | nb-convert -o frame.cbf\n"
-    "  nb-sim --device cuda sweep.nbs | nb-noise --rng philox --device cuda | nb-convert -o s_#.img\n",
+    "  nb-sim --device cuda sweep.nbs | nb-noise --rng philox | nb-convert -o s_#.img\n",
     print_backends,
     NULL, /* no exit status of its own */
 };
@@ -276,6 +277,7 @@ int main(int argc, char **argv)
     nb_std_opts opts;
     noise_opts o;
     memset(&o, 0, sizeof o);
+    o.device = DEV_AUTO; /* the GPU's counts are the CPU's, byte for byte (docs/physics.md 11.5) */
     nb_set_tool_name(tool.name);
     nb_std_opts_init(&opts);
     /* its stream goes to standard output unless -o says otherwise: a failure
@@ -287,7 +289,8 @@ int main(int argc, char **argv)
     if (o.device == DEV_CUDA && o.p.rng != NB_NOISE_RNG_PHILOX)
         nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "--device cuda counts with --rng philox only: nanoBragg's "
                                                     "generator is one sequence in the pixels' order"));
-    if (o.device != DEV_CPU) nb_noise_cuda_environment(); /* before the reader's and writer's threads */
+    if (o.device != DEV_CPU && o.p.rng == NB_NOISE_RNG_PHILOX)
+        nb_noise_cuda_environment(); /* before the reader's and writer's threads */
     nb_exit_on_error(nb_std_apply(&opts));
     nb_stream_to_stdout(!strcmp(opts.output, "-"));
 

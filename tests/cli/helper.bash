@@ -40,7 +40,7 @@
 # `run !` and `run -N` need bats 1.5 (Debian 12 has 1.8)
 bats_require_minimum_version 1.5.0
 
-NB_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
+NB_ROOT="${NB_ROOT:-$(cd "$BATS_TEST_DIRNAME/../.." && pwd)}"   # tests/gpu-check.sh --stand-in sets it
 NB_BIN="${NB_BIN:-$NB_ROOT/bin}"   # make check-asan points it at bin-asan
 NB_INPUTS="$NB_ROOT/tests/golden/inputs"
 NANOBRAGG="$NB_ROOT/pipelines/nanobragg"

@@ -82,7 +82,26 @@ load helper
         nb-noise -q $flags --device cpu -o cpu.nbs img.nbs
         nb-noise -q $flags --device auto -o auto.nbs img.nbs
         cmp cpu.nbs auto.nbs || { echo "flags '$flags': --device auto differs from cpu"; false; }
+        nb-noise -q $flags -o default.nbs img.nbs
+        cmp cpu.nbs default.nbs || { echo "flags '$flags': the default device differs from cpu"; false; }
     done
+}
+
+@test "noise: the default device is auto: Philox's counts go to a GPU where one answers, the reference's never" {
+    nb-geom $SMALL -detpixels 32 -seed 6 -o plan.nbs
+    nb-sim -q -o img.nbs plan.nbs
+    run_nb nb-noise -v -o /dev/null img.nbs
+    expect_status 0
+    expect_lacks "counting on"
+    run_nb nb-noise -v --rng philox -o /dev/null img.nbs
+    expect_status 0
+    if nb-noise -q --rng philox --device cuda -o /dev/null img.nbs 2>/dev/null; then
+        expect_has "counting on "
+    elif nb-noise --version | grep -q cuda; then
+        expect_has "; counting on the CPU"
+    else
+        expect_lacks "counting on"
+    fi
 }
 
 @test "noise: --device cuda without a GPU fails, saying why, and leaves no output" {

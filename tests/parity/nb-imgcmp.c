@@ -2,9 +2,10 @@
  * and check the parity gates.
  *
  *   nb-imgcmp [--width W --roi XMIN XMAX YMIN YMAX] [--corr MIN] [--sum-tol T]
- *             [--max-rel R] [--skip-nonfinite-ref] REFERENCE TEST
+ *             [--norm-tol T] [--max-rel R] [--skip-nonfinite-ref] REFERENCE TEST
  *
- * Prints "corr=... sum_ratio=... max_rel=... " and exits 0 when every gate
+ * Prints "corr=... sum_ratio=... norm_ratio=... max_rel=... " and exits 0
+ * when every gate
  * given holds, 1 when one fails, 2 on usage or read errors.  The ROI (inclusive
  * pixel indices, as -roi) restricts the comparison; without it the whole image
  * is compared.  A non-finite pixel of TEST fails; one of the REFERENCE is
@@ -47,7 +48,7 @@ static float *read_floats(const char *path, size_t *n)
 int main(int argc, char **argv)
 {
     long width = 0, roi[4] = {-1, -1, -1, -1};
-    double corr_min = -2, sum_tol = -1, max_rel = -1;
+    double corr_min = -2, sum_tol = -1, norm_tol = -1, max_rel = -1;
     int skip_ref_nonfinite = 0;
     size_t ref_nonfinite = 0;
     const char *files[2];
@@ -58,11 +59,12 @@ int main(int argc, char **argv)
             for (int k = 0; k < 4; k++) roi[k] = atol(argv[++i]);
         else if (!strcmp(argv[i], "--corr") && i + 1 < argc) corr_min = atof(argv[++i]);
         else if (!strcmp(argv[i], "--sum-tol") && i + 1 < argc) sum_tol = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--norm-tol") && i + 1 < argc) norm_tol = atof(argv[++i]);
         else if (!strcmp(argv[i], "--max-rel") && i + 1 < argc) max_rel = atof(argv[++i]);
         else if (!strcmp(argv[i], "--skip-nonfinite-ref")) skip_ref_nonfinite = 1;
         else if (nf < 2) files[nf++] = argv[i];
         else {
-            fprintf(stderr, "usage: nb-imgcmp [--width W --roi X0 X1 Y0 Y1] [--corr C] [--sum-tol T] [--max-rel R] "
+            fprintf(stderr, "usage: nb-imgcmp [--width W --roi X0 X1 Y0 Y1] [--corr C] [--sum-tol T] [--norm-tol T] [--max-rel R] "
                             "[--skip-nonfinite-ref] REF TEST\n");
             return 2;
         }
@@ -101,14 +103,17 @@ int main(int argc, char **argv)
     double cov = sab - sa * sb / n, va = saa - sa * sa / n, vb = sbb - sb * sb / n;
     double corr = (va > 0 && vb > 0) ? cov / sqrt(va * vb) : (va == vb ? 1.0 : 0.0);
     double ratio = sa != 0 ? sb / sa : (sb == 0 ? 1.0 : INFINITY);
+    /* the L2 norms' ratio: a derivative image sums to about 0, its norm does not */
+    double norm_ratio = saa > 0 ? sqrt(sbb / saa) : (sbb == 0 ? 1.0 : INFINITY);
     double rel = maxa > 0 ? maxdiff / maxa : maxdiff;
-    printf("pixels=%zu corr=%.12f sum_ratio=%.12f max_rel=%.3e (worst pixel %zu: %.9g vs %.9g)", n, corr, ratio,
-           rel, worst, a[worst], b[worst]);
+    printf("pixels=%zu corr=%.12f sum_ratio=%.12f norm_ratio=%.9f max_rel=%.3e (worst pixel %zu: %.9g vs %.9g)", n, corr,
+           ratio, norm_ratio, rel, worst, a[worst], b[worst]);
     if (skip_ref_nonfinite) printf(" ref_nonfinite=%zu", ref_nonfinite);
     printf("\n");
     int fail = 0;
     if (corr_min > -2 && !(corr >= corr_min)) fail = 1;
     if (sum_tol >= 0 && !(fabs(ratio - 1) <= sum_tol)) fail = 1;
+    if (norm_tol >= 0 && !(fabs(norm_ratio - 1) <= norm_tol)) fail = 1;
     if (max_rel >= 0 && !(rel <= max_rel)) fail = 1;
     free(a);
     free(b);
