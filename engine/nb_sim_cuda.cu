@@ -199,7 +199,11 @@ __global__ void k_grad(P params, T tangents, int nd, float *out, double *row_ome
         if (nb_pixel_rendered(kp, f, s)) v = pixel_dual(&params, &tangents, f, s, &om, &trip);
         const size_t at = (size_t)s * kp->fpixels + f;
         out[at] = (float)v.v;
-        for (int j = 0; j < nd; j++) out[(size_t)(1 + j) * npix + at] = (float)v.d[j];
+        /* unrolled to NB_DUAL_N, each store tested against nd: a loop to
+         * the runtime nd indexes v.d by a variable and puts v in local memory */
+#pragma unroll
+        for (int j = 0; j < NB_DUAL_N; j++)
+            if (j < nd) out[(size_t)(1 + j) * npix + at] = (float)v.d[j];
     }
     row_sums(om, trip, s, row_omega, tripped);
 }

@@ -73,7 +73,11 @@ typedef struct nb_fgrad {
 typedef struct nb_fgx_ctx {
     nb_fpx_ctx x;          /* the fast scalar pixel's context: the values */
     const nb_fgrad *fg;
-    float dC[3][NB_DUAL_N]; /* the slow step's part of the position's tangent: dpix0 + Sdet dsdet + Odet dodet */
+    /* the slow step's offsets (m) along sdet and odet.  Its part of the
+     * position's tangent, dpix0 + S dsdet + O dodet, is formed again at each
+     * sub-pixel (nb_fgx_subpixel), not kept here: 24 floats held through the
+     * sub-pixels, sources and cells made the GPU kernel's peak spill */
+    float S, O;
     float pix2;             /* pixel_size^2 */
     int moves_any_N;        /* a tangent moves Na, Nb or Nc */
     int moves_star;         /* a tangent moves a*, b* or c* (the Gaussian's slopes in them) */
@@ -103,48 +107,80 @@ NB_DUAL_INLINE void nb_fgx_slow_step(nb_fgx_ctx *c, int t, int subS)
 {
     nb_fpx_slow_step(&c->x, t, subS);
     const nb_kparams *kp = c->x.kp;
-    const nb_fgrad *fg = c->fg;
     const double sub = kp->subpixel_size;
-    const float S = (float)(sub * ((double)c->x.spixel * kp->oversample + subS) + sub / 2.0);
-    const float O = (float)(t * kp->thickstep);
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < NB_DUAL_N; j++) c->dC[i][j] = fg->dpix0[i][j] + S * fg->dsdet[i][j] + O * fg->dodet[i][j];
+    c->S = (float)(sub * ((double)c->x.spixel * kp->oversample + subS) + sub / 2.0);
+    c->O = (float)(t * kp->thickstep);
+}
+
+/* nb_pixel_double.inc's vector helpers in nb_hdual: the double path's
+ * rotation (nb_hd_rotate_axis) for nb_curved_tangents */
+#define DR_VECTORS_ONLY
+#define DR_INLINE NB_DUAL_INLINE
+#define DRF(name) nb_hd_##name
+#define DR nb_hdual
+#define DR_C(x) nb_hdual_c(x)
+#define DR_V(a) ((a).v)
+#define DR_ADD(a, b) nb_hdual_add(a, b)
+#define DR_SUB(a, b) nb_hdual_sub(a, b)
+#define DR_MUL(a, b) nb_hdual_mul(a, b)
+#define DR_DIV(a, b) nb_hdual_div(a, b)
+#define DR_NEG(a) nb_hdual_neg(a)
+#define DR_SQRT(a) nb_hdual_sqrt(a)
+#define DR_SIN(a) nb_hdual_sin(a)
+#define DR_COS(a) nb_hdual_cos(a)
+#include "nb_pixel_double.inc"
+
+/* nb_curved_tangents for its tangents j0 .. j0 + n - 1 (n <= NB_HDUAL_N):
+ * the values once more, these tangents alone */
+NB_DUAL_INLINE void nb_curved_half(const nb_kparams *kp, const nb_fgrad *fg, double F, const double C[3],
+                                   const float *dC, int dC_stride, int j0, int n, float *u,
+                                   float du[3][NB_DUAL_N], float dinv[NB_DUAL_N])
+{
+    nb_hdual fdet[3], sdet[3], v[3], nv[3], pos[3], q[3];
+    nb_hdual distance = nb_hdual_c(kp->distance);
+    for (int j = 0; j < n; j++) distance.d[j] = fg->ddistance[j0 + j];
+    for (int i = 0; i < 3; i++) {
+        nb_hdual beam = nb_hdual_c(kp->beam[i]);
+        fdet[i] = nb_hdual_c(kp->fdet[i]), sdet[i] = nb_hdual_c(kp->sdet[i]);
+        q[i] = nb_hdual_c(F * kp->fdet[i] + C[i]);
+        for (int j = 0; j < n; j++) {
+            const int jj = j0 + j;
+            beam.d[j] = fg->dbeam[i][jj], fdet[i].d[j] = fg->dfdet[i][jj], sdet[i].d[j] = fg->dsdet[i][jj];
+            q[i].d[j] = dC[i * dC_stride + jj] + F * fg->dfdet[i][jj];
+        }
+        v[i] = nb_hdual_mul(distance, beam);
+    }
+    nb_hd_rotate_axis(v, nv, sdet, nb_hdual_div(q[1], distance));
+    nb_hd_rotate_axis(nv, pos, fdet, nb_hdual_div(q[2], distance));
+    const double r = sqrt(pos[0].v * pos[0].v + pos[1].v * pos[1].v + pos[2].v * pos[2].v), inv = 1.0 / r;
+    for (int j = 0; j < n; j++) {
+        double qd = 0.0; /* u . dpos */
+        for (int i = 0; i < 3; i++) qd += pos[i].v * inv * pos[i].d[j];
+        for (int i = 0; i < 3; i++) du[i][j0 + j] = (float)((pos[i].d[j] - pos[i].v * inv * qd) * inv);
+        dinv[j0 + j] = (float)(-qd * inv * inv);
+    }
+    if (u)
+        for (int i = 0; i < 3; i++) u[i] = (float)(pos[i].v * inv);
 }
 
 /* A curved detector's point at fast offset F (m) beside the row's part C,
- * whose k tangents are dC (component i's at dC + i * dC_stride): on the
- * sphere as the double path rotates it (nb_pixel_double.inc), in dual
- * numbers; the direction u (NULL: not wanted), its tangents du and those of
- * 1/|pos|, dinv.  The CPU's lanes (engine/nb_fast_grad.inc) call it lane by
- * lane, a GPU thread once a sub-pixel. */
+ * whose k <= NB_DUAL_N tangents are dC (component i's at dC + i *
+ * dC_stride): on the sphere as the double path rotates it
+ * (nb_pixel_double.inc), in dual numbers; the direction u (NULL: not
+ * wanted), its tangents du and those of 1/|pos|, dinv.  The CPU's lanes
+ * (engine/nb_fast_grad.inc) call it lane by lane, a GPU thread once a
+ * sub-pixel.  Half the tangents at a time (nb_hdual), the values worked out
+ * for each half: the same numbers as all 8 in nb_dual, whose rotations took
+ * some 240 registers of a GPU thread (the two halves, some 160) and made
+ * the fast derivative kernel spill. */
 NB_DUAL_INLINE void nb_curved_tangents(const nb_kparams *kp, const nb_fgrad *fg, double F, const double C[3],
                                        const float *dC, int dC_stride, int k, float *u, float du[3][NB_DUAL_N],
                                        float dinv[NB_DUAL_N])
 {
-    nb_dual fdet[3], sdet[3], v[3], nv[3], pos[3], q[3];
-    nb_dual distance = nb_dual_c(kp->distance);
-    for (int j = 0; j < k; j++) distance.d[j] = fg->ddistance[j];
-    for (int i = 0; i < 3; i++) {
-        nb_dual beam = nb_dual_c(kp->beam[i]);
-        fdet[i] = nb_dual_c(kp->fdet[i]), sdet[i] = nb_dual_c(kp->sdet[i]);
-        q[i] = nb_dual_c(F * kp->fdet[i] + C[i]);
-        for (int j = 0; j < k; j++) {
-            beam.d[j] = fg->dbeam[i][j], fdet[i].d[j] = fg->dfdet[i][j], sdet[i].d[j] = fg->dsdet[i][j];
-            q[i].d[j] = dC[i * dC_stride + j] + F * fg->dfdet[i][j];
-        }
-        v[i] = nb_dual_mul(distance, beam);
-    }
-    nb_gd_rotate_axis(v, nv, sdet, nb_dual_div(q[1], distance));
-    nb_gd_rotate_axis(nv, pos, fdet, nb_dual_div(q[2], distance));
-    const double r = sqrt(pos[0].v * pos[0].v + pos[1].v * pos[1].v + pos[2].v * pos[2].v), inv = 1.0 / r;
-    for (int j = 0; j < k; j++) {
-        double qd = 0.0; /* u . dpos */
-        for (int i = 0; i < 3; i++) qd += pos[i].v * inv * pos[i].d[j];
-        for (int i = 0; i < 3; i++) du[i][j] = (float)((pos[i].d[j] - pos[i].v * inv * qd) * inv);
-        dinv[j] = (float)(-qd * inv * inv);
-    }
-    if (u)
-        for (int i = 0; i < 3; i++) u[i] = (float)(pos[i].v * inv);
+    /* two calls, not a loop: a GPU thread's indices must be constants, or
+     * fg and the tangents go to local memory */
+    nb_curved_half(kp, fg, F, C, dC, dC_stride, 0, k < NB_HDUAL_N ? k : NB_HDUAL_N, u, du, dinv);
+    if (k > NB_HDUAL_N) nb_curved_half(kp, fg, F, C, dC, dC_stride, NB_HDUAL_N, k - NB_HDUAL_N, NULL, du, dinv);
 }
 
 NB_DUAL_INLINE void nb_fgx_subpixel(nb_fgx_ctx *c, int t, int subS, int subF, nb_fgx_geo *g)
@@ -154,15 +190,19 @@ NB_DUAL_INLINE void nb_fgx_subpixel(nb_fgx_ctx *c, int t, int subS, int subF, nb
     const nb_fgrad *fg = c->fg;
     const double sub = kp->subpixel_size;
     const double Fd = sub * ((double)c->x.fpixel * kp->oversample + subF) + sub / 2.0;
+    float dC[3][NB_DUAL_N]; /* the slow step's part of the position's tangent (see nb_fgx_ctx) */
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < NB_DUAL_N; j++)
+            dC[i][j] = fg->dpix0[i][j] + c->S * fg->dsdet[i][j] + c->O * fg->dodet[i][j];
     if (kp->curved_detector) {
-        nb_curved_tangents(kp, fg, Fd, c->x.C, &c->dC[0][0], NB_DUAL_N, NB_DUAL_N, NULL, g->du, g->dinvf);
+        nb_curved_tangents(kp, fg, Fd, c->x.C, &dC[0][0], NB_DUAL_N, NB_DUAL_N, NULL, g->du, g->dinvf);
         return;
     }
     const float F = (float)Fd, invf = g->g.invf;
     const float *u = g->g.d;
     for (int j = 0; j < NB_DUAL_N; j++) {
         float dpos[3];
-        for (int i = 0; i < 3; i++) dpos[i] = c->dC[i][j] + F * fg->dfdet[i][j];
+        for (int i = 0; i < 3; i++) dpos[i] = dC[i][j] + F * fg->dfdet[i][j];
         const float q = nb_fgx_along(u, dpos); /* u . dpos = d|pos| */
         for (int i = 0; i < 3; i++) g->du[i][j] = (dpos[i] - u[i] * q) * invf;
         g->dinvf[j] = -q * invf * invf;
