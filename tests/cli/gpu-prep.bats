@@ -86,3 +86,14 @@ EOF
     run -0 tar -xzOf gs2/results.tgz ./build.log
     [[ "$output" == *"built from other sources than this checkout's"* ]] || false
 }
+
+@test "gpu-prep: the fast derivative kernels compile without spills on sm_80 and sm_90 (make ptxas, no GPU needed)" {
+    [ -z "${NB_SANITIZED:-}" ] || skip "the CUDA code is the plain build's: make check checks it"
+    "$NB_ROOT/bin/nb-sim" --version | grep -q cuda || skip "this build has no CUDA backend (no nvcc at build time)"
+    # the registers are at the cap (255): a value more kept alive spills again
+    make -s -C "$NB_ROOT" ptxas BUILD="$PWD/ptxas-build" \
+        CUDA_ARCH='-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90' > ptxas.txt 2>&1 || false
+    run -0 "$NB_ROOT/bench/ptxas-table.sh" --no-spills 'k_grad<nb_fdual' ptxas.txt
+    [[ "$output" == *"sm_80"*"k_grad<nb_fdual"* ]] || false
+    [[ "$output" == *"sm_90"*"k_grad<nb_fdual"* ]] || false
+}
