@@ -32,7 +32,13 @@ count() { # name file [seconds]
     f=$(grep -cE '^not ok ' "$file" || true)
     p=$((p - s))
     passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
-    while IFS= read -r line; do failures+=("$name: ${line#not ok }"); done < <(grep -E '^not ok ' "$file")
+    # each failure with its first diagnostic lines, so that one seen once
+    # (on a loaded machine, say) can be told apart afterwards
+    while IFS= read -r line; do failures+=("$name: ${line#not ok }"); done < <(awk '
+        /^not ok / { n = 0; block = 1; printf "%s%s", (out ? "\n" : ""), $0; out = 1; next }
+        /^ok / { block = 0; next }
+        block && /^#/ && n < 15 { printf "\034    %s", $0; n++ }
+        END { if (out) print "" }' "$file")
     while IFS= read -r line; do skips+=("$name: ${line#ok }"); done < <(grep -E '^ok .*# [Ss][Kk][Ii][Pp]' "$file")
     # its seconds (given, or since the last line): which file takes the time
     local now=$SECONDS
@@ -162,7 +168,7 @@ fi
 if [ ${#failures[@]} -gt 0 ]; then
     echo
     echo "Failures:"
-    printf '  %s\n' "${failures[@]}"
+    printf '  %s\n' "${failures[@]}" | tr '\034' '\n'
 fi
 echo
 echo "$passed passed, $failed failed, $skipped skipped"

@@ -143,7 +143,7 @@ smv_counts() { smv_data "$1" | od -A n -v -t u2 | tr -s ' ' '\n' | sed '/^$/d'; 
         # shellcheck disable=SC2086
         nb-geom $flags > want.nbs
         [ -s want.nbs ] || false
-        cmp got.nbs want.nbs
+        cmp got.nbs want.nbs || { echo "flags '$flags': the bytes differ"; cmp -l got.nbs want.nbs | head -5; false; }
     done
     # a flag that says what the list says: usage (1) and nb-geom's message
     run -1 ./plan_stream -expt model.expt -lambda 2
