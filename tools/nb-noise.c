@@ -138,6 +138,13 @@ static void print_backends(FILE *fp)
     fprintf(fp, "backends: cpu%s\n", nb_noise_cuda_compiled() ? ", cuda (sm_80, sm_90, PTX; --rng philox)" : "");
 }
 
+/* Whether a GPU may count: asked for (cuda, auto) and Philox's generator,
+ * whose deviates each pixel draws alone (the reference's is one sequence). */
+static int may_count_on_gpu(const noise_opts *o)
+{
+    return o->device != DEV_CPU && o->p.rng == NB_NOISE_RNG_PHILOX;
+}
+
 /* The GPU that counts (--device cuda, or auto where there is one), opened
  * at the first frame to count; NULL: the CPU counts. */
 static nb_noise_cuda *cuda;
@@ -148,7 +155,7 @@ static int cuda_tried;
 static nb_status pick_device(const noise_opts *o, nb_noise_device *gpu, const nb_noise_device **dev)
 {
     *dev = NULL;
-    if (o->device == DEV_CPU || o->p.rng != NB_NOISE_RNG_PHILOX) return NB_OK;
+    if (!may_count_on_gpu(o)) return NB_OK;
     if (!cuda_tried) {
         char desc[256] = "";
         cuda_tried = 1;
@@ -289,8 +296,7 @@ int main(int argc, char **argv)
     if (o.device == DEV_CUDA && o.p.rng != NB_NOISE_RNG_PHILOX)
         nb_exit_on_error(nb_error_set(NB_ERR_USAGE, "--device cuda counts with --rng philox only: nanoBragg's "
                                                     "generator is one sequence in the pixels' order"));
-    if (o.device != DEV_CPU && o.p.rng == NB_NOISE_RNG_PHILOX)
-        nb_noise_cuda_environment(); /* before the reader's and writer's threads */
+    if (may_count_on_gpu(&o)) nb_noise_cuda_environment(); /* before the reader's and writer's threads */
     nb_exit_on_error(nb_std_apply(&opts));
     nb_stream_to_stdout(!strcmp(opts.output, "-"));
 
